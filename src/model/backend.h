@@ -1,0 +1,82 @@
+// Backend: the op interface the H3 model and samplers are written against. `cpu` (src/ref, the
+// reference program) and `cuda` (src/cuda) implement it; model code never names a backend.
+// Every op's numerics are NUMERICS.md's; the CPU backend is the oracle. All tensors passed to an op
+// live on this backend's device. Row-major activations; dim 0 is the packed row (token).
+// "R" = round to BF16 (RNE). Shapes use S = rows, D = hidden, I = inner = heads * head_dim, F = ffn.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "model/h3_weights.h"
+#include "model/segments.h"
+#include "vortex/status.h"
+#include "vortex/tensor.h"
+
+namespace vortex {
+
+// Switches that select between exact-equivalent (E0) or approximate (E2) programs. Each has a
+// per-architecture default (see the CUDA policy table); the CPU backend ignores performance switches.
+struct ExecOptions {
+  bool fused_norm_modulate = true;   // Component 1: rms_norm_modulate instead of rms_norm + modulate
+  bool fused_gate_add = true;        // Component 1: one gate_add kernel
+  std::string attention = "sdpa";    // "sdpa" (BF16 program) | "sage2" (E2)
+  std::string precision = "bf16";    // "bf16" | "fp8" | "nvfp4" (GEMM operand precision; E2 if not bf16)
+  bool debug_sync = false;           // synchronize and check after every op
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual Device device() const = 0;
+
+  // ---- memory ----
+  virtual Result<Tensor> alloc(const Shape& shape, DType dtype) = 0;  // contents undefined
+  virtual Result<Tensor> upload(const Tensor& host) = 0;             // host -> this device (copy)
+  virtual Status download(const Tensor& src, Tensor& host_dst) = 0;  // this device -> host, same shape
+  // dst = src, same shape and dtype, either may be strided (row views of a packed buffer).
+  virtual Status copy(const Tensor& src, Tensor& dst) = 0;
+  virtual Status synchronize() = 0;
+  // Deterministic synthetic values, identical bytes on every backend (src/core/synthetic.h):
+  // element i = offset + scale * u(seed, i), u uniform in [-1, 1), then converted to dst's dtype.
+  virtual Status fill_synthetic(Tensor& dst, uint64_t seed, float scale, float offset) = 0;
+
+  // ---- ops ----
+  // out[M,N] = x[M,K] @ W[N,K]^T (+ bias[N]), accumulated in FP32 or wider, one rounding to out's dtype.
+  // bf16 x -> bf16 out (bias added before the rounding); f32 x -> f32 out. Quantized W per w.format.
+  virtual Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) = 0;
+  // out = R(fp32(fp32(x * r) * w)), r = fp32(1/sqrt(mean(x^2) + eps)), mean accumulated in FP64.
+  virtual Status rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  // x = R(R(x * R(1 + scale)) + shift) in place, scale/shift = table[seg.table_row, chunk*D : +D].
+  // table [rows, C*D] bf16 (C = 6 for blocks, 2 for the final layer).
+  virtual Status modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk,
+                          const SegmentTable& seg) = 0;
+  // Fused rms_norm + modulate; E0 against the two ops.
+  virtual Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table,
+                                   int shift_chunk, int scale_chunk, const SegmentTable& seg,
+                                   Tensor& out) = 0;
+  // In place on the strided views q, k [S, I] of the QKV output: per head, RMSNorm over head_dim with
+  // weight (one rounding), then (if rope != nullptr) rotate-half RoPE on dims < rope->rope_dims:
+  // y = R(R(x * cos) + R(rot(x) * sin)), rot = [-x2, x1]. Dims >= rope_dims pass unchanged.
+  virtual Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight,
+                              float eps, const RopeTables* rope, int num_heads, int head_dim) = 0;
+  // out[S, I] = R(softmax(q k^T / sqrt(head_dim)) v) per head; q, k, v may be strided views.
+  virtual Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
+                           Tensor& out, const ExecOptions& opts) = 0;
+  // x = R(x + R(gate * a)), gate = table[seg.table_row, gate_chunk*D : +D]; table == nullptr: x = R(x + a).
+  virtual Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk,
+                          const SegmentTable& seg) = 0;
+  // m[S, F] = R(R(silu(u[:, :F])) * u[:, F:]), silu evaluated in FP64 and rounded once.
+  virtual Status swiglu(const Tensor& u, Tensor& m) = 0;
+  // dst = convert(src): f32 -> bf16 (RNE), bf16 -> f32 (exact), same shape; either may be strided.
+  virtual Status cast(const Tensor& src, Tensor& dst) = 0;
+};
+
+// "cpu" or "cuda". `threads` is the CPU worker count (0 = hardware concurrency); results never depend
+// on it. Returns kUnsupported when Vortex was built without the requested backend or no device exists.
+Result<std::unique_ptr<Backend>> make_backend(std::string_view name, int threads = 0);
+
+}  // namespace vortex
