@@ -1,0 +1,21 @@
+# vortex_component(name SOURCES a.cpp ... [CUDA_SOURCES k.cu ...] [DEPS vortex_core ...] [LIBS ...])
+# One static library per component (src/<name>/CMakeLists.txt), so a component's tests link only what
+# they need. CUDA_SOURCES are compiled only when the CUDA backend is enabled.
+function(vortex_component name)
+  cmake_parse_arguments(VC "" "" "SOURCES;CUDA_SOURCES;DEPS;LIBS;CUDA_LIBS" ${ARGN})
+  set(srcs ${VC_SOURCES})
+  if(VORTEX_HAVE_CUDA)
+    list(APPEND srcs ${VC_CUDA_SOURCES})
+  endif()
+  add_library(vortex_${name} STATIC ${srcs})
+  target_include_directories(vortex_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src
+                                                   ${CMAKE_BINARY_DIR}/generated)
+  target_compile_options(vortex_${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${VORTEX_CXX_FLAGS}>
+                                                $<$<COMPILE_LANGUAGE:CUDA>:${VORTEX_CUDA_FLAGS}>)
+  target_link_libraries(vortex_${name} PUBLIC ${VC_DEPS} ${VC_LIBS})
+  if(VORTEX_HAVE_CUDA)
+    target_link_libraries(vortex_${name} PUBLIC ${VC_CUDA_LIBS})
+    target_compile_definitions(vortex_${name} PUBLIC VORTEX_WITH_CUDA=1)
+  endif()
+  set_property(GLOBAL APPEND PROPERTY VORTEX_COMPONENTS vortex_${name})
+endfunction()

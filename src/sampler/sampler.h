@@ -1,0 +1,65 @@
+// Samplers: host-only pure functions over a denoise callback (stable-diffusion.cpp style).
+// The H3 model predicts a data-ward velocity v (x0 = x + sigma * v, research §2.8). Latents and all
+// sampler state are FP32; schedule arithmetic is FP64. Video and audio run on two flow schedules
+// (shift 12 / 3) either in ComfyUI-parity mode (one RES recursion on the video grid, audio carried as
+// y = (sigma_v/sigma_a) x_a) or reference mode (each stream on its own linspace grid), research §4.3-4.4.
+// Tested in tests/sampler/*.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "vortex/status.h"
+
+namespace vortex {
+
+// shift(t) = s t / (1 + (s - 1) t)
+double flow_shift(double sigma, double shift);
+
+// ComfyUI ModelSamplingDiscreteFlow(shift) + `simple` scheduler: 1000 grid sigmas shift(k/1000),
+// k = 1..1000, pick index -(1 + int(i * 1000 / steps)) for i < steps, then append 0. steps + 1 values.
+std::vector<double> sigmas_comfy_simple(int steps, double shift);
+// H3 reference: linspace(1, 0, steps + 1) pushed through shift, consecutive duplicates removed.
+std::vector<double> sigmas_reference_linspace(int steps, double shift);
+// ComfyUI ModelSamplingAV: audio sigma for a video sigma (invert shift_v to the base grid, apply shift_a).
+double audio_sigma_from_video(double sigma_v, double shift_v, double shift_a);
+
+enum class SamplerKind { kEuler, kResMultistep };
+enum class AvScheduleMode { kComfyParity, kReference };
+
+struct SamplerSpec {
+  SamplerKind kind = SamplerKind::kResMultistep;
+  AvScheduleMode mode = AvScheduleMode::kComfyParity;
+  int steps = 12;
+  double video_shift = 12.0;
+  double audio_shift = 3.0;
+  static SamplerSpec turbo4();  // shift_v 6, shift_a 3, 4 steps, res_multistep
+};
+Result<SamplerKind> sampler_kind_from_name(const std::string& name);  // "euler", "res_multistep"
+const char* sampler_kind_name(SamplerKind kind);
+
+// The pair of FP32 latent vectors the sampler carries (flattened [24,T,h,w] and [2,32,Ta]).
+struct AvLatents {
+  std::vector<float> video;
+  std::vector<float> audio;
+};
+
+// One model evaluation: x at (sigma_v, sigma_a) -> data-ward velocity v (same sizes as x).
+// The model's timesteps are t = 1 - sigma. `step` is the 0-based evaluation index.
+using DenoiseFn = std::function<Result<AvLatents>(const AvLatents& x, double sigma_v, double sigma_a, int step)>;
+// Called after each step with (step index, steps total).
+using StepCallback = std::function<void(int step, int steps)>;
+
+// The per-step (sigma_v, sigma_a) pairs the model is evaluated at, plus the terminal 0.
+struct AvSchedule {
+  std::vector<double> sigma_video;  // steps + 1 values, last 0
+  std::vector<double> sigma_audio;  // steps + 1 values, last 0
+};
+Result<AvSchedule> make_av_schedule(const SamplerSpec& spec);
+
+// Runs the full trajectory from pure noise (x = noise at sigma 1). Returns the final latents.
+Result<AvLatents> sample_av(const SamplerSpec& spec, AvLatents noise, const DenoiseFn& denoise,
+                            const StepCallback& on_step = {});
+
+}  // namespace vortex
