@@ -1,3 +1,7 @@
+# One file per subcommand; main.cpp registers them (commands.h).
 list(APPEND VORTEX_APP_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/main.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cmd_generate.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cmd_inspect.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cmd_synth.cpp
 )

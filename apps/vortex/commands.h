@@ -1,0 +1,18 @@
+// Subcommand registration. Each subcommand lives in its own file (cmd_<name>.cpp) and registers a
+// CLI11 subcommand whose callback stores an exit code in `exit_code`. Commands print one clear
+// message on error and return non-zero; they never call exit() themselves.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace vortex::cli {
+
+struct CommandContext {
+  int exit_code = 0;
+};
+
+void register_generate(CLI::App& app, CommandContext& ctx);
+void register_inspect(CLI::App& app, CommandContext& ctx);
+void register_synth(CLI::App& app, CommandContext& ctx);
+
+}  // namespace vortex::cli
