@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "model/h3_weights.h"
 #include "model/segments.h"
@@ -73,6 +75,31 @@ class Backend {
   virtual Status swiglu(const Tensor& u, Tensor& m) = 0;
   // dst = convert(src): f32 -> bf16 (RNE), bf16 -> f32 (exact), same shape; either may be strided.
   virtual Status cast(const Tensor& src, Tensor& dst) = 0;
+
+  // ---- profiling (vortex bench) ----
+  // Named regions on the device timeline (CUDA events on the CUDA backend, host clocks on the CPU).
+  // Regions do not nest. take_regions() synchronizes and returns (name, ms) in issue order since the
+  // last call. Defaults: no-ops, so backends without profiling support still run the model.
+  virtual void region_begin(std::string_view name) {}
+  virtual void region_end() {}
+  virtual Result<std::vector<std::pair<std::string, double>>> take_regions() {
+    return std::vector<std::pair<std::string, double>>{};
+  }
+  // Bytes of device memory currently allocated / peak since start (0 when not tracked).
+  virtual size_t memory_in_use() const { return 0; }
+  virtual size_t memory_peak() const { return 0; }
+};
+
+// RAII region: `BackendRegion r(backend, "qkv");` around the ops of one component.
+class BackendRegion {
+ public:
+  BackendRegion(Backend& backend, std::string_view name) : backend_(backend) { backend_.region_begin(name); }
+  ~BackendRegion() { backend_.region_end(); }
+  BackendRegion(const BackendRegion&) = delete;
+  BackendRegion& operator=(const BackendRegion&) = delete;
+
+ private:
+  Backend& backend_;
 };
 
 // "cpu" or "cuda". `threads` is the CPU worker count (0 = hardware concurrency); results never depend
