@@ -85,21 +85,37 @@ class Backend {
   virtual Result<std::vector<std::pair<std::string, double>>> take_regions() {
     return std::vector<std::pair<std::string, double>>{};
   }
+  // Which region level is recorded: -1 none (default), 0 outer regions (whole blocks, steps), 1 the
+  // model's per-component regions. BackendRegion only calls region_begin/end at the enabled level, so
+  // regions never nest and cost nothing when profiling is off.
+  void set_region_level(int level) { region_level_ = level; }
+  int region_level() const { return region_level_; }
+
   // Bytes of device memory currently allocated / peak since start (0 when not tracked).
   virtual size_t memory_in_use() const { return 0; }
   virtual size_t memory_peak() const { return 0; }
+
+ private:
+  int region_level_ = -1;
 };
 
-// RAII region: `BackendRegion r(backend, "qkv");` around the ops of one component.
+// RAII region: `BackendRegion r(backend, "qkv");` around the ops of one component (level 1), or
+// `BackendRegion r(backend, "block", 0);` around a whole block in a benchmark.
 class BackendRegion {
  public:
-  BackendRegion(Backend& backend, std::string_view name) : backend_(backend) { backend_.region_begin(name); }
-  ~BackendRegion() { backend_.region_end(); }
+  BackendRegion(Backend& backend, std::string_view name, int level = 1)
+      : backend_(backend), active_(backend.region_level() == level) {
+    if (active_) backend_.region_begin(name);
+  }
+  ~BackendRegion() {
+    if (active_) backend_.region_end();
+  }
   BackendRegion(const BackendRegion&) = delete;
   BackendRegion& operator=(const BackendRegion&) = delete;
 
  private:
   Backend& backend_;
+  bool active_;
 };
 
 // "cpu" or "cuda". `threads` is the CPU worker count (0 = hardware concurrency); results never depend
