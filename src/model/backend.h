@@ -91,6 +91,12 @@ class Backend {
   void set_region_level(int level) { region_level_ = level; }
   int region_level() const { return region_level_; }
 
+  // What this backend runs on, for evidence files: {"NVIDIA H200", "sm_90", "13.0"}; empty on the CPU.
+  struct DeviceInfo {
+    std::string name, sm, runtime;
+  };
+  virtual DeviceInfo device_info() const { return {}; }
+
   // Bytes of device memory currently allocated / peak since start (0 when not tracked).
   virtual size_t memory_in_use() const { return 0; }
   virtual size_t memory_peak() const { return 0; }
