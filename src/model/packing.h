@@ -30,8 +30,9 @@ struct RequestGeometry {
   int64_t video_start() const { return text_rows + audio_rows; }
 };
 
-// Snaps `frames` to the nearest valid 17n + 5 (ties up; at least 5 + 17 = 22?) — see packing.cpp for the
-// exact rule; validates sizes (multiples of 32, within the area cap) with a clear message.
+// Snaps `frames` (>= 1) to the nearest valid 17n + 5, n >= 0 (1..13 -> 5, 14..30 -> 22, 120 -> 124; 17 is
+// odd, so no integer count is a tie); validates sizes (positive multiples of 32; for cfg.name "h3" at most
+// 768*1344 pixels) with a clear message. Audio latents = round(frames * 40 / 24), never a half.
 Result<RequestGeometry> make_geometry(const ModelConfig& cfg, int width, int height, int frames, int64_t text_rows);
 
 struct PackedLayout {

@@ -22,7 +22,7 @@ struct SegmentTable {
   int64_t rows = 0;
   // Checks sortedness, coverage, non-empty segments and table_row < table_rows.
   Status validate(int64_t table_rows) const;
-  // Table row of one packed row (linear scan; for tests and references).
+  // Table row of one packed row (linear scan; for tests and references); -1 when r is not covered.
   int32_t row_of(int64_t r) const;
 };
 

@@ -25,6 +25,15 @@ std::vector<double> sigmas_reference_linspace(int steps, double shift);
 // ComfyUI ModelSamplingAV: audio sigma for a video sigma (invert shift_v to the base grid, apply shift_a).
 double audio_sigma_from_video(double sigma_v, double shift_v, double shift_a);
 
+// res_multistep (eta 0) coefficients for the step sigma -> sigma_next with history at sigma_prev
+// (research §4.1): lambda = -log(sigma), h = lambda(sigma_next) - lambda(sigma),
+// c2 = (lambda(sigma_prev) - lambda(sigma)) / h, b1 = phi1(-h) - phi2(-h)/c2, b2 = phi2(-h)/c2 (NaN -> 0);
+// the update is x <- exp_neg_h x + h (b1 D + b2 D_prev). Exposed for tests.
+struct ResCoefficients {
+  double h = 0, c2 = 0, exp_neg_h = 0, b1 = 0, b2 = 0;
+};
+ResCoefficients res_multistep_coefficients(double sigma_prev, double sigma, double sigma_next);
+
 enum class SamplerKind { kEuler, kResMultistep };
 enum class AvScheduleMode { kComfyParity, kReference };
 
@@ -38,6 +47,8 @@ struct SamplerSpec {
 };
 Result<SamplerKind> sampler_kind_from_name(const std::string& name);  // "euler", "res_multistep"
 const char* sampler_kind_name(SamplerKind kind);
+Result<AvScheduleMode> av_schedule_mode_from_name(const std::string& name);  // "comfy", "reference"
+const char* av_schedule_mode_name(AvScheduleMode mode);
 
 // The pair of FP32 latent vectors the sampler carries (flattened [24,T,h,w] and [2,32,Ta]).
 struct AvLatents {

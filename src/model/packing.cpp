@@ -1,0 +1,251 @@
+// Request packing for t2va (research §2.5-2.7, §7.2): frame snapping, latent grid, the packed order
+// [text | audio L | audio R | video], per-row modality, FP64 RoPE positions (the same formulas and
+// operation order as ComfyUI comfy/ldm/minimax/model.py PackedLayout), segment tables, and
+// (un)patchify between latents and packed rows. RoPE cos/sin tables live in rope.cpp.
+// Tested in tests/model/packing_test.cpp (canonical 37,810-row request, positions, round trips).
+#include "model/packing.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+namespace vortex {
+namespace {
+
+// The H3 release's pixel-area cap (research §7.1: 768p class, 1344x768 landscape / 768x1344 portrait).
+constexpr int64_t kH3MaxPixelArea = 768LL * 1344LL;
+// Video time units per pixel frame: 24 fps * 5/3 = 40 units/s, the audio latent rate.
+constexpr double kFrameRescale = 5.0 / 3.0;
+// Pixel frames covered by latent frame k within its group of 5 (the causal VAE's first frame is 1).
+constexpr int kFramesPerLatent[5] = {1, 4, 4, 4, 4};
+
+// Area-normalized axis grid of one latent axis of length d (patch 2): d/2 points
+// 32 * (i * (ratio / n) + (1 - ratio) / 2), ratio = d / A, A = sqrt(lat_h * lat_w); FP64, ComfyUI's
+// _axis_from_sqrt_area operation order.
+std::vector<double> axis_grid(int d, double sqrt_area) {
+  const double ratio = static_cast<double>(d) / sqrt_area;
+  const int n = d / 2;
+  std::vector<double> g(static_cast<size_t>(n));
+  const double spacing = ratio / static_cast<double>(n);
+  const double origin = (1.0 - ratio) / 2.0;
+  for (int i = 0; i < n; ++i) g[static_cast<size_t>(i)] = (static_cast<double>(i) * spacing + origin) * 32.0;
+  return g;
+}
+
+Status check_video_latents(const ModelConfig& cfg, const Tensor& t, const char* what) {
+  if (!t.defined()) return invalid_argument(std::string(what) + " is undefined");
+  if (t.device() != Device::kCpu) return invalid_argument(std::string(what) + " must be a host tensor");
+  if (t.dtype() != DType::kF32) return invalid_argument(std::string(what) + " must be f32, got " + t.describe());
+  if (!t.is_contiguous()) return invalid_argument(std::string(what) + " must be contiguous, got " + t.describe());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<RequestGeometry> make_geometry(const ModelConfig& cfg, int width, int height, int frames, int64_t text_rows) {
+  if (width <= 0 || height <= 0 || width % 32 != 0 || height % 32 != 0) {
+    return invalid_argument("width and height must be positive multiples of 32 (VAE factor 16 x patch 2), got " +
+                            std::to_string(width) + "x" + std::to_string(height) + "; e.g. use 1344x768");
+  }
+  if (cfg.name == "h3" && static_cast<int64_t>(width) * height > kH3MaxPixelArea) {
+    return invalid_argument("h3 supports at most 768*1344 = " + std::to_string(kH3MaxPixelArea) + " pixels per frame, got " +
+                            std::to_string(width) + "x" + std::to_string(height) + " = " +
+                            std::to_string(static_cast<int64_t>(width) * height) + "; reduce the resolution");
+  }
+  if (frames < 1) {
+    return invalid_argument("frames must be >= 1 (it is snapped to 17n + 5), got " + std::to_string(frames));
+  }
+  if (text_rows < 0) return invalid_argument("text_rows must be >= 0, got " + std::to_string(text_rows));
+  if (cfg.patch_t != 1 || cfg.patch_h != 2 || cfg.patch_w != 2) {
+    return unsupported("packing supports patch (1, 2, 2) only, config has (" + std::to_string(cfg.patch_t) + ", " +
+                       std::to_string(cfg.patch_h) + ", " + std::to_string(cfg.patch_w) + ")");
+  }
+  // Snap to the nearest 17n + 5, n >= 0. Because 17 is odd, an integer frame count is never equidistant
+  // from two valid counts, so "ties go up" never triggers; r <= 8 rounds down, r >= 9 rounds up.
+  // Counts below 5 snap to 5 (n = 0).
+  int n = 0;
+  if (frames > 5) {
+    const int r = (frames - 5) % 17;
+    n = (frames - 5) / 17 + (r >= 9 ? 1 : 0);
+  }
+  RequestGeometry g;
+  g.width = width;
+  g.height = height;
+  g.frames = 17 * n + 5;
+  g.latent_frames = 5 * n + 2;
+  g.latent_h = height / 16;
+  g.latent_w = width / 16;
+  g.video_rows = static_cast<int64_t>(g.latent_frames) * (g.latent_h / 2) * (g.latent_w / 2);
+  // round(frames / 24 * 40) = round(5 frames / 3): the fractional part is 0, 1/3 or 2/3, never 1/2, so
+  // round-half-away-from-zero and every other rounding of halves agree; integer form floor((5f + 1)/3).
+  g.audio_latents = (5 * g.frames + 1) / 3;
+  g.audio_rows = 2LL * g.audio_latents;
+  g.text_rows = text_rows;
+  return g;
+}
+
+Result<PackedLayout> pack_request(const ModelConfig& cfg, const RequestGeometry& geo) {
+  if (geo.latent_h <= 0 || geo.latent_w <= 0 || geo.latent_h % 2 || geo.latent_w % 2 || geo.latent_frames <= 0 ||
+      geo.audio_latents <= 0 || geo.text_rows < 0) {
+    return invalid_argument("pack_request: invalid geometry (build it with make_geometry)");
+  }
+  const int64_t frame_rows = static_cast<int64_t>(geo.latent_h / 2) * (geo.latent_w / 2);
+  if (geo.video_rows != geo.latent_frames * frame_rows || geo.audio_rows != 2LL * geo.audio_latents) {
+    return invalid_argument("pack_request: geometry row counts are inconsistent (build it with make_geometry)");
+  }
+  PackedLayout layout;
+  layout.geo = geo;
+  const int64_t total = geo.total_rows();
+  layout.positions.resize(static_cast<size_t>(total));
+  layout.modality.resize(static_cast<size_t>(total));
+  const double cursor = static_cast<double>(geo.text_rows);  // media timeline origin L
+
+  // Text rows: (i, 0, 0).
+  for (int64_t i = 0; i < geo.text_rows; ++i) {
+    layout.positions[static_cast<size_t>(i)] = {static_cast<double>(i), 0.0, 0.0};
+    layout.modality[static_cast<size_t>(i)] = Modality::kText;
+  }
+
+  const double sqrt_area = std::sqrt(static_cast<double>(geo.latent_h) * static_cast<double>(geo.latent_w));
+  const std::vector<double> h_grid = axis_grid(geo.latent_h, sqrt_area);  // [latent_h/2]
+  const std::vector<double> w_grid = axis_grid(geo.latent_w, sqrt_area);  // [latent_w/2]
+
+  // Audio rows, channel-major: left j = 0..Ta-1 at w = w_grid.front(), then right at w = w_grid.back().
+  const int64_t a0 = geo.audio_start();
+  for (int ch = 0; ch < 2; ++ch) {
+    const double w = ch == 0 ? w_grid.front() : w_grid.back();
+    for (int j = 0; j < geo.audio_latents; ++j) {
+      const size_t r = static_cast<size_t>(a0 + static_cast<int64_t>(ch) * geo.audio_latents + j);
+      layout.positions[r] = {cursor + static_cast<double>(j), 0.0, w};
+      layout.modality[r] = Modality::kAudio;
+    }
+  }
+
+  // Video rows, frame-major then (h, w) row-major. Frame time = L + exclusive cumsum of (5/3) * span(k)
+  // (ComfyUI _video_t_grid; equals L + (5/3) * pixel_start(k) up to FP64 summation rounding).
+  const int64_t v0 = geo.video_start();
+  double t_offset = 0.0;
+  for (int k = 0; k < geo.latent_frames; ++k) {
+    const double t = cursor + t_offset;
+    t_offset += kFrameRescale * static_cast<double>(kFramesPerLatent[k % 5]);
+    for (size_t hi = 0; hi < h_grid.size(); ++hi) {
+      for (size_t wi = 0; wi < w_grid.size(); ++wi) {
+        const size_t r = static_cast<size_t>(v0 + k * frame_rows + static_cast<int64_t>(hi * w_grid.size() + wi));
+        layout.positions[r] = {t, h_grid[hi], w_grid[wi]};
+        layout.modality[r] = Modality::kVideo;
+      }
+    }
+  }
+  (void)cfg;
+  return layout;
+}
+
+SegmentTable PackedLayout::block_segments(int video_slot, int audio_slot) const {
+  SegmentTable t;
+  t.rows = geo.total_rows();
+  auto add = [&](int64_t start, int64_t stop, int32_t row) {
+    if (stop > start) t.segments.push_back({start, stop, row});
+  };
+  add(geo.text_start(), geo.audio_start(), video_slot * kNumModalities + static_cast<int>(Modality::kText));
+  add(geo.audio_start(), geo.video_start(), audio_slot * kNumModalities + static_cast<int>(Modality::kAudio));
+  add(geo.video_start(), t.rows, video_slot * kNumModalities + static_cast<int>(Modality::kVideo));
+  return t;
+}
+
+SegmentTable PackedLayout::final_segments(int video_slot, int audio_slot) const {
+  SegmentTable t;
+  t.rows = geo.total_rows();
+  auto add = [&](int64_t start, int64_t stop, int32_t row) {
+    if (stop <= start) return;
+    if (!t.segments.empty() && t.segments.back().table_row == row) {
+      t.segments.back().stop = stop;  // text and video share the video slot; merge when adjacent
+    } else {
+      t.segments.push_back({start, stop, row});
+    }
+  };
+  add(geo.text_start(), geo.audio_start(), video_slot);
+  add(geo.audio_start(), geo.video_start(), audio_slot);
+  add(geo.video_start(), t.rows, video_slot);
+  return t;
+}
+
+Result<Tensor> patchify_video(const ModelConfig& cfg, const Tensor& latents) {
+  VORTEX_RETURN_IF_ERROR(check_video_latents(cfg, latents, "video latents"));
+  if (latents.ndim() != 4 || latents.dim(0) != cfg.in_channels || latents.dim(2) % 2 || latents.dim(3) % 2) {
+    return invalid_argument("video latents must be [" + std::to_string(cfg.in_channels) +
+                            ", T, H, W] f32 with even H and W, got " + latents.describe());
+  }
+  const int64_t C = latents.dim(0), T = latents.dim(1), H = latents.dim(2), W = latents.dim(3);
+  const int64_t h2 = H / 2, w2 = W / 2;
+  Tensor rows = Tensor::empty({T * h2 * w2, C * 4}, DType::kF32);  // [T*(H/2)*(W/2), C*4] f32
+  const float* src = latents.data<float>();
+  float* dst = rows.data<float>();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t hi = 0; hi < h2; ++hi)
+      for (int64_t wi = 0; wi < w2; ++wi) {
+        float* row = dst + ((t * h2 + hi) * w2 + wi) * C * 4;
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t ph = 0; ph < 2; ++ph)
+            for (int64_t pw = 0; pw < 2; ++pw)
+              row[c * 4 + ph * 2 + pw] = src[((c * T + t) * H + hi * 2 + ph) * W + wi * 2 + pw];
+      }
+  return rows;
+}
+
+Result<Tensor> unpatchify_video(const ModelConfig& cfg, const RequestGeometry& geo, const Tensor& rows) {
+  VORTEX_RETURN_IF_ERROR(check_video_latents(cfg, rows, "video rows"));
+  const int64_t C = cfg.in_channels, T = geo.latent_frames, H = geo.latent_h, W = geo.latent_w;
+  const int64_t h2 = H / 2, w2 = W / 2;
+  if (rows.ndim() != 2 || rows.dim(0) != T * h2 * w2 || rows.dim(1) != C * 4) {
+    return invalid_argument("video rows must be [" + std::to_string(T * h2 * w2) + ", " + std::to_string(C * 4) +
+                            "] f32 for this request, got " + rows.describe());
+  }
+  Tensor lat = Tensor::empty({C, T, H, W}, DType::kF32);  // [C, T, H, W] f32
+  const float* src = rows.data<float>();
+  float* dst = lat.data<float>();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t hi = 0; hi < h2; ++hi)
+      for (int64_t wi = 0; wi < w2; ++wi) {
+        const float* row = src + ((t * h2 + hi) * w2 + wi) * C * 4;
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t ph = 0; ph < 2; ++ph)
+            for (int64_t pw = 0; pw < 2; ++pw)
+              dst[((c * T + t) * H + hi * 2 + ph) * W + wi * 2 + pw] = row[c * 4 + ph * 2 + pw];
+      }
+  return lat;
+}
+
+Result<Tensor> audio_to_rows(const Tensor& latents) {
+  if (!latents.defined() || latents.device() != Device::kCpu || latents.dtype() != DType::kF32 ||
+      !latents.is_contiguous() || latents.ndim() != 3 || latents.dim(0) != 2) {
+    return invalid_argument("audio latents must be a contiguous host [2, C, Ta] f32 tensor, got " +
+                            (latents.defined() ? latents.describe() : std::string("undefined")));
+  }
+  const int64_t C = latents.dim(1), Ta = latents.dim(2);
+  Tensor rows = Tensor::empty({2 * Ta, C}, DType::kF32);  // [2*Ta, C] f32, channel-major
+  const float* src = latents.data<float>();
+  float* dst = rows.data<float>();
+  for (int64_t ch = 0; ch < 2; ++ch)
+    for (int64_t j = 0; j < Ta; ++j)
+      for (int64_t c = 0; c < C; ++c) dst[(ch * Ta + j) * C + c] = src[(ch * C + c) * Ta + j];
+  return rows;
+}
+
+Result<Tensor> rows_to_audio(const ModelConfig& cfg, const RequestGeometry& geo, const Tensor& rows) {
+  const int64_t C = cfg.audio_in_channels, Ta = geo.audio_latents;
+  if (!rows.defined() || rows.device() != Device::kCpu || rows.dtype() != DType::kF32 || !rows.is_contiguous() ||
+      rows.ndim() != 2 || rows.dim(0) != 2 * Ta || rows.dim(1) != C) {
+    return invalid_argument("audio rows must be a contiguous host [" + std::to_string(2 * Ta) + ", " +
+                            std::to_string(C) + "] f32 tensor for this request, got " +
+                            (rows.defined() ? rows.describe() : std::string("undefined")));
+  }
+  Tensor lat = Tensor::empty({2, C, Ta}, DType::kF32);  // [2, C, Ta] f32
+  const float* src = rows.data<float>();
+  float* dst = lat.data<float>();
+  for (int64_t ch = 0; ch < 2; ++ch)
+    for (int64_t j = 0; j < Ta; ++j)
+      for (int64_t c = 0; c < C; ++c) dst[(ch * C + c) * Ta + j] = src[(ch * Ta + j) * C + c];
+  return lat;
+}
+
+}  // namespace vortex
