@@ -55,16 +55,22 @@ VORTEX_HD float uniform_pm1_from_bits(uint32_t bits) {
   return static_cast<float>(static_cast<int32_t>(bits >> 8) - (1 << 23)) * (1.0f / 8388608.0f);
 }
 
-// Synthetic value for element `index`: offset + scale * u, each step rounded once in FP32 (no FMA).
-VORTEX_HD float synthetic_value(uint64_t seed, uint64_t index, float scale, float offset) {
-  Philox4x32 r = philox_block(seed, index >> 2);
-  float u = uniform_pm1_from_bits(r.v[index & 3]);
+// offset + scale * u(word), each step rounded once in FP32 (no FMA).
+VORTEX_HD float synthetic_value_from_word(uint32_t word, float scale, float offset) {
+  float u = uniform_pm1_from_bits(word);
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(__fmul_rn(scale, u), offset);
 #else
   volatile float p = scale * u;  // volatile: forbid contraction into an FMA
   return p + offset;
 #endif
+}
+
+// Synthetic value for element `index`: word index % 4 of Philox block index / 4, through
+// synthetic_value_from_word. Fills that walk whole blocks call synthetic_value_from_word on each word.
+VORTEX_HD float synthetic_value(uint64_t seed, uint64_t index, float scale, float offset) {
+  Philox4x32 r = philox_block(seed, index >> 2);
+  return synthetic_value_from_word(r.v[index & 3], scale, offset);
 }
 
 }  // namespace vortex
