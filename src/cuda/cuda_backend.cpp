@@ -1,0 +1,324 @@
+// CudaBackend implementation: device checks at creation, caching allocation, pinned staged transfers,
+// strided 2-D copies, and dispatch of every op to GemmEngine / SdpaAttention / src/cuda/ops with a
+// check (and, in debug mode, a synchronize) after each. See cuda_backend.h; tested in tests/cuda.
+#include "cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "cuda/attention/sdpa.h"
+#include "cuda/check.h"
+#include "cuda/ops/ops.h"
+#include "gemm/gemm.h"
+
+namespace vortex {
+namespace {
+
+constexpr size_t kStagingChunk = size_t{64} << 20;  // pinned staging per transfer step
+
+// Host tensors must be dense for staged transfers (views can be copied to a dense tensor first).
+Status expect_dense_host(const Tensor& t, const char* what) {
+  if (t.device() != Device::kCpu) return invalid_argument(std::string(what) + " must be a host tensor");
+  if (!t.is_contiguous())
+    return invalid_argument(std::string(what) + " " + t.describe() + " must be contiguous (copy the view into a dense tensor first)");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  VORTEX_RETURN_IF_ERROR(b->init(ordinal));
+  return b;
+}
+
+Status CudaBackend::init(int ordinal) {
+  VORTEX_ASSIGN_OR_RETURN(info_, query_device(ordinal));
+  VORTEX_RETURN_IF_ERROR(check_device_supported(info_));
+  VORTEX_CUDA_CHECK(cudaSetDevice(ordinal));
+  VORTEX_RETURN_IF_ERROR(cuda_ops::check_kernel_image());
+  VORTEX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  allocator_ = std::make_shared<CachingAllocator>();
+  pinned_ = std::make_unique<PinnedBuffer>();
+  segments_ = std::make_unique<cuda_ops::SegmentRowMapCache>(allocator_);
+  const ExecOptions defaults = policy_exec_options(info_.facts.arch);
+  debug_sync_ = defaults.debug_sync;
+  fused_gate_add_ = defaults.fused_gate_add;
+  // SiLU table: the CPU reference's scalar SiLU for all 65,536 BF16 inputs (see src/cuda/ops/swiglu.cu).
+  const std::vector<uint16_t> table = cuda_ops::silu_bf16_table_host();
+  VORTEX_CUDA_CHECK(cudaMalloc(&silu_table_, table.size() * sizeof(uint16_t)));
+  VORTEX_CUDA_CHECK(cudaMemcpy(silu_table_, table.data(), table.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  return Status::Ok();
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) (void)cudaStreamSynchronize(stream_);
+  for (Region& r : regions_) {
+    if (r.start) (void)cudaEventDestroy(r.start);
+    if (r.stop) (void)cudaEventDestroy(r.stop);
+  }
+  for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
+  sdpa_.reset();
+  gemm_.reset();
+  segments_.reset();
+  if (silu_table_) (void)cudaFree(silu_table_);
+  if (stream_) (void)cudaStreamDestroy(stream_);
+}
+
+Status CudaBackend::after_op(const char* op, bool force_sync) {
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return cuda_status(err, op, __FILE__, __LINE__);
+  if (debug_sync_ || force_sync) {
+    err = cudaStreamSynchronize(stream_);
+    if (err != cudaSuccess)
+      return cuda_status(err, (std::string(op) + " (debug sync: the fault happened in this op)").c_str(), __FILE__, __LINE__);
+  }
+  return Status::Ok();
+}
+
+// ---- profiling ---------------------------------------------------------------------------------
+Result<cudaEvent_t> CudaBackend::take_event() {
+  if (!free_events_.empty()) {
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  VORTEX_CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+
+void CudaBackend::region_begin(std::string_view name) {
+  Result<cudaEvent_t> start = take_event();
+  Result<cudaEvent_t> stop = take_event();
+  if (!start.ok() || !stop.ok()) {
+    if (region_error_.ok()) region_error_ = !start.ok() ? start.status() : stop.status();
+    return;
+  }
+  cudaError_t err = cudaEventRecord(start.value(), stream_);
+  if (err != cudaSuccess && region_error_.ok()) region_error_ = cuda_status(err, "cudaEventRecord(region start)", __FILE__, __LINE__);
+  regions_.push_back(Region{std::string(name), start.value(), stop.value()});
+}
+
+void CudaBackend::region_end() {
+  if (regions_.empty()) return;
+  cudaError_t err = cudaEventRecord(regions_.back().stop, stream_);
+  if (err != cudaSuccess && region_error_.ok()) region_error_ = cuda_status(err, "cudaEventRecord(region stop)", __FILE__, __LINE__);
+}
+
+Result<std::vector<std::pair<std::string, double>>> CudaBackend::take_regions() {
+  VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<Region> regions = std::move(regions_);
+  regions_.clear();
+  Status err = region_error_;
+  region_error_ = Status::Ok();
+  std::vector<std::pair<std::string, double>> out;
+  for (Region& r : regions) {
+    float ms = 0.0f;
+    cudaError_t e = cudaEventElapsedTime(&ms, r.start, r.stop);
+    if (e != cudaSuccess && err.ok()) err = cuda_status(e, ("cudaEventElapsedTime(region " + r.name + ")").c_str(), __FILE__, __LINE__);
+    out.emplace_back(r.name, static_cast<double>(ms));
+    free_events_.push_back(r.start);
+    free_events_.push_back(r.stop);
+  }
+  if (!err.ok()) return err;
+  return out;
+}
+
+Backend::DeviceInfo CudaBackend::device_info() const {
+  Backend::DeviceInfo d;
+  d.name = info_.name;
+  d.sm = "sm_" + std::to_string(info_.cc_major) + std::to_string(info_.cc_minor);
+  d.runtime = std::to_string(info_.runtime_version / 1000) + "." + std::to_string((info_.runtime_version % 1000) / 10);
+  return d;
+}
+
+AllocatorStats CudaBackend::memory_stats() const { return allocator_->stats(); }
+void CudaBackend::reset_peak_memory() { allocator_->reset_peak(); }
+uint64_t CudaBackend::segment_map_builds() const { return segments_->builds(); }
+
+// ---- memory ------------------------------------------------------------------------------------
+Result<Tensor> CudaBackend::alloc(const Shape& shape, DType dtype) {
+  for (int64_t d : shape)
+    if (d < 0) return invalid_argument("alloc: negative dimension in " + shape_to_string(shape));
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  VORTEX_ASSIGN_OR_RETURN(void* ptr, allocator_->allocate(bytes));
+  auto storage = std::make_shared<Storage>();
+  storage->ptr = ptr;
+  storage->bytes = bytes;
+  storage->device = Device::kCuda;
+  std::shared_ptr<CachingAllocator> allocator = allocator_;
+  storage->release = [allocator](void* p, size_t n) { allocator->release(p, n); };
+  return Tensor::from_storage(std::move(storage), 0, shape, dtype);
+}
+
+Result<Tensor> CudaBackend::upload(const Tensor& host) {
+  VORTEX_RETURN_IF_ERROR(expect_dense_host(host, "upload source"));
+  VORTEX_ASSIGN_OR_RETURN(Tensor dst, alloc(host.shape(), host.dtype()));
+  const size_t bytes = host.nbytes();
+  VORTEX_RETURN_IF_ERROR(pinned_->reserve(std::min(bytes, kStagingChunk)));
+  const char* src = static_cast<const char*>(host.raw_data());
+  char* out = static_cast<char*>(dst.raw_data());
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(kStagingChunk, bytes - done);
+    std::memcpy(pinned_->data(), src + done, n);
+    VORTEX_CUDA_CHECK(cudaMemcpyAsync(out + done, pinned_->data(), n, cudaMemcpyHostToDevice, stream_));
+    VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the staging buffer is reused next
+    done += n;
+  }
+  return dst;
+}
+
+Status CudaBackend::download(const Tensor& src, Tensor& host_dst) {
+  VORTEX_RETURN_IF_ERROR(expect_dense_host(host_dst, "download destination"));
+  if (src.device() != Device::kCuda) return invalid_argument("download source must be a CUDA tensor");
+  if (src.shape() != host_dst.shape() || src.dtype() != host_dst.dtype())
+    return invalid_argument("download: " + src.describe() + " -> " + host_dst.describe() + ": shape and dtype must match");
+  const size_t es = dtype_size(src.dtype());
+  char* out = static_cast<char*>(host_dst.raw_data());
+  if (src.is_contiguous()) {
+    const size_t bytes = src.nbytes();
+    VORTEX_RETURN_IF_ERROR(pinned_->reserve(std::min(bytes, kStagingChunk)));
+    const char* in = static_cast<const char*>(src.raw_data());
+    for (size_t done = 0; done < bytes;) {
+      const size_t n = std::min(kStagingChunk, bytes - done);
+      VORTEX_CUDA_CHECK(cudaMemcpyAsync(pinned_->data(), in + done, n, cudaMemcpyDeviceToHost, stream_));
+      VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      std::memcpy(out + done, pinned_->data(), n);
+      done += n;
+    }
+    return Status::Ok();
+  }
+  VORTEX_ASSIGN_OR_RETURN(cuda_ops::RowView v, cuda_ops::row_view(src, "download source"));
+  const size_t row_bytes = static_cast<size_t>(v.cols) * es;
+  const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kStagingChunk / std::max<size_t>(row_bytes, 1)));
+  VORTEX_RETURN_IF_ERROR(pinned_->reserve(static_cast<size_t>(std::min(rows_per_chunk, v.rows)) * row_bytes));
+  for (int64_t r = 0; r < v.rows; r += rows_per_chunk) {
+    const int64_t n = std::min(rows_per_chunk, v.rows - r);
+    VORTEX_CUDA_CHECK(cudaMemcpy2DAsync(pinned_->data(), row_bytes, static_cast<const char*>(v.ptr) + r * v.ld * es,
+                                        v.ld * es, row_bytes, n, cudaMemcpyDeviceToHost, stream_));
+    VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::memcpy(out + r * row_bytes, pinned_->data(), n * row_bytes);
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  if (src.shape() != dst.shape() || src.dtype() != dst.dtype())
+    return invalid_argument("copy: " + src.describe() + " -> " + dst.describe() + ": shape and dtype must match");
+  if (src.device() != Device::kCuda || dst.device() != Device::kCuda)
+    return invalid_argument("copy: both tensors must be CUDA tensors (use upload/download across devices)");
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    VORTEX_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+    return after_op("copy");
+  }
+  VORTEX_ASSIGN_OR_RETURN(cuda_ops::RowView s, cuda_ops::row_view(src, "copy src"));
+  VORTEX_ASSIGN_OR_RETURN(cuda_ops::RowView d, cuda_ops::row_view(dst, "copy dst"));
+  if (s.rows == 0 || s.cols == 0) return Status::Ok();
+  const size_t es = dtype_size(src.dtype());
+  VORTEX_CUDA_CHECK(cudaMemcpy2DAsync(d.ptr, d.ld * es, s.ptr, s.ld * es, s.cols * es, s.rows, cudaMemcpyDeviceToDevice, stream_));
+  return after_op("copy");
+}
+
+Status CudaBackend::synchronize() {
+  VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return after_op("synchronize");
+}
+
+Status CudaBackend::fill_synthetic(Tensor& dst, uint64_t seed, float scale, float offset) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::fill_synthetic(dst, seed, scale, offset, stream_));
+  return after_op("fill_synthetic");
+}
+
+// ---- ops ---------------------------------------------------------------------------------------
+Status CudaBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  if (!gemm_) {  // created on first use: backends used only for elementwise work need no cuBLASLt
+    VORTEX_ASSIGN_OR_RETURN(gemm_, GemmEngine::create());
+  }
+  VORTEX_RETURN_IF_ERROR(gemm_->linear(x, w, bias, out, stream_));
+  return after_op("linear");
+}
+
+Status CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::rms_norm(x, weight, eps, out, stream_));
+  return after_op("rms_norm");
+}
+
+Status CudaBackend::modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg) {
+  if (table.ndim() != 2) return invalid_argument("modulate: table must be 2-D [rows, C * D], got " + table.describe());
+  VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map, segments_->get(seg, table.dim(0), stream_));
+  VORTEX_RETURN_IF_ERROR(cuda_ops::modulate(x, table, shift_chunk, scale_chunk, map, stream_));
+  return after_op("modulate");
+}
+
+Status CudaBackend::rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table,
+                                      int shift_chunk, int scale_chunk, const SegmentTable& seg, Tensor& out) {
+  if (table.ndim() != 2) return invalid_argument("rms_norm_modulate: table must be 2-D [rows, C * D], got " + table.describe());
+  VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map, segments_->get(seg, table.dim(0), stream_));
+  VORTEX_RETURN_IF_ERROR(cuda_ops::rms_norm_modulate(x, weight, eps, table, shift_chunk, scale_chunk, map, out, stream_));
+  return after_op("rms_norm_modulate");
+}
+
+Status CudaBackend::qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                                 const RopeTables* rope, int num_heads, int head_dim) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::qk_norm_rope(q, k, q_weight, k_weight, eps, rope ? &rope->cos : nullptr,
+                                                rope ? &rope->sin : nullptr, rope ? rope->rope_dims : 0, num_heads,
+                                                head_dim, stream_));
+  return after_op("qk_norm_rope");
+}
+
+Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
+                              const ExecOptions& opts) {
+  if (opts.attention == "sdpa") {
+#if defined(VORTEX_CUDA_HAVE_SDPA)
+    if (!sdpa_) {
+      VORTEX_ASSIGN_OR_RETURN(sdpa_, SdpaAttention::create());
+    }
+    VORTEX_RETURN_IF_ERROR(sdpa_->run(q, k, v, num_heads, head_dim, out, stream_));
+    return after_op("attention(sdpa)", opts.debug_sync);
+#else
+    return unsupported("attention 'sdpa': this build has no cuDNN SDPA sources (src/cuda/attention/sdpa_sm90.*); "
+                       "rebuild with them listed in src/cuda/CMakeLists.txt");
+#endif
+  }
+  if (opts.attention == "sage2")
+    return unsupported("attention 'sage2' is not wired into the CUDA backend yet; use --attention sdpa");
+  return invalid_argument("attention: unknown backend '" + opts.attention + "' (valid: sdpa, sage2)");
+}
+
+Status CudaBackend::gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) {
+  if (table == nullptr) {
+    VORTEX_RETURN_IF_ERROR(cuda_ops::gate_add(x, a, nullptr, 0, nullptr, stream_));
+    return after_op("gate_add");
+  }
+  if (table->ndim() != 2) return invalid_argument("gate_add: table must be 2-D [rows, C * D], got " + table->describe());
+  VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map, segments_->get(seg, table->dim(0), stream_));
+  if (fused_gate_add_) {
+    VORTEX_RETURN_IF_ERROR(cuda_ops::gate_add(x, a, table, gate_chunk, &map, stream_));
+    return after_op("gate_add");
+  }
+  // Eager program: gated = R(gate * a) into a temporary, then x = R(x + gated).
+  VORTEX_ASSIGN_OR_RETURN(Tensor gated, alloc(a.shape(), DType::kBF16));  // [S, D] bf16
+  VORTEX_RETURN_IF_ERROR(cuda_ops::gate_multiply(a, *table, gate_chunk, map, gated, stream_));
+  VORTEX_RETURN_IF_ERROR(after_op("gate_add (gate multiply)"));
+  VORTEX_RETURN_IF_ERROR(cuda_ops::residual_add(x, gated, stream_));
+  return after_op("gate_add (residual add)");
+}
+
+Status CudaBackend::swiglu(const Tensor& u, Tensor& m) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::swiglu(u, m, silu_table_, stream_));
+  return after_op("swiglu");
+}
+
+Status CudaBackend::cast(const Tensor& src, Tensor& dst) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::cast(src, dst, stream_));
+  return after_op("cast");
+}
+
+Result<std::unique_ptr<Backend>> make_cuda_backend() {
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::create(0));
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+}  // namespace vortex

@@ -1,0 +1,107 @@
+// CudaBackend: the Backend interface on one NVIDIA GPU (sm_90a build). Memory through the caching
+// allocator, uploads/downloads through pinned staging, linear layers through GemmEngine (cuBLASLt),
+// attention through SdpaAttention (cuDNN) for opts.attention == "sdpa", every other op through the E0
+// kernels of src/cuda/ops. All work runs on one stream; `debug_sync` (VORTEX_DEBUG_SYNC=1 or
+// set_debug_sync) synchronizes and checks after every op. Tested in tests/cuda/ops_test.cpp against the CPU backend.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cuda/device.h"
+#include "model/backend.h"
+
+namespace vortex {
+
+class GemmEngine;
+class SdpaAttention;
+namespace cuda_ops {
+class SegmentRowMapCache;
+}
+
+class CudaBackend : public Backend {
+ public:
+  // Device `ordinal`; kUnsupported when there is no device, it is not sm_90, or the kernels are missing.
+  static Result<std::unique_ptr<CudaBackend>> create(int ordinal = 0);
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  Device device() const override { return Device::kCuda; }
+
+  Result<Tensor> alloc(const Shape& shape, DType dtype) override;
+  Result<Tensor> upload(const Tensor& host) override;
+  Status download(const Tensor& src, Tensor& host_dst) override;
+  Status copy(const Tensor& src, Tensor& dst) override;
+  Status synchronize() override;
+  Status fill_synthetic(Tensor& dst, uint64_t seed, float scale, float offset) override;
+
+  Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
+  Status rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
+  Status modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg) override;
+  Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table, int shift_chunk,
+                           int scale_chunk, const SegmentTable& seg, Tensor& out) override;
+  Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                      const RopeTables* rope, int num_heads, int head_dim) override;
+  Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
+                   const ExecOptions& opts) override;
+  Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) override;
+  Status swiglu(const Tensor& u, Tensor& m) override;
+  Status cast(const Tensor& src, Tensor& dst) override;
+
+  // Profiling regions: CUDA events recorded on the backend stream.
+  void region_begin(std::string_view name) override;
+  void region_end() override;
+  Result<std::vector<std::pair<std::string, double>>> take_regions() override;
+  Backend::DeviceInfo device_info() const override;
+  size_t memory_in_use() const override { return memory_stats().current_bytes; }
+  size_t memory_peak() const override { return memory_stats().peak_bytes; }
+
+  // ---- CUDA-specific ----
+  const vortex::DeviceInfo& gpu_info() const { return info_; }
+  cudaStream_t stream() const { return stream_; }
+  AllocatorStats memory_stats() const;  // current / peak bytes for reports
+  void reset_peak_memory();
+  void set_debug_sync(bool on) { debug_sync_ = on; }
+  bool debug_sync() const { return debug_sync_; }
+  // gate_add with a table: one fused pass (true) or gate_multiply + residual_add through a temporary
+  // (false, the eager program). Default: the policy table's fused_gate_add for this arch.
+  void set_fused_gate_add(bool on) { fused_gate_add_ = on; }
+  bool fused_gate_add() const { return fused_gate_add_; }
+  uint64_t segment_map_builds() const;
+  const uint16_t* silu_table_device() const { return silu_table_; }
+
+ private:
+  CudaBackend() = default;
+  Status init(int ordinal);
+  Status after_op(const char* op, bool force_sync = false);
+
+  struct Region {
+    std::string name;
+    cudaEvent_t start = nullptr, stop = nullptr;
+  };
+  Result<cudaEvent_t> take_event();
+
+  vortex::DeviceInfo info_;
+  std::vector<Region> regions_;
+  std::vector<cudaEvent_t> free_events_;
+  Status region_error_;
+  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<CachingAllocator> allocator_;
+  std::unique_ptr<PinnedBuffer> pinned_;
+  std::unique_ptr<cuda_ops::SegmentRowMapCache> segments_;
+  std::unique_ptr<GemmEngine> gemm_;
+  std::unique_ptr<SdpaAttention> sdpa_;
+  uint16_t* silu_table_ = nullptr;  // [65536] bf16 bits, device
+  bool debug_sync_ = false;
+  bool fused_gate_add_ = false;
+};
+
+// The `cuda` entry of make_backend (src/engine/backend_registry.cpp).
+Result<std::unique_ptr<Backend>> make_cuda_backend();
+
+}  // namespace vortex

@@ -1,0 +1,206 @@
+// Device runtime implementation: policy table, device queries, caching allocator, pinned buffers.
+// See device.h for the contracts. Tested in tests/cuda/device_test.cpp.
+#include "cuda/device.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "cuda/check.h"
+
+namespace vortex {
+
+// ---- policy table ------------------------------------------------------------------------------
+const std::vector<PolicySwitch>& policy_table() {
+  // Defaults are the eager / exact program everywhere until the named evidence file exists.
+  static const std::vector<PolicySwitch> kTable = {
+      {"fused_norm_modulate", "off", "off", "off", "off", "",
+       "rms_norm_modulate (E0 vs rms_norm+modulate); flip after gate 2 + benchmark on the arch"},
+      {"fused_gate_add", "off", "off", "off", "off", "",
+       "one-pass gate_add (E0 vs gate multiply + residual add); flip after gate 2 + benchmark"},
+      {"attention", "sdpa", "sdpa", "sdpa", "sdpa", "",
+       "sdpa = cuDNN BF16 program; sage2 is E2 and needs the quality gate (NUMERICS.md gate 5)"},
+      {"fp8_gemm", "off", "off", "off", "off", "",
+       "FP8 E4M3 GEMMs are E2; need the measured deviation table and a quality gate"},
+  };
+  return kTable;
+}
+
+Result<std::string> policy_default(const std::string& name, GpuArch arch) {
+  for (const PolicySwitch& s : policy_table()) {
+    if (name != s.name) continue;
+    switch (arch) {
+      case GpuArch::kSm90: return std::string(s.sm90);
+      case GpuArch::kSm100: return std::string(s.sm100);
+      case GpuArch::kSm120: return std::string(s.sm120);
+      case GpuArch::kSm121: return std::string(s.sm121);
+      case GpuArch::kUnknown: return std::string(s.sm90);
+    }
+  }
+  return not_found("policy switch '" + name + "' is not in the CUDA policy table (src/cuda/device.cpp)");
+}
+
+ExecOptions policy_exec_options(GpuArch arch) {
+  ExecOptions o;
+  auto get = [&](const char* n) {
+    Result<std::string> v = policy_default(n, arch);
+    return v.ok() ? v.value() : std::string();
+  };
+  o.fused_norm_modulate = get("fused_norm_modulate") == "on";
+  o.fused_gate_add = get("fused_gate_add") == "on";
+  o.attention = get("attention");
+  o.precision = get("fp8_gemm") == "on" ? "fp8" : "bf16";
+  o.debug_sync = debug_sync_from_env();
+  return o;
+}
+
+bool debug_sync_from_env() {
+  const char* v = std::getenv("VORTEX_DEBUG_SYNC");
+  return v != nullptr && std::strcmp(v, "") != 0 && std::strcmp(v, "0") != 0;
+}
+
+// ---- device context ----------------------------------------------------------------------------
+std::string DeviceInfo::describe() const {
+  std::ostringstream s;
+  s << name << " (sm_" << cc_major << cc_minor << ", " << sm_count << " SMs, "
+    << static_cast<double>(total_global_bytes) / (1024.0 * 1024.0 * 1024.0) << " GiB, L2 "
+    << l2_bytes / (1024 * 1024) << " MiB, driver " << driver_version << ", runtime " << runtime_version << ")";
+  return s.str();
+}
+
+Result<DeviceInfo> query_device(int ordinal) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return unsupported(std::string("no CUDA device: cudaGetDeviceCount returned ") + cudaGetErrorName(err) +
+                       " (" + cudaGetErrorString(err) + "); use --backend cpu or run on a machine with an NVIDIA GPU");
+  }
+  if (count <= ordinal)
+    return unsupported("no CUDA device: " + std::to_string(count) + " device(s) visible, ordinal " +
+                       std::to_string(ordinal) + " requested; check CUDA_VISIBLE_DEVICES or use --backend cpu");
+  cudaDeviceProp prop{};
+  VORTEX_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
+  DeviceInfo info;
+  info.ordinal = ordinal;
+  info.name = prop.name;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  info.facts = arch_facts(prop.major, prop.minor);
+  info.sm_count = prop.multiProcessorCount;
+  info.total_global_bytes = prop.totalGlobalMem;
+  info.l2_bytes = static_cast<size_t>(prop.l2CacheSize);
+  info.smem_per_block_optin = prop.sharedMemPerBlockOptin;
+  VORTEX_CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));
+  VORTEX_CUDA_CHECK(cudaRuntimeGetVersion(&info.runtime_version));
+  return info;
+}
+
+Status check_device_supported(const DeviceInfo& info) {
+  if (info.cc_major == kBuiltSmMajor && info.cc_minor == kBuiltSmMinor) return Status::Ok();
+  return unsupported("device " + info.name + " is sm_" + std::to_string(info.cc_major) +
+                     std::to_string(info.cc_minor) + " but this build only contains " + kBuiltArchName +
+                     " kernels; rebuild with -DVORTEX_CUDA_ARCHS=<arch> once Vortex supports it, or use --backend cpu");
+}
+
+// ---- caching allocator -------------------------------------------------------------------------
+CachingAllocator::~CachingAllocator() { (void)empty_cache(); }
+
+size_t CachingAllocator::bucket_bytes(size_t bytes) {
+  constexpr size_t kSmallGranule = 512;
+  constexpr size_t kLargeGranule = size_t{2} << 20;
+  constexpr size_t kSmallLimit = size_t{1} << 20;
+  if (bytes == 0) bytes = 1;
+  if (bytes <= kSmallLimit) return (bytes + kSmallGranule - 1) / kSmallGranule * kSmallGranule;
+  return (bytes + kLargeGranule - 1) / kLargeGranule * kLargeGranule;
+}
+
+Result<void*> CachingAllocator::allocate(size_t bytes) {
+  const size_t bucket = bucket_bytes(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.allocations;
+  auto it = free_.find(bucket);
+  void* ptr = nullptr;
+  if (it != free_.end() && !it->second.empty()) {
+    ptr = it->second.back();
+    it->second.pop_back();
+    stats_.cached_bytes -= bucket;
+    ++stats_.cache_hits;
+  } else {
+    cudaError_t err = cudaMalloc(&ptr, bucket);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      // Give the cache back to the driver and retry once.
+      for (auto& [b, list] : free_)
+        for (void* p : list) (void)cudaFree(p);
+      stats_.reserved_bytes -= stats_.cached_bytes;
+      stats_.cached_bytes = 0;
+      free_.clear();
+      err = cudaMalloc(&ptr, bucket);
+    }
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return Status(err == cudaErrorMemoryAllocation ? ErrorCode::kOutOfMemory : ErrorCode::kCuda,
+                    "cudaMalloc(" + std::to_string(bucket) + " bytes) failed: " + cudaGetErrorString(err) +
+                        "; in use " + std::to_string(stats_.current_bytes) + " bytes (peak " +
+                        std::to_string(stats_.peak_bytes) + "); reduce the resolution/frame count or free GPU memory");
+    }
+    ++stats_.device_mallocs;
+    stats_.reserved_bytes += bucket;
+  }
+  stats_.current_bytes += bucket;
+  if (stats_.current_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.current_bytes;
+  return ptr;
+}
+
+void CachingAllocator::release(void* ptr, size_t bytes) {
+  if (ptr == nullptr) return;
+  const size_t bucket = bucket_bytes(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  free_[bucket].push_back(ptr);
+  stats_.current_bytes -= bucket;
+  stats_.cached_bytes += bucket;
+}
+
+Status CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Status first;
+  for (auto& [bucket, list] : free_)
+    for (void* p : list) {
+      cudaError_t err = cudaFree(p);
+      if (err != cudaSuccess && first.ok()) first = cuda_status(err, "cudaFree(cached block)", __FILE__, __LINE__);
+    }
+  stats_.reserved_bytes -= stats_.cached_bytes;
+  stats_.cached_bytes = 0;
+  free_.clear();
+  return first;
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_bytes = stats_.current_bytes;
+}
+
+// ---- pinned staging ----------------------------------------------------------------------------
+PinnedBuffer::~PinnedBuffer() {
+  if (ptr_) (void)cudaFreeHost(ptr_);
+}
+
+Status PinnedBuffer::reserve(size_t bytes) {
+  if (bytes <= bytes_) return Status::Ok();
+  if (ptr_) {
+    VORTEX_CUDA_CHECK(cudaFreeHost(ptr_));
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  VORTEX_CUDA_CHECK(cudaMallocHost(&ptr_, bytes));
+  bytes_ = bytes;
+  return Status::Ok();
+}
+
+}  // namespace vortex

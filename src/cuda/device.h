@@ -1,0 +1,116 @@
+// CUDA device runtime: device context (properties, arch facts, stream), the per-arch POLICY TABLE of
+// optimization switches, a caching device allocator (size-bucketed free lists, current/peak bytes) and
+// pinned host staging buffers for uploads/downloads. Everything returns Status; nothing exits.
+// Single-stream model: memory returned to the cache is reused by later work on the same stream, so
+// no cross-stream events are needed. Tested in tests/cuda/device_test.cpp (GPU label, skips visibly).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/arch.h"
+#include "model/backend.h"
+#include "vortex/status.h"
+
+namespace vortex {
+
+// ---- policy table ------------------------------------------------------------------------------
+// One row per optimization switch: its default on each architecture and the evidence file that
+// justified the default. Defaults stay off/eager until a gate (NUMERICS.md "Gates") and a benchmark
+// produce evidence on that architecture; `evidence` names the file that must exist to flip it.
+struct PolicySwitch {
+  const char* name;
+  const char* sm90;
+  const char* sm100;
+  const char* sm120;
+  const char* sm121;
+  const char* evidence;  // "" = no evidence yet: default is the eager / exact program
+  const char* note;
+};
+const std::vector<PolicySwitch>& policy_table();
+// The default value of `name` on `arch` ("off", "on", "sdpa", ...); kNotFound for an unknown switch.
+Result<std::string> policy_default(const std::string& name, GpuArch arch);
+// ExecOptions with every switch at its `arch` default (debug_sync from VORTEX_DEBUG_SYNC).
+ExecOptions policy_exec_options(GpuArch arch);
+
+// VORTEX_DEBUG_SYNC=1 in the environment: synchronize and check after every op.
+bool debug_sync_from_env();
+
+// ---- device context ----------------------------------------------------------------------------
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  ArchFacts facts;
+  int sm_count = 0;
+  size_t total_global_bytes = 0;
+  size_t l2_bytes = 0;
+  size_t smem_per_block_optin = 0;
+  int driver_version = 0, runtime_version = 0;
+  std::string describe() const;  // "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB, L2 60 MiB)"
+};
+
+// Queries device `ordinal`; kUnsupported (with the reason) when there is no usable CUDA device.
+Result<DeviceInfo> query_device(int ordinal = 0);
+// kUnsupported unless the device runs this build's kernels (sm_90 for the sm_90a build).
+Status check_device_supported(const DeviceInfo& info);
+
+// ---- caching allocator -------------------------------------------------------------------------
+struct AllocatorStats {
+  size_t current_bytes = 0;   // handed out to tensors now (bucket-rounded)
+  size_t peak_bytes = 0;      // max of current_bytes since creation / reset_peak()
+  size_t cached_bytes = 0;    // free blocks held in the cache
+  size_t reserved_bytes = 0;  // current + cached = what cudaMalloc returned and we still hold
+  uint64_t allocations = 0;   // allocate() calls
+  uint64_t cache_hits = 0;
+  uint64_t device_mallocs = 0;  // cudaMalloc calls
+};
+
+class CachingAllocator {
+ public:
+  CachingAllocator() = default;
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Bucket size for a request: 512-byte granularity up to 1 MiB, 2 MiB granularity above.
+  static size_t bucket_bytes(size_t bytes);
+  // A block of at least `bytes` (256-byte aligned). On cudaMalloc failure frees the cache and retries;
+  // then kOutOfMemory with the sizes involved.
+  Result<void*> allocate(size_t bytes);
+  void release(void* ptr, size_t bytes);  // back to the free list of its bucket
+  Status empty_cache();                   // cudaFree every cached block
+  AllocatorStats stats() const;
+  void reset_peak();
+
+ private:
+  mutable std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;  // bucket bytes -> free blocks
+  AllocatorStats stats_;
+};
+
+// ---- pinned staging ----------------------------------------------------------------------------
+// A growable page-locked host buffer used to stage uploads/downloads (chunked for large tensors).
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer();
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  Status reserve(size_t bytes);
+  void* data() const { return ptr_; }
+  size_t capacity() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace vortex

@@ -1,0 +1,413 @@
+// NVFP4 producers (research/nvfp4-fp8-gemm.md §1.13): amax -> g, then one thread per (row, 4 blocks of 16)
+// packs 64 elements: 32 bytes of hi-first E2M1 pairs and one aligned 4-byte word of the 128x4 scale tile.
+// The BF16 input comes from a Source policy: a plain tensor, the modulation of the RMSNorm output, or SwiGLU
+// of the FC1 output (recomputed exactly as modulate.cu / swiglu.cu do, never written). rcp/div/mul/min are
+// pinned with inline PTX (.approx.ftz as comfy-kitchen's fast-math build emits them). Also the device probes
+// of those instructions. E0 vs src/ref/nvfp4_quantize.cpp in tests/cuda/nvfp4_quantize_test.cu.
+#include "cuda/ops/nvfp4_quantize.h"
+
+#include <cuda_fp4.h>
+#include <cuda_fp8.h>
+
+#include <string>
+
+#include "core/philox.h"
+#include "cuda/check.h"
+#include "cuda/ops/common.cuh"
+#include "cuda/ops/ops_internal.h"
+
+namespace vortex::cuda_ops {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBlocksPerThread = 4;  // one 4-byte word of a scale tile row
+constexpr float kInv2688 = 0x1.861862p-12f;  // 0x39C30C31 = RN_f32(1/2688)
+
+// ---- pinned instructions ------------------------------------------------------------------------------
+__device__ __forceinline__ float rcp_approx_ftz(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float div_approx_ftz(float a, float b) {
+  float r;
+  asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+__device__ __forceinline__ float mul_ftz(float a, float b) {
+  float r;
+  asm("mul.rn.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+__device__ __forceinline__ float min_ftz(float a, float b) {
+  float r;
+  asm("min.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+// cvt.rn.satfinite.e4m3x2.f32 (sm_89+): RNE, saturate to 448, NaN -> 0x7F.
+__device__ __forceinline__ uint8_t e4m3_code(float d) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(d, __NV_SATFINITE, __NV_E4M3));
+}
+// Exact E4M3 decode (positive codes; 0x7F/0xFF are NaN).
+__device__ __forceinline__ float e4m3_value(uint8_t s) {
+  const int exponent = (s >> 3) & 15, mantissa = s & 7;
+  float v;
+  if ((s & 0x7F) == 0x7F) v = __int_as_float(0x7FFFFFFF);
+  else if (exponent == 0) v = static_cast<float>(mantissa) * 0x1p-9f;
+  else v = __int_as_float(((exponent + 120) << 23) | (mantissa << 20));
+  return (s & 0x80) ? -v : v;
+}
+// E2M1 RNE satfinite, sign kept on zero, NaN -> 0x7: the decision table of §1.5 (equal to cuda_fp4.h's
+// conversion on all 2^32 inputs: nvfp4_check_div_mul_e2m1).
+__device__ __forceinline__ uint32_t e2m1_code(float v) {
+  if (v != v) return 0x7u;
+  const uint32_t sign = (__float_as_uint(v) >> 28) & 0x8u;
+  const float a = fabsf(v);
+  const uint32_t c = a <= 0.25f ? 0u : a < 0.75f ? 1u : a <= 1.25f ? 2u : a < 1.75f ? 3u
+                   : a <= 2.5f ? 4u : a < 3.5f ? 5u : a <= 5.0f ? 6u : 7u;
+  return sign | c;
+}
+
+// One 16-element block (bf16 bits) -> scale byte + 8 packed bytes (as two u32, byte order = memory order).
+__device__ __forceinline__ uint8_t quantize_block(const uint16_t (&x)[16], float g, uint32_t (&packed)[2]) {
+  int amax = -1;  // |x| max in bf16 with NaN-suppressing max (max.bf16); all-NaN -> NaN
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int mag = x[i] & 0x7FFF;
+    amax = (mag <= 0x7F80 && mag > amax) ? mag : amax;
+  }
+  const float a = amax < 0 ? __int_as_float(0x7FFFFFFF) : bf16_to_f32(static_cast<uint16_t>(amax));
+  const float d = min_ftz(div_approx_ftz(div_approx_ftz(a, 6.0f), g), 448.0f);
+  const uint8_t s = e4m3_code(d);
+  const float e = min_ftz(rcp_approx_ftz(mul_ftz(g, e4m3_value(s))), 0x1.fffffep127f);
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // byte k of the word = elements 8w + 2k (high nibble), 8w + 2k + 1
+      const uint32_t hi = e2m1_code(mul_ftz(e, bf16_to_f32(x[8 * w + 2 * k])));
+      const uint32_t lo = e2m1_code(mul_ftz(e, bf16_to_f32(x[8 * w + 2 * k + 1])));
+      word |= ((hi << 4) | lo) << (8 * k);
+    }
+    packed[w] = word;
+  }
+  return s;
+}
+
+// ---- sources: element (r, c) of the BF16 tensor being quantized ----------------------------------------
+struct PlainSource {
+  const uint16_t* x;
+  int64_t ld;
+  __device__ __forceinline__ void begin_row(int64_t) {}
+  __device__ __forceinline__ uint16_t at(int64_t r, int64_t c) const { return x[r * ld + c]; }
+  __device__ __forceinline__ void load16(int64_t r, int64_t c, uint16_t (&v)[16]) const {
+    const uint4* p = reinterpret_cast<const uint4*>(x + r * ld + c);
+    *reinterpret_cast<uint4*>(v) = p[0];
+    *reinterpret_cast<uint4*>(v + 8) = p[1];
+  }
+};
+
+struct ModulatedSource {  // R(R(n * R(1 + scale)) + shift), as modulate.cu
+  const uint16_t* n;
+  int64_t ld;
+  const uint16_t* table;
+  int64_t table_ld, shift_col, scale_col;
+  const int32_t* row_map;
+  const uint16_t* trow = nullptr;
+  __device__ __forceinline__ void begin_row(int64_t r) { trow = table + static_cast<int64_t>(row_map[r]) * table_ld; }
+  __device__ __forceinline__ uint16_t at(int64_t r, int64_t c) const {
+    return f32_to_bf16(modulate_value(bf16_to_f32(n[r * ld + c]), bf16_to_f32(trow[scale_col + c]),
+                                      bf16_to_f32(trow[shift_col + c])));
+  }
+  __device__ __forceinline__ void load16(int64_t r, int64_t c, uint16_t (&v)[16]) const {
+    uint16_t nv[16], sc[16], sh[16];
+    const uint4* pn = reinterpret_cast<const uint4*>(n + r * ld + c);
+    const uint4* psc = reinterpret_cast<const uint4*>(trow + scale_col + c);
+    const uint4* psh = reinterpret_cast<const uint4*>(trow + shift_col + c);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      *reinterpret_cast<uint4*>(nv + 8 * h) = pn[h];
+      *reinterpret_cast<uint4*>(sc + 8 * h) = __ldg(psc + h);
+      *reinterpret_cast<uint4*>(sh + 8 * h) = __ldg(psh + h);
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = f32_to_bf16(modulate_value(bf16_to_f32(nv[i]), bf16_to_f32(sc[i]), bf16_to_f32(sh[i])));
+  }
+};
+
+struct SwigluSource {  // R(R(silu(gate)) * value), SiLU from the host table, as swiglu.cu
+  const uint16_t* u;
+  int64_t ld, f;
+  const uint16_t* silu;
+  __device__ __forceinline__ void begin_row(int64_t) {}
+  __device__ __forceinline__ uint16_t at(int64_t r, int64_t c) const {
+    const uint16_t* row = u + r * ld;
+    return f32_to_bf16(__fmul_rn(bf16_to_f32(__ldg(silu + row[c])), bf16_to_f32(row[f + c])));
+  }
+  __device__ __forceinline__ void load16(int64_t r, int64_t c, uint16_t (&v)[16]) const {
+    uint16_t gv[16], vv[16];
+    const uint4* pg = reinterpret_cast<const uint4*>(u + r * ld + c);
+    const uint4* pv = reinterpret_cast<const uint4*>(u + r * ld + f + c);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      *reinterpret_cast<uint4*>(gv + 8 * h) = pg[h];
+      *reinterpret_cast<uint4*>(vv + 8 * h) = pv[h];
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = f32_to_bf16(__fmul_rn(bf16_to_f32(__ldg(silu + gv[i])), bf16_to_f32(vv[i])));
+  }
+};
+
+// Block j of row r; elements at c >= cols (and rows >= rows) read as 0 (§1.8). kVec: cols % 16 == 0 and
+// 16-byte aligned rows, so a whole block is two 16-byte loads.
+template <bool kVec, typename Source>
+__device__ __forceinline__ void load_block(const Source& src, int64_t r, int64_t j, int64_t rows, int64_t cols,
+                                           uint16_t (&v)[16]) {
+  if (r >= rows) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = 0;
+    return;
+  }
+  if constexpr (kVec) {
+    src.load16(r, 16 * j, v);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int64_t c = 16 * j + i;
+      v[i] = c < cols ? src.at(r, c) : uint16_t{0};
+    }
+  }
+}
+
+// Pass 1: *amax = max over |x| bf16 bits (an integer max orders magnitudes; a NaN magnitude wins).
+template <bool kVec, typename Source>
+__global__ void __launch_bounds__(kThreads) amax_kernel(Source src, int64_t rows, int64_t cols, int64_t blocks,
+                                                        int64_t groups, uint32_t* amax) {
+  uint32_t local = 0;
+  const int64_t total = rows * groups;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t r = t / groups, gq = t % groups;
+    src.begin_row(r);
+#pragma unroll
+    for (int b = 0; b < kBlocksPerThread; ++b) {
+      const int64_t j = gq * kBlocksPerThread + b;
+      if (j >= blocks) break;
+      uint16_t v[16];
+      load_block<kVec>(src, r, j, rows, cols, v);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) local = max(local, static_cast<uint32_t>(v[i] & 0x7FFFu));
+    }
+  }
+  local = __reduce_max_sync(0xFFFFFFFFu, local);
+  if ((threadIdx.x & 31) == 0) atomicMax(amax, local);
+}
+
+// g = float(bf16_RNE(fp32(amax) * RN(1/2688))) (§1.2).
+__global__ void global_scale_kernel(const uint32_t* amax, float* g) {
+  const uint32_t a = *amax;
+  const float af = a > 0x7F80u ? __int_as_float(0x7FFFFFFF) : bf16_to_f32(static_cast<uint16_t>(a));
+  *g = round_bf16(__fmul_rn(af, kInv2688));
+}
+
+// Pass 2: thread (r, gq) for r < scale_rows writes blocks 4gq..4gq+3 of row r (data only for r < data_rows)
+// and the 4-byte scale word at tile offset (r, 4gq); padding blocks/rows get scale 0.
+template <bool kVec, typename Source>
+__global__ void __launch_bounds__(kThreads) pack_kernel(Source src, int64_t rows, int64_t cols, int64_t blocks,
+                                                        int64_t groups, int64_t data_rows, int64_t data_row_bytes,
+                                                        int64_t scale_rows, int64_t scale_cols, const float* g_ptr,
+                                                        uint8_t* data, uint8_t* scales) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (t >= scale_rows * groups) return;
+  const int64_t r = t / groups, gq = t % groups;
+  uint32_t scale_word = 0;
+  if (r < data_rows) {
+    const float g = *g_ptr;
+    if (r < rows) src.begin_row(r);
+#pragma unroll
+    for (int b = 0; b < kBlocksPerThread; ++b) {
+      const int64_t j = gq * kBlocksPerThread + b;
+      if (j >= blocks) break;
+      uint16_t v[16];
+      load_block<kVec>(src, r, j, rows, cols, v);
+      uint32_t packed[2];
+      const uint8_t s = quantize_block(v, g, packed);
+      *reinterpret_cast<uint2*>(data + r * data_row_bytes + 8 * j) = make_uint2(packed[0], packed[1]);
+      scale_word |= static_cast<uint32_t>(s) << (8 * b);
+    }
+  }
+  *reinterpret_cast<uint32_t*>(scales + ref::nvfp4_scale_offset(r, gq * kBlocksPerThread, scale_cols)) = scale_word;
+}
+
+template <bool kVec, typename Source>
+Status run_producer(const Source& src, int64_t rows, int64_t cols, const Nvfp4GlobalScale& g, const Nvfp4Buffers& out,
+                    cudaStream_t stream) {
+  const ref::Nvfp4Layout l = ref::nvfp4_layout(rows, cols);
+  const int64_t groups = l.scale_cols / kBlocksPerThread;
+  if (g.dynamic) {
+    VORTEX_CUDA_CHECK(cudaMemsetAsync(g.amax_workspace, 0, sizeof(uint32_t), stream));
+    if (rows > 0 && cols > 0) {
+      const int64_t want = (rows * groups + kThreads - 1) / kThreads;
+      const unsigned grid = static_cast<unsigned>(want < 4096 ? want : 4096);
+      amax_kernel<kVec><<<grid, kThreads, 0, stream>>>(src, rows, cols, l.blocks, groups, g.amax_workspace);
+      VORTEX_CUDA_LAUNCH_CHECK("nvfp4 amax_kernel");
+    }
+    global_scale_kernel<<<1, 1, 0, stream>>>(g.amax_workspace, g.g);
+    VORTEX_CUDA_LAUNCH_CHECK("nvfp4 global_scale_kernel");
+  }
+  const int64_t threads = l.scale_rows * groups;
+  if (threads == 0) return Status::Ok();
+  const int64_t grid = (threads + kThreads - 1) / kThreads;
+  if (grid > kMaxGridX) return invalid_argument("nvfp4: tensor too large for one launch");
+  pack_kernel<kVec><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
+      src, rows, cols, l.blocks, groups, l.data_rows, l.data_row_bytes, l.scale_rows, l.scale_cols, g.g, out.data,
+      out.scales);
+  VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_kernel");
+  return Status::Ok();
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+Status check_common(int64_t rows, int64_t cols, int64_t ld, const Nvfp4GlobalScale& g, const Nvfp4Buffers& out,
+                    const char* op) {
+  const std::string o(op);
+  if (rows < 0 || cols < 0 || ld < cols)
+    return invalid_argument(o + ": bad shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] with row stride " +
+                            std::to_string(ld));
+  if (g.g == nullptr) return invalid_argument(o + ": missing the device global scale g");
+  if (g.dynamic && g.amax_workspace == nullptr)
+    return invalid_argument(o + ": dynamic global scale needs a device u32 amax workspace");
+  if (out.data == nullptr || out.scales == nullptr || !aligned16(out.data) || !aligned16(out.scales))
+    return invalid_argument(o + ": data and scale buffers must be non-null and 16-byte aligned (size them with "
+                                "ref::nvfp4_layout)");
+  if (rows > (int64_t{1} << 31) || cols > (int64_t{1} << 30)) return invalid_argument(o + ": tensor too large");
+  return Status::Ok();
+}
+
+// ---- probes ------------------------------------------------------------------------------------------
+__global__ void rcp_binade_kernel(uint32_t* out) {
+  const uint32_t m = blockIdx.x * blockDim.x + threadIdx.x;
+  if (m < ref::kRcpBinadeSize) out[m] = __float_as_uint(rcp_approx_ftz(__uint_as_float(0x3F800000u | m)));
+}
+
+__device__ __forceinline__ bool same_result(uint32_t a, uint32_t b) {
+  const bool nan_a = (a & 0x7FFFFFFFu) > 0x7F800000u, nan_b = (b & 0x7FFFFFFFu) > 0x7F800000u;
+  return nan_a || nan_b ? nan_a && nan_b : a == b;
+}
+__device__ __forceinline__ void record(unsigned long long* count, unsigned long long* example, uint64_t what) {
+  atomicAdd(count, 1ull);
+  atomicCAS(example, 0ull, static_cast<unsigned long long>(what) + 1ull);
+}
+__device__ __forceinline__ float flush_model(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
+// Host model of mul.ftz (ref::mul_ftz): flush inputs, IEEE product, flush a result below FLT_MIN.
+__device__ __forceinline__ float mul_ftz_model(float a, float b) { return flush_model(__fmul_rn(flush_model(a), flush_model(b))); }
+
+__global__ void rcp_check_kernel(const uint32_t* binade, unsigned long long* counters) {
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (uint64_t{1} << 32);
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const uint32_t x = static_cast<uint32_t>(i);
+    const uint32_t hw = __float_as_uint(rcp_approx_ftz(__uint_as_float(x)));
+    if (!same_result(hw, ref::rcp_approx_ftz_model_bits(x, binade))) record(&counters[0], &counters[1], x);
+  }
+}
+
+__device__ __forceinline__ uint32_t moderate(uint32_t w) {  // exponent field in [100, 154], random sign/mantissa
+  return (w & 0x807FFFFFu) | ((100u + (w >> 23) % 55u) << 23);
+}
+
+__global__ void div_mul_e2m1_check_kernel(const uint32_t* binade, uint64_t seed, uint64_t pairs,
+                                          unsigned long long* counters) {
+  constexpr uint32_t kSpecial[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x007FFFFFu, 0x00800000u, 0x3F800000u,
+                                   0x40C00000u, 0x7E800000u, 0x7EC00000u, 0x7F000000u, 0x7F7FFFFFu, 0x7F800000u,
+                                   0xFF800000u, 0x7FC00000u, 0x00800001u, 0x3E2AAAABu};
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  const uint64_t first = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+  for (uint64_t i = first; i < pairs; i += stride) {
+    const Philox4x32 w = philox_block(seed, i);
+    uint32_t a = w.v[0], b = w.v[1];
+    switch (i % 4) {
+      case 1: a = moderate(a); break;
+      case 2: a = moderate(a); b = moderate(b); break;
+      case 3: b = kSpecial[w.v[2] % 16] ^ (w.v[3] & 0x80000000u); break;
+      default: break;
+    }
+    const float fa = __uint_as_float(a), fb = __uint_as_float(b);
+    const float hw = div_approx_ftz(fa, fb);
+    const float model = mul_ftz_model(fa, __uint_as_float(ref::rcp_approx_ftz_model_bits(b, binade)));
+    if (!same_result(__float_as_uint(hw), __float_as_uint(model))) record(&counters[0], &counters[1], i);
+    // mul.ftz near the FLT_MIN boundary: a = 2^-63 * (1 + m), b = FLT_MIN / a +- 8 ulps, random signs.
+    const float ma = __uint_as_float((64u << 23) | (w.v[2] & 0x7FFFFFu) | (w.v[3] & 0x80000000u));
+    const float mb = __uint_as_float(__float_as_uint(__fdiv_rn(0x1p-126f, fabsf(ma))) + (w.v[3] & 15u) - 8u) *
+                     ((w.v[3] & 0x40000000u) ? -1.0f : 1.0f);
+    if (!same_result(__float_as_uint(mul_ftz(ma, mb)), __float_as_uint(mul_ftz_model(ma, mb))))
+      record(&counters[2], &counters[3], i);
+  }
+  for (uint64_t i = first; i < (uint64_t{1} << 32); i += stride) {
+    const float x = __uint_as_float(static_cast<uint32_t>(i));
+    if (e2m1_code(x) != (__nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest) & 0xFu)) record(&counters[4], &counters[5], i);
+  }
+}
+
+}  // namespace
+
+Status nvfp4_quantize(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, const Nvfp4GlobalScale& g,
+                      const Nvfp4Buffers& out, cudaStream_t stream) {
+  VORTEX_RETURN_IF_ERROR(check_common(rows, cols, ld, g, out, "nvfp4_quantize"));
+  if (x == nullptr && rows > 0 && cols > 0) return invalid_argument("nvfp4_quantize: x is null");
+  const PlainSource src{x, ld};
+  if (cols % 16 == 0 && ld % 8 == 0 && aligned16(x)) return run_producer<true>(src, rows, cols, g, out, stream);
+  return run_producer<false>(src, rows, cols, g, out, stream);
+}
+
+Status nvfp4_quantize_modulated(const uint16_t* n, int64_t rows, int64_t cols, int64_t ld, const uint16_t* table,
+                                int64_t table_ld, int shift_chunk, int scale_chunk, const DeviceRowMap& map,
+                                const Nvfp4GlobalScale& g, const Nvfp4Buffers& out, cudaStream_t stream) {
+  VORTEX_RETURN_IF_ERROR(check_common(rows, cols, ld, g, out, "nvfp4_quantize_modulated"));
+  if (n == nullptr || table == nullptr) return invalid_argument("nvfp4_quantize_modulated: n or table is null");
+  const int64_t chunks = cols > 0 ? table_ld / cols : 0;
+  if (shift_chunk < 0 || scale_chunk < 0 || shift_chunk >= chunks || scale_chunk >= chunks)
+    return invalid_argument("nvfp4_quantize_modulated: chunks " + std::to_string(shift_chunk) + "/" +
+                            std::to_string(scale_chunk) + " outside a table row of " + std::to_string(table_ld) +
+                            " elements (" + std::to_string(chunks) + " chunks of " + std::to_string(cols) + ")");
+  if (map.table_row == nullptr || map.rows != rows)
+    return invalid_argument("nvfp4_quantize_modulated: segment map covers " + std::to_string(map.rows) +
+                            " rows, tensor has " + std::to_string(rows));
+  const ModulatedSource src{n, ld, table, table_ld, shift_chunk * cols, scale_chunk * cols, map.table_row};
+  if (cols % 16 == 0 && ld % 8 == 0 && table_ld % 8 == 0 && aligned16(n) && aligned16(table))
+    return run_producer<true>(src, rows, cols, g, out, stream);
+  return run_producer<false>(src, rows, cols, g, out, stream);
+}
+
+Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t ld, const uint16_t* silu_table,
+                             const Nvfp4GlobalScale& g, const Nvfp4Buffers& out, cudaStream_t stream) {
+  if (ld < 2 * f) return invalid_argument("nvfp4_quantize_swiglu: row stride " + std::to_string(ld) +
+                                          " smaller than the FC1 width 2F = " + std::to_string(2 * f));
+  VORTEX_RETURN_IF_ERROR(check_common(rows, f, ld, g, out, "nvfp4_quantize_swiglu"));
+  if (u == nullptr || silu_table == nullptr) return invalid_argument("nvfp4_quantize_swiglu: u or the SiLU table is null");
+  const SwigluSource src{u, ld, f, silu_table};
+  if (f % 16 == 0 && ld % 8 == 0 && aligned16(u)) return run_producer<true>(src, rows, f, g, out, stream);
+  return run_producer<false>(src, rows, f, g, out, stream);
+}
+
+Status nvfp4_probe_rcp_binade(uint32_t* out, cudaStream_t stream) {
+  rcp_binade_kernel<<<ref::kRcpBinadeSize / 256, 256, 0, stream>>>(out);
+  VORTEX_CUDA_LAUNCH_CHECK("rcp_binade_kernel");
+  return Status::Ok();
+}
+
+Status nvfp4_check_rcp_model(const uint32_t* binade, unsigned long long* counters, cudaStream_t stream) {
+  VORTEX_CUDA_CHECK(cudaMemsetAsync(counters, 0, 2 * sizeof(unsigned long long), stream));
+  rcp_check_kernel<<<8192, 256, 0, stream>>>(binade, counters);
+  VORTEX_CUDA_LAUNCH_CHECK("rcp_check_kernel");
+  return Status::Ok();
+}
+
+Status nvfp4_check_div_mul_e2m1(const uint32_t* binade, uint64_t seed, uint64_t pairs, unsigned long long* counters,
+                                cudaStream_t stream) {
+  VORTEX_CUDA_CHECK(cudaMemsetAsync(counters, 0, 6 * sizeof(unsigned long long), stream));
+  div_mul_e2m1_check_kernel<<<8192, 256, 0, stream>>>(binade, seed, pairs, counters);
+  VORTEX_CUDA_LAUNCH_CHECK("div_mul_e2m1_check_kernel");
+  return Status::Ok();
+}
+
+}  // namespace vortex::cuda_ops
