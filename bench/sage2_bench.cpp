@@ -1,0 +1,171 @@
+// sage2_bench: times the Sage2 sm90 attention at the canonical H3 shape (S = 37,810, 56 heads, d = 128)
+// and at S = 8K/16K/32K: quantization pre-pass alone, mainloop alone (quantization excluded) and both
+// (included). CUDA events, p10/p50/p90 over --reps (>= 20) after warm-up; TOPS = 4*S^2*128*H / time.
+// Inputs: random bf16 rows (a 2,048-row random block tiled over S; timing does not depend on values).
+// Usage: sage2_bench [--seq 37810,8192,16384,32768] [--heads 56] [--reps 20] [--mainloop mma|wgmma|wgmma1wg|all]
+// (default mma, the validated mainloop; the wgmma ones are timed for debugging only: their outputs are
+// known wrong beyond one key block)..
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attention/sage2_test_util.h"
+#include "cuda/attention/sage2_attention.h"
+
+namespace {
+
+using vortex::Status;
+
+#define BENCH_CHECK(expr)                                                                    \
+  do {                                                                                       \
+    cudaError_t e_ = (expr);                                                                 \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(e_));                \
+      return 1;                                                                              \
+    }                                                                                        \
+  } while (0)
+
+struct Percentiles {
+  double p10, p50, p90;
+};
+Percentiles percentiles(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double f) { return ms[static_cast<size_t>(f * static_cast<double>(ms.size() - 1) + 0.5)]; };
+  return {at(0.1), at(0.5), at(0.9)};
+}
+
+template <typename Fn>
+int time_it(Fn&& fn, int reps, std::vector<double>& ms) {
+  cudaEvent_t a, b;
+  BENCH_CHECK(cudaEventCreate(&a));
+  BENCH_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 2; ++i) {  // warm-up
+    Status s = fn();
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.to_string().c_str());
+      return 1;
+    }
+  }
+  BENCH_CHECK(cudaDeviceSynchronize());
+  for (int i = 0; i < reps; ++i) {
+    BENCH_CHECK(cudaEventRecord(a));
+    Status s = fn();
+    BENCH_CHECK(cudaEventRecord(b));
+    BENCH_CHECK(cudaEventSynchronize(b));
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.to_string().c_str());
+      return 1;
+    }
+    float t = 0.0f;
+    BENCH_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  BENCH_CHECK(cudaEventDestroy(a));
+  BENCH_CHECK(cudaEventDestroy(b));
+  return 0;
+}
+
+int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop) {
+  using namespace vortex;
+  const int64_t width = 3LL * heads * 128;
+  constexpr int64_t kBlockRows = 2048;
+  const int64_t block_rows = std::min(seq, kBlockRows);
+  auto block = sage2_test::make_qkv(block_rows, heads, sage2_test::InputKind::kRandom, sage2_test::fresh_seed());
+  auto st = std::make_shared<Storage>();
+  BENCH_CHECK(cudaMalloc(&st->ptr, static_cast<size_t>(seq * width) * 2));
+  st->bytes = static_cast<size_t>(seq * width) * 2;
+  st->device = Device::kCuda;
+  st->release = [](void* p, size_t) { cudaFree(p); };
+  for (int64_t r = 0; r < seq; r += block_rows) {
+    const int64_t n = std::min(block_rows, seq - r);
+    BENCH_CHECK(cudaMemcpy(static_cast<uint16_t*>(st->ptr) + r * width, block.data(), static_cast<size_t>(n * width) * 2,
+                           cudaMemcpyHostToDevice));
+  }
+  auto ost = std::make_shared<Storage>();
+  BENCH_CHECK(cudaMalloc(&ost->ptr, static_cast<size_t>(seq * heads * 128) * 2));
+  ost->bytes = static_cast<size_t>(seq * heads * 128) * 2;
+  ost->device = Device::kCuda;
+  ost->release = [](void* p, size_t) { cudaFree(p); };
+  Tensor q = Tensor::from_storage(st, 0, {seq, heads * 128}, DType::kBF16, {width, 1});
+  Tensor k = Tensor::from_storage(st, static_cast<size_t>(heads) * 128 * 2, {seq, heads * 128}, DType::kBF16, {width, 1});
+  Tensor v = Tensor::from_storage(st, static_cast<size_t>(heads) * 256 * 2, {seq, heads * 128}, DType::kBF16, {width, 1});
+  Tensor out = Tensor::from_storage(ost, 0, {seq, heads * 128}, DType::kBF16);
+  Sage2Workspace ws;
+  ws.mainloop = mainloop;
+  ws.allow_unvalidated_wgmma = true;  // timing only; the wgmma outputs are known wrong (see sage2_attention.h)
+  const char* ml_name = mainloop == Sage2Mainloop::kWgmma     ? "wgmma"
+                        : mainloop == Sage2Mainloop::kMmaSync ? "mma.sync"
+                                                              : "wgmma1wg";
+
+  std::vector<double> t_quant, t_main, t_both;
+  if (time_it([&] { return sage2_quantize(q, k, v, heads, 128, nullptr, ws); }, reps, t_quant)) return 1;
+  if (time_it([&] { return sage2_attention_quantized(out, nullptr, ws); }, reps, t_main)) return 1;
+  if (time_it([&] { return sage2_attention(q, k, v, heads, 128, out, nullptr, ws); }, reps, t_both)) return 1;
+  const double flop = 4.0 * static_cast<double>(seq) * static_cast<double>(seq) * 128.0 * heads;
+  auto report = [&](const char* what, const std::vector<double>& ms, bool tops) {
+    const Percentiles p = percentiles(ms);
+    if (tops)
+      std::printf("%-8s S=%-6lld H=%-3d %-22s p10 %9.3f ms  p50 %9.3f ms  p90 %9.3f ms  -> %7.1f TOPS (p50)\n",
+                  ml_name, static_cast<long long>(seq), heads, what, p.p10, p.p50, p.p90, flop / (p.p50 * 1e-3) / 1e12);
+    else
+      std::printf("%-8s S=%-6lld H=%-3d %-22s p10 %9.3f ms  p50 %9.3f ms  p90 %9.3f ms\n", ml_name,
+                  static_cast<long long>(seq), heads, what, p.p10, p.p50, p.p90);
+  };
+  report("quantize only", t_quant, false);
+  report("mainloop (quant excl)", t_main, true);
+  report("total (quant incl)", t_both, true);
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> seqs = {37810, 8192, 16384, 32768};
+  int heads = 56, reps = 20;
+  std::vector<vortex::Sage2Mainloop> mainloops = {vortex::Sage2Mainloop::kMmaSync};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], val = argv[i + 1];
+    if (flag == "--seq") {
+      seqs.clear();
+      std::stringstream ss(val);
+      std::string item;
+      while (std::getline(ss, item, ',')) seqs.push_back(std::atoll(item.c_str()));
+    } else if (flag == "--heads") {
+      heads = std::atoi(val.c_str());
+    } else if (flag == "--mainloop") {
+      if (val == "all")
+        mainloops = {vortex::Sage2Mainloop::kMmaSync, vortex::Sage2Mainloop::kWgmma,
+                     vortex::Sage2Mainloop::kWgmmaOneWarpgroup};
+      else if (val == "wgmma") mainloops = {vortex::Sage2Mainloop::kWgmma};
+      else if (val == "wgmma1wg") mainloops = {vortex::Sage2Mainloop::kWgmmaOneWarpgroup};
+      else if (val == "mma") mainloops = {vortex::Sage2Mainloop::kMmaSync};
+      else {
+        std::fprintf(stderr, "--mainloop must be mma, wgmma, wgmma1wg or all\n");
+        return 1;
+      }
+    } else if (flag == "--reps") {
+      reps = std::max(20, std::atoi(val.c_str()));
+    } else {
+      std::fprintf(stderr, "unknown flag %s (use --seq a,b,c --heads N --reps N)\n", flag.c_str());
+      return 1;
+    }
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    std::fprintf(stderr, "no CUDA device: sage2_bench needs an sm_90 GPU\n");
+    return 1;
+  }
+  std::printf("device: %s (sm_%d%d, %d SMs), reps %d, FLOP = 4*S^2*128*H\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount, reps);
+  for (auto ml : mainloops)
+    for (int64_t s : seqs)
+      if (run_one(s, heads, reps, ml)) return 1;
+  return 0;
+}
