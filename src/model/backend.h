@@ -5,6 +5,7 @@
 // "R" = round to BF16 (RNE). Shapes use S = rows, D = hidden, I = inner = heads * head_dim, F = ffn.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -77,13 +78,23 @@ class Backend {
   virtual Status cast(const Tensor& src, Tensor& dst) = 0;
 
   // ---- profiling (vortex bench) ----
-  // Named regions on the device timeline (CUDA events on the CUDA backend, host clocks on the CPU).
-  // Regions do not nest. take_regions() synchronizes and returns (name, ms) in issue order since the
-  // last call. Defaults: no-ops, so backends without profiling support still run the model.
-  virtual void region_begin(std::string_view name) {}
-  virtual void region_end() {}
+  // Named regions on the device timeline (CUDA events on the CUDA backend). Regions do not nest.
+  // take_regions() synchronizes and returns (name, ms) in issue order since the last call. The
+  // default times regions with the host clock after synchronize(), which is exact for backends whose
+  // ops complete before they return (the CPU backend).
+  virtual void region_begin(std::string_view name) {
+    (void)synchronize();
+    open_region_ = std::string(name);
+    region_start_ = std::chrono::steady_clock::now();
+  }
+  virtual void region_end() {
+    (void)synchronize();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - region_start_).count();
+    host_regions_.emplace_back(open_region_, ms);
+  }
   virtual Result<std::vector<std::pair<std::string, double>>> take_regions() {
-    return std::vector<std::pair<std::string, double>>{};
+    VORTEX_RETURN_IF_ERROR(synchronize());
+    return std::exchange(host_regions_, {});
   }
   // Which region level is recorded: -1 none (default), 0 outer regions (whole blocks, steps), 1 the
   // model's per-component regions. BackendRegion only calls region_begin/end at the enabled level, so
@@ -103,6 +114,9 @@ class Backend {
 
  private:
   int region_level_ = -1;
+  std::string open_region_;
+  std::chrono::steady_clock::time_point region_start_;
+  std::vector<std::pair<std::string, double>> host_regions_;
 };
 
 // RAII region: `BackendRegion r(backend, "qkv");` around the ops of one component (level 1), or

@@ -1,0 +1,48 @@
+// A loaded H3 workload for `vortex bench` and `vortex gate`: backend, weights (synthetic on the device
+// or a checkpoint), the packed canonical request, synthetic refined text, and the initial noise.
+// Canonical defaults (PERFORMANCE.md): h3, 1344x768, 124 frames, 100 synthetic refined-text rows.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "model/backend.h"
+#include "model/h3_model.h"
+#include "model/packing.h"
+#include "sampler/sampler.h"
+#include "vortex/config.h"
+
+namespace vortex {
+
+struct WorkloadSpec {
+  std::string config = "h3";
+  std::string checkpoint;  // empty: synthetic weights generated on the backend
+  std::string backend = "cuda";
+  int threads = 0;
+  int width = 1344, height = 768, frames = 124;
+  int text_rows = 100;  // synthetic refined text [text_rows, hidden]
+  uint64_t weights_seed = 1;
+  uint64_t noise_seed = 42;
+  ExecOptions opts;
+};
+
+struct Workload {
+  ModelConfig cfg;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<H3Model> model;
+  PackedLayout layout;
+  AvLatents noise;  // FP32 host latents at sigma = 1
+};
+
+using LogFn = std::function<void(const std::string&)>;
+Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log);
+
+// Parses "name=value" switch settings into ExecOptions: fused_norm_modulate=0|1, fused_gate_add=0|1,
+// attention=sdpa|sage2, debug_sync=0|1. Several separated by commas. "eager" = both fusions off,
+// "fused" = both on.
+Status apply_switches(const std::string& settings, ExecOptions& opts);
+std::string describe_switches(const ExecOptions& opts);
+
+}  // namespace vortex
