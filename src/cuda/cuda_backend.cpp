@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cuda/attention/sage2_attention.h"
 #include "cuda/attention/sdpa.h"
 #include "cuda/check.h"
 #include "cuda/ops/ops.h"
@@ -44,6 +45,7 @@ Status CudaBackend::init(int ordinal) {
   segments_ = std::make_unique<cuda_ops::SegmentRowMapCache>(allocator_);
   const ExecOptions defaults = policy_exec_options(info_.facts.arch);
   debug_sync_ = defaults.debug_sync;
+  debug_sync_env_ = debug_sync_from_env();
   fused_gate_add_ = defaults.fused_gate_add;
   // SiLU table: the CPU reference's scalar SiLU for all 65,536 BF16 inputs (see src/cuda/ops/swiglu.cu).
   const std::vector<uint16_t> table = cuda_ops::silu_bf16_table_host();
@@ -60,6 +62,7 @@ CudaBackend::~CudaBackend() {
   }
   for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
   sdpa_.reset();
+  sage2_.reset();
   gemm_.reset();
   segments_.reset();
   if (silu_table_) (void)cudaFree(silu_table_);
@@ -282,8 +285,12 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
                        "rebuild with them listed in src/cuda/CMakeLists.txt");
 #endif
   }
-  if (opts.attention == "sage2")
-    return unsupported("attention 'sage2' is not wired into the CUDA backend yet; use --attention sdpa");
+  if (opts.attention == "sage2") {
+    // Sage2-compatible INT8 QK / FP8 PV program (E2 vs the BF16 program; see bench/sage2_results.md).
+    if (!sage2_) sage2_ = std::make_unique<Sage2Workspace>();
+    VORTEX_RETURN_IF_ERROR(sage2_attention(q, k, v, num_heads, head_dim, out, stream_, *sage2_));
+    return after_op("attention(sage2)", opts.debug_sync);
+  }
   return invalid_argument("attention: unknown backend '" + opts.attention + "' (valid: sdpa, sage2)");
 }
 

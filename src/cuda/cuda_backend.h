@@ -20,6 +20,7 @@ namespace vortex {
 
 class GemmEngine;
 class SdpaAttention;
+class Sage2Workspace;
 namespace cuda_ops {
 class SegmentRowMapCache;
 }
@@ -52,6 +53,11 @@ class CudaBackend : public Backend {
   Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) override;
   Status swiglu(const Tensor& u, Tensor& m) override;
   Status cast(const Tensor& src, Tensor& dst) override;
+  // fused_gate_add and debug_sync follow the model's ExecOptions.
+  void configure(const ExecOptions& opts) override {
+    fused_gate_add_ = opts.fused_gate_add;
+    debug_sync_ = opts.debug_sync || debug_sync_env_;
+  }
 
   // Profiling regions: CUDA events recorded on the backend stream.
   void region_begin(std::string_view name) override;
@@ -96,8 +102,10 @@ class CudaBackend : public Backend {
   std::unique_ptr<cuda_ops::SegmentRowMapCache> segments_;
   std::unique_ptr<GemmEngine> gemm_;
   std::unique_ptr<SdpaAttention> sdpa_;
+  std::unique_ptr<Sage2Workspace> sage2_;  // quantized Q/K/V buffers, grown on demand
   uint16_t* silu_table_ = nullptr;  // [65536] bf16 bits, device
   bool debug_sync_ = false;
+  bool debug_sync_env_ = false;  // VORTEX_DEBUG_SYNC=1 forces synchronization whatever the options say
   bool fused_gate_add_ = false;
 };
 

@@ -47,6 +47,10 @@ class Backend {
   // element i = offset + scale * u(seed, i), u uniform in [-1, 1), then converted to dst's dtype.
   virtual Status fill_synthetic(Tensor& dst, uint64_t seed, float scale, float offset) = 0;
 
+  // Applies run-time switches that are not op arguments (e.g. the fused gate/add kernel on the CUDA
+  // backend). The model calls it before each block, so A/B gates can flip switches per call.
+  virtual void configure(const ExecOptions& opts) {}
+
   // ---- ops ----
   // out[M,N] = x[M,K] @ W[N,K]^T (+ bias[N]), accumulated in FP32 or wider, one rounding to out's dtype.
   // bf16 x -> bf16 out (bias added before the rounding); f32 x -> f32 out. Quantized W per w.format.

@@ -26,6 +26,40 @@ struct StepTables {
   Tensor final_table;               // [slots, 2 * D] bf16, on the backend
 };
 
+// Scratch activations of one transformer block, allocated once for the largest row count and narrowed
+// (row views, no copies) for smaller sequences such as the refiner's L text rows.
+struct BlockScratch {
+  Tensor qkv;         // [S, 3I] bf16, rows [q | k | v]
+  Tensor attn_out;    // [S, I] bf16, token-major
+  Tensor proj_out;    // [S, D] bf16 (out_proj and fc2 outputs)
+  Tensor norm_out;    // [S, D] bf16 (normed + modulated rows)
+  Tensor fc1_out;     // [S, 2F] bf16, columns [gate | value]
+  Tensor swiglu_out;  // [S, F] bf16
+  static Result<BlockScratch> allocate(Backend& backend, const ModelConfig& cfg, int64_t rows);
+  // The first `rows` rows of every buffer.
+  Result<BlockScratch> first_rows(int64_t rows) const;
+};
+
+// One H3 transformer block (NUMERICS.md steps 1-10) on x [S, D] bf16 in place.
+// Main blocks: `table` [slots * 3, 6D] bf16 with `segments` (row -> table row) and `rope` (may be null).
+// Refiner blocks: table == nullptr and segments == nullptr (no AdaLN: plain RMSNorm and residual adds)
+// and rope == nullptr. ExecOptions choose the fused or composed norm+modulate (E0 either way).
+Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const ExecOptions& opts,
+                             const H3BlockWeights& block, Tensor& x, const Tensor* table,
+                             const SegmentTable* segments, const RopeTables* rope, BlockScratch& scratch);
+
+// Host FP32 time embedding pieces (computed identically for every backend):
+// sinusoid [freq_dim] of t: freq_k = fp32(exp(-ln(10000) * k / half)) evaluated in FP64, arg = fp32(t * freq_k),
+// emb = [fp32(cos_fp64(arg)) | fp32(sin_fp64(arg))] (cos first).
+std::vector<float> timestep_sinusoid(int freq_dim, float t);
+// Host copies of the FP32 time-embedder weights.
+struct TimeEmbedderHost {
+  Tensor proj_in_weight, proj_in_bias, proj_out_weight, proj_out_bias;  // host f32
+};
+// silu(time_mlp(sinusoid(t))) for each t, rounded to BF16: [M, E] bf16 host. Linear layers accumulate in
+// FP64 (ascending k) and round once to FP32 after the bias; SiLU is FP64 then FP32; the final cast is RNE.
+Result<Tensor> adaln_input_host(const ModelConfig& cfg, const TimeEmbedderHost& te, const std::vector<float>& timesteps);
+
 class H3Model {
  public:
   H3Model(ModelConfig cfg, Backend& backend, H3Weights weights, ExecOptions opts);
@@ -61,7 +95,9 @@ class H3Model {
   RopeTables rope_;      // on the backend
   Tensor text_refined_;  // [L, D] bf16 on the backend
   // Scratch buffers reused by every block (allocated in prepare()).
-  Tensor qkv_, attn_out_, proj_out_, norm_out_, fc1_out_, swiglu_out_;
+  BlockScratch scratch_;
+  TimeEmbedderHost time_host_;  // downloaded once (first prepare())
+  bool prepared_ = false;
 };
 
 }  // namespace vortex

@@ -1,0 +1,376 @@
+// H3Model: the whole H3 forward written once against Backend (NUMERICS.md "The BF16 program of one H3
+// block" and "Outside the blocks"). The time MLP runs on the host (FP64 transcendentals and accumulation,
+// rounded to FP32 — identical on every machine and for every backend); everything else is Backend ops.
+// Tested in tests/model/h3_model_test.cpp (h3-tiny forward shapes/finiteness, fused == unfused bytes,
+// thread-count determinism, one block vs an independent FP64 re-implementation).
+#include "model/h3_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+namespace vortex {
+namespace {
+
+LinearWeight plain_linear(const Tensor& weight) {
+  LinearWeight w;
+  w.weight = weight;
+  w.out_features = weight.defined() ? weight.dim(0) : 0;
+  w.in_features = weight.defined() && weight.ndim() == 2 ? weight.dim(1) : 0;
+  return w;
+}
+
+// Host FP32 linear: out[m, n] = fp32(sum_k x[m,k] * W[n,k] + b[n]) with the sum in FP64, ascending k.
+// (FP32 products are exact in FP64; the same program as the CPU reference's f32 linear.)
+std::vector<float> host_linear_f32(const std::vector<float>& x, int64_t m, const Tensor& w, const Tensor& b) {
+  const int64_t n = w.dim(0), k = w.dim(1);
+  const float* wp = w.data<float>();
+  const float* bp = b.data<float>();
+  std::vector<float> out(static_cast<size_t>(m * n));
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (int64_t i = 0; i < k; ++i) acc += static_cast<double>(x[static_cast<size_t>(r * k + i)]) * wp[j * k + i];
+      acc += bp[j];
+      out[static_cast<size_t>(r * n + j)] = static_cast<float>(acc);
+    }
+  return out;
+}
+
+float silu_f32(float v) {
+  const double d = v;
+  return static_cast<float>(d / (1.0 + std::exp(-d)));
+}
+
+Status check_host_f32(const Tensor& t, const char* name, Shape shape) {
+  if (!t.defined()) return invalid_argument(std::string(name) + " is missing from the weights");
+  if (t.dtype() != DType::kF32 || t.shape() != shape)
+    return invalid_argument(std::string(name) + " must be " + shape_to_string(shape) + " f32, got " + t.describe());
+  return Status::Ok();
+}
+
+Result<Tensor> download_copy(Backend& backend, const Tensor& t) {
+  Tensor host = Tensor::empty(t.shape(), t.dtype());
+  VORTEX_RETURN_IF_ERROR(backend.download(t, host));
+  return host;
+}
+
+Result<Tensor> host_tensor_from(const std::vector<float>& v, Shape shape) {
+  if (static_cast<int64_t>(v.size()) != shape_numel(shape))
+    return invalid_argument("latent vector has " + std::to_string(v.size()) + " values but the request needs " +
+                            shape_to_string(shape) + " = " + std::to_string(shape_numel(shape)));
+  Tensor t = Tensor::empty(std::move(shape), DType::kF32);
+  if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+}  // namespace
+
+// ---- BlockScratch -----------------------------------------------------------------------------
+
+Result<BlockScratch> BlockScratch::allocate(Backend& backend, const ModelConfig& cfg, int64_t rows) {
+  BlockScratch s;
+  const int64_t d = cfg.hidden, inner = cfg.inner(), f = cfg.ffn;
+  VORTEX_ASSIGN_OR_RETURN(s.qkv, backend.alloc({rows, 3 * inner}, DType::kBF16));
+  VORTEX_ASSIGN_OR_RETURN(s.attn_out, backend.alloc({rows, inner}, DType::kBF16));
+  VORTEX_ASSIGN_OR_RETURN(s.proj_out, backend.alloc({rows, d}, DType::kBF16));
+  VORTEX_ASSIGN_OR_RETURN(s.norm_out, backend.alloc({rows, d}, DType::kBF16));
+  VORTEX_ASSIGN_OR_RETURN(s.fc1_out, backend.alloc({rows, 2 * f}, DType::kBF16));
+  VORTEX_ASSIGN_OR_RETURN(s.swiglu_out, backend.alloc({rows, f}, DType::kBF16));
+  return s;
+}
+
+Result<BlockScratch> BlockScratch::first_rows(int64_t rows) const {
+  BlockScratch s;
+  VORTEX_ASSIGN_OR_RETURN(s.qkv, qkv.narrow(0, 0, rows));
+  VORTEX_ASSIGN_OR_RETURN(s.attn_out, attn_out.narrow(0, 0, rows));
+  VORTEX_ASSIGN_OR_RETURN(s.proj_out, proj_out.narrow(0, 0, rows));
+  VORTEX_ASSIGN_OR_RETURN(s.norm_out, norm_out.narrow(0, 0, rows));
+  VORTEX_ASSIGN_OR_RETURN(s.fc1_out, fc1_out.narrow(0, 0, rows));
+  VORTEX_ASSIGN_OR_RETURN(s.swiglu_out, swiglu_out.narrow(0, 0, rows));
+  return s;
+}
+
+// ---- one block ----------------------------------------------------------------------------------
+
+Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const ExecOptions& opts,
+                             const H3BlockWeights& block, Tensor& x, const Tensor* table,
+                             const SegmentTable* segments, const RopeTables* rope, BlockScratch& scratch) {
+  if ((table == nullptr) != (segments == nullptr))
+    return invalid_argument("run_transformer_block: pass both the AdaLN table and its segments, or neither (refiner)");
+  const int64_t s = x.dim(0), inner = cfg.inner();
+  const int heads = cfg.num_heads, hd = cfg.head_dim;
+  backend.configure(opts);  // run-time switches that are not op arguments (e.g. fused_gate_add on CUDA)
+  VORTEX_ASSIGN_OR_RETURN(BlockScratch sc, scratch.first_rows(s));
+  const SegmentTable no_segments;
+  const SegmentTable& seg = segments ? *segments : no_segments;
+
+  // 1-2. n = modulate(RMSNorm1(x), shift_msa, scale_msa)            // [S, D] bf16
+  auto norm_modulate = [&](const Tensor& weight, int shift_chunk, int scale_chunk) -> Status {
+    if (table == nullptr) return backend.rms_norm(x, weight, cfg.norm_eps, sc.norm_out);
+    if (opts.fused_norm_modulate)
+      return backend.rms_norm_modulate(x, weight, cfg.norm_eps, *table, shift_chunk, scale_chunk, seg, sc.norm_out);
+    VORTEX_RETURN_IF_ERROR(backend.rms_norm(x, weight, cfg.norm_eps, sc.norm_out));
+    return backend.modulate(sc.norm_out, *table, shift_chunk, scale_chunk, seg);
+  };
+  VORTEX_RETURN_IF_ERROR(norm_modulate(block.norm1_weight, kShiftMsa, kScaleMsa).with_context("norm1"));
+  // 3. qkv = R(n @ Wqkv^T)                                            // [S, 3I] bf16, [q | k | v]
+  VORTEX_RETURN_IF_ERROR(backend.linear(sc.norm_out, block.attn_qkv_proj, nullptr, sc.qkv).with_context("qkv_proj"));
+  VORTEX_ASSIGN_OR_RETURN(Tensor q, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 0));          // [S, I] view
+  VORTEX_ASSIGN_OR_RETURN(Tensor k, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, inner));      // [S, I] view
+  VORTEX_ASSIGN_OR_RETURN(Tensor v, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 2 * inner));  // [S, I] view
+  // 4. per-head Q/K RMSNorm, then RoPE (main blocks only)
+  VORTEX_RETURN_IF_ERROR(backend
+                             .qk_norm_rope(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight, cfg.qk_norm_eps,
+                                           rope, heads, hd)
+                             .with_context("qk_norm_rope"));
+  // 5. o = R(SDPA(q, k, v))                                           // [S, I] bf16, token-major
+  VORTEX_RETURN_IF_ERROR(backend.attention(q, k, v, heads, hd, sc.attn_out, opts).with_context("attention"));
+  // 6. a = R(o @ Wout^T)                                              // [S, D] bf16
+  VORTEX_RETURN_IF_ERROR(backend.linear(sc.attn_out, block.attn_out_proj, nullptr, sc.proj_out).with_context("out_proj"));
+  // 7. x = R(x + R(gate_msa * a))  (refiner: x = R(x + a))
+  // fused_gate_add is applied inside the backend (Backend::configure above); the model calls gate_add.
+  VORTEX_RETURN_IF_ERROR(backend.gate_add(x, sc.proj_out, table, kGateMsa, seg).with_context("gate_add msa"));
+  // 8. n = modulate(RMSNorm2(x), shift_mlp, scale_mlp)
+  VORTEX_RETURN_IF_ERROR(norm_modulate(block.norm2_weight, kShiftMlp, kScaleMlp).with_context("norm2"));
+  // 9. u = R(n @ Wfc1^T) [S, 2F]; m = R(R(silu(gate)) * value) [S, F]
+  VORTEX_RETURN_IF_ERROR(backend.linear(sc.norm_out, block.mlp_fc1, nullptr, sc.fc1_out).with_context("fc1"));
+  VORTEX_RETURN_IF_ERROR(backend.swiglu(sc.fc1_out, sc.swiglu_out).with_context("swiglu"));
+  // 10. f = R(m @ Wfc2^T) [S, D]; x = R(x + R(gate_mlp * f))
+  VORTEX_RETURN_IF_ERROR(backend.linear(sc.swiglu_out, block.mlp_fc2, nullptr, sc.proj_out).with_context("fc2"));
+  VORTEX_RETURN_IF_ERROR(backend.gate_add(x, sc.proj_out, table, kGateMlp, seg).with_context("gate_add mlp"));
+  return Status::Ok();
+}
+
+// ---- time embedding (host) ----------------------------------------------------------------------
+
+std::vector<float> timestep_sinusoid(int freq_dim, float t) {
+  const int half = freq_dim / 2;
+  std::vector<float> emb(static_cast<size_t>(freq_dim), 0.0f);
+  for (int k = 0; k < half; ++k) {
+    const float freq = static_cast<float>(std::exp(-std::log(10000.0) * k / half));
+    const float arg = t * freq;  // FP32 product, as the reference's t[:, None] * freqs[None]
+    emb[static_cast<size_t>(k)] = static_cast<float>(std::cos(static_cast<double>(arg)));
+    emb[static_cast<size_t>(half + k)] = static_cast<float>(std::sin(static_cast<double>(arg)));
+  }
+  return emb;
+}
+
+Result<Tensor> adaln_input_host(const ModelConfig& cfg, const TimeEmbedderHost& te, const std::vector<float>& timesteps) {
+  const int64_t m = static_cast<int64_t>(timesteps.size());
+  VORTEX_RETURN_IF_ERROR(check_host_f32(te.proj_in_weight, "time_embedder.proj_in.weight", {cfg.time_embed_hidden, cfg.freq_dim}));
+  VORTEX_RETURN_IF_ERROR(check_host_f32(te.proj_in_bias, "time_embedder.proj_in.bias", {cfg.time_embed_hidden}));
+  VORTEX_RETURN_IF_ERROR(check_host_f32(te.proj_out_weight, "time_embedder.proj_out.weight", {cfg.time_embed_dim, cfg.time_embed_hidden}));
+  VORTEX_RETURN_IF_ERROR(check_host_f32(te.proj_out_bias, "time_embedder.proj_out.bias", {cfg.time_embed_dim}));
+  std::vector<float> emb;  // [M, freq_dim] f32
+  for (float t : timesteps) {
+    std::vector<float> e = timestep_sinusoid(cfg.freq_dim, t);
+    emb.insert(emb.end(), e.begin(), e.end());
+  }
+  std::vector<float> h = host_linear_f32(emb, m, te.proj_in_weight, te.proj_in_bias);  // [M, hidden_te] f32
+  for (float& v : h) v = silu_f32(v);
+  std::vector<float> temb = host_linear_f32(h, m, te.proj_out_weight, te.proj_out_bias);  // [M, E] f32
+  Tensor out = Tensor::empty({m, cfg.time_embed_dim}, DType::kBF16);                        // [M, E] bf16
+  uint16_t* o = out.data<uint16_t>();
+  for (size_t i = 0; i < temb.size(); ++i) o[i] = bf16_bits_from_f32(silu_f32(temb[i]));
+  return out;
+}
+
+// ---- H3Model ------------------------------------------------------------------------------------
+
+H3Model::H3Model(ModelConfig cfg, Backend& backend, H3Weights weights, ExecOptions opts)
+    : cfg_(std::move(cfg)), backend_(backend), weights_(std::move(weights)), opts_(std::move(opts)) {}
+
+Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
+  const int64_t l = layout.geo.text_rows, s = layout.geo.total_rows();
+  if (static_cast<int64_t>(layout.modality.size()) != s)
+    return invalid_argument("prepare: the packed layout is inconsistent (build it with pack_request)");
+  if (!text.defined() || text.ndim() != 2 || text.dim(0) != l || text.device() != Device::kCpu ||
+      (text.dtype() != DType::kF32 && text.dtype() != DType::kBF16))
+    return invalid_argument("prepare: text must be a host [" + std::to_string(l) + ", " + std::to_string(cfg_.text_dim) +
+                            "] (raw) or [" + std::to_string(l) + ", " + std::to_string(cfg_.hidden) +
+                            "] (refined) f32/bf16 tensor, got " + (text.defined() ? text.describe() : "undefined"));
+  const bool refined = text.dim(1) == cfg_.hidden;
+  if (!refined && text.dim(1) != cfg_.text_dim)
+    return invalid_argument("prepare: text width " + std::to_string(text.dim(1)) + " is neither text_dim " +
+                            std::to_string(cfg_.text_dim) + " (raw Qwen3-VL states) nor hidden " +
+                            std::to_string(cfg_.hidden) + " (already refined)");
+  if (static_cast<int>(weights_.blocks.size()) != cfg_.num_layers)
+    return invalid_argument("prepare: the weights hold " + std::to_string(weights_.blocks.size()) + " blocks but the config has " +
+                            std::to_string(cfg_.num_layers));
+  layout_ = layout;
+
+  if (!prepared_) {
+    VORTEX_ASSIGN_OR_RETURN(time_host_.proj_in_weight, download_copy(backend_, weights_.time_embedder_proj_in_weight));
+    VORTEX_ASSIGN_OR_RETURN(time_host_.proj_in_bias, download_copy(backend_, weights_.time_embedder_proj_in_bias));
+    VORTEX_ASSIGN_OR_RETURN(time_host_.proj_out_weight, download_copy(backend_, weights_.time_embedder_proj_out_weight));
+    VORTEX_ASSIGN_OR_RETURN(time_host_.proj_out_bias, download_copy(backend_, weights_.time_embedder_proj_out_bias));
+  }
+
+  // RoPE tables: host BF16 cos/sin from the checkpoint's inv_freq (else computed), uploaded once.
+  Tensor inv_freq_host;
+  if (weights_.rope_inv_freq.defined()) {
+    VORTEX_ASSIGN_OR_RETURN(inv_freq_host, download_copy(backend_, weights_.rope_inv_freq));
+  }
+  VORTEX_ASSIGN_OR_RETURN(RopeTables host_rope,
+                          make_rope_tables(cfg_, layout_, inv_freq_host.defined() ? &inv_freq_host : nullptr));
+  rope_.rope_dims = host_rope.rope_dims;
+  VORTEX_ASSIGN_OR_RETURN(rope_.cos, backend_.upload(host_rope.cos));  // [S, rope_dims/2] bf16
+  VORTEX_ASSIGN_OR_RETURN(rope_.sin, backend_.upload(host_rope.sin));  // [S, rope_dims/2] bf16
+
+  VORTEX_ASSIGN_OR_RETURN(scratch_, BlockScratch::allocate(backend_, cfg_, s));
+
+  // Text: upload as BF16 rows; raw states go through condition_proj -> refiner blocks -> final_norm.
+  if (l == 0) {  // no text rows: nothing to refine (attention over zero keys is undefined)
+    text_refined_ = Tensor();
+    prepared_ = true;
+    return Status::Ok();
+  }
+  VORTEX_ASSIGN_OR_RETURN(Tensor text_dev, backend_.upload(text));
+  if (text.dtype() == DType::kF32) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor text_bf16, backend_.alloc(text.shape(), DType::kBF16));
+    VORTEX_RETURN_IF_ERROR(backend_.cast(text_dev, text_bf16));
+    text_dev = text_bf16;
+  }
+  if (refined) {
+    text_refined_ = text_dev;  // [L, D] bf16
+  } else {
+    VORTEX_ASSIGN_OR_RETURN(Tensor h, backend_.alloc({l, cfg_.hidden}, DType::kBF16));  // [L, D] bf16
+    VORTEX_RETURN_IF_ERROR(
+        backend_.linear(text_dev, plain_linear(weights_.condition_proj_weight), &weights_.condition_proj_bias, h)
+            .with_context("condition_proj"));
+    for (size_t i = 0; i < weights_.token_refiner_blocks.size(); ++i)
+      VORTEX_RETURN_IF_ERROR(run_transformer_block(backend_, cfg_, opts_, weights_.token_refiner_blocks[i], h, nullptr,
+                                                   nullptr, nullptr, scratch_)
+                                 .with_context("token_refiner.blocks." + std::to_string(i)));
+    VORTEX_ASSIGN_OR_RETURN(text_refined_, backend_.alloc({l, cfg_.hidden}, DType::kBF16));
+    VORTEX_RETURN_IF_ERROR(backend_.rms_norm(h, weights_.token_refiner_final_norm_weight, cfg_.norm_eps, text_refined_)
+                               .with_context("token_refiner.final_norm"));
+  }
+  prepared_ = true;
+  return Status::Ok();
+}
+
+Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
+  if (!prepared_) return invalid_argument("make_step_tables: call prepare() first");
+  if (!(sigma_v >= 0.0 && sigma_v <= 1.0) || !(sigma_a >= 0.0 && sigma_a <= 1.0))
+    return invalid_argument("sigmas must lie in [0, 1], got video " + std::to_string(sigma_v) + ", audio " +
+                            std::to_string(sigma_a));
+  StepTables st;
+  const float tv = static_cast<float>(1.0 - sigma_v), ta = static_cast<float>(1.0 - sigma_a);
+  st.timesteps = {tv, ta};
+  std::sort(st.timesteps.begin(), st.timesteps.end());
+  st.timesteps.erase(std::unique(st.timesteps.begin(), st.timesteps.end()), st.timesteps.end());
+  st.video_slot = static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), tv) - st.timesteps.begin());
+  st.audio_slot = static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), ta) - st.timesteps.begin());
+  st.block_segments = layout_.block_segments(st.video_slot, st.audio_slot);
+  st.final_segments = layout_.final_segments(st.video_slot, st.audio_slot);
+  const int64_t m = static_cast<int64_t>(st.timesteps.size()), d = cfg_.hidden;
+
+  VORTEX_ASSIGN_OR_RETURN(Tensor silu_host, adaln_input_host(cfg_, time_host_, st.timesteps));  // [M, E] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor silu_temb, backend_.upload(silu_host));
+  for (int i = 0; i < cfg_.num_layers; ++i) {
+    const H3BlockWeights& b = weights_.blocks[static_cast<size_t>(i)];
+    VORTEX_ASSIGN_OR_RETURN(Tensor table, backend_.alloc({m, 18 * d}, DType::kBF16));  // [M, 18D] bf16
+    VORTEX_RETURN_IF_ERROR(backend_.linear(silu_temb, plain_linear(b.adaln_proj_linear_weight), &b.adaln_proj_linear_bias, table)
+                               .with_context("blocks." + std::to_string(i) + ".adaln_proj"));
+    VORTEX_ASSIGN_OR_RETURN(Tensor rows, table.reshape({3 * m, 6 * d}));  // [3M, 6D]: row slot*3 + modality
+    st.block_tables.push_back(rows);
+  }
+  VORTEX_ASSIGN_OR_RETURN(st.final_table, backend_.alloc({m, 2 * d}, DType::kBF16));  // [M, 2D] bf16
+  VORTEX_RETURN_IF_ERROR(backend_
+                             .linear(silu_temb, plain_linear(weights_.final_layer_adaln_proj_linear_weight),
+                                     &weights_.final_layer_adaln_proj_linear_bias, st.final_table)
+                             .with_context("final_layer.adaln_proj"));
+  return st;
+}
+
+Status H3Model::run_block(int index, Tensor& x, const StepTables& tables) {
+  if (index < 0 || index >= cfg_.num_layers || static_cast<size_t>(index) >= tables.block_tables.size())
+    return invalid_argument("run_block: block " + std::to_string(index) + " outside [0, " + std::to_string(cfg_.num_layers) + ")");
+  return run_transformer_block(backend_, cfg_, opts_, weights_.blocks[static_cast<size_t>(index)], x,
+                               &tables.block_tables[static_cast<size_t>(index)], &tables.block_segments, &rope_, scratch_)
+      .with_context("blocks." + std::to_string(index));
+}
+
+Result<Tensor> H3Model::embed_inputs(const AvLatents& x) {
+  if (!prepared_) return invalid_argument("embed_inputs: call prepare() first");
+  const RequestGeometry& g = layout_.geo;
+  const int64_t d = cfg_.hidden;
+  VORTEX_ASSIGN_OR_RETURN(Tensor packed, backend_.alloc({g.total_rows(), d}, DType::kBF16));  // [S, D] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor video_lat,
+                          host_tensor_from(x.video, {cfg_.in_channels, g.latent_frames, g.latent_h, g.latent_w}));
+  VORTEX_ASSIGN_OR_RETURN(Tensor audio_lat, host_tensor_from(x.audio, {2, cfg_.audio_in_channels, g.audio_latents}));
+  VORTEX_ASSIGN_OR_RETURN(Tensor video_rows, patchify_video(cfg_, video_lat));  // [Nv, 96] f32
+  VORTEX_ASSIGN_OR_RETURN(Tensor audio_rows, audio_to_rows(audio_lat));         // [Na, 32] f32
+
+  struct Input {
+    const Tensor* rows;
+    const Tensor* weight;
+    const Tensor* bias;
+    int64_t start;
+    const char* name;
+  };
+  const Input inputs[] = {
+      {&audio_rows, &weights_.audio_patch_proj_weight, &weights_.audio_patch_proj_bias, g.audio_start(), "audio_patch_proj"},
+      {&video_rows, &weights_.video_patch_proj_weight, &weights_.video_patch_proj_bias, g.video_start(), "video_patch_proj"},
+  };
+  for (const Input& in : inputs) {
+    const int64_t n = in.rows->dim(0);
+    if (n == 0) continue;
+    VORTEX_ASSIGN_OR_RETURN(Tensor rows_dev, backend_.upload(*in.rows));
+    VORTEX_ASSIGN_OR_RETURN(Tensor proj, backend_.alloc({n, d}, DType::kF32));  // [N, D] f32
+    VORTEX_RETURN_IF_ERROR(backend_.linear(rows_dev, plain_linear(*in.weight), in.bias, proj).with_context(in.name));
+    VORTEX_ASSIGN_OR_RETURN(Tensor dst, packed.narrow(0, in.start, n));  // [N, D] bf16 rows of the packed buffer
+    VORTEX_RETURN_IF_ERROR(backend_.cast(proj, dst));
+  }
+  if (g.text_rows > 0) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor dst, packed.narrow(0, g.text_start(), g.text_rows));
+    VORTEX_RETURN_IF_ERROR(backend_.copy(text_refined_, dst));
+  }
+  return packed;
+}
+
+Result<AvLatents> H3Model::final_layer(const Tensor& x, const StepTables& tables) {
+  const RequestGeometry& g = layout_.geo;
+  const int64_t d = cfg_.hidden;
+  backend_.configure(opts_);
+  VORTEX_ASSIGN_OR_RETURN(BlockScratch sc, scratch_.first_rows(x.dim(0)));
+  Tensor& n = sc.norm_out;  // [S, D] bf16
+  if (opts_.fused_norm_modulate) {
+    VORTEX_RETURN_IF_ERROR(backend_.rms_norm_modulate(x, weights_.final_layer_norm_weight, cfg_.final_norm_eps,
+                                                      tables.final_table, 0, 1, tables.final_segments, n));
+  } else {
+    VORTEX_RETURN_IF_ERROR(backend_.rms_norm(x, weights_.final_layer_norm_weight, cfg_.final_norm_eps, n));
+    VORTEX_RETURN_IF_ERROR(backend_.modulate(n, tables.final_table, 0, 1, tables.final_segments));
+  }
+  auto head = [&](int64_t start, int64_t rows, const Tensor& w, const Tensor& b, const char* name) -> Result<Tensor> {
+    VORTEX_ASSIGN_OR_RETURN(Tensor src, n.narrow(0, start, rows));               // [N, D] bf16
+    VORTEX_ASSIGN_OR_RETURN(Tensor xf, backend_.alloc({rows, d}, DType::kF32));  // [N, D] f32
+    VORTEX_RETURN_IF_ERROR(backend_.cast(src, xf));
+    VORTEX_ASSIGN_OR_RETURN(Tensor out, backend_.alloc({rows, w.dim(0)}, DType::kF32));  // [N, C] f32
+    VORTEX_RETURN_IF_ERROR(backend_.linear(xf, plain_linear(w), &b, out).with_context(name));
+    return download_copy(backend_, out);
+  };
+  VORTEX_ASSIGN_OR_RETURN(Tensor video_rows, head(g.video_start(), g.video_rows, weights_.final_layer_video_out_weight,
+                                                  weights_.final_layer_video_out_bias, "final_layer.video_out"));
+  VORTEX_ASSIGN_OR_RETURN(Tensor audio_rows, head(g.audio_start(), g.audio_rows, weights_.final_layer_audio_out_weight,
+                                                  weights_.final_layer_audio_out_bias, "final_layer.audio_out"));
+  VORTEX_ASSIGN_OR_RETURN(Tensor video, unpatchify_video(cfg_, g, video_rows));  // [C, T, H, W] f32
+  VORTEX_ASSIGN_OR_RETURN(Tensor audio, rows_to_audio(cfg_, g, audio_rows));     // [2, C, Ta] f32
+  AvLatents out;
+  out.video.assign(video.data<float>(), video.data<float>() + video.numel());
+  out.audio.assign(audio.data<float>(), audio.data<float>() + audio.numel());
+  return out;
+}
+
+Result<AvLatents> H3Model::forward(const AvLatents& x, double sigma_v, double sigma_a) {
+  if (!prepared_) return invalid_argument("forward: call prepare() with the request layout and text first");
+  VORTEX_ASSIGN_OR_RETURN(StepTables tables, make_step_tables(sigma_v, sigma_a));
+  VORTEX_ASSIGN_OR_RETURN(Tensor h, embed_inputs(x));  // [S, D] bf16
+  for (int i = 0; i < cfg_.num_layers; ++i) VORTEX_RETURN_IF_ERROR(run_block(i, h, tables));
+  return final_layer(h, tables);
+}
+
+}  // namespace vortex

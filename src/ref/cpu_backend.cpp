@@ -1,0 +1,87 @@
+// CpuBackend: thin validation + dispatch from the Backend interface to the src/ref ops over a row pool.
+// Memory ops are host copies (upload always copies, so a device tensor never aliases caller memory);
+// fill_synthetic is fill_synthetic_host (src/core/synthetic.h), identical bytes to the GPU fill.
+// Tested in tests/ref/cpu_backend_test.cpp.
+#include "ref/cpu_backend.h"
+
+#include <string>
+
+#include "core/synthetic.h"
+#include "ref/ref_ops.h"
+
+namespace vortex {
+
+CpuBackend::CpuBackend(int threads) : pool_(threads), run_(pool_.runner()) {}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+Result<Tensor> CpuBackend::alloc(const Shape& shape, DType dtype) {
+  for (int64_t d : shape)
+    if (d < 0) return invalid_argument("alloc: negative dimension in " + shape_to_string(shape));
+  return Tensor::empty(shape, dtype);
+}
+
+Result<Tensor> CpuBackend::upload(const Tensor& host) {
+  if (!host.defined()) return invalid_argument("upload: tensor is not defined");
+  if (host.device() != Device::kCpu) return invalid_argument("upload: expected a host tensor, got " + host.describe());
+  Tensor out = Tensor::empty(host.shape(), host.dtype());
+  VORTEX_RETURN_IF_ERROR(ref::cast(host, out, run_).with_context("upload"));
+  return out;
+}
+
+Status CpuBackend::download(const Tensor& src, Tensor& host_dst) {
+  if (!host_dst.defined()) return invalid_argument("download: destination is not defined (allocate it with the source shape)");
+  if (src.dtype() != host_dst.dtype())
+    return invalid_argument("download: dtype differs: " + src.describe() + " -> " + host_dst.describe());
+  return ref::cast(src, host_dst, run_).with_context("download");
+}
+
+Status CpuBackend::copy(const Tensor& src, Tensor& dst) {
+  if (src.defined() && dst.defined() && src.dtype() != dst.dtype())
+    return invalid_argument("copy: dtype differs: " + src.describe() + " -> " + dst.describe() + " (use cast)");
+  return ref::cast(src, dst, run_).with_context("copy");
+}
+
+Status CpuBackend::fill_synthetic(Tensor& dst, uint64_t seed, float scale, float offset) {
+  return fill_synthetic_host(dst, seed, scale, offset, pool_.threads());
+}
+
+Status CpuBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  return ref::linear(x, w, bias, out, run_);
+}
+
+Status CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  return ref::rms_norm(x, weight, eps, out, run_);
+}
+
+Status CpuBackend::modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg) {
+  return ref::modulate(x, table, shift_chunk, scale_chunk, seg, run_);
+}
+
+Status CpuBackend::rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table,
+                                     int shift_chunk, int scale_chunk, const SegmentTable& seg, Tensor& out) {
+  return ref::rms_norm_modulate(x, weight, eps, table, shift_chunk, scale_chunk, seg, out, run_);
+}
+
+Status CpuBackend::qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                                const RopeTables* rope, int num_heads, int head_dim) {
+  return ref::qk_norm_rope(q, k, q_weight, k_weight, eps, rope, num_heads, head_dim, run_);
+}
+
+Status CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
+                             Tensor& out, const ExecOptions& opts) {
+  if (opts.attention != "sdpa")
+    return unsupported("attention mode '" + opts.attention +
+                       "' is not implemented on the cpu backend; use --attention sdpa (the BF16 reference program)");
+  return ref::attention(q, k, v, num_heads, head_dim, out, run_);
+}
+
+Status CpuBackend::gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) {
+  return ref::gate_add(x, a, table, gate_chunk, seg, run_);
+}
+
+Status CpuBackend::swiglu(const Tensor& u, Tensor& m) { return ref::swiglu(u, m, run_); }
+
+Status CpuBackend::cast(const Tensor& src, Tensor& dst) { return ref::cast(src, dst, run_); }
+
+}  // namespace vortex

@@ -1,0 +1,50 @@
+// CpuBackend: the `cpu` Backend (src/model/backend.h), i.e. the reference program. Every op validates its
+// tensors and runs the src/ref op of the same stem over a RowThreadPool; bytes never depend on `threads`.
+// Attention modes: "sdpa" runs the FP64-exact reference; "sage2" is not implemented on the CPU (kUnsupported).
+// Tested in tests/ref/cpu_backend_test.cpp (every method vs the ref ops, thread-count invariance).
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "model/backend.h"
+#include "ref/thread_pool.h"
+
+namespace vortex {
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(int threads = 0);
+  std::string_view name() const override { return "cpu"; }
+  Device device() const override { return Device::kCpu; }
+  int threads() const { return pool_.threads(); }
+
+  Result<Tensor> alloc(const Shape& shape, DType dtype) override;
+  Result<Tensor> upload(const Tensor& host) override;
+  Status download(const Tensor& src, Tensor& host_dst) override;
+  Status copy(const Tensor& src, Tensor& dst) override;
+  Status synchronize() override { return Status::Ok(); }
+  Status fill_synthetic(Tensor& dst, uint64_t seed, float scale, float offset) override;
+
+  Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
+  Status rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
+  Status modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg) override;
+  Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table, int shift_chunk,
+                           int scale_chunk, const SegmentTable& seg, Tensor& out) override;
+  Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                      const RopeTables* rope, int num_heads, int head_dim) override;
+  Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
+                   const ExecOptions& opts) override;
+  Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) override;
+  Status swiglu(const Tensor& u, Tensor& m) override;
+  Status cast(const Tensor& src, Tensor& dst) override;
+
+ private:
+  ref::RowThreadPool pool_;
+  ref::RowRunner run_;
+};
+
+// The `cpu` entry of make_backend (src/engine/backend_registry.cpp).
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+}  // namespace vortex

@@ -1,0 +1,31 @@
+// make_backend (src/engine/backend_registry.cpp): "cpu" works with a thread count, "cuda" is kUnsupported
+// with a rebuild hint in a build without CUDA (or works / fails with kUnsupported when no device is present),
+// unknown names list the valid ones.
+#include <gtest/gtest.h>
+
+#include "model/backend.h"
+
+namespace vortex {
+namespace {
+
+TEST(BackendRegistry, NamesAndErrors) {
+  auto cpu = make_backend("cpu", 2);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  EXPECT_EQ((*cpu)->name(), "cpu");
+  EXPECT_EQ((*cpu)->device(), Device::kCpu);
+  auto bad = make_backend("tpu", 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("cpu, cuda"), std::string::npos) << bad.status().message();
+  auto cuda = make_backend("cuda", 0);
+#if defined(VORTEX_WITH_CUDA)
+  if (!cuda.ok()) EXPECT_EQ(cuda.status().code(), ErrorCode::kUnsupported) << cuda.status().to_string();
+#else
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_EQ(cuda.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(cuda.status().message().find("no CUDA backend"), std::string::npos);
+#endif
+}
+
+}  // namespace
+}  // namespace vortex
