@@ -7,7 +7,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "model/h3_weights.h"
 #include "vortex/status.h"
@@ -15,14 +17,110 @@
 
 namespace vortex {
 
+// How an FP8 GEMM scales its operands (dequantized value = e4m3 code value * scale).
+//  kPerTensor: one FP32 scale per operand (cuBLASLt SCALAR_32F), scale = amax / 448.
+//  kBlockwise: activations 1x128 (one scale per row per 128 input channels, cuBLASLt VEC128_32F),
+//              weights 128x128 (cuBLASLt BLK128x128_32F) — the DeepSeek-V3 recipe, Hopper only.
+enum class Fp8Scaling : uint8_t { kPerTensor, kBlockwise };
+const char* fp8_scaling_name(Fp8Scaling scaling);
+
+// Which cuBLASLt program a plan runs (also the key of the pinned table).
+enum class GemmPrecision : uint8_t { kBf16, kF32, kFp8PerTensor, kFp8Blockwise };
+const char* gemm_precision_name(GemmPrecision precision);
+Result<GemmPrecision> gemm_precision_from_name(const std::string& name);
+
+// One fully specified cuBLASLt GEMM on raw device pointers (row-major terms):
+//   d[M, N] (ldd) = R(scale_a * scale_b * x[M, K] (ldx) @ w[N, K]^T (ldw) + bias[N])
+// Pointers must be 16-byte aligned for FP8 and leading dims multiples of 16 bytes.
+// kFp8Blockwise: x_scale is [ceil(K/128), M] f32 (token-contiguous per 128-channel group) and M must
+// be a multiple of 4; w_scale is [ceil(N/128), roundup(ceil(K/128), 4)] f32. kFp8PerTensor: both are
+// one f32 on the device.
+struct GemmCall {
+  GemmPrecision precision = GemmPrecision::kBf16;
+  int64_t m = 0, n = 0, k = 0;
+  const void* x = nullptr;
+  int64_t ldx = 0;
+  const void* w = nullptr;
+  int64_t ldw = 0;
+  void* d = nullptr;
+  int64_t ldd = 0;
+  const void* bias = nullptr;  // bf16 for bf16/fp8 outputs, f32 for kF32; nullptr = no bias
+  const float* x_scale = nullptr;
+  const float* w_scale = nullptr;
+};
+
+// A cuBLASLt algorithm configuration as gemm-tune enumerates and pins it (cublasLtMatmulAlgoConfig).
+struct GemmAlgoConfig {
+  int algo_id = -1;
+  int tile_id = 0;
+  int stages_id = 0;
+  int splitk_num = 1;
+  int reduction_scheme = 0;
+  int cta_swizzling = 0;
+  int custom_option = 0;
+  int inner_shape_id = 0;
+  int cluster_shape_id = 0;
+  std::string describe() const;
+};
+
+struct GemmEngineOptions {
+  size_t workspace_bytes = size_t{32} << 20;
+  // Pinned algorithm table written by `vortex gemm-tune` (JSON). Empty: $VORTEX_GEMM_TABLE if set,
+  // else none (heuristic top-1 for every shape).
+  std::string pinned_table_path;
+  // false: never load a table (gemm-tune measures the heuristic default itself).
+  bool load_pinned_table = true;
+};
+
+// One engine per stream: plans are shared, but linear()'s FP8 path quantizes into engine-owned scratch.
 class GemmEngine {
  public:
   static Result<std::unique_ptr<GemmEngine>> create();
+  static Result<std::unique_ptr<GemmEngine>> create(const GemmEngineOptions& options);
   virtual ~GemmEngine() = default;
   // out[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]) on `stream`; x/out row-major with leading-dimension
-  // strides allowed (row views of larger buffers). Dispatches on x.dtype() and w.format.
+  // strides allowed (row views of larger buffers). Dispatches on x.dtype() and w.format:
+  //   x bf16, w bf16 (kNone)       -> BF16 GEMM, FP32 accumulation, bias (bf16) in the FP32 epilogue
+  //   x f32,  w f32  (kNone)       -> FP32 GEMM (CUBLAS_COMPUTE_32F, no TF32), bias f32
+  //   x bf16, w f8e4m3 (kFp8Scaled) -> x is quantized to E4M3 on the fly into engine scratch; the
+  //       weight_scale shape picks the scaling: one element = per tensor (x per tensor, amax/448, or
+  //       the static input_scale when present); [ceil(N/128), roundup(ceil(K/128),4)] = blockwise
+  //       (x 1x128). Output bf16.
   virtual Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out,
                         cudaStream_t stream) = 0;
+  // The raw GEMM (what linear() ends in); uses the pinned algorithm when the table has this exact
+  // (precision, M, N, K, lds, bias) entry for this GPU and cuBLASLt version, else heuristic top-1.
+  virtual Status gemm(const GemmCall& call, cudaStream_t stream) = 0;
+  // Same GEMM with an explicit algorithm (gemm-tune). kUnsupported when cuBLASLt rejects it.
+  virtual Status gemm_with_algo(const GemmCall& call, const GemmAlgoConfig& algo,
+                                cudaStream_t stream) = 0;
+  // The algorithm gemm() would run for `call` (pinned or heuristic top-1) and where it came from.
+  virtual Result<GemmAlgoConfig> selected_algo(const GemmCall& call, bool* pinned) = 0;
+  // Every valid configuration cuBLASLt offers for `call` (AlgoGetIds x tiles x stages x split-K x
+  // reduction x swizzle, filtered by cublasLtMatmulAlgoCheck), at most `max_configs`.
+  virtual Result<std::vector<GemmAlgoConfig>> enumerate_algos(const GemmCall& call,
+                                                              int max_configs) = 0;
+  virtual size_t workspace_bytes() const = 0;
 };
+
+// Weight quantization at load (host, exact dtype.h conversions; E4M3 RNE satfinite).
+//  per tensor: scale = amax / 448 (amax 0 -> scale 1), q = e4m3(w / scale); weight_scale [1] f32.
+//  blockwise 128x128: the same per 128x128 block; weight_scale [ceil(N/128), roundup(ceil(K/128),4)]
+//  f32 (padding columns hold 1.0).
+// `w` is a host [N, K] bf16 tensor; the result is a host LinearWeight (format kFp8Scaled).
+Result<LinearWeight> quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling);
+
+// GPU activation quantizers (E0 with the host versions in gemm/fp8_reference.h).
+//  per tensor: amax over all of x (exact), scale = amax / 448 (0 -> 1), q = e4m3_rn_satfinite(x / scale).
+//  1x128: the same per (row, 128-channel group); scales [ceil(K/128), ld_scale] f32, rows in
+//  [M, ld_scale) of q are written as zeros with scale 1 (padding so M can be rounded up to 4).
+// x: [M, K] bf16 (row stride ldx), q: [>= M, K] f8e4m3 (row stride K), scale on the device.
+// `amax_scratch` is one uint32 of device memory.
+Status quantize_fp8_per_tensor(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
+                               float* scale, uint32_t* amax_scratch, cudaStream_t stream);
+Status quantize_fp8_per_tensor_static(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
+                                      const float* scale, cudaStream_t stream);
+Status quantize_fp8_rowblock128(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
+                                float* scales, int64_t ld_scale, cudaStream_t stream);
 
 }  // namespace vortex

@@ -114,32 +114,47 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
     VORTEX_RETURN_IF_ERROR(backend.rms_norm(x, weight, cfg.norm_eps, sc.norm_out));
     return backend.modulate(sc.norm_out, *table, shift_chunk, scale_chunk, seg);
   };
-  VORTEX_RETURN_IF_ERROR(norm_modulate(block.norm1_weight, kShiftMsa, kScaleMsa).with_context("norm1"));
+  // Each step runs inside a profiling region (level 1: `vortex bench block` components; free otherwise).
+  auto timed = [&](const char* name, auto&& op) -> Status {
+    BackendRegion region(backend, name);
+    return op();
+  };
+  VORTEX_RETURN_IF_ERROR(timed("norm1_modulate", [&] { return norm_modulate(block.norm1_weight, kShiftMsa, kScaleMsa); })
+                             .with_context("norm1"));
   // 3. qkv = R(n @ Wqkv^T)                                            // [S, 3I] bf16, [q | k | v]
-  VORTEX_RETURN_IF_ERROR(backend.linear(sc.norm_out, block.attn_qkv_proj, nullptr, sc.qkv).with_context("qkv_proj"));
+  VORTEX_RETURN_IF_ERROR(
+      timed("qkv", [&] { return backend.linear(sc.norm_out, block.attn_qkv_proj, nullptr, sc.qkv); }).with_context("qkv_proj"));
   VORTEX_ASSIGN_OR_RETURN(Tensor q, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 0));          // [S, I] view
   VORTEX_ASSIGN_OR_RETURN(Tensor k, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, inner));      // [S, I] view
   VORTEX_ASSIGN_OR_RETURN(Tensor v, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 2 * inner));  // [S, I] view
   // 4. per-head Q/K RMSNorm, then RoPE (main blocks only)
-  VORTEX_RETURN_IF_ERROR(backend
-                             .qk_norm_rope(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight, cfg.qk_norm_eps,
-                                           rope, heads, hd)
-                             .with_context("qk_norm_rope"));
+  VORTEX_RETURN_IF_ERROR(timed("qk_norm_rope", [&] {
+                           return backend.qk_norm_rope(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight,
+                                                       cfg.qk_norm_eps, rope, heads, hd);
+                         }).with_context("qk_norm_rope"));
   // 5. o = R(SDPA(q, k, v))                                           // [S, I] bf16, token-major
-  VORTEX_RETURN_IF_ERROR(backend.attention(q, k, v, heads, hd, sc.attn_out, opts).with_context("attention"));
+  VORTEX_RETURN_IF_ERROR(
+      timed("attention", [&] { return backend.attention(q, k, v, heads, hd, sc.attn_out, opts); }).with_context("attention"));
   // 6. a = R(o @ Wout^T)                                              // [S, D] bf16
-  VORTEX_RETURN_IF_ERROR(backend.linear(sc.attn_out, block.attn_out_proj, nullptr, sc.proj_out).with_context("out_proj"));
+  VORTEX_RETURN_IF_ERROR(
+      timed("out_proj", [&] { return backend.linear(sc.attn_out, block.attn_out_proj, nullptr, sc.proj_out); })
+          .with_context("out_proj"));
   // 7. x = R(x + R(gate_msa * a))  (refiner: x = R(x + a))
   // fused_gate_add is applied inside the backend (Backend::configure above); the model calls gate_add.
-  VORTEX_RETURN_IF_ERROR(backend.gate_add(x, sc.proj_out, table, kGateMsa, seg).with_context("gate_add msa"));
+  VORTEX_RETURN_IF_ERROR(
+      timed("gate_msa", [&] { return backend.gate_add(x, sc.proj_out, table, kGateMsa, seg); }).with_context("gate_add msa"));
   // 8. n = modulate(RMSNorm2(x), shift_mlp, scale_mlp)
-  VORTEX_RETURN_IF_ERROR(norm_modulate(block.norm2_weight, kShiftMlp, kScaleMlp).with_context("norm2"));
+  VORTEX_RETURN_IF_ERROR(timed("norm2_modulate", [&] { return norm_modulate(block.norm2_weight, kShiftMlp, kScaleMlp); })
+                             .with_context("norm2"));
   // 9. u = R(n @ Wfc1^T) [S, 2F]; m = R(R(silu(gate)) * value) [S, F]
-  VORTEX_RETURN_IF_ERROR(backend.linear(sc.norm_out, block.mlp_fc1, nullptr, sc.fc1_out).with_context("fc1"));
-  VORTEX_RETURN_IF_ERROR(backend.swiglu(sc.fc1_out, sc.swiglu_out).with_context("swiglu"));
+  VORTEX_RETURN_IF_ERROR(
+      timed("fc1", [&] { return backend.linear(sc.norm_out, block.mlp_fc1, nullptr, sc.fc1_out); }).with_context("fc1"));
+  VORTEX_RETURN_IF_ERROR(timed("swiglu", [&] { return backend.swiglu(sc.fc1_out, sc.swiglu_out); }).with_context("swiglu"));
   // 10. f = R(m @ Wfc2^T) [S, D]; x = R(x + R(gate_mlp * f))
-  VORTEX_RETURN_IF_ERROR(backend.linear(sc.swiglu_out, block.mlp_fc2, nullptr, sc.proj_out).with_context("fc2"));
-  VORTEX_RETURN_IF_ERROR(backend.gate_add(x, sc.proj_out, table, kGateMlp, seg).with_context("gate_add mlp"));
+  VORTEX_RETURN_IF_ERROR(
+      timed("fc2", [&] { return backend.linear(sc.swiglu_out, block.mlp_fc2, nullptr, sc.proj_out); }).with_context("fc2"));
+  VORTEX_RETURN_IF_ERROR(
+      timed("gate_mlp", [&] { return backend.gate_add(x, sc.proj_out, table, kGateMlp, seg); }).with_context("gate_add mlp"));
   return Status::Ok();
 }
 

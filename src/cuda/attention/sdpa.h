@@ -6,7 +6,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "vortex/status.h"
 #include "vortex/tensor.h"
@@ -20,6 +22,29 @@ class SdpaAttention {
   // q, k, v: [S, num_heads*head_dim] bf16 views (row stride may exceed the width); out: [S, I] bf16.
   virtual Status run(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
                      Tensor& out, cudaStream_t stream) = 0;
+  // Raw form on device pointers: q/k/v rows of `ld_qkv` elements (head h at column h*head_dim of
+  // each), out rows of `ld_out` elements. All bf16, 16-byte aligned.
+  virtual Status run_raw(const void* q, const void* k, const void* v, int64_t ld_qkv, void* out,
+                         int64_t ld_out, int64_t seq_len, int num_heads, int head_dim,
+                         cudaStream_t stream) = 0;
+  // Which cuDNN graph / engine the plan for this shape uses (builds the plan if needed).
+  virtual Result<std::string> plan_info(int64_t seq_len, int num_heads, int head_dim, int64_t ld_qkv,
+                                        int64_t ld_out) = 0;
 };
+
+// Times the SDPA at one shape on device-random Q/K/V read from a [S, 3*I] buffer (the canonical
+// shape: S = 37,810, 56 heads, D = 128; FLOP = 4 * S^2 * heads * D). Peer: PyTorch cuDNN SDPA
+// 71.9 ms on the H200 (PERFORMANCE.md).
+struct SdpaBenchResult {
+  int64_t seq_len = 0;
+  int num_heads = 0, head_dim = 0;
+  double ms_p10 = 0, ms_p50 = 0, ms_p90 = 0, ms_p95 = 0;
+  int reps = 0;
+  double tflops_p50 = 0;
+  std::string plan;
+  std::string json() const;
+};
+Result<SdpaBenchResult> bench_sdpa(SdpaAttention& sdpa, int64_t seq_len = 37810, int num_heads = 56,
+                                   int head_dim = 128, int reps = 20);
 
 }  // namespace vortex

@@ -1,0 +1,15 @@
+# gemm: host FP8 reference + pinned table (CPU), and the cuBLASLt engine / quantizers / tune (GPU).
+if(VORTEX_HAVE_CUDA)
+  vortex_test(NAME fp8_reference_test SOURCES ${CMAKE_SOURCE_DIR}/tests/gemm/fp8_reference_test.cpp
+              LIBS vortex_gemm)
+  target_compile_definitions(fp8_reference_test PRIVATE VORTEX_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  vortex_test(NAME gemm_test SOURCES ${CMAKE_SOURCE_DIR}/tests/gemm/gemm_test.cpp LIBS vortex_gemm GPU)
+  vortex_test(NAME gemm_tune_test SOURCES ${CMAKE_SOURCE_DIR}/tests/gemm/gemm_tune_test.cpp
+              LIBS vortex_gemm GPU)
+endif()
+# gemm_bench: gemm-tune / bench_gemm without the CLI (bench/gemm_bench.cpp).
+if(VORTEX_HAVE_CUDA)
+  add_executable(gemm_bench ${CMAKE_SOURCE_DIR}/bench/gemm_bench.cpp)
+  target_link_libraries(gemm_bench PRIVATE vortex_gemm)
+  target_compile_options(gemm_bench PRIVATE ${VORTEX_CXX_FLAGS})
+endif()
