@@ -224,14 +224,20 @@ __global__ void __launch_bounds__(kThreads) pack_kernel(Source src, int64_t rows
   if (r < data_rows) {
     const float g = *g_ptr;
     if (r < rows) src.begin_row(r);
+    // All loads first: the byte stores below may alias the source (uint8_t), so the compiler would not hoist
+    // the next block's loads above them; issuing them together keeps 8 x 16 B in flight per thread.
+    uint16_t v[kBlocksPerThread][16] = {};
+#pragma unroll
+    for (int b = 0; b < kBlocksPerThread; ++b) {
+      const int64_t j = gq * kBlocksPerThread + b;
+      if (j < blocks) load_block<kVec>(src, r, j, rows, cols, v[b]);
+    }
 #pragma unroll
     for (int b = 0; b < kBlocksPerThread; ++b) {
       const int64_t j = gq * kBlocksPerThread + b;
       if (j >= blocks) break;
-      uint16_t v[16];
-      load_block<kVec>(src, r, j, rows, cols, v);
       uint32_t packed[2];
-      const uint8_t s = quantize_block(v, g, packed);
+      const uint8_t s = quantize_block(v[b], g, packed);
       *reinterpret_cast<uint2*>(data + r * data_row_bytes + 8 * j) = make_uint2(packed[0], packed[1]);
       scale_word |= static_cast<uint32_t>(s) << (8 * b);
     }
@@ -299,8 +305,14 @@ __device__ __forceinline__ void record(unsigned long long* count, unsigned long 
   atomicCAS(example, 0ull, static_cast<unsigned long long>(what) + 1ull);
 }
 __device__ __forceinline__ float flush_model(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
-// Host model of mul.ftz (ref::mul_ftz): flush inputs, IEEE product, flush a result below FLT_MIN.
-__device__ __forceinline__ float mul_ftz_model(float a, float b) { return flush_model(__fmul_rn(flush_model(a), flush_model(b))); }
+// The host model of mul.rn.ftz (ref::mul_ftz): flush inputs; exact product in FP64; below FLT_MIN it becomes
+// +-FLT_MIN when it rounds there on the 24-bit grid (>= FLT_MIN - 2^-151), else a signed zero.
+__device__ __forceinline__ float mul_ftz_model(float a, float b) {
+  const double exact = __dmul_rn(static_cast<double>(flush_model(a)), static_cast<double>(flush_model(b)));
+  if (!(fabs(exact) < 0x1p-126)) return __double2float_rn(exact);
+  const float sign = copysignf(1.0f, __double2float_rn(exact));
+  return fabs(exact) >= 0x1p-126 - 0x1p-151 ? sign * 0x1p-126f : sign * 0.0f;
+}
 
 __global__ void rcp_check_kernel(const uint32_t* binade, unsigned long long* counters) {
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (uint64_t{1} << 32);

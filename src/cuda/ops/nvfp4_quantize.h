@@ -53,13 +53,13 @@ Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t
 // out[m] = bits of rcp.approx.ftz.f32(1 + m * 2^-23), m < 2^23.
 Status nvfp4_probe_rcp_binade(uint32_t* out, cudaStream_t stream);
 // Exhaustive check of ref::rcp_approx_ftz_model_bits over all 2^32 inputs against the instruction.
-// counters (device u64 [2]): [0] += mismatches (NaN == NaN), [1] = first mismatching input + 1 (0: none).
+// counters (device u64 [2]): [0] += mismatches (NaN == NaN), [1] = one mismatching input + 1 (0: none).
 Status nvfp4_check_rcp_model(const uint32_t* binade, unsigned long long* counters, cudaStream_t stream);
-// div.approx.ftz.f32(a, b) vs mul.rn.ftz(a, model rcp(b)) on `pairs` Philox pairs (seed) plus edge
-// patterns; mul.rn.ftz.f32 vs the host model (flush inputs, IEEE product, flush results < FLT_MIN) on pairs
-// whose products straddle FLT_MIN; device E2M1 converter vs cuda_fp4.h's __nv_cvt_float_to_fp4 for all 2^32
-// inputs. counters (device u64 [6]): div mismatches, first div input index + 1, mul mismatches, first
-// mul index + 1, e2m1 mismatches, first e2m1 input + 1.
+// div.approx.ftz.f32(a, b) vs mul_ftz model(a, rcp model(b)) on `pairs` Philox pairs (seed) plus edge
+// patterns; mul.rn.ftz.f32 vs the ref::mul_ftz model (flush inputs; tiny after 24-bit rounding -> signed zero)
+// on pairs whose products straddle FLT_MIN; device E2M1 converter vs cuda_fp4.h's __nv_cvt_float_to_fp4 for all
+// 2^32 inputs. counters (device u64 [6]): div mismatches, one div pair index + 1, mul mismatches, one mul pair
+// index + 1, e2m1 mismatches, one e2m1 input + 1 (the index/input fields are 0 when there is no mismatch).
 Status nvfp4_check_div_mul_e2m1(const uint32_t* binade, uint64_t seed, uint64_t pairs, unsigned long long* counters,
                                 cudaStream_t stream);
 

@@ -1,0 +1,173 @@
+// nvfp4_bench: times the NVFP4 producers at the canonical shape (S = 37,810): (b) plain quantize at K = 5376 and
+// 14336, (c) modulation -> NVFP4 at D = 5376 vs the unfused path (modulate kernel + quantize), (d) SwiGLU -> NVFP4
+// from the [S, 28672] FC1 output vs the unfused path (swiglu kernel + quantize), all in the same run. Reports the
+// median of --reps CUDA-event timings after warm-up, GB/s on bytes read + written (both amax and pack passes) and
+// the fraction of 4.18 TB/s, and the unfused/fused time ratio. Inputs: device Philox fills (timing does not depend
+// on values). Usage: nvfp4_bench [--rows 37810] [--reps 20] [--evidence-dir DIR] (appends DIR/nvfp4_bench.jsonl).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/ops/nvfp4_quantize.h"
+#include "cuda/ops/ops.h"
+#include "ref/nvfp4_quantize.h"
+
+using namespace vortex;
+
+namespace {
+
+constexpr double kPeakBytesPerSecond = 4.18e12;
+
+struct DeviceMem {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DeviceMem(size_t n) : bytes(n) {
+    if (cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
+  }
+  ~DeviceMem() { cudaFree(p); }
+  template <typename T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+Tensor view(const DeviceMem& m, Shape shape, DType dtype) {
+  auto st = std::make_shared<Storage>();
+  st->ptr = m.p;
+  st->bytes = m.bytes;
+  st->device = Device::kCuda;
+  return Tensor::from_storage(st, 0, std::move(shape), dtype);
+}
+
+// Median milliseconds of fn over reps (after 3 warm-ups); negative on error.
+double time_ms(const std::function<Status()>& fn, int reps) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<double> ms;
+  for (int i = 0; i < reps + 3; ++i) {
+    cudaEventRecord(a);
+    const Status s = fn();
+    cudaEventRecord(b);
+    if (!s.ok() || cudaEventSynchronize(b) != cudaSuccess) {
+      std::fprintf(stderr, "nvfp4_bench: %s %s\n", s.message().c_str(), cudaGetErrorString(cudaGetLastError()));
+      return -1.0;
+    }
+    float t = 0.0f;
+    cudaEventElapsedTime(&t, a, b);
+    if (i >= 3) ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t rows = 37810;
+  int reps = 20;
+  std::string evidence_dir;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--rows") rows = std::stoll(argv[i + 1]);
+    else if (a == "--reps") reps = std::max(1, std::stoi(argv[i + 1]));
+    else if (a == "--evidence-dir") evidence_dir = argv[i + 1];
+  }
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    std::fprintf(stderr, "nvfp4_bench: no CUDA device\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  const int64_t d = 5376, f = 14336;
+  // Buffers: u [S, 2F] (FC1 output), m [S, F] (materialized SwiGLU / plain input), n [S, D], nm [S, D] copy.
+  DeviceMem u(rows * 2 * f * 2), m(rows * f * 2), n(rows * d * 2), nm(rows * d * 2), table(3 * 6 * d * 2);
+  DeviceMem silu(65536 * 2), map(rows * 4 + 16), g(16), amax(16);
+  const ref::Nvfp4Layout lw = ref::nvfp4_layout(rows, f), ld = ref::nvfp4_layout(rows, d);
+  DeviceMem data(lw.data_bytes()), scales(lw.scale_bytes());
+  for (const DeviceMem* b : {&u, &m, &n, &nm, &table, &silu, &map, &g, &amax, &data, &scales})
+    if (b->p == nullptr) {
+      std::fprintf(stderr, "nvfp4_bench: cudaMalloc failed\n");
+      return 1;
+    }
+  Tensor ut = view(u, {rows, 2 * f}, DType::kBF16), mt = view(m, {rows, f}, DType::kBF16);
+  Tensor nt = view(n, {rows, d}, DType::kBF16), nmt = view(nm, {rows, d}, DType::kBF16);
+  Tensor tt = view(table, {3, 6 * d}, DType::kBF16);
+  for (auto [t, seed, scale] : {std::tuple{&ut, 1ull, 3.0f}, {&mt, 2ull, 2.0f}, {&nt, 3ull, 2.0f}, {&tt, 4ull, 0.01f}}) {
+    const Status s = cuda_ops::fill_synthetic(*t, seed, scale, 0.0f, nullptr);
+    if (!s.ok()) {
+      std::fprintf(stderr, "nvfp4_bench: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  const std::vector<uint16_t> silu_host = cuda_ops::silu_bf16_table_host();
+  cudaMemcpy(silu.p, silu_host.data(), 65536 * 2, cudaMemcpyHostToDevice);
+  std::vector<int32_t> map_host(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) map_host[static_cast<size_t>(r)] = r < rows * 2 / 3 ? 0 : 1;  // video | audio
+  cudaMemcpy(map.p, map_host.data(), map_host.size() * 4, cudaMemcpyHostToDevice);
+  const cuda_ops::DeviceRowMap row_map{map.as<int32_t>(), rows, 3};
+  const cuda_ops::Nvfp4GlobalScale gs{true, g.as<float>(), amax.as<uint32_t>()};
+  const cuda_ops::Nvfp4Buffers out{data.as<uint8_t>(), scales.as<uint8_t>()};
+
+  auto q_bytes = [&](const ref::Nvfp4Layout& l) { return static_cast<double>(l.data_bytes() + l.scale_bytes()); };
+  struct Row {
+    std::string name;
+    double ms, bytes, unfused_ms;
+  };
+  std::vector<Row> rowsout;
+  for (int64_t k : {d, f}) {
+    const ref::Nvfp4Layout l = ref::nvfp4_layout(rows, k);
+    const double ms = time_ms([&] { return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, k, k, gs, out, nullptr); }, reps);
+    rowsout.push_back({"plain_K" + std::to_string(k), ms, 2.0 * 2 * rows * k + q_bytes(l), 0.0});
+  }
+  {
+    const double fused = time_ms([&] {
+      return cuda_ops::nvfp4_quantize_modulated(n.as<uint16_t>(), rows, d, d, table.as<uint16_t>(), 6 * d, 3, 4, row_map, gs,
+                                                out, nullptr);
+    }, reps);
+    cudaMemcpy(nm.p, n.p, n.bytes, cudaMemcpyDeviceToDevice);
+    const double unfused = time_ms([&] {
+      VORTEX_RETURN_IF_ERROR(cuda_ops::modulate(nmt, tt, 3, 4, row_map, nullptr));
+      return cuda_ops::nvfp4_quantize(nm.as<uint16_t>(), rows, d, d, gs, out, nullptr);
+    }, reps);
+    rowsout.push_back({"modulate_D5376", fused, 2.0 * 2 * rows * d + q_bytes(ld), unfused});
+  }
+  {
+    const uint16_t* silu_dev = silu.as<uint16_t>();
+    const double fused = time_ms([&] {
+      return cuda_ops::nvfp4_quantize_swiglu(u.as<uint16_t>(), rows, f, 2 * f, silu_dev, gs, out, nullptr);
+    }, reps);
+    const double unfused = time_ms([&] {
+      VORTEX_RETURN_IF_ERROR(cuda_ops::swiglu(ut, mt, silu_dev, nullptr));
+      return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, f, f, gs, out, nullptr);
+    }, reps);
+    rowsout.push_back({"swiglu_F14336", fused, 2.0 * 2 * rows * 2 * f + q_bytes(lw), unfused});
+  }
+  std::string json = "{\"bench\": \"nvfp4\", \"device\": \"" + std::string(prop.name) + "\", \"rows\": " +
+                     std::to_string(rows) + ", \"reps\": " + std::to_string(reps) + ", \"results\": [";
+  bool ok = true;
+  for (size_t i = 0; i < rowsout.size(); ++i) {
+    const Row& r = rowsout[i];
+    ok = ok && r.ms > 0;
+    const double gbs = r.bytes / (r.ms * 1e-3) / 1e9;
+    std::printf("%-16s %8.3f ms  %7.1f GB/s (%4.1f%% of 4.18 TB/s)", r.name.c_str(), r.ms, gbs,
+                100.0 * gbs * 1e9 / kPeakBytesPerSecond);
+    if (r.unfused_ms > 0) std::printf("  unfused %8.3f ms  unfused/fused %.2fx", r.unfused_ms, r.unfused_ms / r.ms);
+    std::printf("\n");
+    char buf[320];
+    std::snprintf(buf, sizeof(buf), "%s{\"name\": \"%s\", \"ms\": %.4f, \"bytes\": %.0f, \"gb_s\": %.1f, \"unfused_ms\": %.4f}",
+                  i ? ", " : "", r.name.c_str(), r.ms, r.bytes, gbs, r.unfused_ms);
+    json += buf;
+  }
+  json += "]}";
+  if (!evidence_dir.empty()) std::ofstream(evidence_dir + "/nvfp4_bench.jsonl", std::ios::app) << json << "\n";
+  std::printf("%s\n", json.c_str());
+  return ok ? 0 : 1;
+}
