@@ -1,0 +1,560 @@
+// H3 checkpoint layouts, inspection, validation and loading (see checkpoint.h for the detection
+// rule). Names, shapes and dtypes come from model/h3_spec; quantization markers follow ComfyUI
+// (research/nvfp4-fp8-gemm.md §2). Tested in tests/io/checkpoint_test.cpp.
+#include "io/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "io/quantized_layers.h"
+#include "model/h3_spec.h"
+
+namespace vortex {
+
+const char* checkpoint_layout_name(CheckpointLayout layout) {
+  switch (layout) {
+    case CheckpointLayout::kAuto: return "auto";
+    case CheckpointLayout::kOriginal: return "original";
+    case CheckpointLayout::kComfy: return "comfy";
+  }
+  return "unknown";
+}
+
+Result<CheckpointLayout> checkpoint_layout_from_name(std::string_view name) {
+  if (name == "auto") return CheckpointLayout::kAuto;
+  if (name == "original") return CheckpointLayout::kOriginal;
+  if (name == "comfy") return CheckpointLayout::kComfy;
+  return invalid_argument("unknown checkpoint layout '" + std::string(name) + "': use auto, original or comfy");
+}
+
+namespace {
+
+using nlohmann::json;
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool ends_with(std::string_view s, std::string_view x) {
+  return s.size() >= x.size() && s.substr(s.size() - x.size()) == x;
+}
+
+std::string parent_dir(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// The ComfyUI prefix carried by (nearly) every key, or "".
+std::string detect_prefix(const std::vector<std::string>& names) {
+  for (const char* prefix : {"model.diffusion_model.", "diffusion_model."}) {
+    size_t n = 0;
+    for (const std::string& name : names) n += starts_with(name, prefix) ? 1 : 0;
+    if (n > 0 && n * 2 >= names.size()) return prefix;
+  }
+  return "";
+}
+
+Result<QuantFormat> quant_format_from_name(const std::string& name) {
+  if (name == "float8_e4m3fn") return QuantFormat::kFp8Scaled;
+  if (name == "nvfp4") return QuantFormat::kNvfp4;
+  return unsupported("quantization format '" + name + "' is not supported (Vortex reads float8_e4m3fn and nvfp4)");
+}
+
+std::string format_bytes(uint64_t b) {
+  char buf[64];
+  if (b >= (1ull << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1ull << 30));
+  else if (b >= (1ull << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1ull << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.2f KiB", static_cast<double>(b) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+struct Opened {
+  SafetensorsSet set;
+  CheckpointInfo info;
+};
+
+Result<Opened> open_and_inspect(const std::string& path, CheckpointLayout layout_override) {
+  VORTEX_ASSIGN_OR_RETURN(SafetensorsSet set, SafetensorsSet::open(path));
+  CheckpointInfo info;
+  info.path = path;
+  for (const SafetensorsFile& f : set.files()) {
+    info.files.push_back(f.path());
+    for (const std::string& w : f.header().warnings) info.warnings.push_back(f.path() + ": " + w);
+  }
+  info.metadata = set.metadata();
+  info.key_prefix = detect_prefix(set.names());
+  for (const std::string& name : set.names()) {
+    const SafetensorsSet::Ref* ref = set.find(name);
+    const SafetensorsEntry& e = set.entry(*ref);
+    CheckpointTensorInfo t;
+    t.name = name;
+    t.canonical = starts_with(name, info.key_prefix) ? name.substr(info.key_prefix.size()) : name;
+    t.dtype = e.dtype;
+    t.shape = e.shape;
+    t.bytes = e.bytes();
+    t.file = ref->file;
+    info.total_bytes += t.bytes;
+    if (is_qkv_weight_name(t.canonical)) info.is_h3 = true;
+    info.tensors.push_back(std::move(t));
+  }
+
+  // Quantization: <layer>.comfy_quant tensors, then __metadata__._quantization_metadata, then legacy
+  // scaled fp8 (F8_E4M3 weight + weight_scale, no marker).
+  std::map<std::string, LayerQuantInfo> quant;
+  for (const CheckpointTensorInfo& t : info.tensors) {
+    if (!ends_with(t.canonical, ".comfy_quant")) continue;
+    LayerQuantInfo q;
+    q.layer = t.canonical.substr(0, t.canonical.size() - std::strlen(".comfy_quant"));
+    q.source = "comfy_quant";
+    if (t.dtype != DType::kU8 || t.shape.size() != 1)
+      return format_error(path + ": " + t.name + " must be a 1-D U8 tensor of JSON bytes, got " +
+                          shape_to_string(t.shape) + " " + dtype_name(t.dtype));
+    VORTEX_ASSIGN_OR_RETURN(Tensor bytes, set.tensor(t.name));
+    std::string text(static_cast<const char*>(bytes.raw_data()), bytes.nbytes());
+    json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("format") || !j["format"].is_string())
+      return format_error(path + ": " + t.name + " must hold a JSON object with a string \"format\", got '" +
+                          text.substr(0, 200) + "'");
+    q.format_name = j["format"].get<std::string>();
+    quant[q.layer] = q;
+  }
+  if (auto it = info.metadata.find("_quantization_metadata"); it != info.metadata.end()) {
+    json j = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("layers") || !j["layers"].is_object())
+      return format_error(path + ": __metadata__._quantization_metadata must be JSON {\"layers\": {...}}");
+    for (auto l = j["layers"].begin(); l != j["layers"].end(); ++l) {
+      if (!l.value().is_object() || !l.value().contains("format") || !l.value()["format"].is_string())
+        return format_error(path + ": _quantization_metadata layer '" + l.key() + "' has no string \"format\"");
+      LayerQuantInfo q;
+      q.layer = l.key();
+      for (const char* p : {"model.diffusion_model.", "diffusion_model."})
+        if (starts_with(q.layer, p)) q.layer = q.layer.substr(std::strlen(p));
+      q.format_name = l.value()["format"].get<std::string>();
+      q.source = "_quantization_metadata";
+      quant.emplace(q.layer, q);  // a comfy_quant tensor wins over the metadata entry
+    }
+  }
+  std::set<std::string> canon;
+  for (const CheckpointTensorInfo& t : info.tensors) canon.insert(t.canonical);
+  for (const CheckpointTensorInfo& t : info.tensors) {
+    if (!ends_with(t.canonical, ".weight") || t.dtype != DType::kF8E4M3) continue;
+    std::string layer = t.canonical.substr(0, t.canonical.size() - 7);
+    if (quant.count(layer) == 0 && canon.count(layer + ".weight_scale"))
+      quant[layer] = LayerQuantInfo{layer, QuantFormat::kFp8Scaled, "float8_e4m3fn", "dtype (legacy scaled fp8)", false};
+  }
+  for (auto& [layer, q] : quant) {
+    Result<QuantFormat> f = quant_format_from_name(q.format_name);
+    q.format = f.ok() ? *f : QuantFormat::kNone;
+    if (!f.ok()) info.warnings.push_back("layer " + layer + ": " + f.status().message());
+    q.has_input_scale = canon.count(layer + ".input_scale") > 0;
+    info.quantized_layers.push_back(q);
+  }
+
+  // Layout (rule in checkpoint.h).
+  if (layout_override != CheckpointLayout::kAuto) {
+    info.layout = layout_override;
+    info.layout_reason = "set explicitly";
+  } else if (auto it = info.metadata.find(kQkvLayoutMetadataKey); it != info.metadata.end()) {
+    if (it->second == kQkvInterleavedValue)
+      info.layout = CheckpointLayout::kOriginal;
+    else if (it->second == kQkvBlockedValue)
+      info.layout = CheckpointLayout::kComfy;
+    else
+      return format_error(path + ": __metadata__." + kQkvLayoutMetadataKey + " is '" + it->second + "'; expected '" +
+                          kQkvInterleavedValue + "' or '" + kQkvBlockedValue + "'");
+    info.layout_reason = std::string("__metadata__.") + kQkvLayoutMetadataKey + " = " + it->second;
+  } else if (!info.key_prefix.empty()) {
+    info.layout = CheckpointLayout::kComfy;
+    info.layout_reason = "keys carry the ComfyUI prefix '" + info.key_prefix + "'";
+  } else if (std::any_of(quant.begin(), quant.end(), [](const auto& kv) {
+               return kv.second.source == "comfy_quant" || kv.second.source == "_quantization_metadata";
+             })) {
+    info.layout = CheckpointLayout::kComfy;
+    info.layout_reason = "ComfyUI quantization markers (comfy_quant / _quantization_metadata) present";
+  } else {
+    info.layout = CheckpointLayout::kOriginal;
+    info.layout_reason = "no ComfyUI markers: assuming the original MiniMax release (override with --layout)";
+  }
+  return Opened{std::move(set), std::move(info)};
+}
+
+}  // namespace
+
+Result<CheckpointInfo> inspect_checkpoint(const std::string& path, CheckpointLayout layout_override) {
+  VORTEX_ASSIGN_OR_RETURN(Opened o, open_and_inspect(path, layout_override));
+  return std::move(o.info);
+}
+
+std::string checkpoint_report_text(const CheckpointInfo& info) {
+  std::ostringstream os;
+  os << "checkpoint: " << info.path << " (" << info.files.size() << " file" << (info.files.size() == 1 ? "" : "s")
+     << ")\n";
+  os << "tensors: " << info.tensors.size() << ", " << info.total_bytes << " bytes (" << format_bytes(info.total_bytes)
+     << ")\n";
+  os << "key prefix: " << (info.key_prefix.empty() ? "(none)" : info.key_prefix) << "\n";
+  if (info.is_h3)
+    os << "layout: " << checkpoint_layout_name(info.layout)
+       << (info.layout == CheckpointLayout::kOriginal ? " (QKV per-head interleaved)" : " (QKV [q|k|v])") << " - "
+       << info.layout_reason << "\n";
+  else
+    os << "layout: not an H3 transformer checkpoint (no blocks.*.attn.qkv_proj.weight)\n";
+  std::map<std::string, int> per_format;
+  for (const LayerQuantInfo& q : info.quantized_layers) per_format[q.format_name]++;
+  os << "quantized layers: " << info.quantized_layers.size();
+  for (const auto& [f, n] : per_format) os << ", " << f << " x" << n;
+  os << "\n";
+  for (const auto& [k, v] : info.metadata)
+    os << "metadata: " << k << " = " << (v.size() > 120 ? v.substr(0, 120) + "..." : v) << "\n";
+  for (const std::string& w : info.warnings) os << "warning: " << w << "\n";
+  std::map<std::string, const LayerQuantInfo*> qmap;
+  for (const LayerQuantInfo& q : info.quantized_layers) qmap[q.layer] = &q;
+  for (const CheckpointTensorInfo& t : info.tensors) {
+    char line[512];
+    std::snprintf(line, sizeof line, "  %-56s %-8s %-20s %14llu", t.name.c_str(), dtype_name(t.dtype),
+                  shape_to_string(t.shape).c_str(), static_cast<unsigned long long>(t.bytes));
+    os << line;
+    size_t dot = t.canonical.find_last_of('.');
+    if (dot != std::string::npos) {
+      auto it = qmap.find(t.canonical.substr(0, dot));
+      if (it != qmap.end()) os << "  [" << it->second->format_name << "]";
+    }
+    if (info.files.size() > 1) os << "  (" << info.files[t.file].substr(info.files[t.file].find_last_of('/') + 1) << ")";
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string checkpoint_report_json(const CheckpointInfo& info) {
+  nlohmann::ordered_json j;
+  j["path"] = info.path;
+  j["files"] = info.files;
+  j["tensor_count"] = info.tensors.size();
+  j["total_bytes"] = info.total_bytes;
+  j["key_prefix"] = info.key_prefix;
+  j["is_h3"] = info.is_h3;
+  j["layout"] = checkpoint_layout_name(info.layout);
+  j["layout_reason"] = info.layout_reason;
+  j["metadata"] = info.metadata;
+  j["warnings"] = info.warnings;
+  j["quantized_layers"] = nlohmann::ordered_json::array();
+  for (const LayerQuantInfo& q : info.quantized_layers)
+    j["quantized_layers"].push_back(
+        {{"layer", q.layer}, {"format", q.format_name}, {"source", q.source}, {"input_scale", q.has_input_scale}});
+  j["tensors"] = nlohmann::ordered_json::array();
+  for (const CheckpointTensorInfo& t : info.tensors)
+    j["tensors"].push_back({{"name", t.name},
+                            {"dtype", dtype_name(t.dtype)},
+                            {"shape", t.shape},
+                            {"bytes", t.bytes},
+                            {"file", info.files[t.file]}});
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// ---- QKV reorder ------------------------------------------------------------------------------
+
+namespace {
+
+Status qkv_permute(const Tensor& src, Tensor& dst, int num_heads, int head_dim, bool to_blocked) {
+  const int64_t rows = 3LL * num_heads * head_dim;
+  if (src.ndim() < 1 || src.dim(0) != rows || dst.shape() != src.shape() || dst.dtype() != src.dtype())
+    return invalid_argument("qkv reorder: expected src/dst [" + std::to_string(rows) + ", K] of one dtype, got " +
+                            src.describe() + " and " + dst.describe());
+  if (!src.is_contiguous() || !dst.is_contiguous() || src.device() != Device::kCpu || dst.device() != Device::kCpu)
+    return invalid_argument("qkv reorder: src and dst must be contiguous host tensors");
+  const size_t row_bytes = rows == 0 ? 0 : src.nbytes() / static_cast<size_t>(rows);
+  const char* s = static_cast<const char*>(src.raw_data());
+  char* d = static_cast<char*>(dst.raw_data());
+  const int64_t inner = static_cast<int64_t>(num_heads) * head_dim;
+  for (int h = 0; h < num_heads; ++h)
+    for (int p = 0; p < 3; ++p)
+      for (int e = 0; e < head_dim; ++e) {
+        const int64_t interleaved = (static_cast<int64_t>(h) * 3 + p) * head_dim + e;
+        const int64_t blocked = p * inner + static_cast<int64_t>(h) * head_dim + e;
+        const int64_t from = to_blocked ? interleaved : blocked;
+        const int64_t to = to_blocked ? blocked : interleaved;
+        std::memcpy(d + static_cast<size_t>(to) * row_bytes, s + static_cast<size_t>(from) * row_bytes, row_bytes);
+      }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status qkv_interleaved_to_blocked(const Tensor& src, Tensor& dst, int num_heads, int head_dim) {
+  return qkv_permute(src, dst, num_heads, head_dim, true);
+}
+Status qkv_blocked_to_interleaved(const Tensor& src, Tensor& dst, int num_heads, int head_dim) {
+  return qkv_permute(src, dst, num_heads, head_dim, false);
+}
+
+// ---- loading ----------------------------------------------------------------------------------
+
+namespace {
+
+std::string list_some(const std::vector<std::string>& items, size_t max_items = 12) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < max_items; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > max_items) out += ", ... (" + std::to_string(items.size() - max_items) + " more)";
+  return out;
+}
+
+
+}  // namespace
+
+Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& config, Backend& backend,
+                                  CheckpointLayout layout_override) {
+  VORTEX_RETURN_IF_ERROR(config.validate());
+  VORTEX_ASSIGN_OR_RETURN(Opened o, open_and_inspect(path, layout_override));
+  const SafetensorsSet& set = o.set;
+  const CheckpointInfo& info = o.info;
+  const std::string& prefix = info.key_prefix;
+
+  std::map<std::string, const LayerQuantInfo*> quant;
+  for (const LayerQuantInfo& q : info.quantized_layers) quant[q.layer] = &q;
+
+  H3Weights w = make_empty_h3_weights(config);
+  std::map<std::string, LinearWeight*> linears;
+  for (auto& [name, lw] : h3_linear_slots(w)) linears[name] = lw;
+  std::vector<TensorSpec> specs = h3_tensor_specs(config);
+  auto slots = h3_tensor_slots(w);
+
+  std::set<std::string> consumed;
+  std::vector<std::string> missing, mismatched, unsupported_layers;
+  auto entry_of = [&](const std::string& canonical) -> const SafetensorsEntry* {
+    const SafetensorsSet::Ref* r = set.find(prefix + canonical);
+    return r ? &set.entry(*r) : nullptr;
+  };
+  auto describe_entry = [](const SafetensorsEntry& e) {
+    return shape_to_string(e.shape) + " " + dtype_name(e.dtype);
+  };
+
+  const bool interleaved_file = info.layout == CheckpointLayout::kOriginal;
+  const QuantTensorLookup lookup = quant_lookup_in(set);
+  std::map<std::string, std::string> quant_metadata;  // layer key -> its _quantization_metadata object
+  if (auto it = info.metadata.find("_quantization_metadata"); it != info.metadata.end()) {
+    VORTEX_ASSIGN_OR_RETURN(quant_metadata, parse_quantization_metadata(it->second));
+  }
+  std::map<std::string, LinearWeight> quantized_host;  // validated host views, QKV already in [q|k|v] order
+  // Pass 1: validate everything, so one error lists every problem.
+  for (const TensorSpec& spec : specs) {
+    const SafetensorsEntry* e = entry_of(spec.name);
+    if (!e) {
+      if (spec.init != SynthInit::kRopeInvFreq) missing.push_back(spec.name);  // inv_freq is optional
+      continue;
+    }
+    consumed.insert(spec.name);
+    const std::string layer = spec.name.substr(0, spec.name.size() - (ends_with(spec.name, ".weight") ? 7 : 0));
+    auto q = ends_with(spec.name, ".weight") ? quant.find(layer) : quant.end();
+    if (q != quant.end()) {
+      for (const char* aux : {".comfy_quant", ".weight_scale", ".weight_scale_2", ".input_scale", ".pre_quant_scale"})
+        if (entry_of(layer + aux)) consumed.insert(layer + aux);
+      const LayerQuantInfo& qi = *q->second;
+      if (linears.count(layer) == 0 || qi.format == QuantFormat::kNone) {
+        unsupported_layers.push_back(layer + " (" + qi.format_name + ")");
+        continue;
+      }
+      // One validating reader for quantized layers (io/quantized_layers.h): dtypes, padded shapes, scales.
+      std::string metadata_entry;  // layer names there may or may not carry a model prefix
+      for (const std::string& key : {prefix + layer, layer, "diffusion_model." + layer, "model.diffusion_model." + layer})
+        if (auto m = quant_metadata.find(key); m != quant_metadata.end()) {
+          metadata_entry = m->second;
+          break;
+        }
+      Result<LinearWeight> lw = read_quantized_linear(prefix + layer, lookup, spec.shape[0], spec.shape[1],
+                                                      metadata_entry);
+      if (lw.ok() && interleaved_file && is_qkv_weight_name(spec.name))
+        lw = permute_quantized_rows(*lw, qkv_interleaved_to_blocked_rows(config.num_heads, config.head_dim));
+      if (!lw.ok()) {
+        (lw.status().code() == ErrorCode::kUnsupported ? unsupported_layers : mismatched)
+            .push_back(lw.status().message());
+        continue;
+      }
+      quantized_host.emplace(layer, std::move(lw).value());
+      continue;
+    }
+    if (e->dtype != spec.dtype || e->shape != spec.shape)
+      mismatched.push_back(spec.name + ": expected " + shape_to_string(spec.shape) + " " + dtype_name(spec.dtype) +
+                           ", got " + describe_entry(*e));
+  }
+  std::vector<std::string> unexpected;
+  for (const CheckpointTensorInfo& t : info.tensors) {
+    // A ComfyUI bundle may carry other models (VAE, text encoder) beside the prefixed transformer.
+    if (!prefix.empty() && !starts_with(t.name, prefix)) continue;
+    if (!consumed.count(t.canonical)) unexpected.push_back(t.name);
+  }
+  if (!unsupported_layers.empty()) {
+    return unsupported(path + ": quantized layers Vortex cannot load: " + list_some(unsupported_layers) +
+                       ". Vortex loads float8_e4m3fn (fp8_scaled) and nvfp4 formats on the qkv/out/fc1/fc2 GEMMs of "
+                       "the blocks; use a BF16 checkpoint or requantize those layers");
+  }
+  if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
+    std::string msg = path + " does not match the '" + config.name + "' H3 config (" +
+                      std::to_string(config.num_layers) + " blocks, hidden " + std::to_string(config.hidden) + ")";
+    if (!missing.empty()) msg += "; missing " + std::to_string(missing.size()) + ": " + list_some(missing);
+    if (!unexpected.empty()) msg += "; unexpected " + std::to_string(unexpected.size()) + ": " + list_some(unexpected);
+    if (!mismatched.empty()) msg += "; wrong shape/dtype/values " + std::to_string(mismatched.size()) + ": " + list_some(mismatched, 6);
+    msg += ". Check --config (or the config.json next to the checkpoint)";
+    return format_error(msg);
+  }
+
+  // Pass 2: upload (QKV reordered on the host when the file is per-head interleaved).
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec& spec = specs[i];
+    if (!entry_of(spec.name)) continue;
+    const std::string layer = spec.name.substr(0, spec.name.size() - (ends_with(spec.name, ".weight") ? 7 : 0));
+    if (auto qh = quantized_host.find(layer); qh != quantized_host.end()) {
+      const LinearWeight& host = qh->second;
+      LinearWeight& lw = *linears.at(layer);
+      lw.format = host.format;
+      lw.out_features = host.out_features;
+      lw.in_features = host.in_features;
+      VORTEX_ASSIGN_OR_RETURN(lw.weight, backend.upload(host.weight));
+      VORTEX_ASSIGN_OR_RETURN(lw.weight_scale, backend.upload(host.weight_scale));
+      if (host.weight_scale_2.defined()) {
+        VORTEX_ASSIGN_OR_RETURN(lw.weight_scale_2, backend.upload(host.weight_scale_2));
+      }
+      if (host.input_scale.defined()) {
+        VORTEX_ASSIGN_OR_RETURN(lw.input_scale, backend.upload(host.input_scale));
+      }
+      continue;
+    }
+    VORTEX_ASSIGN_OR_RETURN(Tensor host, set.tensor(prefix + spec.name));
+    if (interleaved_file && is_qkv_weight_name(spec.name)) {
+      Tensor blocked = Tensor::empty(host.shape(), host.dtype());
+      VORTEX_RETURN_IF_ERROR(qkv_interleaved_to_blocked(host, blocked, config.num_heads, config.head_dim));
+      host = std::move(blocked);
+    }
+    VORTEX_ASSIGN_OR_RETURN(*slots[i].second, backend.upload(host));
+  }
+  return w;
+}
+
+// ---- config -----------------------------------------------------------------------------------
+
+std::string model_config_to_json(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  j["name"] = c.name;
+  j["hidden_size"] = c.hidden;
+  j["num_layers"] = c.num_layers;
+  j["token_refiner_num_layers"] = c.num_refiner_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["attention_head_dim"] = c.head_dim;
+  j["ffn_hidden_size"] = c.ffn;
+  j["patch_size"] = {c.patch_t, c.patch_h, c.patch_w};
+  j["latents_dim"] = c.in_channels;
+  j["audio_latents_dim"] = c.audio_in_channels;
+  j["text_dim"] = c.text_dim;
+  j["timestep_input_dim"] = c.freq_dim;
+  j["time_embed_hidden_size"] = c.time_embed_hidden;
+  j["time_embed_dim"] = c.time_embed_dim;
+  j["adaln_out_features"] = c.adaln_features();
+  j["final_adaln_out_features"] = c.final_adaln_features();
+  j["rope_inv_freq_len"] = c.rope_inv_freq_len;
+  j["rope_theta"] = c.rope_theta;
+  j["norm_eps"] = c.norm_eps;
+  j["qk_norm_eps"] = c.qk_norm_eps;
+  j["final_norm_eps"] = c.final_norm_eps;
+  j["video_shift"] = c.video_shift;
+  j["audio_shift"] = c.audio_shift;
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+Result<ModelConfig> infer_config_from_checkpoint(const SafetensorsSet& set, const std::string& prefix) {
+  auto shape_of = [&](const std::string& name) -> const Shape* {
+    const SafetensorsSet::Ref* r = set.find(prefix + name);
+    return r ? &set.entry(*r).shape : nullptr;
+  };
+  auto need = [&](const std::string& name, size_t ndim) -> Result<Shape> {
+    const Shape* s = shape_of(name);
+    if (!s) return format_error(set.path() + ": cannot infer the H3 config: tensor '" + prefix + name + "' is missing");
+    if (s->size() != ndim)
+      return format_error(set.path() + ": cannot infer the H3 config: '" + prefix + name + "' has shape " +
+                          shape_to_string(*s));
+    return *s;
+  };
+  ModelConfig c = ModelConfig::h3();
+  c.name = "inferred";
+  int blocks = 0, refiner = 0;
+  for (const std::string& full : set.names()) {
+    std::string_view n(full);
+    if (!starts_with(n, prefix)) continue;
+    n.remove_prefix(prefix.size());
+    auto index_after = [&](std::string_view head) -> int {
+      if (!starts_with(n, head)) return -1;
+      std::string_view rest = n.substr(head.size());
+      size_t dot = rest.find('.');
+      if (dot == 0 || dot == std::string_view::npos || dot > 6) return -1;
+      int v = 0;
+      for (char ch : rest.substr(0, dot)) {
+        if (ch < '0' || ch > '9') return -1;
+        v = v * 10 + (ch - '0');
+      }
+      return v;
+    };
+    blocks = std::max(blocks, index_after("blocks.") + 1);
+    refiner = std::max(refiner, index_after("token_refiner.blocks.") + 1);
+  }
+  if (blocks == 0) return format_error(set.path() + ": cannot infer the H3 config: no 'blocks.N.*' tensors");
+  c.num_layers = blocks;
+  c.num_refiner_layers = refiner;
+  VORTEX_ASSIGN_OR_RETURN(Shape norm1, need("blocks.0.norm1.weight", 1));
+  VORTEX_ASSIGN_OR_RETURN(Shape qn, need("blocks.0.attn.q_norm.weight", 1));
+  VORTEX_ASSIGN_OR_RETURN(Shape qkv, need("blocks.0.attn.qkv_proj.weight", 2));
+  VORTEX_ASSIGN_OR_RETURN(Shape fc1, need("blocks.0.mlp.fc1.weight", 2));
+  VORTEX_ASSIGN_OR_RETURN(Shape vp, need("video_patch_proj.weight", 2));
+  VORTEX_ASSIGN_OR_RETURN(Shape ap, need("audio_patch_proj.weight", 2));
+  VORTEX_ASSIGN_OR_RETURN(Shape cp, need("condition_proj.weight", 2));
+  VORTEX_ASSIGN_OR_RETURN(Shape tin, need("time_embedder.proj_in.weight", 2));
+  VORTEX_ASSIGN_OR_RETURN(Shape tout, need("time_embedder.proj_out.weight", 2));
+  c.hidden = static_cast<int>(norm1[0]);
+  c.head_dim = static_cast<int>(qn[0]);
+  if (c.head_dim <= 0 || qkv[0] % (3 * c.head_dim) != 0)
+    return format_error(set.path() + ": cannot infer heads: qkv rows " + std::to_string(qkv[0]) +
+                        " not a multiple of 3 * head_dim " + std::to_string(c.head_dim));
+  c.num_heads = static_cast<int>(qkv[0] / (3 * c.head_dim));
+  c.ffn = static_cast<int>(fc1[0] / 2);
+  const int patch = c.patch_t * c.patch_h * c.patch_w;
+  if (vp[1] % patch != 0)
+    return format_error(set.path() + ": video_patch_proj input " + std::to_string(vp[1]) +
+                        " is not channels x patch (1, 2, 2)");
+  c.in_channels = static_cast<int>(vp[1] / patch);
+  c.audio_in_channels = static_cast<int>(ap[1]);
+  c.text_dim = static_cast<int>(cp[1]);
+  c.freq_dim = static_cast<int>(tin[1]);
+  c.time_embed_hidden = static_cast<int>(tin[0]);
+  c.time_embed_dim = static_cast<int>(tout[0]);
+  if (const Shape* rope = shape_of("rope.inv_freq"); rope && rope->size() == 1)
+    c.rope_inv_freq_len = static_cast<int>((*rope)[0]);
+  else
+    c.rope_inv_freq_len = c.head_dim / 8;  // H3 rotates 3/4 of each head: 6 * L = 0.75 * head_dim
+  VORTEX_RETURN_IF_ERROR(c.validate().with_context(set.path() + ": inferred config"));
+  return c;
+}
+
+Result<ModelConfig> config_for_checkpoint(const std::string& path) {
+  const std::string config_path = parent_dir(path) + "/config.json";
+  struct stat st {};
+  if (::stat(config_path.c_str(), &st) == 0) {
+    std::ifstream in(config_path);
+    if (!in) return io_error(config_path + ": cannot read");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    Result<ModelConfig> c = ModelConfig::from_json_text(ss.str());
+    if (!c.ok()) return c.status().with_context(config_path);
+    return c;
+  }
+  VORTEX_ASSIGN_OR_RETURN(Opened o, open_and_inspect(path, CheckpointLayout::kAuto));
+  return infer_config_from_checkpoint(o.set, o.info.key_prefix);
+}
+
+}  // namespace vortex

@@ -1,0 +1,152 @@
+// Synthetic checkpoint writer (see synth_checkpoint.h). Each tensor is filled on the host with
+// fill_spec_host (same bytes as Backend::fill_synthetic), QKV rows are permuted to the per-head
+// interleaved order for the original layout, and tensors are streamed into shards in spec order.
+// Tested in tests/io/checkpoint_test.cpp (load back in both layouts, compare with synthesize_weights).
+#include "io/synth_checkpoint.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "model/h3_spec.h"
+
+namespace vortex {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& x) {
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+std::string dir_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string base_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpointOptions& opt,
+                                                            const std::function<void(const std::string&)>& progress) {
+  const ModelConfig& c = opt.config;
+  VORTEX_RETURN_IF_ERROR(c.validate());
+  if (opt.layout == CheckpointLayout::kAuto)
+    return invalid_argument("synth: choose a layout (original or comfy), not auto");
+  if (opt.out.empty()) return invalid_argument("synth: --out is required");
+  if (opt.shard_size_gb < 0) return invalid_argument("synth: --shard-size-gb must be positive");
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_of(opt.out), ec);
+    if (ec) return io_error("synth: cannot create directory " + dir_of(opt.out) + " (" + ec.message() + ")");
+  }
+  const bool comfy = opt.layout == CheckpointLayout::kComfy;
+  const std::string prefix = comfy ? "diffusion_model." : "";
+
+  const std::vector<TensorSpec> specs = h3_tensor_specs(c);
+  const bool sharded = opt.shard_size_gb > 0 || ends_with(opt.out, ".index.json");
+  const uint64_t shard_bytes =
+      opt.shard_size_gb > 0 ? static_cast<uint64_t>(opt.shard_size_gb * (1ull << 30)) : (5ull << 30);
+
+  // Plan shards greedily in spec order (a tensor larger than a shard gets a shard of its own).
+  std::vector<std::vector<size_t>> shards(1);
+  uint64_t fill = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    uint64_t b = static_cast<uint64_t>(specs[i].bytes());
+    if (sharded && fill > 0 && fill + b > shard_bytes) {
+      shards.emplace_back();
+      fill = 0;
+    }
+    shards.back().push_back(i);
+    fill += b;
+  }
+  std::string stem = opt.out;
+  for (const char* suffix : {".safetensors.index.json", ".index.json", ".safetensors"})
+    if (ends_with(stem, suffix)) {
+      stem = stem.substr(0, stem.size() - std::string(suffix).size());
+      break;
+    }
+  const std::string index_path = ends_with(opt.out, ".index.json") ? opt.out : stem + ".safetensors.index.json";
+  std::vector<std::string> shard_paths;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    if (!sharded) {
+      shard_paths.push_back(opt.out);
+      break;
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+    shard_paths.push_back(stem + name);
+  }
+
+  std::map<std::string, std::string> metadata = {
+      {"format", "pt"},
+      {kQkvLayoutMetadataKey, comfy ? kQkvBlockedValue : kQkvInterleavedValue},
+      {"vortex.synthetic_seed", std::to_string(opt.seed)},
+      {"vortex.config", c.name},
+  };
+  const uint64_t total = static_cast<uint64_t>(h3_total_bytes(c));
+  uint64_t done = 0, last_report = 0;
+  SafetensorsIndex index;
+  index.metadata["total_size"] = std::to_string(total);
+  std::vector<std::string> written;
+
+  for (size_t s = 0; s < shards.size(); ++s) {
+    std::vector<SafetensorsTensorInfo> infos;
+    uint64_t bytes = 0;
+    for (size_t i : shards[s]) {
+      infos.push_back({prefix + specs[i].name, specs[i].dtype, specs[i].shape});
+      bytes += static_cast<uint64_t>(specs[i].bytes());
+      index.weight_map[prefix + specs[i].name] = base_of(shard_paths[s]);
+    }
+    if (progress)
+      progress("writing " + shard_paths[s] + " (" + std::to_string(infos.size()) + " tensors, " +
+               std::to_string(bytes) + " bytes)");
+    VORTEX_ASSIGN_OR_RETURN(auto writer, SafetensorsStreamWriter::create(shard_paths[s], infos, metadata));
+    for (size_t i : shards[s]) {
+      const TensorSpec& spec = specs[i];
+      Tensor host = Tensor::empty(spec.shape, spec.dtype);
+      VORTEX_RETURN_IF_ERROR(fill_spec_host(spec, c, opt.seed, host));
+      if (!comfy && is_qkv_weight_name(spec.name)) {
+        Tensor interleaved = Tensor::empty(spec.shape, spec.dtype);
+        VORTEX_RETURN_IF_ERROR(qkv_blocked_to_interleaved(host, interleaved, c.num_heads, c.head_dim));
+        host = std::move(interleaved);
+      }
+      VORTEX_RETURN_IF_ERROR(writer->write_next(host));
+      done += static_cast<uint64_t>(spec.bytes());
+      if (progress && total > 0 && (done - last_report) * 50 >= total) {
+        last_report = done;
+        char line[160];
+        std::snprintf(line, sizeof line, "  %5.1f%%  %s", 100.0 * static_cast<double>(done) / static_cast<double>(total),
+                      spec.name.c_str());
+        progress(line);
+      }
+    }
+    VORTEX_RETURN_IF_ERROR(writer->finish());
+    written.push_back(shard_paths[s]);
+  }
+  if (sharded) {
+    VORTEX_RETURN_IF_ERROR(write_safetensors_index(index_path, index));
+    written.push_back(index_path);
+  }
+  const std::string config_path = dir_of(opt.out) + "/config.json";
+  {
+    std::string tmp = config_path + ".tmp";
+    std::ofstream out(tmp, std::ios::trunc);
+    out << model_config_to_json(c);
+    out.close();
+    if (!out || std::rename(tmp.c_str(), config_path.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      return io_error(config_path + ": cannot write config.json");
+    }
+  }
+  written.push_back(config_path);
+  if (progress) progress("done: " + std::to_string(total) + " bytes of weights, config " + config_path);
+  return written;
+}
+
+}  // namespace vortex

@@ -1,0 +1,30 @@
+// Writes deterministic synthetic H3 checkpoints with the real names, shapes and dtypes
+// (`vortex synth`): single file or shards + index.json, original (per-head interleaved QKV) or
+// ComfyUI layout, plus config.json. Streams one tensor at a time so the 66 GB h3 checkpoint never
+// sits in memory. Values equal synthesize_weights() on any backend. Tested in tests/io/checkpoint_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "vortex/config.h"
+
+namespace vortex {
+
+struct SynthCheckpointOptions {
+  ModelConfig config;
+  std::string out;              // "x.safetensors" (single file) or "x.safetensors.index.json" (sharded)
+  uint64_t seed = 0;
+  CheckpointLayout layout = CheckpointLayout::kOriginal;  // kOriginal or kComfy
+  double shard_size_gb = 0.0;   // > 0: shard at this size (GiB); 0: single file unless `out` is an index
+};
+
+// Returns the files written (shards, index, config.json). `progress` (optional) gets one line per
+// shard and about every 2% of the bytes.
+Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpointOptions& options,
+                                                            const std::function<void(const std::string&)>& progress = {});
+
+}  // namespace vortex

@@ -1,0 +1,11 @@
+# IO tests (CPU only): safetensors reader/writer/shards, H3 checkpoint layouts and loading.
+vortex_test(NAME safetensors_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/safetensors_test.cpp LIBS vortex_io)
+vortex_test(NAME checkpoint_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/checkpoint_test.cpp LIBS vortex_io)
+# Quantized checkpoints: ComfyUI nvfp4 / fp8_scaled layer reader, `vortex quantize` round trips.
+vortex_test(NAME quantize_layers_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/quantize_layers_test.cpp LIBS vortex_io)
+vortex_test(NAME quantize_roundtrip_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/quantize_roundtrip_test.cpp
+            LIBS vortex_io vortex_ref)
+# synthesize_weights on a real backend == `vortex synth` file loaded onto it (cpu here, cuda on a GPU).
+vortex_test(NAME synth_backend_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/synth_backend_test.cpp LIBS vortex)
+vortex_test(NAME synth_backend_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/synth_backend_test.cpp LIBS vortex GPU)
+target_compile_definitions(synth_backend_gpu_test PRIVATE VORTEX_TEST_BACKEND_CUDA=1)

@@ -1,0 +1,6 @@
+# Model component tests (CPU only).
+vortex_test(NAME packing_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/packing_test.cpp LIBS vortex_model)
+vortex_test(NAME config_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/config_test.cpp LIBS vortex_model vortex_io)
+# H3Model forward on the CPU reference backend (h3-tiny, synthetic weights).
+vortex_test(NAME h3_model_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/h3_model_test.cpp
+            LIBS vortex_ref vortex_model)
