@@ -14,5 +14,9 @@ struct CommandContext {
 void register_generate(CLI::App& app, CommandContext& ctx);
 void register_inspect(CLI::App& app, CommandContext& ctx);
 void register_synth(CLI::App& app, CommandContext& ctx);
+void register_quantize(CLI::App& app, CommandContext& ctx);
+void register_gemm_tune(CLI::App& app, CommandContext& ctx);
+void register_bench(CLI::App& app, CommandContext& ctx);
+void register_gate(CLI::App& app, CommandContext& ctx);
 
 }  // namespace vortex::cli

@@ -10,10 +10,16 @@ int main(int argc, char** argv) {
   vortex::cli::register_generate(app, ctx);
   vortex::cli::register_inspect(app, ctx);
   vortex::cli::register_synth(app, ctx);
+  vortex::cli::register_quantize(app, ctx);
+  vortex::cli::register_gemm_tune(app, ctx);
+  vortex::cli::register_bench(app, ctx);
+  vortex::cli::register_gate(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help / --version exit 0; every usage error (unknown flag, missing value) exits 2.
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
   }
   return ctx.exit_code;
 }

@@ -4,4 +4,8 @@ list(APPEND VORTEX_APP_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_generate.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_inspect.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_synth.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cmd_quantize.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cmd_gemm_tune.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cmd_bench.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cmd_gate.cpp
 )

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/rng.h"
+#include "engine/precision.h"
 #include "io/checkpoint.h"
 #include "model/h3_spec.h"
 
@@ -82,6 +83,7 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   } else {
     VORTEX_ASSIGN_OR_RETURN(weights, load_checkpoint(spec.checkpoint, w.cfg, *w.backend));
   }
+  VORTEX_RETURN_IF_ERROR(apply_precision(weights, *w.backend, spec.opts.precision));
   VORTEX_RETURN_IF_ERROR(w.backend->synchronize());
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (log) log("weights ready in " + std::to_string(load_s) + " s (" + w.cfg.name + ", " + std::string(w.backend->name()) + ")");

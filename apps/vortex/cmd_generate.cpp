@@ -1,0 +1,206 @@
+// `vortex generate`: the CLI front end of engine/generate.h. Options are read as strings and
+// converted here so every bad value gets one message `vortex generate: error: ...` and exit code 2
+// (bad arguments: kInvalidArgument / kNotFound); runtime failures exit 1. Progress goes to stderr: a
+// redrawn bar on a TTY, plain "step i/N ..." lines otherwise. Tested in tests/cli/cli_test.cpp.
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "commands.h"
+#include "engine/generate.h"
+
+namespace vortex::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string config = "h3-tiny";
+  std::string checkpoint;
+  bool synthetic = false;
+  std::string weights_seed = "0";
+  std::string text_embeddings;
+  std::string synthetic_text;  // empty: default 16 rows unless --text-embeddings is given
+  std::string width = "448", height = "256", frames = "22", steps = "12";
+  std::string sampler = "res_multistep";
+  std::string seed = "42";
+  std::string backend = "cpu";
+  std::string threads = "0";
+  std::string out;
+  bool overwrite = false;
+  std::string precision = "bf16";
+  std::string attention = "sdpa";
+  bool quiet = false;
+};
+
+std::optional<long long> parse_integer(const std::string& s) {
+  long long v = 0;
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, v);
+  if (ec != std::errc() || ptr != end || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<uint64_t> parse_u64(const std::string& s) {
+  uint64_t v = 0;
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, v);
+  if (ec != std::errc() || ptr != end || s.empty()) return std::nullopt;
+  return v;
+}
+
+// Converts an int option; on failure sets `error`.
+bool to_int(const std::string& flag, const std::string& s, int& out, std::string& error) {
+  auto v = parse_integer(s);
+  if (!v || *v < std::numeric_limits<int>::min() || *v > std::numeric_limits<int>::max()) {
+    error = flag + " expects an integer, got '" + s + "'";
+    return false;
+  }
+  out = static_cast<int>(*v);
+  return true;
+}
+
+bool to_u64(const std::string& flag, const std::string& s, uint64_t& out, std::string& error) {
+  auto v = parse_u64(s);
+  if (!v) {
+    error = flag + " expects a non-negative integer, got '" + s + "'";
+    return false;
+  }
+  out = *v;
+  return true;
+}
+
+std::string format_seconds(double s) {
+  char buf[32];
+  if (s >= 100.0) {
+    std::snprintf(buf, sizeof(buf), "%.0f s", s);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f s", s);
+  }
+  return buf;
+}
+
+// Progress on stderr: a bar redrawn with \r on a terminal, one line per step otherwise.
+class StderrProgress : public ProgressSink {
+ public:
+  explicit StderrProgress(bool quiet) : quiet_(quiet), tty_(::isatty(::fileno(stderr)) == 1) {}
+  ~StderrProgress() override { finish_bar(); }
+
+  void stage(std::string_view what) override {
+    if (quiet_) return;
+    finish_bar();
+    std::fprintf(stderr, "vortex generate: %.*s\n", static_cast<int>(what.size()), what.data());
+  }
+
+  void step(int done, int total, double step_seconds, double elapsed_seconds) override {
+    if (quiet_) return;
+    const double eta = done > 0 ? elapsed_seconds / done * (total - done) : 0.0;
+    if (tty_) {
+      constexpr int kBarWidth = 30;
+      const int filled = total > 0 ? done * kBarWidth / total : 0;
+      std::string bar(static_cast<size_t>(filled), '#');
+      bar.append(static_cast<size_t>(kBarWidth - filled), '.');
+      std::fprintf(stderr, "\r[%s] step %d/%d  %s/step  eta %s   ", bar.c_str(), done, total,
+                   format_seconds(step_seconds).c_str(), format_seconds(eta).c_str());
+      bar_open_ = done < total;
+      if (!bar_open_) std::fprintf(stderr, "\n");
+    } else {
+      std::fprintf(stderr, "step %d/%d %s eta %s\n", done, total, format_seconds(step_seconds).c_str(),
+                   format_seconds(eta).c_str());
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  void finish_bar() {
+    if (bar_open_) std::fprintf(stderr, "\n");
+    bar_open_ = false;
+  }
+  bool quiet_;
+  bool tty_;
+  bool bar_open_ = false;
+};
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "vortex generate: error: %s\n", message.c_str());
+  return code;
+}
+
+int run_generate(const GenerateArgs& a, CLI::App& sub) {
+  GenerateRequest r;
+  std::string error;
+  const bool has_config = sub.count("--config") > 0;
+  if (!a.checkpoint.empty() && has_config) {
+    return fail(2, "--config and --checkpoint exclude each other: a checkpoint brings its own config");
+  }
+  if (!a.text_embeddings.empty() && !a.synthetic_text.empty()) {
+    return fail(2, "--text-embeddings and --synthetic-text exclude each other");
+  }
+  r.config_name = a.config;
+  r.checkpoint_path = a.checkpoint;
+  r.synthetic_weights = a.synthetic;
+  r.text_embeddings_path = a.text_embeddings;
+  if (!to_u64("--weights-seed", a.weights_seed, r.weights_seed, error) ||
+      (!a.synthetic_text.empty() && !to_int("--synthetic-text", a.synthetic_text, r.synthetic_text_rows, error)) ||
+      !to_int("--width", a.width, r.width, error) || !to_int("--height", a.height, r.height, error) ||
+      !to_int("--frames", a.frames, r.frames, error) || !to_int("--steps", a.steps, r.steps, error) ||
+      !to_u64("--seed", a.seed, r.seed, error) || !to_int("--threads", a.threads, r.threads, error)) {
+    return fail(2, error);
+  }
+  r.sampler = a.sampler;
+  r.backend = a.backend;
+  r.out_dir = a.out;
+  r.overwrite = a.overwrite;
+  r.exec.precision = a.precision;
+  r.exec.attention = a.attention;
+
+  StderrProgress progress(a.quiet);
+  Result<GenerateResult> result = generate(r, progress);
+  if (!result.ok()) {
+    const Status& s = result.status();
+    const bool bad_argument = s.code() == ErrorCode::kInvalidArgument || s.code() == ErrorCode::kNotFound;
+    return fail(bad_argument ? 2 : 1, s.message());
+  }
+  const GenerateResult& g = *result;
+  std::printf("vortex generate: %dx%d, %d frames (%d latent), %lld rows, %zu steps in %s (total %s)\n",
+              g.geometry.width, g.geometry.height, g.geometry.frames, g.geometry.latent_frames,
+              static_cast<long long>(g.geometry.total_rows()), g.step_seconds.size(),
+              format_seconds(g.sampling_seconds).c_str(), format_seconds(g.total_seconds).c_str());
+  std::printf("outputs in %s:\n", g.out_dir.c_str());
+  for (const std::string& f : g.files) std::printf("  %s/%s\n", g.out_dir.c_str(), f.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app, CommandContext& ctx) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* sub = app.add_subcommand("generate", "Text -> video + stereo audio latents (+ run.json, preview.png)");
+  sub->add_option("--config", args->config, "Built-in config: h3-tiny | h3 (default h3-tiny)");
+  sub->add_option("--checkpoint", args->checkpoint, "Weights file (.safetensors or .safetensors.index.json)");
+  sub->add_flag("--synthetic", args->synthetic, "Deterministic synthetic weights for --config (no file)");
+  sub->add_option("--weights-seed", args->weights_seed, "Seed of the synthetic weights (default 0)");
+  sub->add_option("--text-embeddings", args->text_embeddings,
+                  "safetensors with one [L, text_dim] or [L, hidden] tensor, f32/bf16");
+  sub->add_option("--synthetic-text", args->synthetic_text, "N deterministic synthetic text rows (default 16)");
+  sub->add_option("--width", args->width, "Pixels, multiple of 32 (default 448)");
+  sub->add_option("--height", args->height, "Pixels, multiple of 32 (default 256)");
+  sub->add_option("--frames", args->frames, "Pixel frames, snapped to 17n + 5 (default 22)");
+  sub->add_option("--steps", args->steps, "Denoising steps (default 12)");
+  sub->add_option("--sampler", args->sampler, "euler | res_multistep (default res_multistep)");
+  sub->add_option("--seed", args->seed, "Noise seed (default 42)");
+  sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)");
+  sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores; results never depend on it");
+  sub->add_option("--out", args->out, "Output directory (required)");
+  sub->add_flag("--overwrite", args->overwrite, "Replace a non-empty --out directory");
+  sub->add_option("--precision", args->precision, "bf16 | fp8 | nvfp4 (GEMM precision; default bf16)");
+  sub->add_option("--attention", args->attention, "sdpa | sage2 (default sdpa)");
+  sub->add_flag("--quiet", args->quiet, "No progress output");
+  sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub); });
+}
+
+}  // namespace vortex::cli

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Installs what Vortex needs to build and test on a Debian/Ubuntu machine, idempotently: apt packages
+# only when one is missing (apt-get update only then), numpy + ml_dtypes for the Python oracles.
+# Works as root, or through sudo when available. The CUDA toolkit is NOT installed here: the build
+# auto-detects nvcc and builds the CUDA backend only when it is present.
+set -euo pipefail
+
+APT_PACKAGES=(cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libcli11-dev libpng-dev libssl-dev
+              python3 python3-pip clang)
+
+log() { echo "bootstrap: $*"; }
+
+if [[ $(id -u) -eq 0 ]]; then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO=(sudo)
+else
+  SUDO=(none)
+fi
+
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+  for pkg in "${APT_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+else
+  log "no dpkg here: not a Debian/Ubuntu system; checking tools only"
+  for tool in cmake ninja g++ python3; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+  done
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    log "missing: ${missing[*]} (plus the headers of gtest, nlohmann-json, CLI11, libpng, OpenSSL); install them with your package manager"
+    exit 1
+  fi
+fi
+
+if [[ ${#missing[@]} -gt 0 ]]; then
+  if [[ "${SUDO[*]}" == "none" ]]; then
+    log "missing packages: ${missing[*]}; run this script as root or install sudo"
+    exit 1
+  fi
+  log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${SUDO[@]}" apt-get update -q
+  "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  log "apt packages present"
+fi
+
+# CMake >= 3.25 (CMakeLists.txt); older distributions can take it from pip.
+cmake_version=$(cmake --version | head -n1 | awk '{print $3}')
+if [[ "$(printf '%s\n3.25.0\n' "$cmake_version" | sort -V | head -n1)" != "3.25.0" ]]; then
+  log "cmake $cmake_version is older than 3.25; installing a newer one with pip (user site)"
+  python3 -m pip install --user cmake || python3 -m pip install --user --break-system-packages cmake
+  export PATH="$HOME/.local/bin:$PATH"
+fi
+
+if python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
+  log "python numpy + ml_dtypes present"
+else
+  log "installing numpy ml_dtypes (pip, user site)"
+  pip_log=$(mktemp)
+  if ! python3 -m pip install --user numpy ml_dtypes 2>"$pip_log"; then
+    if grep -q "externally-managed-environment" "$pip_log"; then
+      log "PEP 668 externally managed Python: retrying with --break-system-packages (user site only)"
+      python3 -m pip install --user --break-system-packages numpy ml_dtypes
+    else
+      cat "$pip_log" >&2
+      rm -f "$pip_log"
+      exit 1
+    fi
+  fi
+  rm -f "$pip_log"
+fi
+log "done"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The demo: bootstrap, build, then one h3-tiny generation on the CPU with synthetic weights and text
+# into out/demo (replaced on every run). Prints where the outputs are (docs/outputs.md explains them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+bash scripts/build.sh
+start=$(date +%s%N)
+build/bin/vortex generate --config h3-tiny --synthetic --synthetic-text 16 \
+  --width 448 --height 256 --frames 22 --steps 12 --sampler res_multistep --seed 42 \
+  --backend cpu --out out/demo --overwrite
+elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "demo: generate took $((elapsed_ms / 1000)).$(printf '%03d' $((elapsed_ms % 1000))) s;" \
+  "open out/demo/preview.png (a latent preview, not a VAE decode) and out/demo/run.json"

@@ -1,0 +1,30 @@
+# CLI tests: run the built `vortex` binary (tests/cli/cli_test.cpp; cli_gpu_test.cpp with the GPU label)
+# and the golden noise check (tests/cli/golden_noise.py against the tests/cli/noise_dump helper, which
+# calls the engine's noise functions).
+if(TARGET vortex_cli)
+  vortex_test(NAME cli_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(cli_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>")
+  add_dependencies(cli_test vortex_cli)
+
+  vortex_test(NAME cli_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_gpu_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto GPU)
+  if(VORTEX_HAVE_CUDA)
+    set(cli_has_cuda 1)
+  else()
+    set(cli_has_cuda 0)
+  endif()
+  target_compile_definitions(cli_gpu_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
+                                                  VORTEX_BUILD_HAS_CUDA=${cli_has_cuda})
+  add_dependencies(cli_gpu_test vortex_cli)
+else()
+  message(WARNING "tests/cli: the vortex CLI target is missing, cli_test not built")
+endif()
+
+add_executable(noise_dump ${CMAKE_SOURCE_DIR}/tests/cli/noise_dump.cpp)
+target_link_libraries(noise_dump PRIVATE vortex)
+target_compile_options(noise_dump PRIVATE ${VORTEX_CXX_FLAGS})
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+add_test(NAME golden_noise
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/cli/golden_noise.py $<TARGET_FILE:noise_dump>)
+set_tests_properties(golden_noise PROPERTIES LABELS cpu TIMEOUT 120)
