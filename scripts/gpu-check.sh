@@ -1,27 +1,31 @@
 #!/usr/bin/env bash
-# GPU check: runs every GPU test, the gates and the canonical benchmarks on a CUDA machine, in one call,
-# and leaves evidence files. Usage:
-#   scripts/gpu-check.sh [--bin DIR] [--out DIR] [--quick]
-#     --bin DIR  prebuilt binaries (vortex + *_test) built for sm_90a (default: build/bin, built if missing)
-#     --out DIR  where logs and evidence go (default: $OUT if set, else out/gpu-check)
-#     --quick    tests + block benchmarks only (no trajectories)
-# Evidence rows are appended to benchmarks/ (commit them) and copied to the out dir.
+# GPU check: builds if needed, runs every GPU test, the gates and the canonical benchmarks on a CUDA
+# machine in one call, and leaves evidence files. Usage:
+#   scripts/gpu-check.sh [--bin DIR] [--work DIR] [--part tests|gate|bench|all] [--quick]
+#     --bin DIR   prebuilt binaries (vortex + *_test + *_bench) for sm_90a (default build/bin; built if missing)
+#     --work DIR  logs and per-test JSON (default out/gpu-check); when $OUT is set (the lent device) the
+#                 log and a tarball of the work dir are also written there
+#     --part P    run only the tests, only the gates, or only the benchmarks (default all)
+#     --quick     skip the 12-step trajectories
+# Evidence rows are appended to benchmarks/<date>-<gpu>-*.jsonl: commit them.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 bin=build/bin
-out=${OUT:-out/gpu-check}
+work=out/gpu-check
+part=all
 quick=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) bin=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    --part) part=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-mkdir -p "$out" benchmarks
-log=$out/gpu-check.log
+mkdir -p "$work" benchmarks
+log=$work/gpu-check-$part.log
 exec > >(tee -a "$log") 2>&1
 
 if [ ! -x "$bin/vortex" ]; then
@@ -29,56 +33,60 @@ if [ ! -x "$bin/vortex" ]; then
   bash scripts/build.sh || { echo "gpu-check: build failed"; exit 1; }
   bin=build/bin
 fi
-
-# cuDNN / cuBLASLt may live in the PyTorch wheel folders on machines without a system install.
+# cuDNN may live only in the PyTorch wheels on machines without a system install.
 for py in python3 /opt/torch/.venv/bin/python3; do
-  d=$($py -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null) || continue
-  for lib in "$d"/nvidia/*/lib; do LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"; done
+  d=$($py -c 'import nvidia, os; print(list(nvidia.__path__)[0])' 2>/dev/null) || continue
+  for lib in "$d"/*/lib; do LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"; done
   break
 done
-export LD_LIBRARY_PATH
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv || { echo "gpu-check: no GPU"; exit 1; }
 
-declare -A result
+summary=()
 run_step() {  # run_step NAME TIMEOUT CMD...
   local name=$1 limit=$2; shift 2
   echo "== $name"
-  local t0=$(date +%s.%N)
+  local t0=$SECONDS
   timeout "$limit" "$@"
   local rc=$?
-  local t1=$(date +%s.%N)
-  result[$name]="rc=$rc $(printf '%.1f' "$(echo "$t1 - $t0" | bc)")s"
+  summary+=("$(printf '%-34s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
   return $rc
 }
-
-# 1. GPU tests (every *_test binary; CPU tests inside them run too).
-for t in "$bin"/*_test; do
-  [ -x "$t" ] || continue
-  n=$(basename "$t")
-  run_step "$n" 300 "$t" --gtest_brief=1 --gtest_output=json:"$out/$n.json"
-done
-
 v="$bin/vortex"
-# 2. Gates: Component 1 fusion, canonical h3 with synthetic weights on the GPU.
-if [ $quick -eq 0 ]; then
-  run_step gate_component1 900 "$v" gate --config h3 --backend cuda --a eager --b fused --out "$out/gate-component1.json"
-else
-  run_step gate_component1_short 300 "$v" gate --config h3 --backend cuda --a eager --b fused --skip-full-trajectory \
-    --out "$out/gate-component1.json"
-fi
-# 3. Benchmarks.
-run_step bench_block_bf16 300 "$v" bench block --config h3 --backend cuda --block 24 --reps 20
-run_step bench_ab_component1 300 "$v" bench ab --config h3 --backend cuda --block 24 --reps 20 --a eager --b fused
-run_step bench_block_fp8 300 "$v" bench block --config h3 --backend cuda --block 24 --reps 20 --precision fp8
-if [ $quick -eq 0 ]; then
-  run_step bench_run_bf16 600 "$v" bench run --config h3 --backend cuda --steps 12
-fi
-for b in "$bin"/*_bench; do
-  [ -x "$b" ] || continue
-  run_step "$(basename "$b")" 300 "$b" --evidence-dir benchmarks
-done
+canon=(--config h3 --backend cuda)
 
-cp benchmarks/*.jsonl "$out"/ 2>/dev/null
+if [ "$part" = all ] || [ "$part" = tests ]; then
+  for t in "$bin"/*_test; do
+    [ -x "$t" ] || continue
+    n=$(basename "$t")
+    VORTEX_RUN_BENCH=1 VORTEX_CLI="$v" run_step "$n" 300 "$t" --gtest_brief=1 --gtest_output=json:"$work/$n.json"
+  done
+fi
+if [ "$part" = all ] || [ "$part" = gate ]; then
+  extra=()
+  [ $quick -eq 1 ] && extra=(--skip-full-trajectory)
+  run_step gate_component1 580 "$v" gate "${canon[@]}" --a eager --b fused "${extra[@]}" --out "$work/gate-component1.json"
+fi
+if [ "$part" = all ] || [ "$part" = bench ]; then
+  run_step bench_block_bf16 200 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused
+  run_step bench_ab_component1 200 "$v" bench ab "${canon[@]}" --block 24 --reps 20 --a eager --b fused
+  run_step bench_block_fp8 300 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused --precision fp8
+  run_step bench_block_sage2 200 "$v" bench block "${canon[@]}" --block 24 --reps 10 --switches fused,attention=sage2
+  [ $quick -eq 0 ] && run_step bench_run_bf16 400 "$v" bench run "${canon[@]}" --steps 12 --switches fused
+  for b in "$bin"/*_bench; do
+    [ -x "$b" ] || continue
+    run_step "$(basename "$b")" 200 "$b"
+  done
+  for py in /opt/torch/.venv/bin/python3 python3; do
+    if $py -c 'import torch' 2>/dev/null; then run_step peer_pytorch 300 $py scripts/peer_torch.py; break; fi
+  done
+fi
+
+cp benchmarks/*.jsonl "$work"/ 2>/dev/null
 echo
-echo "== summary"
-for k in "${!result[@]}"; do printf '%-36s %s\n' "$k" "${result[$k]}"; done | sort
+echo "== summary ($part)"
+printf '%s\n' "${summary[@]}"
+if [ -n "${OUT:-}" ]; then
+  cp "$log" "$OUT"/
+  tar czf "$OUT/gpu-check-$part.tgz" -C "$work" . benchmarks 2>/dev/null || tar czf "$OUT/gpu-check-$part.tgz" -C "$work" .
+fi

@@ -29,16 +29,12 @@ void add_workload_options(CLI::App* sub, WorkloadSpec& spec, std::string& switch
   sub->add_option("--text-rows", spec.text_rows, "synthetic refined text rows")->capture_default_str();
   sub->add_option("--weights-seed", spec.weights_seed)->capture_default_str();
   sub->add_option("--seed", spec.noise_seed)->capture_default_str();
-  sub->add_option("--precision", spec.opts.precision, "bf16 | fp8 | nvfp4")->capture_default_str();
-  sub->add_option("--switches", switches, "e.g. fused, eager, attention=sage2, fused_gate_add=0");
+  sub->add_option("--precision", spec.precision, "bf16 | fp8")->capture_default_str();
+  sub->add_option("--switches", switches, "over the policy defaults, e.g. fused, eager, attention=sage2, fused_gate_add=0");
 }
 
 int run_bench(const std::string& what, BenchArgs& args) {
-  Status st = apply_switches(args.switches, args.spec.opts);
-  if (!st.ok()) {
-    std::fprintf(stderr, "vortex bench: error: %s\n", st.to_string().c_str());
-    return 2;
-  }
+  args.spec.switches = args.switches;
   auto log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
   auto w = load_workload(args.spec, log);
   if (!w.ok()) {
@@ -57,7 +53,7 @@ int run_bench(const std::string& what, BenchArgs& args) {
     return 1;
   }
   std::string path = evidence_path(args.evidence_dir, env, "bench-" + what);
-  st = append_jsonl(path, *rows);
+  Status st = append_jsonl(path, *rows);
   if (!st.ok()) {
     std::fprintf(stderr, "vortex bench: error: %s\n", st.to_string().c_str());
     return 1;

@@ -25,7 +25,7 @@ void register_gate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--frames", spec.frames)->capture_default_str();
   sub->add_option("--text-rows", spec.text_rows)->capture_default_str();
   sub->add_option("--seed", spec.noise_seed)->capture_default_str();
-  sub->add_option("--precision", spec.opts.precision)->capture_default_str();
+  sub->add_option("--precision", spec.precision)->capture_default_str();
   sub->add_option("--a", opts.a, "baseline switches")->capture_default_str();
   sub->add_option("--b", opts.b, "candidate switches")->capture_default_str();
   sub->add_option("--steps", opts.steps, "full trajectory length")->capture_default_str();

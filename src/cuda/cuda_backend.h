@@ -53,6 +53,7 @@ class CudaBackend : public Backend {
   Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) override;
   Status swiglu(const Tensor& u, Tensor& m) override;
   Status cast(const Tensor& src, Tensor& dst) override;
+  ExecOptions default_options() const override { return policy_exec_options(info_.facts.arch); }
   // fused_gate_add and debug_sync follow the model's ExecOptions.
   void configure(const ExecOptions& opts) override {
     fused_gate_add_ = opts.fused_gate_add;

@@ -245,6 +245,11 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   VORTEX_ASSIGN_OR_RETURN(AvSchedule schedule, make_av_schedule(spec));
 
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_backend(req.backend, req.threads));
+  // Fusion switches follow the backend's policy table (on only where the gate passed on this arch).
+  ExecOptions exec = req.exec;
+  const ExecOptions policy = backend->default_options();
+  exec.fused_norm_modulate = policy.fused_norm_modulate;
+  exec.fused_gate_add = policy.fused_gate_add;
 
   // ---- 2. weights and per-request preparation ----
   progress.stage(req.synthetic_weights ? "synthesizing weights" : "loading weights");
@@ -260,8 +265,8 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
 
   progress.stage("preparing text and positions");
   const auto t_prepare = Clock::now();
-  VORTEX_RETURN_IF_ERROR(apply_precision(weights, *backend, req.exec.precision));
-  H3Model model(cfg, *backend, std::move(weights), req.exec);
+  VORTEX_RETURN_IF_ERROR(apply_precision(weights, *backend, exec.precision));
+  H3Model model(cfg, *backend, std::move(weights), exec);
   VORTEX_RETURN_IF_ERROR(model.prepare(layout, text));
   const double prepare_seconds = seconds_since(t_prepare);
 
@@ -366,8 +371,8 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
       {"hardware_threads", std::thread::hardware_concurrency()},
       {"precision", req.exec.precision},
       {"attention", req.exec.attention},
-      {"fused_norm_modulate", req.exec.fused_norm_modulate},
-      {"fused_gate_add", req.exec.fused_gate_add}};
+      {"fused_norm_modulate", exec.fused_norm_modulate},
+      {"fused_gate_add", exec.fused_gate_add}};
   manifest["noise"] = {{"contract", "gaussian_noise (src/core/rng.h): one stream of `seed`, video elements first, "
                                     "then audio"},
                        {"seed", req.seed},

@@ -71,6 +71,10 @@ std::string describe_switches(const ExecOptions& opts) {
 Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   Workload w;
   VORTEX_ASSIGN_OR_RETURN(w.backend, make_backend(spec.backend, spec.threads));
+  // Switches: the backend's policy defaults, then the caller's overrides.
+  ExecOptions opts = w.backend->default_options();
+  opts.precision = spec.precision;
+  VORTEX_RETURN_IF_ERROR(apply_switches(spec.switches, opts));
   if (spec.checkpoint.empty()) {
     VORTEX_ASSIGN_OR_RETURN(w.cfg, ModelConfig::by_name(spec.config));
   } else {
@@ -83,7 +87,7 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   } else {
     VORTEX_ASSIGN_OR_RETURN(weights, load_checkpoint(spec.checkpoint, w.cfg, *w.backend));
   }
-  VORTEX_RETURN_IF_ERROR(apply_precision(weights, *w.backend, spec.opts.precision));
+  VORTEX_RETURN_IF_ERROR(apply_precision(weights, *w.backend, opts.precision));
   VORTEX_RETURN_IF_ERROR(w.backend->synchronize());
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (log) log("weights ready in " + std::to_string(load_s) + " s (" + w.cfg.name + ", " + std::string(w.backend->name()) + ")");
@@ -99,7 +103,7 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   Tensor text = Tensor::empty({geo.text_rows, w.cfg.hidden}, DType::kF32);  // [L, D] f32
   gaussian_noise(spec.noise_seed ^ 0x7465787400000000ull, 0, text.data<float>(), static_cast<size_t>(text.numel()));
 
-  w.model = std::make_unique<H3Model>(w.cfg, *w.backend, std::move(weights), spec.opts);
+  w.model = std::make_unique<H3Model>(w.cfg, *w.backend, std::move(weights), opts);
   VORTEX_RETURN_IF_ERROR(w.model->prepare(w.layout, text));
 
   size_t video_n = static_cast<size_t>(w.cfg.in_channels) * geo.latent_frames * geo.latent_h * geo.latent_w;

@@ -23,9 +23,10 @@ struct WorkloadSpec {
   int threads = 0;
   int width = 1344, height = 768, frames = 124;
   int text_rows = 100;  // synthetic refined text [text_rows, hidden]
-  uint64_t weights_seed = 1;
+  uint64_t weights_seed = 0;  // same default as `vortex generate` and `vortex synth`
   uint64_t noise_seed = 42;
-  ExecOptions opts;
+  std::string precision = "bf16";  // bf16 | fp8
+  std::string switches;            // applied over the backend's policy defaults (apply_switches)
 };
 
 struct Workload {

@@ -23,8 +23,8 @@ namespace vortex {
 // Switches that select between exact-equivalent (E0) or approximate (E2) programs. Each has a
 // per-architecture default (see the CUDA policy table); the CPU backend ignores performance switches.
 struct ExecOptions {
-  bool fused_norm_modulate = true;   // Component 1: rms_norm_modulate instead of rms_norm + modulate
-  bool fused_gate_add = true;        // Component 1: one gate_add kernel
+  bool fused_norm_modulate = false;  // Component 1: rms_norm_modulate instead of rms_norm + modulate
+  bool fused_gate_add = false;       // Component 1: one gate_add kernel
   std::string attention = "sdpa";    // "sdpa" (BF16 program) | "sage2" (E2)
   std::string precision = "bf16";    // "bf16" | "fp8" | "nvfp4" (GEMM operand precision; E2 if not bf16)
   bool debug_sync = false;           // synchronize and check after every op
@@ -50,6 +50,8 @@ class Backend {
   // Applies run-time switches that are not op arguments (e.g. the fused gate/add kernel on the CUDA
   // backend). The model calls it before each block, so A/B gates can flip switches per call.
   virtual void configure(const ExecOptions& opts) {}
+  // The switch defaults for this backend and device (the CUDA policy table; plain defaults elsewhere).
+  virtual ExecOptions default_options() const { return ExecOptions{}; }
 
   // ---- ops ----
   // out[M,N] = x[M,K] @ W[N,K]^T (+ bias[N]), accumulated in FP32 or wider, one rounding to out's dtype.

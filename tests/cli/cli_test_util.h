@@ -16,6 +16,7 @@
 #include <iterator>
 #include <random>
 #include <sstream>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,9 @@ struct RunResult {
 };
 
 inline RunResult run_vortex(const std::string& args) {
-  const std::string cmd = std::string("'") + VORTEX_CLI_PATH + "' " + args + " 2>&1";
+  // VORTEX_CLI overrides the build-tree path (prebuilt binaries copied to another machine).
+  const char* override_path = std::getenv("VORTEX_CLI");
+  const std::string cmd = std::string("'") + (override_path ? override_path : VORTEX_CLI_PATH) + "' " + args + " 2>&1";
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
