@@ -23,7 +23,7 @@ namespace vortex {
 // Looks a tensor up by its full key as stored; returns an undefined Tensor when the key is absent
 // (an error Status only for real failures).
 using QuantTensorLookup = std::function<Result<Tensor>(const std::string& name)>;
-// A lookup onto an opened file or shard set (host views onto the mapping).
+// A lookup onto an opened file or shard set (host views onto the mapping); `set` must outlive it.
 QuantTensorLookup quant_lookup_in(const SafetensorsSet& set);
 
 // The comfy_quant marker of one layer.

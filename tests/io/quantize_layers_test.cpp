@@ -429,6 +429,17 @@ TEST(QuantizeTest, RefusesQuantizedInputAndBadArguments) {
   EXPECT_NE(st.message().find("is one of the input files"), std::string::npos) << st.message();
   opt.out = dir.path + "/x.safetensors.index.json";
   EXPECT_EQ(quantize_checkpoint(opt).status().code(), ErrorCode::kUnsupported);
+  // A target weight that is not BF16, and a file without block GEMM weights.
+  const std::string f32_in = dir.path + "/f32.safetensors";
+  ASSERT_TRUE(write_safetensors(f32_in, {{"blocks.0.mlp.fc1.weight", Tensor::zeros({32, 16}, DType::kF32)}}).ok());
+  opt.in = f32_in;
+  opt.out = dir.path + "/f32_q.safetensors";
+  st = quantize_checkpoint(opt).status();
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("expects 2-D BF16"), std::string::npos) << st.message();
+  ASSERT_TRUE(write_safetensors(f32_in, {{"final_layer.norm.weight", Tensor::zeros({16}, DType::kBF16)}}).ok());
+  st = quantize_checkpoint(opt).status();
+  EXPECT_NE(st.message().find("no block GEMM weights"), std::string::npos) << st.message();
   EXPECT_EQ(quantize_format_from_name("int4").status().code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(quantize_layer_set_from_name("all").status().code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(is_quantize_target("blocks.12.mlp.fc2.weight", QuantizeLayerSet::kBlocks));
