@@ -1,8 +1,10 @@
 // qk_norm_rope: per-head RMSNorm (canonical FP64 reduction over head_dim, one rounding) then
 // rotate-half RoPE y = R(R(x * cos) + R(rot(x) * sin)) on dims < rope_dims (NUMERICS.md step 4), IN PLACE
 // on strided Q/K views of the [S, 3 * I] QKV buffer (row stride 3 * I, head h at column h * head_dim), so
-// the attention backend reads the result without layout copies. One warp per (row, head); the warp
-// emulates the 256 canonical lanes. E0 against the CPU reference in tests/cuda/ops_test.cpp.
+// the attention backend reads the result without layout copies. Fast path (head_dim 64/128/256, 16-byte
+// aligned views, rope half a multiple of 8): hd/8 lanes per head, 16-byte loads/stores, each lane group
+// handles kQkItems heads with all loads issued first; the group reproduces the 256 canonical lanes.
+// Other shapes: one warp per (row, head) through shared memory. E0 vs the CPU reference in tests/cuda/ops_test.cpp.
 #include "cuda/ops/ops_internal.h"
 #include "cuda/ops/row_kernels.cuh"
 
@@ -52,6 +54,106 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 }
 
+// ---- 16-byte path -------------------------------------------------------------------------------------
+constexpr int kQkItems = 2;  // (row, head) items per lane group, loaded together for memory in flight
+
+// Canonical sum of squares of one head held by a group of kT = hd / 8 lanes (lane q of the group holds
+// elements 8q .. 8q + 7 = canonical lanes 8q + i, each lane's only element since hd <= 256). Canonical
+// lanes >= hd are +0.0, so tree steps w >= hd add +0.0 to a sum >= +0: exact no-ops, skipped. Steps
+// hd/2 .. 8 pair lane q with q + w / 8 (shuffle inside the group), then w = 4, 2, 1 inside the lane.
+template <int kT>
+__device__ __forceinline__ double group_canonical_sum_squares(const uint4& x) {
+  double acc[8];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const double lo = static_cast<double>(bf16_lo(word(x, k))), hi = static_cast<double>(bf16_hi(word(x, k)));
+    acc[2 * k] = __dmul_rn(lo, lo);
+    acc[2 * k + 1] = __dmul_rn(hi, hi);
+  }
+#pragma unroll
+  for (int off = kT / 2; off >= 1; off /= 2) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = __dadd_rn(acc[i], __shfl_down_sync(0xFFFFFFFFu, acc[i], off, kT));
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc[i] = __dadd_rn(acc[i], acc[i + 4]);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) acc[i] = __dadd_rn(acc[i], acc[i + 2]);
+  return __shfl_sync(0xFFFFFFFFu, __dadd_rn(acc[0], acc[1]), 0, kT);
+}
+
+template <int kT>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    qk_norm_rope_vec_kernel(QkOperand q, QkOperand k, const uint16_t* __restrict__ cos, int64_t ldc,
+                            const uint16_t* __restrict__ sin, int64_t lds, int64_t rows, int heads, int rope_dims,
+                            float eps) {
+  constexpr int kHd = 8 * kT;
+  const QkOperand p = blockIdx.y == 0 ? q : k;
+  const int sub = threadIdx.x % kT;                                                   // chunk of the head
+  const int64_t group = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kT;
+  const int64_t items = rows * heads;
+  const int half = rope_dims / 2;
+  uint4 x[kQkItems], c[kQkItems], s[kQkItems];
+  uint16_t* xh[kQkItems];
+#pragma unroll
+  for (int it = 0; it < kQkItems; ++it) {  // issue every load first; invalid items keep their lanes in the shuffles
+    const int64_t item = group * kQkItems + it;
+    const bool valid = item < items;
+    const int64_t row = valid ? item / heads : 0;
+    const int h = valid ? static_cast<int>(item % heads) : 0;
+    xh[it] = valid ? p.ptr + row * p.ld + static_cast<int64_t>(h) * kHd + 8 * sub : nullptr;  // 8 bf16 of the head
+    x[it] = valid ? *reinterpret_cast<const uint4*>(xh[it]) : make_uint4(0, 0, 0, 0);
+    c[it] = s[it] = make_uint4(0, 0, 0, 0);
+    if (valid && 8 * sub < rope_dims) {
+      const int col = 8 * sub < half ? 8 * sub : 8 * sub - half;  // angle column shared by dims col and col + half
+      c[it] = *reinterpret_cast<const uint4*>(cos + row * ldc + col);
+      s[it] = *reinterpret_cast<const uint4*>(sin + row * lds + col);
+    }
+  }
+  const uint4 wv = *reinterpret_cast<const uint4*>(p.weight + 8 * sub);
+  // rot = [-x2, x1]: chunk sub pairs with chunk sub +- half / 8 of the same head.
+  const bool rope = 8 * sub < rope_dims, first = 8 * sub < half;
+  const int partner = (threadIdx.x & 31) - sub + (!rope ? sub : first ? sub + half / 8 : sub - half / 8);
+#pragma unroll
+  for (int it = 0; it < kQkItems; ++it) {
+    const float rinv = inverse_rms(group_canonical_sum_squares<kT>(x[it]), kHd, eps);
+    uint4 n;  // normalized: R(fp32(fp32(x * r) * w))
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t xw = word(x[it], w), ww = word(wv, w);
+      set_word(n, w, f32x2_to_bf16x2(__fmul_rn(__fmul_rn(bf16_lo(xw), rinv), bf16_lo(ww)),
+                                     __fmul_rn(__fmul_rn(bf16_hi(xw), rinv), bf16_hi(ww))));
+    }
+    uint4 o = n;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t other = __shfl_sync(0xFFFFFFFFu, word(n, w), partner);
+      if (rope) {
+        const float rlo = first ? -bf16_lo(other) : bf16_lo(other), rhi = first ? -bf16_hi(other) : bf16_hi(other);
+        const uint32_t nw = word(n, w), cw = word(c[it], w), sw = word(s[it], w);
+        const uint32_t a = f32x2_to_bf16x2(__fmul_rn(bf16_lo(nw), bf16_lo(cw)), __fmul_rn(bf16_hi(nw), bf16_hi(cw)));
+        const uint32_t b = f32x2_to_bf16x2(__fmul_rn(rlo, bf16_lo(sw)), __fmul_rn(rhi, bf16_hi(sw)));
+        set_word(o, w, f32x2_to_bf16x2(__fadd_rn(bf16_lo(a), bf16_lo(b)), __fadd_rn(bf16_hi(a), bf16_hi(b))));
+      }
+    }
+    if (xh[it] != nullptr) *reinterpret_cast<uint4*>(xh[it]) = o;
+  }
+}
+
+template <int kT>
+Status launch_qk_vec(const QkOperand& qo, const QkOperand& ko, const RowView& cv, const RowView& sv, int64_t rows,
+                     int heads, int rope_dims, float eps, cudaStream_t stream) {
+  constexpr int kGroupsPerBlock = kWarpsPerBlock * 32 / kT;
+  const int64_t groups = (rows * heads + kQkItems - 1) / kQkItems;
+  const int64_t blocks = (groups + kGroupsPerBlock - 1) / kGroupsPerBlock;
+  if (blocks > kMaxGridX) return invalid_argument("qk_norm_rope: tensor too large");
+  qk_norm_rope_vec_kernel<kT><<<dim3(static_cast<unsigned>(blocks), 2), kWarpsPerBlock * 32, 0, stream>>>(
+      qo, ko, static_cast<const uint16_t*>(cv.ptr), cv.ld, static_cast<const uint16_t*>(sv.ptr), sv.ld, rows, heads,
+      rope_dims, eps);
+  VORTEX_CUDA_LAUNCH_CHECK("qk_norm_rope_vec_kernel");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
@@ -83,10 +185,24 @@ Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& 
     VORTEX_RETURN_IF_ERROR(expect_shape(sv, qv.rows, rope_dims / 2, "qk_norm_rope sin"));
   }
   if (qv.rows == 0) return Status::Ok();
-  const int64_t blocks = (qv.rows * num_heads + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  if (blocks > kMaxGridX) return invalid_argument("qk_norm_rope: tensor too large");
   QkOperand qo{static_cast<uint16_t*>(qv.ptr), qv.ld, static_cast<const uint16_t*>(qw)};
   QkOperand ko{static_cast<uint16_t*>(kv.ptr), kv.ld, static_cast<const uint16_t*>(kw)};
+  const int used_rope = cos ? rope_dims : 0;
+  RowView qwv{const_cast<void*>(qw), 1, head_dim, head_dim, DType::kBF16};
+  RowView kwv{const_cast<void*>(kw), 1, head_dim, head_dim, DType::kBF16};
+  bool vec = (head_dim == 64 || head_dim == 128 || head_dim == 256) && (used_rope / 2) % 8 == 0 &&
+             vector_ok({&qv, &kv, &qwv, &kwv});
+  if (vec && cos != nullptr) {  // cos/sin rows are read as 16-byte vectors too: aligned base and ld
+    for (const RowView* v : {&cv, &sv})
+      if (reinterpret_cast<uintptr_t>(v->ptr) % 16 != 0 || v->ld % 8 != 0) vec = false;
+  }
+  if (vec) {
+    if (head_dim == 64) return launch_qk_vec<8>(qo, ko, cv, sv, qv.rows, num_heads, used_rope, eps, stream);
+    if (head_dim == 128) return launch_qk_vec<16>(qo, ko, cv, sv, qv.rows, num_heads, used_rope, eps, stream);
+    return launch_qk_vec<32>(qo, ko, cv, sv, qv.rows, num_heads, used_rope, eps, stream);
+  }
+  const int64_t blocks = (qv.rows * num_heads + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (blocks > kMaxGridX) return invalid_argument("qk_norm_rope: tensor too large");
   qk_norm_rope_kernel<<<dim3(static_cast<unsigned>(blocks), 2), kWarpsPerBlock * 32, 0, stream>>>(
       qo, ko, static_cast<const uint16_t*>(cv.ptr), cv.ld, static_cast<const uint16_t*>(sv.ptr), sv.ld, qv.rows,
       num_heads, head_dim, cos ? rope_dims : 0, eps);

@@ -1,7 +1,8 @@
 // rms_norm_modulate: the fused Component 1 kernel: RMSNorm (NUMERICS.md step 1) and the segment
 // modulation (step 2) in one pass over the row, no BF16 intermediate in HBM. Each element goes
 // through exactly the roundings of rms_norm followed by modulate, so the result is E0 against the
-// two kernels and the CPU reference (tests/cuda/ops_test.cpp "fused vs unfused").
+// two kernels and the CPU reference (tests/cuda/ops_test.cpp "fused vs unfused"). Fast path: one warp
+// per row, row in registers (row_kernels.cuh), packed bf16x2 roundings; wide/unaligned rows: block path.
 #include "cuda/ops/ops_internal.h"
 #include "cuda/ops/row_kernels.cuh"
 
@@ -36,6 +37,59 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+// Warp-per-row fused kernel: x read once into registers, canonical r, then the per-element roundings.
+template <int kChunks>
+__global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
+    rms_norm_modulate_warp_kernel(const uint16_t* x, int64_t ldx, const uint16_t* __restrict__ weight,
+                                  const uint16_t* __restrict__ table, int64_t ldt, const int32_t* __restrict__ row_map,
+                                  uint16_t* out, int64_t ldo, int64_t rows, int cols, float eps, int64_t shift_col,
+                                  int64_t scale_col) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowWarpsPerBlock + (threadIdx.x >> 5);
+  if (r >= rows) return;  // whole warp exits together
+  const int nchunks = cols / 8;
+  const uint16_t* trow = table + static_cast<int64_t>(row_map[r]) * ldt;  // this row's AdaLN table row (issued early)
+  RegRow<kChunks> xr;  // [cols] bf16 of row r, chunk-distributed over the warp
+  load_reg_row<kChunks>(x + r * ldx, nchunks, lane, xr);
+  const float rinv = inverse_rms(warp_row_canonical_sum_squares<kChunks>(xr), cols, eps);
+  uint16_t* orow = out + r * ldo;
+#pragma unroll
+  for (int m = 0; m < kChunks; ++m) {
+    const int c = lane + 32 * m;
+    if (c >= nchunks) break;
+    const int64_t e = 8 * static_cast<int64_t>(c);
+    const uint4 wv = *reinterpret_cast<const uint4*>(weight + e);
+    const uint4 sc = *reinterpret_cast<const uint4*>(trow + scale_col + e);
+    const uint4 sh = *reinterpret_cast<const uint4*>(trow + shift_col + e);
+    uint4 o;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t xw = word(xr.chunk[m], k), ww = word(wv, k), sw = word(sc, k), hw = word(sh, k);
+      // n = R(fp32(fp32(x * r) * w))
+      const uint32_t n = f32x2_to_bf16x2(__fmul_rn(__fmul_rn(bf16_lo(xw), rinv), bf16_lo(ww)),
+                                         __fmul_rn(__fmul_rn(bf16_hi(xw), rinv), bf16_hi(ww)));
+      // t = R(1 + scale); p = R(n * t); o = R(p + shift)
+      const uint32_t t = f32x2_to_bf16x2(__fadd_rn(1.0f, bf16_lo(sw)), __fadd_rn(1.0f, bf16_hi(sw)));
+      const uint32_t p = f32x2_to_bf16x2(__fmul_rn(bf16_lo(n), bf16_lo(t)), __fmul_rn(bf16_hi(n), bf16_hi(t)));
+      set_word(o, k, f32x2_to_bf16x2(__fadd_rn(bf16_lo(p), bf16_lo(hw)), __fadd_rn(bf16_hi(p), bf16_hi(hw))));
+    }
+    *reinterpret_cast<uint4*>(orow + e) = o;
+  }
+}
+
+template <int kChunks>
+Status launch_rms_norm_modulate_warp(const RowView& x, const uint16_t* w, const RowView& table, const DeviceRowMap& map,
+                                     int shift_chunk, int scale_chunk, const RowView& out, float eps,
+                                     cudaStream_t stream) {
+  const int64_t blocks = (x.rows + kRowWarpsPerBlock - 1) / kRowWarpsPerBlock;
+  rms_norm_modulate_warp_kernel<kChunks><<<static_cast<unsigned>(blocks), kRowWarpsPerBlock * 32, 0, stream>>>(
+      static_cast<const uint16_t*>(x.ptr), x.ld, w, static_cast<const uint16_t*>(table.ptr), table.ld, map.table_row,
+      static_cast<uint16_t*>(out.ptr), out.ld, x.rows, static_cast<int>(x.cols), eps, shift_chunk * x.cols,
+      scale_chunk * x.cols);
+  VORTEX_CUDA_LAUNCH_CHECK("rms_norm_modulate_warp_kernel");
+  return Status::Ok();
+}
+
 template <int kV>
 Status launch_rms_norm_modulate(const RowView& x, const uint16_t* w, const RowView& table, const DeviceRowMap& map,
                                 int shift_chunk, int scale_chunk, const RowView& out, float eps, cudaStream_t stream) {
@@ -65,8 +119,18 @@ Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const
   if (!(eps >= 0.0f)) return invalid_argument("rms_norm_modulate: eps must be >= 0");
   RowView wv{const_cast<void*>(w), 1, xv.cols, xv.cols, DType::kBF16};
   const auto* wp = static_cast<const uint16_t*>(w);
-  if (vector_ok({&xv, &ov, &wv, &tv}))
+  if (vector_ok({&xv, &ov, &wv, &tv})) {
+    switch (reg_row_chunks(xv.cols)) {
+      case 4: return launch_rms_norm_modulate_warp<4>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 8: return launch_rms_norm_modulate_warp<8>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 16: return launch_rms_norm_modulate_warp<16>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 21: return launch_rms_norm_modulate_warp<21>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case kMaxRegChunks:
+        return launch_rms_norm_modulate_warp<kMaxRegChunks>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      default: break;  // wider rows: block-per-row path below
+    }
     return launch_rms_norm_modulate<kVec>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+  }
   return launch_rms_norm_modulate<1>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
 }
 
