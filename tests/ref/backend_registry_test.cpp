@@ -19,7 +19,12 @@ TEST(BackendRegistry, NamesAndErrors) {
   EXPECT_NE(bad.status().message().find("cpu, cuda"), std::string::npos) << bad.status().message();
   auto cuda = make_backend("cuda", 0);
 #if defined(VORTEX_WITH_CUDA)
-  if (!cuda.ok()) EXPECT_EQ(cuda.status().code(), ErrorCode::kUnsupported) << cuda.status().to_string();
+  // With a device the backend must come up; without one the error is kUnsupported, never a crash.
+  if (!cuda.ok()) {
+    EXPECT_EQ(cuda.status().code(), ErrorCode::kUnsupported) << cuda.status().to_string();
+  } else {
+    EXPECT_EQ((*cuda)->device(), Device::kCuda);
+  }
 #else
   ASSERT_FALSE(cuda.ok());
   EXPECT_EQ(cuda.status().code(), ErrorCode::kUnsupported);
