@@ -76,8 +76,16 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
   [ $quick -eq 0 ] && run_step bench_run_bf16 400 "$v" bench run "${canon[@]}" --steps 12 --switches fused
   for b in "$bin"/*_bench; do
     [ -x "$b" ] || continue
+    case "$(basename "$b")" in gemm_bench) continue ;; esac
     run_step "$(basename "$b")" 200 "$b"
   done
+  if [ -x "$bin/gemm_bench" ]; then
+    day=$(date -u +%F)
+    run_step gemm_bench 200 bash -c "'$bin/gemm_bench' bench 37810 20 > benchmarks/$day-h200-gemm-bench.jsonl"
+    # What does the heuristic pick for FC2, and does any proven-identical algorithm beat it?
+    run_step gemm_tune_fc2 240 "$bin/gemm_bench" tune 37810 48 10 bf16,fp8_per_tensor fc2 \
+      "benchmarks/$day-h200-gemm-tune-fc2.json" "$work/gemm_table_fc2.json"
+  fi
   for py in /opt/torch/.venv/bin/python3 python3; do
     if $py -c 'import torch' 2>/dev/null; then run_step peer_pytorch 300 $py scripts/peer_torch.py; break; fi
   done
