@@ -47,7 +47,7 @@ def main():
     rows = []
 
     def emit(workload, stats, **extra):
-        r = dict(base, time_utc=datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), clocks_mhz=clocks()[0],
+        r = dict(base, time_utc=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), clocks_mhz=clocks()[0],
                  workload=workload, **stats, **extra)
         rows.append(r)
         print(f"{workload:48s} p50 {stats['ms_p50']:9.3f} ms  " + " ".join(f"{k}={v:.1f}" for k, v in extra.items() if isinstance(v, float)))
