@@ -5,7 +5,8 @@
 #     --bin DIR   prebuilt binaries (vortex + *_test + *_bench) for sm_90a (default build/bin; built if missing)
 #     --work DIR  logs and per-test JSON (default out/gpu-check); when $OUT is set (the lent device) the
 #                 log and a tarball of the work dir are also written there
-#     --part P    run only the tests, only the gates, or only the benchmarks (default all)
+#     --part P    tests | gate | bench (block benchmarks, kernels, PyTorch peer) | run (the 12-step
+#                 trajectory) | gemm (GEMM bench + FC2 algorithm search) | all (default)
 #     --quick     skip the 12-step trajectories
 # Evidence rows are appended to benchmarks/<date>-<gpu>-*.jsonl: commit them.
 set -uo pipefail
@@ -73,12 +74,19 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
   run_step bench_ab_component1 200 "$v" bench ab "${canon[@]}" --block 24 --reps 20 --a eager --b fused
   run_step bench_block_fp8 300 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused --precision fp8
   run_step bench_block_sage2 200 "$v" bench block "${canon[@]}" --block 24 --reps 10 --switches fused,attention=sage2
-  [ $quick -eq 0 ] && run_step bench_run_bf16 400 "$v" bench run "${canon[@]}" --steps 12 --switches fused
   for b in "$bin"/*_bench; do
     [ -x "$b" ] || continue
     case "$(basename "$b")" in gemm_bench) continue ;; esac
     run_step "$(basename "$b")" 200 "$b"
   done
+  for py in /opt/torch/.venv/bin/python3 python3; do
+    if $py -c 'import torch' 2>/dev/null; then run_step peer_pytorch 300 $py scripts/peer_torch.py; break; fi
+  done
+fi
+if [ "$part" = all ] || [ "$part" = run ]; then
+  run_step bench_run_bf16 400 "$v" bench run "${canon[@]}" --steps 12 --switches fused
+fi
+if [ "$part" = all ] || [ "$part" = gemm ]; then
   if [ -x "$bin/gemm_bench" ]; then
     day=$(date -u +%F)
     run_step gemm_bench 200 bash -c "'$bin/gemm_bench' bench 37810 20 > benchmarks/$day-h200-gemm-bench.jsonl"
@@ -86,9 +94,6 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
     run_step gemm_tune_fc2 240 "$bin/gemm_bench" tune 37810 48 10 bf16,fp8_per_tensor fc2 \
       "benchmarks/$day-h200-gemm-tune-fc2.json" "$work/gemm_table_fc2.json"
   fi
-  for py in /opt/torch/.venv/bin/python3 python3; do
-    if $py -c 'import torch' 2>/dev/null; then run_step peer_pytorch 300 $py scripts/peer_torch.py; break; fi
-  done
 fi
 
 cp benchmarks/*.jsonl "$work"/ 2>/dev/null
