@@ -6,7 +6,8 @@
 #     --work DIR  logs and per-test JSON (default out/gpu-check); when $OUT is set (the lent device) the
 #                 log and a tarball of the work dir are also written there
 #     --part P    tests | gate | bench (block benchmarks, kernels, PyTorch peer) | run (the 12-step
-#                 trajectory) | gemm (GEMM bench + FC2 algorithm search) | all (default)
+#                 trajectory) | deviation (fp8 vs bf16 latents) | gemm (GEMM bench + FC2 algorithm search)
+#                 | all (default)
 #     --quick     skip the 12-step trajectories
 # Evidence rows are appended to benchmarks/<date>-<gpu>-*.jsonl: commit them.
 set -uo pipefail
@@ -85,6 +86,19 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
 fi
 if [ "$part" = all ] || [ "$part" = run ]; then
   run_step bench_run_bf16 400 "$v" bench run "${canon[@]}" --steps 12 --switches fused
+fi
+if [ "$part" = all ] || [ "$part" = deviation ]; then
+  # E2 modes vs the BF16 program: latent deviation after 1 and 12 steps, canonical request.
+  day=$(date -u +%F)
+  gen=("$v" generate --config h3 --synthetic --backend cuda --width 1344 --height 768 --frames 124
+       --synthetic-text 100 --seed 42 --overwrite --quiet)
+  for steps in 1 12; do
+    for prec in bf16 fp8; do
+      run_step "generate_${prec}_${steps}" 300 "${gen[@]}" --steps "$steps" --precision "$prec" --out "$work/gen-$prec-$steps"
+    done
+    run_step "deviation_fp8_${steps}" 60 python3 scripts/compare_latents.py "$work/gen-bf16-$steps" "$work/gen-fp8-$steps" \
+      --label "fp8 (per-tensor W8A8) vs bf16, canonical, $steps steps" --evidence "benchmarks/$day-h200-precision-deviation.jsonl"
+  done
 fi
 if [ "$part" = all ] || [ "$part" = gemm ]; then
   if [ -x "$bin/gemm_bench" ]; then

@@ -12,11 +12,15 @@ namespace vortex {
 
 // ---- policy table ------------------------------------------------------------------------------
 const std::vector<PolicySwitch>& policy_table() {
-  // Defaults are the eager / exact program everywhere until the named evidence file exists.
+  // Defaults are the eager / exact program until the named evidence file exists for that arch.
   static const std::vector<PolicySwitch> kTable = {
-      {"fused_norm_modulate", "off", "off", "off", "off", "",
+      // sm90: H200 gate PASS (blocks 0/24/49, 1-step, 2-step and 12-step identical) and block-24 A/B
+      // ratio 0.9966 (fused faster), 2026-11-29. Other archs: not gated yet.
+      {"fused_norm_modulate", "on", "off", "off", "off",
+       "benchmarks/2026-11-29-h200-gate.jsonl, benchmarks/2026-11-29-h200-bench-ab.jsonl",
        "rms_norm_modulate (E0 vs rms_norm+modulate); flip after gate 2 + benchmark on the arch"},
-      {"fused_gate_add", "off", "off", "off", "off", "",
+      {"fused_gate_add", "on", "off", "off", "off",
+       "benchmarks/2026-11-29-h200-gate.jsonl, benchmarks/2026-11-29-h200-bench-ab.jsonl",
        "one-pass gate_add (E0 vs gate multiply + residual add); flip after gate 2 + benchmark"},
       {"attention", "sdpa", "sdpa", "sdpa", "sdpa", "",
        "sdpa = cuDNN BF16 program; sage2 is E2 and needs the quality gate (NUMERICS.md gate 5)"},

@@ -4,6 +4,9 @@
 // device (cache reuse, current/peak bytes) runs when a GPU is present and skips visibly otherwise.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <sstream>
+
 #include <cstdlib>
 
 #include "cuda/arch.h"
@@ -21,14 +24,28 @@ TEST(CudaPolicy, EverySwitchHasAnEagerDefaultUntilEvidenceExists) {
     if (std::string(s.evidence).empty()) {
       for (const char* v : {s.sm90, s.sm100, s.sm120, s.sm121})
         EXPECT_TRUE(std::string(v) == "off" || std::string(v) == "sdpa") << "default '" << v << "' without evidence";
+    } else {
+      // Every evidence file named by a non-eager default is committed in the repository.
+      std::stringstream files(s.evidence);
+      std::string f;
+      while (std::getline(files, f, ',')) {
+        f.erase(0, f.find_first_not_of(' '));
+        EXPECT_TRUE(std::filesystem::exists(std::string(VORTEX_SOURCE_DIR) + "/" + f)) << "missing evidence " << f;
+      }
     }
+    // Architectures without evidence stay eager.
+    for (const char* v : {s.sm100, s.sm120, s.sm121})
+      EXPECT_TRUE(std::string(v) == "off" || std::string(v) == "sdpa") << "default '" << v << "' on an ungated arch";
   }
   for (const char* name : {"fused_norm_modulate", "fused_gate_add", "attention", "fp8_gemm"})
     EXPECT_TRUE(policy_default(name, GpuArch::kSm90).ok()) << name;
   EXPECT_EQ(policy_default("no_such_switch", GpuArch::kSm90).status().code(), ErrorCode::kNotFound);
   const ExecOptions o = policy_exec_options(GpuArch::kSm90);
-  EXPECT_FALSE(o.fused_norm_modulate);
-  EXPECT_FALSE(o.fused_gate_add);
+  EXPECT_TRUE(o.fused_norm_modulate);  // gated on the H200 (see the table's evidence)
+  EXPECT_TRUE(o.fused_gate_add);
+  const ExecOptions b = policy_exec_options(GpuArch::kSm100);
+  EXPECT_FALSE(b.fused_norm_modulate);
+  EXPECT_FALSE(b.fused_gate_add);
   EXPECT_EQ(o.attention, "sdpa");
   EXPECT_EQ(o.precision, "bf16");
 }

@@ -4,6 +4,7 @@ if(TARGET vortex_cuda)
   vortex_test(NAME cuda_device_test
     SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/device_test.cpp
     LIBS vortex_cuda)
+  target_compile_definitions(cuda_device_test PRIVATE VORTEX_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   vortex_test(NAME cuda_ops_validation_test
     SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/ops_validation_test.cpp
     LIBS vortex_cuda)
