@@ -43,13 +43,9 @@ Result<double> timed_block(Workload& w, int index, Tensor& x, const StepTables& 
 Result<BlockInput> make_block_input(Workload& w, int block, int sampler_steps) {
   if (block < 0 || block >= w.cfg.num_layers)
     return invalid_argument("block " + std::to_string(block) + " outside [0, " + std::to_string(w.cfg.num_layers) + ")");
-  SamplerSpec spec;
-  spec.steps = std::max(sampler_steps, 2);
-  spec.video_shift = w.cfg.video_shift;
-  spec.audio_shift = w.cfg.audio_shift;
-  VORTEX_ASSIGN_OR_RETURN(AvSchedule sched, make_av_schedule(spec));
+  VORTEX_ASSIGN_OR_RETURN(auto sigmas, second_step_sigmas(w, sampler_steps));
   BlockInput in;
-  VORTEX_ASSIGN_OR_RETURN(in.tables, w.model->make_step_tables(sched.sigma_video[1], sched.sigma_audio[1]));
+  VORTEX_ASSIGN_OR_RETURN(in.tables, w.model->make_step_tables(sigmas.first, sigmas.second));
   VORTEX_ASSIGN_OR_RETURN(in.x, w.model->embed_inputs(w.noise));
   for (int i = 0; i < block; ++i) VORTEX_RETURN_IF_ERROR(w.model->run_block(i, in.x, in.tables));
   VORTEX_RETURN_IF_ERROR(w.backend->synchronize());
@@ -111,17 +107,13 @@ Result<std::vector<nlohmann::json>> bench_block(Workload& w, const BenchOptions&
 Result<std::vector<nlohmann::json>> bench_step(Workload& w, const BenchOptions& o, const RunEnvironment& env_in) {
   RunEnvironment env = env_in;
   Backend& be = *w.backend;
-  SamplerSpec spec;
-  spec.steps = std::max(o.steps, 2);
-  spec.video_shift = w.cfg.video_shift;
-  spec.audio_shift = w.cfg.audio_shift;
-  VORTEX_ASSIGN_OR_RETURN(AvSchedule sched, make_av_schedule(spec));
+  VORTEX_ASSIGN_OR_RETURN(auto sigmas, second_step_sigmas(w, o.steps));
   std::vector<double> totals;
   std::vector<std::vector<double>> per_block(static_cast<size_t>(w.cfg.num_layers));
   int reps = std::max(1, o.reps / 4);
   for (int rep = -1; rep < reps; ++rep) {  // rep -1 = warm-up
     auto t0 = std::chrono::steady_clock::now();
-    VORTEX_ASSIGN_OR_RETURN(StepTables tables, w.model->make_step_tables(sched.sigma_video[1], sched.sigma_audio[1]));
+    VORTEX_ASSIGN_OR_RETURN(StepTables tables, w.model->make_step_tables(sigmas.first, sigmas.second));
     VORTEX_ASSIGN_OR_RETURN(Tensor x, w.model->embed_inputs(w.noise));
     be.set_region_level(0);
     for (int i = 0; i < w.cfg.num_layers; ++i) {
@@ -163,10 +155,7 @@ Result<std::vector<nlohmann::json>> bench_step(Workload& w, const BenchOptions& 
 Result<std::vector<nlohmann::json>> bench_run(Workload& w, const BenchOptions& o, const RunEnvironment& env_in) {
   RunEnvironment env = env_in;
   Backend& be = *w.backend;
-  SamplerSpec spec;
-  spec.steps = o.steps;
-  spec.video_shift = w.cfg.video_shift;
-  spec.audio_shift = w.cfg.audio_shift;
+  const SamplerSpec spec = workload_sampler(w, o.steps);
   std::vector<double> step_ms;
   auto last = std::chrono::steady_clock::now();
   DenoiseFn fn = [&](const AvLatents& x, double sv, double sa, int step) -> Result<AvLatents> {

@@ -37,10 +37,7 @@ int64_t count_bf16_diffs(const Tensor& a, const Tensor& b) {
 
 Result<AvLatents> trajectory(Workload& w, const ExecOptions& opts, int steps) {
   w.model->options() = opts;
-  SamplerSpec spec;
-  spec.steps = steps;
-  spec.video_shift = w.cfg.video_shift;
-  spec.audio_shift = w.cfg.audio_shift;
+  const SamplerSpec spec = workload_sampler(w, steps);
   DenoiseFn fn = [&](const AvLatents& x, double sv, double sa, int) { return w.model->forward(x, sv, sa); };
   return sample_av(spec, w.noise, fn);
 }
@@ -81,15 +78,11 @@ Result<nlohmann::json> run_gate(Workload& w, const GateOptions& o) {
   }
 
   // One full forward at the step-1 sigmas.
-  SamplerSpec spec;
-  spec.steps = std::max(o.steps, 2);
-  spec.video_shift = w.cfg.video_shift;
-  spec.audio_shift = w.cfg.audio_shift;
-  VORTEX_ASSIGN_OR_RETURN(AvSchedule sched, make_av_schedule(spec));
+  VORTEX_ASSIGN_OR_RETURN(auto sigmas, second_step_sigmas(w, o.steps));
   std::string fsha[2];
   for (int k = 0; k < 2; ++k) {
     w.model->options() = k == 0 ? a : b;
-    VORTEX_ASSIGN_OR_RETURN(AvLatents v, w.model->forward(w.noise, sched.sigma_video[1], sched.sigma_audio[1]));
+    VORTEX_ASSIGN_OR_RETURN(AvLatents v, w.model->forward(w.noise, sigmas.first, sigmas.second));
     fsha[k] = latents_sha(v);
   }
   checks.push_back(check("one full step (velocity)", fsha[0], fsha[1]));

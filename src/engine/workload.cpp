@@ -68,6 +68,19 @@ std::string describe_switches(const ExecOptions& opts) {
   return os.str();
 }
 
+SamplerSpec workload_sampler(const Workload& w, int steps) {
+  SamplerSpec spec;
+  spec.steps = steps;
+  spec.video_shift = w.cfg.video_shift;
+  spec.audio_shift = w.cfg.audio_shift;
+  return spec;
+}
+
+Result<std::pair<double, double>> second_step_sigmas(const Workload& w, int steps) {
+  VORTEX_ASSIGN_OR_RETURN(AvSchedule sched, make_av_schedule(workload_sampler(w, std::max(steps, 2))));
+  return std::make_pair(sched.sigma_video[1], sched.sigma_audio[1]);
+}
+
 Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   Workload w;
   VORTEX_ASSIGN_OR_RETURN(w.backend, make_backend(spec.backend, spec.threads));

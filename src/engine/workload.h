@@ -38,6 +38,12 @@ struct Workload {
 };
 
 using LogFn = std::function<void(const std::string&)>;
+
+// The workload's sampler: res_multistep, ComfyUI-parity AV schedules with the config's shifts.
+SamplerSpec workload_sampler(const Workload& w, int steps);
+// Step-1 sigmas of a `steps`-step schedule (at least 2 steps): two distinct timesteps, as in every step
+// after the first — the conditioning used for block benchmarks and gates.
+Result<std::pair<double, double>> second_step_sigmas(const Workload& w, int steps);
 Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log);
 
 // Parses "name=value" switch settings into ExecOptions: fused_norm_modulate=0|1, fused_gate_add=0|1,

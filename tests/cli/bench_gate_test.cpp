@@ -1,0 +1,105 @@
+// `vortex bench` and `vortex gate` end to end on the CPU backend with h3-tiny at a very small request:
+// the gate runs every check and passes (the CPU fused ops are the composition of the eager ones), the
+// benchmarks write evidence rows with the schema fields and per-component timings, and bad switches
+// give a clear error. The GPU versions of these commands run in scripts/gpu-check.sh.
+#include "cli/cli_test_util.h"
+
+namespace vortex_cli_test {
+namespace {
+
+const char* kTiny = " --config h3-tiny --backend cpu --width 256 --height 128 --frames 5 --text-rows 8 --threads 2";
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& dir, const std::string& suffix) {
+  std::vector<nlohmann::json> rows;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    std::ifstream f(e.path());
+    for (std::string line; std::getline(f, line);)
+      if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  }
+  return rows;
+}
+
+TEST(CliGate, TinyCpuGatePassesEveryCheckAndWritesTheVerdict) {
+  ScratchDir dir;
+  const RunResult r = run_vortex(std::string("gate") + kTiny + " --steps 3 --evidence-dir '" + dir.path().string() +
+                                 "' --out '" + (dir.path() / "verdict.json").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gate verdict: PASS"), std::string::npos) << r.output;
+  const auto rows = read_jsonl(dir.path(), "-gate.jsonl");
+  ASSERT_EQ(rows.size(), 1u);
+  const auto& v = rows[0];
+  EXPECT_TRUE(v["pass"].get<bool>());
+  std::vector<std::string> names;
+  for (const auto& c : v["checks"]) {
+    names.push_back(c["check"].get<std::string>());
+    EXPECT_TRUE(c["identical"].get<bool>());
+    // Blocks hash one tensor; steps and trajectories hash "video:audio".
+    const bool latents = c["check"].get<std::string>().rfind("block", 0) != 0;
+    EXPECT_EQ(c["sha256_a"].get<std::string>().size(), latents ? 129u : 64u) << c.dump();
+  }
+  // Gate blocks 0 and 1 (h3-tiny has two), one step, the 2-step and the 3-step trajectories.
+  ASSERT_EQ(names.size(), 5u) << v.dump();
+  EXPECT_EQ(names[0], "block 0");
+  EXPECT_EQ(names[1], "block 1");
+  EXPECT_NE(names[3].find("2-step"), std::string::npos);
+  EXPECT_NE(names[4].find("3-step"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir.path() / "verdict.json"));
+  EXPECT_EQ(v["a"].get<std::string>().find("fused_norm_modulate=0"), 0u);
+}
+
+TEST(CliBench, BlockWritesComponentsAndSchemaFields) {
+  ScratchDir dir;
+  const RunResult r =
+      run_vortex(std::string("bench block") + kTiny + " --block 1 --reps 3 --warmup 1 --evidence-dir '" + dir.path().string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = read_jsonl(dir.path(), "-bench-block.jsonl");
+  ASSERT_EQ(rows.size(), 1u);
+  const auto& row = rows[0];
+  for (const char* key : {"schema", "commit", "dirty", "time_utc", "gpu", "sm", "driver", "cuda", "clocks_mhz", "workload",
+                          "impl", "ms_p10", "ms_p50", "ms_p90", "ms_p95", "n", "check"})
+    EXPECT_TRUE(row.contains(key)) << key << " missing in " << row.dump();
+  EXPECT_EQ(row["n"].get<int>(), 3);
+  EXPECT_GT(row["ms_p50"].get<double>(), 0.0);
+  EXPECT_LE(row["ms_p10"].get<double>(), row["ms_p90"].get<double>());
+  std::vector<std::string> comps;
+  double sum = 0;
+  for (const auto& c : row["components"]) {
+    comps.push_back(c["name"].get<std::string>());
+    sum += c["ms_p50"].get<double>();
+  }
+  const std::vector<std::string> expected = {"norm1_modulate", "qkv", "qk_norm_rope", "attention", "out_proj", "gate_msa",
+                                             "norm2_modulate", "fc1", "swiglu", "fc2", "gate_mlp"};
+  EXPECT_EQ(comps, expected);
+  // The components cover the block: their medians add up to roughly the whole block's median.
+  EXPECT_GT(sum, 0.5 * row["ms_p50"].get<double>());
+  EXPECT_LT(sum, 2.0 * row["ms_p50"].get<double>());
+}
+
+TEST(CliBench, AbReportsPerPairRatio) {
+  ScratchDir dir;
+  const RunResult r = run_vortex(std::string("bench ab") + kTiny +
+                                 " --block 0 --reps 3 --warmup 1 --a eager --b fused --evidence-dir '" + dir.path().string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = read_jsonl(dir.path(), "-bench-ab.jsonl");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_GT(rows[0]["ratio"].get<double>(), 0.0);
+  EXPECT_GT(rows[0]["baseline_ms_p50"].get<double>(), 0.0);
+  EXPECT_NE(rows[0]["baseline"].get<std::string>().find("fused_norm_modulate=0"), std::string::npos);
+}
+
+TEST(CliBench, UnknownSwitchAndBadBlockAreClearErrors) {
+  ScratchDir dir;
+  RunResult r = run_vortex(std::string("bench block") + kTiny + " --switches warp_speed=1 --evidence-dir '" +
+                           dir.path().string() + "'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("unknown switch 'warp_speed'"), std::string::npos) << r.output;
+  r = run_vortex(std::string("bench block") + kTiny + " --block 7 --evidence-dir '" + dir.path().string() + "'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("block 7 outside [0, 2)"), std::string::npos) << r.output;
+  EXPECT_TRUE(read_jsonl(dir.path(), ".jsonl").empty());
+}
+
+}  // namespace
+}  // namespace vortex_cli_test
