@@ -21,6 +21,7 @@
 #include "io/safetensors.h"
 #include "io/synth_checkpoint.h"
 #include "ref/nvfp4_quantize.h"  // nvfp4_scale_offset (header-only layout formula)
+#include "quantize_test_util.h"
 #include "test_files.h"
 
 namespace vortex {
@@ -278,18 +279,6 @@ TEST(QuantizedLayersTest, Nvfp4DequantizationIsExact) {
   }
 }
 
-std::string write_synth(const std::string& dir, uint64_t seed, CheckpointLayout layout, double shard_gb = 0,
-                        const std::string& name = "model.safetensors") {
-  SynthCheckpointOptions opt;
-  opt.config = ModelConfig::h3_tiny();
-  opt.out = dir + "/" + name;
-  opt.seed = seed;
-  opt.layout = layout;
-  opt.shard_size_gb = shard_gb;
-  Result<std::vector<std::string>> r = write_synthetic_checkpoint(opt);
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  return r.ok() ? (*r)[r->size() - 2] : "";  // last weights file or the index (config.json is last)
-}
 
 class QuantizeFp8Test : public ::testing::TestWithParam<CheckpointLayout> {};
 
@@ -456,21 +445,12 @@ TEST(QuantizeTest, Fp8QkvRowPermutationCommutesWithQuantization) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   testing::TempDir dir;
-  std::filesystem::create_directories(dir.path + "/a");
-  std::filesystem::create_directories(dir.path + "/b");
-  const std::string orig = write_synth(dir.path + "/a", seed, CheckpointLayout::kOriginal);
-  const std::string comfy = write_synth(dir.path + "/b", seed, CheckpointLayout::kComfy);
   QuantizeOptions opt;
   opt.format = QuantFormat::kFp8Scaled;
-  opt.in = orig;
-  opt.out = dir.path + "/a/q.safetensors";
-  ASSERT_TRUE(quantize_checkpoint(opt).ok());
-  opt.in = comfy;
-  opt.out = dir.path + "/b/q.safetensors";
-  ASSERT_TRUE(quantize_checkpoint(opt).ok());
-  Result<SafetensorsSet> a = SafetensorsSet::open(dir.path + "/a/q.safetensors");
-  Result<SafetensorsSet> b = SafetensorsSet::open(dir.path + "/b/q.safetensors");
-  ASSERT_TRUE(a.ok() && b.ok());
+  auto sets = quantize_both_layouts(dir.path, seed, opt);
+  ASSERT_TRUE(sets.ok()) << sets.status().to_string();
+  const SafetensorsSet* a = &sets->first;
+  const SafetensorsSet* b = &sets->second;
   const ModelConfig c = ModelConfig::h3_tiny();
   const int64_t n = 3LL * c.num_heads * c.head_dim, k = c.hidden;
   for (int i = 0; i < c.num_layers; ++i) {

@@ -19,6 +19,7 @@
 #include "io/safetensors.h"
 #include "io/synth_checkpoint.h"
 #include "ref/nvfp4_quantize.h"
+#include "quantize_test_util.h"
 #include "test_files.h"
 
 namespace vortex {
@@ -36,16 +37,6 @@ Nvfp4WeightEncoder reference_encoder(ref::Nvfp4Options options, std::shared_ptr<
   return e;
 }
 
-std::string write_synth(const std::string& dir, uint64_t seed, CheckpointLayout layout) {
-  SynthCheckpointOptions opt;
-  opt.config = ModelConfig::h3_tiny();
-  opt.out = dir + "/model.safetensors";
-  opt.seed = seed;
-  opt.layout = layout;
-  Result<std::vector<std::string>> r = write_synthetic_checkpoint(opt);
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  return r.ok() ? (*r)[r->size() - 2] : "";
-}
 
 void round_trip(CheckpointLayout layout, const ref::Nvfp4Options& options,
                 std::shared_ptr<const ref::RcpApproxTable> table) {
@@ -144,25 +135,16 @@ TEST(QuantizeNvfp4RowsTest, QkvRowPermutationCommutesWithQuantization) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   testing::TempDir dir;
-  std::filesystem::create_directories(dir.path + "/a");
-  std::filesystem::create_directories(dir.path + "/b");
-  const std::string orig = write_synth(dir.path + "/a", seed, CheckpointLayout::kOriginal);
-  const std::string comfy = write_synth(dir.path + "/b", seed, CheckpointLayout::kComfy);
   ref::Nvfp4Options options;
   options.encode = ref::Nvfp4Encode::kExactDivision;
   QuantizeOptions opt;
   opt.format = QuantFormat::kNvfp4;
   opt.layers = QuantizeLayerSet::kBlocksAndRefiner;
   opt.nvfp4 = reference_encoder(options, nullptr);
-  opt.in = orig;
-  opt.out = dir.path + "/a/q.safetensors";
-  ASSERT_TRUE(quantize_checkpoint(opt).ok());
-  opt.in = comfy;
-  opt.out = dir.path + "/b/q.safetensors";
-  ASSERT_TRUE(quantize_checkpoint(opt).ok());
-  Result<SafetensorsSet> a = SafetensorsSet::open(dir.path + "/a/q.safetensors");
-  Result<SafetensorsSet> b = SafetensorsSet::open(dir.path + "/b/q.safetensors");
-  ASSERT_TRUE(a.ok() && b.ok());
+  auto sets = quantize_both_layouts(dir.path, seed, opt);
+  ASSERT_TRUE(sets.ok()) << sets.status().to_string();
+  const SafetensorsSet* a = &sets->first;
+  const SafetensorsSet* b = &sets->second;
   const ModelConfig c = ModelConfig::h3_tiny();
   const int64_t n = 3LL * c.num_heads * c.head_dim, k = c.hidden;
   for (const std::string layer :
