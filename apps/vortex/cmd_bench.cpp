@@ -14,27 +14,10 @@ namespace {
 struct BenchArgs {
   WorkloadSpec spec;
   BenchOptions opts;
-  std::string switches;
   std::string evidence_dir = "benchmarks";
 };
 
-void add_workload_options(CLI::App* sub, WorkloadSpec& spec, std::string& switches) {
-  sub->add_option("--config", spec.config, "h3 | h3-tiny")->capture_default_str();
-  sub->add_option("--checkpoint", spec.checkpoint, "checkpoint file (default: synthetic weights on the backend)");
-  sub->add_option("--backend", spec.backend, "cuda | cpu")->capture_default_str();
-  sub->add_option("--threads", spec.threads, "CPU threads (cpu backend)");
-  sub->add_option("--width", spec.width)->capture_default_str();
-  sub->add_option("--height", spec.height)->capture_default_str();
-  sub->add_option("--frames", spec.frames)->capture_default_str();
-  sub->add_option("--text-rows", spec.text_rows, "synthetic refined text rows")->capture_default_str();
-  sub->add_option("--weights-seed", spec.weights_seed)->capture_default_str();
-  sub->add_option("--seed", spec.noise_seed)->capture_default_str();
-  sub->add_option("--precision", spec.precision, "bf16 | fp8")->capture_default_str();
-  sub->add_option("--switches", switches, "over the policy defaults, e.g. fused, eager, attention=sage2, fused_gate_add=0");
-}
-
 int run_bench(const std::string& what, BenchArgs& args) {
-  args.spec.switches = args.switches;
   auto log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
   auto w = load_workload(args.spec, log);
   if (!w.ok()) {
@@ -64,13 +47,28 @@ int run_bench(const std::string& what, BenchArgs& args) {
 
 }  // namespace
 
+void add_workload_options(CLI::App* sub, WorkloadSpec& spec) {
+  sub->add_option("--config", spec.config, "h3 | h3-tiny")->capture_default_str();
+  sub->add_option("--checkpoint", spec.checkpoint, "checkpoint file (default: synthetic weights on the backend)");
+  sub->add_option("--backend", spec.backend, "cuda | cpu")->capture_default_str();
+  sub->add_option("--threads", spec.threads, "CPU threads (cpu backend)");
+  sub->add_option("--width", spec.width)->capture_default_str();
+  sub->add_option("--height", spec.height)->capture_default_str();
+  sub->add_option("--frames", spec.frames)->capture_default_str();
+  sub->add_option("--text-rows", spec.text_rows, "synthetic refined text rows")->capture_default_str();
+  sub->add_option("--weights-seed", spec.weights_seed)->capture_default_str();
+  sub->add_option("--seed", spec.noise_seed)->capture_default_str();
+  sub->add_option("--precision", spec.precision, "bf16 | fp8")->capture_default_str();
+  sub->add_option("--switches", spec.switches, "over the policy defaults, e.g. fused, eager, attention=sage2, fused_gate_add=0");
+}
+
 void register_bench(CLI::App& app, CommandContext& ctx) {
   auto* bench = app.add_subcommand("bench", "Benchmarks: block | step | run | ab (evidence JSONL under benchmarks/)");
   bench->require_subcommand(1);
   static BenchArgs args;  // lives for the duration of main()
   for (const char* what : {"block", "step", "run", "ab"}) {
     auto* sub = bench->add_subcommand(what);
-    add_workload_options(sub, args.spec, args.switches);
+    add_workload_options(sub, args.spec);
     sub->add_option("--evidence-dir", args.evidence_dir)->capture_default_str();
     sub->add_option("--reps", args.opts.reps)->capture_default_str();
     sub->add_option("--warmup", args.opts.warmup)->capture_default_str();

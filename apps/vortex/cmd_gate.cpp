@@ -16,16 +16,7 @@ void register_gate(CLI::App& app, CommandContext& ctx) {
   static WorkloadSpec spec;
   static GateOptions opts;
   static std::string evidence_dir = "benchmarks", out;
-  sub->add_option("--config", spec.config)->capture_default_str();
-  sub->add_option("--checkpoint", spec.checkpoint);
-  sub->add_option("--backend", spec.backend)->capture_default_str();
-  sub->add_option("--threads", spec.threads);
-  sub->add_option("--width", spec.width)->capture_default_str();
-  sub->add_option("--height", spec.height)->capture_default_str();
-  sub->add_option("--frames", spec.frames)->capture_default_str();
-  sub->add_option("--text-rows", spec.text_rows)->capture_default_str();
-  sub->add_option("--seed", spec.noise_seed)->capture_default_str();
-  sub->add_option("--precision", spec.precision)->capture_default_str();
+  add_workload_options(sub, spec);
   sub->add_option("--a", opts.a, "baseline switches")->capture_default_str();
   sub->add_option("--b", opts.b, "candidate switches")->capture_default_str();
   sub->add_option("--steps", opts.steps, "full trajectory length")->capture_default_str();

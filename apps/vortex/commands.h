@@ -5,11 +5,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/workload.h"
+
 namespace vortex::cli {
 
 struct CommandContext {
   int exit_code = 0;
 };
+
+// The workload options shared by `bench` and `gate` (config, weights, backend, request, precision, switches).
+void add_workload_options(CLI::App* sub, WorkloadSpec& spec);
 
 void register_generate(CLI::App& app, CommandContext& ctx);
 void register_inspect(CLI::App& app, CommandContext& ctx);
