@@ -2,9 +2,8 @@
 // and at S = 8K/16K/32K: quantization pre-pass alone, mainloop alone (quantization excluded) and both
 // (included). CUDA events, p10/p50/p90 over --reps (>= 20) after warm-up; TOPS = 4*S^2*128*H / time.
 // Inputs: random bf16 rows (a 2,048-row random block tiled over S; timing does not depend on values).
-// Usage: sage2_bench [--seq 37810,8192,16384,32768] [--heads 56] [--reps 20] [--mainloop mma|wgmma|wgmma1wg|all]
-// (default mma, the validated mainloop; the wgmma ones are timed for debugging only: their outputs are
-// known wrong beyond one key block)..
+// Usage: sage2_bench [--seq 37810,8192,16384,32768] [--heads 56] [--reps 20] [--mainloop mma|wgmma|all]
+// [--stages 2|3] (default: all = mma.sync and the warp-specialized wgmma kernel).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -71,7 +70,7 @@ int time_it(Fn&& fn, int reps, std::vector<double>& ms) {
   return 0;
 }
 
-int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop) {
+int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, int stages) {
   using namespace vortex;
   const int64_t width = 3LL * heads * 128;
   constexpr int64_t kBlockRows = 2048;
@@ -98,10 +97,9 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop) {
   Tensor out = Tensor::from_storage(ost, 0, {seq, heads * 128}, DType::kBF16);
   Sage2Workspace ws;
   ws.mainloop = mainloop;
-  ws.allow_unvalidated_wgmma = true;  // timing only; the wgmma outputs are known wrong (see sage2_attention.h)
-  const char* ml_name = mainloop == Sage2Mainloop::kWgmma     ? "wgmma"
-                        : mainloop == Sage2Mainloop::kMmaSync ? "mma.sync"
-                                                              : "wgmma1wg";
+  ws.wgmma_stages = stages;
+  const std::string ml_str = mainloop == Sage2Mainloop::kWgmma ? "wgmma" + std::to_string(stages) + "st" : "mma.sync";
+  const char* ml_name = ml_str.c_str();
 
   std::vector<double> t_quant, t_main, t_both;
   if (time_it([&] { return sage2_quantize(q, k, v, heads, 128, nullptr, ws); }, reps, t_quant)) return 1;
@@ -129,7 +127,8 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop) {
 int main(int argc, char** argv) {
   std::vector<int64_t> seqs = {37810, 8192, 16384, 32768};
   int heads = 56, reps = 20;
-  std::vector<vortex::Sage2Mainloop> mainloops = {vortex::Sage2Mainloop::kMmaSync};
+  std::vector<vortex::Sage2Mainloop> mainloops = {vortex::Sage2Mainloop::kMmaSync, vortex::Sage2Mainloop::kWgmma};
+  int stages = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], val = argv[i + 1];
     if (flag == "--seq") {
@@ -140,16 +139,15 @@ int main(int argc, char** argv) {
     } else if (flag == "--heads") {
       heads = std::atoi(val.c_str());
     } else if (flag == "--mainloop") {
-      if (val == "all")
-        mainloops = {vortex::Sage2Mainloop::kMmaSync, vortex::Sage2Mainloop::kWgmma,
-                     vortex::Sage2Mainloop::kWgmmaOneWarpgroup};
+      if (val == "all") mainloops = {vortex::Sage2Mainloop::kMmaSync, vortex::Sage2Mainloop::kWgmma};
       else if (val == "wgmma") mainloops = {vortex::Sage2Mainloop::kWgmma};
-      else if (val == "wgmma1wg") mainloops = {vortex::Sage2Mainloop::kWgmmaOneWarpgroup};
       else if (val == "mma") mainloops = {vortex::Sage2Mainloop::kMmaSync};
       else {
-        std::fprintf(stderr, "--mainloop must be mma, wgmma, wgmma1wg or all\n");
+        std::fprintf(stderr, "--mainloop must be mma, wgmma or all\n");
         return 1;
       }
+    } else if (flag == "--stages") {
+      stages = std::atoi(val.c_str());
     } else if (flag == "--reps") {
       reps = std::max(20, std::atoi(val.c_str()));
     } else {
@@ -166,6 +164,6 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, reps);
   for (auto ml : mainloops)
     for (int64_t s : seqs)
-      if (run_one(s, heads, reps, ml)) return 1;
+      if (run_one(s, heads, reps, ml, stages)) return 1;
   return 0;
 }

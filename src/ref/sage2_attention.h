@@ -60,6 +60,19 @@ VORTEX_HD int sage2_v_slot_pos(int key_in_block) {
   return kk * 32 + half * 16 + t * 4 + e;
 }
 
+// The tiled layout of the warp-specialized wgmma mainloop: Q/K rows (natural head-dim order) and
+// V^T channel rows (keys in sage2_v_slot_pos order) stored as K-major 8-row x 16-byte core matrices,
+// so one 128-row tile is 16 KB contiguous and lands in shared memory with one bulk copy, already in
+// the wgmma no-swizzle operand layout (LBO 128 B along K, SBO 1024 B between 8-row groups).
+// Byte offset of (row, byte b) inside a head's [rows, 128] operand:
+VORTEX_HD int64_t sage2_tiled_pos(int64_t row, int b) {
+  return (row / 8) * 1024 + (b / 16) * 128 + (row % 8) * 16 + (b % 16);
+}
+// Byte offset of V^T (channel ch, key) inside a head's [128, P] operand: 128-key blocks of 16 KB.
+VORTEX_HD int64_t sage2_tiled_v_pos(int ch, int64_t key) {
+  return (key / 128) * 16384 + sage2_tiled_pos(ch, sage2_v_slot_pos(static_cast<int>(key % 128)));
+}
+
 // One bf16 activation matrix seen as heads: element (token s, head h, dim c) at
 // data[s * row_stride + h * 128 + c] (a strided Q/K/V view of the [S, 3*7168] QKV buffer).
 struct Sage2HostInput {

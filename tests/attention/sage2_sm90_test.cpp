@@ -78,15 +78,16 @@ struct GpuCase {
   int heads;
   InputKind kind;
   Sage2Mainloop mainloop;
+  int stages = 2;  // wgmma ring depth
 };
 
-const char* mainloop_name(Sage2Mainloop m) {
-  return m == Sage2Mainloop::kWgmma ? "wgmma" : m == Sage2Mainloop::kMmaSync ? "mma" : "wgmma1wg";
+std::string mainloop_name(const GpuCase& c) {
+  return c.mainloop == Sage2Mainloop::kMmaSync ? "mma" : "wgmma" + std::to_string(c.stages) + "st";
 }
 
 std::string case_name(const ::testing::TestParamInfo<GpuCase>& info) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%s_S%lld_H%d_%s", mainloop_name(info.param.mainloop),
+  std::snprintf(buf, sizeof(buf), "%s_S%lld_H%d_%s", mainloop_name(info.param).c_str(),
                 static_cast<long long>(info.param.seq), info.param.heads,
                 info.param.kind == InputKind::kRandom ? "random" : "realistic");
   return buf;
@@ -126,17 +127,9 @@ TEST_P(Sage2Sm90Case, QuantizedBytesAndOutput) {
   ASSERT_CUDA(cudaMemset(out_dev->ptr, 0xFF, (out_elems + kSentinel) * 2));
   Tensor out = Tensor::from_storage(out_dev, 0, {S, H * 128}, DType::kBF16);
 
-  if (gc.mainloop != Sage2Mainloop::kMmaSync) {
-    const char* opt_in = std::getenv("VORTEX_SAGE2_TEST_WGMMA");
-    if (!opt_in || std::string(opt_in) != "1")
-      GTEST_SKIP() << "the wgmma mainloops are gated off (wrong from the second key block on, H200 device run "
-                      "2); set VORTEX_SAGE2_TEST_WGMMA=1 to run them";
-  }
   Sage2Workspace ws;
   ws.mainloop = gc.mainloop;
-  ws.allow_unvalidated_wgmma = true;
-  const char* single_stage = std::getenv("VORTEX_SAGE2_WGMMA_SINGLE_STAGE");
-  ws.wgmma_single_stage = single_stage && std::string(single_stage) == "1";
+  ws.wgmma_stages = gc.stages;
   ASSERT_TRUE(ws.reserve(H, S).ok());
   const size_t n8 = static_cast<size_t>(H * P * 128);
   ASSERT_CUDA(cudaMemset(ws.q_int8, 0x5A, n8));
@@ -159,20 +152,23 @@ TEST_P(Sage2Sm90Case, QuantizedBytesAndOutput) {
   auto km = download(ws.k_mean, ref.k_mean.size());
   auto vs = download(ws.v_scale, ref.v_scale.size());
   int64_t bad = 0;
-  for (int64_t hr = 0; hr < H * P; ++hr)
-    for (int c = 0; c < 128; ++c) {
-      const size_t logical = static_cast<size_t>(hr * 128 + c), stored = static_cast<size_t>(hr * 128 + sage2_qk_byte_pos(c));
-      if (q8[stored] != ref.q[logical] && bad++ < 5) ADD_FAILURE() << "q byte head-row " << hr << " c " << c;
-      if (k8[stored] != ref.k[logical] && bad++ < 5) ADD_FAILURE() << "k byte head-row " << hr << " c " << c;
-    }
-  for (int64_t hc = 0; hc < H * 128; ++hc)
-    for (int64_t key = 0; key < P; ++key) {
-      const size_t logical = static_cast<size_t>(hc * P + key);
-      const int in_block = static_cast<int>(key % 128);
-      const int pos = sage2_v_slot_order(gc.mainloop) ? sage2_v_slot_pos(in_block) : sage2_v_byte_pos(in_block);
-      const size_t stored = static_cast<size_t>(hc * P + key / 128 * 128 + pos);
-      if (v8[stored] != ref.v[logical] && bad++ < 5) ADD_FAILURE() << "v byte head-ch " << hc << " key " << key;
-    }
+  const bool tiled = sage2_tiled_layout(gc.mainloop);
+  for (int hh = 0; hh < H; ++hh)
+    for (int64_t row = 0; row < P; ++row)
+      for (int c = 0; c < 128; ++c) {
+        const size_t logical = static_cast<size_t>((hh * P + row) * 128 + c);
+        const size_t stored = static_cast<size_t>(hh * P * 128 + (tiled ? sage2_tiled_pos(row, c) : row * 128 + sage2_qk_byte_pos(c)));
+        if (q8[stored] != ref.q[logical] && bad++ < 5) ADD_FAILURE() << "q byte head " << hh << " row " << row << " c " << c;
+        if (k8[stored] != ref.k[logical] && bad++ < 5) ADD_FAILURE() << "k byte head " << hh << " row " << row << " c " << c;
+      }
+  for (int hh = 0; hh < H; ++hh)
+    for (int ch = 0; ch < 128; ++ch)
+      for (int64_t key = 0; key < P; ++key) {
+        const size_t logical = static_cast<size_t>((hh * 128 + ch) * P + key);
+        const int64_t pos = tiled ? sage2_tiled_v_pos(ch, key) : ch * P + key / 128 * 128 + sage2_v_byte_pos(static_cast<int>(key % 128));
+        const size_t stored = static_cast<size_t>(hh * 128 * P + pos);
+        if (v8[stored] != ref.v[logical] && bad++ < 5) ADD_FAILURE() << "v byte head " << hh << " ch " << ch << " key " << key;
+      }
   EXPECT_EQ(bad, 0) << "quantized bytes differ from the CPU reference";
   EXPECT_EQ(std::memcmp(qs.data(), ref.q_scale.data(), qs.size() * 4), 0) << "q scales differ";
   EXPECT_EQ(std::memcmp(ks.data(), ref.k_scale.data(), ks.size() * 4), 0) << "k scales differ";
@@ -200,7 +196,7 @@ TEST_P(Sage2Sm90Case, QuantizedBytesAndOutput) {
     double want_max = 0.0;
     for (double w : want) want_max = std::max(want_max, std::fabs(w));
     std::printf("%s S=%lld head=%d %s\n  cpu-program vs fp64: %s\n  gpu vs fp64:         %s\n  gpu vs cpu-program:  %s\n",
-                mainloop_name(gc.mainloop), static_cast<long long>(S), h,
+                mainloop_name(gc).c_str(), static_cast<long long>(S), h,
                 gc.kind == InputKind::kRandom ? "random" : "realistic",
                 e_cpu.str().c_str(), e_gpu.str().c_str(), e_same.str().c_str());
     EXPECT_FALSE(e_gpu.has_nan);
@@ -212,15 +208,18 @@ TEST_P(Sage2Sm90Case, QuantizedBytesAndOutput) {
 
 std::vector<GpuCase> all_cases() {
   std::vector<GpuCase> cases;
-  for (Sage2Mainloop ml : {Sage2Mainloop::kWgmma, Sage2Mainloop::kWgmmaOneWarpgroup, Sage2Mainloop::kMmaSync}) {
-    cases.push_back({1, 1, InputKind::kRandom, ml});
-    cases.push_back({100, 2, InputKind::kRandom, ml});
-    cases.push_back({128, 1, InputKind::kRandom, ml});  // one full key block (no masking)
-    cases.push_back({256, 1, InputKind::kRandom, ml});  // two full key blocks
-    cases.push_back({129, 1, InputKind::kRealistic, ml});
-    cases.push_back({1000, 3, InputKind::kRealistic, ml});
-    cases.push_back({4097, 4, InputKind::kRandom, ml});
-    cases.push_back({4097, 2, InputKind::kRealistic, ml});
+  for (GpuCase ml : {GpuCase{0, 0, InputKind::kRandom, Sage2Mainloop::kWgmma, 2},
+                     GpuCase{0, 0, InputKind::kRandom, Sage2Mainloop::kWgmma, 3},
+                     GpuCase{0, 0, InputKind::kRandom, Sage2Mainloop::kMmaSync, 2}}) {
+    auto add = [&](int64_t seq, int heads, InputKind kind) { cases.push_back({seq, heads, kind, ml.mainloop, ml.stages}); };
+    add(1, 1, InputKind::kRandom);
+    add(100, 2, InputKind::kRandom);
+    add(128, 1, InputKind::kRandom);  // one full key block (no masking)
+    add(256, 1, InputKind::kRandom);  // two full key blocks: the carried softmax state
+    add(129, 1, InputKind::kRealistic);
+    add(1000, 3, InputKind::kRealistic);
+    add(4097, 4, InputKind::kRandom);
+    add(4097, 2, InputKind::kRealistic);
   }
   return cases;
 }
@@ -241,17 +240,15 @@ TEST(Sage2Sm90, RejectsWorkspaceQuantizedForAnotherMainloop) {
   Tensor out = Tensor::from_storage(out_dev, 0, {S, 128}, DType::kBF16);
   Sage2Workspace ws;
   ws.mainloop = Sage2Mainloop::kWgmma;
-  ws.allow_unvalidated_wgmma = true;
   ASSERT_TRUE(sage2_quantize(q, k, v, 1, 128, nullptr, ws).ok());
   ws.mainloop = Sage2Mainloop::kMmaSync;
   Status s = sage2_attention_quantized(out, nullptr, ws);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
-  // The wgmma mainloops are refused without the explicit opt-in.
-  Sage2Workspace gated;
-  gated.mainloop = Sage2Mainloop::kWgmma;
-  ASSERT_TRUE(sage2_quantize(q, k, v, 1, 128, nullptr, gated).ok());
-  s = sage2_attention_quantized(out, nullptr, gated);
-  EXPECT_EQ(s.code(), ErrorCode::kUnsupported) << s.to_string();
+  EXPECT_NE(s.message().find("quantized for the wgmma mainloop"), std::string::npos) << s.message();
+  ws.mainloop = Sage2Mainloop::kWgmma;
+  ws.wgmma_stages = 5;
+  s = sage2_attention_quantized(out, nullptr, ws);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
 }
 
 }  // namespace

@@ -15,31 +15,32 @@
 
 namespace vortex {
 
-// Which sm90 mainloop runs (same program, same bytes except the V^T key order):
-//   kMmaSync: mma.sync m16n8k32, 8 warps x 16 rows per CTA (FP8 mma.sync runs as 2x HMMA on sm_90);
-//             V^T keys in sage2_v_byte_pos order. THE VALIDATED ONE (default): H200 device runs 1
-//             and 2 pass every case; 334 TOPS at the canonical shape.
-//   kWgmma:   wgmma m64n128k32 s8 (QK^T) and e4m3 (PV, P from registers), two warpgroups per CTA,
-//             cp.async double buffer; V^T keys in sage2_v_slot_pos order.
-//   kWgmmaOneWarpgroup: the wgmma mainloop with one warpgroup x 64 rows per CTA (Sage2's CTA_Q),
-//             two CTAs per SM; same layouts as kWgmma.
-// The two wgmma mainloops are NOT correct yet: on the H200 (device run 2) they match the CPU program
-// when S <= 128 (one key block) and are wrong from the second key block on (S = 129: rel-L2 0.08-0.17
-// vs the CPU program; S >= 1000: garbage). They also measured only 336-385 TOPS. They are refused
-// unless Sage2Workspace::allow_unvalidated_wgmma is set (tests/bench opt in to debug them).
-enum class Sage2Mainloop : uint8_t { kWgmma, kMmaSync, kWgmmaOneWarpgroup };
-// True when the mainloop reads V^T in sage2_v_slot_order (the wgmma ones).
-inline bool sage2_v_slot_order(Sage2Mainloop m) { return m != Sage2Mainloop::kMmaSync; }
+// Which sm90 mainloop runs (same program; the quantized operands differ only in storage layout):
+//   kMmaSync: mma.sync m16n8k32, 8 warps x 16 rows per CTA, cp.async double buffer (FP8 mma.sync runs
+//             as 2x HMMA on sm_90). Q/K head dim permuted by sage2_qk_byte_pos, V^T keys by
+//             sage2_v_byte_pos. Validated on the H200; 319-334 TOPS at the canonical shape.
+//   kWgmma:   warp-specialized: one producer warp streams 16 KB Q/K/V tiles with cp.async.bulk into an
+//             mbarrier ring; two consumer warpgroups x 64 query rows run wgmma m64n128k32 s8 (Q and K
+//             from shared memory) and e4m3 (P from registers, V^T from shared memory). Operands in the
+//             tiled layout (sage2_tiled_pos / sage2_tiled_v_pos).
+// (The first wgmma prototype kept the Q fragments in registers across the key loop; ptxas gave the
+// P fragments the same registers, so every block after the first multiplied garbage — SASS of H200
+// session 7 run 2. Q now stays in shared memory, which also frees 16 registers.)
+enum class Sage2Mainloop : uint8_t { kMmaSync, kWgmma };
+const char* sage2_mainloop_name(Sage2Mainloop m);
+// True when the quantized operands are stored in the tiled layout (the wgmma mainloop).
+inline bool sage2_tiled_layout(Sage2Mainloop m) { return m == Sage2Mainloop::kWgmma; }
 
 // Device scratch for the quantized operands; grows on demand, reused across calls (one stream).
 // Layouts (P = tokens padded to 128, H = heads):
-//   q_int8   [H, P, 128]  int8, head dim permuted by sage2_qk_byte_pos
+//   q_int8   [H, P, 128]  int8; kMmaSync: rows, head dim permuted by sage2_qk_byte_pos;
+//                         kWgmma: sage2_tiled_pos
 //   q_scale  [H, P/16*8]  fp32
-//   k_int8   [H, P, 128]  int8 of bf16(K - mean), head dim permuted by sage2_qk_byte_pos
+//   k_int8   [H, P, 128]  int8 of bf16(K - mean), same layouts as q_int8
 //   k_scale  [H, P/128*4] fp32
 //   k_mean   [H, 128]     bf16 bits
-//   v_fp8    [H, 128, P]  e4m3 V^T, keys of each 128-block permuted (sage2_v_slot_pos for kWgmma,
-//                         sage2_v_byte_pos for kMmaSync)
+//   v_fp8    [H, 128, P]  e4m3 V^T; kMmaSync: channel rows, keys of each 128-block permuted by
+//                         sage2_v_byte_pos; kWgmma: sage2_tiled_v_pos
 //   v_scale  [H, 128]     fp32; v_mult [H, 128] fp32 = 448 / amax
 //   k_partial_sum [H, chunks, 128] fp64, v_partial_amax [H, chunks, 128] fp32 (pre-pass scratch)
 class Sage2Workspace {
@@ -52,13 +53,11 @@ class Sage2Workspace {
   // Makes room for `heads` heads of `seq` tokens (no-op when already large enough).
   Status reserve(int heads, int64_t seq);
 
-  // Chosen by the caller before sage2_quantize; the V^T layout written follows it.
+  // Chosen by the caller before sage2_quantize; the operand layout written follows it.
   Sage2Mainloop mainloop = Sage2Mainloop::kMmaSync;
   Sage2Mainloop quantized_for = Sage2Mainloop::kMmaSync;  // set by sage2_quantize
-  // Opt-in for the wgmma mainloops, which fail the multi-block test (see Sage2Mainloop).
-  bool allow_unvalidated_wgmma = false;
-  // Debugging switch for the wgmma mainloops: one smem stage, no load/compute overlap.
-  bool wgmma_single_stage = false;
+  // Shared-memory ring depth of the wgmma mainloop (2 or 3 stages of 32 KB K+V).
+  int wgmma_stages = 2;
 
   int heads = 0;
   int64_t seq = 0;      // tokens of the last quantize call

@@ -71,9 +71,10 @@ __device__ __forceinline__ int8_t sage2_int8(float x, float scale) {
 
 // Q (kIsK = false) or K (kIsK = true) to INT8 for one 128-row tile of one head; thread = row.
 // Q groups: rows {r, r+8} of each 16-row slab (64 per tile); K groups: rows with (row mod 8)/2 = t
-// (4 per tile = one 128-key block). K is bf16_rn(k - k_mean) first. Output rows are permuted over the
-// head dim by sage2_qk_byte_pos; rows >= seq are written as zeros.
-template <bool kIsK>
+// (4 per tile = one 128-key block). K is bf16_rn(k - k_mean) first. kTiled = false: output rows
+// permuted over the head dim by sage2_qk_byte_pos (mma.sync mainloop); true: natural head-dim order
+// in sage2_tiled_pos core matrices (wgmma mainloop). Rows >= seq are written as zeros.
+template <bool kIsK, bool kTiled>
 __global__ void __launch_bounds__(128) sage2_quant_int8_kernel(const __nv_bfloat16* __restrict__ x,
                                                                 int64_t x_stride, int64_t seq, int64_t padded,
                                                                 const uint16_t* __restrict__ k_mean,
@@ -123,14 +124,17 @@ __global__ void __launch_bounds__(128) sage2_quant_int8_kernel(const __nv_bfloat
   if (row < seq) {
 #pragma unroll
     for (int c = 0; c < kD; ++c) {
-      const int pos = sage2_qk_byte_pos(c);
+      const int pos = kTiled ? c : sage2_qk_byte_pos(c);
       packed[pos / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(sage2_int8(vals[c], scale))) << (8 * (pos % 4));
     }
   }
-  uint4* dst = reinterpret_cast<uint4*>(out + (static_cast<int64_t>(h) * padded + row) * kD);
+  int8_t* head_out = out + static_cast<int64_t>(h) * padded * kD;
 #pragma unroll
-  for (int i = 0; i < kD / 16; ++i)
-    dst[i] = make_uint4(packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]);
+  for (int i = 0; i < kD / 16; ++i) {
+    // 16-byte chunk i of the row: contiguous in both layouts.
+    const int64_t at = kTiled ? sage2_tiled_pos(row, 16 * i) : row * kD + 16 * i;
+    *reinterpret_cast<uint4*>(head_out + at) = make_uint4(packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]);
+  }
 
   if constexpr (kIsK) {
     if (tid < 8 && tid % 2 == 0)  // one writer per group t = tid/2
@@ -142,9 +146,10 @@ __global__ void __launch_bounds__(128) sage2_quant_int8_kernel(const __nv_bfloat
   }
 }
 
-// V^T to FP8 for one 128-token block of one head: thread = channel. Keys of the block are stored at
-// sage2_v_slot_pos (wgmma mainloop) or sage2_v_byte_pos (mma.sync mainloop); tokens >= seq are zeros.
-template <bool kSlotOrder>
+// V^T to FP8 for one 128-token block of one head: thread = channel. kTiled: the block's keys at
+// sage2_v_slot_pos in sage2_tiled_v_pos core matrices (wgmma mainloop); otherwise a channel row with
+// the keys at sage2_v_byte_pos (mma.sync mainloop). Tokens >= seq are zeros.
+template <bool kTiled>
 __global__ void __launch_bounds__(128) sage2_quant_v_kernel(const __nv_bfloat16* __restrict__ v, int64_t v_stride,
                                                             int64_t seq, int64_t padded,
                                                             const float* __restrict__ v_mult,
@@ -167,14 +172,16 @@ __global__ void __launch_bounds__(128) sage2_quant_v_kernel(const __nv_bfloat16*
   for (int tok = 0; tok < 128; ++tok) {
     const float x = __fmul_rn(__bfloat162float(tile_bf16[tok][tid]), mult);
     const uint32_t b = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
-    const int pos = kSlotOrder ? sage2_v_slot_pos(tok) : sage2_v_byte_pos(tok);
+    const int pos = kTiled ? sage2_v_slot_pos(tok) : sage2_v_byte_pos(tok);
     packed[pos / 4] |= b << (8 * (pos % 4));
   }
-  uint4* dst = reinterpret_cast<uint4*>(out + (static_cast<int64_t>(h) * kD + tid) * padded +
-                                        static_cast<int64_t>(tile) * 128);
+  uint8_t* head_out = out + static_cast<int64_t>(h) * kD * padded;
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
-    dst[i] = make_uint4(packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]);
+  for (int i = 0; i < 8; ++i) {
+    const int64_t at = kTiled ? static_cast<int64_t>(tile) * 16384 + sage2_tiled_pos(tid, 16 * i)
+                              : static_cast<int64_t>(tid) * padded + static_cast<int64_t>(tile) * 128 + 16 * i;
+    *reinterpret_cast<uint4*>(head_out + at) = make_uint4(packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]);
+  }
 }
 
 // ---- validation ------------------------------------------------------------------------------------
@@ -226,17 +233,26 @@ Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int hea
   sage2_k_mean_v_scale_kernel<<<heads, kD, 0, stream>>>(ws.k_partial_sum, ws.v_partial_amax, seq, chunks, ws.k_mean,
                                                          ws.v_scale, ws.v_mult);
   VORTEX_CUDA_LAUNCH_CHECK("sage2_k_mean_v_scale_kernel");
-  sage2_quant_int8_kernel<false><<<dim3(tiles, heads), 128, 0, stream>>>(qp, q.stride(0), seq, padded, nullptr,
-                                                                          ws.q_int8, ws.q_scale);
-  VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<Q>");
-  sage2_quant_int8_kernel<true><<<dim3(tiles, heads), 128, 0, stream>>>(kp, k.stride(0), seq, padded, ws.k_mean,
-                                                                         ws.k_int8, ws.k_scale);
-  VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<K>");
-  if (sage2_v_slot_order(ws.mainloop))
+  if (sage2_tiled_layout(ws.mainloop)) {
+    sage2_quant_int8_kernel<false, true><<<dim3(tiles, heads), 128, 0, stream>>>(qp, q.stride(0), seq, padded, nullptr,
+                                                                                ws.q_int8, ws.q_scale);
+    VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<Q, tiled>");
+    sage2_quant_int8_kernel<true, true><<<dim3(tiles, heads), 128, 0, stream>>>(kp, k.stride(0), seq, padded, ws.k_mean,
+                                                                               ws.k_int8, ws.k_scale);
+    VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<K, tiled>");
     sage2_quant_v_kernel<true><<<dim3(tiles, heads), 128, 0, stream>>>(vp, v.stride(0), seq, padded, ws.v_mult, ws.v_fp8);
-  else
-    sage2_quant_v_kernel<false><<<dim3(tiles, heads), 128, 0, stream>>>(vp, v.stride(0), seq, padded, ws.v_mult, ws.v_fp8);
-  VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_v_kernel");
+    VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_v_kernel<tiled>");
+  } else {
+    sage2_quant_int8_kernel<false, false><<<dim3(tiles, heads), 128, 0, stream>>>(qp, q.stride(0), seq, padded,
+                                                                                 nullptr, ws.q_int8, ws.q_scale);
+    VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<Q>");
+    sage2_quant_int8_kernel<true, false><<<dim3(tiles, heads), 128, 0, stream>>>(kp, k.stride(0), seq, padded,
+                                                                                ws.k_mean, ws.k_int8, ws.k_scale);
+    VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<K>");
+    sage2_quant_v_kernel<false><<<dim3(tiles, heads), 128, 0, stream>>>(vp, v.stride(0), seq, padded, ws.v_mult,
+                                                                        ws.v_fp8);
+    VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_v_kernel");
+  }
   ws.quantized_for = ws.mainloop;
   return Status::Ok();
 }

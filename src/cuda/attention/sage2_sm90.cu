@@ -1,8 +1,8 @@
 // Sage2 attention mainloops for sm_90a: INT8 QK^T (s32), exp2 online softmax with the 8.807 offset,
 // FP8 P from registers, FP8 PV into a fresh accumulator per 128-key block added into FP32 (two-level),
 // epilogue R((O / d) * v_scale) to BF16 token-major [S, heads*128]. Implementations of the same program:
-// mma.sync m16n8k32 (8 warps x 16 rows, the validated default) and wgmma m64n128k32 (1 or 2 warpgroups
-// x 64 rows; wrong beyond one key block, gated off); K/V tiles double-buffered with cp.async. Same
+// mma.sync m16n8k32 (8 warps x 16 rows, K/V double-buffered with cp.async) and a warp-specialized
+// wgmma m64n128k32 kernel (producer warp + cp.async.bulk/mbarrier ring, two consumer warpgroups). Same
 // program as sage2_attention_reference (research/sage2-attention.md §1.7); tested in
 // tests/attention/sage2_sm90_test.cpp (two-reference rule), timed by bench/sage2_bench.cpp.
 #include <cuda_bf16.h>
@@ -56,13 +56,13 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ void wgmma_qk_s8(int (&acc)[16][4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                            uint64_t b_desc, int accumulate) {
+// S (+)= A B^T, A = Q [64 rows x 32 bytes] and B = K [128 keys x 32 bytes], both from shared memory.
+__device__ __forceinline__ void wgmma_qk_s8_ss(int (&acc)[16][4], uint64_t a_desc, uint64_t b_desc, int accumulate) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p;\n}\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p;\n}\n"
       : "+r"(acc[0][0]), "+r"(acc[0][1]), "+r"(acc[0][2]), "+r"(acc[0][3]), "+r"(acc[1][0]), "+r"(acc[1][1]), "+r"(acc[1][2]), "+r"(acc[1][3]), "+r"(acc[2][0]), "+r"(acc[2][1]), "+r"(acc[2][2]), "+r"(acc[2][3]), "+r"(acc[3][0]), "+r"(acc[3][1]), "+r"(acc[3][2]), "+r"(acc[3][3]), "+r"(acc[4][0]), "+r"(acc[4][1]), "+r"(acc[4][2]), "+r"(acc[4][3]), "+r"(acc[5][0]), "+r"(acc[5][1]), "+r"(acc[5][2]), "+r"(acc[5][3]), "+r"(acc[6][0]), "+r"(acc[6][1]), "+r"(acc[6][2]), "+r"(acc[6][3]), "+r"(acc[7][0]), "+r"(acc[7][1]), "+r"(acc[7][2]), "+r"(acc[7][3]), "+r"(acc[8][0]), "+r"(acc[8][1]), "+r"(acc[8][2]), "+r"(acc[8][3]), "+r"(acc[9][0]), "+r"(acc[9][1]), "+r"(acc[9][2]), "+r"(acc[9][3]), "+r"(acc[10][0]), "+r"(acc[10][1]), "+r"(acc[10][2]), "+r"(acc[10][3]), "+r"(acc[11][0]), "+r"(acc[11][1]), "+r"(acc[11][2]), "+r"(acc[11][3]), "+r"(acc[12][0]), "+r"(acc[12][1]), "+r"(acc[12][2]), "+r"(acc[12][3]), "+r"(acc[13][0]), "+r"(acc[13][1]), "+r"(acc[13][2]), "+r"(acc[13][3]), "+r"(acc[14][0]), "+r"(acc[14][1]), "+r"(acc[14][2]), "+r"(acc[14][3]), "+r"(acc[15][0]), "+r"(acc[15][1]), "+r"(acc[15][2]), "+r"(acc[15][3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b_desc), "r"(accumulate));
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
 }
 
 __device__ __forceinline__ void wgmma_pv_e4m3(float (&acc)[16][4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -77,7 +77,6 @@ __device__ __forceinline__ void wgmma_pv_e4m3(float (&acc)[16][4], uint32_t a0, 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // Pins register arrays that wgmma reads or writes asynchronously: the compiler cannot see the
 // asynchrony, so without these it could read an accumulator before wgmma.wait_group or reuse the
@@ -335,114 +334,124 @@ __global__ void __launch_bounds__(kThreads, 1) sage2_attention_mma_kernel(const 
   store_output(o, d_r, d_r8, row0, t, prm.v_scale + h * kD, prm.out, prm.out_stride, prm.seq, h);
 }
 
-// STATUS: correct for one 128-key block, wrong from the second block on (H200, device run 2; see
-// Sage2Mainloop in sage2_attention.h). Single-block correctness validates the descriptors, the core-
-// matrix layouts, the register A fragments and the accumulator layout; what differs from block 1 on
-// is the second smem stage (offset 36864), the cross-iteration state (o, m, d) and the cp.async ->
-// wgmma (generic -> async proxy) hand-over of a tile loaded during the previous iteration. Next
-// debugging step: the S=128 / S=256 test cases, and the same tests with one smem stage
-// (Sage2Workspace::wgmma_single_stage; VORTEX_SAGE2_WGMMA_SINGLE_STAGE=1 in the test).
-//
-// wgmma mainloop: warpgroups x 64 query rows (warp w owns the 16-row slab tile*warps + w, as in the
-// mma.sync kernel, so the Q scale groups and the accumulator fragments are the same). K and V^T tiles
-// sit in shared memory as K-major 8x16-byte core matrices (no swizzle): byte (row n, col b) of a
-// 128x128-byte tile at (n/8)*1024 + (b/16)*128 + (n%8)*16 + b%16; k step kk starts at kk*256.
-constexpr uint32_t kCoreLbo = 128, kCoreSbo = 1024;
+// ---- warp-specialized wgmma mainloop ----------------------------------------------------------------
+// CTA = 128 query rows of one head: warps 0-7 are two consumer warpgroups (warpgroup g owns rows
+// 64g..64g+63; warp w the 16-row slab tile*8 + w, as in the mma.sync kernel, so Q scale groups and
+// accumulator fragments are the same), warp 8 is the producer. Shared memory: the Q tile (16 KB,
+// loaded once) and a ring of kStages {K, V^T} tile pairs (32 KB each) filled by cp.async.bulk; a full
+// barrier per stage counts the bytes in (complete_tx), an empty barrier per stage counts the 256
+// consumer threads out. No __syncthreads in the loop: the two warpgroups drift apart, so one's
+// softmax overlaps the other's tensor-core work.
+constexpr uint32_t kCoreLbo = 128, kCoreSbo = 1024;  // sage2_tiled_pos: LBO along K, SBO per 8 rows
+constexpr int kTileBytes16K = 16384;                 // one 128-row x 128-byte tiled operand tile
+constexpr int kWsConsumerWarpgroups = 2;
+constexpr int kWsThreads = kWsConsumerWarpgroups * 128 + 32;
+constexpr int ws_smem_bytes(int stages) { return kTileBytes16K + stages * 2 * kTileBytes16K + 256; }
 
-// kWarpgroups = 2: 128 rows per CTA share each K/V tile (one CTA per SM at 254 registers);
-// kWarpgroups = 1: 64 rows per CTA (Sage2's CTA_Q), two CTAs per SM that drift independently.
-// kWgmmaStages = 2: double buffer (block j+1 loads while block j computes); 1: one stage, each block
-// loaded, waited for and fenced right before use (a debugging configuration that removes the
-// pipelining and the second smem stage from the picture).
-template <int kWarpgroups, int kWgmmaStages>
-__global__ void __launch_bounds__(kWarpgroups * 128, 2 / kWarpgroups) sage2_attention_wgmma_kernel(const Sage2Params prm) {
-  constexpr int kCtaThreads = kWarpgroups * 128, kCtaWarps = kWarpgroups * 4;
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Global -> shared bulk copy (async proxy) that signals `bar` with its byte count on completion.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+template <int kStages>
+__global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(const Sage2Params prm) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tile = blockIdx.x, h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int r = lane / 4, t = lane % 4;
   const int64_t P = prm.padded;
   const int blocks = static_cast<int>(P / kBlockK);
-
-  const int8_t* k_head = prm.k + static_cast<int64_t>(h) * P * kD;
-  const uint8_t* v_head = prm.v + static_cast<int64_t>(h) * kD * P;
-  auto k_tile = [&](int stage) { return smem + stage * 2 * kTileBytes; };
-  auto v_tile = [&](int stage) { return smem + stage * 2 * kTileBytes + kTileBytes; };
-  auto load_block = [&](int stage, int j) {
-    const int8_t* ksrc = k_head + static_cast<int64_t>(j) * kBlockK * kD;  // [128 keys, 128] contiguous
-    const uint8_t* vsrc = v_head + static_cast<int64_t>(j) * kBlockK;        // 128 channel rows at stride P
-#pragma unroll
-    for (int u = 0; u < (128 * 8) / kCtaThreads; ++u) {
-      // 8 consecutive threads fill one core matrix (8 rows x 16 bytes, conflict-free smem writes); a
-      // warp reads 64 contiguous bytes of each of 8 rows (full sectors).
-      const int i = tid + u * kCtaThreads, row = (i / 64) * 8 + (i % 8), part = (i / 8) % 8;
-      const int dst = (row / 8) * kCoreSbo + part * kCoreLbo + (row % 8) * 16;
-      cp_async16(k_tile(stage) + dst, ksrc + row * kD + part * 16);
-      cp_async16(v_tile(stage) + dst, vsrc + static_cast<int64_t>(row) * P + part * 16);
+  uint8_t* const q_tile = smem;  // [128 rows x 128 B] tiled
+  auto k_tile = [&](int s) { return smem + kTileBytes16K + s * 2 * kTileBytes16K; };
+  auto v_tile = [&](int s) { return smem + kTileBytes16K + s * 2 * kTileBytes16K + kTileBytes16K; };
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + kTileBytes16K + kStages * 2 * kTileBytes16K);
+  const uint32_t q_full = smem_u32(&bars[0]);
+  auto full = [&](int s) { return smem_u32(&bars[1 + s]); };
+  auto empty = [&](int s) { return smem_u32(&bars[1 + kStages + s]); };
+  if (tid == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), kWsConsumerWarpgroups * 128);
     }
-  };
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
 
-  if constexpr (kWgmmaStages == 2) {
-    load_block(0, 0);
-    cp_async_commit();
+  if (warp == kWsConsumerWarpgroups * 4) {
+    // ---- producer: Q once, then K/V^T block j into stage j % kStages once the consumers released it ----
+    if (lane == 0) {
+      const int8_t* k_head = prm.k + static_cast<int64_t>(h) * P * kD;
+      const uint8_t* v_head = prm.v + static_cast<int64_t>(h) * kD * P;
+      mbar_arrive_expect_tx(q_full, kTileBytes16K);
+      bulk_load(smem_u32(q_tile), prm.q + (static_cast<int64_t>(h) * P + static_cast<int64_t>(tile) * 128) * kD,
+                kTileBytes16K, q_full);
+      for (int j = 0; j < blocks; ++j) {
+        const int s = j % kStages;
+        if (j >= kStages) mbar_wait(empty(s), ((j / kStages) + 1) & 1);  // release of block j - kStages
+        mbar_arrive_expect_tx(full(s), 2 * kTileBytes16K);
+        bulk_load(smem_u32(k_tile(s)), k_head + static_cast<int64_t>(j) * kTileBytes16K, kTileBytes16K, full(s));
+        bulk_load(smem_u32(v_tile(s)), v_head + static_cast<int64_t>(j) * kTileBytes16K, kTileBytes16K, full(s));
+      }
+    }
+    return;
   }
 
-  // Q A-fragments (wgmma k order = the stored byte order): k step kk uses bytes 32kk + 4t (a0: row r,
-  // a1: row r+8) and 32kk + 16 + 4t (a2, a3).
-  const int64_t slab = static_cast<int64_t>(tile) * kCtaWarps + warp;
+  // ---- consumers ----
+  const int wg = warp / 4, r = lane / 4, t = lane % 4;
+  const int64_t slab = static_cast<int64_t>(tile) * 8 + warp;
   const int64_t row0 = slab * 16 + r;
-  uint32_t qf[4][4];
-  {
-    const uint32_t* wa = reinterpret_cast<const uint32_t*>(prm.q + (static_cast<int64_t>(h) * P + row0) * kD);
-    const uint32_t* wb = reinterpret_cast<const uint32_t*>(prm.q + (static_cast<int64_t>(h) * P + row0 + 8) * kD);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      qf[kk][0] = wa[8 * kk + t];
-      qf[kk][1] = wb[8 * kk + t];
-      qf[kk][2] = wa[8 * kk + 4 + t];
-      qf[kk][3] = wb[8 * kk + 4 + t];
-    }
-  }
   const float q_scale = prm.q_scale[(static_cast<int64_t>(h) * (P / 16) + slab) * 8 + r];  // rows r and r+8
   const float c0 = (1.0f / sqrtf(static_cast<float>(kD))) * kSage2Log2e;
   const float* k_scale_head = prm.k_scale + static_cast<int64_t>(h) * blocks * kSage2KGroupsPerBlock;
+  const uint8_t* q_rows = q_tile + wg * 8192;  // this warpgroup's 64 rows = 8 core-matrix row groups
 
   float o[16][4];  // rows r (0,1) and r+8 (2,3), channels nt*8 + 2t + {0,1}
 #pragma unroll
   for (int nt = 0; nt < 16; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
   float m_r = kSage2MaskValue, m_r8 = kSage2MaskValue, d_r = 1.0f, d_r8 = 1.0f;
 
+  mbar_wait(q_full, 0);
   for (int j = 0; j < blocks; ++j) {
-    const int stage = j % kWgmmaStages;
-    if constexpr (kWgmmaStages == 1) {
-      load_block(0, j);
-      cp_async_commit();
-      cp_async_wait<0>();
-    } else if (j + 1 < blocks) {
-      load_block((j + 1) % kWgmmaStages, j + 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    fence_proxy_async_smem();  // cp.async writes (generic proxy) -> wgmma reads (async proxy)
-    __syncthreads();
+    const int s = j % kStages;
+    mbar_wait(full(s), (j / kStages) & 1);
 
-    // ---- S = Q K^T: 4 x wgmma m64n128k32 s8, int32 exact ----
+    // ---- S = Q K^T: 4 x wgmma m64n128k32 s8 (both operands in shared memory), int32 exact ----
     int acc[16][4];
 #pragma unroll
     for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0;
     fence_operands(acc);
-    fence_operands(qf);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      wgmma_qk_s8(acc, qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3],
-                  smem_desc(k_tile(stage) + kk * 2 * kCoreLbo, kCoreLbo, kCoreSbo), kk > 0 ? 1 : 0);
+      wgmma_qk_s8_ss(acc, smem_desc(q_rows + kk * 2 * kCoreLbo, kCoreLbo, kCoreSbo),
+                     smem_desc(k_tile(s) + kk * 2 * kCoreLbo, kCoreLbo, kCoreSbo), kk > 0 ? 1 : 0);
     wgmma_commit();
     wgmma_wait_all();
     fence_operands(acc);
-    fence_operands(qf);
 
     float alpha_r, alpha_r8;
     uint32_t pa[4][4];
@@ -460,11 +469,12 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 2 / kWarpgroups) sage2_atte
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
       wgmma_pv_e4m3(blk, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3],
-                    smem_desc(v_tile(stage) + kk * 2 * kCoreLbo, kCoreLbo, kCoreSbo), kk > 0 ? 1 : 0);
+                    smem_desc(v_tile(s) + kk * 2 * kCoreLbo, kCoreLbo, kCoreSbo), kk > 0 ? 1 : 0);
     wgmma_commit();
     wgmma_wait_all();
     fence_operands(blk);
     fence_operands(pa);
+    mbar_arrive(empty(s));  // this thread's reads of stage s are complete
 #pragma unroll
     for (int nt = 0; nt < 16; ++nt) {
       o[nt][0] = __fadd_rn(__fmul_rn(o[nt][0], alpha_r), blk[nt][0]);
@@ -472,11 +482,9 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 2 / kWarpgroups) sage2_atte
       o[nt][2] = __fadd_rn(__fmul_rn(o[nt][2], alpha_r8), blk[nt][2]);
       o[nt][3] = __fadd_rn(__fmul_rn(o[nt][3], alpha_r8), blk[nt][3]);
     }
-    __syncthreads();  // every warpgroup is done with `stage` before it is refilled
   }
   store_output(o, d_r, d_r8, row0, t, prm.v_scale + h * kD, prm.out, prm.out_stride, prm.seq, h);
 }
-
 }  // namespace
 
 Status sage2_attention_quantized(Tensor& out, cudaStream_t stream, Sage2Workspace& ws) {
@@ -487,43 +495,31 @@ Status sage2_attention_quantized(Tensor& out, cudaStream_t stream, Sage2Workspac
       out.stride(0) % 2 != 0 || reinterpret_cast<uintptr_t>(out.raw_data()) % 4 != 0)
     return invalid_argument("sage2: out " + out.describe() + " must be [" + std::to_string(ws.seq) + ", >= " +
                             std::to_string(ws.heads * kD) + "] with unit column stride, even row stride, 4-byte aligned");
-  if (ws.mainloop != Sage2Mainloop::kMmaSync && !ws.allow_unvalidated_wgmma)
-    return unsupported(
-        "sage2: the wgmma mainloops are wrong from the second 128-key block on (H200 device run 2); use "
-        "Sage2Mainloop::kMmaSync, or set Sage2Workspace::allow_unvalidated_wgmma to debug them");
-  if (sage2_v_slot_order(ws.quantized_for) != sage2_v_slot_order(ws.mainloop))
-    return invalid_argument("sage2: the workspace was quantized for another mainloop; call sage2_quantize again");
+  if (ws.quantized_for != ws.mainloop)
+    return invalid_argument(std::string("sage2: the workspace was quantized for the ") +
+                            sage2_mainloop_name(ws.quantized_for) + " mainloop, not " +
+                            sage2_mainloop_name(ws.mainloop) + "; call sage2_quantize again");
+  if (ws.mainloop == Sage2Mainloop::kWgmma && ws.wgmma_stages != 2 && ws.wgmma_stages != 3)
+    return invalid_argument("sage2: wgmma_stages must be 2 or 3, got " + std::to_string(ws.wgmma_stages));
   static bool smem_configured = false;  // per process; the attribute is per device function
   if (!smem_configured) {
     VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            kSmemBytes));
-    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel<2, 2>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel<1, 2>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel<2, 1>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel<1, 1>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel<2>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, ws_smem_bytes(2)));
+    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel<3>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, ws_smem_bytes(3)));
     smem_configured = true;
   }
   Sage2Params prm{ws.q_int8, ws.q_scale, ws.k_int8, ws.k_scale, ws.v_fp8, ws.v_scale,
                   static_cast<__nv_bfloat16*>(out.raw_data()), out.stride(0), ws.seq, ws.padded};
   const dim3 grid(static_cast<unsigned>(ws.padded / kBlockQ), static_cast<unsigned>(ws.heads));
-  const bool single_stage = ws.wgmma_single_stage;
   if (ws.mainloop == Sage2Mainloop::kWgmma) {
-    if (single_stage)
-      sage2_attention_wgmma_kernel<2, 1><<<grid, 256, kSmemBytes, stream>>>(prm);
+    if (ws.wgmma_stages == 3)
+      sage2_attention_wgmma_kernel<3><<<grid, kWsThreads, ws_smem_bytes(3), stream>>>(prm);
     else
-      sage2_attention_wgmma_kernel<2, 2><<<grid, 256, kSmemBytes, stream>>>(prm);
-    VORTEX_CUDA_LAUNCH_CHECK("sage2_attention_wgmma_kernel<2, stages>");
-  } else if (ws.mainloop == Sage2Mainloop::kWgmmaOneWarpgroup) {
-    const dim3 grid64(static_cast<unsigned>(ws.padded / 64), static_cast<unsigned>(ws.heads));
-    if (single_stage)
-      sage2_attention_wgmma_kernel<1, 1><<<grid64, 128, kSmemBytes, stream>>>(prm);
-    else
-      sage2_attention_wgmma_kernel<1, 2><<<grid64, 128, kSmemBytes, stream>>>(prm);
-    VORTEX_CUDA_LAUNCH_CHECK("sage2_attention_wgmma_kernel<1, stages>");
+      sage2_attention_wgmma_kernel<2><<<grid, kWsThreads, ws_smem_bytes(2), stream>>>(prm);
+    VORTEX_CUDA_LAUNCH_CHECK("sage2_attention_wgmma_kernel");
   } else {
     sage2_attention_mma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(prm);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_attention_mma_kernel");

@@ -14,6 +14,8 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 }  // namespace
 
+const char* sage2_mainloop_name(Sage2Mainloop m) { return m == Sage2Mainloop::kWgmma ? "wgmma" : "mma.sync"; }
+
 Sage2Workspace::~Sage2Workspace() { release(); }
 
 void Sage2Workspace::release() {
