@@ -3,7 +3,8 @@
 // (included). CUDA events, p10/p50/p90 over --reps (>= 20) after warm-up; TOPS = 4*S^2*128*H / time.
 // Inputs: random bf16 rows (a 2,048-row random block tiled over S; timing does not depend on values).
 // Usage: sage2_bench [--seq 37810,8192,16384,32768] [--heads 56] [--reps 20] [--mainloop mma|wgmma|all]
-// [--stages 2|3] (default: all = mma.sync and the warp-specialized wgmma kernel).
+// [--sdpa 1|0] [--evidence FILE.jsonl] (defaults: all = mma.sync and the warp-specialized wgmma kernel;
+// cuDNN BF16 SDPA timed on the same inputs in the same run, with the ratio; evidence rows appended).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +17,9 @@
 
 #include "attention/sage2_test_util.h"
 #include "cuda/attention/sage2_attention.h"
+#include "cuda/attention/sdpa.h"
+#include "gemm/gemm_tune.h"
+#include "vortex/build_info.h"
 
 namespace {
 
@@ -70,7 +74,10 @@ int time_it(Fn&& fn, int reps, std::vector<double>& ms) {
   return 0;
 }
 
-int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, int stages) {
+// Evidence rows (PERFORMANCE.md schema) go to `evidence` when set: one per (mainloop, seq, part).
+std::FILE* evidence = nullptr;
+
+int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bool with_sdpa) {
   using namespace vortex;
   const int64_t width = 3LL * heads * 128;
   constexpr int64_t kBlockRows = 2048;
@@ -97,9 +104,7 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, in
   Tensor out = Tensor::from_storage(ost, 0, {seq, heads * 128}, DType::kBF16);
   Sage2Workspace ws;
   ws.mainloop = mainloop;
-  ws.wgmma_stages = stages;
-  const std::string ml_str = mainloop == Sage2Mainloop::kWgmma ? "wgmma" + std::to_string(stages) + "st" : "mma.sync";
-  const char* ml_name = ml_str.c_str();
+  const char* ml_name = sage2_mainloop_name(mainloop);
 
   std::vector<double> t_quant, t_main, t_both;
   if (time_it([&] { return sage2_quantize(q, k, v, heads, 128, nullptr, ws); }, reps, t_quant)) return 1;
@@ -115,9 +120,41 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, in
       std::printf("%-8s S=%-6lld H=%-3d %-22s p10 %9.3f ms  p50 %9.3f ms  p90 %9.3f ms\n", ml_name,
                   static_cast<long long>(seq), heads, what, p.p10, p.p50, p.p90);
   };
+  // The BF16 baseline on the same Q/K/V views, in the same process and run: cuDNN SDPA.
+  std::vector<double> t_sdpa;
+  if (with_sdpa) {
+    auto sdpa = SdpaAttention::create();
+    if (!sdpa.ok()) {
+      std::fprintf(stderr, "%s\n", sdpa.status().to_string().c_str());
+      return 1;
+    }
+    if (time_it([&] { return (*sdpa)->run(q, k, v, heads, 128, out, nullptr); }, reps, t_sdpa)) return 1;
+  }
   report("quantize only", t_quant, false);
   report("mainloop (quant excl)", t_main, true);
   report("total (quant incl)", t_both, true);
+  const double sdpa_p50 = with_sdpa ? percentiles(t_sdpa).p50 : 0.0;
+  if (with_sdpa) {
+    report("cuDNN SDPA (bf16)", t_sdpa, true);
+    std::printf("%-8s S=%-6lld H=%-3d speed-up vs cuDNN SDPA in this run: %.3fx (total incl. quantization)\n", ml_name,
+                static_cast<long long>(seq), heads, sdpa_p50 / percentiles(t_both).p50);
+  }
+  if (evidence) {
+    const std::string env = gemm_environment_json(VORTEX_GIT_COMMIT_STRING, VORTEX_GIT_DIRTY);
+    auto row = [&](const char* part, const std::vector<double>& ms) {
+      const Percentiles p = percentiles(ms);
+      std::fprintf(evidence,
+                   "{\"environment\":%s,\"row\":{\"workload\":\"sage2_attention\",\"mainloop\":\"%s\",\"part\":\"%s\","
+                   "\"seq_len\":%lld,\"num_heads\":%d,\"head_dim\":128,\"n\":%zu,\"ms_p10\":%.4f,\"ms_p50\":%.4f,"
+                   "\"ms_p90\":%.4f,\"tops_p50\":%.2f,\"cudnn_sdpa_ms_p50_same_run\":%.4f,\"ratio_vs_sdpa\":%.4f}}\n",
+                   env.c_str(), ml_name, part, static_cast<long long>(seq), heads, ms.size(), p.p10, p.p50, p.p90,
+                   flop / (p.p50 * 1e-3) / 1e12, sdpa_p50, sdpa_p50 > 0 ? sdpa_p50 / p.p50 : 0.0);
+    };
+    row("quantize", t_quant);
+    row("mainloop", t_main);
+    row("total", t_both);
+    std::fflush(evidence);
+  }
   std::fflush(stdout);
   return 0;
 }
@@ -127,8 +164,9 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, in
 int main(int argc, char** argv) {
   std::vector<int64_t> seqs = {37810, 8192, 16384, 32768};
   int heads = 56, reps = 20;
+  bool with_sdpa = true;
   std::vector<vortex::Sage2Mainloop> mainloops = {vortex::Sage2Mainloop::kMmaSync, vortex::Sage2Mainloop::kWgmma};
-  int stages = 2;
+
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], val = argv[i + 1];
     if (flag == "--seq") {
@@ -146,12 +184,20 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--mainloop must be mma, wgmma or all\n");
         return 1;
       }
-    } else if (flag == "--stages") {
-      stages = std::atoi(val.c_str());
+
+    } else if (flag == "--sdpa") {
+      with_sdpa = val == "1" || val == "on";
+    } else if (flag == "--evidence") {
+      evidence = std::fopen(val.c_str(), "a");
+      if (!evidence) {
+        std::fprintf(stderr, "cannot open %s for appending\n", val.c_str());
+        return 1;
+      }
     } else if (flag == "--reps") {
       reps = std::max(20, std::atoi(val.c_str()));
     } else {
-      std::fprintf(stderr, "unknown flag %s (use --seq a,b,c --heads N --reps N)\n", flag.c_str());
+      std::fprintf(stderr, "unknown flag %s (use --seq a,b,c --heads N --reps N --mainloop M --sdpa 0|1 --evidence F)\n",
+                   flag.c_str());
       return 1;
     }
   }
@@ -164,6 +210,6 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, reps);
   for (auto ml : mainloops)
     for (int64_t s : seqs)
-      if (run_one(s, heads, reps, ml, stages)) return 1;
+      if (run_one(s, heads, reps, ml, with_sdpa)) return 1;
   return 0;
 }

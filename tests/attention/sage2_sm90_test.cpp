@@ -78,11 +78,10 @@ struct GpuCase {
   int heads;
   InputKind kind;
   Sage2Mainloop mainloop;
-  int stages = 2;  // wgmma ring depth
 };
 
 std::string mainloop_name(const GpuCase& c) {
-  return c.mainloop == Sage2Mainloop::kMmaSync ? "mma" : "wgmma" + std::to_string(c.stages) + "st";
+  return sage2_mainloop_name(c.mainloop);
 }
 
 std::string case_name(const ::testing::TestParamInfo<GpuCase>& info) {
@@ -129,7 +128,6 @@ TEST_P(Sage2Sm90Case, QuantizedBytesAndOutput) {
 
   Sage2Workspace ws;
   ws.mainloop = gc.mainloop;
-  ws.wgmma_stages = gc.stages;
   ASSERT_TRUE(ws.reserve(H, S).ok());
   const size_t n8 = static_cast<size_t>(H * P * 128);
   ASSERT_CUDA(cudaMemset(ws.q_int8, 0x5A, n8));
@@ -208,10 +206,8 @@ TEST_P(Sage2Sm90Case, QuantizedBytesAndOutput) {
 
 std::vector<GpuCase> all_cases() {
   std::vector<GpuCase> cases;
-  for (GpuCase ml : {GpuCase{0, 0, InputKind::kRandom, Sage2Mainloop::kWgmma, 2},
-                     GpuCase{0, 0, InputKind::kRandom, Sage2Mainloop::kWgmma, 3},
-                     GpuCase{0, 0, InputKind::kRandom, Sage2Mainloop::kMmaSync, 2}}) {
-    auto add = [&](int64_t seq, int heads, InputKind kind) { cases.push_back({seq, heads, kind, ml.mainloop, ml.stages}); };
+  for (Sage2Mainloop ml : {Sage2Mainloop::kWgmma, Sage2Mainloop::kMmaSync}) {
+    auto add = [&](int64_t seq, int heads, InputKind kind) { cases.push_back({seq, heads, kind, ml}); };
     add(1, 1, InputKind::kRandom);
     add(100, 2, InputKind::kRandom);
     add(128, 1, InputKind::kRandom);  // one full key block (no masking)
@@ -245,10 +241,6 @@ TEST(Sage2Sm90, RejectsWorkspaceQuantizedForAnotherMainloop) {
   Status s = sage2_attention_quantized(out, nullptr, ws);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
   EXPECT_NE(s.message().find("quantized for the wgmma mainloop"), std::string::npos) << s.message();
-  ws.mainloop = Sage2Mainloop::kWgmma;
-  ws.wgmma_stages = 5;
-  s = sage2_attention_quantized(out, nullptr, ws);
-  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
 }
 
 }  // namespace

@@ -19,10 +19,11 @@ namespace vortex {
 //   kMmaSync: mma.sync m16n8k32, 8 warps x 16 rows per CTA, cp.async double buffer (FP8 mma.sync runs
 //             as 2x HMMA on sm_90). Q/K head dim permuted by sage2_qk_byte_pos, V^T keys by
 //             sage2_v_byte_pos. Validated on the H200; 319-334 TOPS at the canonical shape.
-//   kWgmma:   warp-specialized: one producer warp streams 16 KB Q/K/V tiles with cp.async.bulk into an
-//             mbarrier ring; two consumer warpgroups x 64 query rows run wgmma m64n128k32 s8 (Q and K
-//             from shared memory) and e4m3 (P from registers, V^T from shared memory). Operands in the
-//             tiled layout (sage2_tiled_pos / sage2_tiled_v_pos).
+//   kWgmma:   warp-specialized: a producer warpgroup streams 16 KB Q/K/V tiles with cp.async.bulk into
+//             an mbarrier ring; two consumer warpgroups x 64 query rows run wgmma m64n128k32 s8 (Q and
+//             K from shared memory) and e4m3 (P from registers, V^T from shared memory), the softmax
+//             of block j overlapping the PV GEMM of block j-1. Operands in the tiled layout
+//             (sage2_tiled_pos / sage2_tiled_v_pos). 827-834 TOPS at the canonical shape (H200).
 // (The first wgmma prototype kept the Q fragments in registers across the key loop; ptxas gave the
 // P fragments the same registers, so every block after the first multiplied garbage — SASS of H200
 // session 7 run 2. Q now stays in shared memory, which also frees 16 registers.)
@@ -54,10 +55,8 @@ class Sage2Workspace {
   Status reserve(int heads, int64_t seq);
 
   // Chosen by the caller before sage2_quantize; the operand layout written follows it.
-  Sage2Mainloop mainloop = Sage2Mainloop::kMmaSync;
-  Sage2Mainloop quantized_for = Sage2Mainloop::kMmaSync;  // set by sage2_quantize
-  // Shared-memory ring depth of the wgmma mainloop (2 or 3 stages of 32 KB K+V).
-  int wgmma_stages = 2;
+  Sage2Mainloop mainloop = Sage2Mainloop::kWgmma;
+  Sage2Mainloop quantized_for = Sage2Mainloop::kWgmma;  // set by sage2_quantize
 
   int heads = 0;
   int64_t seq = 0;      // tokens of the last quantize call

@@ -140,11 +140,11 @@ __device__ __forceinline__ float exact_int_to_float(int x) {
 // acc: the int32 S fragment, [16 key groups of 8][c0..c3] = rows r (0,1) / r+8 (2,3), keys
 // key0 + 8*i + 2t + {0,1}. Updates m, d; returns alpha and the FP8 P A-fragments for the 4 k32 steps
 // (k step kk = keys 32kk..32kk+31, logical k 4t+e <-> keys {2t, 2t+1, 8+2t, 9+2t}[e] of each 16).
-__device__ __forceinline__ void online_softmax_block(const int (&acc)[16][4], bool last, int64_t key0, int t,
+// online_softmax_probs: the probabilities (unrounded P, FP32) into s; pack_p: P to the FP8 fragments.
+__device__ __forceinline__ void online_softmax_probs(const int (&acc)[16][4], bool last, int64_t key0, int t,
                                                      int64_t seq, float c0, float dq, float& m_r, float& m_r8,
                                                      float& d_r, float& d_r8, float& alpha_r, float& alpha_r8,
-                                                     uint32_t (&pa)[4][4]) {
-  float s[16][4];
+                                                     float (&s)[16][4]) {
   float c;
   if (!last) {
     c = c0 * dq;
@@ -162,12 +162,22 @@ __device__ __forceinline__ void online_softmax_block(const int (&acc)[16][4], bo
         s[nt][e] = key < seq ? __fmul_rn(exact_int_to_float(acc[nt][e]), dq) : kSage2MaskValue;
       }
   }
-  float max_r = s[0][0], max_r8 = s[0][2];
+  // Row max as a tree (depth 5 instead of a 32-long dependent chain; max is exact in any order).
+  float mx[16], mx8[16];
 #pragma unroll
   for (int nt = 0; nt < 16; ++nt) {
-    max_r = fmaxf(max_r, fmaxf(s[nt][0], s[nt][1]));
-    max_r8 = fmaxf(max_r8, fmaxf(s[nt][2], s[nt][3]));
+    mx[nt] = fmaxf(s[nt][0], s[nt][1]);
+    mx8[nt] = fmaxf(s[nt][2], s[nt][3]);
   }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) mx[i] = fmaxf(mx[i], mx[i + 8]), mx8[i] = fmaxf(mx8[i], mx8[i + 8]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) mx[i] = fmaxf(mx[i], mx[i + 4]), mx8[i] = fmaxf(mx8[i], mx8[i + 4]);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) mx[i] = fmaxf(mx[i], mx[i + 2]), mx8[i] = fmaxf(mx8[i], mx8[i + 2]);
+  mx[0] = fmaxf(mx[0], mx[1]);
+  mx8[0] = fmaxf(mx8[0], mx8[1]);
+  const float max_r = mx[0], max_r8 = mx8[0];
   float cand_r = __fmaf_rn(max_r, c, -kSage2Delta), cand_r8 = __fmaf_rn(max_r8, c, -kSage2Delta);
   cand_r = fmaxf(cand_r, __shfl_xor_sync(0xffffffffu, cand_r, 1));
   cand_r = fmaxf(cand_r, __shfl_xor_sync(0xffffffffu, cand_r, 2));
@@ -189,6 +199,8 @@ __device__ __forceinline__ void online_softmax_block(const int (&acc)[16][4], bo
     d_r = __fadd_rn(d_r, __fadd_rn(s[nt][0], s[nt][1]));
     d_r8 = __fadd_rn(d_r8, __fadd_rn(s[nt][2], s[nt][3]));
   }
+}
+__device__ __forceinline__ void pack_p(const float (&s)[16][4], uint32_t (&pa)[4][4]) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     pa[kk][0] = fp8x4(s[4 * kk][0], s[4 * kk][1], s[4 * kk + 1][0], s[4 * kk + 1][1]);
@@ -196,6 +208,14 @@ __device__ __forceinline__ void online_softmax_block(const int (&acc)[16][4], bo
     pa[kk][2] = fp8x4(s[4 * kk + 2][0], s[4 * kk + 2][1], s[4 * kk + 3][0], s[4 * kk + 3][1]);
     pa[kk][3] = fp8x4(s[4 * kk + 2][2], s[4 * kk + 2][3], s[4 * kk + 3][2], s[4 * kk + 3][3]);
   }
+}
+__device__ __forceinline__ void online_softmax_block(const int (&acc)[16][4], bool last, int64_t key0, int t,
+                                                     int64_t seq, float c0, float dq, float& m_r, float& m_r8,
+                                                     float& d_r, float& d_r8, float& alpha_r, float& alpha_r8,
+                                                     uint32_t (&pa)[4][4]) {
+  float s[16][4];
+  online_softmax_probs(acc, last, key0, t, seq, c0, dq, m_r, m_r8, d_r, d_r8, alpha_r, alpha_r8, s);
+  pack_p(s, pa);
 }
 
 // Epilogue for rows row0 (r) and row0 + 8: d over the quad, O * rcp(d) * v_scale, bf16 RN stores.
@@ -335,18 +355,25 @@ __global__ void __launch_bounds__(kThreads, 1) sage2_attention_mma_kernel(const 
 }
 
 // ---- warp-specialized wgmma mainloop ----------------------------------------------------------------
-// CTA = 128 query rows of one head: warps 0-7 are two consumer warpgroups (warpgroup g owns rows
-// 64g..64g+63; warp w the 16-row slab tile*8 + w, as in the mma.sync kernel, so Q scale groups and
-// accumulator fragments are the same), warp 8 is the producer. Shared memory: the Q tile (16 KB,
-// loaded once) and a ring of kStages {K, V^T} tile pairs (32 KB each) filled by cp.async.bulk; a full
-// barrier per stage counts the bytes in (complete_tx), an empty barrier per stage counts the 256
-// consumer threads out. No __syncthreads in the loop: the two warpgroups drift apart, so one's
-// softmax overlaps the other's tensor-core work.
+// CTA = 128 query rows of one head, 3 warpgroups: two consumers (warpgroup g owns rows 64g..64g+63;
+// warp w the 16-row slab tile*8 + w, as in the mma.sync kernel, so Q scale groups and accumulator
+// fragments are the same) and a producer whose first thread streams the Q tile (16 KB, once) and a
+// ring of kStages {K, V^T} tile pairs (32 KB each) with cp.async.bulk. A full barrier per stage counts
+// the bytes in (complete_tx), an empty barrier per stage counts the 256 consumer threads out.
+// Inside each consumer the softmax of block j overlaps the PV GEMM of block j-1 (FlashAttention-3's
+// intra-warpgroup pipelining): per iteration it issues QK(j) and PV(j-1) back to back, waits for QK(j)
+// only, computes P(j) in FP32 while the tensor cores run PV(j-1), then folds PV(j-1) into O and packs
+// P(j) to FP8 (after PV(j-1) has read P(j-1): packing earlier made ptxas serialize the wgmmas, C7513).
+// Live registers (S, the PV accumulator, O, P: ~230) exceed the 168 that 3 warps per SM sub-partition
+// allow, so the producer warpgroup gives its registers away: setmaxnreg 24 / 240 (R237 used, no local
+// memory). Measured on the H200 (session 7, benchmarks/2026-11-29-h200-sage2-s7/): 827-834 TOPS vs
+// 744 without the overlap; 3 stages = 2 stages; ping-pong turns between the warpgroups cost 2-7%.
 constexpr uint32_t kCoreLbo = 128, kCoreSbo = 1024;  // sage2_tiled_pos: LBO along K, SBO per 8 rows
 constexpr int kTileBytes16K = 16384;                 // one 128-row x 128-byte tiled operand tile
 constexpr int kWsConsumerWarpgroups = 2;
-constexpr int kWsThreads = kWsConsumerWarpgroups * 128 + 32;
-constexpr int ws_smem_bytes(int stages) { return kTileBytes16K + stages * 2 * kTileBytes16K + 256; }
+constexpr int kWsStages = 2;
+constexpr int kWsThreads = kWsConsumerWarpgroups * 128 + 128;
+constexpr int kWsSmemBytes = kTileBytes16K + kWsStages * 2 * kTileBytes16K + 256;  // Q, ring, barriers
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -377,14 +404,14 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
                : "memory");
 }
 
-template <int kStages>
 __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(const Sage2Params prm) {
+  constexpr int kStages = kWsStages;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tile = blockIdx.x, h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int64_t P = prm.padded;
   const int blocks = static_cast<int>(P / kBlockK);
-  uint8_t* const q_tile = smem;  // [128 rows x 128 B] tiled
+  uint8_t* const q_tile = smem;
   auto k_tile = [&](int s) { return smem + kTileBytes16K + s * 2 * kTileBytes16K; };
   auto v_tile = [&](int s) { return smem + kTileBytes16K + s * 2 * kTileBytes16K + kTileBytes16K; };
   uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + kTileBytes16K + kStages * 2 * kTileBytes16K);
@@ -401,9 +428,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
   }
   __syncthreads();
 
-  if (warp == kWsConsumerWarpgroups * 4) {
-    // ---- producer: Q once, then K/V^T block j into stage j % kStages once the consumers released it ----
-    if (lane == 0) {
+  if (warp >= kWsConsumerWarpgroups * 4) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    if (warp == kWsConsumerWarpgroups * 4 && lane == 0) {
       const int8_t* k_head = prm.k + static_cast<int64_t>(h) * P * kD;
       const uint8_t* v_head = prm.v + static_cast<int64_t>(h) * kD * P;
       mbar_arrive_expect_tx(q_full, kTileBytes16K);
@@ -411,7 +438,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
                 kTileBytes16K, q_full);
       for (int j = 0; j < blocks; ++j) {
         const int s = j % kStages;
-        if (j >= kStages) mbar_wait(empty(s), ((j / kStages) + 1) & 1);  // release of block j - kStages
+        if (j >= kStages) mbar_wait(empty(s), ((j / kStages) + 1) & 1);
         mbar_arrive_expect_tx(full(s), 2 * kTileBytes16K);
         bulk_load(smem_u32(k_tile(s)), k_head + static_cast<int64_t>(j) * kTileBytes16K, kTileBytes16K, full(s));
         bulk_load(smem_u32(v_tile(s)), v_head + static_cast<int64_t>(j) * kTileBytes16K, kTileBytes16K, full(s));
@@ -419,72 +446,111 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     }
     return;
   }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
 
-  // ---- consumers ----
   const int wg = warp / 4, r = lane / 4, t = lane % 4;
   const int64_t slab = static_cast<int64_t>(tile) * 8 + warp;
   const int64_t row0 = slab * 16 + r;
-  const float q_scale = prm.q_scale[(static_cast<int64_t>(h) * (P / 16) + slab) * 8 + r];  // rows r and r+8
+  const float q_scale = prm.q_scale[(static_cast<int64_t>(h) * (P / 16) + slab) * 8 + r];
   const float c0 = (1.0f / sqrtf(static_cast<float>(kD))) * kSage2Log2e;
   const float* k_scale_head = prm.k_scale + static_cast<int64_t>(h) * blocks * kSage2KGroupsPerBlock;
-  const uint8_t* q_rows = q_tile + wg * 8192;  // this warpgroup's 64 rows = 8 core-matrix row groups
+  const uint8_t* q_rows = q_tile + wg * 8192;
 
-  float o[16][4];  // rows r (0,1) and r+8 (2,3), channels nt*8 + 2t + {0,1}
+  float o[16][4];
 #pragma unroll
   for (int nt = 0; nt < 16; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
   float m_r = kSage2MaskValue, m_r8 = kSage2MaskValue, d_r = 1.0f, d_r8 = 1.0f;
 
-  mbar_wait(q_full, 0);
-  for (int j = 0; j < blocks; ++j) {
-    const int s = j % kStages;
-    mbar_wait(full(s), (j / kStages) & 1);
-
-    // ---- S = Q K^T: 4 x wgmma m64n128k32 s8 (both operands in shared memory), int32 exact ----
-    int acc[16][4];
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0;
-    fence_operands(acc);
-    wgmma_fence();
+  auto issue_qk = [&](int (&acc)[16][4], int s) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
       wgmma_qk_s8_ss(acc, smem_desc(q_rows + kk * 2 * kCoreLbo, kCoreLbo, kCoreSbo),
                      smem_desc(k_tile(s) + kk * 2 * kCoreLbo, kCoreLbo, kCoreSbo), kk > 0 ? 1 : 0);
     wgmma_commit();
-    wgmma_wait_all();
-    fence_operands(acc);
-
-    float alpha_r, alpha_r8;
-    uint32_t pa[4][4];
-    online_softmax_block(acc, j == blocks - 1, static_cast<int64_t>(j) * kBlockK, t, prm.seq, c0,
-                         q_scale * k_scale_head[j * kSage2KGroupsPerBlock + t], m_r, m_r8, d_r, d_r8, alpha_r,
-                         alpha_r8, pa);
-
-    // ---- (P V)_block into a fresh FP32 accumulator (4 x wgmma m64n128k32 e4m3), then O = O*alpha + it ----
-    float blk[16][4];
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt) blk[nt][0] = blk[nt][1] = blk[nt][2] = blk[nt][3] = 0.0f;
-    fence_operands(blk);
-    fence_operands(pa);
-    wgmma_fence();
+  };
+  auto issue_pv = [&](float (&blk)[16][4], const uint32_t (&pa)[4][4], int s) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
       wgmma_pv_e4m3(blk, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3],
                     smem_desc(v_tile(s) + kk * 2 * kCoreLbo, kCoreLbo, kCoreSbo), kk > 0 ? 1 : 0);
     wgmma_commit();
+  };
+  auto fold = [&](const float (&blk)[16][4], float a_r, float a_r8) {
+    if (__all_sync(0xffffffffu, a_r == 1.0f && a_r8 == 1.0f)) {
+#pragma unroll
+      for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[nt][e] = __fadd_rn(o[nt][e], blk[nt][e]);
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 16; ++nt) {
+        o[nt][0] = __fadd_rn(__fmul_rn(o[nt][0], a_r), blk[nt][0]);
+        o[nt][1] = __fadd_rn(__fmul_rn(o[nt][1], a_r), blk[nt][1]);
+        o[nt][2] = __fadd_rn(__fmul_rn(o[nt][2], a_r8), blk[nt][2]);
+        o[nt][3] = __fadd_rn(__fmul_rn(o[nt][3], a_r8), blk[nt][3]);
+      }
+    }
+  };
+
+  // Accumulators are never zeroed: the first wgmma of each GEMM runs with scale-d = 0.
+  int acc[16][4];
+  float blk[16][4];
+  uint32_t pa_prev[4][4];
+  float alpha_prev_r, alpha_prev_r8;
+  // Prologue: S(0), its softmax and P(0).
+  mbar_wait(q_full, 0);
+  mbar_wait(full(0), 0);
+  {
+    fence_operands(acc);
+    wgmma_fence();
+    issue_qk(acc, 0);
+    wgmma_wait_all();
+    fence_operands(acc);
+    float p[16][4];
+    online_softmax_probs(acc, blocks == 1, 0, t, prm.seq, c0, q_scale * k_scale_head[t], m_r, m_r8, d_r, d_r8,
+                         alpha_prev_r, alpha_prev_r8, p);
+    pack_p(p, pa_prev);
+  }
+  for (int j = 1; j < blocks; ++j) {
+    const int s = j % kStages, s_prev = (j - 1) % kStages;
+    mbar_wait(full(s), (j / kStages) & 1);
+    fence_operands(acc);
+    fence_operands(blk);
+    fence_operands(pa_prev);
+    wgmma_fence();
+    issue_qk(acc, s);                 // group: QK(j)
+    issue_pv(blk, pa_prev, s_prev);   // group: PV(j-1)
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // QK(j) done; PV(j-1) runs on
+    fence_operands(acc);
+    float alpha_r, alpha_r8;
+    float p[16][4];
+    online_softmax_probs(acc, j == blocks - 1, static_cast<int64_t>(j) * kBlockK, t, prm.seq, c0,
+                         q_scale * k_scale_head[j * kSage2KGroupsPerBlock + t], m_r, m_r8, d_r, d_r8, alpha_r,
+                         alpha_r8, p);
+    wgmma_wait_all();                 // PV(j-1) done
+    fence_operands(blk);
+    fence_operands(pa_prev);
+    mbar_arrive(empty(s_prev));
+    fold(blk, alpha_prev_r, alpha_prev_r8);
+    pack_p(p, pa_prev);  // P(j) written only after PV(j-1) has read P(j-1) (no wgmma serialization)
+    alpha_prev_r = alpha_r;
+    alpha_prev_r8 = alpha_r8;
+  }
+  {
+    const int s_last = (blocks - 1) % kStages;
+    fence_operands(blk);
+    fence_operands(pa_prev);
+    wgmma_fence();
+    issue_pv(blk, pa_prev, s_last);
     wgmma_wait_all();
     fence_operands(blk);
-    fence_operands(pa);
-    mbar_arrive(empty(s));  // this thread's reads of stage s are complete
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt) {
-      o[nt][0] = __fadd_rn(__fmul_rn(o[nt][0], alpha_r), blk[nt][0]);
-      o[nt][1] = __fadd_rn(__fmul_rn(o[nt][1], alpha_r), blk[nt][1]);
-      o[nt][2] = __fadd_rn(__fmul_rn(o[nt][2], alpha_r8), blk[nt][2]);
-      o[nt][3] = __fadd_rn(__fmul_rn(o[nt][3], alpha_r8), blk[nt][3]);
-    }
+    fence_operands(pa_prev);
+    mbar_arrive(empty(s_last));
+    fold(blk, alpha_prev_r, alpha_prev_r8);
   }
   store_output(o, d_r, d_r8, row0, t, prm.v_scale + h * kD, prm.out, prm.out_stride, prm.seq, h);
 }
+
 }  // namespace
 
 Status sage2_attention_quantized(Tensor& out, cudaStream_t stream, Sage2Workspace& ws) {
@@ -499,26 +565,19 @@ Status sage2_attention_quantized(Tensor& out, cudaStream_t stream, Sage2Workspac
     return invalid_argument(std::string("sage2: the workspace was quantized for the ") +
                             sage2_mainloop_name(ws.quantized_for) + " mainloop, not " +
                             sage2_mainloop_name(ws.mainloop) + "; call sage2_quantize again");
-  if (ws.mainloop == Sage2Mainloop::kWgmma && ws.wgmma_stages != 2 && ws.wgmma_stages != 3)
-    return invalid_argument("sage2: wgmma_stages must be 2 or 3, got " + std::to_string(ws.wgmma_stages));
   static bool smem_configured = false;  // per process; the attribute is per device function
   if (!smem_configured) {
     VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            kSmemBytes));
-    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel<2>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, ws_smem_bytes(2)));
-    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel<3>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, ws_smem_bytes(3)));
+    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kWsSmemBytes));
     smem_configured = true;
   }
   Sage2Params prm{ws.q_int8, ws.q_scale, ws.k_int8, ws.k_scale, ws.v_fp8, ws.v_scale,
                   static_cast<__nv_bfloat16*>(out.raw_data()), out.stride(0), ws.seq, ws.padded};
   const dim3 grid(static_cast<unsigned>(ws.padded / kBlockQ), static_cast<unsigned>(ws.heads));
   if (ws.mainloop == Sage2Mainloop::kWgmma) {
-    if (ws.wgmma_stages == 3)
-      sage2_attention_wgmma_kernel<3><<<grid, kWsThreads, ws_smem_bytes(3), stream>>>(prm);
-    else
-      sage2_attention_wgmma_kernel<2><<<grid, kWsThreads, ws_smem_bytes(2), stream>>>(prm);
+    sage2_attention_wgmma_kernel<<<grid, kWsThreads, kWsSmemBytes, stream>>>(prm);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_attention_wgmma_kernel");
   } else {
     sage2_attention_mma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(prm);
