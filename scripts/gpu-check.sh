@@ -6,7 +6,7 @@
 #     --work DIR  logs and per-test JSON (default out/gpu-check); when $OUT is set (the lent device) the
 #                 log and a tarball of the work dir are also written there
 #     --part P    tests | gate | bench (block benchmarks, kernels, PyTorch peer) | run (the 12-step
-#                 trajectory) | deviation (fp8 vs bf16 latents) | gemm (GEMM bench + FC2 algorithm search)
+#                 trajectory) | deviation (fp8/nvfp4 vs bf16 latents, nvfp4 per-op) | gemm (GEMM bench + FC2 algorithm search)
 #                 | all (default)
 #     --quick     skip the 12-step trajectories
 # Evidence rows are appended to benchmarks/<date>-<gpu>-*.jsonl: commit them.
@@ -74,6 +74,8 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
   run_step bench_block_bf16 200 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused
   run_step bench_ab_component1 200 "$v" bench ab "${canon[@]}" --block 24 --reps 20 --a eager --b fused
   run_step bench_block_fp8 300 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused --precision fp8
+  run_step bench_block_nvfp4 400 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused --precision nvfp4
+  run_step bench_block_nvfp4_weight_only 300 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused --precision nvfp4-weight-only
   run_step bench_block_sage2 200 "$v" bench block "${canon[@]}" --block 24 --reps 10 --switches fused,attention=sage2
   for b in "$bin"/*_bench; do
     [ -x "$b" ] || continue
@@ -93,12 +95,22 @@ if [ "$part" = all ] || [ "$part" = deviation ]; then
   gen=("$v" generate --config h3 --synthetic --backend cuda --width 1344 --height 768 --frames 124
        --synthetic-text 100 --seed 42 --overwrite --quiet)
   for steps in 1 12; do
-    for prec in bf16 fp8; do
-      run_step "generate_${prec}_${steps}" 300 "${gen[@]}" --steps "$steps" --precision "$prec" --out "$work/gen-$prec-$steps"
+    for prec in bf16 fp8 nvfp4 nvfp4-weight-only; do
+      run_step "generate_${prec}_${steps}" 600 "${gen[@]}" --steps "$steps" --precision "$prec" --out "$work/gen-$prec-$steps"
     done
     run_step "deviation_fp8_${steps}" 60 python3 scripts/compare_latents.py "$work/gen-bf16-$steps" "$work/gen-fp8-$steps" \
       --label "fp8 (per-tensor W8A8) vs bf16, canonical, $steps steps" --evidence "benchmarks/$day-h200-precision-deviation.jsonl"
+    run_step "deviation_nvfp4_${steps}" 60 python3 scripts/compare_latents.py "$work/gen-bf16-$steps" "$work/gen-nvfp4-$steps" \
+      --label "nvfp4 (W4A4, exact Hopper emulation) vs bf16, canonical, $steps steps" --evidence "benchmarks/$day-h200-precision-deviation.jsonl"
+    run_step "deviation_nvfp4_weight_only_${steps}" 60 python3 scripts/compare_latents.py "$work/gen-bf16-$steps" \
+      "$work/gen-nvfp4-weight-only-$steps" --label "nvfp4-weight-only (ComfyUI Hopper) vs bf16, canonical, $steps steps" \
+      --evidence "benchmarks/$day-h200-precision-deviation.jsonl"
   done
+  # Per-op deviation (each GEMM of blocks 0/24/49 on the BF16 program's inputs, and each whole block).
+  if [ -x "$bin/nvfp4_deviation" ]; then
+    run_step nvfp4_deviation_ops 600 "$bin/nvfp4_deviation" --config h3 --blocks 0,24,49 \
+      --evidence "benchmarks/$day-h200-nvfp4-op-deviation.jsonl"
+  fi
 fi
 if [ "$part" = all ] || [ "$part" = gemm ]; then
   if [ -x "$bin/gemm_bench" ]; then

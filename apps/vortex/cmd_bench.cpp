@@ -58,7 +58,7 @@ void add_workload_options(CLI::App* sub, WorkloadSpec& spec) {
   sub->add_option("--text-rows", spec.text_rows, "synthetic refined text rows")->capture_default_str();
   sub->add_option("--weights-seed", spec.weights_seed)->capture_default_str();
   sub->add_option("--seed", spec.noise_seed)->capture_default_str();
-  sub->add_option("--precision", spec.precision, "bf16 | fp8")->capture_default_str();
+  sub->add_option("--precision", spec.precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only")->capture_default_str();
   sub->add_option("--switches", spec.switches, "over the policy defaults, e.g. fused, eager, attention=sage2, fused_gate_add=0");
 }
 

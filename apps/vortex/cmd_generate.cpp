@@ -197,7 +197,7 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores; results never depend on it");
   sub->add_option("--out", args->out, "Output directory (required)");
   sub->add_flag("--overwrite", args->overwrite, "Replace a non-empty --out directory");
-  sub->add_option("--precision", args->precision, "bf16 | fp8 | nvfp4 (GEMM precision; default bf16)");
+  sub->add_option("--precision", args->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only (GEMM precision; default bf16)");
   sub->add_option("--attention", args->attention, "sdpa | sage2 (default sdpa)");
   sub->add_flag("--quiet", args->quiet, "No progress output");
   sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub); });

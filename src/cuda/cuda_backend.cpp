@@ -10,8 +10,10 @@
 #include "cuda/attention/sage2_attention.h"
 #include "cuda/attention/sdpa.h"
 #include "cuda/check.h"
+#include "cuda/ops/nvfp4_quantize.h"
 #include "cuda/ops/ops.h"
 #include "gemm/gemm.h"
+#include "gemm/nvfp4_gemm.h"
 
 namespace vortex {
 namespace {
@@ -27,6 +29,17 @@ Status expect_dense_host(const Tensor& t, const char* what) {
 }
 
 }  // namespace
+
+// NVFP4 linear state: the GEMM runner and one scratch block [data | scales | g | amax] for the quantized
+// activation, sized at first use for the shape and grown only for a larger one.
+struct CudaBackend::Nvfp4State {
+  std::unique_ptr<Nvfp4Gemm> gemm;
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
+  ~Nvfp4State() {
+    if (scratch) (void)cudaFree(scratch);
+  }
+};
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
   std::unique_ptr<CudaBackend> b(new CudaBackend());
@@ -63,6 +76,7 @@ CudaBackend::~CudaBackend() {
   for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
   sdpa_.reset();
   sage2_.reset();
+  nvfp4_.reset();
   gemm_.reset();
   segments_.reset();
   if (silu_table_) (void)cudaFree(silu_table_);
@@ -239,8 +253,61 @@ Status CudaBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor*
   if (!gemm_) {  // created on first use: backends used only for elementwise work need no cuBLASLt
     VORTEX_ASSIGN_OR_RETURN(gemm_, GemmEngine::create());
   }
+  if (w.format == QuantFormat::kNvfp4) return linear_nvfp4(x, w, bias, out);
   VORTEX_RETURN_IF_ERROR(gemm_->linear(x, w, bias, out, stream_));
   return after_op("linear");
+}
+
+// out = R(g_x * g_w * q(x) @ w'^T + bias): x quantized by the GPU producer (dynamic g = amax/2688 in
+// comfy-kitchen's BF16 rounding, or the layer's static input_scale), then the NVFP4 GEMM of this GPU.
+Status CudaBackend::linear_nvfp4(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  if (!x.defined() || x.device() != Device::kCuda || x.dtype() != DType::kBF16 || x.ndim() != 2 || x.stride(1) != 1)
+    return invalid_argument("nvfp4 linear: x must be a device bf16 [M, K] with unit column stride, got " +
+                            (x.defined() ? x.describe() : std::string("undefined")));
+  if (x.dim(1) != w.in_features)
+    return invalid_argument("nvfp4 linear: x has K=" + std::to_string(x.dim(1)) + ", the weight K=" +
+                            std::to_string(w.in_features));
+  if (!nvfp4_) nvfp4_ = std::make_unique<Nvfp4State>();
+  if (!nvfp4_->gemm) {
+    VORTEX_ASSIGN_OR_RETURN(nvfp4_->gemm, Nvfp4Gemm::create(*gemm_));
+  }
+  const int64_t m = x.dim(0), k = x.dim(1);
+  if (m == 0) return Status::Ok();
+  const ref::Nvfp4Layout layout = ref::nvfp4_layout(m, k);
+  auto up = [](size_t v) { return (v + 255) / 256 * 256; };
+  const size_t data_bytes = up(layout.data_bytes()), scale_bytes = up(layout.scale_bytes());
+  const size_t need = data_bytes + scale_bytes + 256;
+  if (need > nvfp4_->scratch_bytes) {
+    if (nvfp4_->scratch) VORTEX_CUDA_CHECK(cudaFree(nvfp4_->scratch));  // synchronizes: no in-flight user
+    nvfp4_->scratch = nullptr;
+    nvfp4_->scratch_bytes = 0;
+    VORTEX_CUDA_CHECK(cudaMalloc(&nvfp4_->scratch, need));
+    nvfp4_->scratch_bytes = need;
+  }
+  char* base = static_cast<char*>(nvfp4_->scratch);
+  cuda_ops::Nvfp4Buffers buffers;
+  buffers.data = reinterpret_cast<uint8_t*>(base);                // [M16, K16/2] e2m1 pairs
+  buffers.scales = reinterpret_cast<uint8_t*>(base + data_bytes);  // [M128, C4] e4m3, 128x4 tiles
+  cuda_ops::Nvfp4GlobalScale g;
+  g.g = reinterpret_cast<float*>(base + data_bytes + scale_bytes);
+  g.amax_workspace = reinterpret_cast<uint32_t*>(base + data_bytes + scale_bytes + 16);
+  if (w.input_scale.defined()) {  // static activation scale from the checkpoint
+    if (w.input_scale.device() != Device::kCuda || w.input_scale.dtype() != DType::kF32 || w.input_scale.numel() != 1)
+      return invalid_argument("nvfp4 linear: input_scale must be one f32 on the device, got " + w.input_scale.describe());
+    VORTEX_CUDA_CHECK(cudaMemcpyAsync(g.g, w.input_scale.raw_data(), sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    g.dynamic = false;
+  }
+  VORTEX_RETURN_IF_ERROR(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.raw_data()), m, k, x.stride(0), g,
+                                                  buffers, stream_));
+  VORTEX_RETURN_IF_ERROR(after_op("linear(nvfp4 activation quantize)"));
+  Nvfp4Operand xo;
+  xo.data = buffers.data;
+  xo.scales = buffers.scales;
+  xo.global_scale = g.g;
+  xo.rows = m;
+  xo.cols = k;
+  VORTEX_RETURN_IF_ERROR(nvfp4_->gemm->linear(xo, w, bias, out, stream_));
+  return after_op("linear(nvfp4)");
 }
 
 Status CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {

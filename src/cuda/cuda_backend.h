@@ -1,7 +1,9 @@
 // CudaBackend: the Backend interface on one NVIDIA GPU (sm_90a build). Memory through the caching
 // allocator, uploads/downloads through pinned staging, linear layers through GemmEngine (cuBLASLt),
 // attention through SdpaAttention (cuDNN) for opts.attention == "sdpa", every other op through the E0
-// kernels of src/cuda/ops. All work runs on one stream; `debug_sync` (VORTEX_DEBUG_SYNC=1 or
+// kernels of src/cuda/ops. NVFP4 weights (precision nvfp4): the activation is quantized per call by
+// cuda_ops::nvfp4_quantize into backend-owned scratch, then Nvfp4Gemm (FP4 on Blackwell, exact BF16
+// emulation on Hopper). All work runs on one stream; `debug_sync` (VORTEX_DEBUG_SYNC=1 or
 // set_debug_sync) synchronizes and checks after every op. Tested in tests/cuda/ops_test.cpp against the CPU backend.
 #pragma once
 
@@ -86,6 +88,8 @@ class CudaBackend : public Backend {
   CudaBackend() = default;
   Status init(int ordinal);
   Status after_op(const char* op, bool force_sync = false);
+  Status linear_nvfp4(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
+  struct Nvfp4State;  // Nvfp4Gemm + activation scratch (cuda_backend.cpp)
 
   struct Region {
     std::string name;
@@ -104,6 +108,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<GemmEngine> gemm_;
   std::unique_ptr<SdpaAttention> sdpa_;
   std::unique_ptr<Sage2Workspace> sage2_;  // quantized Q/K/V buffers, grown on demand
+  std::unique_ptr<Nvfp4State> nvfp4_;      // NVFP4 activation scratch, grown on demand
   uint16_t* silu_table_ = nullptr;  // [65536] bf16 bits, device
   bool debug_sync_ = false;
   bool debug_sync_env_ = false;  // VORTEX_DEBUG_SYNC=1 forces synchronization whatever the options say

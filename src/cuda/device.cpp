@@ -26,6 +26,14 @@ const std::vector<PolicySwitch>& policy_table() {
        "sdpa = cuDNN BF16 program; sage2 is E2 and needs the quality gate (NUMERICS.md gate 5)"},
       {"fp8_gemm", "off", "off", "off", "off", "",
        "FP8 E4M3 GEMMs are E2; need the measured deviation table and a quality gate"},
+      // What FC2 runs in precision nvfp4: off (W4A4 like the other GEMMs) | weight-only | bf16
+      // (engine/precision.h). Seeds (PERFORMANCE_ROADMAP.md, GB10/sm121): the streamed FC2 producer was
+      // non-exact (different reduction policy, max_abs 16), so FC2 stayed on the explicit Comfy/cuBLAS
+      // NVFP4 GEMM over a materialized, separately quantized activation — which is what "off" runs here
+      // (no fused FC2 producer exists); no arch has evidence for keeping FC2 in BF16 or weight-only.
+      {"nvfp4_fc2_fallback", "off", "off", "off", "off", "",
+       "off = FC2 on the materialized Comfy/cuBLAS W4A4 GEMM as the seeds keep it; weight-only/bf16 are E2 "
+       "alternatives to measure (bench block --precision nvfp4 --switches nvfp4_fc2_fallback=...)"},
   };
   return kTable;
 }

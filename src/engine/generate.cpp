@@ -78,14 +78,16 @@ Status validate_request_fields(const GenerateRequest& r) {
   if (r.backend != "cpu" && r.backend != "cuda") {
     return invalid_argument("--backend must be cpu or cuda, got '" + r.backend + "'");
   }
-  if (r.exec.precision != "bf16" && r.exec.precision != "fp8" && r.exec.precision != "nvfp4") {
-    return invalid_argument("--precision must be bf16, fp8 or nvfp4, got '" + r.exec.precision + "'");
+  if (!is_precision_name(r.exec.precision)) {
+    return invalid_argument("--precision must be one of " + std::string(precision_names_help()) + ", got '" +
+                            r.exec.precision + "'");
   }
   if (r.exec.attention != "sdpa" && r.exec.attention != "sage2") {
     return invalid_argument("--attention must be sdpa or sage2, got '" + r.exec.attention + "'");
   }
-  if (r.backend == "cpu" && (r.exec.precision != "bf16" || r.exec.attention != "sdpa")) {
-    return unsupported("the cpu backend runs the BF16 reference program only: use --precision bf16 --attention sdpa "
+  if (r.backend == "cpu" && ((r.exec.precision != "bf16" && r.exec.precision != "nvfp4-weight-only") ||
+                              r.exec.attention != "sdpa")) {
+    return unsupported("the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention sdpa "
                        "(fp8/nvfp4/sage2 are approximate CUDA modes, --backend cuda)");
   }
   return Status::Ok();

@@ -1,71 +1,245 @@
-// Weight precision modes at load. See precision.h.
+// Weight precision modes at load (see precision.h): one job per main-block GEMM weight, run by host workers
+// (download -> exact host quantizer / expander -> upload; transfers serialized, quantization in parallel).
+// Tested in tests/engine/precision_test.cpp (CPU: weight-only bytes, NVFP4 bytes vs the reference quantizer,
+// FC2 switch values, errors) and tests/cuda/nvfp4_mode_test.cpp (GPU: h3-tiny in nvfp4 mode).
 #include "engine/precision.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "io/quantized_layers.h"
+#include "ref/nvfp4_quantize.h"
+
 #if defined(VORTEX_WITH_CUDA)
+#include "cuda/cuda_backend.h"
 #include "gemm/gemm.h"
 #endif
 
 namespace vortex {
+namespace {
 
-Status apply_precision(H3Weights& weights, Backend& backend, const std::string& precision, int threads) {
-  if (precision == "bf16") return Status::Ok();
-  if (precision == "nvfp4")
-    return unsupported("precision nvfp4 is not wired into the runtime yet (NVFP4 producers and the exact Hopper "
-                       "emulation exist as kernels; see docs/); use --precision bf16 or fp8");
-  if (precision != "fp8") return invalid_argument("unknown precision '" + precision + "' (valid: bf16, fp8, nvfp4)");
-#if !defined(VORTEX_WITH_CUDA)
-  return unsupported("precision fp8 needs the CUDA build (cuBLASLt FP8 GEMMs)");
+enum class Action { kFp8, kNvfp4, kExpandBf16 };
+
+struct Job {
+  LinearWeight* w;
+  Action action;
+};
+
+// Host copy of every defined tensor of a layer.
+Result<LinearWeight> download_linear(Backend& backend, const LinearWeight& w) {
+  LinearWeight h = w;
+  for (auto [src, dst] : {std::pair{&w.weight, &h.weight}, std::pair{&w.weight_scale, &h.weight_scale},
+                          std::pair{&w.weight_scale_2, &h.weight_scale_2}, std::pair{&w.input_scale, &h.input_scale}}) {
+    if (!src->defined()) continue;
+    *dst = Tensor::empty(src->shape(), src->dtype());
+    VORTEX_RETURN_IF_ERROR(backend.download(*src, *dst));
+  }
+  return h;
+}
+
+// Device copy of every defined tensor of a host layer.
+Result<LinearWeight> upload_linear(Backend& backend, const LinearWeight& h) {
+  LinearWeight d = h;
+  for (auto [src, dst] : {std::pair{&h.weight, &d.weight}, std::pair{&h.weight_scale, &d.weight_scale},
+                          std::pair{&h.weight_scale_2, &d.weight_scale_2}, std::pair{&h.input_scale, &d.input_scale}}) {
+    if (!src->defined()) continue;
+    VORTEX_ASSIGN_OR_RETURN(*dst, backend.upload(*src));
+  }
+  return d;
+}
+
+Result<LinearWeight> transform(const LinearWeight& host, Action action) {
+  LinearWeight in = host;
+  if (in.format == QuantFormat::kNone) {
+    if (in.weight.ndim() != 2)
+      return invalid_argument("a GEMM weight must be 2-D [N, K], got " + in.weight.describe());
+    in.out_features = in.weight.dim(0);
+    in.in_features = in.weight.dim(1);
+  }
+  switch (action) {
+    case Action::kFp8:
+#if defined(VORTEX_WITH_CUDA)
+      return quantize_weight_fp8(in.weight, Fp8Scaling::kPerTensor);
 #else
-  std::vector<LinearWeight*> targets;
-  for (auto& b : weights.blocks)
-    for (LinearWeight* w : {&b.attn_qkv_proj, &b.attn_out_proj, &b.mlp_fc1, &b.mlp_fc2})
-      if (w->format == QuantFormat::kNone) targets.push_back(w);
+      return unsupported("precision fp8 needs the CUDA build (cuBLASLt FP8 GEMMs)");
+#endif
+    case Action::kNvfp4:
+      if (in.format == QuantFormat::kNvfp4) return in;
+      return quantize_weight_nvfp4(in.weight, true);
+    case Action::kExpandBf16: {
+      if (in.format == QuantFormat::kNone) {
+        VORTEX_ASSIGN_OR_RETURN(in, quantize_weight_nvfp4(in.weight, true));
+      } else if (in.format != QuantFormat::kNvfp4) {
+        return unsupported(std::string("nvfp4 weight-only expansion of a ") + quant_format_name(in.format) +
+                           " layer: load a BF16 or NVFP4 checkpoint");
+      }
+      VORTEX_ASSIGN_OR_RETURN(Tensor bf, dequantize_linear_bf16(in));  // [N, K] bf16 = R(e2m1 * (e4m3 * g))
+      LinearWeight out;
+      out.format = QuantFormat::kNone;
+      out.weight = std::move(bf);
+      out.out_features = in.out_features;
+      out.in_features = in.in_features;
+      return out;
+    }
+  }
+  return internal_error("unknown precision action");
+}
+
+// The backend's default for FC2 in nvfp4 mode: the CUDA policy table, "off" elsewhere.
+std::string default_fc2_mode(Backend& backend) {
+#if defined(VORTEX_WITH_CUDA)
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) {
+    Result<std::string> v = policy_default("nvfp4_fc2_fallback", cuda->gpu_info().facts.arch);
+    if (v.ok()) return v.value();
+  }
+#endif
+  (void)backend;
+  return "off";
+}
+
+Status run_jobs(std::vector<Job>& jobs, Backend& backend, int threads, const std::string& what) {
   std::atomic<size_t> next{0};
   std::mutex io_mutex;  // backend transfers are serialized; quantization runs in parallel
   Status first_error;
   std::mutex error_mutex;
   auto worker = [&]() {
-    for (size_t i = next++; i < targets.size(); i = next++) {
-      LinearWeight& w = *targets[i];
-      Status st;
-      Tensor host = Tensor::empty(w.weight.shape(), w.weight.dtype());  // [N, K] bf16
-      {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      Job& job = jobs[i];
+      Result<LinearWeight> dev = [&]() -> Result<LinearWeight> {
+        Result<LinearWeight> host = [&]() {
+          std::lock_guard<std::mutex> lock(io_mutex);
+          return download_linear(backend, *job.w);
+        }();
+        VORTEX_RETURN_IF_ERROR(host.status());
+        VORTEX_ASSIGN_OR_RETURN(LinearWeight t, transform(*host, job.action));
         std::lock_guard<std::mutex> lock(io_mutex);
-        st = backend.download(w.weight, host);
-      }
-      Result<LinearWeight> q = st.ok() ? quantize_weight_fp8(host, Fp8Scaling::kPerTensor) : Result<LinearWeight>(st);
-      if (q.ok()) {
-        std::lock_guard<std::mutex> lock(io_mutex);
-        auto dw = backend.upload(q->weight);
-        auto ds = dw.ok() ? backend.upload(q->weight_scale) : Result<Tensor>(dw.status());
-        if (ds.ok()) {
-          w.format = QuantFormat::kFp8Scaled;
-          w.weight = std::move(dw).value();        // [N, K] f8e4m3, device
-          w.weight_scale = std::move(ds).value();  // [1] f32, device
-        } else {
-          st = ds.status();
-        }
-      } else {
-        st = q.status();
-      }
-      if (!st.ok()) {
+        return upload_linear(backend, t);
+      }();
+      if (!dev.ok()) {
         std::lock_guard<std::mutex> lock(error_mutex);
-        if (first_error.ok()) first_error = st.with_context("fp8 weight quantization");
+        if (first_error.ok()) first_error = dev.status().with_context(what);
         return;
       }
+      *job.w = std::move(dev).value();
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 0; t < std::max(1, threads); ++t) pool.emplace_back(worker);
+  const int n = std::max(1, std::min<int>(threads, static_cast<int>(jobs.size())));
+  for (int t = 0; t < n; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
   VORTEX_RETURN_IF_ERROR(first_error);
   return backend.synchronize();
+}
+
+}  // namespace
+
+bool is_precision_name(const std::string& name) {
+  return name == "bf16" || name == "fp8" || name == "nvfp4" || name == "nvfp4-weight-only";
+}
+const char* precision_names_help() { return "bf16, fp8, nvfp4, nvfp4-weight-only"; }
+
+Result<LinearWeight> quantize_weight_nvfp4(const Tensor& w, bool approx_encode) {
+  if (!w.defined() || w.device() != Device::kCpu || w.dtype() != DType::kBF16 || w.ndim() != 2 || !w.is_contiguous())
+    return invalid_argument("quantize_weight_nvfp4 needs a contiguous host [N, K] bf16 tensor, got " +
+                            (w.defined() ? w.describe() : std::string("undefined")));
+  const int64_t n = w.dim(0), k = w.dim(1);
+  ref::Nvfp4Options options;
+  std::shared_ptr<const ref::RcpApproxTable> table;
+  if (approx_encode) {
+    Result<std::shared_ptr<const ref::RcpApproxTable>> t = ref::RcpApproxTable::default_table();
+    if (!t.ok())
+      return t.status().with_context(
+          "NVFP4 weight quantization reproduces comfy-kitchen's CUDA encode and needs the measured rcp.approx "
+          "table (data/approx/rcp_approx_sm90.bin; set VORTEX_DATA_DIR to the repository's data/ directory)");
+    table = *t;
+    options.encode = ref::Nvfp4Encode::kApproxInstructions;
+    options.rcp = table.get();
+  } else {
+    options.encode = ref::Nvfp4Encode::kExactDivision;
+  }
+  const uint16_t* src = w.data<uint16_t>();  // [N, K] bf16
+  LinearWeight out;
+  out.format = QuantFormat::kNvfp4;
+  out.out_features = n;
+  out.in_features = k;
+  out.weight = Tensor::empty(nvfp4_weight_shape(n, k), DType::kU8);                // [N16, K16/2] e2m1 pairs
+  out.weight_scale = Tensor::empty(nvfp4_weight_scale_shape(n, k), DType::kF8E4M3);  // [N128, C4] tiled e4m3
+  out.weight_scale_2 = Tensor::empty({1}, DType::kF32);                            // g = amax / 2688
+  const float g = ref::nvfp4_global_scale_from_amax(ref::bf16_abs_max_bits(src, n, k, k));
+  out.weight_scale_2.data<float>()[0] = g;
+  VORTEX_RETURN_IF_ERROR(ref::nvfp4_quantize(src, n, k, k, g, options, out.weight.data<uint8_t>(),
+                                             out.weight_scale.data<uint8_t>()));
+  return out;
+}
+
+Status apply_precision(H3Weights& weights, Backend& backend, const std::string& precision, int threads) {
+  PrecisionOptions o;
+  o.precision = precision;
+  o.threads = threads;
+  return apply_precision(weights, backend, o);
+}
+
+Status apply_precision(H3Weights& weights, Backend& backend, const PrecisionOptions& options) {
+  const std::string& p = options.precision;
+  if (!is_precision_name(p))
+    return invalid_argument("unknown precision '" + p + "' (valid: " + precision_names_help() + ")");
+  if (p == "bf16") {
+    // An NVFP4 checkpoint has no BF16 program: make the choice explicit instead of running W4A4 silently.
+    for (const auto* list : {&weights.blocks, &weights.token_refiner_blocks})
+      for (const auto& b : *list)
+        for (const LinearWeight* w : {&b.attn_qkv_proj, &b.attn_out_proj, &b.mlp_fc1, &b.mlp_fc2})
+          if (w->format == QuantFormat::kNvfp4)
+            return invalid_argument("the checkpoint has NVFP4 layers, which have no BF16 program: use --precision "
+                                    "nvfp4 (W4A4) or nvfp4-weight-only (weights expanded to BF16, as ComfyUI on Hopper)");
+    return Status::Ok();
+  }
+  std::vector<Job> jobs;
+  if (p == "fp8") {
+#if !defined(VORTEX_WITH_CUDA)
+    return unsupported("precision fp8 needs the CUDA build (cuBLASLt FP8 GEMMs)");
 #endif
+    for (auto& b : weights.blocks)
+      for (LinearWeight* w : {&b.attn_qkv_proj, &b.attn_out_proj, &b.mlp_fc1, &b.mlp_fc2})
+        if (w->format == QuantFormat::kNone) jobs.push_back({w, Action::kFp8});
+    return run_jobs(jobs, backend, options.threads, "fp8 weight quantization");
+  }
+  if (p == "nvfp4-weight-only") {
+    for (auto& b : weights.blocks)
+      for (LinearWeight* w : {&b.attn_qkv_proj, &b.attn_out_proj, &b.mlp_fc1, &b.mlp_fc2})
+        jobs.push_back({w, Action::kExpandBf16});
+    // Refiner layers: BF16 ones stay; NVFP4 ones of a checkpoint are expanded too (no W4A4 in this mode).
+    for (auto& b : weights.token_refiner_blocks)
+      for (LinearWeight* w : {&b.attn_qkv_proj, &b.attn_out_proj, &b.mlp_fc1, &b.mlp_fc2})
+        if (w->format == QuantFormat::kNvfp4) jobs.push_back({w, Action::kExpandBf16});
+    return run_jobs(jobs, backend, options.threads, "nvfp4 weight-only expansion");
+  }
+  // nvfp4 (W4A4)
+  if (backend.device() != Device::kCuda)
+    return unsupported("precision nvfp4 (W4A4) needs --backend cuda (NVFP4 activation producers and GEMMs); the " +
+                       std::string(backend.name()) + " backend can run --precision nvfp4-weight-only");
+  const std::string fc2 = options.nvfp4_fc2.empty() ? default_fc2_mode(backend) : options.nvfp4_fc2;
+  if (fc2 != "off" && fc2 != "weight-only" && fc2 != "bf16")
+    return invalid_argument("nvfp4_fc2_fallback must be off, weight-only or bf16, got '" + fc2 + "'");
+  for (auto& b : weights.blocks) {
+    for (LinearWeight* w : {&b.attn_qkv_proj, &b.attn_out_proj, &b.mlp_fc1, &b.mlp_fc2}) {
+      if (w->format == QuantFormat::kFp8Scaled)
+        return unsupported("precision nvfp4 on an fp8_scaled checkpoint: load a BF16 or NVFP4 checkpoint");
+      Action a = Action::kNvfp4;
+      if (w == &b.mlp_fc2 && fc2 == "weight-only") a = Action::kExpandBf16;
+      if (w == &b.mlp_fc2 && fc2 == "bf16") {
+        if (w->format == QuantFormat::kNone) continue;  // keeps the release BF16 weight
+        a = Action::kExpandBf16;
+      }
+      if (a == Action::kNvfp4 && w->format == QuantFormat::kNvfp4) continue;  // checkpoint NVFP4: as loaded
+      jobs.push_back({w, a});
+    }
+  }
+  return run_jobs(jobs, backend, options.threads, "nvfp4 weight quantization (FC2: " + fc2 + ")");
 }
 
 }  // namespace vortex

@@ -87,7 +87,22 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   // Switches: the backend's policy defaults, then the caller's overrides.
   ExecOptions opts = w.backend->default_options();
   opts.precision = spec.precision;
-  VORTEX_RETURN_IF_ERROR(apply_switches(spec.switches, opts));
+  // nvfp4_fc2_fallback=off|weight-only|bf16 is a load-time precision switch (engine/precision.h), not an
+  // ExecOptions field: taken out here and passed to apply_precision.
+  PrecisionOptions precision_opts;
+  std::string switches;
+  {
+    std::stringstream ss(spec.switches);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (item.rfind("nvfp4_fc2_fallback=", 0) == 0) {
+        precision_opts.nvfp4_fc2 = item.substr(std::string("nvfp4_fc2_fallback=").size());
+      } else if (!item.empty()) {
+        switches += (switches.empty() ? "" : ",") + item;
+      }
+    }
+  }
+  VORTEX_RETURN_IF_ERROR(apply_switches(switches, opts));
   if (spec.checkpoint.empty()) {
     VORTEX_ASSIGN_OR_RETURN(w.cfg, ModelConfig::by_name(spec.config));
   } else {
@@ -100,7 +115,8 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   } else {
     VORTEX_ASSIGN_OR_RETURN(weights, load_checkpoint(spec.checkpoint, w.cfg, *w.backend));
   }
-  VORTEX_RETURN_IF_ERROR(apply_precision(weights, *w.backend, opts.precision));
+  precision_opts.precision = opts.precision;
+  VORTEX_RETURN_IF_ERROR(apply_precision(weights, *w.backend, precision_opts));
   VORTEX_RETURN_IF_ERROR(w.backend->synchronize());
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (log) log("weights ready in " + std::to_string(load_s) + " s (" + w.cfg.name + ", " + std::string(w.backend->name()) + ")");

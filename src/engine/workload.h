@@ -25,8 +25,9 @@ struct WorkloadSpec {
   int text_rows = 100;  // synthetic refined text [text_rows, hidden]
   uint64_t weights_seed = 0;  // same default as `vortex generate` and `vortex synth`
   uint64_t noise_seed = 42;
-  std::string precision = "bf16";  // bf16 | fp8
-  std::string switches;            // applied over the backend's policy defaults (apply_switches)
+  std::string precision = "bf16";  // bf16 | fp8 | nvfp4 | nvfp4-weight-only
+  std::string switches;            // applied over the backend's policy defaults (apply_switches); also
+                                   // nvfp4_fc2_fallback=off|weight-only|bf16 (load time, precision nvfp4)
 };
 
 struct Workload {

@@ -25,7 +25,11 @@ enum class Fp8Scaling : uint8_t { kPerTensor, kBlockwise };
 const char* fp8_scaling_name(Fp8Scaling scaling);
 
 // Which cuBLASLt program a plan runs (also the key of the pinned table).
-enum class GemmPrecision : uint8_t { kBf16, kF32, kFp8PerTensor, kFp8Blockwise };
+//  kNvfp4Emulated: the BF16 program (BF16 A/B/D, FP32 accumulation) with alpha read from DEVICE memory
+//                  (CUBLASLT_POINTER_MODE_DEVICE): the Hopper exact W4A4 emulation (gemm/nvfp4_gemm.h).
+//  kNvfp4:         Blackwell block-scaled FP4 (CUDA_R_4F_E2M1 A/B, VEC16_UE4M3 block scales, alpha on the
+//                  device, BF16 D); compiled with CUDA >= 12.8 headers, runs only on sm_100/103/120/121.
+enum class GemmPrecision : uint8_t { kBf16, kF32, kFp8PerTensor, kFp8Blockwise, kNvfp4Emulated, kNvfp4 };
 const char* gemm_precision_name(GemmPrecision precision);
 Result<GemmPrecision> gemm_precision_from_name(const std::string& name);
 
@@ -47,6 +51,12 @@ struct GemmCall {
   const void* bias = nullptr;  // bf16 for bf16/fp8 outputs, f32 for kF32; nullptr = no bias
   const float* x_scale = nullptr;
   const float* w_scale = nullptr;
+  // kNvfp4Emulated / kNvfp4 only: alpha (one f32 in device memory, e.g. g_x * g_w), and for kNvfp4 the
+  // E4M3 block scales of x and w in the cuBLAS 128x4-tiled layout (ref::nvfp4_layout). x/w are then
+  // packed E2M1 (ld in elements, K a multiple of 32).
+  const float* alpha = nullptr;
+  const void* x_block_scale = nullptr;
+  const void* w_block_scale = nullptr;
 };
 
 // A cuBLASLt algorithm configuration as gemm-tune enumerates and pins it (cublasLtMatmulAlgoConfig).
@@ -86,6 +96,8 @@ class GemmEngine {
   //       weight_scale shape picks the scaling: one element = per tensor (x per tensor, amax/448, or
   //       the static input_scale when present); [ceil(N/128), roundup(ceil(K/128),4)] = blockwise
   //       (x 1x128). Output bf16.
+  //   w nvfp4 (kNvfp4)             -> kUnsupported here: the activation must be quantized first; the
+  //       NVFP4 GEMMs are Nvfp4Gemm (gemm/nvfp4_gemm.h), called by CudaBackend::linear.
   virtual Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out,
                         cudaStream_t stream) = 0;
   // The raw GEMM (what linear() ends in); uses the pinned algorithm when the table has this exact

@@ -2,8 +2,10 @@
 // cuBLAS A = W (TRANSA = T, stored [K,N] col-major, ld = ldw), B = x (TRANSB = N, [K,M] col-major,
 // ld = ldx), D [N,M] col-major (ld = ldd) — the "TN" layout FP8 requires on Hopper.
 // One handle, one 32 MiB workspace, a plan cache (descriptors + chosen algorithm) per exact call shape,
-// and the pinned table from `vortex gemm-tune`. Tested in tests/gemm/gemm_test.cpp (E1 vs FP64).
+// and the pinned table from `vortex gemm-tune`. Tested in tests/gemm/gemm_test.cpp (E1 vs FP64) and
+// tests/gemm/nvfp4_gemm_test.cpp (NVFP4 emulation with alpha on the device; FP4 plans compiled, not run on sm_90).
 #include <cublasLt.h>
+#include <cuda.h>  // CUDA_VERSION: the FP4 (E2M1, VEC16_UE4M3) enums exist from CUDA 12.8 on
 
 #include <algorithm>
 #include <cstdlib>
@@ -70,7 +72,14 @@ struct Types {
 Types types_for(GemmPrecision p) {
   switch (p) {
     case GemmPrecision::kBf16:
+    case GemmPrecision::kNvfp4Emulated:
       return {CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 2, 2};
+    case GemmPrecision::kNvfp4:
+#if CUDA_VERSION >= 12080
+      return {CUDA_R_4F_E2M1, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 1, 2};  // ab_size unused (packed pairs)
+#else
+      return {CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 2, 2};  // rejected in validate_call
+#endif
     case GemmPrecision::kF32:
       return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 4, 4};
     case GemmPrecision::kFp8PerTensor:
@@ -114,6 +123,26 @@ Status validate_call(const GemmCall& c) {
   } else if (c.x_scale || c.w_scale) {
     return invalid_argument(where.str() + ": scales are only legal for FP8 GEMMs");
   }
+  const bool nvfp4 = c.precision == GemmPrecision::kNvfp4Emulated || c.precision == GemmPrecision::kNvfp4;
+  if (nvfp4 && !c.alpha)
+    return invalid_argument(where.str() + ": NVFP4 GEMMs need alpha (g_x * g_w) as one f32 in device memory");
+  if (!nvfp4 && c.alpha)
+    return invalid_argument(where.str() + ": a device alpha is only legal for the NVFP4 GEMMs");
+  if (c.precision == GemmPrecision::kNvfp4) {
+#if CUDA_VERSION < 12080
+    return unsupported(where.str() + ": this build's CUDA headers predate FP4 (CUDA_R_4F_E2M1 needs CUDA >= 12.8)");
+#endif
+    if (!c.x_block_scale || !c.w_block_scale)
+      return invalid_argument(where.str() + ": NVFP4 GEMM needs the E4M3 block scales of x and w");
+    if (!aligned16(c.x) || !aligned16(c.w) || !aligned16(c.d) || !aligned16(c.x_block_scale) ||
+        !aligned16(c.w_block_scale))
+      return invalid_argument(where.str() + ": NVFP4 GEMM operands and block scales must be 16-byte aligned");
+    if (c.k % 32 || c.ldx % 32 || c.ldw % 32 || c.ldd % 8)
+      return invalid_argument(where.str() + ": NVFP4 GEMM needs K and ldx/ldw multiples of 32 elements "
+                                            "(16 bytes of packed E2M1) and ldd a multiple of 8");
+  } else if (c.x_block_scale || c.w_block_scale) {
+    return invalid_argument(where.str() + ": block scales are only legal for the NVFP4 (FP4) GEMM");
+  }
   return Status::Ok();
 }
 
@@ -123,6 +152,7 @@ class CublasLtGemmEngine final : public GemmEngine {
     plans_.clear();
     if (workspace_) cudaFree(workspace_);
     if (scratch_) cudaFree(scratch_);
+    if (device_zero_) cudaFree(device_zero_);
     if (handle_) cublasLtDestroy(handle_);
   }
 
@@ -130,6 +160,9 @@ class CublasLtGemmEngine final : public GemmEngine {
     workspace_bytes_ = options.workspace_bytes;
     VORTEX_CUBLAS(cublasLtCreate(&handle_));
     if (workspace_bytes_ > 0) VORTEX_CUDA_OK(cudaMalloc(&workspace_, workspace_bytes_));
+    // beta = 0 in device memory for the device-pointer-mode (NVFP4) plans: alpha and beta share one mode.
+    VORTEX_CUDA_OK(cudaMalloc(&device_zero_, 256));
+    VORTEX_CUDA_OK(cudaMemset(device_zero_, 0, 256));
     int dev = 0;
     VORTEX_CUDA_OK(cudaGetDevice(&dev));
     cudaDeviceProp prop{};
@@ -365,6 +398,24 @@ class CublasLtGemmEngine final : public GemmEngine {
       VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                    &bias_type, sizeof(bias_type)));
     }
+    if (call.alpha) {
+      // NVFP4: alpha = g_x * g_w lives on the device (no host sync to read the dynamic activation scale).
+      cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_DEVICE;
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof(mode)));
+    }
+#if CUDA_VERSION >= 12080
+    if (call.precision == GemmPrecision::kNvfp4) {
+      // comfy-kitchen's cublas_gemm_blockwise_fp4 configuration (research §1.9): A = W, B = x, both
+      // VEC16_UE4M3 block scales in 128x4 tiles, FP32 scale type, TN.
+      cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3;
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                   &call.w_block_scale, sizeof(call.w_block_scale)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                   &call.x_block_scale, sizeof(call.x_block_scale)));
+    }
+#endif
     if (call.precision == GemmPrecision::kFp8Blockwise) {
       // cuBLAS A = W (128x128 blocks), B = x (1x128 per token) — the pairing PyTorch's DeepSeek-style
       // _scaled_mm reaches for a row-major output (it swaps mat1/mat2 the same way).
@@ -425,8 +476,17 @@ class CublasLtGemmEngine final : public GemmEngine {
       VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
                                                    &call.x_scale, sizeof(call.x_scale)));
     }
+    if (call.x_block_scale) {
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                   &call.w_block_scale, sizeof(call.w_block_scale)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                   &call.x_block_scale, sizeof(call.x_block_scale)));
+    }
     const float alpha = 1.0f, beta = 0.0f;
-    VORTEX_CUBLAS(cublasLtMatmul(handle_, plan.op, &alpha, call.w, plan.a, call.x, plan.b, &beta,
+    // Device pointer mode (NVFP4 plans): alpha from the call, beta from the engine's device zero.
+    const void* alpha_ptr = call.alpha ? static_cast<const void*>(call.alpha) : static_cast<const void*>(&alpha);
+    const void* beta_ptr = call.alpha ? static_cast<const void*>(device_zero_) : static_cast<const void*>(&beta);
+    VORTEX_CUBLAS(cublasLtMatmul(handle_, plan.op, alpha_ptr, call.w, plan.a, call.x, plan.b, beta_ptr,
                                  call.d, plan.d, call.d, plan.d, &algo, workspace_,
                                  workspace_bytes_, stream));
     return Status::Ok();
@@ -449,6 +509,7 @@ class CublasLtGemmEngine final : public GemmEngine {
   size_t workspace_bytes_ = 0;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  void* device_zero_ = nullptr;  // 256 bytes of zeros: beta for device-pointer-mode plans
   std::string device_name_;
   int sm_count_ = 0;
   int cc_major_ = 0;
@@ -513,6 +574,9 @@ Status CublasLtGemmEngine::linear(const Tensor& x, const LinearWeight& w, const 
     }
     return gemm(call, stream);
   }
+  if (w.format == QuantFormat::kNvfp4)
+    return unsupported("linear: NVFP4 weights need a quantized activation: use Nvfp4Gemm (gemm/nvfp4_gemm.h), "
+                       "as CudaBackend::linear does, or expand the weight (--precision nvfp4-weight-only)");
   if (w.format != QuantFormat::kFp8Scaled)
     return unsupported(std::string("linear: weight format ") + quant_format_name(w.format) +
                        " is not handled by the cuBLASLt engine on this GPU");
@@ -589,16 +653,18 @@ const char* gemm_precision_name(GemmPrecision precision) {
     case GemmPrecision::kF32: return "f32";
     case GemmPrecision::kFp8PerTensor: return "fp8_per_tensor";
     case GemmPrecision::kFp8Blockwise: return "fp8_blockwise";
+    case GemmPrecision::kNvfp4Emulated: return "nvfp4_emulated";
+    case GemmPrecision::kNvfp4: return "nvfp4";
   }
   return "unknown";
 }
 
 Result<GemmPrecision> gemm_precision_from_name(const std::string& name) {
   for (GemmPrecision p : {GemmPrecision::kBf16, GemmPrecision::kF32, GemmPrecision::kFp8PerTensor,
-                          GemmPrecision::kFp8Blockwise})
+                          GemmPrecision::kFp8Blockwise, GemmPrecision::kNvfp4Emulated, GemmPrecision::kNvfp4})
     if (name == gemm_precision_name(p)) return p;
   return invalid_argument("unknown GEMM precision '" + name +
-                          "' (expected bf16, f32, fp8_per_tensor or fp8_blockwise)");
+                          "' (expected bf16, f32, fp8_per_tensor, fp8_blockwise, nvfp4_emulated or nvfp4)");
 }
 
 std::string GemmAlgoConfig::describe() const {

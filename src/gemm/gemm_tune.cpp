@@ -87,6 +87,9 @@ Result<std::unique_ptr<GemmOperands>> GemmOperands::create(GemmPrecision precisi
     ops->allocations_.push_back(p);
     return p;
   };
+  if (precision == GemmPrecision::kNvfp4)
+    return unsupported("gemm-tune does not tune the Blackwell FP4 GEMM yet (no FP4 operand generator); tune "
+                       "nvfp4_emulated on Hopper");
   GemmCall& c = ops->call_;
   c.precision = precision;
   c.m = precision == GemmPrecision::kFp8Blockwise ? (m + 3) / 4 * 4 : m;
@@ -104,7 +107,15 @@ Result<std::unique_ptr<GemmOperands>> GemmOperands::create(GemmPrecision precisi
     VORTEX_RETURN_IF_ERROR(fill_uniform_f32_device(static_cast<float*>(w), n * k, seed + 1, -1.f, 1.f, s));
     c.x = x;
     c.w = w;
-  } else if (precision == GemmPrecision::kBf16) {
+  } else if (precision == GemmPrecision::kBf16 || precision == GemmPrecision::kNvfp4Emulated) {
+    if (precision == GemmPrecision::kNvfp4Emulated) {
+      // The emulation's plan: BF16 operands (exactly what dequantized NVFP4 operands are) and alpha = 1 on
+      // the device, so the FP64 reference is the BF16 one.
+      VORTEX_ASSIGN_OR_RETURN(void* alpha, alloc(256));
+      const float one = 1.0f;
+      VORTEX_TUNE_CUDA(cudaMemcpy(alpha, &one, sizeof(one), cudaMemcpyHostToDevice));
+      c.alpha = static_cast<const float*>(alpha);
+    }
     VORTEX_ASSIGN_OR_RETURN(void* x, alloc(um * uk * 2));
     VORTEX_ASSIGN_OR_RETURN(void* w, alloc(un * uk * 2));
     VORTEX_RETURN_IF_ERROR(fill_uniform_bf16_device(x, c.m * k, seed, 1.0f, s));
@@ -169,7 +180,7 @@ Result<double> GemmOperands::reference_f64(int64_t i, int64_t j) const {
     const float* x = reinterpret_cast<const float*>(xr.data());
     const float* w = reinterpret_cast<const float*>(wr.data());
     for (size_t t = 0; t < uk; ++t) acc += static_cast<double>(x[t]) * static_cast<double>(w[t]);
-  } else if (c.precision == GemmPrecision::kBf16) {
+  } else if (c.precision == GemmPrecision::kBf16 || c.precision == GemmPrecision::kNvfp4Emulated) {
     const uint16_t* x = reinterpret_cast<const uint16_t*>(xr.data());
     const uint16_t* w = reinterpret_cast<const uint16_t*>(wr.data());
     for (size_t t = 0; t < uk; ++t)

@@ -6,7 +6,12 @@ if(VORTEX_HAVE_CUDA)
   vortex_test(NAME gemm_test SOURCES ${CMAKE_SOURCE_DIR}/tests/gemm/gemm_test.cpp LIBS vortex_gemm GPU)
   vortex_test(NAME gemm_tune_test SOURCES ${CMAKE_SOURCE_DIR}/tests/gemm/gemm_tune_test.cpp
               LIBS vortex_gemm GPU)
+  vortex_test(NAME nvfp4_gemm_test SOURCES ${CMAKE_SOURCE_DIR}/tests/gemm/nvfp4_gemm_test.cpp
+              LIBS vortex_gemm GPU)
 endif()
+# NVFP4 dequantization reference (CPU): exactness of e2m1 * e4m3 in BF16, layout, weight-only expansion.
+vortex_test(NAME nvfp4_dequant_test SOURCES ${CMAKE_SOURCE_DIR}/tests/gemm/nvfp4_dequant_test.cpp
+            LIBS vortex_ref vortex_io)
 # gemm_bench: gemm-tune / bench_gemm without the CLI (bench/gemm_bench.cpp).
 if(VORTEX_HAVE_CUDA)
   add_executable(gemm_bench ${CMAKE_SOURCE_DIR}/bench/gemm_bench.cpp)
