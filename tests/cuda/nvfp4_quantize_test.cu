@@ -3,7 +3,8 @@
 //    and mul.rn.ftz.f32 vs their models, the device E2M1 converter vs cuda_fp4.h on all 2^32 inputs, and the
 //    shipped table (data/approx/rcp_approx_sm90.bin) vs this GPU;
 //  * producers (plain, modulation, SwiGLU) E0 vs the CPU reference (ref::nvfp4_quantize with the binade measured
-//    here), fused == materialize-then-quantize with the real modulate / swiglu kernels, on adversarial inputs.
+//    here), fused == materialize-then-quantize with the real modulate / swiglu kernels, on adversarial inputs;
+//    shapes cover both producer paths (16-byte main path and the element-wise path for ragged / unaligned K).
 // Fresh seeds per run (printed on failure); outputs poisoned before each run; sentinels catch overruns.
 #include <gtest/gtest.h>
 
@@ -171,7 +172,8 @@ void check_plain(int64_t rows, int64_t cols, int64_t ld, bool inf_nan, bool dyna
 TEST(Nvfp4Producer, PlainRaggedShapesDynamic) {
   VORTEX_REQUIRE_GPU();
   const int64_t shapes[][3] = {{1, 16, 16},   {17, 40, 40},    {130, 64, 72},   {3, 5376, 5376}, {300, 5376, 5376},
-                               {33, 7168, 7200}, {129, 14336, 14336}, {16, 8, 8}, {45, 100, 101}, {0, 64, 64}};
+                               {33, 7168, 7200}, {129, 14336, 14336}, {16, 8, 8}, {45, 100, 101}, {0, 64, 64},
+                               {37, 48, 48},  {5, 272, 272},  {131, 5376 + 16, 5376 + 16}};
   for (const auto& s : shapes) check_plain(s[0], s[1], s[2], false, true);
 }
 
@@ -278,7 +280,7 @@ void check_modulated(int64_t rows, int64_t d) {
 TEST(Nvfp4Producer, ModulationFusedEqualsMaterializeThenQuantize) {
   VORTEX_REQUIRE_GPU();
   check_modulated(300, 5376);
-  check_modulated(37, 40);   // scalar path, ragged rows and K
+  check_modulated(37, 40);   // element-wise path, ragged rows and K
   check_modulated(130, 7168);
 }
 
@@ -317,7 +319,8 @@ void check_swiglu(int64_t rows, int64_t f) {
 TEST(Nvfp4Producer, SwigluFusedEqualsMaterializeThenQuantize) {
   VORTEX_REQUIRE_GPU();
   check_swiglu(150, 14336);
-  check_swiglu(21, 24);  // scalar path (F not a multiple of 16)
+  check_swiglu(21, 24);   // element-wise path (F not a multiple of 16)
+  check_swiglu(19, 272);  // main path, K not a multiple of 64 (partial scale word groups)
 }
 
 TEST(Nvfp4Producer, RejectsBadArguments) {

@@ -176,7 +176,8 @@ TEST_F(CudaOps, QkNormRopeInPlaceOnStridedQkvMatchesReference) {
   const std::vector<QkCase> cases = {
       {1, 56, 128, 96, Fill::kNormal},   {7, 56, 128, 96, Fill::kDynamicRange}, {1000, 56, 128, 96, Fill::kNormal},
       {37, 56, 128, 96, Fill::kSpecial}, {9, 4, 64, 48, Fill::kOddMantissa},    {5, 3, 32, 0, Fill::kNormal},
-      {11, 2, 256, 128, Fill::kNormal},
+      {11, 2, 256, 128, Fill::kNormal},  {3, 5, 128, 0, Fill::kDynamicRange},  {13, 3, 128, 128, Fill::kOddMantissa},
+      {2000, 56, 128, 96, Fill::kDynamicRange},
   };
   for (const QkCase& c : cases) {
     SCOPED_TRACE("S " + std::to_string(c.rows) + " heads " + std::to_string(c.heads) + " hd " + std::to_string(c.head_dim) +
@@ -204,10 +205,10 @@ TEST_F(CudaOps, QkNormRopeInPlaceOnStridedQkvMatchesReference) {
     Tensor hq = expect.as_strided({c.rows, inner}, {3 * inner, 1}, 0).value();
     Tensor hk = expect.as_strided({c.rows, inner}, {3 * inner, 1}, inner).value();
     ASSERT_OK(cpu_->qk_norm_rope(hq, hk, qw, kw, 1e-6f, c.rope_dims > 0 ? &host_rope : nullptr, c.heads, c.head_dim));
+    Tensor gqw = upload(qw), gkw = upload(kw);
     Guarded g = guarded(qkv, 3 * inner);
     Tensor dq = g.buffer.as_strided({c.rows, inner}, {3 * inner, 1}, 0).value();
     Tensor dk = g.buffer.as_strided({c.rows, inner}, {3 * inner, 1}, inner).value();
-    Tensor gqw = upload(qw), gkw = upload(kw);
     ASSERT_OK(gpu_->qk_norm_rope(dq, dk, gqw, gkw, 1e-6f, c.rope_dims > 0 ? &dev_rope : nullptr, c.heads, c.head_dim));
     expect_equal(expect, g, "qkv after qk_norm_rope (q, k normed in place; v untouched)");
   }

@@ -1,14 +1,18 @@
-// NVFP4 producers (research/nvfp4-fp8-gemm.md §1.13): amax -> g, then one thread per (row, 4 blocks of 16)
-// packs 64 elements: 32 bytes of hi-first E2M1 pairs and one aligned 4-byte word of the 128x4 scale tile.
-// The BF16 input comes from a Source policy: a plain tensor, the modulation of the RMSNorm output, or SwiGLU
-// of the FC1 output (recomputed exactly as modulate.cu / swiglu.cu do, never written). rcp/div/mul/min are
-// pinned with inline PTX (.approx.ftz as comfy-kitchen's fast-math build emits them). Also the device probes
-// of those instructions. E0 vs src/ref/nvfp4_quantize.cpp in tests/cuda/nvfp4_quantize_test.cu.
+// NVFP4 producers (research/nvfp4-fp8-gemm.md §1.13): amax -> g, then pack: E2M1 hi-first pairs and the E4M3
+// scales in the 128x4 tile. Main path (cols % 16 == 0, 16-byte aligned rows): one lane per 16-byte chunk (half a
+// block), warp-contiguous loads/stores; H200 at S = 37810: plain K 5376 0.367 ms = 60.4% of copy BW (the old
+// thread-per-64-elements pack: 0.514), K 14336 0.948 (1.345); modulated 0.578 ms = 0.99x of unfused, SwiGLU 1.480
+// ms = 1.15x faster than unfused (benchmarks/2026-11-29-h200-s7-bw/nvfp4_bench.log). Other shapes: one thread per
+// (row, 4 blocks), element loads. The BF16 input comes from a Source policy: a plain tensor, the modulation of the
+// RMSNorm output, or SwiGLU of the FC1 output (recomputed exactly as modulate.cu / swiglu.cu do, never written).
+// rcp/div/mul/min are pinned with inline PTX (.approx.ftz as comfy-kitchen's fast-math build emits them). Also the
+// device probes of those instructions. E0 vs src/ref/nvfp4_quantize.cpp in tests/cuda/nvfp4_quantize_test.cu.
 #include "cuda/ops/nvfp4_quantize.h"
 
 #include <cuda_fp4.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/philox.h"
@@ -68,6 +72,20 @@ __device__ __forceinline__ uint32_t e2m1_code(float v) {
   return sign | c;
 }
 
+// The same E2M1 code by arithmetic (fewer instructions than the 7-comparison table; the main path uses it):
+// a = |v|, k = clamp(exponent(a), 0, 2), M = 2^(22 + k) has ulp 2^(k - 1), the grid step of E2M1 on
+// [0, 2), [2, 4), [4, 8); fadd.rn(a, M) rounds a to that grid with ties to even, and the grid index n plus 2k is
+// the code (saturated at 7). NaN -> 0x7 without sign. Equal to e2m1_code on all 2^32 inputs (checked on the GPU by
+// nvfp4_check_div_mul_e2m1's E2M1 sweep against cuda_fp4.h, and on the host when written).
+__device__ __forceinline__ uint32_t e2m1_code_arith(float v) {
+  const uint32_t u = __float_as_uint(v), ua = u & 0x7FFFFFFFu;
+  const uint32_t sign = ua > 0x7F800000u ? 0u : (u >> 28) & 0x8u;
+  const int k = min(max(static_cast<int>(ua >> 23) - 127, 0), 2);
+  const uint32_t mb = static_cast<uint32_t>(149 + k) << 23;  // bits of 2^(22 + k)
+  const uint32_t n = __float_as_uint(__fadd_rn(__uint_as_float(ua), __uint_as_float(mb))) - mb;
+  return sign | min(n + 2u * static_cast<uint32_t>(k), 7u);
+}
+
 // One 16-element block (bf16 bits) -> scale byte + 8 packed bytes (as two u32, byte order = memory order).
 __device__ __forceinline__ uint8_t quantize_block(const uint16_t (&x)[16], float g, uint32_t (&packed)[2]) {
   int amax = -1;  // |x| max in bf16 with NaN-suppressing max (max.bf16); all-NaN -> NaN
@@ -95,15 +113,15 @@ __device__ __forceinline__ uint8_t quantize_block(const uint16_t (&x)[16], float
 }
 
 // ---- sources: element (r, c) of the BF16 tensor being quantized ----------------------------------------
+// at(r, c): one element (general path); load8(r, c8): elements 8 c8 .. 8 c8 + 7, one 16-byte load per input
+// (main path); begin_row(r) before either for row r.
 struct PlainSource {
   const uint16_t* x;
   int64_t ld;
   __device__ __forceinline__ void begin_row(int64_t) {}
   __device__ __forceinline__ uint16_t at(int64_t r, int64_t c) const { return x[r * ld + c]; }
-  __device__ __forceinline__ void load16(int64_t r, int64_t c, uint16_t (&v)[16]) const {
-    const uint4* p = reinterpret_cast<const uint4*>(x + r * ld + c);
-    *reinterpret_cast<uint4*>(v) = p[0];
-    *reinterpret_cast<uint4*>(v + 8) = p[1];
+  __device__ __forceinline__ uint4 load8(int64_t r, int64_t c8) const {  // elements 8 c8 .. 8 c8 + 7
+    return reinterpret_cast<const uint4*>(x + r * ld)[c8];
   }
 };
 
@@ -119,19 +137,18 @@ struct ModulatedSource {  // R(R(n * R(1 + scale)) + shift), as modulate.cu
     return f32_to_bf16(modulate_value(bf16_to_f32(n[r * ld + c]), bf16_to_f32(trow[scale_col + c]),
                                       bf16_to_f32(trow[shift_col + c])));
   }
-  __device__ __forceinline__ void load16(int64_t r, int64_t c, uint16_t (&v)[16]) const {
-    uint16_t nv[16], sc[16], sh[16];
-    const uint4* pn = reinterpret_cast<const uint4*>(n + r * ld + c);
-    const uint4* psc = reinterpret_cast<const uint4*>(trow + scale_col + c);
-    const uint4* psh = reinterpret_cast<const uint4*>(trow + shift_col + c);
+  __device__ __forceinline__ uint4 load8(int64_t r, int64_t c8) const {
+    const uint4 nq = reinterpret_cast<const uint4*>(n + r * ld)[c8];
+    const uint4 scq = __ldg(reinterpret_cast<const uint4*>(trow + scale_col) + c8);
+    const uint4 shq = __ldg(reinterpret_cast<const uint4*>(trow + shift_col) + c8);
+    const uint16_t* nv = reinterpret_cast<const uint16_t*>(&nq);
+    const uint16_t* sc = reinterpret_cast<const uint16_t*>(&scq);
+    const uint16_t* sh = reinterpret_cast<const uint16_t*>(&shq);
+    uint4 out;
+    uint16_t* o = reinterpret_cast<uint16_t*>(&out);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      *reinterpret_cast<uint4*>(nv + 8 * h) = pn[h];
-      *reinterpret_cast<uint4*>(sc + 8 * h) = __ldg(psc + h);
-      *reinterpret_cast<uint4*>(sh + 8 * h) = __ldg(psh + h);
-    }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) v[i] = f32_to_bf16(modulate_value(bf16_to_f32(nv[i]), bf16_to_f32(sc[i]), bf16_to_f32(sh[i])));
+    for (int i = 0; i < 8; ++i) o[i] = f32_to_bf16(modulate_value(bf16_to_f32(nv[i]), bf16_to_f32(sc[i]), bf16_to_f32(sh[i])));
+    return out;
   }
 };
 
@@ -144,23 +161,22 @@ struct SwigluSource {  // R(R(silu(gate)) * value), SiLU from the host table, as
     const uint16_t* row = u + r * ld;
     return f32_to_bf16(__fmul_rn(bf16_to_f32(__ldg(silu + row[c])), bf16_to_f32(row[f + c])));
   }
-  __device__ __forceinline__ void load16(int64_t r, int64_t c, uint16_t (&v)[16]) const {
-    uint16_t gv[16], vv[16];
-    const uint4* pg = reinterpret_cast<const uint4*>(u + r * ld + c);
-    const uint4* pv = reinterpret_cast<const uint4*>(u + r * ld + f + c);
+  __device__ __forceinline__ uint4 load8(int64_t r, int64_t c8) const {
+    const uint4 gq = reinterpret_cast<const uint4*>(u + r * ld)[c8];
+    const uint4 vq = reinterpret_cast<const uint4*>(u + r * ld + f)[c8];
+    const uint16_t* gv = reinterpret_cast<const uint16_t*>(&gq);
+    const uint16_t* vv = reinterpret_cast<const uint16_t*>(&vq);
+    uint4 out;
+    uint16_t* o = reinterpret_cast<uint16_t*>(&out);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      *reinterpret_cast<uint4*>(gv + 8 * h) = pg[h];
-      *reinterpret_cast<uint4*>(vv + 8 * h) = pv[h];
-    }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) v[i] = f32_to_bf16(__fmul_rn(bf16_to_f32(__ldg(silu + gv[i])), bf16_to_f32(vv[i])));
+    for (int i = 0; i < 8; ++i) o[i] = f32_to_bf16(__fmul_rn(bf16_to_f32(__ldg(silu + gv[i])), bf16_to_f32(vv[i])));
+    return out;
   }
 };
 
-// Block j of row r; elements at c >= cols (and rows >= rows) read as 0 (§1.8). kVec: cols % 16 == 0 and
-// 16-byte aligned rows, so a whole block is two 16-byte loads.
-template <bool kVec, typename Source>
+// ---- general path (shapes the main path does not cover: cols % 16 != 0 or unaligned rows) ---------------
+// Block j of row r, element by element; elements at c >= cols (and rows >= rows) read as 0 (§1.8).
+template <typename Source>
 __device__ __forceinline__ void load_block(const Source& src, int64_t r, int64_t j, int64_t rows, int64_t cols,
                                            uint16_t (&v)[16]) {
   if (r >= rows) {
@@ -168,19 +184,15 @@ __device__ __forceinline__ void load_block(const Source& src, int64_t r, int64_t
     for (int i = 0; i < 16; ++i) v[i] = 0;
     return;
   }
-  if constexpr (kVec) {
-    src.load16(r, 16 * j, v);
-  } else {
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int64_t c = 16 * j + i;
-      v[i] = c < cols ? src.at(r, c) : uint16_t{0};
-    }
+  for (int i = 0; i < 16; ++i) {
+    const int64_t c = 16 * j + i;
+    v[i] = c < cols ? src.at(r, c) : uint16_t{0};
   }
 }
 
 // Pass 1: *amax = max over |x| bf16 bits (an integer max orders magnitudes; a NaN magnitude wins).
-template <bool kVec, typename Source>
+template <typename Source>
 __global__ void __launch_bounds__(kThreads) amax_kernel(Source src, int64_t rows, int64_t cols, int64_t blocks,
                                                         int64_t groups, uint32_t* amax) {
   uint32_t local = 0;
@@ -194,7 +206,7 @@ __global__ void __launch_bounds__(kThreads) amax_kernel(Source src, int64_t rows
       const int64_t j = gq * kBlocksPerThread + b;
       if (j >= blocks) break;
       uint16_t v[16];
-      load_block<kVec>(src, r, j, rows, cols, v);
+      load_block(src, r, j, rows, cols, v);
 #pragma unroll
       for (int i = 0; i < 16; ++i) local = max(local, static_cast<uint32_t>(v[i] & 0x7FFFu));
     }
@@ -212,7 +224,7 @@ __global__ void global_scale_kernel(const uint32_t* amax, float* g) {
 
 // Pass 2: thread (r, gq) for r < scale_rows writes blocks 4gq..4gq+3 of row r (data only for r < data_rows)
 // and the 4-byte scale word at tile offset (r, 4gq); padding blocks/rows get scale 0.
-template <bool kVec, typename Source>
+template <typename Source>
 __global__ void __launch_bounds__(kThreads) pack_kernel(Source src, int64_t rows, int64_t cols, int64_t blocks,
                                                         int64_t groups, int64_t data_rows, int64_t data_row_bytes,
                                                         int64_t scale_rows, int64_t scale_cols, const float* g_ptr,
@@ -225,12 +237,12 @@ __global__ void __launch_bounds__(kThreads) pack_kernel(Source src, int64_t rows
     const float g = *g_ptr;
     if (r < rows) src.begin_row(r);
     // All loads first: the byte stores below may alias the source (uint8_t), so the compiler would not hoist
-    // the next block's loads above them; issuing them together keeps 8 x 16 B in flight per thread.
+    // the next block's loads above them; issuing them together keeps all 64 in flight.
     uint16_t v[kBlocksPerThread][16] = {};
 #pragma unroll
     for (int b = 0; b < kBlocksPerThread; ++b) {
       const int64_t j = gq * kBlocksPerThread + b;
-      if (j < blocks) load_block<kVec>(src, r, j, rows, cols, v[b]);
+      if (j < blocks) load_block(src, r, j, rows, cols, v[b]);
     }
 #pragma unroll
     for (int b = 0; b < kBlocksPerThread; ++b) {
@@ -245,7 +257,7 @@ __global__ void __launch_bounds__(kThreads) pack_kernel(Source src, int64_t rows
   *reinterpret_cast<uint32_t*>(scales + ref::nvfp4_scale_offset(r, gq * kBlocksPerThread, scale_cols)) = scale_word;
 }
 
-template <bool kVec, typename Source>
+template <typename Source>
 Status run_producer(const Source& src, int64_t rows, int64_t cols, const Nvfp4GlobalScale& g, const Nvfp4Buffers& out,
                     cudaStream_t stream) {
   const ref::Nvfp4Layout l = ref::nvfp4_layout(rows, cols);
@@ -255,7 +267,7 @@ Status run_producer(const Source& src, int64_t rows, int64_t cols, const Nvfp4Gl
     if (rows > 0 && cols > 0) {
       const int64_t want = (rows * groups + kThreads - 1) / kThreads;
       const unsigned grid = static_cast<unsigned>(want < 4096 ? want : 4096);
-      amax_kernel<kVec><<<grid, kThreads, 0, stream>>>(src, rows, cols, l.blocks, groups, g.amax_workspace);
+      amax_kernel<<<grid, kThreads, 0, stream>>>(src, rows, cols, l.blocks, groups, g.amax_workspace);
       VORTEX_CUDA_LAUNCH_CHECK("nvfp4 amax_kernel");
     }
     global_scale_kernel<<<1, 1, 0, stream>>>(g.amax_workspace, g.g);
@@ -265,10 +277,189 @@ Status run_producer(const Source& src, int64_t rows, int64_t cols, const Nvfp4Gl
   if (threads == 0) return Status::Ok();
   const int64_t grid = (threads + kThreads - 1) / kThreads;
   if (grid > kMaxGridX) return invalid_argument("nvfp4: tensor too large for one launch");
-  pack_kernel<kVec><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
+  pack_kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
       src, rows, cols, l.blocks, groups, l.data_rows, l.data_row_bytes, l.scale_rows, l.scale_cols, g.g, out.data,
       out.scales);
   VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_kernel");
+  return Status::Ok();
+}
+
+// ---- main path: warp-contiguous 16-byte accesses --------------------------------------------------------
+// Lane = one 16-byte chunk of 8 source elements (half a 16-block): every load, data store (4 bytes per lane)
+// and scale-word store is contiguous across the warp; a warp task covers kTaskGroups x 32 chunks of one row,
+// all its loads issued first. The two halves of a block combine their amax with one shuffle and compute the
+// same d / s / e; the 4-byte scale word of blocks 4k..4k+3 is gathered from 8 lanes with two shuffles. Same
+// pinned instructions per element as quantize_block (E2M1 through e2m1_code_arith, equal on all inputs), so the
+// same bytes. Sources provide load8.
+constexpr int kTaskGroups = 7;   // 32-chunk groups per warp task (21 per row at K = 5376, 56 at K = 14336)
+constexpr int kChunkWarps = 8;   // warps per CTA
+constexpr int kAmaxUnroll = 8;   // chunks per thread in flight in the flat amax pass
+
+__device__ __forceinline__ uint32_t quantize_half_block(const uint4& v, float g, bool block_valid, uint32_t& scale_byte) {
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(&v);
+  // |x| bits max with packed u16x2 maxima; only when a NaN magnitude (> 0x7F80) is present, recompute it as
+  // quantize_block does (NaN-suppressing, -1 when every element is NaN). Same value either way.
+  constexpr uint32_t kAbs = 0x7FFF7FFFu;
+  const uint32_t m2 = __vimax3_u16x2(__vimax3_u16x2(v.x & kAbs, v.y & kAbs, v.z & kAbs), v.w & kAbs, 0u);
+  int amax = static_cast<int>(max(m2 & 0xFFFFu, m2 >> 16));
+  if (amax > 0x7F80) {
+    amax = -1;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int mag = x[i] & 0x7FFF;
+      amax = (mag <= 0x7F80 && mag > amax) ? mag : amax;
+    }
+  }
+  amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));  // the other half of the block
+  const float a = amax < 0 ? __int_as_float(0x7FFFFFFF) : bf16_to_f32(static_cast<uint16_t>(amax));
+  const float d = min_ftz(div_approx_ftz(div_approx_ftz(a, 6.0f), g), 448.0f);
+  const uint8_t s = e4m3_code(d);
+  const float e = min_ftz(rcp_approx_ftz(mul_ftz(g, e4m3_value(s))), 0x1.fffffep127f);
+  uint32_t word = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {  // byte k = elements 2k (high nibble), 2k + 1
+    const uint32_t hi = e2m1_code_arith(mul_ftz(e, bf16_to_f32(x[2 * k])));
+    const uint32_t lo = e2m1_code_arith(mul_ftz(e, bf16_to_f32(x[2 * k + 1])));
+    word |= ((hi << 4) | lo) << (8 * k);
+  }
+  scale_byte = block_valid ? s : 0u;
+  return word;
+}
+
+// One u32 per CTA into *amax: warp maxima through shared memory, then one atomic.
+__device__ __forceinline__ void block_amax_atomic(uint32_t local, uint32_t* amax) {
+  __shared__ uint32_t warp_max[32];
+  local = __reduce_max_sync(0xFFFFFFFFu, local);
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = local;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    uint32_t m = threadIdx.x < blockDim.x / 32 ? warp_max[threadIdx.x] : 0u;
+    m = __reduce_max_sync(0xFFFFFFFFu, m);
+    if (threadIdx.x == 0) atomicMax(amax, m);
+  }
+}
+
+// Pass 2. Task t -> row r = t / tasks_per_row, chunks (t % tasks_per_row) * kTaskGroups * 32 + 32 u + lane.
+template <typename Source>
+__global__ void __launch_bounds__(kChunkWarps * 32)
+    pack_chunks_kernel(Source src, int64_t rows, int64_t blocks, int64_t tasks, int64_t tasks_per_row, int64_t data_rows,
+                       int64_t data_row_bytes, int64_t scale_cols, const float* g_ptr, uint8_t* data, uint8_t* scales) {
+  const int lane = threadIdx.x & 31;
+  const int64_t task = static_cast<int64_t>(blockIdx.x) * kChunkWarps + (threadIdx.x >> 5);
+  if (task >= tasks) return;  // whole warp exits together
+  const int64_t r = task / tasks_per_row;
+  const int64_t c0 = (task % tasks_per_row) * kTaskGroups * 32;  // first chunk of the task in the row
+  const int64_t row_chunks = 2 * scale_cols;                     // chunks incl. padding blocks (scale only)
+  const bool data_row = r < data_rows, real_row = r < rows;
+  if (real_row) src.begin_row(r);
+  uint4 v[kTaskGroups];
+#pragma unroll
+  for (int u = 0; u < kTaskGroups; ++u) {
+    const int64_t cc = c0 + 32 * u + lane;
+    v[u] = real_row && cc < 2 * blocks ? src.load8(r, cc) : make_uint4(0, 0, 0, 0);
+  }
+  const float g = *g_ptr;
+#pragma unroll
+  for (int u = 0; u < kTaskGroups; ++u) {
+    if (c0 + 32 * u >= row_chunks) break;  // warp-uniform
+    const int64_t cc = c0 + 32 * u + lane;
+    const bool data_chunk = data_row && cc < 2 * blocks;
+    uint32_t s = 0;
+    const uint32_t word = quantize_half_block(v[u], g, data_chunk, s);
+    if (data_chunk) *reinterpret_cast<uint32_t*>(data + r * data_row_bytes + 4 * cc) = word;
+    uint32_t sw = s << (8 * ((cc >> 1) & 3));
+    sw |= __shfl_xor_sync(0xFFFFFFFFu, sw, 2);
+    sw |= __shfl_xor_sync(0xFFFFFFFFu, sw, 4);
+    if ((lane & 7) == 0 && cc < row_chunks)
+      *reinterpret_cast<uint32_t*>(scales + ref::nvfp4_scale_offset(r, cc >> 1, scale_cols)) = sw;
+  }
+}
+
+// Pass 1, plain contiguous tensor (ld == cols): max of |x| bits over n16 flat 16-byte chunks (u16x2 maxima).
+__global__ void __launch_bounds__(256) amax_flat_kernel(const uint4* x, int64_t n16, uint32_t* amax) {
+  uint32_t m2 = 0;  // two u16 maxima
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t base = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; base < n16;
+       base += stride * kAmaxUnroll) {
+    uint4 v[kAmaxUnroll];
+#pragma unroll
+    for (int u = 0; u < kAmaxUnroll; ++u) {
+      const int64_t i = base + u * stride;
+      v[u] = i < n16 ? x[i] : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kAmaxUnroll; ++u) {
+      m2 = __vimax3_u16x2(m2, v[u].x & 0x7FFF7FFFu, v[u].y & 0x7FFF7FFFu);
+      m2 = __vimax3_u16x2(m2, v[u].z & 0x7FFF7FFFu, v[u].w & 0x7FFF7FFFu);
+    }
+  }
+  block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
+}
+
+// Pass 1, any source: persistent warps over the row tasks of pack_chunks_kernel (rows < rows only).
+template <typename Source>
+__global__ void __launch_bounds__(kChunkWarps * 32)
+    amax_chunks_kernel(Source src, int64_t rows, int64_t cols, int64_t tasks_per_row, uint32_t* amax) {
+  const int lane = threadIdx.x & 31;
+  const int64_t tasks = rows * tasks_per_row;
+  uint32_t m2 = 0;
+  for (int64_t task = static_cast<int64_t>(blockIdx.x) * kChunkWarps + (threadIdx.x >> 5); task < tasks;
+       task += static_cast<int64_t>(gridDim.x) * kChunkWarps) {
+    const int64_t r = task / tasks_per_row;
+    const int64_t c0 = (task % tasks_per_row) * kTaskGroups * 32;
+    src.begin_row(r);
+    uint4 v[kTaskGroups];
+#pragma unroll
+    for (int u = 0; u < kTaskGroups; ++u) {
+      const int64_t cc = c0 + 32 * u + lane;
+      v[u] = 8 * cc < cols ? src.load8(r, cc) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kTaskGroups; ++u) {
+      m2 = __vimax3_u16x2(m2, v[u].x & 0x7FFF7FFFu, v[u].y & 0x7FFF7FFFu);
+      m2 = __vimax3_u16x2(m2, v[u].z & 0x7FFF7FFFu, v[u].w & 0x7FFF7FFFu);
+    }
+  }
+  block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
+}
+
+// The main path of every producer (cols % 16 == 0, 16-byte aligned rows). `flat`: the source is a plain
+// contiguous tensor, read by the flat amax pass.
+template <typename Source>
+Status run_producer_chunks(const Source& src, const uint16_t* flat, int64_t rows, int64_t cols, const Nvfp4GlobalScale& g,
+                           const Nvfp4Buffers& out, cudaStream_t stream) {
+  const ref::Nvfp4Layout l = ref::nvfp4_layout(rows, cols);
+  const int64_t groups_per_row = (2 * l.scale_cols + 31) / 32;
+  const int64_t tasks_per_row = (groups_per_row + kTaskGroups - 1) / kTaskGroups;
+  if (g.dynamic) {
+    VORTEX_CUDA_CHECK(cudaMemsetAsync(g.amax_workspace, 0, sizeof(uint32_t), stream));
+    if (rows > 0 && cols > 0) {
+      int device = 0, sms = 0;
+      VORTEX_CUDA_CHECK(cudaGetDevice(&device));
+      VORTEX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      if (flat != nullptr) {
+        const int64_t n16 = rows * cols / 8;
+        const int64_t want = (n16 + 256 * kAmaxUnroll - 1) / (256 * kAmaxUnroll);
+        const unsigned grid = static_cast<unsigned>(std::min<int64_t>(want, static_cast<int64_t>(sms) * 8));
+        amax_flat_kernel<<<grid, 256, 0, stream>>>(reinterpret_cast<const uint4*>(flat), n16, g.amax_workspace);
+        VORTEX_CUDA_LAUNCH_CHECK("nvfp4 amax_flat_kernel");
+      } else {
+        const int64_t want = (rows * tasks_per_row + kChunkWarps - 1) / kChunkWarps;
+        const unsigned grid = static_cast<unsigned>(std::min<int64_t>(want, static_cast<int64_t>(sms) * 8));
+        amax_chunks_kernel<<<grid, kChunkWarps * 32, 0, stream>>>(src, rows, cols, tasks_per_row, g.amax_workspace);
+        VORTEX_CUDA_LAUNCH_CHECK("nvfp4 amax_chunks_kernel");
+      }
+    }
+    global_scale_kernel<<<1, 1, 0, stream>>>(g.amax_workspace, g.g);
+    VORTEX_CUDA_LAUNCH_CHECK("nvfp4 global_scale_kernel");
+  }
+  const int64_t tasks = l.scale_rows * tasks_per_row;
+  if (tasks == 0) return Status::Ok();
+  const int64_t grid = (tasks + kChunkWarps - 1) / kChunkWarps;
+  if (grid > kMaxGridX) return invalid_argument("nvfp4: tensor too large for one launch");
+  pack_chunks_kernel<<<static_cast<unsigned>(grid), kChunkWarps * 32, 0, stream>>>(
+      src, rows, l.blocks, tasks, tasks_per_row, l.data_rows, l.data_row_bytes, l.scale_cols, g.g, out.data, out.scales);
+  VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_chunks_kernel");
   return Status::Ok();
 }
 
@@ -356,7 +547,8 @@ __global__ void div_mul_e2m1_check_kernel(const uint32_t* binade, uint64_t seed,
   }
   for (uint64_t i = first; i < (uint64_t{1} << 32); i += stride) {
     const float x = __uint_as_float(static_cast<uint32_t>(i));
-    if (e2m1_code(x) != (__nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest) & 0xFu)) record(&counters[4], &counters[5], i);
+    const uint32_t want = __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest) & 0xFu;
+    if (e2m1_code(x) != want || e2m1_code_arith(x) != want) record(&counters[4], &counters[5], i);
   }
 }
 
@@ -367,8 +559,9 @@ Status nvfp4_quantize(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld,
   VORTEX_RETURN_IF_ERROR(check_common(rows, cols, ld, g, out, "nvfp4_quantize"));
   if (x == nullptr && rows > 0 && cols > 0) return invalid_argument("nvfp4_quantize: x is null");
   const PlainSource src{x, ld};
-  if (cols % 16 == 0 && ld % 8 == 0 && aligned16(x)) return run_producer<true>(src, rows, cols, g, out, stream);
-  return run_producer<false>(src, rows, cols, g, out, stream);
+  if (cols % 16 == 0 && ld % 8 == 0 && aligned16(x))
+    return run_producer_chunks(src, ld == cols ? x : nullptr, rows, cols, g, out, stream);
+  return run_producer(src, rows, cols, g, out, stream);
 }
 
 Status nvfp4_quantize_modulated(const uint16_t* n, int64_t rows, int64_t cols, int64_t ld, const uint16_t* table,
@@ -386,8 +579,8 @@ Status nvfp4_quantize_modulated(const uint16_t* n, int64_t rows, int64_t cols, i
                             " rows, tensor has " + std::to_string(rows));
   const ModulatedSource src{n, ld, table, table_ld, shift_chunk * cols, scale_chunk * cols, map.table_row};
   if (cols % 16 == 0 && ld % 8 == 0 && table_ld % 8 == 0 && aligned16(n) && aligned16(table))
-    return run_producer<true>(src, rows, cols, g, out, stream);
-  return run_producer<false>(src, rows, cols, g, out, stream);
+    return run_producer_chunks(src, nullptr, rows, cols, g, out, stream);
+  return run_producer(src, rows, cols, g, out, stream);
 }
 
 Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t ld, const uint16_t* silu_table,
@@ -397,8 +590,8 @@ Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t
   VORTEX_RETURN_IF_ERROR(check_common(rows, f, ld, g, out, "nvfp4_quantize_swiglu"));
   if (u == nullptr || silu_table == nullptr) return invalid_argument("nvfp4_quantize_swiglu: u or the SiLU table is null");
   const SwigluSource src{u, ld, f, silu_table};
-  if (f % 16 == 0 && ld % 8 == 0 && aligned16(u)) return run_producer<true>(src, rows, f, g, out, stream);
-  return run_producer<false>(src, rows, f, g, out, stream);
+  if (f % 16 == 0 && ld % 8 == 0 && aligned16(u)) return run_producer_chunks(src, nullptr, rows, f, g, out, stream);
+  return run_producer(src, rows, f, g, out, stream);
 }
 
 Status nvfp4_probe_rcp_binade(uint32_t* out, cudaStream_t stream) {

@@ -57,9 +57,10 @@ Status nvfp4_probe_rcp_binade(uint32_t* out, cudaStream_t stream);
 Status nvfp4_check_rcp_model(const uint32_t* binade, unsigned long long* counters, cudaStream_t stream);
 // div.approx.ftz.f32(a, b) vs mul_ftz model(a, rcp model(b)) on `pairs` Philox pairs (seed) plus edge
 // patterns; mul.rn.ftz.f32 vs the ref::mul_ftz model (flush inputs; tiny after 24-bit rounding -> signed zero)
-// on pairs whose products straddle FLT_MIN; device E2M1 converter vs cuda_fp4.h's __nv_cvt_float_to_fp4 for all
-// 2^32 inputs. counters (device u64 [6]): div mismatches, one div pair index + 1, mul mismatches, one mul pair
-// index + 1, e2m1 mismatches, one e2m1 input + 1 (the index/input fields are 0 when there is no mismatch).
+// on pairs whose products straddle FLT_MIN; both device E2M1 encoders (comparison table and arithmetic) vs
+// cuda_fp4.h's __nv_cvt_float_to_fp4 for all 2^32 inputs. counters (device u64 [6]): div mismatches, one div
+// pair index + 1, mul mismatches, one mul pair index + 1, e2m1 mismatches, one e2m1 input + 1 (the index/input
+// fields are 0 when there is no mismatch).
 Status nvfp4_check_div_mul_e2m1(const uint32_t* binade, uint64_t seed, uint64_t pairs, unsigned long long* counters,
                                 cudaStream_t stream);
 

@@ -3,6 +3,7 @@
 // through exactly the roundings of rms_norm followed by modulate, so the result is E0 against the
 // two kernels and the CPU reference (tests/cuda/ops_test.cpp "fused vs unfused"). Fast path: one warp
 // per row, row in registers (row_kernels.cuh), packed bf16x2 roundings; wide/unaligned rows: block path.
+// Slower on H200 (this: 0.267 ms): reread 0.292, warp_row_batched 0.283, cp.async ring2 0.390 / ring3 0.451 ms (benchmarks/2026-11-29-h200-s7-bw/ops_bench.log).
 #include "cuda/ops/ops_internal.h"
 #include "cuda/ops/row_kernels.cuh"
 
