@@ -3,13 +3,16 @@
 // (included). CUDA events, p10/p50/p90 over --reps (>= 20) after warm-up; TOPS = 4*S^2*128*H / time.
 // Inputs: random bf16 rows (a 2,048-row random block tiled over S; timing does not depend on values).
 // Usage: sage2_bench [--seq 37810,8192,16384,32768] [--heads 56] [--reps 20] [--mainloop mma|wgmma|all]
-// [--sdpa 1|0] [--evidence FILE.jsonl] (defaults: all = mma.sync and the warp-specialized wgmma kernel;
-// cuDNN BF16 SDPA timed on the same inputs in the same run, with the ratio; evidence rows appended).
+// [--sdpa 1|0] [--inputs random|realistic] [--evidence FILE.jsonl] (defaults: all = mma.sync and the warp-specialized wgmma kernel;
+// cuDNN BF16 SDPA timed on the same inputs in the same run, with the ratio and the whole-tensor deviation
+// of the Sage2 output from it; evidence rows appended).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <cmath>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -24,6 +27,7 @@
 namespace {
 
 using vortex::Status;
+namespace sage2_test = vortex::sage2_test;
 
 #define BENCH_CHECK(expr)                                                                    \
   do {                                                                                       \
@@ -74,15 +78,42 @@ int time_it(Fn&& fn, int reps, std::vector<double>& ms) {
   return 0;
 }
 
+// Whole-tensor deviation of `got` from `want` (both bf16 bits): the Sage2 output against the cuDNN BF16
+// SDPA program on the same inputs (E2: the quality of the approximate mode at the real shape).
+sage2_test::ErrorStats compare_bf16(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want) {
+  auto f = [](uint16_t b) {
+    const uint32_t u = static_cast<uint32_t>(b) << 16;
+    float x;
+    std::memcpy(&x, &u, 4);
+    return static_cast<double>(x);
+  };
+  sage2_test::ErrorStats e;
+  double num = 0.0, den = 0.0, dot = 0.0, gg = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double g = f(got[i]), w = f(want[i]);
+    if (std::isnan(g) || std::isnan(w)) e.has_nan = true;
+    const double diff = g - w;
+    e.max_abs = std::max(e.max_abs, std::fabs(diff));
+    num += diff * diff;
+    den += w * w;
+    dot += g * w;
+    gg += g * g;
+  }
+  e.rel_l2 = std::sqrt(num / std::max(den, 1e-300));
+  e.cosine = dot / std::sqrt(std::max(gg * den, 1e-300));
+  return e;
+}
+
 // Evidence rows (PERFORMANCE.md schema) go to `evidence` when set: one per (mainloop, seq, part).
 std::FILE* evidence = nullptr;
 
-int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bool with_sdpa) {
+int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bool with_sdpa,
+            sage2_test::InputKind kind) {
   using namespace vortex;
   const int64_t width = 3LL * heads * 128;
   constexpr int64_t kBlockRows = 2048;
   const int64_t block_rows = std::min(seq, kBlockRows);
-  auto block = sage2_test::make_qkv(block_rows, heads, sage2_test::InputKind::kRandom, sage2_test::fresh_seed());
+  auto block = sage2_test::make_qkv(block_rows, heads, kind, sage2_test::fresh_seed());
   auto st = std::make_shared<Storage>();
   BENCH_CHECK(cudaMalloc(&st->ptr, static_cast<size_t>(seq * width) * 2));
   st->bytes = static_cast<size_t>(seq * width) * 2;
@@ -122,13 +153,21 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
   };
   // The BF16 baseline on the same Q/K/V views, in the same process and run: cuDNN SDPA.
   std::vector<double> t_sdpa;
+  const size_t out_elems = static_cast<size_t>(seq * heads * 128);
+  std::vector<uint16_t> out_sage2, out_sdpa;
+  sage2_test::ErrorStats dev;
   if (with_sdpa) {
+    out_sage2.resize(out_elems);
+    BENCH_CHECK(cudaMemcpy(out_sage2.data(), ost->ptr, out_elems * 2, cudaMemcpyDeviceToHost));
     auto sdpa = SdpaAttention::create();
     if (!sdpa.ok()) {
       std::fprintf(stderr, "%s\n", sdpa.status().to_string().c_str());
       return 1;
     }
     if (time_it([&] { return (*sdpa)->run(q, k, v, heads, 128, out, nullptr); }, reps, t_sdpa)) return 1;
+    out_sdpa.resize(out_elems);
+    BENCH_CHECK(cudaMemcpy(out_sdpa.data(), ost->ptr, out_elems * 2, cudaMemcpyDeviceToHost));
+    dev = compare_bf16(out_sage2, out_sdpa);
   }
   report("quantize only", t_quant, false);
   report("mainloop (quant excl)", t_main, true);
@@ -138,6 +177,9 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
     report("cuDNN SDPA (bf16)", t_sdpa, true);
     std::printf("%-8s S=%-6lld H=%-3d speed-up vs cuDNN SDPA in this run: %.3fx (total incl. quantization)\n", ml_name,
                 static_cast<long long>(seq), heads, sdpa_p50 / percentiles(t_both).p50);
+    std::printf("%-8s S=%-6lld H=%-3d %s inputs, output vs cuDNN SDPA (whole tensor): %s\n", ml_name,
+                static_cast<long long>(seq), heads, kind == sage2_test::InputKind::kRandom ? "random" : "realistic",
+                dev.str().c_str());
   }
   if (evidence) {
     const std::string env = gemm_environment_json(VORTEX_GIT_COMMIT_STRING, VORTEX_GIT_DIRTY);
@@ -146,9 +188,12 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
       std::fprintf(evidence,
                    "{\"environment\":%s,\"row\":{\"workload\":\"sage2_attention\",\"mainloop\":\"%s\",\"part\":\"%s\","
                    "\"seq_len\":%lld,\"num_heads\":%d,\"head_dim\":128,\"n\":%zu,\"ms_p10\":%.4f,\"ms_p50\":%.4f,"
-                   "\"ms_p90\":%.4f,\"tops_p50\":%.2f,\"cudnn_sdpa_ms_p50_same_run\":%.4f,\"ratio_vs_sdpa\":%.4f}}\n",
+                   "\"ms_p90\":%.4f,\"tops_p50\":%.2f,\"cudnn_sdpa_ms_p50_same_run\":%.4f,\"ratio_vs_sdpa\":%.4f,"
+                   "\"inputs\":\"%s\",\"vs_sdpa_rel_l2\":%.4e,\"vs_sdpa_cos\":%.6f,\"vs_sdpa_max_abs\":%.4e}}\n",
                    env.c_str(), ml_name, part, static_cast<long long>(seq), heads, ms.size(), p.p10, p.p50, p.p90,
-                   flop / (p.p50 * 1e-3) / 1e12, sdpa_p50, sdpa_p50 > 0 ? sdpa_p50 / p.p50 : 0.0);
+                   flop / (p.p50 * 1e-3) / 1e12, sdpa_p50, sdpa_p50 > 0 ? sdpa_p50 / p.p50 : 0.0,
+                   kind == sage2_test::InputKind::kRandom ? "random" : "realistic", with_sdpa ? dev.rel_l2 : -1.0,
+                   with_sdpa ? dev.cosine : 0.0, with_sdpa ? dev.max_abs : -1.0);
     };
     row("quantize", t_quant);
     row("mainloop", t_main);
@@ -165,6 +210,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> seqs = {37810, 8192, 16384, 32768};
   int heads = 56, reps = 20;
   bool with_sdpa = true;
+  auto kind = sage2_test::InputKind::kRandom;
   std::vector<vortex::Sage2Mainloop> mainloops = {vortex::Sage2Mainloop::kMmaSync, vortex::Sage2Mainloop::kWgmma};
 
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -185,6 +231,12 @@ int main(int argc, char** argv) {
         return 1;
       }
 
+    } else if (flag == "--inputs") {
+      if (val != "random" && val != "realistic") {
+        std::fprintf(stderr, "--inputs must be random or realistic\n");
+        return 1;
+      }
+      kind = val == "random" ? sage2_test::InputKind::kRandom : sage2_test::InputKind::kRealistic;
     } else if (flag == "--sdpa") {
       with_sdpa = val == "1" || val == "on";
     } else if (flag == "--evidence") {
@@ -210,6 +262,6 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, reps);
   for (auto ml : mainloops)
     for (int64_t s : seqs)
-      if (run_one(s, heads, reps, ml, with_sdpa)) return 1;
+      if (run_one(s, heads, reps, ml, with_sdpa, kind)) return 1;
   return 0;
 }

@@ -81,7 +81,7 @@ struct GpuCase {
 };
 
 std::string mainloop_name(const GpuCase& c) {
-  return sage2_mainloop_name(c.mainloop);
+  return c.mainloop == Sage2Mainloop::kWgmma ? "wgmma" : "mma";  // gtest names: [A-Za-z0-9_] only
 }
 
 std::string case_name(const ::testing::TestParamInfo<GpuCase>& info) {

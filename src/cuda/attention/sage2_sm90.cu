@@ -359,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 1) sage2_attention_mma_kernel(const 
 // warp w the 16-row slab tile*8 + w, as in the mma.sync kernel, so Q scale groups and accumulator
 // fragments are the same) and a producer whose first thread streams the Q tile (16 KB, once) and a
 // ring of kStages {K, V^T} tile pairs (32 KB each) with cp.async.bulk. A full barrier per stage counts
-// the bytes in (complete_tx), an empty barrier per stage counts the 256 consumer threads out.
+// the bytes in (complete_tx), an empty barrier per stage counts the 8 consumer warps out.
 // Inside each consumer the softmax of block j overlaps the PV GEMM of block j-1 (FlashAttention-3's
 // intra-warpgroup pipelining): per iteration it issues QK(j) and PV(j-1) back to back, waits for QK(j)
 // only, computes P(j) in FP32 while the tensor cores run PV(j-1), then folds PV(j-1) into O and packs
@@ -422,7 +422,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     mbar_init(q_full, 1);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full(s), 1);
-      mbar_init(empty(s), kWsConsumerWarpgroups * 128);
+      mbar_init(empty(s), kWsConsumerWarpgroups * 4);  // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -497,6 +497,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
   float blk[16][4];
   uint32_t pa_prev[4][4];
   float alpha_prev_r, alpha_prev_r8;
+  // K scale of the block being softmaxed, loaded one iteration ahead (a global load at the point of
+  // use stalled every block on L2 latency: ncu long-scoreboard 0.64 cycles per issued instruction).
+  float ks = k_scale_head[t];
   // Prologue: S(0), its softmax and P(0).
   mbar_wait(q_full, 0);
   mbar_wait(full(0), 0);
@@ -507,12 +510,15 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     wgmma_wait_all();
     fence_operands(acc);
     float p[16][4];
-    online_softmax_probs(acc, blocks == 1, 0, t, prm.seq, c0, q_scale * k_scale_head[t], m_r, m_r8, d_r, d_r8,
+    online_softmax_probs(acc, blocks == 1, 0, t, prm.seq, c0, q_scale * ks, m_r, m_r8, d_r, d_r8,
                          alpha_prev_r, alpha_prev_r8, p);
     pack_p(p, pa_prev);
   }
+  float ks_next = blocks > 1 ? k_scale_head[kSage2KGroupsPerBlock + t] : 0.0f;
   for (int j = 1; j < blocks; ++j) {
     const int s = j % kStages, s_prev = (j - 1) % kStages;
+    ks = ks_next;
+    if (j + 1 < blocks) ks_next = k_scale_head[(j + 1) * kSage2KGroupsPerBlock + t];
     mbar_wait(full(s), (j / kStages) & 1);
     fence_operands(acc);
     fence_operands(blk);
@@ -525,12 +531,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     float alpha_r, alpha_r8;
     float p[16][4];
     online_softmax_probs(acc, j == blocks - 1, static_cast<int64_t>(j) * kBlockK, t, prm.seq, c0,
-                         q_scale * k_scale_head[j * kSage2KGroupsPerBlock + t], m_r, m_r8, d_r, d_r8, alpha_r,
-                         alpha_r8, p);
+                         q_scale * ks, m_r, m_r8, d_r, d_r8, alpha_r, alpha_r8, p);
     wgmma_wait_all();                 // PV(j-1) done
     fence_operands(blk);
     fence_operands(pa_prev);
-    mbar_arrive(empty(s_prev));
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(s_prev));  // the warp's reads of stage s_prev are complete
     fold(blk, alpha_prev_r, alpha_prev_r8);
     pack_p(p, pa_prev);  // P(j) written only after PV(j-1) has read P(j-1) (no wgmma serialization)
     alpha_prev_r = alpha_r;
@@ -545,7 +551,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     wgmma_wait_all();
     fence_operands(blk);
     fence_operands(pa_prev);
-    mbar_arrive(empty(s_last));
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(s_last));
     fold(blk, alpha_prev_r, alpha_prev_r8);
   }
   store_output(o, d_r, d_r8, row0, t, prm.v_scale + h * kD, prm.out, prm.out_stride, prm.seq, h);
