@@ -76,11 +76,17 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
   run_step bench_block_fp8 300 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused --precision fp8
   run_step bench_block_nvfp4 400 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused --precision nvfp4
   run_step bench_block_nvfp4_weight_only 300 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused --precision nvfp4-weight-only
-  run_step bench_block_sage2 200 "$v" bench block "${canon[@]}" --block 24 --reps 10 --switches fused,attention=sage2
+  run_step bench_block_sage2 200 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused,attention=sage2
+  run_step bench_block_fp8_sage2 300 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused,attention=sage2 \
+    --precision fp8
   for b in "$bin"/*_bench; do
     [ -x "$b" ] || continue
-    case "$(basename "$b")" in gemm_bench) continue ;; esac
-    run_step "$(basename "$b")" 200 "$b"
+    case "$(basename "$b")" in
+      gemm_bench) continue ;;
+      # both mainloops at 37,810 / 8K / 16K / 32K, cuDNN SDPA on the same inputs, ratio and deviation
+      sage2_bench) run_step sage2_bench 300 "$b" --evidence "benchmarks/$(date -u +%F)-h200-sage2.jsonl" ;;
+      *) run_step "$(basename "$b")" 200 "$b" ;;
+    esac
   done
   for py in /opt/torch/.venv/bin/python3 python3; do
     if $py -c 'import torch' 2>/dev/null; then run_step peer_pytorch 300 $py scripts/peer_torch.py; break; fi
@@ -98,6 +104,9 @@ if [ "$part" = all ] || [ "$part" = deviation ]; then
     for prec in bf16 fp8 nvfp4 nvfp4-weight-only; do
       run_step "generate_${prec}_${steps}" 600 "${gen[@]}" --steps "$steps" --precision "$prec" --out "$work/gen-$prec-$steps"
     done
+    run_step "generate_sage2_${steps}" 600 "${gen[@]}" --steps "$steps" --attention sage2 --out "$work/gen-sage2-$steps"
+    run_step "deviation_sage2_${steps}" 60 python3 scripts/compare_latents.py "$work/gen-bf16-$steps" "$work/gen-sage2-$steps" \
+      --label "bf16 + Sage2 attention (wgmma) vs bf16, canonical, $steps steps" --evidence "benchmarks/$day-h200-precision-deviation.jsonl"
     run_step "deviation_fp8_${steps}" 60 python3 scripts/compare_latents.py "$work/gen-bf16-$steps" "$work/gen-fp8-$steps" \
       --label "fp8 (per-tensor W8A8) vs bf16, canonical, $steps steps" --evidence "benchmarks/$day-h200-precision-deviation.jsonl"
     run_step "deviation_nvfp4_${steps}" 60 python3 scripts/compare_latents.py "$work/gen-bf16-$steps" "$work/gen-nvfp4-$steps" \
