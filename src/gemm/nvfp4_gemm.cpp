@@ -57,13 +57,21 @@ Nvfp4GemmPath select_nvfp4_gemm_path(int cc_major, int cc_minor) {
                                                                              : Nvfp4GemmPath::kEmulatedBf16;
 }
 
-Result<std::unique_ptr<Nvfp4Gemm>> Nvfp4Gemm::create(GemmEngine& engine) {
+namespace {
+// The current device's properties (compute capability for the path choice).
+Result<cudaDeviceProp> current_device_properties() {
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return cuda_fail(err, "cudaGetDevice");
   cudaDeviceProp prop{};
   err = cudaGetDeviceProperties(&prop, dev);
   if (err != cudaSuccess) return cuda_fail(err, "cudaGetDeviceProperties");
+  return prop;
+}
+}  // namespace
+
+Result<std::unique_ptr<Nvfp4Gemm>> Nvfp4Gemm::create(GemmEngine& engine) {
+  VORTEX_ASSIGN_OR_RETURN(cudaDeviceProp prop, current_device_properties());
   return create(engine, select_nvfp4_gemm_path(prop.major, prop.minor));
 }
 
@@ -72,12 +80,7 @@ Result<std::unique_ptr<Nvfp4Gemm>> Nvfp4Gemm::create(GemmEngine& engine, Nvfp4Ge
     if (!nvfp4_native_compiled())
       return unsupported("NVFP4 native FP4 GEMM: this build's CUDA headers predate FP4 (need CUDA >= 12.8); "
                          "use the BF16 emulation (Nvfp4GemmPath::kEmulatedBf16)");
-    int dev = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    if (err != cudaSuccess) return cuda_fail(err, "cudaGetDevice");
-    cudaDeviceProp prop{};
-    err = cudaGetDeviceProperties(&prop, dev);
-    if (err != cudaSuccess) return cuda_fail(err, "cudaGetDeviceProperties");
+    VORTEX_ASSIGN_OR_RETURN(cudaDeviceProp prop, current_device_properties());
     if (!has_fp4_tensor_cores(prop.major, prop.minor))
       return unsupported("NVFP4 native FP4 GEMM needs FP4 tensor cores (sm_100/103/120/121); this device is sm_" +
                          std::to_string(prop.major) + std::to_string(prop.minor) +
