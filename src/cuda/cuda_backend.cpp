@@ -31,13 +31,15 @@ Status expect_dense_host(const Tensor& t, const char* what) {
 }  // namespace
 
 // NVFP4 linear state: the GEMM runner and one scratch block [data | scales | g | amax] for the quantized
-// activation, sized at first use for the shape and grown only for a larger one.
+// activation, sized at first use for the shape and grown only for a larger one; from the backend's
+// caching allocator, so it counts in memory_in_use / memory_peak.
 struct CudaBackend::Nvfp4State {
+  std::shared_ptr<CachingAllocator> allocator;
   std::unique_ptr<Nvfp4Gemm> gemm;
   void* scratch = nullptr;
   size_t scratch_bytes = 0;
   ~Nvfp4State() {
-    if (scratch) (void)cudaFree(scratch);
+    if (scratch) allocator->release(scratch, scratch_bytes);
   }
 };
 
@@ -267,7 +269,10 @@ Status CudaBackend::linear_nvfp4(const Tensor& x, const LinearWeight& w, const T
   if (x.dim(1) != w.in_features)
     return invalid_argument("nvfp4 linear: x has K=" + std::to_string(x.dim(1)) + ", the weight K=" +
                             std::to_string(w.in_features));
-  if (!nvfp4_) nvfp4_ = std::make_unique<Nvfp4State>();
+  if (!nvfp4_) {
+    nvfp4_ = std::make_unique<Nvfp4State>();
+    nvfp4_->allocator = allocator_;
+  }
   if (!nvfp4_->gemm) {
     VORTEX_ASSIGN_OR_RETURN(nvfp4_->gemm, Nvfp4Gemm::create(*gemm_));
   }
@@ -278,10 +283,13 @@ Status CudaBackend::linear_nvfp4(const Tensor& x, const LinearWeight& w, const T
   const size_t data_bytes = up(layout.data_bytes()), scale_bytes = up(layout.scale_bytes());
   const size_t need = data_bytes + scale_bytes + 256;
   if (need > nvfp4_->scratch_bytes) {
-    if (nvfp4_->scratch) VORTEX_CUDA_CHECK(cudaFree(nvfp4_->scratch));  // synchronizes: no in-flight user
+    if (nvfp4_->scratch) {
+      VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no kernel may still use the old block
+      nvfp4_->allocator->release(nvfp4_->scratch, nvfp4_->scratch_bytes);
+    }
     nvfp4_->scratch = nullptr;
     nvfp4_->scratch_bytes = 0;
-    VORTEX_CUDA_CHECK(cudaMalloc(&nvfp4_->scratch, need));
+    VORTEX_ASSIGN_OR_RETURN(nvfp4_->scratch, nvfp4_->allocator->allocate(need));
     nvfp4_->scratch_bytes = need;
   }
   char* base = static_cast<char*>(nvfp4_->scratch);
@@ -354,7 +362,12 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
   }
   if (opts.attention == "sage2") {
     // Sage2-compatible INT8 QK / FP8 PV program (E2 vs the BF16 program; see bench/sage2_results.md).
-    if (!sage2_) sage2_ = std::make_unique<Sage2Workspace>();
+    if (!sage2_) {
+      sage2_ = std::make_unique<Sage2Workspace>();
+      std::shared_ptr<CachingAllocator> allocator = allocator_;  // counted in memory_in_use / memory_peak
+      sage2_->device_alloc = [allocator](size_t bytes) { return allocator->allocate(bytes); };
+      sage2_->device_free = [allocator](void* ptr, size_t bytes) { allocator->release(ptr, bytes); };
+    }
     VORTEX_RETURN_IF_ERROR(sage2_attention(q, k, v, num_heads, head_dim, out, stream_, *sage2_));
     return after_op("attention(sage2)", opts.debug_sync);
   }

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "vortex/status.h"
 #include "vortex/tensor.h"
@@ -53,6 +54,11 @@ class Sage2Workspace {
 
   // Makes room for `heads` heads of `seq` tokens (no-op when already large enough).
   Status reserve(int heads, int64_t seq);
+
+  // Where the one device block comes from (unset: cudaMalloc / cudaFree). CudaBackend routes it through
+  // its caching allocator so the workspace (~0.8 GB at the canonical shape) counts in its peak memory.
+  std::function<Result<void*>(size_t)> device_alloc;
+  std::function<void(void*, size_t)> device_free;
 
   // Chosen by the caller before sage2_quantize; the operand layout written follows it.
   Sage2Mainloop mainloop = Sage2Mainloop::kWgmma;

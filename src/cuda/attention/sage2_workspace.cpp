@@ -19,7 +19,12 @@ const char* sage2_mainloop_name(Sage2Mainloop m) { return m == Sage2Mainloop::kW
 Sage2Workspace::~Sage2Workspace() { release(); }
 
 void Sage2Workspace::release() {
-  if (block_) cudaFree(block_);
+  if (block_) {
+    if (device_free)
+      device_free(block_, capacity_bytes_);
+    else
+      (void)cudaFree(block_);
+  }
   block_ = nullptr;
   capacity_bytes_ = 0;
 }
@@ -48,7 +53,11 @@ Status Sage2Workspace::reserve(int num_heads, int64_t num_tokens) {
   for (size_t s : sizes) total += align256(s);
   if (total > capacity_bytes_) {
     release();
-    VORTEX_CUDA_CHECK(cudaMalloc(&block_, total));
+    if (device_alloc) {
+      VORTEX_ASSIGN_OR_RETURN(block_, device_alloc(total));
+    } else {
+      VORTEX_CUDA_CHECK(cudaMalloc(&block_, total));
+    }
     capacity_bytes_ = total;
   }
   char* p = static_cast<char*>(block_);
