@@ -69,6 +69,13 @@ if [ "$part" = all ] || [ "$part" = gate ]; then
   extra=()
   [ $quick -eq 1 ] && extra=(--skip-full-trajectory)
   run_step gate_component1 580 "$v" gate "${canon[@]}" --a eager --b fused "${extra[@]}" --out "$work/gate-component1.json"
+  # Fused NVFP4 producers (modulate -> NVFP4 for QKV/FC1, SwiGLU -> NVFP4 for FC2): nvfp4 weights loaded
+  # once, only fused_nvfp4_producers flipped; expected identical (E0 producers, same GEMM inputs). Then
+  # the speed evidence (A/B on block 24) before the sm90 default may flip (src/cuda/device.cpp).
+  run_step gate_nvfp4_fused_producers 600 "$v" gate "${canon[@]}" --precision nvfp4 \
+    --a fused_nvfp4_producers=0 --b fused_nvfp4_producers=1 "${extra[@]}" --out "$work/gate-nvfp4-fused-producers.json"
+  run_step bench_ab_nvfp4_fused_producers 400 "$v" bench ab "${canon[@]}" --precision nvfp4 --block 24 --reps 20 \
+    --a fused_nvfp4_producers=0 --b fused_nvfp4_producers=1
 fi
 if [ "$part" = all ] || [ "$part" = bench ]; then
   run_step bench_block_bf16 200 "$v" bench block "${canon[@]}" --block 24 --reps 20 --switches fused

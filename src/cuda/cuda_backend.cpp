@@ -30,17 +30,29 @@ Status expect_dense_host(const Tensor& t, const char* what) {
 
 }  // namespace
 
-// NVFP4 linear state: the GEMM runner and one scratch block [data | scales | g | amax] for the quantized
-// activation, sized at first use for the shape and grown only for a larger one; from the backend's
-// caching allocator, so it counts in memory_in_use / memory_peak.
+// NVFP4 linear state: the GEMM runner and two scratch slots [data | scales | g | amax] for quantized
+// activations (slot 0: linear()'s own quantization and the QKV/FC1 producers; slot 1: the FC2 producer),
+// each sized at first use for the shape and grown only for a larger one; from the backend's caching
+// allocator, so they count in memory_in_use / memory_peak.
 struct CudaBackend::Nvfp4State {
+  struct Slot {
+    void* scratch = nullptr;
+    size_t bytes = 0;
+    uint64_t generation = 0;  // producer calls into this slot (QuantizedActivation::generation)
+  };
   std::shared_ptr<CachingAllocator> allocator;
   std::unique_ptr<Nvfp4Gemm> gemm;
-  void* scratch = nullptr;
-  size_t scratch_bytes = 0;
+  Slot slots[CudaBackend::kNvfp4Slots];
   ~Nvfp4State() {
-    if (scratch) allocator->release(scratch, scratch_bytes);
+    for (Slot& s : slots)
+      if (s.scratch) allocator->release(s.scratch, s.bytes);
   }
+};
+
+// Where one producer call writes (pointers into a slot).
+struct CudaBackend::Nvfp4Target {
+  cuda_ops::Nvfp4Buffers buffers;
+  cuda_ops::Nvfp4GlobalScale g;
 };
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
@@ -260,15 +272,21 @@ Status CudaBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor*
   return after_op("linear");
 }
 
-// out = R(g_x * g_w * q(x) @ w'^T + bias): x quantized by the GPU producer (dynamic g = amax/2688 in
-// comfy-kitchen's BF16 rounding, or the layer's static input_scale), then the NVFP4 GEMM of this GPU.
-Status CudaBackend::linear_nvfp4(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
-  if (!x.defined() || x.device() != Device::kCuda || x.dtype() != DType::kBF16 || x.ndim() != 2 || x.stride(1) != 1)
-    return invalid_argument("nvfp4 linear: x must be a device bf16 [M, K] with unit column stride, got " +
-                            (x.defined() ? x.describe() : std::string("undefined")));
-  if (x.dim(1) != w.in_features)
-    return invalid_argument("nvfp4 linear: x has K=" + std::to_string(x.dim(1)) + ", the weight K=" +
-                            std::to_string(w.in_features));
+// ---- NVFP4: quantize into a slot, then GEMM from it ---------------------------------------------
+Status CudaBackend::nvfp4_prepare_slot(int slot, int64_t rows, int64_t cols, const LinearWeight& consumer, const char* op,
+                                       Nvfp4Target& target, QuantizedActivation& out) {
+  if (slot < 0 || slot >= kNvfp4Slots)
+    return invalid_argument(std::string(op) + ": slot " + std::to_string(slot) + " outside [0, " +
+                            std::to_string(kNvfp4Slots) + ")");
+  if (consumer.format != QuantFormat::kNvfp4)
+    return invalid_argument(std::string(op) + ": the consuming layer is " + quant_format_name(consumer.format) +
+                            ", not nvfp4 (only NVFP4 weights take a quantized activation; use the eager path)");
+  if (cols != consumer.in_features)
+    return invalid_argument(std::string(op) + ": the activation has K=" + std::to_string(cols) +
+                            ", the consuming weight K=" + std::to_string(consumer.in_features));
+  if (!gemm_) {
+    VORTEX_ASSIGN_OR_RETURN(gemm_, GemmEngine::create());
+  }
   if (!nvfp4_) {
     nvfp4_ = std::make_unique<Nvfp4State>();
     nvfp4_->allocator = allocator_;
@@ -276,44 +294,136 @@ Status CudaBackend::linear_nvfp4(const Tensor& x, const LinearWeight& w, const T
   if (!nvfp4_->gemm) {
     VORTEX_ASSIGN_OR_RETURN(nvfp4_->gemm, Nvfp4Gemm::create(*gemm_));
   }
-  const int64_t m = x.dim(0), k = x.dim(1);
-  if (m == 0) return Status::Ok();
-  const ref::Nvfp4Layout layout = ref::nvfp4_layout(m, k);
+  Nvfp4State::Slot& sl = nvfp4_->slots[slot];
+  const ref::Nvfp4Layout layout = ref::nvfp4_layout(rows, cols);
   auto up = [](size_t v) { return (v + 255) / 256 * 256; };
   const size_t data_bytes = up(layout.data_bytes()), scale_bytes = up(layout.scale_bytes());
   const size_t need = data_bytes + scale_bytes + 256;
-  if (need > nvfp4_->scratch_bytes) {
-    if (nvfp4_->scratch) {
+  if (need > sl.bytes) {
+    if (sl.scratch) {
       VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no kernel may still use the old block
-      nvfp4_->allocator->release(nvfp4_->scratch, nvfp4_->scratch_bytes);
+      nvfp4_->allocator->release(sl.scratch, sl.bytes);
     }
-    nvfp4_->scratch = nullptr;
-    nvfp4_->scratch_bytes = 0;
-    VORTEX_ASSIGN_OR_RETURN(nvfp4_->scratch, nvfp4_->allocator->allocate(need));
-    nvfp4_->scratch_bytes = need;
+    sl.scratch = nullptr;
+    sl.bytes = 0;
+    VORTEX_ASSIGN_OR_RETURN(sl.scratch, nvfp4_->allocator->allocate(need));
+    sl.bytes = need;
   }
-  char* base = static_cast<char*>(nvfp4_->scratch);
-  cuda_ops::Nvfp4Buffers buffers;
-  buffers.data = reinterpret_cast<uint8_t*>(base);                // [M16, K16/2] e2m1 pairs
-  buffers.scales = reinterpret_cast<uint8_t*>(base + data_bytes);  // [M128, C4] e4m3, 128x4 tiles
-  cuda_ops::Nvfp4GlobalScale g;
-  g.g = reinterpret_cast<float*>(base + data_bytes + scale_bytes);
-  g.amax_workspace = reinterpret_cast<uint32_t*>(base + data_bytes + scale_bytes + 16);
-  if (w.input_scale.defined()) {  // static activation scale from the checkpoint
-    if (w.input_scale.device() != Device::kCuda || w.input_scale.dtype() != DType::kF32 || w.input_scale.numel() != 1)
-      return invalid_argument("nvfp4 linear: input_scale must be one f32 on the device, got " + w.input_scale.describe());
-    VORTEX_CUDA_CHECK(cudaMemcpyAsync(g.g, w.input_scale.raw_data(), sizeof(float), cudaMemcpyDeviceToDevice, stream_));
-    g.dynamic = false;
+  ++sl.generation;
+  char* base = static_cast<char*>(sl.scratch);
+  target.buffers.data = reinterpret_cast<uint8_t*>(base);                // [M16, K16/2] e2m1 pairs
+  target.buffers.scales = reinterpret_cast<uint8_t*>(base + data_bytes);  // [M128, C4] e4m3, 128x4 tiles
+  target.g = cuda_ops::Nvfp4GlobalScale{};
+  target.g.g = reinterpret_cast<float*>(base + data_bytes + scale_bytes);
+  target.g.amax_workspace = reinterpret_cast<uint32_t*>(base + data_bytes + scale_bytes + 16);
+  if (consumer.input_scale.defined()) {  // static activation scale from the checkpoint
+    const Tensor& is = consumer.input_scale;
+    if (is.device() != Device::kCuda || is.dtype() != DType::kF32 || is.numel() != 1)
+      return invalid_argument(std::string(op) + ": input_scale must be one f32 on the device, got " + is.describe());
+    VORTEX_CUDA_CHECK(cudaMemcpyAsync(target.g.g, is.raw_data(), sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    target.g.dynamic = false;
   }
-  VORTEX_RETURN_IF_ERROR(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.raw_data()), m, k, x.stride(0), g,
-                                                  buffers, stream_));
-  VORTEX_RETURN_IF_ERROR(after_op("linear(nvfp4 activation quantize)"));
+  // Non-owning views of the slot (the backend keeps the memory; valid until the slot's next producer call).
+  auto storage = std::make_shared<Storage>();
+  storage->ptr = sl.scratch;
+  storage->bytes = sl.bytes;
+  storage->device = Device::kCuda;
+  out = QuantizedActivation{};
+  out.format = QuantFormat::kNvfp4;
+  out.data = Tensor::from_storage(storage, 0, {layout.data_rows, layout.data_row_bytes}, DType::kU8);
+  out.scales = Tensor::from_storage(storage, data_bytes, {layout.scale_rows, layout.scale_cols}, DType::kF8E4M3);
+  out.global_scale = Tensor::from_storage(storage, data_bytes + scale_bytes, {1}, DType::kF32);
+  out.static_global_scale = !target.g.dynamic;
+  out.rows = rows;
+  out.cols = cols;
+  out.slot = slot;
+  out.generation = sl.generation;
+  return Status::Ok();
+}
+
+Status CudaBackend::quantize_nvfp4(const Tensor& x, const LinearWeight& consumer, int slot, QuantizedActivation& out) {
+  if (!x.defined() || x.device() != Device::kCuda || x.dtype() != DType::kBF16 || x.ndim() != 2 || x.stride(1) != 1)
+    return invalid_argument("nvfp4 linear: x must be a device bf16 [M, K] with unit column stride, got " +
+                            (x.defined() ? x.describe() : std::string("undefined")));
+  const int64_t m = x.dim(0), k = x.dim(1);
+  Nvfp4Target t;
+  VORTEX_RETURN_IF_ERROR(nvfp4_prepare_slot(slot, m, k, consumer, "nvfp4 linear", t, out));
+  if (m == 0) return Status::Ok();
+  VORTEX_RETURN_IF_ERROR(
+      cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.raw_data()), m, k, x.stride(0), t.g, t.buffers, stream_));
+  return after_op("linear(nvfp4 activation quantize)");
+}
+
+// out = R(g_x * g_w * q(x) @ w'^T + bias): x quantized by the GPU producer into slot 0 (dynamic g =
+// amax/2688 in comfy-kitchen's BF16 rounding, or the layer's static input_scale), then the NVFP4 GEMM.
+Status CudaBackend::linear_nvfp4(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  QuantizedActivation q;
+  VORTEX_RETURN_IF_ERROR(quantize_nvfp4(x, w, 0, q));
+  if (q.rows == 0) return Status::Ok();
+  return linear_quantized(q, w, bias, out);
+}
+
+Status CudaBackend::modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk,
+                                      const SegmentTable& seg, const LinearWeight& consumer, int slot,
+                                      QuantizedActivation& out) {
+  if (!n.defined() || n.device() != Device::kCuda || n.dtype() != DType::kBF16 || n.ndim() != 2 || n.stride(1) != 1)
+    return invalid_argument("modulate_quantize: n must be a device bf16 [S, D] with unit column stride, got " +
+                            (n.defined() ? n.describe() : std::string("undefined")));
+  if (table.device() != Device::kCuda || table.dtype() != DType::kBF16 || table.ndim() != 2 || table.stride(1) != 1)
+    return invalid_argument("modulate_quantize: table must be a device bf16 [rows, C * D], got " + table.describe());
+  const int64_t rows = n.dim(0), d = n.dim(1);
+  if (d == 0 || table.dim(1) % d != 0 || table.stride(0) != table.dim(1) || shift_chunk < 0 || scale_chunk < 0 ||
+      shift_chunk >= table.dim(1) / d || scale_chunk >= table.dim(1) / d)
+    return invalid_argument("modulate_quantize: table " + table.describe() + " must hold whole rows of chunks of D=" +
+                            std::to_string(d) + " covering chunks " + std::to_string(shift_chunk) + "/" +
+                            std::to_string(scale_chunk));
+  Nvfp4Target t;
+  VORTEX_RETURN_IF_ERROR(nvfp4_prepare_slot(slot, rows, d, consumer, "modulate_quantize", t, out));
+  if (rows == 0) return Status::Ok();
+  VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map, segments_->get(seg, table.dim(0), stream_));
+  VORTEX_RETURN_IF_ERROR(cuda_ops::nvfp4_quantize_modulated(
+      static_cast<const uint16_t*>(n.raw_data()), rows, d, n.stride(0), static_cast<const uint16_t*>(table.raw_data()),
+      table.stride(0), shift_chunk, scale_chunk, map, t.g, t.buffers, stream_));
+  return after_op("modulate_quantize");
+}
+
+Status CudaBackend::swiglu_quantize(const Tensor& u, const LinearWeight& consumer, int slot, QuantizedActivation& out) {
+  if (!u.defined() || u.device() != Device::kCuda || u.dtype() != DType::kBF16 || u.ndim() != 2 || u.stride(1) != 1 ||
+      u.dim(1) % 2 != 0)
+    return invalid_argument("swiglu_quantize: u must be a device bf16 [S, 2F] with unit column stride, got " +
+                            (u.defined() ? u.describe() : std::string("undefined")));
+  const int64_t rows = u.dim(0), f = u.dim(1) / 2;
+  Nvfp4Target t;
+  VORTEX_RETURN_IF_ERROR(nvfp4_prepare_slot(slot, rows, f, consumer, "swiglu_quantize", t, out));
+  if (rows == 0) return Status::Ok();
+  VORTEX_RETURN_IF_ERROR(cuda_ops::nvfp4_quantize_swiglu(static_cast<const uint16_t*>(u.raw_data()), rows, f, u.stride(0),
+                                                         silu_table_, t.g, t.buffers, stream_));
+  return after_op("swiglu_quantize");
+}
+
+Status CudaBackend::linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  if (x.format != QuantFormat::kNvfp4 || w.format != QuantFormat::kNvfp4)
+    return invalid_argument(std::string("linear_quantized: activation ") + quant_format_name(x.format) + " and weight " +
+                            quant_format_name(w.format) + ": both must be nvfp4");
+  if (!nvfp4_ || !nvfp4_->gemm || x.slot < 0 || x.slot >= kNvfp4Slots ||
+      x.generation != nvfp4_->slots[x.slot].generation || !x.data.defined() ||
+      x.data.raw_data() != nvfp4_->slots[x.slot].scratch)
+    return invalid_argument("linear_quantized: the activation of slot " + std::to_string(x.slot) +
+                            " is not this backend's latest producer output for that slot (produce it again)");
+  if (x.cols != w.in_features)
+    return invalid_argument("linear_quantized: the activation has K=" + std::to_string(x.cols) + ", the weight K=" +
+                            std::to_string(w.in_features));
+  if (x.static_global_scale != w.input_scale.defined())
+    return invalid_argument(std::string("linear_quantized: the activation was quantized with a ") +
+                            (x.static_global_scale ? "static" : "dynamic") + " global scale but the weight " +
+                            (w.input_scale.defined() ? "has" : "has no") + " input_scale: produce it for this consumer");
+  if (x.rows == 0) return Status::Ok();
   Nvfp4Operand xo;
-  xo.data = buffers.data;
-  xo.scales = buffers.scales;
-  xo.global_scale = g.g;
-  xo.rows = m;
-  xo.cols = k;
+  xo.data = static_cast<const uint8_t*>(x.data.raw_data());
+  xo.scales = static_cast<const uint8_t*>(x.scales.raw_data());
+  xo.global_scale = static_cast<const float*>(x.global_scale.raw_data());
+  xo.rows = x.rows;
+  xo.cols = x.cols;
   VORTEX_RETURN_IF_ERROR(nvfp4_->gemm->linear(xo, w, bias, out, stream_));
   return after_op("linear(nvfp4)");
 }

@@ -2,8 +2,8 @@
 // allocator, uploads/downloads through pinned staging, linear layers through GemmEngine (cuBLASLt),
 // attention through SdpaAttention (cuDNN) for opts.attention == "sdpa", every other op through the E0
 // kernels of src/cuda/ops. NVFP4 weights (precision nvfp4): the activation is quantized per call by
-// cuda_ops::nvfp4_quantize into backend-owned scratch, then Nvfp4Gemm (FP4 on Blackwell, exact BF16
-// emulation on Hopper). All work runs on one stream; `debug_sync` (VORTEX_DEBUG_SYNC=1 or
+// cuda_ops::nvfp4_quantize (or a fused producer: modulate_quantize / swiglu_quantize) into one of two
+// backend-owned scratch slots, then Nvfp4Gemm (FP4 on Blackwell, exact BF16 emulation on Hopper). All work runs on one stream; `debug_sync` (VORTEX_DEBUG_SYNC=1 or
 // set_debug_sync) synchronizes and checks after every op. Tested in tests/cuda/ops_test.cpp against the CPU backend.
 #pragma once
 
@@ -55,6 +55,12 @@ class CudaBackend : public Backend {
   Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) override;
   Status swiglu(const Tensor& u, Tensor& m) override;
   Status cast(const Tensor& src, Tensor& dst) override;
+  // Fused NVFP4 producers (two scratch slots; see Backend). E0 vs linear()'s own quantization.
+  bool has_quantized_producers(QuantFormat format) const override { return format == QuantFormat::kNvfp4; }
+  Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg,
+                           const LinearWeight& consumer, int slot, QuantizedActivation& out) override;
+  Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, int slot, QuantizedActivation& out) override;
+  Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
   ExecOptions default_options() const override { return policy_exec_options(info_.facts.arch); }
   // fused_gate_add and debug_sync follow the model's ExecOptions.
   void configure(const ExecOptions& opts) override {
@@ -83,13 +89,22 @@ class CudaBackend : public Backend {
   bool fused_gate_add() const { return fused_gate_add_; }
   uint64_t segment_map_builds() const;
   const uint16_t* silu_table_device() const { return silu_table_; }
+  // The eager NVFP4 producer alone: x [M, K] bf16 quantized into `slot` exactly as linear() of the
+  // consumer quantizes it (the first half of an NVFP4 linear; tests compare the fused producers' bytes).
+  Status quantize_nvfp4(const Tensor& x, const LinearWeight& consumer, int slot, QuantizedActivation& out);
+  static constexpr int kNvfp4Slots = 2;
 
  private:
   CudaBackend() = default;
   Status init(int ordinal);
   Status after_op(const char* op, bool force_sync = false);
   Status linear_nvfp4(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
-  struct Nvfp4State;  // Nvfp4Gemm + activation scratch (cuda_backend.cpp)
+  struct Nvfp4State;  // Nvfp4Gemm + activation scratch slots (cuda_backend.cpp)
+  struct Nvfp4Target;  // one producer call's buffers in a slot
+  // Creates the GEMM engines on first use; grows `slot` for [rows, cols] and points `target` / `out` at it;
+  // a static input_scale of the consumer is copied into the slot's g (the producers then read it).
+  Status nvfp4_prepare_slot(int slot, int64_t rows, int64_t cols, const LinearWeight& consumer, const char* op,
+                            Nvfp4Target& target, QuantizedActivation& out);
 
   struct Region {
     std::string name;

@@ -35,6 +35,12 @@ const std::vector<PolicySwitch>& policy_table() {
       {"nvfp4_fc2_fallback", "off", "off", "off", "off", "",
        "off = FC2 on the materialized Comfy/cuBLAS W4A4 GEMM as the seeds keep it; weight-only/bf16 are E2 "
        "alternatives to measure (bench block --precision nvfp4 --switches nvfp4_fc2_fallback=...)"},
+      // Fused NVFP4 producers (precision nvfp4): QKV/FC1 quantized from the RMSNorm output with the modulation
+      // recomputed, FC2 from the FC1 output with SwiGLU recomputed (E0 kernels; model: h3_model.cpp). Needs
+      // `vortex gate --precision nvfp4 --a fused_nvfp4_producers=0 --b fused_nvfp4_producers=1` + bench ab.
+      {"fused_nvfp4_producers", "off", "off", "off", "off", "",
+       "modulate/SwiGLU -> NVFP4 producers without the BF16 intermediates (E0 vs the eager producers); flip "
+       "after the nvfp4 gate (blocks, 1-step, 2-step, 12-step identical) + bench ab on the arch"},
   };
   return kTable;
 }
@@ -63,6 +69,7 @@ ExecOptions policy_exec_options(GpuArch arch) {
   o.fused_gate_add = get("fused_gate_add") == "on";
   o.attention = get("attention");
   o.precision = get("fp8_gemm") == "on" ? "fp8" : "bf16";
+  o.fused_nvfp4_producers = get("fused_nvfp4_producers") == "on";
   o.debug_sync = debug_sync_from_env();
   return o;
 }

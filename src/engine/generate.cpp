@@ -252,6 +252,7 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   const ExecOptions policy = backend->default_options();
   exec.fused_norm_modulate = policy.fused_norm_modulate;
   exec.fused_gate_add = policy.fused_gate_add;
+  exec.fused_nvfp4_producers = policy.fused_nvfp4_producers;  // precision nvfp4 only; off until gated
 
   // ---- 2. weights and per-request preparation ----
   progress.stage(req.synthetic_weights ? "synthesizing weights" : "loading weights");

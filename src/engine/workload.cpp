@@ -48,6 +48,14 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_norm_modulate));
     } else if (key == "fused_gate_add") {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_gate_add));
+    } else if (key == "fused_nvfp4_producers") {
+      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_nvfp4_producers));
+    } else if (key == "precision") {
+      // Precision converts the weights at load: a run-time switch can only restate it.
+      if (value != opts.precision)
+        return invalid_argument("precision is applied to the weights at load (currently '" + opts.precision +
+                                "'); it cannot be switched to '" + value + "' here: use --precision " + value +
+                                " (gates and A/B benches then flip only run-time switches on the loaded weights)");
     } else if (key == "debug_sync") {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.debug_sync));
     } else if (key == "attention") {
@@ -55,7 +63,8 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
       opts.attention = value;
     } else {
       return invalid_argument("unknown switch '" + key +
-                              "' (known: fused_norm_modulate, fused_gate_add, attention, debug_sync, eager, fused)");
+                              "' (known: fused_norm_modulate, fused_gate_add, fused_nvfp4_producers, attention, debug_sync, "
+                              "precision (restating the loaded one), eager, fused)");
     }
   }
   return Status::Ok();
@@ -65,6 +74,7 @@ std::string describe_switches(const ExecOptions& opts) {
   std::ostringstream os;
   os << "fused_norm_modulate=" << opts.fused_norm_modulate << ",fused_gate_add=" << opts.fused_gate_add
      << ",attention=" << opts.attention << ",precision=" << opts.precision;
+  if (opts.precision == "nvfp4") os << ",fused_nvfp4_producers=" << opts.fused_nvfp4_producers;
   return os.str();
 }
 

@@ -28,6 +28,23 @@ struct ExecOptions {
   std::string attention = "sdpa";    // "sdpa" (BF16 program) | "sage2" (E2)
   std::string precision = "bf16";    // "bf16" | "fp8" | "nvfp4" (GEMM operand precision; E2 if not bf16)
   bool debug_sync = false;           // synchronize and check after every op
+  // precision nvfp4 only: QKV/FC1 activations quantized straight from the RMSNorm output with the
+  // modulation recomputed (modulate_quantize), FC2's from the FC1 output with SwiGLU recomputed
+  // (swiglu_quantize); E0 vs the eager producers. Used only where backend.has_quantized_producers().
+  bool fused_nvfp4_producers = false;
+};
+
+// A quantized GEMM activation owned by the backend: views into backend scratch, valid until the next
+// producer call on the same slot (linear() of an NVFP4 weight reuses slot 0).
+struct QuantizedActivation {
+  QuantFormat format = QuantFormat::kNone;  // kNvfp4
+  Tensor data;          // u8 [roundup(S,16), roundup(K,16)/2] e2m1 pairs (even element in the high nibble)
+  Tensor scales;        // f8e4m3 128x4 tiles [roundup(roundup(S,16),128), roundup(roundup(K,16)/16,4)]
+  Tensor global_scale;  // f32 [1]: the dynamic g of this call, or a copy of the consumer's input_scale
+  bool static_global_scale = false;  // true: g is the consumer's static input_scale
+  int64_t rows = 0, cols = 0;        // logical S, K
+  int slot = 0;                      // 0: QKV/FC1 input, 1: FC2 input (both can be alive at once)
+  uint64_t generation = 0;           // the slot's producer count when written (stale views are rejected)
 };
 
 class Backend {
@@ -80,6 +97,35 @@ class Backend {
                           const SegmentTable& seg) = 0;
   // m[S, F] = R(R(silu(u[:, :F])) * u[:, F:]), silu evaluated in FP64 and rounded once.
   virtual Status swiglu(const Tensor& u, Tensor& m) = 0;
+
+  // ---- fused quantized producers (precision nvfp4; optional, E0 vs the eager producers) ----
+  // True when modulate_quantize / swiglu_quantize / linear_quantized are provided for `format`.
+  virtual bool has_quantized_producers(QuantFormat format) const {
+    (void)format;
+    return false;
+  }
+  // x = R(R(n * R(1 + scale)) + shift) quantized to consumer.format without writing x: the bytes and g
+  // that linear(x, consumer) quantizes (dynamic g, or the consumer's static input_scale). n [S, D] bf16.
+  virtual Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk,
+                                   const SegmentTable& seg, const LinearWeight& consumer, int slot,
+                                   QuantizedActivation& out) {
+    (void)n, (void)table, (void)shift_chunk, (void)scale_chunk, (void)seg, (void)consumer, (void)slot, (void)out;
+    return unsupported("modulate_quantize: not provided by the " + std::string(name()) +
+                       " backend (fused NVFP4 producers need --backend cuda; leave fused_nvfp4_producers=0)");
+  }
+  // m = R(R(silu(u[:, :F])) * u[:, F:]) quantized to consumer.format without writing m. u [S, 2F] bf16.
+  virtual Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, int slot, QuantizedActivation& out) {
+    (void)u, (void)consumer, (void)slot, (void)out;
+    return unsupported("swiglu_quantize: not provided by the " + std::string(name()) +
+                       " backend (fused NVFP4 producers need --backend cuda; leave fused_nvfp4_producers=0)");
+  }
+  // out[S, N] = R(g_x * g_w * x' @ w'^T + bias) for an activation from the producers above: the same GEMM
+  // that linear() runs after quantizing its input.
+  virtual Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+    (void)x, (void)w, (void)bias, (void)out;
+    return unsupported("linear_quantized: not provided by the " + std::string(name()) +
+                       " backend (fused NVFP4 producers need --backend cuda; leave fused_nvfp4_producers=0)");
+  }
   // dst = convert(src): f32 -> bf16 (RNE), bf16 -> f32 (exact), same shape; either may be strided.
   virtual Status cast(const Tensor& src, Tensor& dst) = 0;
 

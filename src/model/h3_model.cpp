@@ -2,7 +2,8 @@
 // block" and "Outside the blocks"). The time MLP runs on the host (FP64 transcendentals and accumulation,
 // rounded to FP32 — identical on every machine and for every backend); everything else is Backend ops.
 // Tested in tests/model/h3_model_test.cpp (h3-tiny forward shapes/finiteness, fused == unfused bytes,
-// thread-count determinism, one block vs an independent FP64 re-implementation).
+// thread-count determinism, one block vs an independent FP64 re-implementation); the fused NVFP4
+// producers in tests/engine/nvfp4_mode_test.cpp (GPU) and tests/engine/fused_producers_test.cpp (CPU).
 #include "model/h3_model.h"
 
 #include <algorithm>
@@ -119,11 +120,34 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
     BackendRegion region(backend, name);
     return op();
   };
-  VORTEX_RETURN_IF_ERROR(timed("norm1_modulate", [&] { return norm_modulate(block.norm1_weight, kShiftMsa, kScaleMsa); })
-                             .with_context("norm1"));
-  // 3. qkv = R(n @ Wqkv^T)                                            // [S, 3I] bf16, [q | k | v]
-  VORTEX_RETURN_IF_ERROR(
-      timed("qkv", [&] { return backend.linear(sc.norm_out, block.attn_qkv_proj, nullptr, sc.qkv); }).with_context("qkv_proj"));
+  // Fused NVFP4 producers (precision nvfp4, switch on, backend provides them, consumer weight NVFP4):
+  // the modulated / SwiGLU BF16 tensors are never written; the producer quantizes straight into a
+  // backend slot (E0 vs the eager "materialize, then linear() quantizes" program).
+  const bool fused_q = opts.precision == "nvfp4" && opts.fused_nvfp4_producers &&
+                       backend.has_quantized_producers(QuantFormat::kNvfp4);
+  auto fused_input = [&](const LinearWeight& w) { return fused_q && table != nullptr && w.format == QuantFormat::kNvfp4; };
+  // n = RMSNorm(x) [S, D] bf16 (unmodulated) -> modulate_quantize into slot 0 -> the NVFP4 GEMM.
+  auto norm_quantize_linear = [&](const Tensor& norm_weight, int shift_chunk, int scale_chunk, const char* norm_region,
+                                  const char* linear_region, const LinearWeight& w, Tensor& out) -> Status {
+    VORTEX_RETURN_IF_ERROR(timed(norm_region, [&] { return backend.rms_norm(x, norm_weight, cfg.norm_eps, sc.norm_out); }));
+    return timed(linear_region, [&]() -> Status {
+      QuantizedActivation qa;
+      VORTEX_RETURN_IF_ERROR(backend.modulate_quantize(sc.norm_out, *table, shift_chunk, scale_chunk, seg, w, 0, qa));
+      return backend.linear_quantized(qa, w, nullptr, out);
+    });
+  };
+  if (fused_input(block.attn_qkv_proj)) {
+    // 1-3 fused: qkv = R(q(modulate(RMSNorm1(x))) @ Wqkv^T)              // [S, 3I] bf16, [q | k | v]
+    VORTEX_RETURN_IF_ERROR(norm_quantize_linear(block.norm1_weight, kShiftMsa, kScaleMsa, "norm1_modulate", "qkv",
+                                                block.attn_qkv_proj, sc.qkv)
+                               .with_context("norm1 + qkv_proj (fused nvfp4 producer)"));
+  } else {
+    VORTEX_RETURN_IF_ERROR(timed("norm1_modulate", [&] { return norm_modulate(block.norm1_weight, kShiftMsa, kScaleMsa); })
+                               .with_context("norm1"));
+    // 3. qkv = R(n @ Wqkv^T)                                            // [S, 3I] bf16, [q | k | v]
+    VORTEX_RETURN_IF_ERROR(
+        timed("qkv", [&] { return backend.linear(sc.norm_out, block.attn_qkv_proj, nullptr, sc.qkv); }).with_context("qkv_proj"));
+  }
   VORTEX_ASSIGN_OR_RETURN(Tensor q, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 0));          // [S, I] view
   VORTEX_ASSIGN_OR_RETURN(Tensor k, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, inner));      // [S, I] view
   VORTEX_ASSIGN_OR_RETURN(Tensor v, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 2 * inner));  // [S, I] view
@@ -143,16 +167,34 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
   // fused_gate_add is applied inside the backend (Backend::configure above); the model calls gate_add.
   VORTEX_RETURN_IF_ERROR(
       timed("gate_msa", [&] { return backend.gate_add(x, sc.proj_out, table, kGateMsa, seg); }).with_context("gate_add msa"));
-  // 8. n = modulate(RMSNorm2(x), shift_mlp, scale_mlp)
-  VORTEX_RETURN_IF_ERROR(timed("norm2_modulate", [&] { return norm_modulate(block.norm2_weight, kShiftMlp, kScaleMlp); })
-                             .with_context("norm2"));
-  // 9. u = R(n @ Wfc1^T) [S, 2F]; m = R(R(silu(gate)) * value) [S, F]
-  VORTEX_RETURN_IF_ERROR(
-      timed("fc1", [&] { return backend.linear(sc.norm_out, block.mlp_fc1, nullptr, sc.fc1_out); }).with_context("fc1"));
-  VORTEX_RETURN_IF_ERROR(timed("swiglu", [&] { return backend.swiglu(sc.fc1_out, sc.swiglu_out); }).with_context("swiglu"));
-  // 10. f = R(m @ Wfc2^T) [S, D]; x = R(x + R(gate_mlp * f))
-  VORTEX_RETURN_IF_ERROR(
-      timed("fc2", [&] { return backend.linear(sc.swiglu_out, block.mlp_fc2, nullptr, sc.proj_out); }).with_context("fc2"));
+  if (fused_input(block.mlp_fc1)) {
+    // 8-9 fused: u = R(q(modulate(RMSNorm2(x))) @ Wfc1^T)               // [S, 2F] bf16
+    VORTEX_RETURN_IF_ERROR(norm_quantize_linear(block.norm2_weight, kShiftMlp, kScaleMlp, "norm2_modulate", "fc1",
+                                                block.mlp_fc1, sc.fc1_out)
+                               .with_context("norm2 + fc1 (fused nvfp4 producer)"));
+  } else {
+    // 8. n = modulate(RMSNorm2(x), shift_mlp, scale_mlp)
+    VORTEX_RETURN_IF_ERROR(timed("norm2_modulate", [&] { return norm_modulate(block.norm2_weight, kShiftMlp, kScaleMlp); })
+                               .with_context("norm2"));
+    // 9. u = R(n @ Wfc1^T) [S, 2F]
+    VORTEX_RETURN_IF_ERROR(
+        timed("fc1", [&] { return backend.linear(sc.norm_out, block.mlp_fc1, nullptr, sc.fc1_out); }).with_context("fc1"));
+  }
+  if (fused_q && block.mlp_fc2.format == QuantFormat::kNvfp4) {
+    // 9-10 fused: f = R(q(R(R(silu(gate)) * value)) @ Wfc2^T) [S, D]; m is never written (slot 1).
+    VORTEX_RETURN_IF_ERROR(timed("fc2", [&]() -> Status {
+                             QuantizedActivation qa;
+                             VORTEX_RETURN_IF_ERROR(backend.swiglu_quantize(sc.fc1_out, block.mlp_fc2, 1, qa));
+                             return backend.linear_quantized(qa, block.mlp_fc2, nullptr, sc.proj_out);
+                           }).with_context("swiglu + fc2 (fused nvfp4 producer)"));
+  } else {
+    // m = R(R(silu(gate)) * value) [S, F]
+    VORTEX_RETURN_IF_ERROR(timed("swiglu", [&] { return backend.swiglu(sc.fc1_out, sc.swiglu_out); }).with_context("swiglu"));
+    // 10. f = R(m @ Wfc2^T) [S, D]  (FC2 weight-only / bf16 fallback keeps the BF16 m)
+    VORTEX_RETURN_IF_ERROR(
+        timed("fc2", [&] { return backend.linear(sc.swiglu_out, block.mlp_fc2, nullptr, sc.proj_out); }).with_context("fc2"));
+  }
+  // x = R(x + R(gate_mlp * f))
   VORTEX_RETURN_IF_ERROR(
       timed("gate_mlp", [&] { return backend.gate_add(x, sc.proj_out, table, kGateMlp, seg); }).with_context("gate_add mlp"));
   return Status::Ok();

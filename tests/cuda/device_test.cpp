@@ -37,7 +37,7 @@ TEST(CudaPolicy, EverySwitchHasAnEagerDefaultUntilEvidenceExists) {
     for (const char* v : {s.sm100, s.sm120, s.sm121})
       EXPECT_TRUE(std::string(v) == "off" || std::string(v) == "sdpa") << "default '" << v << "' on an ungated arch";
   }
-  for (const char* name : {"fused_norm_modulate", "fused_gate_add", "attention", "fp8_gemm"})
+  for (const char* name : {"fused_norm_modulate", "fused_gate_add", "attention", "fp8_gemm", "fused_nvfp4_producers"})
     EXPECT_TRUE(policy_default(name, GpuArch::kSm90).ok()) << name;
   EXPECT_EQ(policy_default("no_such_switch", GpuArch::kSm90).status().code(), ErrorCode::kNotFound);
   const ExecOptions o = policy_exec_options(GpuArch::kSm90);
@@ -48,6 +48,8 @@ TEST(CudaPolicy, EverySwitchHasAnEagerDefaultUntilEvidenceExists) {
   EXPECT_FALSE(b.fused_gate_add);
   EXPECT_EQ(o.attention, "sdpa");
   EXPECT_EQ(o.precision, "bf16");
+  EXPECT_FALSE(o.fused_nvfp4_producers);  // not gated on any arch yet
+  EXPECT_FALSE(b.fused_nvfp4_producers);
 }
 
 TEST(CudaPolicy, DebugSyncFromEnvironment) {

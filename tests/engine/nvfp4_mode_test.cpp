@@ -1,17 +1,25 @@
 // Precision nvfp4 on the cuda backend (GPU label; skips visibly without a device): h3-tiny (synthetic) runs a
 // full forward in nvfp4 mode and is finite; one block linear equals "quantize x on the CPU (comfy-kitchen
 // encode) + FP64 dot of the dequantized operands" within E1 (two-reference rule); nvfp4-weight-only equals the
-// BF16 GEMM on the host-expanded weight bit for bit; the FC2 switch values reach the weights.
+// BF16 GEMM on the host-expanded weight bit for bit; the FC2 switch values reach the weights; the fused
+// NVFP4 producers (fused_nvfp4_producers) give the eager producers' GEMM inputs (NVFP4 bytes + g) and
+// outputs bit for bit, and run_block / forward / 2-step trajectory are byte-identical with the switch on.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
+#include "cuda/cuda_backend.h"
+#include "engine/bench.h"
+#include "engine/gate.h"
 #include "engine/precision.h"
 #include "engine/workload.h"
+#include "model/h3_model.h"
 #include "gemm/gpu_test_util.h"
 #include "io/quantized_layers.h"
 #include "model/h3_spec.h"
@@ -220,6 +228,201 @@ TEST(Nvfp4Mode, Fc2SwitchReachesTheWeights) {
   ASSERT_TRUE(make_setup(s2, testing::fresh_seed()));
   po.nvfp4_fc2 = "sometimes";
   EXPECT_EQ(apply_precision(s2.weights, *s2.backend, po).code(), ErrorCode::kInvalidArgument);
+}
+
+
+// ---- fused NVFP4 producers ------------------------------------------------------------------------
+
+Tensor upload_bf16(Backend& b, const std::vector<uint16_t>& v, Shape shape) {
+  Tensor t = Tensor::empty(std::move(shape), DType::kBF16);
+  std::memcpy(t.raw_data(), v.data(), v.size() * 2);
+  auto d = b.upload(t);
+  EXPECT_TRUE(d.ok()) << d.status().to_string();
+  return d.ok() ? *d : Tensor();
+}
+
+// A device bf16 tensor filled with NaN bits (poison before a run).
+Tensor poisoned_bf16(Backend& b, Shape shape) {
+  const int64_t n = shape_numel(shape);
+  return upload_bf16(b, std::vector<uint16_t>(static_cast<size_t>(n), 0xFFFF), std::move(shape));
+}
+
+bool same_bytes(Backend& b, const Tensor& x, const Tensor& y) {
+  Tensor hx = to_host(b, x), hy = to_host(b, y);
+  return hx.nbytes() == hy.nbytes() && std::memcmp(hx.raw_data(), hy.raw_data(), hx.nbytes()) == 0;
+}
+
+// Bytes of one quantized activation: data, scales and g (every byte, padding included).
+void expect_same_activation(Backend& b, const QuantizedActivation& e, const QuantizedActivation& f, const char* what) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(e.format, QuantFormat::kNvfp4);
+  ASSERT_EQ(f.format, QuantFormat::kNvfp4);
+  EXPECT_EQ(e.rows, f.rows);
+  EXPECT_EQ(e.cols, f.cols);
+  EXPECT_EQ(e.static_global_scale, f.static_global_scale);
+  EXPECT_NE(e.slot, f.slot) << "the test must keep both activations alive in different slots";
+  EXPECT_TRUE(same_bytes(b, e.data, f.data)) << "NVFP4 data bytes differ";
+  EXPECT_TRUE(same_bytes(b, e.scales, f.scales)) << "E4M3 block scales differ";
+  EXPECT_TRUE(same_bytes(b, e.global_scale, f.global_scale)) << "global scale g differs";
+  const float g = to_host(b, f.global_scale).data<float>()[0];
+  EXPECT_TRUE(std::isfinite(g) && g > 0.0f) << "g = " << g;
+}
+
+TEST(Nvfp4FusedProducers, GemmInputsAndOutputsEqualTheEagerProducers) {
+  VORTEX_REQUIRE_GPU();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  ModeSetup s;
+  ASSERT_TRUE(make_setup(s, seed));
+  PrecisionOptions po;
+  po.precision = "nvfp4";
+  po.nvfp4_fc2 = "off";
+  ASSERT_TRUE(apply_precision(s.weights, *s.backend, po).ok());
+  auto* cuda = dynamic_cast<CudaBackend*>(s.backend.get());
+  ASSERT_NE(cuda, nullptr);
+  ASSERT_TRUE(cuda->has_quantized_producers(QuantFormat::kNvfp4));
+  const ModelConfig& cfg = s.cfg;
+  const H3BlockWeights& blk = s.weights.blocks[0];
+  const int64_t d = cfg.hidden, f = cfg.ffn;
+  for (int64_t rows : {int64_t{1}, int64_t{45}, int64_t{300}}) {
+    SCOPED_TRACE("S " + std::to_string(rows));
+    // AdaLN table [3 slots * 3, 6D] and three segments (a table row each).
+    Tensor table = upload_bf16(*s.backend, random_bf16(static_cast<size_t>(9 * 6 * d), rng, 0.5f), {9, 6 * d});
+    SegmentTable seg;
+    seg.rows = rows;
+    const int64_t a = rows / 3, b = 2 * rows / 3;
+    for (auto [start, stop, row] : {std::tuple<int64_t, int64_t, int32_t>{0, a, 4}, {a, b, 0}, {b, rows, 8}})
+      if (stop > start) seg.segments.push_back(Segment{start, stop, row});
+    Tensor x = upload_bf16(*s.backend, random_bf16(static_cast<size_t>(rows * d), rng, 2.0f), {rows, d});
+    Tensor n = poisoned_bf16(*s.backend, {rows, d});  // [S, D] RMSNorm output (unmodulated)
+    ASSERT_TRUE(s.backend->rms_norm(x, blk.norm1_weight, cfg.norm_eps, n).ok());
+    Tensor nm = poisoned_bf16(*s.backend, {rows, d});  // [S, D] modulated (eager)
+    ASSERT_TRUE(s.backend->copy(n, nm).ok());
+    ASSERT_TRUE(s.backend->modulate(nm, table, kShiftMsa, kScaleMsa, seg).ok());
+    for (const LinearWeight* w : {&blk.attn_qkv_proj, &blk.mlp_fc1}) {
+      SCOPED_TRACE(w == &blk.attn_qkv_proj ? "qkv" : "fc1");
+      ASSERT_EQ(w->format, QuantFormat::kNvfp4);
+      // Dynamic g, then the consumer's static input_scale (checkpoint layers).
+      LinearWeight with_static = *w;
+      Tensor is = Tensor::empty({1}, DType::kF32);
+      is.data<float>()[0] = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, -7);
+      auto isd = s.backend->upload(is);
+      ASSERT_TRUE(isd.ok());
+      with_static.input_scale = *isd;
+      for (const LinearWeight* consumer : {w, static_cast<const LinearWeight*>(&with_static)}) {
+        SCOPED_TRACE(consumer == w ? "dynamic g" : "static input_scale");
+        QuantizedActivation eager, fused;
+        Status st = cuda->quantize_nvfp4(nm, *consumer, 0, eager);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        st = cuda->modulate_quantize(n, table, kShiftMsa, kScaleMsa, seg, *consumer, 1, fused);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        EXPECT_EQ(fused.static_global_scale, consumer != w);
+        expect_same_activation(*s.backend, eager, fused, "modulate -> nvfp4");
+        // GEMM outputs: eager linear() (quantizes again into slot 0), linear_quantized of the fused slot.
+        Tensor out_e = poisoned_bf16(*s.backend, {rows, w->out_features});
+        Tensor out_f = poisoned_bf16(*s.backend, {rows, w->out_features});
+        ASSERT_TRUE(s.backend->linear(nm, *consumer, nullptr, out_e).ok());
+        st = s.backend->linear_quantized(fused, *consumer, nullptr, out_f);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        EXPECT_TRUE(same_bytes(*s.backend, out_e, out_f)) << "GEMM outputs differ";
+        // The consumer must match how the activation was quantized.
+        const LinearWeight* other = consumer == w ? &with_static : w;
+        EXPECT_EQ(s.backend->linear_quantized(fused, *other, nullptr, out_f).code(), ErrorCode::kInvalidArgument);
+        // linear() above re-used slot 0: the eager view is stale now and must be rejected.
+        EXPECT_EQ(s.backend->linear_quantized(eager, *consumer, nullptr, out_e).code(), ErrorCode::kInvalidArgument);
+      }
+    }
+    // FC2: swiglu(u) materialized + quantized vs swiglu_quantize(u).
+    Tensor u = upload_bf16(*s.backend, random_bf16(static_cast<size_t>(rows * 2 * f), rng, 3.0f), {rows, 2 * f});
+    Tensor m = poisoned_bf16(*s.backend, {rows, f});  // [S, F] bf16
+    ASSERT_TRUE(s.backend->swiglu(u, m).ok());
+    const LinearWeight& fc2 = blk.mlp_fc2;
+    ASSERT_EQ(fc2.format, QuantFormat::kNvfp4);
+    QuantizedActivation eager, fused;
+    ASSERT_TRUE(cuda->quantize_nvfp4(m, fc2, 0, eager).ok());
+    Status st = cuda->swiglu_quantize(u, fc2, 1, fused);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    expect_same_activation(*s.backend, eager, fused, "swiglu -> nvfp4");
+    Tensor out_e = poisoned_bf16(*s.backend, {rows, d}), out_f = poisoned_bf16(*s.backend, {rows, d});
+    ASSERT_TRUE(s.backend->linear(m, fc2, nullptr, out_e).ok());
+    ASSERT_TRUE(s.backend->linear_quantized(fused, fc2, nullptr, out_f).ok());
+    EXPECT_TRUE(same_bytes(*s.backend, out_e, out_f)) << "FC2 GEMM outputs differ";
+  }
+  // Wrong consumers and slots are errors with a message, not silent fallbacks.
+  QuantizedActivation qa;
+  Tensor u = poisoned_bf16(*s.backend, {4, 2 * s.cfg.ffn});
+  EXPECT_EQ(cuda->swiglu_quantize(u, blk.mlp_fc2, 2, qa).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(cuda->swiglu_quantize(u, blk.attn_qkv_proj, 1, qa).code(), ErrorCode::kInvalidArgument);  // K mismatch
+}
+
+// One h3-tiny workload in precision nvfp4 (the given FC2 fallback).
+Result<Workload> tiny_nvfp4_workload(const std::string& fc2) {
+  WorkloadSpec spec;
+  spec.config = "h3-tiny";
+  spec.backend = "cuda";
+  spec.width = 128;
+  spec.height = 64;
+  spec.frames = 9;
+  spec.text_rows = 12;
+  spec.weights_seed = testing::fresh_seed();
+  spec.noise_seed = testing::fresh_seed();
+  spec.precision = "nvfp4";
+  spec.switches = "nvfp4_fc2_fallback=" + fc2;
+  return load_workload(spec, nullptr);
+}
+
+TEST(Nvfp4FusedProducers, BlockForwardAndTrajectoryAreByteIdentical) {
+  VORTEX_REQUIRE_GPU();
+  for (const char* fc2 : {"off", "weight-only"}) {
+    SCOPED_TRACE(std::string("nvfp4_fc2_fallback=") + fc2);
+    auto w = tiny_nvfp4_workload(fc2);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    ASSERT_FALSE(w->model->options().fused_nvfp4_producers) << "the policy default must stay off until gated";
+    const bool fc2_nvfp4 = std::string(fc2) == "off";
+    // run_transformer_block on one input, switch off vs on, own scratch (to see which path ran).
+    auto in = make_block_input(*w, 1, 12);
+    ASSERT_TRUE(in.ok()) << in.status().to_string();
+    Backend& be = *w->backend;
+    const int64_t rows = in->x.dim(0);
+    Tensor out[2], norm_out[2];
+    bool swiglu_written[2] = {false, false};
+    for (int k = 0; k < 2; ++k) {
+      ExecOptions opts = w->model->options();
+      opts.fused_nvfp4_producers = k == 1;
+      auto sc = BlockScratch::allocate(be, w->cfg, rows);
+      ASSERT_TRUE(sc.ok());
+      for (Tensor* t : {&sc->qkv, &sc->attn_out, &sc->proj_out, &sc->norm_out, &sc->fc1_out, &sc->swiglu_out}) {
+        Tensor p = poisoned_bf16(be, t->shape());
+        ASSERT_TRUE(be.copy(p, *t).ok());
+      }
+      Tensor x = poisoned_bf16(be, in->x.shape());
+      ASSERT_TRUE(be.copy(in->x, x).ok());
+      Status st = run_transformer_block(be, w->cfg, opts, w->model->weights().blocks[1], x, &in->tables.block_tables[1],
+                                        &in->tables.block_segments, nullptr, *sc);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      out[k] = to_host(be, x);
+      norm_out[k] = to_host(be, sc->norm_out);
+      Tensor sw = to_host(be, sc->swiglu_out);
+      for (int64_t i = 0; i < sw.numel(); ++i) swiglu_written[k] = swiglu_written[k] || sw.data<uint16_t>()[i] != 0xFFFF;
+    }
+    EXPECT_EQ(std::memcmp(out[0].raw_data(), out[1].raw_data(), out[0].nbytes()), 0) << "block output differs";
+    // Which path ran: the fused one leaves the unmodulated RMSNorm in norm_out and never writes m.
+    EXPECT_NE(std::memcmp(norm_out[0].raw_data(), norm_out[1].raw_data(), norm_out[0].nbytes()), 0)
+        << "the fused QKV/FC1 producers did not run";
+    EXPECT_TRUE(swiglu_written[0]);
+    EXPECT_EQ(swiglu_written[1], !fc2_nvfp4) << "FC2: fused producer expected only when FC2 is NVFP4";
+    // The gate itself: blocks, one full forward and the 2-step trajectory, weights loaded once.
+    GateOptions g;
+    g.a = "precision=nvfp4,fused_nvfp4_producers=0";
+    g.b = "precision=nvfp4,fused_nvfp4_producers=1";
+    g.steps = 3;
+    g.skip_full_trajectory = true;
+    auto verdict = run_gate(*w, g);
+    ASSERT_TRUE(verdict.ok()) << verdict.status().to_string();
+    EXPECT_TRUE((*verdict)["pass"].get<bool>()) << verdict->dump(2);
+    EXPECT_NE((*verdict)["b"].get<std::string>().find("fused_nvfp4_producers=1"), std::string::npos);
+  }
 }
 
 }  // namespace
