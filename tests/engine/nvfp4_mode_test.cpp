@@ -141,21 +141,27 @@ TEST(Nvfp4Mode, LinearMatchesCpuQuantizedFp64Dot) {
   }
 }
 
+// One h3-tiny workload in precision nvfp4 (the given FC2 fallback; empty: the policy default).
+Result<Workload> tiny_nvfp4_workload(const std::string& fc2) {
+  WorkloadSpec spec;
+  spec.config = "h3-tiny";
+  spec.backend = "cuda";
+  spec.width = 128;
+  spec.height = 64;
+  spec.frames = 9;
+  spec.text_rows = 12;
+  spec.weights_seed = testing::fresh_seed();
+  spec.noise_seed = testing::fresh_seed();
+  spec.precision = "nvfp4";
+  if (!fc2.empty()) spec.switches = "nvfp4_fc2_fallback=" + fc2;
+  return load_workload(spec, nullptr);
+}
+
 TEST(Nvfp4Mode, H3TinyForwardIsFinite) {
   VORTEX_REQUIRE_GPU();
   for (const char* fc2 : {"", "weight-only"}) {
     SCOPED_TRACE(std::string("fc2 switch '") + fc2 + "'");
-    WorkloadSpec spec;
-    spec.config = "h3-tiny";
-    spec.backend = "cuda";
-    spec.width = 128;
-    spec.height = 64;
-    spec.frames = 9;
-    spec.text_rows = 12;
-    spec.weights_seed = testing::fresh_seed();
-    spec.precision = "nvfp4";
-    if (*fc2) spec.switches = std::string("nvfp4_fc2_fallback=") + fc2;
-    auto w = load_workload(spec, nullptr);
+    auto w = tiny_nvfp4_workload(fc2);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     ASSERT_EQ(w->model != nullptr, true);
     auto v = w->model->forward(w->noise, 0.9, 0.8);
@@ -356,21 +362,6 @@ TEST(Nvfp4FusedProducers, GemmInputsAndOutputsEqualTheEagerProducers) {
   EXPECT_EQ(cuda->swiglu_quantize(u, blk.attn_qkv_proj, 1, qa).code(), ErrorCode::kInvalidArgument);  // K mismatch
 }
 
-// One h3-tiny workload in precision nvfp4 (the given FC2 fallback).
-Result<Workload> tiny_nvfp4_workload(const std::string& fc2) {
-  WorkloadSpec spec;
-  spec.config = "h3-tiny";
-  spec.backend = "cuda";
-  spec.width = 128;
-  spec.height = 64;
-  spec.frames = 9;
-  spec.text_rows = 12;
-  spec.weights_seed = testing::fresh_seed();
-  spec.noise_seed = testing::fresh_seed();
-  spec.precision = "nvfp4";
-  spec.switches = "nvfp4_fc2_fallback=" + fc2;
-  return load_workload(spec, nullptr);
-}
 
 TEST(Nvfp4FusedProducers, BlockForwardAndTrajectoryAreByteIdentical) {
   VORTEX_REQUIRE_GPU();
