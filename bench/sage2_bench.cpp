@@ -22,6 +22,7 @@
 #include "cuda/attention/sage2_attention.h"
 #include "cuda/attention/sdpa.h"
 #include "gemm/gemm_tune.h"
+#include "profiling/evidence.h"
 #include "vortex/build_info.h"
 
 namespace {
@@ -141,6 +142,11 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
   if (time_it([&] { return sage2_quantize(q, k, v, heads, 128, nullptr, ws); }, reps, t_quant)) return 1;
   if (time_it([&] { return sage2_attention_quantized(out, nullptr, ws); }, reps, t_main)) return 1;
   if (time_it([&] { return sage2_attention(q, k, v, heads, 128, out, nullptr, ws); }, reps, t_both)) return 1;
+  // SM clock right after each timed phase: attention runs at whatever clock the power limit allows, and
+  // block benchmarks recorded 1485-1755 MHz after sustained load (2026-11-29) vs a 1980 MHz boost.
+  RunEnvironment clocks;
+  refresh_clocks(clocks);
+  const int clock_after_sage2 = clocks.clock_sm_mhz;
   const double flop = 4.0 * static_cast<double>(seq) * static_cast<double>(seq) * 128.0 * heads;
   auto report = [&](const char* what, const std::vector<double>& ms, bool tops) {
     const Percentiles p = percentiles(ms);
@@ -165,6 +171,7 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
       return 1;
     }
     if (time_it([&] { return (*sdpa)->run(q, k, v, heads, 128, out, nullptr); }, reps, t_sdpa)) return 1;
+    refresh_clocks(clocks);
     out_sdpa.resize(out_elems);
     BENCH_CHECK(cudaMemcpy(out_sdpa.data(), ost->ptr, out_elems * 2, cudaMemcpyDeviceToHost));
     dev = compare_bf16(out_sage2, out_sdpa);
@@ -173,6 +180,9 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
   report("mainloop (quant excl)", t_main, true);
   report("total (quant incl)", t_both, true);
   const double sdpa_p50 = with_sdpa ? percentiles(t_sdpa).p50 : 0.0;
+  const int clock_after_sdpa = with_sdpa ? clocks.clock_sm_mhz : 0;
+  std::printf("%-8s S=%-6lld H=%-3d SM clock after the Sage2 timing %d MHz, after the SDPA timing %d MHz (nvidia-smi)\n",
+              ml_name, static_cast<long long>(seq), heads, clock_after_sage2, clock_after_sdpa);
   if (with_sdpa) {
     report("cuDNN SDPA (bf16)", t_sdpa, true);
     std::printf("%-8s S=%-6lld H=%-3d speed-up vs cuDNN SDPA in this run: %.3fx (total incl. quantization)\n", ml_name,
@@ -189,11 +199,12 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
                    "{\"environment\":%s,\"row\":{\"workload\":\"sage2_attention\",\"mainloop\":\"%s\",\"part\":\"%s\","
                    "\"seq_len\":%lld,\"num_heads\":%d,\"head_dim\":128,\"n\":%zu,\"ms_p10\":%.4f,\"ms_p50\":%.4f,"
                    "\"ms_p90\":%.4f,\"tops_p50\":%.2f,\"cudnn_sdpa_ms_p50_same_run\":%.4f,\"ratio_vs_sdpa\":%.4f,"
-                   "\"inputs\":\"%s\",\"vs_sdpa_rel_l2\":%.4e,\"vs_sdpa_cos\":%.6f,\"vs_sdpa_max_abs\":%.4e}}\n",
+                   "\"inputs\":\"%s\",\"vs_sdpa_rel_l2\":%.4e,\"vs_sdpa_cos\":%.6f,\"vs_sdpa_max_abs\":%.4e,"
+                   "\"sm_clock_mhz_after_sage2\":%d,\"sm_clock_mhz_after_sdpa\":%d}}\n",
                    env.c_str(), ml_name, part, static_cast<long long>(seq), heads, ms.size(), p.p10, p.p50, p.p90,
                    flop / (p.p50 * 1e-3) / 1e12, sdpa_p50, sdpa_p50 > 0 ? sdpa_p50 / p.p50 : 0.0,
                    kind == sage2_test::InputKind::kRandom ? "random" : "realistic", with_sdpa ? dev.rel_l2 : -1.0,
-                   with_sdpa ? dev.cosine : 0.0, with_sdpa ? dev.max_abs : -1.0);
+                   with_sdpa ? dev.cosine : 0.0, with_sdpa ? dev.max_abs : -1.0, clock_after_sage2, clock_after_sdpa);
     };
     row("quantize", t_quant);
     row("mainloop", t_main);

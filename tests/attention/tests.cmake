@@ -6,7 +6,7 @@ if(VORTEX_HAVE_CUDA AND TARGET vortex_cuda)
   vortex_test(NAME sage2_sm90_test SOURCES ${CMAKE_SOURCE_DIR}/tests/attention/sage2_sm90_test.cpp
               LIBS vortex_cuda vortex_ref GPU)
   add_executable(sage2_bench ${CMAKE_SOURCE_DIR}/bench/sage2_bench.cpp)
-  target_link_libraries(sage2_bench PRIVATE vortex_cuda vortex_gemm vortex_ref)
+  target_link_libraries(sage2_bench PRIVATE vortex_profiling vortex_cuda vortex_gemm vortex_ref)
   target_include_directories(sage2_bench PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   target_compile_options(sage2_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()
