@@ -4,22 +4,13 @@
 // Precisions/shapes are comma lists (bf16,fp8_per_tensor,fp8_blockwise / qkv,out,fc1,fc2).
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 
+#include "core/strings.h"
 #include "gemm/gemm_tune.h"
 #include "vortex/build_info.h"
 
 namespace {
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 void log_line(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
 
@@ -30,7 +21,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   auto arg = [&](int i, const char* def) { return std::string(argc > i ? argv[i] : def); };
   std::vector<GemmPrecision> precisions;
-  for (const auto& p : split(arg(mode == "tune" ? 5 : 4, "bf16,fp8_per_tensor,fp8_blockwise"))) {
+  for (const auto& p : split_list(arg(mode == "tune" ? 5 : 4, "bf16,fp8_per_tensor,fp8_blockwise"))) {
     auto r = gemm_precision_from_name(p);
     if (!r.ok()) {
       std::fprintf(stderr, "error: %s\n", r.status().to_string().c_str());
@@ -63,7 +54,7 @@ int main(int argc, char** argv) {
     opt.tune.max_configs = std::atoi(arg(3, "48").c_str());
     opt.tune.reps = std::atoi(arg(4, "10").c_str());
     opt.precisions = precisions;
-    opt.shapes = split(arg(6, "qkv,out,fc1,fc2"));
+    opt.shapes = split_list(arg(6, "qkv,out,fc1,fc2"));
     opt.evidence_path = arg(7, "gemm_tune_evidence.json");
     opt.table_path = arg(8, "gemm_table.json");
     opt.commit = VORTEX_GIT_COMMIT_STRING;

@@ -12,12 +12,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
+#include "core/strings.h"
 #include "engine/bench.h"
 #include "engine/precision.h"
 #include "engine/workload.h"
@@ -193,11 +194,21 @@ class DeviationBackend final : public Backend {
   std::unique_ptr<Backend> inner_;
 };
 
-std::vector<int> parse_blocks(const std::string& s) {
+// A whole decimal integer (the option's name for the error).
+Result<int> parse_int(const std::string& text, const std::string& option) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0') return invalid_argument(option + " takes an integer, got '" + text + "'");
+  return static_cast<int>(v);
+}
+
+Result<std::vector<int>> parse_blocks(const std::string& s) {
   std::vector<int> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(std::stoi(item));
+  for (const std::string& item : split_list(s)) {
+    VORTEX_ASSIGN_OR_RETURN(int b, parse_int(item, "--blocks"));
+    v.push_back(b);
+  }
+  if (v.empty()) return invalid_argument("--blocks is empty (give block indices like 0,24,49)");
   return v;
 }
 
@@ -214,13 +225,21 @@ Status run(int argc, char** argv) {
     else if (a == "--backend") backend_name = next();
     else if (a == "--blocks") blocks_arg = next();
     else if (a == "--evidence") evidence = next();
-    else if (a == "--width") width = std::stoi(next());
-    else if (a == "--height") height = std::stoi(next());
-    else if (a == "--frames") frames = std::stoi(next());
-    else if (a == "--text") text_rows = std::stoi(next());
+    else if (a == "--width") {
+      VORTEX_ASSIGN_OR_RETURN(width, parse_int(next(), "--width"));
+    }
+    else if (a == "--height") {
+      VORTEX_ASSIGN_OR_RETURN(height, parse_int(next(), "--height"));
+    }
+    else if (a == "--frames") {
+      VORTEX_ASSIGN_OR_RETURN(frames, parse_int(next(), "--frames"));
+    }
+    else if (a == "--text") {
+      VORTEX_ASSIGN_OR_RETURN(text_rows, parse_int(next(), "--text"));
+    }
     else return invalid_argument("unknown argument '" + a + "' (see the header of bench/nvfp4_deviation.cpp)");
   }
-  const std::vector<int> blocks = parse_blocks(blocks_arg);
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<int> blocks, parse_blocks(blocks_arg));
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Backend> inner, make_backend(backend_name, 0));
   const bool w4a4 = inner->device() == Device::kCuda;
   Workload w;

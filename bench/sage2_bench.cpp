@@ -14,13 +14,13 @@
 #include <cstring>
 #include <cmath>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "attention/sage2_test_util.h"
 #include "cuda/attention/sage2_attention.h"
 #include "cuda/attention/sdpa.h"
+#include "core/strings.h"
 #include "gemm/gemm_tune.h"
 #include "profiling/evidence.h"
 #include "vortex/build_info.h"
@@ -228,9 +228,14 @@ int main(int argc, char** argv) {
     const std::string flag = argv[i], val = argv[i + 1];
     if (flag == "--seq") {
       seqs.clear();
-      std::stringstream ss(val);
-      std::string item;
-      while (std::getline(ss, item, ',')) seqs.push_back(std::atoll(item.c_str()));
+      for (const std::string& item : vortex::split_list(val)) {
+        const long long n = std::atoll(item.c_str());
+        if (n <= 0) {
+          std::fprintf(stderr, "--seq takes positive token counts, got '%s'\n", item.c_str());
+          return 1;
+        }
+        seqs.push_back(n);
+      }
     } else if (flag == "--heads") {
       heads = std::atoi(val.c_str());
     } else if (flag == "--mainloop") {

@@ -4,13 +4,13 @@
 // `--bench` instead times the shapes with the engine's current choice (bench_gemm, p10/p50/p90).
 #include <cstdio>
 #include <ctime>
-#include <sstream>
 #include <string>
 
 #include "commands.h"
 #include "vortex/build_info.h"
 
 #if VORTEX_WITH_CUDA
+#include "core/strings.h"
 #include "gemm/gemm_tune.h"
 
 namespace vortex::cli {
@@ -30,20 +30,11 @@ struct GemmTuneArgs {
   int bench_reps = 20;
 };
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 void log_line(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
 
 int run(const GemmTuneArgs& a) {
   std::vector<GemmPrecision> precisions;
-  for (const auto& name : split_commas(a.precisions)) {
+  for (const auto& name : split_list(a.precisions)) {
     auto p = gemm_precision_from_name(name);
     if (!p.ok()) {
       std::fprintf(stderr, "vortex gemm-tune: error: %s\n", p.status().to_string().c_str());
@@ -77,7 +68,7 @@ int run(const GemmTuneArgs& a) {
   opt.tune.reps = a.reps;
   opt.tune.samples = a.samples;
   opt.tune.seed = a.seed;
-  opt.shapes = split_commas(a.shapes);
+  opt.shapes = split_list(a.shapes);
   opt.precisions = precisions;
   opt.table_path = a.table;
   opt.commit = VORTEX_GIT_COMMIT_STRING;

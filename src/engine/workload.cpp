@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/rng.h"
+#include "core/strings.h"
 #include "engine/precision.h"
 #include "io/checkpoint.h"
 #include "model/h3_spec.h"
@@ -27,10 +28,7 @@ Status parse_bool(const std::string& key, const std::string& value, bool& out) {
 }  // namespace
 
 Status apply_switches(const std::string& settings, ExecOptions& opts) {
-  std::stringstream ss(settings);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
+  for (const std::string& item : split_list(settings)) {
     if (item == "eager") {
       opts.fused_norm_modulate = false;
       opts.fused_gate_add = false;
@@ -101,15 +99,11 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   // ExecOptions field: taken out here and passed to apply_precision.
   PrecisionOptions precision_opts;
   std::string switches;
-  {
-    std::stringstream ss(spec.switches);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      if (item.rfind("nvfp4_fc2_fallback=", 0) == 0) {
-        precision_opts.nvfp4_fc2 = item.substr(std::string("nvfp4_fc2_fallback=").size());
-      } else if (!item.empty()) {
-        switches += (switches.empty() ? "" : ",") + item;
-      }
+  for (const std::string& item : split_list(spec.switches)) {
+    if (item.rfind("nvfp4_fc2_fallback=", 0) == 0) {
+      precision_opts.nvfp4_fc2 = item.substr(std::string("nvfp4_fc2_fallback=").size());
+    } else {
+      switches += (switches.empty() ? "" : ",") + item;
     }
   }
   VORTEX_RETURN_IF_ERROR(apply_switches(switches, opts));

@@ -2,6 +2,7 @@
 vortex_test(NAME status_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/status_test.cpp LIBS vortex_core)
 vortex_test(NAME tensor_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/tensor_test.cpp LIBS vortex_core)
 vortex_test(NAME dtype_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/dtype_test.cpp LIBS vortex_core)
+vortex_test(NAME strings_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/strings_test.cpp LIBS vortex_core)
 vortex_test(NAME rng_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/rng_test.cpp LIBS vortex_core)
 vortex_test(NAME synthetic_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/synthetic_test.cpp LIBS vortex_core)
 
