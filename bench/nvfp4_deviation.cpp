@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -29,6 +28,7 @@
 #include "engine/bench.h"
 #include "engine/precision.h"
 #include "engine/workload.h"
+#include "profiling/evidence.h"
 #include "io/quantized_layers.h"
 #include "model/h3_spec.h"
 #include "model/packing.h"
@@ -322,10 +322,7 @@ Status run(int argc, char** argv) {
   gaussian_noise(noise_seed, video_n, w.noise.audio.data(), audio_n);
 
   const Backend::DeviceInfo di = dev->device_info();
-  const std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  dev->row_base = {{"schema", "vortex-nvfp4-deviation-1"}, {"time_utc", stamp}, {"config", w.cfg.name},
+  dev->row_base = {{"schema", "vortex-nvfp4-deviation-1"}, {"time_utc", utc_now_iso8601()}, {"config", w.cfg.name},
                    {"backend", std::string(dev->name())}, {"device", di.name}, {"sm", di.sm},
                    {"rows", geo.total_rows()}, {"weights", "synthetic seed 0"}, {"reference", "bf16 program"}};
   for (int b : blocks) {

@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "engine/preview.h"
 #include "engine/run_manifest.h"
+#include "profiling/evidence.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/h3_model.h"
@@ -348,7 +349,7 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   nlohmann::ordered_json manifest;
   manifest["schema"] = "vortex.run/1";
   manifest["vortex"] = build_info_json();
-  manifest["time_utc"] = utc_timestamp();
+  manifest["time_utc"] = utc_now_iso8601();
   manifest["host"] = host_name();
   manifest["request"] = {
       {"config", req.checkpoint_path.empty() ? req.config_name : cfg.name},

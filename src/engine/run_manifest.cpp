@@ -8,7 +8,6 @@
 
 #include <array>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <memory>
 #include <vector>
@@ -60,15 +59,6 @@ Result<std::string> sha256_file(const std::string& path) {
   unsigned int len = 0;
   if (EVP_DigestFinal_ex(ctx.get(), digest, &len) != 1) return internal_error("OpenSSL EVP sha256 final failed");
   return to_hex(digest, len);
-}
-
-std::string utc_timestamp() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm_utc{};
-  gmtime_r(&now, &tm_utc);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
-  return buf;
 }
 
 std::string host_name() {

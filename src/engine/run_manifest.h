@@ -18,8 +18,7 @@ namespace vortex {
 Result<std::string> sha256_file(const std::string& path);
 // Lower-case hex SHA-256 of a buffer.
 std::string sha256_hex(const void* data, size_t bytes);
-// "2026-11-29T16:52:46Z"
-std::string utc_timestamp();
+// This machine's host name ("unknown" when it cannot be read). Timestamps: profiling's utc_now_iso8601().
 std::string host_name();
 // {"version": "0.1.0", "git_commit": "abc123..."} from the generated vortex/build_info.h.
 nlohmann::ordered_json build_info_json();
