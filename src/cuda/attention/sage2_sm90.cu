@@ -9,6 +9,7 @@
 #include <cuda_fp8.h>
 
 #include <string>
+#include <type_traits>
 
 #include "cuda/attention/sage2_attention.h"
 #include "cuda/check.h"
@@ -196,6 +197,55 @@ __device__ __forceinline__ void online_softmax_probs(const int (&acc)[16][4], bo
     s[nt][1] = ex2_approx(__fmaf_rn(s[nt][1], c, -mn_r));
     s[nt][2] = ex2_approx(__fmaf_rn(s[nt][2], c, -mn_r8));
     s[nt][3] = ex2_approx(__fmaf_rn(s[nt][3], c, -mn_r8));
+    d_r = __fadd_rn(d_r, __fadd_rn(s[nt][0], s[nt][1]));
+    d_r8 = __fadd_rn(d_r8, __fadd_rn(s[nt][2], s[nt][3]));
+  }
+}
+// online_softmax_probs for a block without masked keys (all but the last), for the wgmma kernel: the same
+// steps with fewer instructions on the softmax's critical path (ncu: issue-bound, ~665 instructions per warp
+// per block before this).
+//  - Row max on the int32 S (VIMNMX3, 16 instead of 31 per row; max is exact in any order); the float
+//    candidate fma(float(max), c, -delta) is the same value as before (the conversion is exact).
+//  - The exact int -> float magic folded into the exponent FFMA: X = bits(S + 0x4B400000) = 1.5 * 2^23 + S
+//    exactly, so S * c - m = X * c - (1.5 * 2^23 * c + m). B = fma(1.5 * 2^23, c, m) is rounded once; its
+//    error is <= ulp(B) / 2 <= 0.75 c, below one unit of S (|S| <= 2^21 units) and the same for every key of
+//    the row in this block: a relative weight error of the block of <= 2^(0.75 c) - 1 (c ~ 1e-5..1e-3 in
+//    practice). Checked by the two-reference rule in tests/attention/sage2_sm90_test.cpp.
+__device__ __forceinline__ int row_max_s32(const int (&acc)[16][4], int e0) {
+  // 32 values acc[nt][e0], acc[nt][e0 + 1] in 16 three-input max operations.
+  int l1[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) l1[i] = __vimax3_s32(acc[i][e0], acc[i][e0 + 1], acc[i + 8][e0]);
+  int l2[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) l2[i] = __vimax3_s32(l1[2 * i], l1[2 * i + 1], acc[8 + 2 * i][e0 + 1]);
+  const int l3a = __vimax3_s32(l2[0], l2[1], acc[9][e0 + 1]);
+  const int l3b = __vimax3_s32(l2[2], l2[3], acc[13][e0 + 1]);
+  return __vimax3_s32(l3a, l3b, max(acc[11][e0 + 1], acc[15][e0 + 1]));
+}
+__device__ __forceinline__ void online_softmax_probs_full(const int (&acc)[16][4], float c, float& m_r, float& m_r8,
+                                                          float& d_r, float& d_r8, float& alpha_r, float& alpha_r8,
+                                                          float (&s)[16][4]) {
+  const float max_r = static_cast<float>(row_max_s32(acc, 0)), max_r8 = static_cast<float>(row_max_s32(acc, 2));
+  float cand_r = __fmaf_rn(max_r, c, -kSage2Delta), cand_r8 = __fmaf_rn(max_r8, c, -kSage2Delta);
+  cand_r = fmaxf(cand_r, __shfl_xor_sync(0xffffffffu, cand_r, 1));
+  cand_r = fmaxf(cand_r, __shfl_xor_sync(0xffffffffu, cand_r, 2));
+  cand_r8 = fmaxf(cand_r8, __shfl_xor_sync(0xffffffffu, cand_r8, 1));
+  cand_r8 = fmaxf(cand_r8, __shfl_xor_sync(0xffffffffu, cand_r8, 2));
+  const float mn_r = fmaxf(m_r, cand_r), mn_r8 = fmaxf(m_r8, cand_r8);
+  alpha_r = ex2_approx(__fsub_rn(m_r, mn_r));
+  alpha_r8 = ex2_approx(__fsub_rn(m_r8, mn_r8));
+  m_r = mn_r;
+  m_r8 = mn_r8;
+  d_r = __fmul_rn(d_r, alpha_r);
+  d_r8 = __fmul_rn(d_r8, alpha_r8);
+  const float b_r = __fmaf_rn(12582912.0f, c, mn_r), b_r8 = __fmaf_rn(12582912.0f, c, mn_r8);
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) {
+    s[nt][0] = ex2_approx(__fmaf_rn(__int_as_float(acc[nt][0] + 0x4B400000), c, -b_r));
+    s[nt][1] = ex2_approx(__fmaf_rn(__int_as_float(acc[nt][1] + 0x4B400000), c, -b_r));
+    s[nt][2] = ex2_approx(__fmaf_rn(__int_as_float(acc[nt][2] + 0x4B400000), c, -b_r8));
+    s[nt][3] = ex2_approx(__fmaf_rn(__int_as_float(acc[nt][3] + 0x4B400000), c, -b_r8));
     d_r = __fadd_rn(d_r, __fadd_rn(s[nt][0], s[nt][1]));
     d_r8 = __fadd_rn(d_r8, __fadd_rn(s[nt][2], s[nt][3]));
   }
@@ -515,10 +565,16 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     pack_p(p, pa_prev);
   }
   float ks_next = blocks > 1 ? k_scale_head[kSage2KGroupsPerBlock + t] : 0.0f;
-  for (int j = 1; j < blocks; ++j) {
+  // Key block j >= 1: QK(j) and PV(j-1) issued together, softmax(j) while PV(j-1) runs (as far as ptxas
+  // places the wait: it hoists wgmma.wait_group 0 into the softmax). P(j) goes into the A registers only
+  // after PV(j-1) has been waited for: the PTX rule for register A operands, and writing them earlier
+  // let ptxas reuse the in-flight registers (see the session-7 SASS evidence). The last block (masked
+  // keys) is peeled off: with its branch inside the loop ptxas spilled 28 bytes.
+  auto key_block = [&](int j, auto last_block) {
+    constexpr bool kLast = decltype(last_block)::value;
     const int s = j % kStages, s_prev = (j - 1) % kStages;
     ks = ks_next;
-    if (j + 1 < blocks) ks_next = k_scale_head[(j + 1) * kSage2KGroupsPerBlock + t];
+    if (!kLast && j + 1 < blocks) ks_next = k_scale_head[(j + 1) * kSage2KGroupsPerBlock + t];
     mbar_wait(full(s), (j / kStages) & 1);
     fence_operands(acc);
     fence_operands(blk);
@@ -530,18 +586,24 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     fence_operands(acc);
     float alpha_r, alpha_r8;
     float p[16][4];
-    online_softmax_probs(acc, j == blocks - 1, static_cast<int64_t>(j) * kBlockK, t, prm.seq, c0,
-                         q_scale * ks, m_r, m_r8, d_r, d_r8, alpha_r, alpha_r8, p);
+    if constexpr (kLast) {
+      online_softmax_probs(acc, true, static_cast<int64_t>(j) * kBlockK, t, prm.seq, c0, q_scale * ks, m_r, m_r8,
+                           d_r, d_r8, alpha_r, alpha_r8, p);
+    } else {
+      online_softmax_probs_full(acc, c0 * (q_scale * ks), m_r, m_r8, d_r, d_r8, alpha_r, alpha_r8, p);
+    }
     wgmma_wait_all();                 // PV(j-1) done
     fence_operands(blk);
     fence_operands(pa_prev);
     __syncwarp();
     if (lane == 0) mbar_arrive(empty(s_prev));  // the warp's reads of stage s_prev are complete
     fold(blk, alpha_prev_r, alpha_prev_r8);
-    pack_p(p, pa_prev);  // P(j) written only after PV(j-1) has read P(j-1) (no wgmma serialization)
+    pack_p(p, pa_prev);
     alpha_prev_r = alpha_r;
     alpha_prev_r8 = alpha_r8;
-  }
+  };
+  for (int j = 1; j < blocks - 1; ++j) key_block(j, std::false_type{});
+  if (blocks > 1) key_block(blocks - 1, std::true_type{});
   {
     const int s_last = (blocks - 1) % kStages;
     fence_operands(blk);
