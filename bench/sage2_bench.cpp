@@ -239,16 +239,11 @@ int main(int argc, char** argv) {
     } else if (flag == "--heads") {
       heads = std::atoi(val.c_str());
     } else if (flag == "--mainloop") {
-      if (val == "all")
-        mainloops = {vortex::Sage2Mainloop::kMmaSync, vortex::Sage2Mainloop::kWgmma,
-                     vortex::Sage2Mainloop::kWgmmaPingPong};
+      if (val == "all") mainloops = {vortex::Sage2Mainloop::kMmaSync, vortex::Sage2Mainloop::kWgmma};
       else if (val == "wgmma") mainloops = {vortex::Sage2Mainloop::kWgmma};
-      else if (val == "wgmma-pingpong") mainloops = {vortex::Sage2Mainloop::kWgmmaPingPong};
-      else if (val == "wgmma,wgmma-pingpong")
-        mainloops = {vortex::Sage2Mainloop::kWgmma, vortex::Sage2Mainloop::kWgmmaPingPong};
       else if (val == "mma") mainloops = {vortex::Sage2Mainloop::kMmaSync};
       else {
-        std::fprintf(stderr, "--mainloop must be mma, wgmma, wgmma-pingpong, wgmma,wgmma-pingpong or all\n");
+        std::fprintf(stderr, "--mainloop must be mma, wgmma or all\n");
         return 1;
       }
 

@@ -81,12 +81,7 @@ struct GpuCase {
 };
 
 std::string mainloop_name(const GpuCase& c) {
-  switch (c.mainloop) {  // gtest names: [A-Za-z0-9_] only
-    case Sage2Mainloop::kWgmma: return "wgmma";
-    case Sage2Mainloop::kWgmmaPingPong: return "wgmmapp";
-    case Sage2Mainloop::kMmaSync: return "mma";
-  }
-  return "unknown";
+  return c.mainloop == Sage2Mainloop::kWgmma ? "wgmma" : "mma";  // gtest names: [A-Za-z0-9_] only
 }
 
 std::string case_name(const ::testing::TestParamInfo<GpuCase>& info) {
@@ -211,7 +206,7 @@ TEST_P(Sage2Sm90Case, QuantizedBytesAndOutput) {
 
 std::vector<GpuCase> all_cases() {
   std::vector<GpuCase> cases;
-  for (Sage2Mainloop ml : {Sage2Mainloop::kWgmma, Sage2Mainloop::kWgmmaPingPong, Sage2Mainloop::kMmaSync}) {
+  for (Sage2Mainloop ml : {Sage2Mainloop::kWgmma, Sage2Mainloop::kMmaSync}) {
     auto add = [&](int64_t seq, int heads, InputKind kind) { cases.push_back({seq, heads, kind, ml}); };
     add(1, 1, InputKind::kRandom);
     add(100, 2, InputKind::kRandom);

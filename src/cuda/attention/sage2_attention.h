@@ -25,17 +25,13 @@ namespace vortex {
 //             K from shared memory) and e4m3 (P from registers, V^T from shared memory), the softmax
 //             of block j overlapping the PV GEMM of block j-1. Operands in the tiled layout
 //             (sage2_tiled_pos / sage2_tiled_v_pos). 827-834 TOPS at the canonical shape (H200).
-//   kWgmmaPingPong: kWgmma with the two consumer warpgroups taking turns on the tensor core: a warpgroup
-//             issues QK(j) + PV(j-1) only after the other one's GEMMs have completed (named barriers), so
-//             one warpgroup's softmax runs while the other's GEMMs do (FA3 ping-pong, with the turn passed
-//             at GEMM completion, not at issue). Same operands and program as kWgmma.
 // (The first wgmma prototype kept the Q fragments in registers across the key loop; ptxas gave the
 // P fragments the same registers, so every block after the first multiplied garbage — SASS of H200
 // session 7 run 2. Q now stays in shared memory, which also frees 16 registers.)
-enum class Sage2Mainloop : uint8_t { kMmaSync, kWgmma, kWgmmaPingPong };
+enum class Sage2Mainloop : uint8_t { kMmaSync, kWgmma };
 const char* sage2_mainloop_name(Sage2Mainloop m);
 // True when the quantized operands are stored in the tiled layout (the wgmma mainloop).
-inline bool sage2_tiled_layout(Sage2Mainloop m) { return m != Sage2Mainloop::kMmaSync; }
+inline bool sage2_tiled_layout(Sage2Mainloop m) { return m == Sage2Mainloop::kWgmma; }
 
 // Device scratch for the quantized operands; grows on demand, reused across calls (one stream).
 // Layouts (P = tokens padded to 128, H = heads):

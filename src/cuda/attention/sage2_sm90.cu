@@ -454,16 +454,6 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
                : "memory");
 }
 
-// Named barriers of the ping-pong turn (id 0 is __syncthreads): warpgroup w waits on kTurnBarrier + w.
-constexpr int kTurnBarrier = 1;
-__device__ __forceinline__ void turn_wait(int wg) {
-  asm volatile("bar.sync %0, 256;" ::"r"(kTurnBarrier + wg) : "memory");
-}
-__device__ __forceinline__ void turn_pass(int wg) {
-  asm volatile("bar.arrive %0, 256;" ::"r"(kTurnBarrier + (wg ^ 1)) : "memory");
-}
-
-template <bool kPingPong>
 __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(const Sage2Params prm) {
   constexpr int kStages = kWsStages;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -586,19 +576,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     ks = ks_next;
     if (!kLast && j + 1 < blocks) ks_next = k_scale_head[(j + 1) * kSage2KGroupsPerBlock + t];
     mbar_wait(full(s), (j / kStages) & 1);
-    if constexpr (kPingPong) turn_wait(wg);
     fence_operands(acc);
     fence_operands(blk);
     fence_operands(pa_prev);
     wgmma_fence();
     issue_qk(acc, s);                 // group: QK(j)
     issue_pv(blk, pa_prev, s_prev);   // group: PV(j-1)
-    if constexpr (kPingPong) {
-      wgmma_wait_all();               // both GEMMs done: the tensor core is the other warpgroup's
-      turn_pass(wg);
-    } else {
-      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // QK(j) done; PV(j-1) runs on
-    }
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // QK(j) done; PV(j-1) runs on
     fence_operands(acc);
     float alpha_r, alpha_r8;
     float p[16][4];
@@ -618,10 +602,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     alpha_prev_r = alpha_r;
     alpha_prev_r8 = alpha_r8;
   };
-  if (kPingPong && wg == 1) turn_pass(wg);  // warpgroup 0 takes the first turn
   for (int j = 1; j < blocks - 1; ++j) key_block(j, std::false_type{});
   if (blocks > 1) key_block(blocks - 1, std::true_type{});
-  if (kPingPong && wg == 0) turn_wait(wg);  // consumes warpgroup 1's last turn: no barrier left pending
   {
     const int s_last = (blocks - 1) % kStages;
     fence_operands(blk);
@@ -648,7 +630,7 @@ Status sage2_attention_quantized(Tensor& out, cudaStream_t stream, Sage2Workspac
       out.stride(0) % 2 != 0 || reinterpret_cast<uintptr_t>(out.raw_data()) % 4 != 0)
     return invalid_argument("sage2: out " + out.describe() + " must be [" + std::to_string(ws.seq) + ", >= " +
                             std::to_string(ws.heads * kD) + "] with unit column stride, even row stride, 4-byte aligned");
-  if (sage2_tiled_layout(ws.quantized_for) != sage2_tiled_layout(ws.mainloop))
+  if (ws.quantized_for != ws.mainloop)
     return invalid_argument(std::string("sage2: the workspace was quantized for the ") +
                             sage2_mainloop_name(ws.quantized_for) + " mainloop, not " +
                             sage2_mainloop_name(ws.mainloop) + "; call sage2_quantize again");
@@ -656,21 +638,16 @@ Status sage2_attention_quantized(Tensor& out, cudaStream_t stream, Sage2Workspac
   if (!smem_configured) {
     VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            kSmemBytes));
-    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel<false>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kWsSmemBytes));
-    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel<true>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kWsSmemBytes));
+    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kWsSmemBytes));
     smem_configured = true;
   }
   Sage2Params prm{ws.q_int8, ws.q_scale, ws.k_int8, ws.k_scale, ws.v_fp8, ws.v_scale,
                   static_cast<__nv_bfloat16*>(out.raw_data()), out.stride(0), ws.seq, ws.padded};
   const dim3 grid(static_cast<unsigned>(ws.padded / kBlockQ), static_cast<unsigned>(ws.heads));
   if (ws.mainloop == Sage2Mainloop::kWgmma) {
-    sage2_attention_wgmma_kernel<false><<<grid, kWsThreads, kWsSmemBytes, stream>>>(prm);
+    sage2_attention_wgmma_kernel<<<grid, kWsThreads, kWsSmemBytes, stream>>>(prm);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_attention_wgmma_kernel");
-  } else if (ws.mainloop == Sage2Mainloop::kWgmmaPingPong) {
-    sage2_attention_wgmma_kernel<true><<<grid, kWsThreads, kWsSmemBytes, stream>>>(prm);
-    VORTEX_CUDA_LAUNCH_CHECK("sage2_attention_wgmma_kernel<ping-pong>");
   } else {
     sage2_attention_mma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(prm);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_attention_mma_kernel");

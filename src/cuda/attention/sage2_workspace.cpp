@@ -14,14 +14,7 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 }  // namespace
 
-const char* sage2_mainloop_name(Sage2Mainloop m) {
-  switch (m) {
-    case Sage2Mainloop::kMmaSync: return "mma.sync";
-    case Sage2Mainloop::kWgmma: return "wgmma";
-    case Sage2Mainloop::kWgmmaPingPong: return "wgmma-pingpong";
-  }
-  return "unknown";
-}
+const char* sage2_mainloop_name(Sage2Mainloop m) { return m == Sage2Mainloop::kWgmma ? "wgmma" : "mma.sync"; }
 
 Sage2Workspace::~Sage2Workspace() { release(); }
 
