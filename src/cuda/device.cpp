@@ -36,9 +36,13 @@ const std::vector<PolicySwitch>& policy_table() {
        "off = FC2 on the materialized Comfy/cuBLAS W4A4 GEMM as the seeds keep it; weight-only/bf16 are E2 "
        "alternatives to measure (bench block --precision nvfp4 --switches nvfp4_fc2_fallback=...)"},
       // Fused NVFP4 producers (precision nvfp4): QKV/FC1 quantized from the RMSNorm output with the modulation
-      // recomputed, FC2 from the FC1 output with SwiGLU recomputed (E0 kernels; model: h3_model.cpp). Needs
-      // `vortex gate --precision nvfp4 --a fused_nvfp4_producers=0 --b fused_nvfp4_producers=1` + bench ab.
-      {"fused_nvfp4_producers", "off", "off", "off", "off", "",
+      // recomputed, FC2 from the FC1 output with SwiGLU recomputed (E0 kernels; model: h3_model.cpp).
+      // sm90: `vortex gate --precision nvfp4 --a fused_nvfp4_producers=0 --b fused_nvfp4_producers=1` PASS
+      // (blocks 0/24/49, 1-, 2-, 12-step identical, gate.jsonl row 3); bench ab block 24: B/A p50 1.0006
+      // (p10 0.993, p90 1.015): speed-neutral, because the emulated W4A4 GEMMs dominate the nvfp4 block; on
+      // because it is identical, not slower, and skips the two BF16 intermediates' HBM round trips.
+      {"fused_nvfp4_producers", "on", "off", "off", "off",
+       "benchmarks/2026-11-29-h200-gate.jsonl, benchmarks/2026-11-29-h200-bench-ab.jsonl",
        "modulate/SwiGLU -> NVFP4 producers without the BF16 intermediates (E0 vs the eager producers); flip "
        "after the nvfp4 gate (blocks, 1-step, 2-step, 12-step identical) + bench ab on the arch"},
   };

@@ -48,7 +48,7 @@ TEST(CudaPolicy, EverySwitchHasAnEagerDefaultUntilEvidenceExists) {
   EXPECT_FALSE(b.fused_gate_add);
   EXPECT_EQ(o.attention, "sdpa");
   EXPECT_EQ(o.precision, "bf16");
-  EXPECT_FALSE(o.fused_nvfp4_producers);  // not gated on any arch yet
+  EXPECT_TRUE(o.fused_nvfp4_producers);  // gated on the H200 (gate.jsonl row 3, bench-ab.jsonl)
   EXPECT_FALSE(b.fused_nvfp4_producers);
 }
 
