@@ -24,7 +24,12 @@ namespace vortex {
 //             an mbarrier ring; two consumer warpgroups x 64 query rows run wgmma m64n128k32 s8 (Q and
 //             K from shared memory) and e4m3 (P from registers, V^T from shared memory), the softmax
 //             of block j overlapping the PV GEMM of block j-1. Operands in the tiled layout
-//             (sage2_tiled_pos / sage2_tiled_v_pos). 827-834 TOPS at the canonical shape (H200).
+//             (sage2_tiled_pos / sage2_tiled_v_pos). 841-856 TOPS at the canonical shape (H200, session 8;
+//             quantization excluded). Measured slower in the same runs and not kept (session 8,
+//             benchmarks/2026-11-29-h200-s8/sage2-variants-run3-4.jsonl): the warpgroups taking turns on the
+//             tensor core (ping-pong, 685 TOPS) and P through shared memory so softmax(j) overlaps PV(j-1)
+//             (stmatrix + SS wgmma, 765 TOPS; ptxas hoists the PV wait into the softmax when P is in
+//             registers, and writing P early into registers is unsafe).
 // (The first wgmma prototype kept the Q fragments in registers across the key loop; ptxas gave the
 // P fragments the same registers, so every block after the first multiplied garbage — SASS of H200
 // session 7 run 2. Q now stays in shared memory, which also frees 16 registers.)
