@@ -1,13 +1,16 @@
 // nvfp4_bench: times the NVFP4 producers at the canonical shape (S = 37,810): (b) plain quantize at K = 5376 and
 // 14336, (c) modulation -> NVFP4 at D = 5376 vs the unfused path (modulate kernel + quantize), (d) SwiGLU -> NVFP4
-// from the [S, 28672] FC1 output vs the unfused path (swiglu kernel + quantize), all in the same run. Reports the
-// median of --reps CUDA-event timings after warm-up, GB/s on bytes read + written (both amax and pack passes) and
-// the fraction of 4.18 TB/s, and the unfused/fused time ratio. Inputs: device Philox fills (timing does not depend
-// on values). Usage: nvfp4_bench [--rows 37810] [--reps 20] [--evidence-dir DIR] (appends DIR/nvfp4_bench.jsonl).
+// from the [S, 28672] FC1 output vs the unfused path (swiglu kernel + quantize), for every main-path kernel variant
+// (cuda_ops::nvfp4_variant_name) in the same run. Per row: the median of --reps CUDA-event timings after warm-up,
+// GB/s on bytes read + written (both passes: the input is read twice) and the fraction of 4.18 TB/s, then each pass
+// alone with its own bytes (amax: the input read; pack: input read + NVFP4 written), the unfused/fused ratio, and
+// the check column: the variant's bytes (data, scales, g) == the first variant's on the same input. Inputs: device
+// Philox fills. Usage: nvfp4_bench [--rows 37810] [--reps 20] [--evidence-dir DIR] (appends DIR/nvfp4_bench.jsonl).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -117,53 +120,108 @@ int main(int argc, char** argv) {
   const cuda_ops::Nvfp4Buffers out{data.as<uint8_t>(), scales.as<uint8_t>()};
 
   auto q_bytes = [&](const ref::Nvfp4Layout& l) { return static_cast<double>(l.data_bytes() + l.scale_bytes()); };
+  // The output of one run (after a full run: data, scales and g), for the check column.
+  struct Output {
+    std::vector<uint8_t> data, scales;
+    uint32_t g = 0;
+  };
+  auto fetch = [&](const ref::Nvfp4Layout& l) {
+    Output o;
+    o.data.resize(l.data_bytes());
+    o.scales.resize(l.scale_bytes());
+    cudaDeviceSynchronize();
+    cudaMemcpy(o.data.data(), data.p, o.data.size(), cudaMemcpyDeviceToHost);
+    cudaMemcpy(o.scales.data(), scales.p, o.scales.size(), cudaMemcpyDeviceToHost);
+    cudaMemcpy(&o.g, g.p, 4, cudaMemcpyDeviceToHost);
+    return o;
+  };
+  auto same = [](const Output& a, const Output& b) {
+    return a.g == b.g && a.data.size() == b.data.size() && a.scales.size() == b.scales.size() &&
+           std::memcmp(a.data.data(), b.data.data(), a.data.size()) == 0 &&
+           std::memcmp(a.scales.data(), b.scales.data(), a.scales.size()) == 0;
+  };
   struct Row {
     std::string name;
-    double ms, bytes, unfused_ms;
+    double ms, bytes, amax_ms, amax_bytes, pack_ms, pack_bytes, unfused_ms;
+    std::string check;
   };
   std::vector<Row> rowsout;
+  // One case: run(options) launches the producer; unfused(options) the materialize-then-quantize path (or null).
+  using Run = std::function<Status(const cuda_ops::Nvfp4RunOptions&)>;
+  auto bench_case = [&](const std::string& name, const ref::Nvfp4Layout& l, double in_bytes, const Run& run,
+                        const Run& unfused) {
+    Output first;
+    for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
+      cuda_ops::Nvfp4RunOptions full, amax_only, pack_only;
+      full.variant = amax_only.variant = pack_only.variant = v;
+      amax_only.pack_pass = false;
+      pack_only.amax_pass = false;
+      Row r{name + "/" + cuda_ops::nvfp4_variant_name(v), 0, 2 * in_bytes + q_bytes(l), 0, in_bytes, 0,
+            in_bytes + q_bytes(l), 0, "-"};
+      cudaMemset(data.p, 0xA5, l.data_bytes());  // poison: every byte must be rewritten
+      cudaMemset(scales.p, 0x5A, l.scale_bytes());
+      cudaMemset(g.p, 0xFF, 4);
+      const Status once = run(full);
+      if (!once.ok()) {
+        std::fprintf(stderr, "nvfp4_bench: %s: %s\n", r.name.c_str(), once.message().c_str());
+        r.ms = -1.0;
+        rowsout.push_back(r);
+        continue;
+      }
+      Output o = fetch(l);
+      if (v == 0) first = std::move(o);
+      else r.check = std::string("bytes == ") + cuda_ops::nvfp4_variant_name(0) + (same(o, first) ? ": pass" : ": FAIL");
+      r.ms = time_ms([&] { return run(full); }, reps);
+      r.amax_ms = time_ms([&] { return run(amax_only); }, reps);
+      r.pack_ms = time_ms([&] { return run(pack_only); }, reps);  // reads the amax word the full runs left
+      if (unfused) r.unfused_ms = time_ms([&] { return unfused(full); }, reps);
+      rowsout.push_back(r);
+    }
+  };
   for (int64_t k : {d, f}) {
-    const ref::Nvfp4Layout l = ref::nvfp4_layout(rows, k);
-    const double ms = time_ms([&] { return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, k, k, gs, out, nullptr); }, reps);
-    rowsout.push_back({"plain_K" + std::to_string(k), ms, 2.0 * 2 * rows * k + q_bytes(l), 0.0});
+    bench_case("plain_K" + std::to_string(k), ref::nvfp4_layout(rows, k), 2.0 * rows * k,
+               [&](const cuda_ops::Nvfp4RunOptions& o) {
+                 return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, k, k, gs, out, nullptr, o);
+               },
+               nullptr);
   }
-  {
-    const double fused = time_ms([&] {
-      return cuda_ops::nvfp4_quantize_modulated(n.as<uint16_t>(), rows, d, d, table.as<uint16_t>(), 6 * d, 3, 4, row_map, gs,
-                                                out, nullptr);
-    }, reps);
-    cudaMemcpy(nm.p, n.p, n.bytes, cudaMemcpyDeviceToDevice);
-    const double unfused = time_ms([&] {
-      VORTEX_RETURN_IF_ERROR(cuda_ops::modulate(nmt, tt, 3, 4, row_map, nullptr));
-      return cuda_ops::nvfp4_quantize(nm.as<uint16_t>(), rows, d, d, gs, out, nullptr);
-    }, reps);
-    rowsout.push_back({"modulate_D5376", fused, 2.0 * 2 * rows * d + q_bytes(ld), unfused});
-  }
-  {
-    const uint16_t* silu_dev = silu.as<uint16_t>();
-    const double fused = time_ms([&] {
-      return cuda_ops::nvfp4_quantize_swiglu(u.as<uint16_t>(), rows, f, 2 * f, silu_dev, gs, out, nullptr);
-    }, reps);
-    const double unfused = time_ms([&] {
-      VORTEX_RETURN_IF_ERROR(cuda_ops::swiglu(ut, mt, silu_dev, nullptr));
-      return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, f, f, gs, out, nullptr);
-    }, reps);
-    rowsout.push_back({"swiglu_F14336", fused, 2.0 * 2 * rows * 2 * f + q_bytes(lw), unfused});
-  }
+  cudaMemcpy(nm.p, n.p, n.bytes, cudaMemcpyDeviceToDevice);
+  bench_case("modulate_D5376", ld, 2.0 * rows * d,
+             [&](const cuda_ops::Nvfp4RunOptions& o) {
+               return cuda_ops::nvfp4_quantize_modulated(n.as<uint16_t>(), rows, d, d, table.as<uint16_t>(), 6 * d, 3, 4,
+                                                         row_map, gs, out, nullptr, o);
+             },
+             [&](const cuda_ops::Nvfp4RunOptions& o) {
+               VORTEX_RETURN_IF_ERROR(cuda_ops::modulate(nmt, tt, 3, 4, row_map, nullptr));
+               return cuda_ops::nvfp4_quantize(nm.as<uint16_t>(), rows, d, d, gs, out, nullptr, o);
+             });
+  const uint16_t* silu_dev = silu.as<uint16_t>();
+  bench_case("swiglu_F14336", lw, 2.0 * rows * 2 * f,
+             [&](const cuda_ops::Nvfp4RunOptions& o) {
+               return cuda_ops::nvfp4_quantize_swiglu(u.as<uint16_t>(), rows, f, 2 * f, silu_dev, gs, out, nullptr, o);
+             },
+             [&](const cuda_ops::Nvfp4RunOptions& o) {
+               VORTEX_RETURN_IF_ERROR(cuda_ops::swiglu(ut, mt, silu_dev, nullptr));
+               return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, f, f, gs, out, nullptr, o);
+             });
   std::string json = "{\"bench\": \"nvfp4\", \"device\": \"" + std::string(prop.name) + "\", \"rows\": " +
                      std::to_string(rows) + ", \"reps\": " + std::to_string(reps) + ", \"results\": [";
   bool ok = true;
+  auto gbs = [](double bytes, double ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0.0; };
   for (size_t i = 0; i < rowsout.size(); ++i) {
     const Row& r = rowsout[i];
-    ok = ok && r.ms > 0;
-    const double gbs = r.bytes / (r.ms * 1e-3) / 1e9;
-    std::printf("%-16s %8.3f ms  %7.1f GB/s (%4.1f%% of 4.18 TB/s)", r.name.c_str(), r.ms, gbs,
-                100.0 * gbs * 1e9 / kPeakBytesPerSecond);
-    if (r.unfused_ms > 0) std::printf("  unfused %8.3f ms  unfused/fused %.2fx", r.unfused_ms, r.unfused_ms / r.ms);
-    std::printf("\n");
-    char buf[320];
-    std::snprintf(buf, sizeof(buf), "%s{\"name\": \"%s\", \"ms\": %.4f, \"bytes\": %.0f, \"gb_s\": %.1f, \"unfused_ms\": %.4f}",
-                  i ? ", " : "", r.name.c_str(), r.ms, r.bytes, gbs, r.unfused_ms);
+    ok = ok && r.ms > 0 && r.amax_ms > 0 && r.pack_ms > 0 && r.check.find("FAIL") == std::string::npos;
+    std::printf("%-28s %8.3f ms %7.1f GB/s (%4.1f%% of 4.18 TB/s)  amax %7.3f ms %7.1f GB/s  pack %7.3f ms %7.1f GB/s",
+                r.name.c_str(), r.ms, gbs(r.bytes, r.ms), 100.0 * gbs(r.bytes, r.ms) * 1e9 / kPeakBytesPerSecond,
+                r.amax_ms, gbs(r.amax_bytes, r.amax_ms), r.pack_ms, gbs(r.pack_bytes, r.pack_ms));
+    if (r.unfused_ms > 0) std::printf("  unfused %7.3f ms %.2fx", r.unfused_ms, r.unfused_ms / r.ms);
+    std::printf("  %s\n", r.check.c_str());
+    char buf[512];
+    std::snprintf(buf, sizeof(buf),
+                  "%s{\"name\": \"%s\", \"ms\": %.4f, \"bytes\": %.0f, \"gb_s\": %.1f, \"amax_ms\": %.4f, "
+                  "\"pack_ms\": %.4f, \"unfused_ms\": %.4f, \"check\": \"%s\"}",
+                  i ? ", " : "", r.name.c_str(), r.ms, r.bytes, gbs(r.bytes, r.ms), r.amax_ms, r.pack_ms, r.unfused_ms,
+                  r.check.c_str());
     json += buf;
   }
   json += "]}";

@@ -4,7 +4,8 @@
 //    shipped table (data/approx/rcp_approx_sm90.bin) vs this GPU;
 //  * producers (plain, modulation, SwiGLU) E0 vs the CPU reference (ref::nvfp4_quantize with the binade measured
 //    here), fused == materialize-then-quantize with the real modulate / swiglu kernels, on adversarial inputs;
-//    shapes cover both producer paths (16-byte main path and the element-wise path for ragged / unaligned K).
+//    shapes cover both producer paths (16-byte main path and the element-wise path for ragged / unaligned K);
+//    every main-path kernel variant (cuda_ops::nvfp4_variant_name) runs each case and must give the same bytes.
 // Fresh seeds per run (printed on failure); outputs poisoned before each run; sentinels catch overruns.
 #include <gtest/gtest.h>
 
@@ -80,7 +81,9 @@ TEST(Nvfp4Approx, DivMulAndE2m1MatchModels) {
   counters.download(c, sizeof(c));
   EXPECT_EQ(c[0], 0ull) << "div.approx.ftz != mul.ftz(a, rcp model(b)); pair index " << c[1] - 1 << " seed=" << seed;
   EXPECT_EQ(c[2], 0ull) << "mul.rn.ftz != flush model; pair index " << c[3] - 1 << " seed=" << seed;
-  EXPECT_EQ(c[4], 0ull) << "device E2M1 != __nv_cvt_float_to_fp4; input 0x" << std::hex << c[5] - 1;
+  EXPECT_EQ(c[4], 0ull) << "device E2M1 != __nv_cvt_float_to_fp4 (input < 2^32), E4M3 decoders differ (2^32 + code) "
+                           "or fast != exact packed word (2^33 + chunk index; seed=" << seed << "); input 0x"
+                        << std::hex << c[5] - 1;
 }
 
 // ---- producers ---------------------------------------------------------------------------------------
@@ -150,6 +153,14 @@ HostOut cpu_reference(const std::vector<uint16_t>& x, int64_t rows, int64_t cols
   return h;
 }
 
+// Main-path kernel variants: each producer case runs once per variant (fresh poisoned outputs each time).
+std::string variant_tag(int v) { return std::string(" variant ") + cuda_ops::nvfp4_variant_name(v); }
+cuda_ops::Nvfp4RunOptions variant_options(int v) {
+  cuda_ops::Nvfp4RunOptions o;
+  o.variant = v;
+  return o;
+}
+
 void check_plain(int64_t rows, int64_t cols, int64_t ld, bool inf_nan, bool dynamic, bool power_of_two_g = false) {
   const uint64_t seed = testing::fresh_seed();
   std::mt19937_64 rng(seed);
@@ -160,13 +171,16 @@ void check_plain(int64_t rows, int64_t cols, int64_t ld, bool inf_nan, bool dyna
                                     static_cast<int>(rng() % 20) - 15);
   DeviceBuffer dx(std::max<size_t>(x.size() * 2, 16));
   dx.upload(x.data(), x.size() * 2);
-  DeviceOut out(ref::nvfp4_layout(rows, cols));
-  if (!dynamic) out.g.upload(&g_static, 4);
-  const Status s = cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dx.get()), rows, cols, ld, out.scale(dynamic),
-                                            out.buffers(), nullptr);
-  ASSERT_TRUE(s.ok()) << s.message();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  expect_same(download(out), cpu_reference(x, rows, cols, ld, dynamic, g_static), out.layout, what);
+  const HostOut want = cpu_reference(x, rows, cols, ld, dynamic, g_static);
+  for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
+    DeviceOut out(ref::nvfp4_layout(rows, cols));
+    if (!dynamic) out.g.upload(&g_static, 4);
+    const Status s = cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dx.get()), rows, cols, ld, out.scale(dynamic),
+                                              out.buffers(), nullptr, variant_options(v));
+    ASSERT_TRUE(s.ok()) << s.message() << variant_tag(v);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << variant_tag(v);
+    expect_same(download(out), want, out.layout, what + variant_tag(v));
+  }
 }
 
 TEST(Nvfp4Producer, PlainRaggedShapesDynamic) {
@@ -197,13 +211,17 @@ TEST(Nvfp4Producer, AllZeroTensorDynamic) {
   for (size_t i = 0; i < x.size(); i += 3) x[i] = 0x8000;  // negative zeros
   DeviceBuffer dx(x.size() * 2);
   dx.upload(x.data(), x.size() * 2);
-  DeviceOut out(ref::nvfp4_layout(rows, cols));
-  ASSERT_TRUE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dx.get()), rows, cols, cols, out.scale(true),
-                                       out.buffers(), nullptr).ok());
-  const HostOut got = download(out);
-  expect_same(got, cpu_reference(x, rows, cols, cols, true, 0.0f), out.layout, "all-zero");
-  EXPECT_EQ(got.g, 0.0f);
-  EXPECT_EQ(got.scales[ref::nvfp4_scale_offset(0, 0, out.layout.scale_cols)], 0x7E) << "0/0 = NaN -> 448 expected";
+  const HostOut want = cpu_reference(x, rows, cols, cols, true, 0.0f);
+  for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
+    DeviceOut out(ref::nvfp4_layout(rows, cols));
+    ASSERT_TRUE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dx.get()), rows, cols, cols, out.scale(true),
+                                         out.buffers(), nullptr, variant_options(v)).ok()) << variant_tag(v);
+    const HostOut got = download(out);
+    expect_same(got, want, out.layout, "all-zero" + variant_tag(v));
+    EXPECT_EQ(got.g, 0.0f) << variant_tag(v);
+    EXPECT_EQ(got.scales[ref::nvfp4_scale_offset(0, 0, out.layout.scale_cols)], 0x7E)
+        << "0/0 = NaN -> 448 expected" << variant_tag(v);
+  }
 }
 
 // Segments of a packed sequence -> AdaLN table rows; returns the host SegmentTable and uploads the row map.
@@ -250,31 +268,33 @@ void check_modulated(int64_t rows, int64_t d) {
   dt.upload(table.data(), table.size() * 2);
   dmap.upload(map_host.data(), map_host.size() * 4);
   const cuda_ops::DeviceRowMap map{static_cast<const int32_t*>(dmap.get()), rows, 3};
-  // Fused.
-  DeviceOut fused(ref::nvfp4_layout(rows, d));
-  const Status s = cuda_ops::nvfp4_quantize_modulated(static_cast<const uint16_t*>(dn.get()), rows, d, d,
-                                                static_cast<const uint16_t*>(dt.get()), chunks * d, shift_chunk,
-                                                scale_chunk, map, fused.scale(true), fused.buffers(), nullptr);
-  ASSERT_TRUE(s.ok()) << s.message();
   // Unfused: the modulate kernel materializes the BF16 tensor, then the plain producer.
   dm.upload(n.data(), n.size() * 2);
   Tensor m_dev = device_view(dm, {rows, d}, DType::kBF16);
   const Status s1 = cuda_ops::modulate(m_dev, device_view(dt, {3, chunks * d}, DType::kBF16), shift_chunk, scale_chunk, map, nullptr);
   ASSERT_TRUE(s1.ok()) << s1.message();
-  DeviceOut unfused(ref::nvfp4_layout(rows, d));
-  const Status s2 = cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dm.get()), rows, d, d, unfused.scale(true), unfused.buffers(),
-                               nullptr);
-  ASSERT_TRUE(s2.ok()) << s2.message();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   // CPU: ref::modulate then ref::nvfp4_quantize.
   Tensor m_host = host_tensor(n, {rows, d});
   ASSERT_TRUE(ref::modulate(m_host, host_tensor(table, {3, chunks * d}), shift_chunk, scale_chunk, seg).ok());
   std::vector<uint16_t> m_ref(n.size());
   std::memcpy(m_ref.data(), m_host.raw_data(), m_ref.size() * 2);
   const HostOut want = cpu_reference(m_ref, rows, d, d, true, 0.0f);
-  const HostOut got_fused = download(fused), got_unfused = download(unfused);
-  expect_same(got_unfused, want, fused.layout, what + " unfused GPU vs CPU");
-  expect_same(got_fused, got_unfused, fused.layout, what + " fused vs unfused GPU");
+  for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
+    DeviceOut fused(ref::nvfp4_layout(rows, d));
+    const Status s = cuda_ops::nvfp4_quantize_modulated(static_cast<const uint16_t*>(dn.get()), rows, d, d,
+                                                  static_cast<const uint16_t*>(dt.get()), chunks * d, shift_chunk,
+                                                  scale_chunk, map, fused.scale(true), fused.buffers(), nullptr,
+                                                  variant_options(v));
+    ASSERT_TRUE(s.ok()) << s.message() << variant_tag(v);
+    DeviceOut unfused(ref::nvfp4_layout(rows, d));
+    const Status s2 = cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dm.get()), rows, d, d, unfused.scale(true),
+                                               unfused.buffers(), nullptr, variant_options(v));
+    ASSERT_TRUE(s2.ok()) << s2.message() << variant_tag(v);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << variant_tag(v);
+    const HostOut got_fused = download(fused), got_unfused = download(unfused);
+    expect_same(got_unfused, want, fused.layout, what + variant_tag(v) + " unfused GPU vs CPU");
+    expect_same(got_fused, got_unfused, fused.layout, what + variant_tag(v) + " fused vs unfused GPU");
+  }
 }
 
 TEST(Nvfp4Producer, ModulationFusedEqualsMaterializeThenQuantize) {
@@ -294,26 +314,28 @@ void check_swiglu(int64_t rows, int64_t f) {
   du.upload(u.data(), u.size() * 2);
   dsilu.upload(silu.data(), silu.size() * 2);
   const auto* silu_dev = static_cast<const uint16_t*>(dsilu.get());
-  DeviceOut fused(ref::nvfp4_layout(rows, f));
-  const Status s = cuda_ops::nvfp4_quantize_swiglu(static_cast<const uint16_t*>(du.get()), rows, f, 2 * f, silu_dev,
-                                             fused.scale(true), fused.buffers(), nullptr);
-  ASSERT_TRUE(s.ok()) << s.message();
   Tensor m_dev = device_view(dm, {rows, f}, DType::kBF16);
   const Status s3 = cuda_ops::swiglu(device_view(du, {rows, 2 * f}, DType::kBF16), m_dev, silu_dev, nullptr);
   ASSERT_TRUE(s3.ok()) << s3.message();
-  DeviceOut unfused(ref::nvfp4_layout(rows, f));
-  const Status s4 = cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dm.get()), rows, f, f, unfused.scale(true), unfused.buffers(),
-                               nullptr);
-  ASSERT_TRUE(s4.ok()) << s4.message();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Tensor m_host = Tensor::empty({rows, f}, DType::kBF16);
   ASSERT_TRUE(ref::swiglu(host_tensor(u, {rows, 2 * f}), m_host).ok());
   std::vector<uint16_t> m_ref(static_cast<size_t>(rows * f));
   std::memcpy(m_ref.data(), m_host.raw_data(), m_ref.size() * 2);
   const HostOut want = cpu_reference(m_ref, rows, f, f, true, 0.0f);
-  const HostOut got_fused = download(fused), got_unfused = download(unfused);
-  expect_same(got_unfused, want, fused.layout, what + " unfused GPU vs CPU");
-  expect_same(got_fused, got_unfused, fused.layout, what + " fused vs unfused GPU");
+  for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
+    DeviceOut fused(ref::nvfp4_layout(rows, f));
+    const Status s = cuda_ops::nvfp4_quantize_swiglu(static_cast<const uint16_t*>(du.get()), rows, f, 2 * f, silu_dev,
+                                               fused.scale(true), fused.buffers(), nullptr, variant_options(v));
+    ASSERT_TRUE(s.ok()) << s.message() << variant_tag(v);
+    DeviceOut unfused(ref::nvfp4_layout(rows, f));
+    const Status s4 = cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dm.get()), rows, f, f, unfused.scale(true),
+                                               unfused.buffers(), nullptr, variant_options(v));
+    ASSERT_TRUE(s4.ok()) << s4.message() << variant_tag(v);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << variant_tag(v);
+    const HostOut got_fused = download(fused), got_unfused = download(unfused);
+    expect_same(got_unfused, want, fused.layout, what + variant_tag(v) + " unfused GPU vs CPU");
+    expect_same(got_fused, got_unfused, fused.layout, what + variant_tag(v) + " fused vs unfused GPU");
+  }
 }
 
 TEST(Nvfp4Producer, SwigluFusedEqualsMaterializeThenQuantize) {
@@ -334,6 +356,10 @@ TEST(Nvfp4Producer, RejectsBadArguments) {
   EXPECT_FALSE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.get()), 16, 64, 64, no_ws, out.buffers(), nullptr).ok());
   EXPECT_FALSE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.get()), 16, 64, 32, out.scale(true), out.buffers(),
                                         nullptr).ok());
+  EXPECT_FALSE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.get()), 16, 64, 64, out.scale(true), out.buffers(),
+                                        nullptr, variant_options(cuda_ops::nvfp4_variant_count()))
+                   .ok())
+      << "an unknown kernel variant must be rejected";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // Label gpu; every test skips with the reason when no CUDA device is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 
@@ -144,21 +145,81 @@ TEST_F(CudaOps, ModulateMatchesReference) {
   }
 }
 
+// Sets an rms_norm_modulate kernel variant for one scope and restores the default afterwards (also on failure).
+struct ScopedNormModulateVariant {
+  explicit ScopedNormModulateVariant(cuda_ops::RmsNormModulateVariant v) { cuda_ops::set_rms_norm_modulate_variant(v); }
+  ~ScopedNormModulateVariant() { cuda_ops::set_rms_norm_modulate_variant(cuda_ops::RmsNormModulateVariant::kWarpRow); }
+};
+
+// One segment per row with a random table row: every CTA of the shared-memory-table variants sees more distinct
+// table rows than it can stage, so staged and global-fallback rows alternate.
+SegmentTable per_row_segments(int64_t rows, int32_t table_rows, std::mt19937_64& rng) {
+  SegmentTable seg;
+  seg.rows = rows;
+  for (int64_t r = 0; r < rows; ++r) seg.segments.push_back({r, r + 1, static_cast<int32_t>(rng() % table_rows)});
+  return seg;
+}
+
 TEST_F(CudaOps, RmsNormModulateFusedMatchesReferenceAndUnfused) {
-  for (const RowCase& c : kNormCases) {
-    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " " + fill_name(c.fill));
+  struct TableCase {
+    int64_t table_rows;
+    bool per_row;  // random table row per row instead of random_segments
+  };
+  std::vector<std::pair<RowCase, TableCase>> cases;
+  for (const RowCase& c : kNormCases) cases.push_back({c, {3, false}});
+  cases.push_back({{2000, 5376, 5376, Fill::kNormal}, {6, true}});        // > 3 table rows per CTA: fallback rows
+  cases.push_back({{999, 5376, 5376, Fill::kOddMantissa}, {1, false}});   // one table row (one slot)
+  cases.push_back({{4099, 4096, 4096, Fill::kDynamicRange}, {5, true}});  // 16 chunks per lane
+  cases.push_back({{301, 6144, 6144, Fill::kSpecial}, {3, true}});        // widest register row (24 chunks)
+  // Smallest first: the S = 37,810 case (most of the time, in the CPU reference) runs last.
+  std::stable_sort(cases.begin(), cases.end(), [](const auto& a, const auto& b) {
+    return a.first.rows * a.first.cols < b.first.rows * b.first.cols;
+  });
+  for (const auto& [c, tc] : cases) {
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " " + fill_name(c.fill) + ", " +
+                 std::to_string(tc.table_rows) + " table rows" + (tc.per_row ? " (random per row)" : ""));
     const bool ties = c.fill == Fill::kOddMantissa;
     Tensor x = cuda_test::random_host_bf16({c.rows, c.cols}, rng_, c.fill);
     Tensor w = cuda_test::random_host_bf16({c.cols}, rng_, Fill::kNormal);
-    Tensor table = make_table(3, 6, c.cols, ties, 1, 2);
-    SegmentTable seg = cuda_test::random_segments(c.rows, 3, rng_);
+    Tensor table = make_table(tc.table_rows, 6, c.cols, ties, 1, 2);
+    SegmentTable seg = tc.per_row ? per_row_segments(c.rows, static_cast<int32_t>(tc.table_rows), rng_)
+                                  : cuda_test::random_segments(c.rows, static_cast<int32_t>(tc.table_rows), rng_);
     Tensor expect = Tensor::empty({c.rows, c.cols}, DType::kBF16);
     ASSERT_OK(cpu_->rms_norm_modulate(x, w, 1e-5f, table, 0, 1, seg, expect));
     Guarded gx = guarded(x, c.ld);
     Tensor gw = upload(w), gt = upload(table);
-    Guarded fused = poisoned(c.rows, c.cols, c.cols, DType::kBF16);
-    ASSERT_OK(gpu_->rms_norm_modulate(gx.view, gw, 1e-5f, gt, 0, 1, seg, fused.view));
-    expect_equal(expect, fused, "rms_norm_modulate (fused) vs CPU");
+    // Every kernel variant (bench_ops.h) must give the reference bytes; a failure names the variant. The output
+    // is contiguous (ld = cols), so one memcmp of the view plus the poisoned guard tail checks it; expect_equal
+    // (element-wise, slow at S = 37,810) runs only to report a mismatch.
+    std::string mismatched;  // variants whose bytes differ
+    Tensor poison = Tensor::empty({c.rows * c.cols + cuda_test::kGuardElements}, DType::kBF16);  // host, poisoned once
+    cuda_test::poison_fill(poison);
+    for (int v = 0; v < cuda_ops::kRmsNormModulateVariants; ++v) {
+      const auto variant = static_cast<cuda_ops::RmsNormModulateVariant>(v);
+      const std::string what = std::string("rms_norm_modulate (fused, variant ") +
+                               cuda_ops::rms_norm_modulate_variant_name(variant) + ") vs CPU";
+      ScopedNormModulateVariant scoped(variant);
+      Guarded fused;  // fresh poisoned device buffer per variant, view [rows, cols] contiguous
+      fused.rows = c.rows;
+      fused.cols = fused.ld = c.cols;
+      fused.buffer = upload(poison);
+      fused.view = fused.buffer.as_strided({c.rows, c.cols}, {c.cols, 1}).value();
+      ASSERT_OK(gpu_->rms_norm_modulate(gx.view, gw, 1e-5f, gt, 0, 1, seg, fused.view));
+      Tensor got = Tensor::empty(fused.buffer.shape(), DType::kBF16);  // [rows * cols + guard] bf16
+      ASSERT_OK(gpu_->download(fused.buffer, got));
+      const uint16_t* g = got.data<uint16_t>();
+      bool same = std::memcmp(g, expect.raw_data(), expect.nbytes()) == 0;
+      for (int64_t i = expect.numel(); i < got.numel(); ++i) same = same && g[i] == cuda_test::kPoisonBf16;
+      if (!same) {
+        expect_equal(expect, fused, what);
+        mismatched += std::string(" ") + cuda_ops::rms_norm_modulate_variant_name(variant);
+      }
+      EXPECT_TRUE(same) << what << ": bytes differ (details above); " << seed_note();
+    }
+    std::cout << "[rms_norm_modulate] " << c.rows << "x" << c.cols << " " << fill_name(c.fill) << ", " << tc.table_rows
+              << " table rows" << (tc.per_row ? " per row" : "") << ": " << cuda_ops::kRmsNormModulateVariants
+              << " variants checked, " << (mismatched.empty() ? "all E0" : "BYTES DIFFER:" + mismatched) << std::endl;
+    if (tc.per_row || tc.table_rows != 3) continue;  // the unfused pair: once per row case
     Guarded unfused = poisoned(c.rows, c.cols, c.cols, DType::kBF16);
     ASSERT_OK(gpu_->rms_norm(gx.view, gw, 1e-5f, unfused.view));
     ASSERT_OK(gpu_->modulate(unfused.view, gt, 0, 1, seg));
@@ -409,11 +470,17 @@ TEST_F(CudaOps, DebugSyncRunsOpsAndReportsPeakMemory) {
   EXPECT_EQ(info.sm, "sm_90");
 }
 
-// The micro-benchmark at the canonical shape; opt in with VORTEX_RUN_BENCH=1 (prints the rows).
+// The micro-benchmark at the canonical shape; opt in with VORTEX_RUN_BENCH=1 (prints the rows). VORTEX_BENCH_OPS
+// (comma list of sections) and VORTEX_SKIP_VARIANTS (rms_norm_modulate variant names) narrow it; VORTEX_BENCH_REPS
+// sets the timed repetitions (default 20).
 TEST_F(CudaOps, BenchElementwiseOpsCanonical) {
   const char* on = std::getenv("VORTEX_RUN_BENCH");
   if (on == nullptr || std::string(on) != "1") GTEST_SKIP() << "set VORTEX_RUN_BENCH=1 to run the S = 37,810 micro-benchmark";
-  Result<OpsBenchResult> r = bench_elementwise_ops(*gpu_);
+  OpsBenchConfig cfg;
+  if (const char* ops = std::getenv("VORTEX_BENCH_OPS")) cfg.ops = ops;  // e.g. rms_norm_modulate
+  if (const char* skip = std::getenv("VORTEX_SKIP_VARIANTS")) cfg.skip_variants = skip;  // e.g. smem_prefetch
+  if (const char* reps = std::getenv("VORTEX_BENCH_REPS")) cfg.reps = std::max(1, std::atoi(reps));
+  Result<OpsBenchResult> r = bench_elementwise_ops(*gpu_, cfg);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   std::cout << "[bench] " << r->device << ", " << r->input_sets << " rotated input sets, peak " << r->peak_gbps << " GB/s\n";
   for (const OpsBenchRow& row : r->rows) {

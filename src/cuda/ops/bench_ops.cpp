@@ -1,6 +1,7 @@
 // bench_elementwise_ops: see bench_ops.h. Inputs come from fill_synthetic (never zeros); each timed
 // repetition uses the next input set so caches do not flatter; fused vs eager outputs are downloaded
-// and compared byte for byte, and the result is recorded in each row's `check`.
+// and compared byte for byte, and the result is recorded in each row's `check`. Each rms_norm_modulate
+// kernel variant gets a row "rms_norm_modulate/<variant>" whose check compares its bytes with the default's.
 #include "cuda/ops/bench_ops.h"
 
 #include <algorithm>
@@ -62,6 +63,18 @@ OpsBenchRow make_row(std::string op, int64_t rows, int64_t cols, const std::vect
   return r;
 }
 
+// True when `name` is in the comma list `list` (an empty list selects everything when `empty_means_all`).
+bool in_list(const std::string& list, const std::string& name, bool empty_means_all) {
+  if (list.empty()) return empty_means_all;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    if (list.compare(start, comma - start, name) == 0 && comma - start == name.size()) return true;
+    start = comma + 1;
+  }
+  return false;
+}
+
 Result<bool> same_bytes(CudaBackend& b, const Tensor& x, const Tensor& y) {
   Tensor hx = Tensor::empty(x.shape(), x.dtype());
   Tensor hy = Tensor::empty(y.shape(), y.dtype());
@@ -113,51 +126,88 @@ Result<OpsBenchResult> bench_elementwise_ops(CudaBackend& b, const OpsBenchConfi
   const double bf = 2.0;
   const double sd = static_cast<double>(S) * static_cast<double>(D);
 
-  // rms_norm_modulate (fused) vs rms_norm + modulate (eager).
-  VORTEX_ASSIGN_OR_RETURN(auto ms_fused, time_reps(b, cfg.warmup, cfg.reps, [&](int i) {
-    return b.rms_norm_modulate(xs[i % sets], weight, 1e-5f, table, 0, 1, seg, out);
-  }));
-  VORTEX_ASSIGN_OR_RETURN(auto ms_eager, time_reps(b, cfg.warmup, cfg.reps, [&](int i) -> Status {
-    VORTEX_RETURN_IF_ERROR(b.rms_norm(xs[i % sets], weight, 1e-5f, out_eager));
-    return b.modulate(out_eager, table, 0, 1, seg);
-  }));
-  VORTEX_ASSIGN_OR_RETURN(bool same_norm, same_bytes(b, out, out_eager));  // both last ran on set (reps-1)%sets
-  const std::string norm_check = same_norm ? "fused == eager bytes: pass" : "fused == eager bytes: FAIL";
-  res.rows.push_back(make_row("rms_norm_modulate", S, D, ms_fused, 2 * sd * bf, cfg.peak_gbps, norm_check));
-  res.rows.push_back(make_row("rms_norm+modulate (eager)", S, D, ms_eager, 4 * sd * bf, cfg.peak_gbps, norm_check));
+  // rms_norm_modulate (fused, default variant) vs rms_norm + modulate (eager), then every other kernel variant
+  // (bench_ops.h) timed on the same inputs and compared with the default variant's bytes.
+  if (in_list(cfg.ops, "rms_norm_modulate", true)) {
+    using cuda_ops::RmsNormModulateVariant;
+    const RmsNormModulateVariant variant_before = cuda_ops::rms_norm_modulate_variant();
+    cuda_ops::set_rms_norm_modulate_variant(RmsNormModulateVariant::kWarpRow);
+    auto fused = [&](int i) { return b.rms_norm_modulate(xs[i % sets], weight, 1e-5f, table, 0, 1, seg, out); };
+    Result<std::vector<double>> ms_fused = time_reps(b, cfg.warmup, cfg.reps, fused);
+    if (!ms_fused.ok()) cuda_ops::set_rms_norm_modulate_variant(variant_before);
+    VORTEX_RETURN_IF_ERROR(ms_fused.status());
+    VORTEX_ASSIGN_OR_RETURN(auto ms_eager, time_reps(b, cfg.warmup, cfg.reps, [&](int i) -> Status {
+      VORTEX_RETURN_IF_ERROR(b.rms_norm(xs[i % sets], weight, 1e-5f, out_eager));
+      return b.modulate(out_eager, table, 0, 1, seg);
+    }));
+    VORTEX_ASSIGN_OR_RETURN(bool same_norm, same_bytes(b, out, out_eager));  // both last ran on set (reps-1)%sets
+    const std::string norm_check = same_norm ? "fused == eager bytes: pass" : "fused == eager bytes: FAIL";
+    res.rows.push_back(make_row("rms_norm_modulate", S, D, ms_fused.value(), 2 * sd * bf, cfg.peak_gbps, norm_check));
+    res.rows.push_back(make_row("rms_norm+modulate (eager)", S, D, ms_eager, 4 * sd * bf, cfg.peak_gbps, norm_check));
+    VORTEX_ASSIGN_OR_RETURN(Tensor out_variant, b.alloc({S, D}, DType::kBF16));
+    for (int v = 1; v < cuda_ops::kRmsNormModulateVariants; ++v) {
+      const auto variant = static_cast<RmsNormModulateVariant>(v);
+      const std::string name = cuda_ops::rms_norm_modulate_variant_name(variant);
+      if (in_list(cfg.skip_variants, name, false)) continue;
+      cuda_ops::set_rms_norm_modulate_variant(variant);
+      Result<std::vector<double>> ms = time_reps(b, cfg.warmup, cfg.reps, [&](int i) {
+        return b.rms_norm_modulate(xs[i % sets], weight, 1e-5f, table, 0, 1, seg, out_variant);
+      });
+      Result<bool> same = ms.ok() ? same_bytes(b, out_variant, out) : Result<bool>(ms.status());  // set (reps-1)%sets
+      if (!same.ok()) {  // keep the rows measured so far: a row that says FAIL, and stop (the context may be gone)
+        OpsBenchRow failed;
+        failed.op = "rms_norm_modulate/" + name;
+        failed.rows = S;
+        failed.cols = D;
+        failed.check = "FAIL: " + same.status().to_string();
+        res.rows.push_back(failed);
+        cuda_ops::set_rms_norm_modulate_variant(variant_before);
+        return res;
+      }
+      const std::string check = same.value() ? "== variant warp_row bytes: pass" : "== variant warp_row bytes: FAIL";
+      res.rows.push_back(make_row("rms_norm_modulate/" + name, S, D, ms.value(), 2 * sd * bf, cfg.peak_gbps, check));
+    }
+    cuda_ops::set_rms_norm_modulate_variant(variant_before);
+  }
 
   // gate_add fused vs eager: x is updated in place, so each variant runs on a fresh copy of the same x.
-  VORTEX_ASSIGN_OR_RETURN(Tensor x_fused, b.alloc({S, D}, DType::kBF16));
-  VORTEX_ASSIGN_OR_RETURN(Tensor x_eager, b.alloc({S, D}, DType::kBF16));
-  const bool fused_before = b.fused_gate_add();
-  b.set_fused_gate_add(true);
-  VORTEX_ASSIGN_OR_RETURN(auto ms_gate, time_reps(b, cfg.warmup, cfg.reps, [&](int i) {
-    return b.gate_add(xs[i % sets], as[i % sets], &table, 2, seg);
-  }));
-  b.set_fused_gate_add(false);
-  VORTEX_ASSIGN_OR_RETURN(auto ms_gate_eager, time_reps(b, cfg.warmup, cfg.reps, [&](int i) {
-    return b.gate_add(xs[i % sets], as[i % sets], &table, 2, seg);
-  }));
-  VORTEX_RETURN_IF_ERROR(b.copy(xs[0], x_fused));
-  VORTEX_RETURN_IF_ERROR(b.copy(xs[0], x_eager));
-  b.set_fused_gate_add(true);
-  VORTEX_RETURN_IF_ERROR(b.gate_add(x_fused, as[0], &table, 2, seg));
-  b.set_fused_gate_add(false);
-  VORTEX_RETURN_IF_ERROR(b.gate_add(x_eager, as[0], &table, 2, seg));
-  b.set_fused_gate_add(fused_before);
-  VORTEX_ASSIGN_OR_RETURN(bool same_gate, same_bytes(b, x_fused, x_eager));
-  const std::string gate_check = same_gate ? "fused == eager bytes: pass" : "fused == eager bytes: FAIL";
-  res.rows.push_back(make_row("gate_add", S, D, ms_gate, 3 * sd * bf, cfg.peak_gbps, gate_check));
-  res.rows.push_back(make_row("gate_multiply+residual_add (eager)", S, D, ms_gate_eager, 5 * sd * bf, cfg.peak_gbps, gate_check));
+  if (in_list(cfg.ops, "gate_add", true)) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor x_fused, b.alloc({S, D}, DType::kBF16));
+    VORTEX_ASSIGN_OR_RETURN(Tensor x_eager, b.alloc({S, D}, DType::kBF16));
+    const bool fused_before = b.fused_gate_add();
+    b.set_fused_gate_add(true);
+    VORTEX_ASSIGN_OR_RETURN(auto ms_gate, time_reps(b, cfg.warmup, cfg.reps, [&](int i) {
+      return b.gate_add(xs[i % sets], as[i % sets], &table, 2, seg);
+    }));
+    b.set_fused_gate_add(false);
+    VORTEX_ASSIGN_OR_RETURN(auto ms_gate_eager, time_reps(b, cfg.warmup, cfg.reps, [&](int i) {
+      return b.gate_add(xs[i % sets], as[i % sets], &table, 2, seg);
+    }));
+    VORTEX_RETURN_IF_ERROR(b.copy(xs[0], x_fused));
+    VORTEX_RETURN_IF_ERROR(b.copy(xs[0], x_eager));
+    b.set_fused_gate_add(true);
+    VORTEX_RETURN_IF_ERROR(b.gate_add(x_fused, as[0], &table, 2, seg));
+    b.set_fused_gate_add(false);
+    VORTEX_RETURN_IF_ERROR(b.gate_add(x_eager, as[0], &table, 2, seg));
+    b.set_fused_gate_add(fused_before);
+    VORTEX_ASSIGN_OR_RETURN(bool same_gate, same_bytes(b, x_fused, x_eager));
+    const std::string gate_check = same_gate ? "fused == eager bytes: pass" : "fused == eager bytes: FAIL";
+    res.rows.push_back(make_row("gate_add", S, D, ms_gate, 3 * sd * bf, cfg.peak_gbps, gate_check));
+    res.rows.push_back(
+        make_row("gate_multiply+residual_add (eager)", S, D, ms_gate_eager, 5 * sd * bf, cfg.peak_gbps, gate_check));
+  }
 
   // swiglu: read [S, 2F], write [S, F].
-  VORTEX_ASSIGN_OR_RETURN(auto ms_swiglu, time_reps(b, cfg.warmup, cfg.reps, [&](int i) { return b.swiglu(us[i % sets], m); }));
-  res.rows.push_back(make_row("swiglu", S, F, ms_swiglu, 3.0 * static_cast<double>(S) * static_cast<double>(F) * bf,
-                              cfg.peak_gbps, "E0 vs CPU reference in tests/cuda (not re-run here)"));
+  if (in_list(cfg.ops, "swiglu", true)) {
+    VORTEX_ASSIGN_OR_RETURN(auto ms_swiglu,
+                            time_reps(b, cfg.warmup, cfg.reps, [&](int i) { return b.swiglu(us[i % sets], m); }));
+    res.rows.push_back(make_row("swiglu", S, F, ms_swiglu, 3.0 * static_cast<double>(S) * static_cast<double>(F) * bf,
+                                cfg.peak_gbps, "E0 vs CPU reference in tests/cuda (not re-run here)"));
+  }
 
   // qk_norm_rope in place on the strided Q/K views of a [S, 3I] QKV buffer (56 x 128 heads, 96 RoPE dims):
   // reads and writes Q and K once.
-  {
+  if (in_list(cfg.ops, "qk_norm_rope", true)) {
     const int heads = 56, head_dim = 128, rope_dims = 96;
     const int64_t inner = static_cast<int64_t>(heads) * head_dim;
     std::vector<Tensor> qkvs;

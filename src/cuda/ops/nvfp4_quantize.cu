@@ -1,19 +1,25 @@
 // NVFP4 producers (research/nvfp4-fp8-gemm.md §1.13): amax -> g, then pack: E2M1 hi-first pairs and the E4M3
 // scales in the 128x4 tile. Main path (cols % 16 == 0, 16-byte aligned rows): one lane per 16-byte chunk (half a
-// block), warp-contiguous loads/stores; H200 at S = 37810: plain K 5376 0.367 ms = 60.4% of copy BW (the old
-// thread-per-64-elements pack: 0.514), K 14336 0.948 (1.345); modulated 0.578 ms = 0.99x of unfused, SwiGLU 1.480
-// ms = 1.15x faster than unfused (benchmarks/2026-11-29-h200-s7-bw/nvfp4_bench.log). Other shapes: one thread per
-// (row, 4 blocks), element loads. The BF16 input comes from a Source policy: a plain tensor, the modulation of the
-// RMSNorm output, or SwiGLU of the FC1 output (recomputed exactly as modulate.cu / swiglu.cu do, never written).
+// block), warp-contiguous loads/stores, in kernel variants that write the same bytes (Nvfp4RunOptions::variant):
+// "warp_chunks" (session 7; H200 at S = 37810: plain K 5376 0.364 ms = 60.9% of copy BW, K 14336 0.940 ms =
+// 63.0%, ALU-pipe bound by its integer E2M1 encoder) and "fma" / "fma_rev" / "fma_pdl" / "fma_pipe" (session 8:
+// E2M1 on the FP32 pipe, ~100 instead of ~235 instructions per lane and chunk; see pack_fma_kernel). Other
+// shapes: one thread per (row, 4 blocks), element loads. The BF16 input comes from a Source policy: a plain
+// tensor, the modulation of the RMSNorm output, or SwiGLU of the FC1 output (recomputed exactly as modulate.cu /
+// swiglu.cu do, never written; the session-8 variants round the modulation two elements per conversion).
 // rcp/div/mul/min are pinned with inline PTX (.approx.ftz as comfy-kitchen's fast-math build emits them). Also the
-// device probes of those instructions. E0 vs src/ref/nvfp4_quantize.cpp in tests/cuda/nvfp4_quantize_test.cu.
+// device probes of those instructions. E0 vs src/ref/nvfp4_quantize.cpp for every variant in
+// tests/cuda/nvfp4_quantize_test.cu; timed per variant and pass by bench/nvfp4_bench.cpp.
 #include "cuda/ops/nvfp4_quantize.h"
 
+#include <cuda_fp16.h>
 #include <cuda_fp4.h>
 #include <cuda_fp8.h>
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "core/philox.h"
 #include "cuda/check.h"
@@ -60,6 +66,12 @@ __device__ __forceinline__ float e4m3_value(uint8_t s) {
   else if (exponent == 0) v = static_cast<float>(mantissa) * 0x1p-9f;
   else v = __int_as_float(((exponent + 120) << 23) | (mantissa << 20));
   return (s & 0x80) ? -v : v;
+}
+// The same value through the hardware conversions (cvt.rn.f16x2.e4m3x2, exact, then f16 -> f32, exact): fewer
+// integer instructions; equal to e4m3_value on all 256 codes (NaN codes give NaN; checked on the GPU by
+// nvfp4_check_div_mul_e2m1).
+__device__ __forceinline__ float e4m3_value_cvt(uint8_t s) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(s), __NV_E4M3)));
 }
 // E2M1 RNE satfinite, sign kept on zero, NaN -> 0x7: the decision table of §1.5 (equal to cuda_fp4.h's
 // conversion on all 2^32 inputs: nvfp4_check_div_mul_e2m1).
@@ -152,6 +164,35 @@ struct ModulatedSource {  // R(R(n * R(1 + scale)) + shift), as modulate.cu
   }
 };
 
+// The same values with each rounding done for two elements by one cvt.rn.bf16x2.f32 (the RNE of
+// __float2bfloat16_rn per half; NaN -> 0x7FFF either way): half the conversion instructions, which run at 16 per
+// clock per SM and bound the fused modulation producer (3 roundings per element, in both passes). Used by the
+// session-8 variants; "warp_chunks" keeps ModulatedSource.
+__device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {  // lo -> bits 0..15, hi -> bits 16..31
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+__device__ __forceinline__ float lo_f32(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float hi_f32(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+
+struct ModulatedSourcePacked : ModulatedSource {
+  __device__ __forceinline__ uint4 load8(int64_t r, int64_t c8) const {
+    const uint4 nq = reinterpret_cast<const uint4*>(n + r * ld)[c8];
+    const uint4 scq = __ldg(reinterpret_cast<const uint4*>(trow + scale_col) + c8);
+    const uint4 shq = __ldg(reinterpret_cast<const uint4*>(trow + shift_col) + c8);
+    const uint32_t nw[4] = {nq.x, nq.y, nq.z, nq.w}, sc[4] = {scq.x, scq.y, scq.z, scq.w};
+    const uint32_t sh[4] = {shq.x, shq.y, shq.z, shq.w};
+    uint32_t o[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // modulate_value on elements 2k (low halves) and 2k + 1 (high halves)
+      const uint32_t t = bf16x2_rn(__fadd_rn(1.0f, lo_f32(sc[k])), __fadd_rn(1.0f, hi_f32(sc[k])));
+      const uint32_t m = bf16x2_rn(__fmul_rn(lo_f32(nw[k]), lo_f32(t)), __fmul_rn(hi_f32(nw[k]), hi_f32(t)));
+      o[k] = bf16x2_rn(__fadd_rn(lo_f32(m), lo_f32(sh[k])), __fadd_rn(hi_f32(m), hi_f32(sh[k])));
+    }
+    return make_uint4(o[0], o[1], o[2], o[3]);
+  }
+};
+
 struct SwigluSource {  // R(R(silu(gate)) * value), SiLU from the host table, as swiglu.cu
   const uint16_t* u;
   int64_t ld, f;
@@ -216,11 +257,11 @@ __global__ void __launch_bounds__(kThreads) amax_kernel(Source src, int64_t rows
 }
 
 // g = float(bf16_RNE(fp32(amax) * RN(1/2688))) (§1.2).
-__global__ void global_scale_kernel(const uint32_t* amax, float* g) {
-  const uint32_t a = *amax;
+__device__ __forceinline__ float global_scale_from_amax(uint32_t a) {
   const float af = a > 0x7F80u ? __int_as_float(0x7FFFFFFF) : bf16_to_f32(static_cast<uint16_t>(a));
-  *g = round_bf16(__fmul_rn(af, kInv2688));
+  return round_bf16(__fmul_rn(af, kInv2688));
 }
+__global__ void global_scale_kernel(const uint32_t* amax, float* g) { *g = global_scale_from_amax(*amax); }
 
 // Pass 2: thread (r, gq) for r < scale_rows writes blocks 4gq..4gq+3 of row r (data only for r < data_rows)
 // and the 4-byte scale word at tile offset (r, 4gq); padding blocks/rows get scale 0.
@@ -259,10 +300,10 @@ __global__ void __launch_bounds__(kThreads) pack_kernel(Source src, int64_t rows
 
 template <typename Source>
 Status run_producer(const Source& src, int64_t rows, int64_t cols, const Nvfp4GlobalScale& g, const Nvfp4Buffers& out,
-                    cudaStream_t stream) {
+                    const Nvfp4RunOptions& opt, cudaStream_t stream) {
   const ref::Nvfp4Layout l = ref::nvfp4_layout(rows, cols);
   const int64_t groups = l.scale_cols / kBlocksPerThread;
-  if (g.dynamic) {
+  if (g.dynamic && opt.amax_pass) {
     VORTEX_CUDA_CHECK(cudaMemsetAsync(g.amax_workspace, 0, sizeof(uint32_t), stream));
     if (rows > 0 && cols > 0) {
       const int64_t want = (rows * groups + kThreads - 1) / kThreads;
@@ -274,7 +315,7 @@ Status run_producer(const Source& src, int64_t rows, int64_t cols, const Nvfp4Gl
     VORTEX_CUDA_LAUNCH_CHECK("nvfp4 global_scale_kernel");
   }
   const int64_t threads = l.scale_rows * groups;
-  if (threads == 0) return Status::Ok();
+  if (threads == 0 || !opt.pack_pass) return Status::Ok();
   const int64_t grid = (threads + kThreads - 1) / kThreads;
   if (grid > kMaxGridX) return invalid_argument("nvfp4: tensor too large for one launch");
   pack_kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
@@ -375,8 +416,15 @@ __global__ void __launch_bounds__(kChunkWarps * 32)
   }
 }
 
+// Programmatic dependent launch (variant "fma_pdl"; no-ops in a grid launched without the attribute).
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait_for_prerequisite() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 // Pass 1, plain contiguous tensor (ld == cols): max of |x| bits over n16 flat 16-byte chunks (u16x2 maxima).
+// kPdl: the pack may be scheduled at once; the atomic waits for the kernel that zeroed the word.
+template <bool kPdl>
 __global__ void __launch_bounds__(256) amax_flat_kernel(const uint4* x, int64_t n16, uint32_t* amax) {
+  if constexpr (kPdl) pdl_launch_dependents();
   uint32_t m2 = 0;  // two u16 maxima
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t base = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; base < n16;
@@ -393,13 +441,15 @@ __global__ void __launch_bounds__(256) amax_flat_kernel(const uint4* x, int64_t 
       m2 = __vimax3_u16x2(m2, v[u].z & 0x7FFF7FFFu, v[u].w & 0x7FFF7FFFu);
     }
   }
+  if constexpr (kPdl) pdl_wait_for_prerequisite();
   block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
 }
 
 // Pass 1, any source: persistent warps over the row tasks of pack_chunks_kernel (rows < rows only).
-template <typename Source>
+template <typename Source, bool kPdl>
 __global__ void __launch_bounds__(kChunkWarps * 32)
     amax_chunks_kernel(Source src, int64_t rows, int64_t cols, int64_t tasks_per_row, uint32_t* amax) {
+  if constexpr (kPdl) pdl_launch_dependents();
   const int lane = threadIdx.x & 31;
   const int64_t tasks = rows * tasks_per_row;
   uint32_t m2 = 0;
@@ -420,19 +470,319 @@ __global__ void __launch_bounds__(kChunkWarps * 32)
       m2 = __vimax3_u16x2(m2, v[u].z & 0x7FFF7FFFu, v[u].w & 0x7FFF7FFFu);
     }
   }
+  if constexpr (kPdl) pdl_wait_for_prerequisite();
   block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
+}
+
+__global__ void zero_word_kernel(uint32_t* word) { *word = 0; }
+
+// ---- main path, variants "fma" / "fma_rev" / "fma_pdl" (session 8): E2M1 codes on the FP32 pipe ----------
+// Limiter of pack_chunks_kernel (sm_90a SASS, fast path): ~235 instructions per lane and 16-byte chunk, ~155 of
+// them on the integer ALU pipe (16 lanes/clk per SM sub-partition, half the issue rate): e2m1_code_arith alone is
+// ~15 integer ops per element. At S = 37810, K = 5376 that is ~0.24-0.27 ms of ALU-pipe time, twice the 0.125 ms
+// the pass's bytes need at 4.18 TB/s: the pack was ALU-issue bound, not memory bound. Here, for |p| < 7 (p = e x),
+//   code(|p|) = min(RN(2|p| + M), RN(|p| + M + 2), RN(|p|/2 + M + 4)) - M,   M = 2^23 (+ an even offset):
+// the E2M1 grid is the code-space line 2a on [0, 2], a + 2 on [2, 4], a/2 + 4 on [4, 6] (a concave min); RN(y + M)
+// = M + rint(y) with ties to even (M even), rint commutes with min, so this is the §1.5 decision table for every
+// |p| < 7 (checked exhaustively on the host, and on the GPU by nvfp4_check_div_mul_e2m1). Per element: FMUL + 3
+// FFMA/FADD (FP32 pipe, full rate) + one 3-input integer min; the two codes of a byte and the four bytes combine
+// with IMADs (the magic offsets cancel mod 2^32), the 8 sign bits come from the bf16 inputs with 4 PRMT + 2 LOP3
+// (sign(p) = sign(x) when e > 0). Blocks outside that domain (a NaN/inf input, e <= 0 or NaN, max |p| >= 7, i.e.
+// saturating or zero scales) take the exact per-element path (NaN-suppressing amax, e2m1_code_arith): the same
+// bytes on every input. Also: 2-D grid (x = task column, y = 8-row group, no 64-bit division), bounds checks only
+// in partial tasks, and with dynamic g the pack computes g from the amax word itself (no global_scale_kernel
+// launch; block (0, 0) writes g). "fma_rev" walks the row groups last-first: the amax pass read the tensor's tail
+// last, so the first rows the pack reads may still be in L2 (~35 MB of 406 at K = 5376). "fma_pdl": see the
+// variant list below. Fast path per lane and chunk (sm_90a SASS, plain source): ~100 instructions, ~42 of them on
+// the ALU pipe; 62-64 registers, no spills (4 CTAs of 256 threads per SM).
+constexpr float kMagicLo = 0x1p23f;    // bits 0x4B000000; RN(y + 2^23) = 2^23 + rint(y) for 0 <= y < 2^22
+constexpr float kMagicHi = 0x1.Ap23f;  // bits 0x4B500000 (2^23 + 0x500000, even): 16 * 0x4B500000 + 0x4B000000 = 2^32
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t r;  // selector nibble bit 3 set: replicate the selected byte's top bit (generic prmt mode)
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
+}
+
+// bits(m) + the E2M1 magnitude code of p, for non-NaN |p| < 7 (p already FTZ), m = kMagicLo or kMagicHi.
+__device__ __forceinline__ uint32_t e2m1_code_fma(float p, float m) {
+  const float a = fabsf(p);
+  return __vimin3_u32(__float_as_uint(__fmaf_rn(a, 2.0f, m)), __float_as_uint(__fadd_rn(a, m + 2.0f)),
+                      __float_as_uint(__fmaf_rn(a, 0.5f, m + 4.0f)));
+}
+
+// 8 elements (bf16 bits; element i = half i of v) -> 4 packed bytes, byte k = code(2k) << 4 | code(2k + 1).
+// Exact: every element encoded like e2m1_code_arith(mul_ftz(e, x)) for non-NaN x.
+__device__ __forceinline__ uint32_t encode8_exact(const uint4& v, float e) {
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(&v);
+  uint32_t word = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t hi = e2m1_code_arith(mul_ftz(e, bf16_to_f32(x[2 * k])));
+    const uint32_t lo = e2m1_code_arith(mul_ftz(e, bf16_to_f32(x[2 * k + 1])));
+    word |= ((hi << 4) | lo) << (8 * k);
+  }
+  return word;
+}
+
+// The same word when e > 0, max |e * x| < 7 and no x is NaN (the caller checks): FP32-pipe codes, signs from x.
+__device__ __forceinline__ uint32_t encode8_fast(const uint4& v, float e) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t word = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t hi = e2m1_code_fma(mul_ftz(e, __uint_as_float(w[k] << 16)), kMagicHi);         // element 2k
+    const uint32_t lo = e2m1_code_fma(mul_ftz(e, __uint_as_float(w[k] & 0xFFFF0000u)), kMagicLo);  // 2k + 1
+    word += (hi * 16u + lo) << (8 * k);  // hi * 16 + lo = byte k exactly (mod 2^32)
+  }
+  // Sign of element 2k = bit 15 of w[k] -> bit 8k + 7; of element 2k + 1 = bit 31 -> bit 8k + 3.
+  const uint32_t sa = prmt(v.x, v.y, 0xFBD9u), sb = prmt(v.z, v.w, 0xFBD9u);  // [s0 s2 s1 s3], [s4 s6 s5 s7] x 0xFF
+  word |= prmt(sa, sb, 0x5410u) & 0x80808080u;                                 // s0 s2 s4 s6
+  word |= prmt(sa, sb, 0x7632u) & 0x08080808u;                                 // s1 s3 s5 s7
+  return word;
+}
+
+// One 16-byte chunk (half a block; lanes 2i and 2i + 1 hold one block) -> 4 data bytes and the block's scale
+// byte (0 for padding blocks). All 32 lanes call it together; the branch is warp-uniform (the exact path is
+// right for every block, the fast one only inside its domain), so its shuffle needs no partial mask.
+__device__ __forceinline__ uint32_t quantize_half_block_fma(const uint4& v, float g, bool block_valid,
+                                                            uint32_t& scale_byte) {
+  constexpr uint32_t kAbs = 0x7FFF7FFFu;
+  uint32_t m2 = __vmaxu2(__vimax3_u16x2(v.x & kAbs, v.y & kAbs, v.z & kAbs), v.w & kAbs);
+  m2 = __vmaxu2(m2, __shfl_xor_sync(0xFFFFFFFFu, m2, 1));  // the whole block
+  const uint32_t a_bits = max(m2 << 16, m2 & 0xFFFF0000u);      // max |x| as fp32 bits; a NaN magnitude is largest
+  float a = __uint_as_float(a_bits);
+  float d = min_ftz(div_approx_ftz(div_approx_ftz(a, 6.0f), g), 448.0f);
+  uint8_t s = e4m3_code(d);
+  float e = min_ftz(rcp_approx_ftz(mul_ftz(g, e4m3_value_cvt(s))), 0x1.fffffep127f);
+  uint32_t word;
+  if (__all_sync(0xFFFFFFFFu, a_bits < 0x7F800000u && e > 0.0f && mul_ftz(e, a) < 7.0f)) {
+    word = encode8_fast(v, e);  // no NaN/inf input: a is the NaN-suppressing amax, |e x| <= e a < 7
+  } else {
+    // Exact path. A NaN input: amax over the non-NaN magnitudes (max.bf16), -1 when all 16 are NaN.
+    const uint16_t* x = reinterpret_cast<const uint16_t*>(&v);
+    int amax = -1;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int mag = x[i] & 0x7FFF;
+      amax = (mag <= 0x7F80 && mag > amax) ? mag : amax;
+    }
+    amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+    a = amax < 0 ? __int_as_float(0x7FFFFFFF) : bf16_to_f32(static_cast<uint16_t>(amax));
+    d = min_ftz(div_approx_ftz(div_approx_ftz(a, 6.0f), g), 448.0f);
+    s = e4m3_code(d);
+    e = min_ftz(rcp_approx_ftz(mul_ftz(g, e4m3_value_cvt(s))), 0x1.fffffep127f);
+    word = encode8_exact(v, e);
+  }
+  scale_byte = block_valid ? s : 0u;
+  return word;
+}
+
+// One warp task: chunks c0 + 32 u + lane (u < kTaskGroups) of row r. kFull: every chunk is data and inside the
+// row (the canonical shapes), so no per-chunk bounds. Loads (rows >= rows read as 0):
+template <bool kFull, typename Source>
+__device__ __forceinline__ void load_task_fma(Source& src, int64_t r, int64_t c0, int lane, int64_t rows,
+                                              int64_t data_chunks, uint4 (&v)[kTaskGroups]) {
+  if (r < rows) {
+    src.begin_row(r);
+#pragma unroll
+    for (int u = 0; u < kTaskGroups; ++u) {
+      const int64_t cc = c0 + 32 * u + lane;
+      v[u] = kFull || cc < data_chunks ? src.load8(r, cc) : make_uint4(0, 0, 0, 0);
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < kTaskGroups; ++u) v[u] = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// ... then quantize and store (data rows only; scale words for every row < scale_rows, padding blocks 0).
+template <bool kFull>
+__device__ __forceinline__ void quantize_store_task_fma(const uint4 (&v)[kTaskGroups], int64_t r, int64_t c0, int lane,
+                                                        int64_t data_chunks, int64_t data_rows, int64_t data_row_bytes,
+                                                        int64_t scale_cols, float g, uint8_t* data, uint8_t* scales) {
+  const int64_t row_chunks = 2 * scale_cols;  // chunks incl. padding blocks (scale only)
+  const bool data_row = r < data_rows;
+  uint8_t* drow = data + r * data_row_bytes + 4 * (c0 + lane);  // + 128 u
+  uint8_t* srow = scales + ref::nvfp4_scale_offset(r, ((c0 + lane) >> 1) & ~int64_t{3}, scale_cols);  // + 2048 u
+  const uint32_t scale_shift = 8u * ((static_cast<uint32_t>(lane) >> 1) & 3u);
+#pragma unroll
+  for (int u = 0; u < kTaskGroups; ++u) {
+    if (!kFull && c0 + 32 * u >= row_chunks) break;  // warp-uniform
+    const int64_t cc = c0 + 32 * u + lane;
+    const bool data_chunk = data_row && (kFull || cc < data_chunks);
+    uint32_t s = 0;
+    const uint32_t word = quantize_half_block_fma(v[u], g, data_chunk, s);
+    if (data_chunk) *reinterpret_cast<uint32_t*>(drow + 128 * u) = word;
+    uint32_t sw = s << scale_shift;
+    sw |= __shfl_xor_sync(0xFFFFFFFFu, sw, 2);
+    sw |= __shfl_xor_sync(0xFFFFFFFFu, sw, 4);
+    if ((lane & 7) == 0 && (kFull || cc < row_chunks)) *reinterpret_cast<uint32_t*>(srow + 2048 * u) = sw;
+  }
+}
+
+// One whole task. get_g() is called once the loads are issued (fma_pdl: it waits for the amax pass there).
+template <bool kFull, typename Source, typename GetG>
+__device__ __forceinline__ void pack_task_fma(Source& src, int64_t r, int64_t c0, int lane, int64_t rows,
+                                              int64_t data_chunks, int64_t data_rows, int64_t data_row_bytes,
+                                              int64_t scale_cols, const GetG& get_g, uint8_t* data, uint8_t* scales) {
+  uint4 v[kTaskGroups];
+  load_task_fma<kFull>(src, r, c0, lane, rows, data_chunks, v);
+  const float g = get_g();
+  quantize_store_task_fma<kFull>(v, r, c0, lane, data_chunks, data_rows, data_row_bytes, scale_cols, g, data, scales);
+}
+
+// Variant "fma_pipe": a persistent grid (2 CTAs per SM) whose warps walk row groups y, y + gridDim.y, ... with
+// the next task's loads issued before the current task is quantized (two register buffers, 128-register budget).
+template <bool kFull, typename Source>
+__device__ __forceinline__ void pipe_tasks_fma(Source& src, int64_t c0, int lane, int64_t rows, int64_t data_chunks,
+                                               int64_t row_groups, int64_t data_rows, int64_t data_row_bytes,
+                                               int64_t scale_cols, float g, uint8_t* data, uint8_t* scales) {
+  const int64_t warp = threadIdx.x >> 5, stride = gridDim.y;
+  int64_t y0 = blockIdx.y;
+  if (y0 >= row_groups) return;
+  uint4 a[kTaskGroups], b[kTaskGroups];
+  load_task_fma<kFull>(src, y0 * kChunkWarps + warp, c0, lane, rows, data_chunks, a);
+  while (true) {
+    const int64_t y1 = y0 + stride;
+    if (y1 < row_groups) load_task_fma<kFull>(src, y1 * kChunkWarps + warp, c0, lane, rows, data_chunks, b);
+    quantize_store_task_fma<kFull>(a, y0 * kChunkWarps + warp, c0, lane, data_chunks, data_rows, data_row_bytes,
+                                   scale_cols, g, data, scales);
+    if (y1 >= row_groups) break;
+    const int64_t y2 = y1 + stride;
+    if (y2 < row_groups) load_task_fma<kFull>(src, y2 * kChunkWarps + warp, c0, lane, rows, data_chunks, a);
+    quantize_store_task_fma<kFull>(b, y1 * kChunkWarps + warp, c0, lane, data_chunks, data_rows, data_row_bytes,
+                                   scale_cols, g, data, scales);
+    if (y2 >= row_groups) break;
+    y0 = y2;
+  }
+}
+
+template <typename Source, bool kDynamicG>
+__global__ void __launch_bounds__(kChunkWarps * 32, 2)  // <= 128 registers: 2 CTAs (16 warps) per SM
+    pack_fma_pipe_kernel(Source src, int64_t rows, int64_t data_chunks, int64_t row_groups, int64_t data_rows,
+                         int64_t data_row_bytes, int64_t scale_cols, const float* g_in, const uint32_t* amax,
+                         float* g_out, uint8_t* data, uint8_t* scales) {
+  float g;
+  if constexpr (kDynamicG) {
+    g = global_scale_from_amax(*amax);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *g_out = g;
+  } else {
+    g = *g_in;
+  }
+  constexpr int kTaskChunks = kTaskGroups * 32;
+  const int lane = threadIdx.x & 31;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTaskChunks;
+  if (c0 + kTaskChunks <= data_chunks)
+    pipe_tasks_fma<true>(src, c0, lane, rows, data_chunks, row_groups, data_rows, data_row_bytes, scale_cols, g, data,
+                         scales);
+  else
+    pipe_tasks_fma<false>(src, c0, lane, rows, data_chunks, row_groups, data_rows, data_row_bytes, scale_cols, g, data,
+                          scales);
+}
+
+// Pass 2: block (x, y) = task column x (chunks 224 x .. 224 x + 223 of a row) of the 8-row groups y, y + gridDim.y,
+// ...; warp w takes row 8 group + w. kDynamicG: g from the amax word (block (0, 0) writes it to g_out). kPdl
+// (launched as a programmatic dependent of the amax pass): the first task's loads go out before
+// griddepcontrol.wait, everything that reads the amax word or writes comes after it.
+template <typename Source, bool kDynamicG, bool kReverseRows, bool kPdl>
+__global__ void __launch_bounds__(kChunkWarps * 32, 4)  // <= 64 registers: 4 CTAs (32 warps) per SM
+    pack_fma_kernel(Source src, int64_t rows, int64_t data_chunks, int64_t row_groups, int64_t data_rows,
+                    int64_t data_row_bytes, int64_t scale_cols, const float* g_in, const uint32_t* amax, float* g_out,
+                    uint8_t* data, uint8_t* scales) {
+  float g = 0.0f;
+  bool have_g = false;
+  const auto get_g = [&]() {
+    if (!have_g) {
+      have_g = true;
+      if constexpr (kDynamicG) {
+        if constexpr (kPdl) pdl_wait_for_prerequisite();
+        g = global_scale_from_amax(*amax);
+        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *g_out = g;
+      } else {
+        g = *g_in;
+      }
+    }
+    return g;
+  };
+  constexpr int kTaskChunks = kTaskGroups * 32;
+  const int lane = threadIdx.x & 31;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTaskChunks;
+  const bool full_task = c0 + kTaskChunks <= data_chunks;  // every chunk of the task is data (canonical shapes)
+  for (int64_t y = blockIdx.y; y < row_groups; y += gridDim.y) {
+    const int64_t r = (kReverseRows ? row_groups - 1 - y : y) * kChunkWarps + (threadIdx.x >> 5);  // < scale_rows
+    if (full_task)
+      pack_task_fma<true>(src, r, c0, lane, rows, data_chunks, data_rows, data_row_bytes, scale_cols, get_g, data,
+                          scales);
+    else
+      pack_task_fma<false>(src, r, c0, lane, rows, data_chunks, data_rows, data_row_bytes, scale_cols, get_g, data,
+                           scales);
+  }
+  if constexpr (kDynamicG) get_g();  // block (0, 0) writes g even when it had no row group
+}
+
+// Main-path variants (Nvfp4RunOptions::variant): "warp_chunks" (session 7: pack_chunks_kernel, then g by
+// global_scale_kernel), "fma" and "fma_rev" (pack_fma_kernel; g computed in the pack), "fma_pdl" (fma with the
+// workspace zeroed by a kernel and the amax and pack kernels launched as programmatic dependents, so each starts
+// while its predecessor drains: hides the launch gaps and tails; dynamic g only, else it runs as "fma"),
+// "fma_pipe" (pack_fma_pipe_kernel: persistent, the next task's loads in flight while quantizing; plain tensors,
+// the fused producers run it as "fma"). Same bytes.
+enum Variant : int { kWarpChunks = 0, kFma = 1, kFmaRev = 2, kFmaPdl = 3, kFmaPipe = 4, kVariantCount = 5 };
+constexpr const char* kVariantNames[kVariantCount] = {"warp_chunks", "fma", "fma_rev", "fma_pdl", "fma_pipe"};
+constexpr int kDefaultVariant = kWarpChunks;  // switch after the H200 run (notes/s8-nvfp4bw-device.sh)
+
+// Launch with the programmatic-stream-serialization attribute when `pdl` (cudaLaunchKernelEx), else plainly.
+template <typename... Params, typename... Args>
+cudaError_t launch(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+template <typename Source>
+cudaError_t launch_pack_fma(bool dynamic, bool reverse, bool pdl, dim3 grid, const Source& src, int64_t rows,
+                            const ref::Nvfp4Layout& l, const Nvfp4GlobalScale& g, const Nvfp4Buffers& out,
+                            cudaStream_t stream) {
+  auto kernel = !dynamic  ? (reverse ? pack_fma_kernel<Source, false, true, false>
+                                     : pack_fma_kernel<Source, false, false, false>)
+                : pdl     ? pack_fma_kernel<Source, true, false, true>
+                : reverse ? pack_fma_kernel<Source, true, true, false>
+                          : pack_fma_kernel<Source, true, false, false>;
+  return launch(pdl && dynamic, kernel, grid, dim3(kChunkWarps * 32), stream, src, rows, 2 * l.blocks,
+                l.scale_rows / kChunkWarps, l.data_rows, l.data_row_bytes, l.scale_cols, static_cast<const float*>(g.g),
+                static_cast<const uint32_t*>(g.amax_workspace), g.g, out.data, out.scales);
 }
 
 // The main path of every producer (cols % 16 == 0, 16-byte aligned rows). `flat`: the source is a plain
 // contiguous tensor, read by the flat amax pass.
 template <typename Source>
 Status run_producer_chunks(const Source& src, const uint16_t* flat, int64_t rows, int64_t cols, const Nvfp4GlobalScale& g,
-                           const Nvfp4Buffers& out, cudaStream_t stream) {
+                           const Nvfp4Buffers& out, const Nvfp4RunOptions& opt, cudaStream_t stream) {
+  const int variant = opt.variant < 0 ? kDefaultVariant : opt.variant;
   const ref::Nvfp4Layout l = ref::nvfp4_layout(rows, cols);
   const int64_t groups_per_row = (2 * l.scale_cols + 31) / 32;
   const int64_t tasks_per_row = (groups_per_row + kTaskGroups - 1) / kTaskGroups;
-  if (g.dynamic) {
-    VORTEX_CUDA_CHECK(cudaMemsetAsync(g.amax_workspace, 0, sizeof(uint32_t), stream));
+  const int64_t tasks = l.scale_rows * tasks_per_row;
+  const bool g_in_pack = variant != kWarpChunks && g.dynamic && tasks > 0;  // the pack kernel writes g
+  // fma_pdl: the amax kernel follows our zeroing kernel and the pack follows the amax kernel as programmatic
+  // dependents (each may start early: reading x then is safe, x's producer finished before the zeroing kernel
+  // started); only with both passes in this call, so a dependent never overlaps a foreign kernel.
+  const bool pdl = variant == kFmaPdl && g.dynamic && opt.amax_pass && opt.pack_pass && rows > 0 && cols > 0;
+  if (g.dynamic && opt.amax_pass) {
+    if (pdl) {
+      zero_word_kernel<<<1, 1, 0, stream>>>(g.amax_workspace);
+      VORTEX_CUDA_LAUNCH_CHECK("nvfp4 zero_word_kernel");
+    } else {
+      VORTEX_CUDA_CHECK(cudaMemsetAsync(g.amax_workspace, 0, sizeof(uint32_t), stream));
+    }
     if (rows > 0 && cols > 0) {
       int device = 0, sms = 0;
       VORTEX_CUDA_CHECK(cudaGetDevice(&device));
@@ -441,25 +791,58 @@ Status run_producer_chunks(const Source& src, const uint16_t* flat, int64_t rows
         const int64_t n16 = rows * cols / 8;
         const int64_t want = (n16 + 256 * kAmaxUnroll - 1) / (256 * kAmaxUnroll);
         const unsigned grid = static_cast<unsigned>(std::min<int64_t>(want, static_cast<int64_t>(sms) * 8));
-        amax_flat_kernel<<<grid, 256, 0, stream>>>(reinterpret_cast<const uint4*>(flat), n16, g.amax_workspace);
+        VORTEX_CUDA_CHECK(launch(pdl, pdl ? amax_flat_kernel<true> : amax_flat_kernel<false>, dim3(grid), dim3(256),
+                                 stream, reinterpret_cast<const uint4*>(flat), n16, g.amax_workspace));
         VORTEX_CUDA_LAUNCH_CHECK("nvfp4 amax_flat_kernel");
       } else {
         const int64_t want = (rows * tasks_per_row + kChunkWarps - 1) / kChunkWarps;
         const unsigned grid = static_cast<unsigned>(std::min<int64_t>(want, static_cast<int64_t>(sms) * 8));
-        amax_chunks_kernel<<<grid, kChunkWarps * 32, 0, stream>>>(src, rows, cols, tasks_per_row, g.amax_workspace);
+        VORTEX_CUDA_CHECK(launch(pdl, pdl ? amax_chunks_kernel<Source, true> : amax_chunks_kernel<Source, false>,
+                                 dim3(grid), dim3(kChunkWarps * 32), stream, src, rows, cols, tasks_per_row,
+                                 g.amax_workspace));
         VORTEX_CUDA_LAUNCH_CHECK("nvfp4 amax_chunks_kernel");
       }
     }
-    global_scale_kernel<<<1, 1, 0, stream>>>(g.amax_workspace, g.g);
-    VORTEX_CUDA_LAUNCH_CHECK("nvfp4 global_scale_kernel");
+    if (!g_in_pack) {
+      global_scale_kernel<<<1, 1, 0, stream>>>(g.amax_workspace, g.g);
+      VORTEX_CUDA_LAUNCH_CHECK("nvfp4 global_scale_kernel");
+    }
   }
-  const int64_t tasks = l.scale_rows * tasks_per_row;
-  if (tasks == 0) return Status::Ok();
-  const int64_t grid = (tasks + kChunkWarps - 1) / kChunkWarps;
-  if (grid > kMaxGridX) return invalid_argument("nvfp4: tensor too large for one launch");
-  pack_chunks_kernel<<<static_cast<unsigned>(grid), kChunkWarps * 32, 0, stream>>>(
-      src, rows, l.blocks, tasks, tasks_per_row, l.data_rows, l.data_row_bytes, l.scale_cols, g.g, out.data, out.scales);
-  VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_chunks_kernel");
+  if (tasks == 0 || !opt.pack_pass) return Status::Ok();
+  if constexpr (!std::is_same_v<Source, ModulatedSourcePacked>) {  // (the caller never pairs those two)
+    if (variant == kWarpChunks) {
+      const int64_t grid = (tasks + kChunkWarps - 1) / kChunkWarps;
+      if (grid > kMaxGridX) return invalid_argument("nvfp4: tensor too large for one launch");
+      pack_chunks_kernel<<<static_cast<unsigned>(grid), kChunkWarps * 32, 0, stream>>>(
+          src, rows, l.blocks, tasks, tasks_per_row, l.data_rows, l.data_row_bytes, l.scale_cols, g.g, out.data,
+          out.scales);
+      VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_chunks_kernel");
+      return Status::Ok();
+    }
+  }
+  // scale_rows is a multiple of 128, so every 8-row group is whole.
+  const int64_t row_groups = l.scale_rows / kChunkWarps;
+  if (tasks_per_row > kMaxGridX) return invalid_argument("nvfp4: rows too long for one launch");
+  // fma_pipe: plain tensors only (the fused sources' loads need more registers than two buffers leave: SwiGLU
+  // spills); the fused producers run it as "fma". One wave: as many CTAs as fit at once, over the task columns.
+  if constexpr (std::is_same_v<Source, PlainSource>) if (variant == kFmaPipe) {
+    auto kernel = g.dynamic ? pack_fma_pipe_kernel<Source, true> : pack_fma_pipe_kernel<Source, false>;
+    int device = 0, sms = 0, per_sm = 0;
+    VORTEX_CUDA_CHECK(cudaGetDevice(&device));
+    VORTEX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    VORTEX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kChunkWarps * 32, 0));
+    const int64_t resident = static_cast<int64_t>(sms) * std::max(per_sm, 1);
+    const int64_t ys = std::clamp<int64_t>((resident + tasks_per_row - 1) / tasks_per_row, 1,
+                                           std::min<int64_t>(row_groups, 65535));
+    const dim3 grid(static_cast<unsigned>(tasks_per_row), static_cast<unsigned>(ys));
+    kernel<<<grid, kChunkWarps * 32, 0, stream>>>(src, rows, 2 * l.blocks, row_groups, l.data_rows, l.data_row_bytes,
+                                                  l.scale_cols, g.g, g.amax_workspace, g.g, out.data, out.scales);
+    VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_fma_pipe_kernel");
+    return Status::Ok();
+  }
+  const dim3 grid(static_cast<unsigned>(tasks_per_row), static_cast<unsigned>(std::min<int64_t>(row_groups, 65535)));
+  VORTEX_CUDA_CHECK(launch_pack_fma(g.dynamic, variant == kFmaRev, pdl, grid, src, rows, l, g, out, stream));
+  VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_fma_kernel");
   return Status::Ok();
 }
 
@@ -548,26 +931,83 @@ __global__ void div_mul_e2m1_check_kernel(const uint32_t* binade, uint64_t seed,
   for (uint64_t i = first; i < (uint64_t{1} << 32); i += stride) {
     const float x = __uint_as_float(static_cast<uint32_t>(i));
     const uint32_t want = __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest) & 0xFu;
-    if (e2m1_code(x) != want || e2m1_code_arith(x) != want) record(&counters[4], &counters[5], i);
+    bool bad = e2m1_code(x) != want || e2m1_code_arith(x) != want;
+    if (fabsf(x) < 7.0f) {  // the FP32-pipe encoder's domain (false for NaN), both magic offsets
+      const uint32_t sign = (static_cast<uint32_t>(i) >> 28) & 0x8u;
+      bad = bad || (sign | (e2m1_code_fma(x, kMagicLo) - 0x4B000000u)) != want ||
+            (sign | (e2m1_code_fma(x, kMagicHi) - 0x4B500000u)) != want;
+    }
+    if (bad) record(&counters[4], &counters[5], i);
   }
+  // E4M3 scale decoders on all 256 codes (input field 2^32 + code).
+  if (first < 256 && !same_result(__float_as_uint(e4m3_value(static_cast<uint8_t>(first))),
+                                  __float_as_uint(e4m3_value_cvt(static_cast<uint8_t>(first)))))
+    record(&counters[4], &counters[5], (uint64_t{1} << 32) + first);
+  // Packed words: encode8_fast == encode8_exact wherever the pack kernel takes the fast branch, on random chunks
+  // of bf16 with exponents 2^-7 .. 2^2 and e from 0.5 to 1 times 7 / max|x| (input field 2^33 + pair index).
+  for (uint64_t i = first; i < pairs; i += stride) {
+    const Philox4x32 w = philox_block(seed ^ 0x5EED5EEDull, i), m = philox_block(seed ^ 0xE2E2E2E2ull, i);
+    uint32_t q[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // two bf16 per word: sign, exponent 120 + (0..9), 7 mantissa bits
+      const uint32_t lo = (w.v[k] & 0x807Fu) | ((120u + (w.v[k] >> 16) % 10u) << 7);
+      const uint32_t hi = ((m.v[k] & 0x807Fu) | ((120u + (m.v[k] >> 16) % 10u) << 7)) << 16;
+      q[k] = hi | lo;
+    }
+    const uint4 v = make_uint4(q[0], q[1], q[2], q[3]);
+    float a = 0.0f;
+    for (int k = 0; k < 4; ++k)
+      a = fmaxf(a, fmaxf(fabsf(__uint_as_float(q[k] << 16)), fabsf(__uint_as_float(q[k] & 0xFFFF0000u))));
+    const float e = __fdiv_rn(7.0f, a) * (0.5f + 0.5f * static_cast<float>(w.v[0] & 0xFFFFu) * 0x1p-16f);
+    if (e > 0.0f && mul_ftz(e, a) < 7.0f && encode8_fast(v, e) != encode8_exact(v, e))
+      record(&counters[4], &counters[5], (uint64_t{1} << 33) + i);
+  }
+}
+
+Status check_variant(const Nvfp4RunOptions& opt, const char* op) {
+  if (opt.variant < -1 || opt.variant >= kVariantCount)
+    return invalid_argument(std::string(op) + ": no kernel variant " + std::to_string(opt.variant) + " (there are " +
+                            std::to_string(static_cast<int>(kVariantCount)) + "; -1 = default)");
+  return Status::Ok();
 }
 
 }  // namespace
 
+int nvfp4_variant_count() { return kVariantCount; }
+const char* nvfp4_variant_name(int variant) {
+  return variant >= 0 && variant < kVariantCount ? kVariantNames[variant] : "?";
+}
+int nvfp4_default_variant() { return kDefaultVariant; }
+
 Status nvfp4_quantize(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, const Nvfp4GlobalScale& g,
                       const Nvfp4Buffers& out, cudaStream_t stream) {
+  return nvfp4_quantize(x, rows, cols, ld, g, out, stream, Nvfp4RunOptions{});
+}
+
+Status nvfp4_quantize(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, const Nvfp4GlobalScale& g,
+                      const Nvfp4Buffers& out, cudaStream_t stream, const Nvfp4RunOptions& opt) {
   VORTEX_RETURN_IF_ERROR(check_common(rows, cols, ld, g, out, "nvfp4_quantize"));
+  VORTEX_RETURN_IF_ERROR(check_variant(opt, "nvfp4_quantize"));
   if (x == nullptr && rows > 0 && cols > 0) return invalid_argument("nvfp4_quantize: x is null");
   const PlainSource src{x, ld};
   if (cols % 16 == 0 && ld % 8 == 0 && aligned16(x))
-    return run_producer_chunks(src, ld == cols ? x : nullptr, rows, cols, g, out, stream);
-  return run_producer(src, rows, cols, g, out, stream);
+    return run_producer_chunks(src, ld == cols ? x : nullptr, rows, cols, g, out, opt, stream);
+  return run_producer(src, rows, cols, g, out, opt, stream);
 }
 
 Status nvfp4_quantize_modulated(const uint16_t* n, int64_t rows, int64_t cols, int64_t ld, const uint16_t* table,
                                 int64_t table_ld, int shift_chunk, int scale_chunk, const DeviceRowMap& map,
                                 const Nvfp4GlobalScale& g, const Nvfp4Buffers& out, cudaStream_t stream) {
+  return nvfp4_quantize_modulated(n, rows, cols, ld, table, table_ld, shift_chunk, scale_chunk, map, g, out, stream,
+                                  Nvfp4RunOptions{});
+}
+
+Status nvfp4_quantize_modulated(const uint16_t* n, int64_t rows, int64_t cols, int64_t ld, const uint16_t* table,
+                                int64_t table_ld, int shift_chunk, int scale_chunk, const DeviceRowMap& map,
+                                const Nvfp4GlobalScale& g, const Nvfp4Buffers& out, cudaStream_t stream,
+                                const Nvfp4RunOptions& opt) {
   VORTEX_RETURN_IF_ERROR(check_common(rows, cols, ld, g, out, "nvfp4_quantize_modulated"));
+  VORTEX_RETURN_IF_ERROR(check_variant(opt, "nvfp4_quantize_modulated"));
   if (n == nullptr || table == nullptr) return invalid_argument("nvfp4_quantize_modulated: n or table is null");
   const int64_t chunks = cols > 0 ? table_ld / cols : 0;
   if (shift_chunk < 0 || scale_chunk < 0 || shift_chunk >= chunks || scale_chunk >= chunks)
@@ -578,20 +1018,30 @@ Status nvfp4_quantize_modulated(const uint16_t* n, int64_t rows, int64_t cols, i
     return invalid_argument("nvfp4_quantize_modulated: segment map covers " + std::to_string(map.rows) +
                             " rows, tensor has " + std::to_string(rows));
   const ModulatedSource src{n, ld, table, table_ld, shift_chunk * cols, scale_chunk * cols, map.table_row};
-  if (cols % 16 == 0 && ld % 8 == 0 && table_ld % 8 == 0 && aligned16(n) && aligned16(table))
-    return run_producer_chunks(src, nullptr, rows, cols, g, out, stream);
-  return run_producer(src, rows, cols, g, out, stream);
+  if (cols % 16 == 0 && ld % 8 == 0 && table_ld % 8 == 0 && aligned16(n) && aligned16(table)) {
+    if ((opt.variant < 0 ? kDefaultVariant : opt.variant) == kWarpChunks)
+      return run_producer_chunks(src, nullptr, rows, cols, g, out, opt, stream);
+    return run_producer_chunks(ModulatedSourcePacked{src}, nullptr, rows, cols, g, out, opt, stream);
+  }
+  return run_producer(src, rows, cols, g, out, opt, stream);
 }
 
 Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t ld, const uint16_t* silu_table,
                              const Nvfp4GlobalScale& g, const Nvfp4Buffers& out, cudaStream_t stream) {
+  return nvfp4_quantize_swiglu(u, rows, f, ld, silu_table, g, out, stream, Nvfp4RunOptions{});
+}
+
+Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t ld, const uint16_t* silu_table,
+                             const Nvfp4GlobalScale& g, const Nvfp4Buffers& out, cudaStream_t stream,
+                             const Nvfp4RunOptions& opt) {
+  VORTEX_RETURN_IF_ERROR(check_variant(opt, "nvfp4_quantize_swiglu"));
   if (ld < 2 * f) return invalid_argument("nvfp4_quantize_swiglu: row stride " + std::to_string(ld) +
                                           " smaller than the FC1 width 2F = " + std::to_string(2 * f));
   VORTEX_RETURN_IF_ERROR(check_common(rows, f, ld, g, out, "nvfp4_quantize_swiglu"));
   if (u == nullptr || silu_table == nullptr) return invalid_argument("nvfp4_quantize_swiglu: u or the SiLU table is null");
   const SwigluSource src{u, ld, f, silu_table};
-  if (f % 16 == 0 && ld % 8 == 0 && aligned16(u)) return run_producer_chunks(src, nullptr, rows, f, g, out, stream);
-  return run_producer(src, rows, f, g, out, stream);
+  if (f % 16 == 0 && ld % 8 == 0 && aligned16(u)) return run_producer_chunks(src, nullptr, rows, f, g, out, opt, stream);
+  return run_producer(src, rows, f, g, out, opt, stream);
 }
 
 Status nvfp4_probe_rcp_binade(uint32_t* out, cudaStream_t stream) {

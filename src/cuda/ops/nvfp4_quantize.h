@@ -49,6 +49,28 @@ Status nvfp4_quantize_modulated(const uint16_t* n, int64_t rows, int64_t cols, i
 Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t ld, const uint16_t* silu_table,
                              const Nvfp4GlobalScale& g, const Nvfp4Buffers& out, cudaStream_t stream);
 
+// ---- main-path kernel variants (benchmarks and tests) -----------------------------------------------
+// The main path (cols % 16 == 0, 16-byte aligned rows) has kernel variants that write the same bytes; the entry
+// points above run the default one. Variant i < nvfp4_variant_count() is named nvfp4_variant_name(i).
+struct Nvfp4RunOptions {
+  int variant = -1;        // -1: nvfp4_default_variant(); ignored by the element-wise path (ragged / unaligned K)
+  bool amax_pass = true;   // dynamic g: zero the workspace and reduce amax into it
+  bool pack_pass = true;   // the packing kernel (dynamic g: reads the workspace as the amax pass left it)
+  // Timing one pass alone (bench): g.g is final only when both passes run (some variants write g in the pack).
+};
+int nvfp4_variant_count();
+const char* nvfp4_variant_name(int variant);  // "?" outside [0, count)
+int nvfp4_default_variant();
+Status nvfp4_quantize(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld, const Nvfp4GlobalScale& g,
+                      const Nvfp4Buffers& out, cudaStream_t stream, const Nvfp4RunOptions& options);
+Status nvfp4_quantize_modulated(const uint16_t* n, int64_t rows, int64_t cols, int64_t ld, const uint16_t* table,
+                                int64_t table_ld, int shift_chunk, int scale_chunk, const DeviceRowMap& map,
+                                const Nvfp4GlobalScale& g, const Nvfp4Buffers& out, cudaStream_t stream,
+                                const Nvfp4RunOptions& options);
+Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t ld, const uint16_t* silu_table,
+                             const Nvfp4GlobalScale& g, const Nvfp4Buffers& out, cudaStream_t stream,
+                             const Nvfp4RunOptions& options);
+
 // ---- instruction probes (tests and tools/approx_probe.cu) ---------------------------------------------
 // out[m] = bits of rcp.approx.ftz.f32(1 + m * 2^-23), m < 2^23.
 Status nvfp4_probe_rcp_binade(uint32_t* out, cudaStream_t stream);
@@ -57,10 +79,13 @@ Status nvfp4_probe_rcp_binade(uint32_t* out, cudaStream_t stream);
 Status nvfp4_check_rcp_model(const uint32_t* binade, unsigned long long* counters, cudaStream_t stream);
 // div.approx.ftz.f32(a, b) vs mul_ftz model(a, rcp model(b)) on `pairs` Philox pairs (seed) plus edge
 // patterns; mul.rn.ftz.f32 vs the ref::mul_ftz model (flush inputs; tiny after 24-bit rounding -> signed zero)
-// on pairs whose products straddle FLT_MIN; both device E2M1 encoders (comparison table and arithmetic) vs
-// cuda_fp4.h's __nv_cvt_float_to_fp4 for all 2^32 inputs. counters (device u64 [6]): div mismatches, one div
-// pair index + 1, mul mismatches, one mul pair index + 1, e2m1 mismatches, one e2m1 input + 1 (the index/input
-// fields are 0 when there is no mismatch).
+// on pairs whose products straddle FLT_MIN; the device E2M1 encoders (comparison table and arithmetic on all
+// 2^32 inputs, the FP32-pipe encoder of the "fma" variants on every non-NaN |v| < 7: its domain) vs cuda_fp4.h's
+// __nv_cvt_float_to_fp4, both device E4M3 scale decoders on all 256 codes, and the fast packed-word encoder vs
+// the exact one on `pairs` random in-domain chunks (counted with the e2m1 checks; their input field is then
+// 2^32 + code or 2^33 + chunk index). counters (device u64 [6]): div mismatches, one div pair index + 1,
+// mul mismatches, one mul pair index + 1, e2m1 mismatches, one e2m1 input + 1 (the index/input fields are 0
+// when there is no mismatch).
 Status nvfp4_check_div_mul_e2m1(const uint32_t* binade, uint64_t seed, uint64_t pairs, unsigned long long* counters,
                                 cudaStream_t stream);
 

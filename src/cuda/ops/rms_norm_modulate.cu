@@ -1,11 +1,19 @@
-// rms_norm_modulate: the fused Component 1 kernel: RMSNorm (NUMERICS.md step 1) and the segment
-// modulation (step 2) in one pass over the row, no BF16 intermediate in HBM. Each element goes
-// through exactly the roundings of rms_norm followed by modulate, so the result is E0 against the
-// two kernels and the CPU reference (tests/cuda/ops_test.cpp "fused vs unfused"). Fast path: one warp
-// per row, row in registers (row_kernels.cuh), packed bf16x2 roundings; wide/unaligned rows: block path.
-// Slower on H200 (this: 0.267 ms): reread 0.292, warp_row_batched 0.283, cp.async ring2 0.390 / ring3 0.451 ms (benchmarks/2026-11-29-h200-s7-bw/ops_bench.log).
+// rms_norm_modulate: the fused Component 1 kernel: RMSNorm (NUMERICS.md step 1) and the segment modulation (step 2)
+// in one pass over the row, each element through exactly the roundings of rms_norm then modulate: E0 against the two
+// kernels and the CPU reference (tests/cuda/ops_test.cpp, every variant). Rows <= 6144 bf16, 16-byte aligned: row in
+// registers, one warp per row; variants (bench_ops.h): warp_row (default, H200 0.267 ms) and persistent kernels with
+// the weight, R(1 + scale) and shift staged in shared memory (+ next-row prefetch, native bf16x2, FP64 widening
+// without F2F). Wide/unaligned rows: block per row. Slower on H200: reread, batched stores, cp.async rings (s7).
 #include "cuda/ops/ops_internal.h"
 #include "cuda/ops/row_kernels.cuh"
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <mutex>
+#include <type_traits>
+
+#include "cuda/ops/bench_ops.h"
 
 namespace vortex::cuda_ops {
 namespace {
@@ -91,6 +99,280 @@ Status launch_rms_norm_modulate_warp(const RowView& x, const uint16_t* w, const 
   return Status::Ok();
 }
 
+// ---- Persistent shared-memory-table kernels (variants smem*) ----------------------------------------
+// Grid: ~2 CTAs per SM, CTA b owns the contiguous rows [rows * b / G, rows * (b + 1) / G), its warps take rows
+// r0 + warp, r0 + warp + kTableWarps, ... At start the CTA picks up to `slots` distinct table rows of its range
+// (first appearance; rows of one segment are contiguous, so a CTA usually sees one or two) and stages the
+// weight and, per picked table row, t = R(1 + scale) and shift in shared memory. Rows whose table row was not
+// picked read scale/shift from global memory (correct for ANY row map, only slower).
+constexpr int kTableWarps = 8;      // warps (rows in flight) per CTA
+// CTAs per SM the register budget is sized for: 2 (<= 128 registers) up to 21 chunks per lane (D = 5376); the
+// 24-chunk rows spill at 128, so they get 1. ptxas (CUDA 13.0, sm_90a), every smem variant, 0 spills: 4 chunks 94-96,
+// 8: 121-122, 16: 122, 21: 128, 24: 241-244 registers (warp_row: 56 / 72 / 134 / 150 / 180).
+constexpr int table_min_blocks(int chunks) { return chunks <= 21 ? 2 : 1; }
+constexpr int kMaxTableSlots = 3;   // staged table rows per CTA (H3: text / audio / video)
+constexpr int kTableMetaBytes = 32; // int meta[8]: [0..2] picked table rows, [3] count, [4] pick scratch
+
+inline size_t table_smem_bytes(int64_t nchunks, int slots) {
+  const size_t per_row = 16u * static_cast<size_t>(nchunks);  // one [cols] bf16 vector
+  return static_cast<size_t>(kTableMetaBytes) + per_row * (1u + 2u * static_cast<size_t>(slots));
+}
+
+// t = R(1 + scale) of a packed bf16 pair (the rounding modulate_value does).
+__device__ __forceinline__ uint32_t one_plus_bf16x2(uint32_t s) {
+  return f32x2_to_bf16x2(__fadd_rn(1.0f, bf16_lo(s)), __fadd_rn(1.0f, bf16_hi(s)));
+}
+__device__ __forceinline__ uint4 one_plus_chunk(const uint4& s) {
+  return make_uint4(one_plus_bf16x2(s.x), one_plus_bf16x2(s.y), one_plus_bf16x2(s.z), one_plus_bf16x2(s.w));
+}
+// Native bf16x2 arithmetic: mul.rn / add.rn round the EXACT result once to BF16, subnormals kept. For BF16
+// operands this equals R(fp32 op): the product of two BF16 values is exact in FP32 except in FP32's subnormal
+// range (where both paths give the same BF16: the FP32 rounding step 2^-149 cannot create a BF16 tie), and a
+// sum rounded to FP32 (24 bits >= 2 * 8 + 2) then to BF16 equals the sum rounded once (double rounding is
+// innocuous at that margin; a host emulation agreed on 97.5M random BF16 pairs, subnormal and overflow ranges
+// included). NaN results: the tests decide (every variant runs the inf/NaN cases).
+__device__ __forceinline__ uint32_t bf16x2_mul_rn(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+__device__ __forceinline__ uint32_t bf16x2_add_rn(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// One 16-byte output chunk: n = R(fp32(fp32(x * r) * w)), p = R(n * t), o = R(p + shift); t = R(1 + scale) given.
+template <bool kNativeBf16>
+__device__ __forceinline__ uint4 norm_modulate_chunk(const uint4& xv, const uint4& wv, const uint4& tv, const uint4& hv,
+                                                     float rinv) {
+  uint4 o;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t xw = word(xv, k), ww = word(wv, k), tw = word(tv, k), hw = word(hv, k);
+    const uint32_t n = f32x2_to_bf16x2(__fmul_rn(__fmul_rn(bf16_lo(xw), rinv), bf16_lo(ww)),
+                                       __fmul_rn(__fmul_rn(bf16_hi(xw), rinv), bf16_hi(ww)));
+    if constexpr (kNativeBf16) {
+      set_word(o, k, bf16x2_add_rn(bf16x2_mul_rn(n, tw), hw));
+    } else {
+      const uint32_t p = f32x2_to_bf16x2(__fmul_rn(bf16_lo(n), bf16_lo(tw)), __fmul_rn(bf16_hi(n), bf16_hi(tw)));
+      set_word(o, k, f32x2_to_bf16x2(__fadd_rn(bf16_lo(p), bf16_lo(hw)), __fadd_rn(bf16_hi(p), bf16_hi(hw))));
+    }
+  }
+  return o;
+}
+
+// Write phase of one row held in xr. kStaged: t and shift from shared memory (st, sh), else from the global table
+// row (gscale, gshift; t rounded here). kPrefetch: chunk m of the next row (xnext, when `more`) is loaded into
+// xr.chunk[m] as soon as chunk m of this row is consumed, so the next row streams in during this write phase.
+template <int kChunks, bool kStaged, bool kPrefetch, bool kNativeBf16>
+__device__ __forceinline__ void table_write_row(RegRow<kChunks>& xr, float rinv, const uint4* sw, const uint4* st,
+                                                const uint4* sh, const uint16_t* __restrict__ gscale,
+                                                const uint16_t* __restrict__ gshift, uint16_t* orow,
+                                                const uint16_t* xnext, bool more, int nchunks, int lane) {
+#pragma unroll
+  for (int m = 0; m < kChunks; ++m) {
+    const int c = lane + 32 * m;
+    if (c >= nchunks) break;
+    const int64_t e = 8 * static_cast<int64_t>(c);
+    const uint4 wv = sw[c];
+    uint4 tv, hv;
+    if constexpr (kStaged) {
+      tv = st[c];
+      hv = sh[c];
+    } else {
+      tv = one_plus_chunk(*reinterpret_cast<const uint4*>(gscale + e));
+      hv = *reinterpret_cast<const uint4*>(gshift + e);
+    }
+    const uint4 o = norm_modulate_chunk<kNativeBf16>(xr.chunk[m], wv, tv, hv, rinv);
+    if constexpr (kPrefetch) {
+      if (more) xr.chunk[m] = *reinterpret_cast<const uint4*>(xnext + e);
+    }
+    *reinterpret_cast<uint4*>(orow + e) = o;
+  }
+}
+
+template <int kChunks, bool kPrefetch, bool kNativeBf16, bool kIntWiden>
+__global__ void __launch_bounds__(kTableWarps * 32, table_min_blocks(kChunks))
+    rms_norm_modulate_table_kernel(const uint16_t* x, int64_t ldx, const uint16_t* __restrict__ weight,
+                                   const uint16_t* __restrict__ table, int64_t ldt, const int32_t* __restrict__ row_map,
+                                   uint16_t* out, int64_t ldo, int64_t rows, int cols, float eps, int64_t shift_col,
+                                   int64_t scale_col, int max_slots) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  int* meta = reinterpret_cast<int*>(smem);                      // [8] see kTableMetaBytes
+  uint4* sw = reinterpret_cast<uint4*>(smem + kTableMetaBytes);  // [nchunks] weight, then per slot t, shift
+  const int nchunks = cols / 8;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t r0 = rows * blockIdx.x / gridDim.x, r1 = rows * (blockIdx.x + 1) / gridDim.x;
+  int64_t r = r0 + warp;
+  RegRow<kChunks> xr;  // [cols] bf16 of row r, chunk-distributed over the warp; in flight during the staging
+  if (r < r1) load_reg_row<kChunks>(x + r * ldx, nchunks, lane, xr);
+  int tr = r < r1 ? row_map[r] : -1;
+
+  // Pick up to max_slots distinct table rows of [r0, r1), in order of first appearance.
+  if (threadIdx.x < 8) meta[threadIdx.x] = threadIdx.x == 3 ? 0 : -1;
+  for (int64_t base = r0; base < r1; base += blockDim.x) {
+    const int64_t rr = base + threadIdx.x;
+    const int v = rr < r1 ? row_map[rr] : -1;
+    bool full = false;
+    for (int s = 0; s < max_slots; ++s) {
+      __syncthreads();  // meta stable; previous readers of meta[4] done
+      if (threadIdx.x == 0) meta[4] = INT_MAX;
+      const int n = meta[3];
+      __syncthreads();
+      if (n >= max_slots) {
+        full = true;
+        break;
+      }
+      bool fresh = v >= 0;
+      for (int q = 0; q < n; ++q) fresh = fresh && v != meta[q];
+      if (fresh) atomicMin(&meta[4], static_cast<int>(threadIdx.x));
+      __syncthreads();
+      const int pick = meta[4];
+      if (pick == INT_MAX) break;  // every row of this piece has a slot
+      if (static_cast<int>(threadIdx.x) == pick) {
+        meta[n] = v;
+        meta[3] = n + 1;
+      }
+    }
+    if (full) break;
+  }
+  __syncthreads();
+  const int nslots = meta[3];
+  const int tag0 = meta[0], tag1 = meta[1], tag2 = meta[2];
+
+  // Stage the weight and t = R(1 + scale), shift of each picked table row.
+  for (int c = threadIdx.x; c < nchunks; c += blockDim.x)
+    sw[c] = *reinterpret_cast<const uint4*>(weight + 8 * static_cast<int64_t>(c));
+  for (int s = 0; s < nslots; ++s) {
+    const uint16_t* trow = table + static_cast<int64_t>(meta[s]) * ldt;
+    uint4* st = sw + static_cast<int64_t>(nchunks) * (1 + 2 * s);
+    uint4* sh = st + nchunks;
+#pragma unroll 2
+    for (int c = threadIdx.x; c < nchunks; c += blockDim.x) {
+      const int64_t e = 8 * static_cast<int64_t>(c);
+      const uint4 sc = *reinterpret_cast<const uint4*>(trow + scale_col + e);
+      const uint4 hv = *reinterpret_cast<const uint4*>(trow + shift_col + e);
+      st[c] = one_plus_chunk(sc);
+      sh[c] = hv;
+    }
+  }
+  __syncthreads();
+
+  for (; r < r1; r += kTableWarps) {
+    const double ss = kIntWiden ? warp_row_canonical_sum_squares_intcvt<kChunks>(xr)
+                                : warp_row_canonical_sum_squares<kChunks>(xr);
+    const float rinv = inverse_rms(ss, cols, eps);
+    const int slot = (nslots > 0 && tr == tag0)   ? 0
+                     : (nslots > 1 && tr == tag1) ? 1
+                     : (nslots > 2 && tr == tag2) ? 2
+                                                  : -1;  // -1: not staged, global fallback
+    const int64_t rn = r + kTableWarps;
+    const bool more = rn < r1;
+    const uint16_t* xnext = x + (more ? rn : r) * ldx;
+    const uint16_t* trow = table + static_cast<int64_t>(tr) * ldt;  // used only when the row's table row is not staged
+    const int tr_next = more ? row_map[rn] : -1;
+    uint16_t* orow = out + r * ldo;
+    if (slot >= 0) {
+      const uint4* st = sw + static_cast<int64_t>(nchunks) * (1 + 2 * slot);
+      table_write_row<kChunks, true, kPrefetch, kNativeBf16>(xr, rinv, sw, st, st + nchunks, nullptr, nullptr, orow,
+                                                             xnext, more, nchunks, lane);
+    } else {
+      table_write_row<kChunks, false, kPrefetch, kNativeBf16>(xr, rinv, sw, nullptr, nullptr, trow + scale_col,
+                                                              trow + shift_col, orow, xnext, more, nchunks, lane);
+    }
+    if (!kPrefetch && more) load_reg_row<kChunks>(xnext, nchunks, lane, xr);
+    tr = tr_next;
+  }
+}
+
+// Per-instantiation launch facts (SMs, resident CTAs at this shared memory), queried once per device and size.
+struct TableLaunchInfo {
+  int device = -1;
+  size_t smem = 0;
+  int sms = 0, per_sm = 0;  // per_sm 0: cannot run (shared memory above the opt-in limit)
+};
+
+// Launches the table kernel; *launched = false when it cannot run here (no resident CTA with this shared memory).
+template <int kChunks, bool kPrefetch, bool kNativeBf16, bool kIntWiden>
+Status launch_rms_norm_modulate_table(const RowView& x, const uint16_t* w, const RowView& table,
+                                      const DeviceRowMap& map, int shift_chunk, int scale_chunk, const RowView& out,
+                                      float eps, cudaStream_t stream, bool* launched) {
+  *launched = false;
+  auto kernel = rms_norm_modulate_table_kernel<kChunks, kPrefetch, kNativeBf16, kIntWiden>;
+  const int slots = static_cast<int>(std::min<int64_t>(kMaxTableSlots, table.rows));
+  const size_t smem = table_smem_bytes(x.cols / 8, slots);
+  static std::mutex mu;
+  static TableLaunchInfo cached;
+  TableLaunchInfo info;
+  int device = 0;
+  VORTEX_CUDA_CHECK(cudaGetDevice(&device));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    info = cached;
+  }
+  if (info.device != device || info.smem != smem) {
+    info = TableLaunchInfo{device, smem, 0, 0};
+    int optin = 0;
+    VORTEX_CUDA_CHECK(cudaDeviceGetAttribute(&info.sms, cudaDevAttrMultiProcessorCount, device));
+    VORTEX_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (smem <= static_cast<size_t>(optin)) {
+      VORTEX_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      VORTEX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info.per_sm, kernel, kTableWarps * 32, smem));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    cached = info;
+  }
+  if (info.per_sm < 1) return Status::Ok();
+  const int64_t blocks =
+      std::min<int64_t>(static_cast<int64_t>(info.sms) * info.per_sm, (x.rows + kTableWarps - 1) / kTableWarps);
+  kernel<<<static_cast<unsigned>(blocks), kTableWarps * 32, smem, stream>>>(
+      static_cast<const uint16_t*>(x.ptr), x.ld, w, static_cast<const uint16_t*>(table.ptr), table.ld, map.table_row,
+      static_cast<uint16_t*>(out.ptr), out.ld, x.rows, static_cast<int>(x.cols), eps, shift_chunk * x.cols,
+      scale_chunk * x.cols, slots);
+  VORTEX_CUDA_LAUNCH_CHECK("rms_norm_modulate_table_kernel");
+  *launched = true;
+  return Status::Ok();
+}
+
+std::atomic<int> g_variant{static_cast<int>(RmsNormModulateVariant::kWarpRow)};
+
+// The register-row path of the selected variant (warp_row when a table kernel cannot run here).
+template <int kChunks>
+Status launch_rms_norm_modulate_reg(const RowView& x, const uint16_t* w, const RowView& table, const DeviceRowMap& map,
+                                    int shift_chunk, int scale_chunk, const RowView& out, float eps,
+                                    cudaStream_t stream) {
+  bool launched = false;
+  auto table_kernel = [&](auto prefetch, auto native_bf16, auto int_widen) -> Status {
+    return launch_rms_norm_modulate_table<kChunks, decltype(prefetch)::value, decltype(native_bf16)::value,
+                                          decltype(int_widen)::value>(x, w, table, map, shift_chunk, scale_chunk, out,
+                                                                       eps, stream, &launched);
+  };
+  using Off = std::false_type;
+  using On = std::true_type;
+  switch (static_cast<RmsNormModulateVariant>(g_variant.load(std::memory_order_relaxed))) {
+    case RmsNormModulateVariant::kWarpRow: break;
+    case RmsNormModulateVariant::kSmemTables:
+      VORTEX_RETURN_IF_ERROR(table_kernel(Off{}, Off{}, Off{}));
+      break;
+    case RmsNormModulateVariant::kSmemTablesPrefetch:
+      VORTEX_RETURN_IF_ERROR(table_kernel(On{}, Off{}, Off{}));
+      break;
+    case RmsNormModulateVariant::kSmemTablesBf16x2:
+      VORTEX_RETURN_IF_ERROR(table_kernel(Off{}, On{}, Off{}));
+      break;
+    case RmsNormModulateVariant::kSmemTablesPrefetchBf16x2:
+      VORTEX_RETURN_IF_ERROR(table_kernel(On{}, On{}, Off{}));
+      break;
+    case RmsNormModulateVariant::kSmemTablesPrefetchBf16x2IntWiden:
+      VORTEX_RETURN_IF_ERROR(table_kernel(On{}, On{}, On{}));
+      break;
+  }
+  if (launched) return Status::Ok();
+  return launch_rms_norm_modulate_warp<kChunks>(x, w, table, map, shift_chunk, scale_chunk, out, eps, stream);
+}
+
 template <int kV>
 Status launch_rms_norm_modulate(const RowView& x, const uint16_t* w, const RowView& table, const DeviceRowMap& map,
                                 int shift_chunk, int scale_chunk, const RowView& out, float eps, cudaStream_t stream) {
@@ -122,17 +404,31 @@ Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const
   const auto* wp = static_cast<const uint16_t*>(w);
   if (vector_ok({&xv, &ov, &wv, &tv})) {
     switch (reg_row_chunks(xv.cols)) {
-      case 4: return launch_rms_norm_modulate_warp<4>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
-      case 8: return launch_rms_norm_modulate_warp<8>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
-      case 16: return launch_rms_norm_modulate_warp<16>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
-      case 21: return launch_rms_norm_modulate_warp<21>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 4: return launch_rms_norm_modulate_reg<4>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 8: return launch_rms_norm_modulate_reg<8>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 16: return launch_rms_norm_modulate_reg<16>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 21: return launch_rms_norm_modulate_reg<21>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
       case kMaxRegChunks:
-        return launch_rms_norm_modulate_warp<kMaxRegChunks>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+        return launch_rms_norm_modulate_reg<kMaxRegChunks>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
       default: break;  // wider rows: block-per-row path below
     }
     return launch_rms_norm_modulate<kVec>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
   }
   return launch_rms_norm_modulate<1>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
 }
+
+const char* rms_norm_modulate_variant_name(RmsNormModulateVariant v) {
+  switch (v) {
+    case RmsNormModulateVariant::kWarpRow: return "warp_row";
+    case RmsNormModulateVariant::kSmemTables: return "smem";
+    case RmsNormModulateVariant::kSmemTablesPrefetch: return "smem_prefetch";
+    case RmsNormModulateVariant::kSmemTablesBf16x2: return "smem_bf16x2";
+    case RmsNormModulateVariant::kSmemTablesPrefetchBf16x2: return "smem_prefetch_bf16x2";
+    case RmsNormModulateVariant::kSmemTablesPrefetchBf16x2IntWiden: return "smem_prefetch_bf16x2_intcvt";
+  }
+  return "?";
+}
+void set_rms_norm_modulate_variant(RmsNormModulateVariant v) { g_variant.store(static_cast<int>(v)); }
+RmsNormModulateVariant rms_norm_modulate_variant() { return static_cast<RmsNormModulateVariant>(g_variant.load()); }
 
 }  // namespace vortex::cuda_ops
