@@ -1,11 +1,12 @@
 // nvfp4_bench: times the NVFP4 producers at the canonical shape (S = 37,810): (b) plain quantize at K = 5376 and
 // 14336, (c) modulation -> NVFP4 at D = 5376 vs the unfused path (modulate kernel + quantize), (d) SwiGLU -> NVFP4
-// from the [S, 28672] FC1 output vs the unfused path (swiglu kernel + quantize), for every main-path kernel variant
-// (cuda_ops::nvfp4_variant_name) in the same run. Per row: the median of --reps CUDA-event timings after warm-up,
-// GB/s on bytes read + written (both passes: the input is read twice) and the fraction of 4.18 TB/s, then each pass
-// alone with its own bytes (amax: the input read; pack: input read + NVFP4 written), the unfused/fused ratio, and
-// the check column: the variant's bytes (data, scales, g) == the first variant's on the same input. Inputs: device
-// Philox fills. Usage: nvfp4_bench [--rows 37810] [--reps 20] [--evidence-dir DIR] (appends DIR/nvfp4_bench.jsonl).
+// from the [S, 28672] FC1 output vs the unfused path (swiglu kernel + quantize), for both main-path kernel variants
+// (variant 0 "warp_chunks" = the session-7 baseline, then the default "fma_rev") in the same run. Per row: the
+// median of --reps CUDA-event timings after warm-up, GB/s on bytes read + written (both passes: the input is read
+// twice) and the fraction of 4.18 TB/s, each pass alone with its own bytes (amax: the input read; pack: input read
+// + NVFP4 written), the unfused/fused ratio, the speedup over the baseline, and the check column: bytes (data,
+// scales, g) == the baseline's on the same input. Inputs: device Philox fills.
+// Usage: nvfp4_bench [--rows 37810] [--reps 20] [--evidence-dir DIR] (appends DIR/nvfp4_bench.jsonl).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -144,6 +145,7 @@ int main(int argc, char** argv) {
     std::string name;
     double ms, bytes, amax_ms, amax_bytes, pack_ms, pack_bytes, unfused_ms;
     std::string check;
+    double baseline_ms = 0;  // variant 0's full run, for the speedup column (0: this is the baseline)
   };
   std::vector<Row> rowsout;
   // One case: run(options) launches the producer; unfused(options) the materialize-then-quantize path (or null).
@@ -151,6 +153,7 @@ int main(int argc, char** argv) {
   auto bench_case = [&](const std::string& name, const ref::Nvfp4Layout& l, double in_bytes, const Run& run,
                         const Run& unfused) {
     Output first;
+    double first_ms = 0;
     for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
       cuda_ops::Nvfp4RunOptions full, amax_only, pack_only;
       full.variant = amax_only.variant = pack_only.variant = v;
@@ -175,6 +178,8 @@ int main(int argc, char** argv) {
       r.amax_ms = time_ms([&] { return run(amax_only); }, reps);
       r.pack_ms = time_ms([&] { return run(pack_only); }, reps);  // reads the amax word the full runs left
       if (unfused) r.unfused_ms = time_ms([&] { return unfused(full); }, reps);
+      if (v == 0) first_ms = r.ms;
+      else r.baseline_ms = first_ms;
       rowsout.push_back(r);
     }
   };
@@ -215,13 +220,14 @@ int main(int argc, char** argv) {
                 r.name.c_str(), r.ms, gbs(r.bytes, r.ms), 100.0 * gbs(r.bytes, r.ms) * 1e9 / kPeakBytesPerSecond,
                 r.amax_ms, gbs(r.amax_bytes, r.amax_ms), r.pack_ms, gbs(r.pack_bytes, r.pack_ms));
     if (r.unfused_ms > 0) std::printf("  unfused %7.3f ms %.2fx", r.unfused_ms, r.unfused_ms / r.ms);
+    if (r.baseline_ms > 0 && r.ms > 0) std::printf("  %.2fx %s", r.baseline_ms / r.ms, cuda_ops::nvfp4_variant_name(0));
     std::printf("  %s\n", r.check.c_str());
     char buf[512];
     std::snprintf(buf, sizeof(buf),
                   "%s{\"name\": \"%s\", \"ms\": %.4f, \"bytes\": %.0f, \"gb_s\": %.1f, \"amax_ms\": %.4f, "
-                  "\"pack_ms\": %.4f, \"unfused_ms\": %.4f, \"check\": \"%s\"}",
+                  "\"pack_ms\": %.4f, \"unfused_ms\": %.4f, \"baseline_ms\": %.4f, \"check\": \"%s\"}",
                   i ? ", " : "", r.name.c_str(), r.ms, r.bytes, gbs(r.bytes, r.ms), r.amax_ms, r.pack_ms, r.unfused_ms,
-                  r.check.c_str());
+                  r.baseline_ms, r.check.c_str());
     json += buf;
   }
   json += "]}";

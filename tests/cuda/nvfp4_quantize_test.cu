@@ -5,7 +5,8 @@
 //  * producers (plain, modulation, SwiGLU) E0 vs the CPU reference (ref::nvfp4_quantize with the binade measured
 //    here), fused == materialize-then-quantize with the real modulate / swiglu kernels, on adversarial inputs;
 //    shapes cover both producer paths (16-byte main path and the element-wise path for ragged / unaligned K);
-//    every main-path kernel variant (cuda_ops::nvfp4_variant_name) runs each case and must give the same bytes.
+//    both main-path kernel variants ("warp_chunks", the baseline, and the default "fma_rev") run each case and must
+//    give the same bytes; the variant list itself is checked on the host (runs without a device).
 // Fresh seeds per run (printed on failure); outputs poisoned before each run; sentinels catch overruns.
 #include <gtest/gtest.h>
 
@@ -343,6 +344,16 @@ TEST(Nvfp4Producer, SwigluFusedEqualsMaterializeThenQuantize) {
   check_swiglu(150, 14336);
   check_swiglu(21, 24);   // element-wise path (F not a multiple of 16)
   check_swiglu(19, 272);  // main path, K not a multiple of 64 (partial scale word groups)
+}
+
+// The variant mechanism (host only): two named variants, the baseline first, the default among them.
+TEST(Nvfp4Variants, BaselineAndDefaultListed) {
+  ASSERT_EQ(cuda_ops::nvfp4_variant_count(), 2);
+  EXPECT_STREQ(cuda_ops::nvfp4_variant_name(0), "warp_chunks") << "variant 0 is the bench's byte/speed baseline";
+  EXPECT_STREQ(cuda_ops::nvfp4_variant_name(1), "fma_rev");
+  EXPECT_EQ(cuda_ops::nvfp4_default_variant(), 1) << "the default is the measured winner fma_rev";
+  EXPECT_STREQ(cuda_ops::nvfp4_variant_name(-1), "?");
+  EXPECT_STREQ(cuda_ops::nvfp4_variant_name(2), "?");
 }
 
 TEST(Nvfp4Producer, RejectsBadArguments) {

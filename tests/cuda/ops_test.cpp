@@ -145,13 +145,18 @@ TEST_F(CudaOps, ModulateMatchesReference) {
   }
 }
 
-// Sets an rms_norm_modulate kernel variant for one scope and restores the default afterwards (also on failure).
+// Sets an rms_norm_modulate kernel variant for one scope and restores the previous one afterwards (also on failure).
 struct ScopedNormModulateVariant {
-  explicit ScopedNormModulateVariant(cuda_ops::RmsNormModulateVariant v) { cuda_ops::set_rms_norm_modulate_variant(v); }
-  ~ScopedNormModulateVariant() { cuda_ops::set_rms_norm_modulate_variant(cuda_ops::RmsNormModulateVariant::kWarpRow); }
+  explicit ScopedNormModulateVariant(cuda_ops::RmsNormModulateVariant v) : before(cuda_ops::rms_norm_modulate_variant()) {
+    cuda_ops::set_rms_norm_modulate_variant(v);
+  }
+  ~ScopedNormModulateVariant() { cuda_ops::set_rms_norm_modulate_variant(before); }
+  ScopedNormModulateVariant(const ScopedNormModulateVariant&) = delete;
+  ScopedNormModulateVariant& operator=(const ScopedNormModulateVariant&) = delete;
+  cuda_ops::RmsNormModulateVariant before;
 };
 
-// One segment per row with a random table row: every CTA of the shared-memory-table variants sees more distinct
+// One segment per row with a random table row: every CTA of the shared-memory-table variant sees more distinct
 // table rows than it can stage, so staged and global-fallback rows alternate.
 SegmentTable per_row_segments(int64_t rows, int32_t table_rows, std::mt19937_64& rng) {
   SegmentTable seg;
@@ -188,9 +193,9 @@ TEST_F(CudaOps, RmsNormModulateFusedMatchesReferenceAndUnfused) {
     ASSERT_OK(cpu_->rms_norm_modulate(x, w, 1e-5f, table, 0, 1, seg, expect));
     Guarded gx = guarded(x, c.ld);
     Tensor gw = upload(w), gt = upload(table);
-    // Every kernel variant (bench_ops.h) must give the reference bytes; a failure names the variant. The output
-    // is contiguous (ld = cols), so one memcmp of the view plus the poisoned guard tail checks it; expect_equal
-    // (element-wise, slow at S = 37,810) runs only to report a mismatch.
+    // Both kernel variants (bench_ops.h: smem_prefetch_bf16x2, the default, and warp_row) must give the reference
+    // bytes; a failure names the variant. The output is contiguous (ld = cols), so one memcmp of the view plus the
+    // poisoned guard tail checks it; expect_equal (element-wise, slow at S = 37,810) runs only to report a mismatch.
     std::string mismatched;  // variants whose bytes differ
     Tensor poison = Tensor::empty({c.rows * c.cols + cuda_test::kGuardElements}, DType::kBF16);  // host, poisoned once
     cuda_test::poison_fill(poison);
@@ -478,7 +483,7 @@ TEST_F(CudaOps, BenchElementwiseOpsCanonical) {
   if (on == nullptr || std::string(on) != "1") GTEST_SKIP() << "set VORTEX_RUN_BENCH=1 to run the S = 37,810 micro-benchmark";
   OpsBenchConfig cfg;
   if (const char* ops = std::getenv("VORTEX_BENCH_OPS")) cfg.ops = ops;  // e.g. rms_norm_modulate
-  if (const char* skip = std::getenv("VORTEX_SKIP_VARIANTS")) cfg.skip_variants = skip;  // e.g. smem_prefetch
+  if (const char* skip = std::getenv("VORTEX_SKIP_VARIANTS")) cfg.skip_variants = skip;  // e.g. warp_row
   if (const char* reps = std::getenv("VORTEX_BENCH_REPS")) cfg.reps = std::max(1, std::atoi(reps));
   Result<OpsBenchResult> r = bench_elementwise_ops(*gpu_, cfg);
   ASSERT_TRUE(r.ok()) << r.status().to_string();

@@ -1,14 +1,14 @@
 // NVFP4 producers (research/nvfp4-fp8-gemm.md §1.13): amax -> g, then pack: E2M1 hi-first pairs and the E4M3
 // scales in the 128x4 tile. Main path (cols % 16 == 0, 16-byte aligned rows): one lane per 16-byte chunk (half a
-// block), warp-contiguous loads/stores, in kernel variants that write the same bytes (Nvfp4RunOptions::variant):
-// "warp_chunks" (session 7; H200 at S = 37810: plain K 5376 0.364 ms = 60.9% of copy BW, K 14336 0.940 ms =
-// 63.0%, ALU-pipe bound by its integer E2M1 encoder) and "fma" / "fma_rev" / "fma_pdl" / "fma_pipe" (session 8:
-// E2M1 on the FP32 pipe, ~100 instead of ~235 instructions per lane and chunk; see pack_fma_kernel). Other
-// shapes: one thread per (row, 4 blocks), element loads. The BF16 input comes from a Source policy: a plain
-// tensor, the modulation of the RMSNorm output, or SwiGLU of the FC1 output (recomputed exactly as modulate.cu /
-// swiglu.cu do, never written; the session-8 variants round the modulation two elements per conversion).
-// rcp/div/mul/min are pinned with inline PTX (.approx.ftz as comfy-kitchen's fast-math build emits them). Also the
-// device probes of those instructions. E0 vs src/ref/nvfp4_quantize.cpp for every variant in
+// block), warp-contiguous loads/stores, two kernel variants with the same bytes (Nvfp4RunOptions::variant):
+// "fma_rev" (default: E2M1 on the FP32 pipe, rows last-first) and "warp_chunks" (session 7, the baseline). H200,
+// S = 37810 (benchmarks/2026-11-29-h200-s8/run5-nvfp4-producer-variants.txt, bytes equal): plain K 5376 fma_rev
+// 0.225-0.229 ms = 97-99% of copy BW vs warp_chunks 0.363-0.367 (60-61%, ALU-bound integer E2M1); K 14336 0.580-
+// 0.583 ms (102%) vs 0.938-0.948; modulate 0.335 ms (1.29x unfused), SwiGLU 1.268 ms (87.5%, 1.06x unfused).
+// Other shapes: one thread per (row, 4 blocks), element loads. The BF16 input comes from a Source policy: plain,
+// the modulation of the RMSNorm output, or SwiGLU of FC1 (recomputed as modulate.cu / swiglu.cu do, never
+// written). rcp/div/mul/min pinned with inline PTX (.approx.ftz as comfy-kitchen's fast-math build emits them);
+// also the device probes of those instructions. E0 vs src/ref/nvfp4_quantize.cpp for both variants in
 // tests/cuda/nvfp4_quantize_test.cu; timed per variant and pass by bench/nvfp4_bench.cpp.
 #include "cuda/ops/nvfp4_quantize.h"
 
@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <string>
 #include <type_traits>
-#include <utility>
 
 #include "core/philox.h"
 #include "cuda/check.h"
@@ -166,8 +165,8 @@ struct ModulatedSource {  // R(R(n * R(1 + scale)) + shift), as modulate.cu
 
 // The same values with each rounding done for two elements by one cvt.rn.bf16x2.f32 (the RNE of
 // __float2bfloat16_rn per half; NaN -> 0x7FFF either way): half the conversion instructions, which run at 16 per
-// clock per SM and bound the fused modulation producer (3 roundings per element, in both passes). Used by the
-// session-8 variants; "warp_chunks" keeps ModulatedSource.
+// clock per SM and bound the fused modulation producer (3 roundings per element, in both passes). Used by
+// "fma_rev"; "warp_chunks" keeps ModulatedSource.
 __device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {  // lo -> bits 0..15, hi -> bits 16..31
   const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -416,15 +415,8 @@ __global__ void __launch_bounds__(kChunkWarps * 32)
   }
 }
 
-// Programmatic dependent launch (variant "fma_pdl"; no-ops in a grid launched without the attribute).
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait_for_prerequisite() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
 // Pass 1, plain contiguous tensor (ld == cols): max of |x| bits over n16 flat 16-byte chunks (u16x2 maxima).
-// kPdl: the pack may be scheduled at once; the atomic waits for the kernel that zeroed the word.
-template <bool kPdl>
 __global__ void __launch_bounds__(256) amax_flat_kernel(const uint4* x, int64_t n16, uint32_t* amax) {
-  if constexpr (kPdl) pdl_launch_dependents();
   uint32_t m2 = 0;  // two u16 maxima
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t base = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; base < n16;
@@ -441,15 +433,13 @@ __global__ void __launch_bounds__(256) amax_flat_kernel(const uint4* x, int64_t 
       m2 = __vimax3_u16x2(m2, v[u].z & 0x7FFF7FFFu, v[u].w & 0x7FFF7FFFu);
     }
   }
-  if constexpr (kPdl) pdl_wait_for_prerequisite();
   block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
 }
 
 // Pass 1, any source: persistent warps over the row tasks of pack_chunks_kernel (rows < rows only).
-template <typename Source, bool kPdl>
+template <typename Source>
 __global__ void __launch_bounds__(kChunkWarps * 32)
     amax_chunks_kernel(Source src, int64_t rows, int64_t cols, int64_t tasks_per_row, uint32_t* amax) {
-  if constexpr (kPdl) pdl_launch_dependents();
   const int lane = threadIdx.x & 31;
   const int64_t tasks = rows * tasks_per_row;
   uint32_t m2 = 0;
@@ -470,13 +460,10 @@ __global__ void __launch_bounds__(kChunkWarps * 32)
       m2 = __vimax3_u16x2(m2, v[u].z & 0x7FFF7FFFu, v[u].w & 0x7FFF7FFFu);
     }
   }
-  if constexpr (kPdl) pdl_wait_for_prerequisite();
   block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
 }
 
-__global__ void zero_word_kernel(uint32_t* word) { *word = 0; }
-
-// ---- main path, variants "fma" / "fma_rev" / "fma_pdl" (session 8): E2M1 codes on the FP32 pipe ----------
+// ---- main path, variant "fma_rev" (session 8, the default): E2M1 codes on the FP32 pipe ----------------------
 // Limiter of pack_chunks_kernel (sm_90a SASS, fast path): ~235 instructions per lane and 16-byte chunk, ~155 of
 // them on the integer ALU pipe (16 lanes/clk per SM sub-partition, half the issue rate): e2m1_code_arith alone is
 // ~15 integer ops per element. At S = 37810, K = 5376 that is ~0.24-0.27 ms of ALU-pipe time, twice the 0.125 ms
@@ -491,10 +478,10 @@ __global__ void zero_word_kernel(uint32_t* word) { *word = 0; }
 // saturating or zero scales) take the exact per-element path (NaN-suppressing amax, e2m1_code_arith): the same
 // bytes on every input. Also: 2-D grid (x = task column, y = 8-row group, no 64-bit division), bounds checks only
 // in partial tasks, and with dynamic g the pack computes g from the amax word itself (no global_scale_kernel
-// launch; block (0, 0) writes g). "fma_rev" walks the row groups last-first: the amax pass read the tensor's tail
-// last, so the first rows the pack reads may still be in L2 (~35 MB of 406 at K = 5376). "fma_pdl": see the
-// variant list below. Fast path per lane and chunk (sm_90a SASS, plain source): ~100 instructions, ~42 of them on
-// the ALU pipe; 62-64 registers, no spills (4 CTAs of 256 threads per SM).
+// launch; block (0, 0) writes g), and the row groups walked last-first: the amax pass read the tensor's tail last,
+// so the first rows the pack reads may still be in L2 (~35 MB of 406 at K = 5376; measured 1-3% faster than
+// first-to-last). Fast path per lane and chunk (sm_90a SASS, plain source): ~100 instructions, ~42 of them on the
+// ALU pipe; 62-64 registers, no spills (4 CTAs of 256 threads per SM).
 constexpr float kMagicLo = 0x1p23f;    // bits 0x4B000000; RN(y + 2^23) = 2^23 + rint(y) for 0 <= y < 2^22
 constexpr float kMagicHi = 0x1.Ap23f;  // bits 0x4B500000 (2^23 + 0x500000, even): 16 * 0x4B500000 + 0x4B000000 = 2^32
 
@@ -621,7 +608,7 @@ __device__ __forceinline__ void quantize_store_task_fma(const uint4 (&v)[kTaskGr
   }
 }
 
-// One whole task. get_g() is called once the loads are issued (fma_pdl: it waits for the amax pass there).
+// One whole task. get_g() is called once the loads are issued (the first task's loads go out before g is read).
 template <bool kFull, typename Source, typename GetG>
 __device__ __forceinline__ void pack_task_fma(Source& src, int64_t r, int64_t c0, int lane, int64_t rows,
                                               int64_t data_chunks, int64_t data_rows, int64_t data_row_bytes,
@@ -632,60 +619,10 @@ __device__ __forceinline__ void pack_task_fma(Source& src, int64_t r, int64_t c0
   quantize_store_task_fma<kFull>(v, r, c0, lane, data_chunks, data_rows, data_row_bytes, scale_cols, g, data, scales);
 }
 
-// Variant "fma_pipe": a persistent grid (2 CTAs per SM) whose warps walk row groups y, y + gridDim.y, ... with
-// the next task's loads issued before the current task is quantized (two register buffers, 128-register budget).
-template <bool kFull, typename Source>
-__device__ __forceinline__ void pipe_tasks_fma(Source& src, int64_t c0, int lane, int64_t rows, int64_t data_chunks,
-                                               int64_t row_groups, int64_t data_rows, int64_t data_row_bytes,
-                                               int64_t scale_cols, float g, uint8_t* data, uint8_t* scales) {
-  const int64_t warp = threadIdx.x >> 5, stride = gridDim.y;
-  int64_t y0 = blockIdx.y;
-  if (y0 >= row_groups) return;
-  uint4 a[kTaskGroups], b[kTaskGroups];
-  load_task_fma<kFull>(src, y0 * kChunkWarps + warp, c0, lane, rows, data_chunks, a);
-  while (true) {
-    const int64_t y1 = y0 + stride;
-    if (y1 < row_groups) load_task_fma<kFull>(src, y1 * kChunkWarps + warp, c0, lane, rows, data_chunks, b);
-    quantize_store_task_fma<kFull>(a, y0 * kChunkWarps + warp, c0, lane, data_chunks, data_rows, data_row_bytes,
-                                   scale_cols, g, data, scales);
-    if (y1 >= row_groups) break;
-    const int64_t y2 = y1 + stride;
-    if (y2 < row_groups) load_task_fma<kFull>(src, y2 * kChunkWarps + warp, c0, lane, rows, data_chunks, a);
-    quantize_store_task_fma<kFull>(b, y1 * kChunkWarps + warp, c0, lane, data_chunks, data_rows, data_row_bytes,
-                                   scale_cols, g, data, scales);
-    if (y2 >= row_groups) break;
-    y0 = y2;
-  }
-}
-
+// Pass 2 of "fma_rev": block (x, y) = task column x (chunks 224 x .. 224 x + 223 of a row) of the 8-row groups
+// y, y + gridDim.y, ... counted from the last group backwards (the amax pass read the tail last: L2 hits); warp w
+// takes row 8 group + w. kDynamicG: g from the amax word (block (0, 0) writes it to g_out).
 template <typename Source, bool kDynamicG>
-__global__ void __launch_bounds__(kChunkWarps * 32, 2)  // <= 128 registers: 2 CTAs (16 warps) per SM
-    pack_fma_pipe_kernel(Source src, int64_t rows, int64_t data_chunks, int64_t row_groups, int64_t data_rows,
-                         int64_t data_row_bytes, int64_t scale_cols, const float* g_in, const uint32_t* amax,
-                         float* g_out, uint8_t* data, uint8_t* scales) {
-  float g;
-  if constexpr (kDynamicG) {
-    g = global_scale_from_amax(*amax);
-    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *g_out = g;
-  } else {
-    g = *g_in;
-  }
-  constexpr int kTaskChunks = kTaskGroups * 32;
-  const int lane = threadIdx.x & 31;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTaskChunks;
-  if (c0 + kTaskChunks <= data_chunks)
-    pipe_tasks_fma<true>(src, c0, lane, rows, data_chunks, row_groups, data_rows, data_row_bytes, scale_cols, g, data,
-                         scales);
-  else
-    pipe_tasks_fma<false>(src, c0, lane, rows, data_chunks, row_groups, data_rows, data_row_bytes, scale_cols, g, data,
-                          scales);
-}
-
-// Pass 2: block (x, y) = task column x (chunks 224 x .. 224 x + 223 of a row) of the 8-row groups y, y + gridDim.y,
-// ...; warp w takes row 8 group + w. kDynamicG: g from the amax word (block (0, 0) writes it to g_out). kPdl
-// (launched as a programmatic dependent of the amax pass): the first task's loads go out before
-// griddepcontrol.wait, everything that reads the amax word or writes comes after it.
-template <typename Source, bool kDynamicG, bool kReverseRows, bool kPdl>
 __global__ void __launch_bounds__(kChunkWarps * 32, 4)  // <= 64 registers: 4 CTAs (32 warps) per SM
     pack_fma_kernel(Source src, int64_t rows, int64_t data_chunks, int64_t row_groups, int64_t data_rows,
                     int64_t data_row_bytes, int64_t scale_cols, const float* g_in, const uint32_t* amax, float* g_out,
@@ -696,7 +633,6 @@ __global__ void __launch_bounds__(kChunkWarps * 32, 4)  // <= 64 registers: 4 CT
     if (!have_g) {
       have_g = true;
       if constexpr (kDynamicG) {
-        if constexpr (kPdl) pdl_wait_for_prerequisite();
         g = global_scale_from_amax(*amax);
         if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *g_out = g;
       } else {
@@ -710,7 +646,7 @@ __global__ void __launch_bounds__(kChunkWarps * 32, 4)  // <= 64 registers: 4 CT
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTaskChunks;
   const bool full_task = c0 + kTaskChunks <= data_chunks;  // every chunk of the task is data (canonical shapes)
   for (int64_t y = blockIdx.y; y < row_groups; y += gridDim.y) {
-    const int64_t r = (kReverseRows ? row_groups - 1 - y : y) * kChunkWarps + (threadIdx.x >> 5);  // < scale_rows
+    const int64_t r = (row_groups - 1 - y) * kChunkWarps + (threadIdx.x >> 5);  // < scale_rows, last group first
     if (full_task)
       pack_task_fma<true>(src, r, c0, lane, rows, data_chunks, data_rows, data_row_bytes, scale_cols, get_g, data,
                           scales);
@@ -721,45 +657,15 @@ __global__ void __launch_bounds__(kChunkWarps * 32, 4)  // <= 64 registers: 4 CT
   if constexpr (kDynamicG) get_g();  // block (0, 0) writes g even when it had no row group
 }
 
-// Main-path variants (Nvfp4RunOptions::variant): "warp_chunks" (session 7: pack_chunks_kernel, then g by
-// global_scale_kernel), "fma" and "fma_rev" (pack_fma_kernel; g computed in the pack), "fma_pdl" (fma with the
-// workspace zeroed by a kernel and the amax and pack kernels launched as programmatic dependents, so each starts
-// while its predecessor drains: hides the launch gaps and tails; dynamic g only, else it runs as "fma"),
-// "fma_pipe" (pack_fma_pipe_kernel: persistent, the next task's loads in flight while quantizing; plain tensors,
-// the fused producers run it as "fma"). Same bytes.
-enum Variant : int { kWarpChunks = 0, kFma = 1, kFmaRev = 2, kFmaPdl = 3, kFmaPipe = 4, kVariantCount = 5 };
-constexpr const char* kVariantNames[kVariantCount] = {"warp_chunks", "fma", "fma_rev", "fma_pdl", "fma_pipe"};
-constexpr int kDefaultVariant = kWarpChunks;  // switch after the H200 run (notes/s8-nvfp4bw-device.sh)
-
-// Launch with the programmatic-stream-serialization attribute when `pdl` (cudaLaunchKernelEx), else plainly.
-template <typename... Params, typename... Args>
-cudaError_t launch(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-}
-
-template <typename Source>
-cudaError_t launch_pack_fma(bool dynamic, bool reverse, bool pdl, dim3 grid, const Source& src, int64_t rows,
-                            const ref::Nvfp4Layout& l, const Nvfp4GlobalScale& g, const Nvfp4Buffers& out,
-                            cudaStream_t stream) {
-  auto kernel = !dynamic  ? (reverse ? pack_fma_kernel<Source, false, true, false>
-                                     : pack_fma_kernel<Source, false, false, false>)
-                : pdl     ? pack_fma_kernel<Source, true, false, true>
-                : reverse ? pack_fma_kernel<Source, true, true, false>
-                          : pack_fma_kernel<Source, true, false, false>;
-  return launch(pdl && dynamic, kernel, grid, dim3(kChunkWarps * 32), stream, src, rows, 2 * l.blocks,
-                l.scale_rows / kChunkWarps, l.data_rows, l.data_row_bytes, l.scale_cols, static_cast<const float*>(g.g),
-                static_cast<const uint32_t*>(g.amax_workspace), g.g, out.data, out.scales);
-}
+// Main-path variants (Nvfp4RunOptions::variant), same bytes:
+//   "warp_chunks" (session 7; the measured baseline): pack_chunks_kernel, then g by global_scale_kernel;
+//   "fma_rev" (session 8; the default): pack_fma_kernel, g computed in the pack.
+// Measured and deleted in session 8 (benchmarks/2026-11-29-h200-s8/run5-nvfp4-producer-variants.txt, plain K 5376):
+// "fma" (rows first-to-last, 0.231-0.235 ms), "fma_pdl" (programmatic dependent launches, 0.231-0.235 ms),
+// "fma_pipe" (persistent, next task's loads in flight, 0.238-0.244 ms) vs fma_rev 0.225-0.229 ms.
+enum Variant : int { kWarpChunks = 0, kFmaRev = 1, kVariantCount = 2 };
+constexpr const char* kVariantNames[kVariantCount] = {"warp_chunks", "fma_rev"};
+constexpr int kDefaultVariant = kFmaRev;
 
 // The main path of every producer (cols % 16 == 0, 16-byte aligned rows). `flat`: the source is a plain
 // contiguous tensor, read by the flat amax pass.
@@ -772,17 +678,8 @@ Status run_producer_chunks(const Source& src, const uint16_t* flat, int64_t rows
   const int64_t tasks_per_row = (groups_per_row + kTaskGroups - 1) / kTaskGroups;
   const int64_t tasks = l.scale_rows * tasks_per_row;
   const bool g_in_pack = variant != kWarpChunks && g.dynamic && tasks > 0;  // the pack kernel writes g
-  // fma_pdl: the amax kernel follows our zeroing kernel and the pack follows the amax kernel as programmatic
-  // dependents (each may start early: reading x then is safe, x's producer finished before the zeroing kernel
-  // started); only with both passes in this call, so a dependent never overlaps a foreign kernel.
-  const bool pdl = variant == kFmaPdl && g.dynamic && opt.amax_pass && opt.pack_pass && rows > 0 && cols > 0;
   if (g.dynamic && opt.amax_pass) {
-    if (pdl) {
-      zero_word_kernel<<<1, 1, 0, stream>>>(g.amax_workspace);
-      VORTEX_CUDA_LAUNCH_CHECK("nvfp4 zero_word_kernel");
-    } else {
-      VORTEX_CUDA_CHECK(cudaMemsetAsync(g.amax_workspace, 0, sizeof(uint32_t), stream));
-    }
+    VORTEX_CUDA_CHECK(cudaMemsetAsync(g.amax_workspace, 0, sizeof(uint32_t), stream));
     if (rows > 0 && cols > 0) {
       int device = 0, sms = 0;
       VORTEX_CUDA_CHECK(cudaGetDevice(&device));
@@ -791,15 +688,12 @@ Status run_producer_chunks(const Source& src, const uint16_t* flat, int64_t rows
         const int64_t n16 = rows * cols / 8;
         const int64_t want = (n16 + 256 * kAmaxUnroll - 1) / (256 * kAmaxUnroll);
         const unsigned grid = static_cast<unsigned>(std::min<int64_t>(want, static_cast<int64_t>(sms) * 8));
-        VORTEX_CUDA_CHECK(launch(pdl, pdl ? amax_flat_kernel<true> : amax_flat_kernel<false>, dim3(grid), dim3(256),
-                                 stream, reinterpret_cast<const uint4*>(flat), n16, g.amax_workspace));
+        amax_flat_kernel<<<grid, 256, 0, stream>>>(reinterpret_cast<const uint4*>(flat), n16, g.amax_workspace);
         VORTEX_CUDA_LAUNCH_CHECK("nvfp4 amax_flat_kernel");
       } else {
         const int64_t want = (rows * tasks_per_row + kChunkWarps - 1) / kChunkWarps;
         const unsigned grid = static_cast<unsigned>(std::min<int64_t>(want, static_cast<int64_t>(sms) * 8));
-        VORTEX_CUDA_CHECK(launch(pdl, pdl ? amax_chunks_kernel<Source, true> : amax_chunks_kernel<Source, false>,
-                                 dim3(grid), dim3(kChunkWarps * 32), stream, src, rows, cols, tasks_per_row,
-                                 g.amax_workspace));
+        amax_chunks_kernel<<<grid, kChunkWarps * 32, 0, stream>>>(src, rows, cols, tasks_per_row, g.amax_workspace);
         VORTEX_CUDA_LAUNCH_CHECK("nvfp4 amax_chunks_kernel");
       }
     }
@@ -820,30 +714,19 @@ Status run_producer_chunks(const Source& src, const uint16_t* flat, int64_t rows
       return Status::Ok();
     }
   }
-  // scale_rows is a multiple of 128, so every 8-row group is whole.
-  const int64_t row_groups = l.scale_rows / kChunkWarps;
-  if (tasks_per_row > kMaxGridX) return invalid_argument("nvfp4: rows too long for one launch");
-  // fma_pipe: plain tensors only (the fused sources' loads need more registers than two buffers leave: SwiGLU
-  // spills); the fused producers run it as "fma". One wave: as many CTAs as fit at once, over the task columns.
-  if constexpr (std::is_same_v<Source, PlainSource>) if (variant == kFmaPipe) {
-    auto kernel = g.dynamic ? pack_fma_pipe_kernel<Source, true> : pack_fma_pipe_kernel<Source, false>;
-    int device = 0, sms = 0, per_sm = 0;
-    VORTEX_CUDA_CHECK(cudaGetDevice(&device));
-    VORTEX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    VORTEX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kChunkWarps * 32, 0));
-    const int64_t resident = static_cast<int64_t>(sms) * std::max(per_sm, 1);
-    const int64_t ys = std::clamp<int64_t>((resident + tasks_per_row - 1) / tasks_per_row, 1,
-                                           std::min<int64_t>(row_groups, 65535));
-    const dim3 grid(static_cast<unsigned>(tasks_per_row), static_cast<unsigned>(ys));
+  if constexpr (std::is_same_v<Source, ModulatedSource>) {  // (nvfp4_quantize_modulated gives fma_rev the Packed one)
+    return internal_error("nvfp4: fma_rev pack called with the unpaired modulation source");
+  } else {
+    // fma_rev. scale_rows is a multiple of 128, so every 8-row group is whole.
+    const int64_t row_groups = l.scale_rows / kChunkWarps;
+    if (tasks_per_row > kMaxGridX) return invalid_argument("nvfp4: rows too long for one launch");
+    const dim3 grid(static_cast<unsigned>(tasks_per_row), static_cast<unsigned>(std::min<int64_t>(row_groups, 65535)));
+    auto kernel = g.dynamic ? pack_fma_kernel<Source, true> : pack_fma_kernel<Source, false>;
     kernel<<<grid, kChunkWarps * 32, 0, stream>>>(src, rows, 2 * l.blocks, row_groups, l.data_rows, l.data_row_bytes,
                                                   l.scale_cols, g.g, g.amax_workspace, g.g, out.data, out.scales);
-    VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_fma_pipe_kernel");
+    VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_fma_kernel");
     return Status::Ok();
   }
-  const dim3 grid(static_cast<unsigned>(tasks_per_row), static_cast<unsigned>(std::min<int64_t>(row_groups, 65535)));
-  VORTEX_CUDA_CHECK(launch_pack_fma(g.dynamic, variant == kFmaRev, pdl, grid, src, rows, l, g, out, stream));
-  VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_fma_kernel");
-  return Status::Ok();
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -51,7 +51,8 @@ Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t
 
 // ---- main-path kernel variants (benchmarks and tests) -----------------------------------------------
 // The main path (cols % 16 == 0, 16-byte aligned rows) has kernel variants that write the same bytes; the entry
-// points above run the default one. Variant i < nvfp4_variant_count() is named nvfp4_variant_name(i).
+// points above run the default one. Variant i < nvfp4_variant_count() is named nvfp4_variant_name(i): since
+// session 8 "warp_chunks" (0, the measured baseline) and "fma_rev" (1, the default; ~1.6x faster on H200).
 struct Nvfp4RunOptions {
   int variant = -1;        // -1: nvfp4_default_variant(); ignored by the element-wise path (ragged / unaligned K)
   bool amax_pass = true;   // dynamic g: zero the workspace and reduce amax into it
@@ -80,7 +81,7 @@ Status nvfp4_check_rcp_model(const uint32_t* binade, unsigned long long* counter
 // div.approx.ftz.f32(a, b) vs mul_ftz model(a, rcp model(b)) on `pairs` Philox pairs (seed) plus edge
 // patterns; mul.rn.ftz.f32 vs the ref::mul_ftz model (flush inputs; tiny after 24-bit rounding -> signed zero)
 // on pairs whose products straddle FLT_MIN; the device E2M1 encoders (comparison table and arithmetic on all
-// 2^32 inputs, the FP32-pipe encoder of the "fma" variants on every non-NaN |v| < 7: its domain) vs cuda_fp4.h's
+// 2^32 inputs, the FP32-pipe encoder of "fma_rev" on every non-NaN |v| < 7: its domain) vs cuda_fp4.h's
 // __nv_cvt_float_to_fp4, both device E4M3 scale decoders on all 256 codes, and the fast packed-word encoder vs
 // the exact one on `pairs` random in-domain chunks (counted with the e2m1 checks; their input field is then
 // 2^32 + code or 2^33 + chunk index). counters (device u64 [6]): div mismatches, one div pair index + 1,

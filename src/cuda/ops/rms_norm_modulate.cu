@@ -1,9 +1,11 @@
 // rms_norm_modulate: the fused Component 1 kernel: RMSNorm (NUMERICS.md step 1) and the segment modulation (step 2)
 // in one pass over the row, each element through exactly the roundings of rms_norm then modulate: E0 against the two
-// kernels and the CPU reference (tests/cuda/ops_test.cpp, every variant). Rows <= 6144 bf16, 16-byte aligned: row in
-// registers, one warp per row; variants (bench_ops.h): warp_row (default, H200 0.267 ms) and persistent kernels with
-// the weight, R(1 + scale) and shift staged in shared memory (+ next-row prefetch, native bf16x2, FP64 widening
-// without F2F). Wide/unaligned rows: block per row. Slower on H200: reread, batched stores, cp.async rings (s7).
+// kernels and the CPU reference (tests/cuda/ops_test.cpp, both variants). Rows <= 6144 bf16, 16-byte aligned: row in
+// registers, one warp per row. Default smem_prefetch_bf16x2 (persistent; weight, R(1 + scale), shift staged in shared
+// memory, next row prefetched during the write, native bf16x2): H200 S = 37,810, D = 5376 0.226 ms = 85.9% of copy
+// vs warp_row (kept as the measured baseline, fallback) 0.269 ms = 72.3% (benchmarks/2026-11-29-h200-s8/
+// run5-rms-norm-modulate-variants.txt; smem, smem_prefetch, smem_bf16x2, FP64-intcvt were 0.228-0.242: deleted).
+// Wide/unaligned rows: block per row. Slower on H200: reread, batched stores, cp.async rings (s7).
 #include "cuda/ops/ops_internal.h"
 #include "cuda/ops/row_kernels.cuh"
 
@@ -11,7 +13,6 @@
 #include <atomic>
 #include <climits>
 #include <mutex>
-#include <type_traits>
 
 #include "cuda/ops/bench_ops.h"
 
@@ -99,16 +100,20 @@ Status launch_rms_norm_modulate_warp(const RowView& x, const uint16_t* w, const 
   return Status::Ok();
 }
 
-// ---- Persistent shared-memory-table kernels (variants smem*) ----------------------------------------
+// ---- Persistent shared-memory-table kernel (variant smem_prefetch_bf16x2, the default) -----------------
 // Grid: ~2 CTAs per SM, CTA b owns the contiguous rows [rows * b / G, rows * (b + 1) / G), its warps take rows
 // r0 + warp, r0 + warp + kTableWarps, ... At start the CTA picks up to `slots` distinct table rows of its range
 // (first appearance; rows of one segment are contiguous, so a CTA usually sees one or two) and stages the
 // weight and, per picked table row, t = R(1 + scale) and shift in shared memory. Rows whose table row was not
-// picked read scale/shift from global memory (correct for ANY row map, only slower).
+// picked read scale/shift from global memory (correct for ANY row map, only slower). While row i is written,
+// its register chunks are refilled with row i + kTableWarps (the warp's next row), so loads overlap the writes.
+// Why (run5-rms-norm-modulate-variants.txt, H200): staging alone 0.269 -> 0.239 ms (the write phase was bound on
+// three L2 loads per 16-byte output); native bf16x2 0.229, + prefetch 0.226 ms.
 constexpr int kTableWarps = 8;      // warps (rows in flight) per CTA
 // CTAs per SM the register budget is sized for: 2 (<= 128 registers) up to 21 chunks per lane (D = 5376); the
-// 24-chunk rows spill at 128, so they get 1. ptxas (CUDA 13.0, sm_90a), every smem variant, 0 spills: 4 chunks 94-96,
-// 8: 121-122, 16: 122, 21: 128, 24: 241-244 registers (warp_row: 56 / 72 / 134 / 150 / 180).
+// 24-chunk rows spill at 128, so they get 1. ptxas (CUDA 13.0, sm_90a), 0 spills everywhere, registers per
+// chunks per lane 4 / 8 / 16 / 21 / 24: table 94 / 121 / 122 / 128 / 241, warp_row 56 / 72 / 134 / 150 / 180;
+// block-per-row kernel 32.
 constexpr int table_min_blocks(int chunks) { return chunks <= 21 ? 2 : 1; }
 constexpr int kMaxTableSlots = 3;   // staged table rows per CTA (H3: text / audio / video)
 constexpr int kTableMetaBytes = 32; // int meta[8]: [0..2] picked table rows, [3] count, [4] pick scratch
@@ -130,7 +135,7 @@ __device__ __forceinline__ uint4 one_plus_chunk(const uint4& s) {
 // range (where both paths give the same BF16: the FP32 rounding step 2^-149 cannot create a BF16 tie), and a
 // sum rounded to FP32 (24 bits >= 2 * 8 + 2) then to BF16 equals the sum rounded once (double rounding is
 // innocuous at that margin; a host emulation agreed on 97.5M random BF16 pairs, subnormal and overflow ranges
-// included). NaN results: the tests decide (every variant runs the inf/NaN cases).
+// included). NaN results: the tests decide (both variants run the inf/NaN cases).
 __device__ __forceinline__ uint32_t bf16x2_mul_rn(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
@@ -143,7 +148,6 @@ __device__ __forceinline__ uint32_t bf16x2_add_rn(uint32_t a, uint32_t b) {
 }
 
 // One 16-byte output chunk: n = R(fp32(fp32(x * r) * w)), p = R(n * t), o = R(p + shift); t = R(1 + scale) given.
-template <bool kNativeBf16>
 __device__ __forceinline__ uint4 norm_modulate_chunk(const uint4& xv, const uint4& wv, const uint4& tv, const uint4& hv,
                                                      float rinv) {
   uint4 o;
@@ -152,20 +156,15 @@ __device__ __forceinline__ uint4 norm_modulate_chunk(const uint4& xv, const uint
     const uint32_t xw = word(xv, k), ww = word(wv, k), tw = word(tv, k), hw = word(hv, k);
     const uint32_t n = f32x2_to_bf16x2(__fmul_rn(__fmul_rn(bf16_lo(xw), rinv), bf16_lo(ww)),
                                        __fmul_rn(__fmul_rn(bf16_hi(xw), rinv), bf16_hi(ww)));
-    if constexpr (kNativeBf16) {
-      set_word(o, k, bf16x2_add_rn(bf16x2_mul_rn(n, tw), hw));
-    } else {
-      const uint32_t p = f32x2_to_bf16x2(__fmul_rn(bf16_lo(n), bf16_lo(tw)), __fmul_rn(bf16_hi(n), bf16_hi(tw)));
-      set_word(o, k, f32x2_to_bf16x2(__fadd_rn(bf16_lo(p), bf16_lo(hw)), __fadd_rn(bf16_hi(p), bf16_hi(hw))));
-    }
+    set_word(o, k, bf16x2_add_rn(bf16x2_mul_rn(n, tw), hw));
   }
   return o;
 }
 
 // Write phase of one row held in xr. kStaged: t and shift from shared memory (st, sh), else from the global table
-// row (gscale, gshift; t rounded here). kPrefetch: chunk m of the next row (xnext, when `more`) is loaded into
-// xr.chunk[m] as soon as chunk m of this row is consumed, so the next row streams in during this write phase.
-template <int kChunks, bool kStaged, bool kPrefetch, bool kNativeBf16>
+// row (gscale, gshift; t rounded here). Chunk m of the next row (xnext, when `more`) is loaded into xr.chunk[m] as
+// soon as chunk m of this row is consumed, so the next row streams in during this write phase.
+template <int kChunks, bool kStaged>
 __device__ __forceinline__ void table_write_row(RegRow<kChunks>& xr, float rinv, const uint4* sw, const uint4* st,
                                                 const uint4* sh, const uint16_t* __restrict__ gscale,
                                                 const uint16_t* __restrict__ gshift, uint16_t* orow,
@@ -184,15 +183,13 @@ __device__ __forceinline__ void table_write_row(RegRow<kChunks>& xr, float rinv,
       tv = one_plus_chunk(*reinterpret_cast<const uint4*>(gscale + e));
       hv = *reinterpret_cast<const uint4*>(gshift + e);
     }
-    const uint4 o = norm_modulate_chunk<kNativeBf16>(xr.chunk[m], wv, tv, hv, rinv);
-    if constexpr (kPrefetch) {
-      if (more) xr.chunk[m] = *reinterpret_cast<const uint4*>(xnext + e);
-    }
+    const uint4 o = norm_modulate_chunk(xr.chunk[m], wv, tv, hv, rinv);
+    if (more) xr.chunk[m] = *reinterpret_cast<const uint4*>(xnext + e);
     *reinterpret_cast<uint4*>(orow + e) = o;
   }
 }
 
-template <int kChunks, bool kPrefetch, bool kNativeBf16, bool kIntWiden>
+template <int kChunks>
 __global__ void __launch_bounds__(kTableWarps * 32, table_min_blocks(kChunks))
     rms_norm_modulate_table_kernel(const uint16_t* x, int64_t ldx, const uint16_t* __restrict__ weight,
                                    const uint16_t* __restrict__ table, int64_t ldt, const int32_t* __restrict__ row_map,
@@ -260,9 +257,7 @@ __global__ void __launch_bounds__(kTableWarps * 32, table_min_blocks(kChunks))
   __syncthreads();
 
   for (; r < r1; r += kTableWarps) {
-    const double ss = kIntWiden ? warp_row_canonical_sum_squares_intcvt<kChunks>(xr)
-                                : warp_row_canonical_sum_squares<kChunks>(xr);
-    const float rinv = inverse_rms(ss, cols, eps);
+    const float rinv = inverse_rms(warp_row_canonical_sum_squares<kChunks>(xr), cols, eps);
     const int slot = (nslots > 0 && tr == tag0)   ? 0
                      : (nslots > 1 && tr == tag1) ? 1
                      : (nslots > 2 && tr == tag2) ? 2
@@ -275,13 +270,12 @@ __global__ void __launch_bounds__(kTableWarps * 32, table_min_blocks(kChunks))
     uint16_t* orow = out + r * ldo;
     if (slot >= 0) {
       const uint4* st = sw + static_cast<int64_t>(nchunks) * (1 + 2 * slot);
-      table_write_row<kChunks, true, kPrefetch, kNativeBf16>(xr, rinv, sw, st, st + nchunks, nullptr, nullptr, orow,
-                                                             xnext, more, nchunks, lane);
+      table_write_row<kChunks, true>(xr, rinv, sw, st, st + nchunks, nullptr, nullptr, orow, xnext, more, nchunks,
+                                     lane);
     } else {
-      table_write_row<kChunks, false, kPrefetch, kNativeBf16>(xr, rinv, sw, nullptr, nullptr, trow + scale_col,
-                                                              trow + shift_col, orow, xnext, more, nchunks, lane);
+      table_write_row<kChunks, false>(xr, rinv, sw, nullptr, nullptr, trow + scale_col, trow + shift_col, orow, xnext,
+                                      more, nchunks, lane);
     }
-    if (!kPrefetch && more) load_reg_row<kChunks>(xnext, nchunks, lane, xr);
     tr = tr_next;
   }
 }
@@ -294,12 +288,12 @@ struct TableLaunchInfo {
 };
 
 // Launches the table kernel; *launched = false when it cannot run here (no resident CTA with this shared memory).
-template <int kChunks, bool kPrefetch, bool kNativeBf16, bool kIntWiden>
+template <int kChunks>
 Status launch_rms_norm_modulate_table(const RowView& x, const uint16_t* w, const RowView& table,
                                       const DeviceRowMap& map, int shift_chunk, int scale_chunk, const RowView& out,
                                       float eps, cudaStream_t stream, bool* launched) {
   *launched = false;
-  auto kernel = rms_norm_modulate_table_kernel<kChunks, kPrefetch, kNativeBf16, kIntWiden>;
+  auto kernel = rms_norm_modulate_table_kernel<kChunks>;
   const int slots = static_cast<int>(std::min<int64_t>(kMaxTableSlots, table.rows));
   const size_t smem = table_smem_bytes(x.cols / 8, slots);
   static std::mutex mu;
@@ -336,37 +330,19 @@ Status launch_rms_norm_modulate_table(const RowView& x, const uint16_t* w, const
   return Status::Ok();
 }
 
-std::atomic<int> g_variant{static_cast<int>(RmsNormModulateVariant::kWarpRow)};
+std::atomic<int> g_variant{static_cast<int>(kRmsNormModulateDefaultVariant)};
 
-// The register-row path of the selected variant (warp_row when a table kernel cannot run here).
+// The register-row path of the selected variant (warp_row when the table kernel cannot run here).
 template <int kChunks>
 Status launch_rms_norm_modulate_reg(const RowView& x, const uint16_t* w, const RowView& table, const DeviceRowMap& map,
                                     int shift_chunk, int scale_chunk, const RowView& out, float eps,
                                     cudaStream_t stream) {
   bool launched = false;
-  auto table_kernel = [&](auto prefetch, auto native_bf16, auto int_widen) -> Status {
-    return launch_rms_norm_modulate_table<kChunks, decltype(prefetch)::value, decltype(native_bf16)::value,
-                                          decltype(int_widen)::value>(x, w, table, map, shift_chunk, scale_chunk, out,
-                                                                       eps, stream, &launched);
-  };
-  using Off = std::false_type;
-  using On = std::true_type;
   switch (static_cast<RmsNormModulateVariant>(g_variant.load(std::memory_order_relaxed))) {
     case RmsNormModulateVariant::kWarpRow: break;
-    case RmsNormModulateVariant::kSmemTables:
-      VORTEX_RETURN_IF_ERROR(table_kernel(Off{}, Off{}, Off{}));
-      break;
-    case RmsNormModulateVariant::kSmemTablesPrefetch:
-      VORTEX_RETURN_IF_ERROR(table_kernel(On{}, Off{}, Off{}));
-      break;
-    case RmsNormModulateVariant::kSmemTablesBf16x2:
-      VORTEX_RETURN_IF_ERROR(table_kernel(Off{}, On{}, Off{}));
-      break;
-    case RmsNormModulateVariant::kSmemTablesPrefetchBf16x2:
-      VORTEX_RETURN_IF_ERROR(table_kernel(On{}, On{}, Off{}));
-      break;
-    case RmsNormModulateVariant::kSmemTablesPrefetchBf16x2IntWiden:
-      VORTEX_RETURN_IF_ERROR(table_kernel(On{}, On{}, On{}));
+    case RmsNormModulateVariant::kSmemPrefetchBf16x2:
+      VORTEX_RETURN_IF_ERROR(launch_rms_norm_modulate_table<kChunks>(x, w, table, map, shift_chunk, scale_chunk, out,
+                                                                     eps, stream, &launched));
       break;
   }
   if (launched) return Status::Ok();
@@ -419,12 +395,8 @@ Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const
 
 const char* rms_norm_modulate_variant_name(RmsNormModulateVariant v) {
   switch (v) {
+    case RmsNormModulateVariant::kSmemPrefetchBf16x2: return "smem_prefetch_bf16x2";
     case RmsNormModulateVariant::kWarpRow: return "warp_row";
-    case RmsNormModulateVariant::kSmemTables: return "smem";
-    case RmsNormModulateVariant::kSmemTablesPrefetch: return "smem_prefetch";
-    case RmsNormModulateVariant::kSmemTablesBf16x2: return "smem_bf16x2";
-    case RmsNormModulateVariant::kSmemTablesPrefetchBf16x2: return "smem_prefetch_bf16x2";
-    case RmsNormModulateVariant::kSmemTablesPrefetchBf16x2IntWiden: return "smem_prefetch_bf16x2_intcvt";
   }
   return "?";
 }

@@ -95,63 +95,6 @@ __device__ __forceinline__ double warp_row_canonical_sum_squares(const RegRow<kC
   return __shfl_sync(0xFFFFFFFFu, total, 0);
 }
 
-// ---- Conversion-free canonical sum of squares (the smem_*_intcvt variant of rms_norm_modulate) -------------
-// |x| of a BF16 as FP64 without F2F.F64 (a quarter-rate conversion): the BF16 bits without the sign placed at the
-// top of an FP64 word read (1 + m/128) 2^(E - 1023) for E >= 1 and m 2^-1029 for E = 0 (FP64 subnormal), and the
-// exact product with 2^896 is |x| for EVERY finite BF16, subnormals and zeros included. E = 255 (inf/NaN) is not
-// covered: warp_row_canonical_sum_squares_intcvt detects it and takes the F2F path for that row.
-__device__ __forceinline__ double bf16_lo_abs_f64(uint32_t w) {
-  return __dmul_rn(__hiloint2double(static_cast<int>((w << 13) & 0x0FFFE000u), 0), 0x1p896);
-}
-__device__ __forceinline__ double bf16_hi_abs_f64(uint32_t w) {
-  return __dmul_rn(__hiloint2double(static_cast<int>((w >> 3) & 0x0FFFE000u), 0), 0x1p896);
-}
-// Per-half unsigned 16-bit maximum (max.u16x2, sm_90).
-__device__ __forceinline__ uint32_t max_u16x2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
-// The halving tree w = 128 .. 1 of warp_row_canonical_sum_squares on the 8 per-lane accumulators.
-__device__ __forceinline__ double warp_row_canonical_tree(double (&acc)[8]) {
-#pragma unroll
-  for (int w = 16; w >= 1; w /= 2) {  // canonical w = 128, 64, 32, 16, 8
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] = __dadd_rn(acc[i], __shfl_down_sync(0xFFFFFFFFu, acc[i], w));
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) acc[i] = __dadd_rn(acc[i], acc[i + 4]);  // w = 4
-#pragma unroll
-  for (int i = 0; i < 2; ++i) acc[i] = __dadd_rn(acc[i], acc[i + 2]);  // w = 2
-  const double total = __dadd_rn(acc[0], acc[1]);                      // w = 1
-  return __shfl_sync(0xFFFFFFFFu, total, 0);
-}
-
-// Same value as warp_row_canonical_sum_squares (same order, same FP64 operations on the same exact values), with the
-// squares' inputs widened by bf16_*_abs_f64; a row holding inf/NaN (exponent field 255) takes the F2F path.
-template <int kChunks>
-__device__ __forceinline__ double warp_row_canonical_sum_squares_intcvt(const RegRow<kChunks>& row) {
-  double acc[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) acc[i] = 0.0;
-  uint32_t exp_max = 0;  // per half: the largest exponent field seen (bits 7..14 of each BF16)
-#pragma unroll
-  for (int m = 0; m < kChunks; ++m) {
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t w = word(row.chunk[m], k);
-      exp_max = max_u16x2(exp_max, w & 0x7F807F80u);
-      const double lo = bf16_lo_abs_f64(w), hi = bf16_hi_abs_f64(w);
-      acc[2 * k] = __fma_rn(lo, lo, acc[2 * k]);
-      acc[2 * k + 1] = __fma_rn(hi, hi, acc[2 * k + 1]);
-    }
-  }
-  const bool special = (exp_max & 0xFFFFu) == 0x7F80u || (exp_max >> 16) == 0x7F80u;
-  if (__any_sync(0xFFFFFFFFu, special)) return warp_row_canonical_sum_squares<kChunks>(row);
-  return warp_row_canonical_tree(acc);
-}
-
 // Smallest register-row instantiation that holds `cols` (a multiple of 8); 0 when the row is too wide.
 inline int reg_row_chunks(int64_t cols) {
   const int64_t per_lane = (cols / 8 + 31) / 32;
