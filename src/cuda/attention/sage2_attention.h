@@ -22,10 +22,11 @@ namespace vortex {
 //             sage2_v_byte_pos. Validated on the H200; 319-334 TOPS at the canonical shape.
 //   kWgmma:   warp-specialized: a producer warpgroup streams 16 KB Q/K/V tiles with cp.async.bulk into
 //             an mbarrier ring; two consumer warpgroups x 64 query rows run wgmma m64n128k32 s8 (Q and
-//             K from shared memory) and e4m3 (P from registers, V^T from shared memory), the softmax
-//             of block j overlapping the PV GEMM of block j-1. Operands in the tiled layout
-//             (sage2_tiled_pos / sage2_tiled_v_pos). 841-856 TOPS at the canonical shape (H200, session 8;
-//             quantization excluded). Measured slower in the same runs and not kept (session 8,
+//             K from shared memory) and e4m3 (P from registers, V^T from shared memory); QK(j) and PV(j-1)
+//             are issued together, and one warpgroup's softmax overlaps the other's GEMMs (ptxas places the
+//             PV wait right after the QK wait). Operands in the tiled layout (sage2_tiled_pos /
+//             sage2_tiled_v_pos). 831 TOPS mainloop, 800 TOPS with quantization at the canonical shape
+//             (H200, session 8 run 6). Measured slower in the same runs and not kept (session 8,
 //             benchmarks/2026-11-29-h200-s8/sage2-variants-run3-4.jsonl): the warpgroups taking turns on the
 //             tensor core (ping-pong, 685 TOPS) and P through shared memory so softmax(j) overlaps PV(j-1)
 //             (stmatrix + SS wgmma, 765 TOPS; ptxas hoists the PV wait into the softmax when P is in
