@@ -564,12 +564,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     pack_p(p, pa_prev);
   }
   float ks_next = blocks > 1 ? k_scale_head[kSage2KGroupsPerBlock + t] : 0.0f;
-  // Key block j >= 1: QK(j) and PV(j-1) issued together as two groups; ptxas places the PV wait right after
-  // the QK wait (SASS, session 8), so the softmax overlaps the other warpgroup's GEMMs rather than this
-  // warpgroup's PV (a shared-memory-P variant that overlaps both measured slower). P(j) goes into the A registers only
-  // after PV(j-1) has been waited for: the PTX rule for register A operands, and writing them earlier
-  // let ptxas reuse the in-flight registers (see the session-7 SASS evidence). The last block (masked
-  // keys) is peeled off: with its branch inside the loop ptxas spilled 28 bytes.
+  // Key block j >= 1: QK(j) and PV(j-1) issued together as two groups; ptxas places the PV wait right
+  // after the QK wait (SASS, session 8), so the softmax overlaps the other warpgroup's GEMMs rather than
+  // this warpgroup's PV (a shared-memory-P variant that overlaps both measured slower). P(j) goes into the
+  // A registers only after PV(j-1) has been waited for: the PTX rule for register A operands; written
+  // earlier, ptxas coalesced the next P with the in-flight A registers (session 8 SASS). The last block
+  // (masked keys) is peeled off: with its branch inside the loop ptxas spilled 28 bytes.
   auto key_block = [&](int j, auto last_block) {
     constexpr bool kLast = decltype(last_block)::value;
     const int s = j % kStages, s_prev = (j - 1) % kStages;
