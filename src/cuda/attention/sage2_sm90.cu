@@ -137,6 +137,36 @@ __device__ __forceinline__ float exact_int_to_float(int x) {
   return __fsub_rn(__int_as_float(x + 0x4B400000), 12582912.0f);
 }
 
+// Steps 4-7 of one key block once the thread's raw row maxima of rows r / r+8 are known; s holds the values the
+// maxima were taken over (float(S), or float(S) * dq in the last block): the candidates fma(max, c, -delta)
+// max-reduced over the quad, alpha = ex2(m_old - m_new), d rescaled, then P = ex2(fma(s, c, -m_new)) in place
+// and the row sums of the unrounded P.
+__device__ __forceinline__ void softmax_rows_from_max(float max_r, float max_r8, float c, float& m_r, float& m_r8,
+                                                      float& d_r, float& d_r8, float& alpha_r, float& alpha_r8,
+                                                      float (&s)[16][4]) {
+  float cand_r = __fmaf_rn(max_r, c, -kSage2Delta), cand_r8 = __fmaf_rn(max_r8, c, -kSage2Delta);
+  cand_r = fmaxf(cand_r, __shfl_xor_sync(0xffffffffu, cand_r, 1));
+  cand_r = fmaxf(cand_r, __shfl_xor_sync(0xffffffffu, cand_r, 2));
+  cand_r8 = fmaxf(cand_r8, __shfl_xor_sync(0xffffffffu, cand_r8, 1));
+  cand_r8 = fmaxf(cand_r8, __shfl_xor_sync(0xffffffffu, cand_r8, 2));
+  const float mn_r = fmaxf(m_r, cand_r), mn_r8 = fmaxf(m_r8, cand_r8);
+  alpha_r = ex2_approx(__fsub_rn(m_r, mn_r));
+  alpha_r8 = ex2_approx(__fsub_rn(m_r8, mn_r8));
+  m_r = mn_r;
+  m_r8 = mn_r8;
+  d_r = __fmul_rn(d_r, alpha_r);
+  d_r8 = __fmul_rn(d_r8, alpha_r8);
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) {
+    s[nt][0] = ex2_approx(__fmaf_rn(s[nt][0], c, -mn_r));
+    s[nt][1] = ex2_approx(__fmaf_rn(s[nt][1], c, -mn_r));
+    s[nt][2] = ex2_approx(__fmaf_rn(s[nt][2], c, -mn_r8));
+    s[nt][3] = ex2_approx(__fmaf_rn(s[nt][3], c, -mn_r8));
+    d_r = __fadd_rn(d_r, __fadd_rn(s[nt][0], s[nt][1]));
+    d_r8 = __fadd_rn(d_r8, __fadd_rn(s[nt][2], s[nt][3]));
+  }
+}
+
 // One 128-key block of the online softmax for the thread's rows r and r+8 (research §1.7 steps 2-8).
 // acc: the int32 S fragment, [16 key groups of 8][c0..c3] = rows r (0,1) / r+8 (2,3), keys
 // key0 + 8*i + 2t + {0,1}. Updates m, d; returns alpha and the FP8 P A-fragments for the 4 k32 steps
@@ -178,28 +208,7 @@ __device__ __forceinline__ void online_softmax_probs(const int (&acc)[16][4], bo
   for (int i = 0; i < 2; ++i) mx[i] = fmaxf(mx[i], mx[i + 2]), mx8[i] = fmaxf(mx8[i], mx8[i + 2]);
   mx[0] = fmaxf(mx[0], mx[1]);
   mx8[0] = fmaxf(mx8[0], mx8[1]);
-  const float max_r = mx[0], max_r8 = mx8[0];
-  float cand_r = __fmaf_rn(max_r, c, -kSage2Delta), cand_r8 = __fmaf_rn(max_r8, c, -kSage2Delta);
-  cand_r = fmaxf(cand_r, __shfl_xor_sync(0xffffffffu, cand_r, 1));
-  cand_r = fmaxf(cand_r, __shfl_xor_sync(0xffffffffu, cand_r, 2));
-  cand_r8 = fmaxf(cand_r8, __shfl_xor_sync(0xffffffffu, cand_r8, 1));
-  cand_r8 = fmaxf(cand_r8, __shfl_xor_sync(0xffffffffu, cand_r8, 2));
-  const float mn_r = fmaxf(m_r, cand_r), mn_r8 = fmaxf(m_r8, cand_r8);
-  alpha_r = ex2_approx(__fsub_rn(m_r, mn_r));
-  alpha_r8 = ex2_approx(__fsub_rn(m_r8, mn_r8));
-  m_r = mn_r;
-  m_r8 = mn_r8;
-  d_r = __fmul_rn(d_r, alpha_r);
-  d_r8 = __fmul_rn(d_r8, alpha_r8);
-#pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
-    s[nt][0] = ex2_approx(__fmaf_rn(s[nt][0], c, -mn_r));
-    s[nt][1] = ex2_approx(__fmaf_rn(s[nt][1], c, -mn_r));
-    s[nt][2] = ex2_approx(__fmaf_rn(s[nt][2], c, -mn_r8));
-    s[nt][3] = ex2_approx(__fmaf_rn(s[nt][3], c, -mn_r8));
-    d_r = __fadd_rn(d_r, __fadd_rn(s[nt][0], s[nt][1]));
-    d_r8 = __fadd_rn(d_r8, __fadd_rn(s[nt][2], s[nt][3]));
-  }
+  softmax_rows_from_max(mx[0], mx8[0], c, m_r, m_r8, d_r, d_r8, alpha_r, alpha_r8, s);
 }
 // online_softmax_probs for a block without masked keys (all but the last), for the wgmma kernel: the same
 // steps with fewer instructions on the softmax's critical path (ncu: issue-bound, ~665 instructions per warp
@@ -227,27 +236,11 @@ __device__ __forceinline__ void online_softmax_probs_full(const int (&acc)[16][4
                                                           float& d_r, float& d_r8, float& alpha_r, float& alpha_r8,
                                                           float (&s)[16][4]) {
   const float max_r = static_cast<float>(row_max_s32(acc, 0)), max_r8 = static_cast<float>(row_max_s32(acc, 2));
-  float cand_r = __fmaf_rn(max_r, c, -kSage2Delta), cand_r8 = __fmaf_rn(max_r8, c, -kSage2Delta);
-  cand_r = fmaxf(cand_r, __shfl_xor_sync(0xffffffffu, cand_r, 1));
-  cand_r = fmaxf(cand_r, __shfl_xor_sync(0xffffffffu, cand_r, 2));
-  cand_r8 = fmaxf(cand_r8, __shfl_xor_sync(0xffffffffu, cand_r8, 1));
-  cand_r8 = fmaxf(cand_r8, __shfl_xor_sync(0xffffffffu, cand_r8, 2));
-  const float mn_r = fmaxf(m_r, cand_r), mn_r8 = fmaxf(m_r8, cand_r8);
-  alpha_r = ex2_approx(__fsub_rn(m_r, mn_r));
-  alpha_r8 = ex2_approx(__fsub_rn(m_r8, mn_r8));
-  m_r = mn_r;
-  m_r8 = mn_r8;
-  d_r = __fmul_rn(d_r, alpha_r);
-  d_r8 = __fmul_rn(d_r8, alpha_r8);
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
-    s[nt][0] = ex2_approx(__fmaf_rn(exact_int_to_float(acc[nt][0]), c, -mn_r));
-    s[nt][1] = ex2_approx(__fmaf_rn(exact_int_to_float(acc[nt][1]), c, -mn_r));
-    s[nt][2] = ex2_approx(__fmaf_rn(exact_int_to_float(acc[nt][2]), c, -mn_r8));
-    s[nt][3] = ex2_approx(__fmaf_rn(exact_int_to_float(acc[nt][3]), c, -mn_r8));
-    d_r = __fadd_rn(d_r, __fadd_rn(s[nt][0], s[nt][1]));
-    d_r8 = __fadd_rn(d_r8, __fadd_rn(s[nt][2], s[nt][3]));
-  }
+  for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nt][e] = exact_int_to_float(acc[nt][e]);
+  softmax_rows_from_max(max_r, max_r8, c, m_r, m_r8, d_r, d_r8, alpha_r, alpha_r8, s);
 }
 __device__ __forceinline__ void pack_p(const float (&s)[16][4], uint32_t (&pa)[4][4]) {
 #pragma unroll
