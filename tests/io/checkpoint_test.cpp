@@ -15,6 +15,7 @@
 #include "host_test_backend.h"
 #include "io/synth_checkpoint.h"
 #include "model/h3_spec.h"
+#include "synth_checkpoint_util.h"
 #include "test_files.h"
 
 namespace vortex {
@@ -24,19 +25,6 @@ using testing::HostMemoryBackend;
 using testing::TempDir;
 
 using TensorList = std::vector<std::pair<std::string, Tensor>>;
-
-std::string write_synth(const std::string& dir, uint64_t seed, CheckpointLayout layout, double shard_gb = 0,
-                        const std::string& name = "model.safetensors") {
-  SynthCheckpointOptions opt;
-  opt.config = ModelConfig::h3_tiny();
-  opt.out = dir + "/" + name;
-  opt.seed = seed;
-  opt.layout = layout;
-  opt.shard_size_gb = shard_gb;
-  Result<std::vector<std::string>> r = write_synthetic_checkpoint(opt);
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  return r.ok() ? (*r)[r->size() - 2] : "";  // last weights file or the index (config.json is last)
-}
 
 TensorList read_all(const std::string& path, std::map<std::string, std::string>* metadata = nullptr) {
   Result<SafetensorsFile> f = SafetensorsFile::open(path);

@@ -13,23 +13,9 @@
 #include "io/quantize.h"
 #include "io/safetensors.h"
 #include "io/synth_checkpoint.h"
+#include "synth_checkpoint_util.h"
 
 namespace vortex {
-
-// Writes a synthetic h3-tiny checkpoint into `dir`; returns the last weights file or the index
-// (config.json is the last file written).
-inline std::string write_synth(const std::string& dir, uint64_t seed, CheckpointLayout layout, double shard_gb = 0,
-                               const std::string& name = "model.safetensors") {
-  SynthCheckpointOptions opt;
-  opt.config = ModelConfig::h3_tiny();
-  opt.out = dir + "/" + name;
-  opt.seed = seed;
-  opt.layout = layout;
-  opt.shard_size_gb = shard_gb;
-  Result<std::vector<std::string>> r = write_synthetic_checkpoint(opt);
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  return r.ok() ? (*r)[r->size() - 2] : "";
-}
 
 // The same synthetic weights (seed) in the original layout (dir/a) and the ComfyUI layout (dir/b), each
 // quantized with `opt` (its in/out are set here); returns the two opened results {original, comfy}.
