@@ -5,8 +5,10 @@
 //  * producers (plain, modulation, SwiGLU) E0 vs the CPU reference (ref::nvfp4_quantize with the binade measured
 //    here), fused == materialize-then-quantize with the real modulate / swiglu kernels, on adversarial inputs;
 //    shapes cover both producer paths (16-byte main path and the element-wise path for ragged / unaligned K);
-//    both main-path kernel variants ("warp_chunks", the baseline, and the default "fma_rev") run each case and must
-//    give the same bytes; the variant list itself is checked on the host (runs without a device).
+//    every main-path kernel variant ("warp_chunks", the baseline, the default "fma_rev", and "fma_rev_smem" with the
+//    modulation table staged in shared memory) runs each case and must give the same bytes; the modulated cases
+//    include random per-row table rows (more distinct rows per CTA than it stages: the global fallback) and a static
+//    g; the variant list itself is checked on the host (runs without a device).
 // Fresh seeds per run (printed on failure); outputs poisoned before each run; sentinels catch overruns.
 #include <gtest/gtest.h>
 
@@ -225,7 +227,7 @@ TEST(Nvfp4Producer, AllZeroTensorDynamic) {
   }
 }
 
-// Segments of a packed sequence -> AdaLN table rows; returns the host SegmentTable and uploads the row map.
+// Segments of a packed sequence -> AdaLN table rows (3 table rows); fills the host row map.
 SegmentTable make_segments(int64_t rows, std::vector<int32_t>& host_map) {
   SegmentTable seg;
   seg.rows = rows;
@@ -236,6 +238,21 @@ SegmentTable make_segments(int64_t rows, std::vector<int32_t>& host_map) {
     if (bounds[i + 1] > bounds[i]) seg.segments.push_back({bounds[i], bounds[i + 1], table_rows[i]});
   host_map.assign(static_cast<size_t>(rows), 0);
   for (int64_t r = 0; r < rows; ++r) host_map[static_cast<size_t>(r)] = seg.row_of(r);
+  return seg;
+}
+
+// A random table row in [0, table_rows) for every row (runs of equal rows merged into one segment).
+SegmentTable make_random_segments(int64_t rows, int32_t table_rows, std::mt19937_64& rng,
+                                  std::vector<int32_t>& host_map) {
+  SegmentTable seg;
+  seg.rows = rows;
+  host_map.assign(static_cast<size_t>(rows), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t t = static_cast<int32_t>(rng() % static_cast<uint64_t>(table_rows));
+    host_map[static_cast<size_t>(r)] = t;
+    if (!seg.segments.empty() && seg.segments.back().table_row == t) seg.segments.back().stop = r + 1;
+    else seg.segments.push_back({r, r + 1, t});
+  }
   return seg;
 }
 
@@ -252,44 +269,55 @@ Tensor host_tensor(const std::vector<uint16_t>& v, Shape shape) {
   return t;
 }
 
-void check_modulated(int64_t rows, int64_t d) {
+// random_map: every row picks one of 7 table rows at random (CTAs of "fma_rev_smem" meet more distinct table rows
+// than they stage); dynamic = false: a static g (the pack kernels' other instantiation).
+// inf_nan: the RMSNorm output carries +-inf and NaN (the packed bf16x2 roundings of the fused producers must give
+// the bytes of the scalar path).
+void check_modulated(int64_t rows, int64_t d, bool random_map = false, bool dynamic = true, bool inf_nan = false) {
   const uint64_t seed = testing::fresh_seed();
   std::mt19937_64 rng(seed);
-  const std::string what = "modulated [" + std::to_string(rows) + ", " + std::to_string(d) + "] seed=" + std::to_string(seed);
+  const std::string what = "modulated [" + std::to_string(rows) + ", " + std::to_string(d) + "]" +
+                           (random_map ? " random row map" : " segments") + (dynamic ? " dynamic" : " static") +
+                           (inf_nan ? " inf/nan" : "") + " seed=" + std::to_string(seed);
   const int chunks = 6, shift_chunk = 3, scale_chunk = 4;
-  const std::vector<uint16_t> n = test::nvfp4_adversarial_bf16(rows, d, d, rng, false);
-  std::vector<uint16_t> table(3 * chunks * d);
+  const int32_t table_rows = random_map ? 7 : 3;
+  const std::vector<uint16_t> n = test::nvfp4_adversarial_bf16(rows, d, d, rng, inf_nan);
+  std::vector<uint16_t> table(static_cast<size_t>(table_rows) * chunks * d);
   std::normal_distribution<float> nd(0.0f, 0.7f);
   for (auto& t : table) t = bf16_bits_from_f32(nd(rng));
   std::vector<int32_t> map_host;
-  const SegmentTable seg = make_segments(rows, map_host);
+  const SegmentTable seg = random_map ? make_random_segments(rows, table_rows, rng, map_host) : make_segments(rows, map_host);
+  const float g_static = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, static_cast<int>(rng() % 8) - 6);
 
   DeviceBuffer dn(n.size() * 2), dt(table.size() * 2), dmap(map_host.size() * 4 + 4), dm(n.size() * 2);
   dn.upload(n.data(), n.size() * 2);
   dt.upload(table.data(), table.size() * 2);
   dmap.upload(map_host.data(), map_host.size() * 4);
-  const cuda_ops::DeviceRowMap map{static_cast<const int32_t*>(dmap.get()), rows, 3};
+  const cuda_ops::DeviceRowMap map{static_cast<const int32_t*>(dmap.get()), rows, table_rows};
   // Unfused: the modulate kernel materializes the BF16 tensor, then the plain producer.
   dm.upload(n.data(), n.size() * 2);
   Tensor m_dev = device_view(dm, {rows, d}, DType::kBF16);
-  const Status s1 = cuda_ops::modulate(m_dev, device_view(dt, {3, chunks * d}, DType::kBF16), shift_chunk, scale_chunk, map, nullptr);
+  const Status s1 = cuda_ops::modulate(m_dev, device_view(dt, {table_rows, chunks * d}, DType::kBF16), shift_chunk,
+                                       scale_chunk, map, nullptr);
   ASSERT_TRUE(s1.ok()) << s1.message();
   // CPU: ref::modulate then ref::nvfp4_quantize.
   Tensor m_host = host_tensor(n, {rows, d});
-  ASSERT_TRUE(ref::modulate(m_host, host_tensor(table, {3, chunks * d}), shift_chunk, scale_chunk, seg).ok());
+  ASSERT_TRUE(ref::modulate(m_host, host_tensor(table, {table_rows, chunks * d}), shift_chunk, scale_chunk, seg).ok());
   std::vector<uint16_t> m_ref(n.size());
   std::memcpy(m_ref.data(), m_host.raw_data(), m_ref.size() * 2);
-  const HostOut want = cpu_reference(m_ref, rows, d, d, true, 0.0f);
+  const HostOut want = cpu_reference(m_ref, rows, d, d, dynamic, g_static);
   for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
     DeviceOut fused(ref::nvfp4_layout(rows, d));
+    if (!dynamic) fused.g.upload(&g_static, 4);
     const Status s = cuda_ops::nvfp4_quantize_modulated(static_cast<const uint16_t*>(dn.get()), rows, d, d,
                                                   static_cast<const uint16_t*>(dt.get()), chunks * d, shift_chunk,
-                                                  scale_chunk, map, fused.scale(true), fused.buffers(), nullptr,
+                                                  scale_chunk, map, fused.scale(dynamic), fused.buffers(), nullptr,
                                                   variant_options(v));
     ASSERT_TRUE(s.ok()) << s.message() << variant_tag(v);
     DeviceOut unfused(ref::nvfp4_layout(rows, d));
-    const Status s2 = cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dm.get()), rows, d, d, unfused.scale(true),
-                                               unfused.buffers(), nullptr, variant_options(v));
+    if (!dynamic) unfused.g.upload(&g_static, 4);
+    const Status s2 = cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dm.get()), rows, d, d,
+                                               unfused.scale(dynamic), unfused.buffers(), nullptr, variant_options(v));
     ASSERT_TRUE(s2.ok()) << s2.message() << variant_tag(v);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << variant_tag(v);
     const HostOut got_fused = download(fused), got_unfused = download(unfused);
@@ -303,6 +331,10 @@ TEST(Nvfp4Producer, ModulationFusedEqualsMaterializeThenQuantize) {
   check_modulated(300, 5376);
   check_modulated(37, 40);   // element-wise path, ragged rows and K
   check_modulated(130, 7168);
+  check_modulated(2000, 5376, /*random_map=*/true);   // > 3 distinct table rows per CTA: staged + global fallback
+  check_modulated(517, 1040, /*random_map=*/true);    // 130 chunks: one partial task column, padding rows
+  check_modulated(1100, 3072, /*random_map=*/false, /*dynamic=*/false);  // static g
+  check_modulated(300, 5376, /*random_map=*/true, /*dynamic=*/false, /*inf_nan=*/true);  // inf -> +-6, NaN -> 0x7
 }
 
 void check_swiglu(int64_t rows, int64_t f) {
@@ -346,14 +378,15 @@ TEST(Nvfp4Producer, SwigluFusedEqualsMaterializeThenQuantize) {
   check_swiglu(19, 272);  // main path, K not a multiple of 64 (partial scale word groups)
 }
 
-// The variant mechanism (host only): two named variants, the baseline first, the default among them.
+// The variant mechanism (host only): three named variants, the baseline first, the default among them.
 TEST(Nvfp4Variants, BaselineAndDefaultListed) {
-  ASSERT_EQ(cuda_ops::nvfp4_variant_count(), 2);
+  ASSERT_EQ(cuda_ops::nvfp4_variant_count(), 3);
   EXPECT_STREQ(cuda_ops::nvfp4_variant_name(0), "warp_chunks") << "variant 0 is the bench's byte/speed baseline";
   EXPECT_STREQ(cuda_ops::nvfp4_variant_name(1), "fma_rev");
+  EXPECT_STREQ(cuda_ops::nvfp4_variant_name(2), "fma_rev_smem");
   EXPECT_EQ(cuda_ops::nvfp4_default_variant(), 1) << "the default is the measured winner fma_rev";
   EXPECT_STREQ(cuda_ops::nvfp4_variant_name(-1), "?");
-  EXPECT_STREQ(cuda_ops::nvfp4_variant_name(2), "?");
+  EXPECT_STREQ(cuda_ops::nvfp4_variant_name(3), "?");
 }
 
 TEST(Nvfp4Producer, RejectsBadArguments) {

@@ -1,14 +1,15 @@
 // NVFP4 producers (research/nvfp4-fp8-gemm.md §1.13): amax -> g, then pack: E2M1 hi-first pairs and the E4M3
 // scales in the 128x4 tile. Main path (cols % 16 == 0, 16-byte aligned rows): one lane per 16-byte chunk (half a
-// block), warp-contiguous loads/stores, two kernel variants with the same bytes (Nvfp4RunOptions::variant):
-// "fma_rev" (default: E2M1 on the FP32 pipe, rows last-first) and "warp_chunks" (session 7, the baseline). H200,
+// block), warp-contiguous loads/stores, three kernel variants with the same bytes (Nvfp4RunOptions::variant):
+// "fma_rev" (default: E2M1 on the FP32 pipe, rows last-first), "warp_chunks" (session 7, the baseline) and
+// "fma_rev_smem" (fma_rev, the modulated producer's AdaLN table slice staged in shared memory; unmeasured). H200,
 // S = 37810 (benchmarks/2026-11-29-h200-s8/run5-nvfp4-producer-variants.txt, bytes equal): plain K 5376 fma_rev
 // 0.225-0.229 ms = 97-99% of copy BW vs warp_chunks 0.363-0.367 (60-61%, ALU-bound integer E2M1); K 14336 0.580-
 // 0.583 ms (102%) vs 0.938-0.948; modulate 0.335 ms (1.29x unfused), SwiGLU 1.268 ms (87.5%, 1.06x unfused).
 // Other shapes: one thread per (row, 4 blocks), element loads. The BF16 input comes from a Source policy: plain,
 // the modulation of the RMSNorm output, or SwiGLU of FC1 (recomputed as modulate.cu / swiglu.cu do, never
 // written). rcp/div/mul/min pinned with inline PTX (.approx.ftz as comfy-kitchen's fast-math build emits them);
-// also the device probes of those instructions. E0 vs src/ref/nvfp4_quantize.cpp for both variants in
+// also the device probes of those instructions. E0 vs src/ref/nvfp4_quantize.cpp for every variant in
 // tests/cuda/nvfp4_quantize_test.cu; timed per variant and pass by bench/nvfp4_bench.cpp.
 #include "cuda/ops/nvfp4_quantize.h"
 
@@ -17,6 +18,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <climits>
 #include <string>
 #include <type_traits>
 
@@ -657,14 +659,228 @@ __global__ void __launch_bounds__(kChunkWarps * 32, 4)  // <= 64 registers: 4 CT
   if constexpr (kDynamicG) get_g();  // block (0, 0) writes g even when it had no row group
 }
 
+// ---- main path, variant "fma_rev_smem" (session 8 late): the modulated producer with its table in shared memory ----
+// Why: modulate_D5376 under fma_rev ran at 66% of copy BW (amax 0.146 ms, pack 0.197 ms) vs 99% for the plain
+// producer: per 16-byte chunk of n both passes also load the row's scale and shift chunks (two L2 loads) and round
+// t = R(1 + scale). As rms_norm_modulate's table kernel (72% -> 87%), each CTA here owns one task column (chunks
+// c0 .. c0 + 223 of every row) of a contiguous row range, picks up to kModSlots distinct table rows of that range
+// (first appearance; segment rows are contiguous, so usually 1-2) and stages, for that column slice, t = R(1 + scale)
+// (the bf16x2 words ModulatedSourcePacked computes, so the same bits) and shift in shared memory. A row whose table
+// row was not picked reads the global table as fma_rev does: correct for ANY row map, only slower. Quantization,
+// stores and the dynamic-g handling are fma_rev's (quantize_store_task_fma, global_scale_from_amax): the same bytes.
+constexpr int kModSlots = 3;                       // staged table rows per CTA (H3: text / audio / video)
+constexpr int kSliceChunks = kTaskGroups * 32;     // chunks of one task column (224)
+// CTAs per SM each kernel is sized for (launch bounds and its one-wave grid). ptxas hoists a task's 14 shared loads
+// next to its 7 global ones (21 live uint4); with fma_rev's budget (4 CTAs, <= 64 registers) both kernels spilled,
+// also when the staged modulation was applied chunk by chunk inside the quantize loop. Pack: 3 (<= 80 registers, no
+// spills); amax: 3 still spilled (16 bytes), so 2.
+constexpr int kPackModBlocksPerSm = 3;
+constexpr int kAmaxModBlocksPerSm = 2;
+
+// The modulated source with staged slices: begin_row picks the slot of the row's table row (warp-uniform).
+struct ModulatedSourceStaged : ModulatedSourcePacked {
+  const uint4* slot_t = nullptr;   // shared [kModSlots][kSliceChunks] t words
+  const uint4* slot_sh = nullptr;  // shared [kModSlots][kSliceChunks] shift
+  int tag0 = -1, tag1 = -1, tag2 = -1;  // picked table rows (-1: slot unused; row_map values are >= 0)
+  int64_t c_lo = 0;                // first chunk of the CTA's slice
+  const uint4* st = nullptr;       // this row's staged t / shift slice, chunk c at [c - c_lo] (nullptr: global fallback)
+  const uint4* sh = nullptr;
+  __device__ __forceinline__ void begin_row(int64_t r) {
+    const int tr = row_map[r];
+    trow = table + static_cast<int64_t>(tr) * table_ld;
+    const int slot = tr == tag0 ? 0 : tr == tag1 ? 1 : tr == tag2 ? 2 : -1;
+    st = slot >= 0 ? slot_t + slot * kSliceChunks : nullptr;
+    sh = slot >= 0 ? slot_sh + slot * kSliceChunks : nullptr;
+  }
+  // The modulated chunk c8 from n's chunk nq and the staged t / shift (begin_row found a slot): the arithmetic of
+  // ModulatedSourcePacked::load8 with t read instead of rounded here, so the same bits. (load8 itself, inherited,
+  // is the global-table path.)
+  __device__ __forceinline__ uint4 modulate_staged(const uint4& nq, int64_t c8) const {
+    const uint4 tq = st[c8 - c_lo], hq = sh[c8 - c_lo];
+    const uint32_t nw[4] = {nq.x, nq.y, nq.z, nq.w}, tw[4] = {tq.x, tq.y, tq.z, tq.w};
+    const uint32_t hw[4] = {hq.x, hq.y, hq.z, hq.w};
+    uint32_t o[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t m = bf16x2_rn(__fmul_rn(lo_f32(nw[k]), lo_f32(tw[k])), __fmul_rn(hi_f32(nw[k]), hi_f32(tw[k])));
+      o[k] = bf16x2_rn(__fadd_rn(lo_f32(m), lo_f32(hw[k])), __fadd_rn(hi_f32(m), hi_f32(hw[k])));
+    }
+    return make_uint4(o[0], o[1], o[2], o[3]);
+  }
+};
+
+// load_task_fma for the staged source. The staged / global choice is made once per task (warp-uniform), and the
+// staged path issues all kTaskGroups loads of n before the first use: with the choice per chunk, the compiler
+// put a branch between consecutive chunks and each chunk's arithmetic waited for its load before the next load
+// issued (PTX of the first draft), i.e. one load in flight per lane instead of seven.
+template <bool kFull>
+__device__ __forceinline__ void load_task_mod_smem(ModulatedSourceStaged& src, int64_t r, int64_t c0, int lane,
+                                                   int64_t rows, int64_t data_chunks, uint4 (&v)[kTaskGroups]) {
+  if (r >= rows) {
+#pragma unroll
+    for (int u = 0; u < kTaskGroups; ++u) v[u] = make_uint4(0, 0, 0, 0);
+    return;
+  }
+  src.begin_row(r);
+  if (src.st != nullptr) {
+    const uint4* nrow = reinterpret_cast<const uint4*>(src.n + r * src.ld);
+#pragma unroll
+    for (int u = 0; u < kTaskGroups; ++u) {
+      const int64_t cc = c0 + 32 * u + lane;
+      v[u] = kFull || cc < data_chunks ? nrow[cc] : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kTaskGroups; ++u) {
+      const int64_t cc = c0 + 32 * u + lane;
+      if (kFull || cc < data_chunks) v[u] = src.modulate_staged(v[u], cc);
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < kTaskGroups; ++u) {
+      const int64_t cc = c0 + 32 * u + lane;
+      v[u] = kFull || cc < data_chunks ? src.load8(r, cc) : make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// CTA prologue: picks up to kModSlots distinct table rows of rows [r0, r1) (first appearance, by a min-reduction
+// over the row indices per slot) and stages t and shift of chunks [c_lo, c_lo + kSliceChunks) ∩ [0, data_chunks) of
+// each. All threads of the CTA call it (it synchronizes); returns the staged source.
+__device__ __forceinline__ ModulatedSourceStaged stage_table_slice(const ModulatedSource& base, int64_t r0,
+                                                                   int64_t r1, int64_t c_lo, int64_t data_chunks) {
+  __shared__ uint4 s_t[kModSlots * kSliceChunks], s_sh[kModSlots * kSliceChunks];  // 2 x 10.5 KB
+  __shared__ int s_pick[kModSlots + 1];                                          // picked rows, scratch
+  ModulatedSourceStaged src;
+  static_cast<ModulatedSource&>(src) = base;
+  src.slot_t = s_t;
+  src.slot_sh = s_sh;
+  src.c_lo = c_lo;
+  static_assert(kModSlots == 3, "tag0..tag2");
+  int n = 0;
+#pragma unroll
+  for (int slot = 0; slot < kModSlots; ++slot) {
+    if (threadIdx.x == 0) s_pick[kModSlots] = INT_MAX;
+    __syncthreads();
+    int first = INT_MAX;  // first row of the range (offset) whose table row is not picked yet
+    for (int64_t rr = r0 + threadIdx.x; rr < r1; rr += blockDim.x) {
+      const int v = base.row_map[rr];
+      if (v != src.tag0 && v != src.tag1 && v != src.tag2) {
+        first = static_cast<int>(rr - r0);
+        break;
+      }
+    }
+    first = __reduce_min_sync(0xFFFFFFFFu, first);
+    if ((threadIdx.x & 31) == 0 && first != INT_MAX) atomicMin(&s_pick[kModSlots], first);
+    __syncthreads();
+    const int pick = s_pick[kModSlots];
+    __syncthreads();  // everyone read the scratch before the next slot resets it
+    if (pick == INT_MAX) break;  // every row of the range has a slot
+    const int picked = base.row_map[r0 + pick];
+    if (slot == 0) src.tag0 = picked;
+    else if (slot == 1) src.tag1 = picked;
+    else src.tag2 = picked;
+    n = slot + 1;
+  }
+  const int64_t slice = std::min<int64_t>(kSliceChunks, data_chunks - c_lo);
+  for (int s = 0; s < n; ++s) {
+    const int tag = s == 0 ? src.tag0 : s == 1 ? src.tag1 : src.tag2;
+    const uint16_t* trow = base.table + static_cast<int64_t>(tag) * base.table_ld;
+    const uint4* gsc = reinterpret_cast<const uint4*>(trow + base.scale_col) + c_lo;
+    const uint4* gsh = reinterpret_cast<const uint4*>(trow + base.shift_col) + c_lo;
+    for (int c = threadIdx.x; c < slice; c += blockDim.x) {
+      const uint4 sc = __ldg(gsc + c);
+      const uint32_t w[4] = {sc.x, sc.y, sc.z, sc.w};
+      uint32_t t[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) t[k] = bf16x2_rn(__fadd_rn(1.0f, lo_f32(w[k])), __fadd_rn(1.0f, hi_f32(w[k])));
+      s_t[s * kSliceChunks + c] = make_uint4(t[0], t[1], t[2], t[3]);
+      s_sh[s * kSliceChunks + c] = __ldg(gsh + c);
+    }
+  }
+  __syncthreads();
+  return src;
+}
+
+// Pass 1 of "fma_rev_smem" (modulated source): block (x, y) = task column x of rows [rows y / G, rows (y + 1) / G),
+// warp w takes rows r0 + w, r0 + w + 8, ...
+__global__ void __launch_bounds__(kChunkWarps * 32, kAmaxModBlocksPerSm)
+    amax_mod_smem_kernel(ModulatedSource base, int64_t rows, int64_t data_chunks, uint32_t* amax) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r0 = rows * blockIdx.y / gridDim.y, r1 = rows * (blockIdx.y + 1) / gridDim.y;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kSliceChunks;
+  ModulatedSourceStaged src = stage_table_slice(base, r0, r1, c0, data_chunks);
+  const bool full_task = c0 + kSliceChunks <= data_chunks;
+  uint32_t m2 = 0;
+  for (int64_t r = r0 + (threadIdx.x >> 5); r < r1; r += kChunkWarps) {
+    uint4 v[kTaskGroups];
+    if (full_task) load_task_mod_smem<true>(src, r, c0, lane, rows, data_chunks, v);
+    else load_task_mod_smem<false>(src, r, c0, lane, rows, data_chunks, v);
+#pragma unroll
+    for (int u = 0; u < kTaskGroups; ++u) {
+      m2 = __vimax3_u16x2(m2, v[u].x & 0x7FFF7FFFu, v[u].y & 0x7FFF7FFFu);
+      m2 = __vimax3_u16x2(m2, v[u].z & 0x7FFF7FFFu, v[u].w & 0x7FFF7FFFu);
+    }
+  }
+  block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
+}
+
+// Pass 2 of "fma_rev_smem": block (x, y) = task column x of the 8-row groups [row_groups y' / G, row_groups (y' + 1)
+// / G) with y' = G - 1 - y (one wave, like the amax pass, over about the same row ranges). Each range is walked
+// last-first: the amax pass walked its range first-to-last, so every CTA starts on rows likely still in L2 (fma_rev's
+// idea, per range). Warp w takes row 8 group + w. Rows >= rows (padding) read 0 and are not mapped.
+template <bool kDynamicG>
+__global__ void __launch_bounds__(kChunkWarps * 32, kPackModBlocksPerSm)
+    pack_mod_smem_kernel(ModulatedSource base, int64_t rows, int64_t data_chunks, int64_t row_groups, int64_t data_rows,
+                         int64_t data_row_bytes, int64_t scale_cols, const float* g_in, const uint32_t* amax,
+                         float* g_out, uint8_t* data, uint8_t* scales) {
+  float g = 0.0f;
+  bool have_g = false;
+  const auto get_g = [&]() {
+    if (!have_g) {
+      have_g = true;
+      if constexpr (kDynamicG) {
+        g = global_scale_from_amax(*amax);
+        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *g_out = g;
+      } else {
+        g = *g_in;
+      }
+    }
+    return g;
+  };
+  const int lane = threadIdx.x & 31;
+  const int64_t yy = static_cast<int64_t>(gridDim.y) - 1 - blockIdx.y;
+  const int64_t q0 = row_groups * yy / gridDim.y, q1 = row_groups * (yy + 1) / gridDim.y;  // row groups
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kSliceChunks;
+  ModulatedSourceStaged src = stage_table_slice(base, std::min(rows, q0 * kChunkWarps),
+                                                std::min(rows, q1 * kChunkWarps), c0, data_chunks);
+  const bool full_task = c0 + kSliceChunks <= data_chunks;
+  for (int64_t q = q1 - 1; q >= q0; --q) {
+    const int64_t r = q * kChunkWarps + (threadIdx.x >> 5);  // < scale_rows
+    uint4 v[kTaskGroups];
+    if (full_task) {
+      load_task_mod_smem<true>(src, r, c0, lane, rows, data_chunks, v);
+      quantize_store_task_fma<true>(v, r, c0, lane, data_chunks, data_rows, data_row_bytes, scale_cols, get_g(), data,
+                                    scales);
+    } else {
+      load_task_mod_smem<false>(src, r, c0, lane, rows, data_chunks, v);
+      quantize_store_task_fma<false>(v, r, c0, lane, data_chunks, data_rows, data_row_bytes, scale_cols, get_g(), data,
+                                     scales);
+    }
+  }
+  if constexpr (kDynamicG) get_g();  // block (0, 0) writes g even when it had no row group
+}
+
 // Main-path variants (Nvfp4RunOptions::variant), same bytes:
 //   "warp_chunks" (session 7; the measured baseline): pack_chunks_kernel, then g by global_scale_kernel;
 //   "fma_rev" (session 8; the default): pack_fma_kernel, g computed in the pack.
 // Measured and deleted in session 8 (benchmarks/2026-11-29-h200-s8/run5-nvfp4-producer-variants.txt, plain K 5376):
 // "fma" (rows first-to-last, 0.231-0.235 ms), "fma_pdl" (programmatic dependent launches, 0.231-0.235 ms),
 // "fma_pipe" (persistent, next task's loads in flight, 0.238-0.244 ms) vs fma_rev 0.225-0.229 ms.
-enum Variant : int { kWarpChunks = 0, kFmaRev = 1, kVariantCount = 2 };
-constexpr const char* kVariantNames[kVariantCount] = {"warp_chunks", "fma_rev"};
+//   "fma_rev_smem" (session 8 late; not the default until measured): the modulated producer's amax and pack with the
+//   AdaLN table slice staged in shared memory (amax_mod_smem_kernel, pack_mod_smem_kernel); the plain and SwiGLU
+//   producers run fma_rev's kernels under this name.
+enum Variant : int { kWarpChunks = 0, kFmaRev = 1, kFmaRevSmem = 2, kVariantCount = 3 };
+constexpr const char* kVariantNames[kVariantCount] = {"warp_chunks", "fma_rev", "fma_rev_smem"};
 constexpr int kDefaultVariant = kFmaRev;
 
 // The main path of every producer (cols % 16 == 0, 16-byte aligned rows). `flat`: the source is a plain
@@ -727,6 +943,45 @@ Status run_producer_chunks(const Source& src, const uint16_t* flat, int64_t rows
     VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_fma_kernel");
     return Status::Ok();
   }
+}
+
+// The modulated main path under "fma_rev_smem": amax_mod_smem_kernel, then pack_mod_smem_kernel (each one wave of
+// its k*ModBlocksPerSm CTAs per SM; g from the amax word in the pack when dynamic, as fma_rev).
+Status run_modulated_smem(const ModulatedSource& src, int64_t rows, int64_t cols, const Nvfp4GlobalScale& g,
+                          const Nvfp4Buffers& out, const Nvfp4RunOptions& opt, cudaStream_t stream) {
+  const ref::Nvfp4Layout l = ref::nvfp4_layout(rows, cols);
+  const int64_t data_chunks = 2 * l.blocks;                                   // cols / 8
+  const int64_t tasks_per_row = (2 * l.scale_cols + kSliceChunks - 1) / kSliceChunks;
+  const int64_t row_groups = l.scale_rows / kChunkWarps;                     // scale_rows is a multiple of 128
+  if (tasks_per_row > kMaxGridX) return invalid_argument("nvfp4: rows too long for one launch");
+  int device = 0, sms = 0;
+  VORTEX_CUDA_CHECK(cudaGetDevice(&device));
+  VORTEX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const bool g_in_pack = g.dynamic && row_groups > 0 && tasks_per_row > 0;
+  if (g.dynamic && opt.amax_pass) {
+    VORTEX_CUDA_CHECK(cudaMemsetAsync(g.amax_workspace, 0, sizeof(uint32_t), stream));
+    if (rows > 0 && cols > 0) {
+      const int64_t data_tasks = (data_chunks + kSliceChunks - 1) / kSliceChunks;
+      const int64_t want_y = std::max<int64_t>(1, static_cast<int64_t>(sms) * kAmaxModBlocksPerSm / data_tasks);
+      const int64_t gy = std::min<int64_t>({want_y, (rows + kChunkWarps - 1) / kChunkWarps, 65535});
+      amax_mod_smem_kernel<<<dim3(static_cast<unsigned>(data_tasks), static_cast<unsigned>(gy)), kChunkWarps * 32, 0,
+                             stream>>>(src, rows, data_chunks, g.amax_workspace);
+      VORTEX_CUDA_LAUNCH_CHECK("nvfp4 amax_mod_smem_kernel");
+    }
+    if (!g_in_pack) {
+      global_scale_kernel<<<1, 1, 0, stream>>>(g.amax_workspace, g.g);
+      VORTEX_CUDA_LAUNCH_CHECK("nvfp4 global_scale_kernel");
+    }
+  }
+  if (row_groups == 0 || tasks_per_row == 0 || !opt.pack_pass) return Status::Ok();
+  const int64_t want_y = std::max<int64_t>(1, static_cast<int64_t>(sms) * kPackModBlocksPerSm / tasks_per_row);
+  const int64_t gy = std::min<int64_t>({want_y, row_groups, 65535});
+  const dim3 grid(static_cast<unsigned>(tasks_per_row), static_cast<unsigned>(gy));
+  auto kernel = g.dynamic ? pack_mod_smem_kernel<true> : pack_mod_smem_kernel<false>;
+  kernel<<<grid, kChunkWarps * 32, 0, stream>>>(src, rows, data_chunks, row_groups, l.data_rows, l.data_row_bytes,
+                                                l.scale_cols, g.g, g.amax_workspace, g.g, out.data, out.scales);
+  VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_mod_smem_kernel");
+  return Status::Ok();
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -902,8 +1157,9 @@ Status nvfp4_quantize_modulated(const uint16_t* n, int64_t rows, int64_t cols, i
                             " rows, tensor has " + std::to_string(rows));
   const ModulatedSource src{n, ld, table, table_ld, shift_chunk * cols, scale_chunk * cols, map.table_row};
   if (cols % 16 == 0 && ld % 8 == 0 && table_ld % 8 == 0 && aligned16(n) && aligned16(table)) {
-    if ((opt.variant < 0 ? kDefaultVariant : opt.variant) == kWarpChunks)
-      return run_producer_chunks(src, nullptr, rows, cols, g, out, opt, stream);
+    const int variant = opt.variant < 0 ? kDefaultVariant : opt.variant;
+    if (variant == kWarpChunks) return run_producer_chunks(src, nullptr, rows, cols, g, out, opt, stream);
+    if (variant == kFmaRevSmem) return run_modulated_smem(src, rows, cols, g, out, opt, stream);
     return run_producer_chunks(ModulatedSourcePacked{src}, nullptr, rows, cols, g, out, opt, stream);
   }
   return run_producer(src, rows, cols, g, out, opt, stream);
