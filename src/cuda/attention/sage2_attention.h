@@ -25,8 +25,13 @@ namespace vortex {
 //             K from shared memory) and e4m3 (P from registers, V^T from shared memory); QK(j) and PV(j-1)
 //             are issued together, and one warpgroup's softmax overlaps the other's GEMMs (ptxas places the
 //             PV wait right after the QK wait). Operands in the tiled layout (sage2_tiled_pos /
-//             sage2_tiled_v_pos). 831 TOPS mainloop, 800 TOPS with quantization at the canonical shape
-//             (H200, session 8 run 6). Measured slower in the same runs and not kept (session 8,
+//             sage2_tiled_v_pos). 928 TOPS mainloop, 888-890 TOPS with quantization at the canonical
+//             shape (H200, session 9 runs 1 and 3; the session-8 kernel, 839 / 805 in run 1, rebuilt
+//             its wgmma descriptors per instruction and converted int -> float in two instructions).
+//             Measured in session 9 and not kept: no producer warpgroup (256 threads, 255 registers,
+//             the last releasing warp refills the stage) 667 TOPS; FlashAttention-3's scheduler
+//             barriers (a warpgroup issues on its turn, passes it right after issuing) 918 vs 928.
+//             Measured slower in the same runs and not kept (session 8,
 //             benchmarks/2026-11-29-h200-s8/sage2-variants-run3-4.jsonl): the warpgroups taking turns on the
 //             tensor core (ping-pong, 685 TOPS) and P through shared memory so softmax(j) overlaps PV(j-1)
 //             (stmatrix + SS wgmma, 765 TOPS; ptxas hoists the PV wait into the softmax when P is in
