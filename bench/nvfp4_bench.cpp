@@ -1,7 +1,7 @@
 // nvfp4_bench: times the NVFP4 producers at the canonical shape (S = 37,810): (b) plain quantize at K = 5376 and
 // 14336, (c) modulation -> NVFP4 at D = 5376 vs the unfused path (modulate kernel + quantize), (d) SwiGLU -> NVFP4
 // from the [S, 28672] FC1 output vs the unfused path (swiglu kernel + quantize), for every main-path kernel variant
-// (variant 0 "warp_chunks" = the session-7 baseline, the default "fma_rev", "fma_rev_smem") in one run. Per row: the
+// (variant 0 "warp_chunks" = the session-7 baseline, "fma_rev", the default "fma_rev_smem") in one run. Per row: the
 // median of --reps CUDA-event timings after warm-up, GB/s on bytes read + written (both passes: the input is read
 // twice) and the fraction of 4.18 TB/s, each pass alone with its own bytes (amax: the input read; pack: input read
 // + NVFP4 written), the unfused/fused ratio, the speedup over the baseline, and the check column: bytes (data,

@@ -22,6 +22,24 @@ __device__ __forceinline__ uint16_t f32_to_bf16(float f) { return __bfloat16_as_
 // R(x) of NUMERICS.md.
 __device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
+// Native bf16x2 arithmetic: mul.rn / add.rn round the EXACT result once to BF16, subnormals kept. For BF16
+// operands this equals R(fp32 op): the product of two BF16 values is exact in FP32 except in FP32's subnormal
+// range (where both paths give the same BF16: the FP32 rounding step 2^-149 cannot create a BF16 tie), and a
+// sum rounded to FP32 (24 bits >= 2 * 8 + 2) then to BF16 equals the sum rounded once (double rounding is
+// innocuous at that margin; a host emulation agreed on 97.5M random BF16 pairs, subnormal and overflow ranges
+// included). NaN results: the same bytes as the scalar path in the inf/NaN test cases on the H200 (session 8
+// run 6). Used by rms_norm_modulate.cu and the NVFP4 modulated producer.
+__device__ __forceinline__ uint32_t bf16x2_mul_rn(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+__device__ __forceinline__ uint32_t bf16x2_add_rn(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
 // One rounding FP64 -> BF16 (RNE): round-to-odd to FP32 first (24 >= 8 + 2 bits), then RNE to BF16.
 __device__ __forceinline__ uint16_t f64_to_bf16(double d) {
   if (d != d) return 0x7FFF;

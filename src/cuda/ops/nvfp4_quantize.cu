@@ -1,8 +1,10 @@
 // NVFP4 producers (research/nvfp4-fp8-gemm.md §1.13): amax -> g, then pack: E2M1 hi-first pairs and the E4M3
 // scales in the 128x4 tile. Main path (cols % 16 == 0, 16-byte aligned rows): one lane per 16-byte chunk (half a
 // block), warp-contiguous loads/stores, three kernel variants with the same bytes (Nvfp4RunOptions::variant):
-// "fma_rev" (default: E2M1 on the FP32 pipe, rows last-first), "warp_chunks" (session 7, the baseline) and
-// "fma_rev_smem" (fma_rev, the modulated producer's AdaLN table slice staged in shared memory; unmeasured). H200,
+// "fma_rev_smem" (default: E2M1 on the FP32 pipe, rows last-first, the modulated producer's AdaLN table slice
+// staged in shared memory), "fma_rev" (the same without the staging) and "warp_chunks" (session 7, the baseline).
+// Modulated producer at D = 5376 (session 9 run 3): fma_rev_smem 0.276 ms = 80.3% of copy BW, 1.57x unfused, vs
+// fma_rev 0.340 ms (65.2%). H200,
 // S = 37810 (benchmarks/2026-11-29-h200-s8/run5-nvfp4-producer-variants.txt, bytes equal): plain K 5376 fma_rev
 // 0.225-0.229 ms = 97-99% of copy BW vs warp_chunks 0.363-0.367 (60-61%, ALU-bound integer E2M1); K 14336 0.580-
 // 0.583 ms (102%) vs 0.938-0.948; modulate 0.335 ms (1.29x unfused), SwiGLU 1.268 ms (87.5%, 1.06x unfused).
@@ -178,7 +180,10 @@ __device__ __forceinline__ float hi_f32(uint32_t w) { return __uint_as_float(w &
 
 struct ModulatedSourcePacked : ModulatedSource {
   __device__ __forceinline__ uint4 load8(int64_t r, int64_t c8) const {
-    const uint4 nq = reinterpret_cast<const uint4*>(n + r * ld)[c8];
+    return modulate(reinterpret_cast<const uint4*>(n + r * ld)[c8], c8);
+  }
+  // Chunk c8 of the current row (begin_row) modulated from n's chunk nq.
+  __device__ __forceinline__ uint4 modulate(const uint4& nq, int64_t c8) const {
     const uint4 scq = __ldg(reinterpret_cast<const uint4*>(trow + scale_col) + c8);
     const uint4 shq = __ldg(reinterpret_cast<const uint4*>(trow + shift_col) + c8);
     const uint32_t nw[4] = {nq.x, nq.y, nq.z, nq.w}, sc[4] = {scq.x, scq.y, scq.z, scq.w};
@@ -465,7 +470,7 @@ __global__ void __launch_bounds__(kChunkWarps * 32)
   block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
 }
 
-// ---- main path, variant "fma_rev" (session 8, the default): E2M1 codes on the FP32 pipe ----------------------
+// ---- main path, variant "fma_rev" (session 8; its kernels serve "fma_rev_smem" too): E2M1 codes on the FP32 pipe ----
 // Limiter of pack_chunks_kernel (sm_90a SASS, fast path): ~235 instructions per lane and 16-byte chunk, ~155 of
 // them on the integer ALU pipe (16 lanes/clk per SM sub-partition, half the issue rate): e2m1_code_arith alone is
 // ~15 integer ops per element. At S = 37810, K = 5376 that is ~0.24-0.27 ms of ALU-pipe time, twice the 0.125 ms
@@ -672,9 +677,10 @@ constexpr int kModSlots = 3;                       // staged table rows per CTA 
 constexpr int kSliceChunks = kTaskGroups * 32;     // chunks of one task column (224)
 // CTAs per SM each kernel is sized for (launch bounds and its one-wave grid). ptxas hoists a task's 14 shared loads
 // next to its 7 global ones (21 live uint4); with fma_rev's budget (4 CTAs, <= 64 registers) both kernels spilled,
-// also when the staged modulation was applied chunk by chunk inside the quantize loop. Pack: 3 (<= 80 registers, no
-// spills); amax: 3 still spilled (16 bytes), so 2.
-constexpr int kPackModBlocksPerSm = 3;
+// also when the staged modulation was applied chunk by chunk inside the quantize loop. With the native bf16x2
+// modulation (session 9) both spill at 3 CTAs (pack 32 bytes, amax 16), so both run 2 (<= 128 registers; 111-113
+// used, no spills).
+constexpr int kPackModBlocksPerSm = 2;
 constexpr int kAmaxModBlocksPerSm = 2;
 
 // The modulated source with staged slices: begin_row picks the slot of the row's table row (warp-uniform).
@@ -692,27 +698,22 @@ struct ModulatedSourceStaged : ModulatedSourcePacked {
     st = slot >= 0 ? slot_t + slot * kSliceChunks : nullptr;
     sh = slot >= 0 ? slot_sh + slot * kSliceChunks : nullptr;
   }
-  // The modulated chunk c8 from n's chunk nq and the staged t / shift (begin_row found a slot): the arithmetic of
-  // ModulatedSourcePacked::load8 with t read instead of rounded here, so the same bits. (load8 itself, inherited,
-  // is the global-table path.)
+  // The modulated chunk c8 from n's chunk nq and the staged t / shift (begin_row found a slot): R(R(n t) + shift)
+  // as ModulatedSourcePacked::load8 computes it, with t read instead of rounded here and the two roundings as
+  // native mul.rn / add.rn.bf16x2 (the same BF16 results: common.cuh; 2 instead of ~15 instructions per word).
+  // (load8 itself, inherited, is the global-table path.)
   __device__ __forceinline__ uint4 modulate_staged(const uint4& nq, int64_t c8) const {
     const uint4 tq = st[c8 - c_lo], hq = sh[c8 - c_lo];
-    const uint32_t nw[4] = {nq.x, nq.y, nq.z, nq.w}, tw[4] = {tq.x, tq.y, tq.z, tq.w};
-    const uint32_t hw[4] = {hq.x, hq.y, hq.z, hq.w};
-    uint32_t o[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t m = bf16x2_rn(__fmul_rn(lo_f32(nw[k]), lo_f32(tw[k])), __fmul_rn(hi_f32(nw[k]), hi_f32(tw[k])));
-      o[k] = bf16x2_rn(__fadd_rn(lo_f32(m), lo_f32(hw[k])), __fadd_rn(hi_f32(m), hi_f32(hw[k])));
-    }
-    return make_uint4(o[0], o[1], o[2], o[3]);
+    return make_uint4(bf16x2_add_rn(bf16x2_mul_rn(nq.x, tq.x), hq.x), bf16x2_add_rn(bf16x2_mul_rn(nq.y, tq.y), hq.y),
+                      bf16x2_add_rn(bf16x2_mul_rn(nq.z, tq.z), hq.z), bf16x2_add_rn(bf16x2_mul_rn(nq.w, tq.w), hq.w));
   }
 };
 
-// load_task_fma for the staged source. The staged / global choice is made once per task (warp-uniform), and the
-// staged path issues all kTaskGroups loads of n before the first use: with the choice per chunk, the compiler
-// put a branch between consecutive chunks and each chunk's arithmetic waited for its load before the next load
-// issued (PTX of the first draft), i.e. one load in flight per lane instead of seven.
+// load_task_fma for the staged source. All kTaskGroups loads of n are issued first, then the row's table row is
+// read (row_map) and the staged / global choice is made once per task (warp-uniform): with the row_map load first,
+// the n loads waited behind it (two dependent L2 latencies per task; pack pass 0.194 ms vs 0.137 for the plain
+// producer, session 9 run 2), and with the choice per chunk, the compiler put a branch between consecutive chunks
+// and each chunk's arithmetic waited for its load before the next load issued (PTX of the first draft).
 template <bool kFull>
 __device__ __forceinline__ void load_task_mod_smem(ModulatedSourceStaged& src, int64_t r, int64_t c0, int lane,
                                                    int64_t rows, int64_t data_chunks, uint4 (&v)[kTaskGroups]) {
@@ -721,14 +722,14 @@ __device__ __forceinline__ void load_task_mod_smem(ModulatedSourceStaged& src, i
     for (int u = 0; u < kTaskGroups; ++u) v[u] = make_uint4(0, 0, 0, 0);
     return;
   }
+  const uint4* nrow = reinterpret_cast<const uint4*>(src.n + r * src.ld);
+#pragma unroll
+  for (int u = 0; u < kTaskGroups; ++u) {
+    const int64_t cc = c0 + 32 * u + lane;
+    v[u] = kFull || cc < data_chunks ? nrow[cc] : make_uint4(0, 0, 0, 0);
+  }
   src.begin_row(r);
   if (src.st != nullptr) {
-    const uint4* nrow = reinterpret_cast<const uint4*>(src.n + r * src.ld);
-#pragma unroll
-    for (int u = 0; u < kTaskGroups; ++u) {
-      const int64_t cc = c0 + 32 * u + lane;
-      v[u] = kFull || cc < data_chunks ? nrow[cc] : make_uint4(0, 0, 0, 0);
-    }
 #pragma unroll
     for (int u = 0; u < kTaskGroups; ++u) {
       const int64_t cc = c0 + 32 * u + lane;
@@ -738,7 +739,7 @@ __device__ __forceinline__ void load_task_mod_smem(ModulatedSourceStaged& src, i
 #pragma unroll
     for (int u = 0; u < kTaskGroups; ++u) {
       const int64_t cc = c0 + 32 * u + lane;
-      v[u] = kFull || cc < data_chunks ? src.load8(r, cc) : make_uint4(0, 0, 0, 0);
+      if (kFull || cc < data_chunks) v[u] = src.modulate(v[u], cc);
     }
   }
 }
@@ -872,16 +873,18 @@ __global__ void __launch_bounds__(kChunkWarps * 32, kPackModBlocksPerSm)
 
 // Main-path variants (Nvfp4RunOptions::variant), same bytes:
 //   "warp_chunks" (session 7; the measured baseline): pack_chunks_kernel, then g by global_scale_kernel;
-//   "fma_rev" (session 8; the default): pack_fma_kernel, g computed in the pack.
+//   "fma_rev" (session 8): pack_fma_kernel, g computed in the pack.
 // Measured and deleted in session 8 (benchmarks/2026-11-29-h200-s8/run5-nvfp4-producer-variants.txt, plain K 5376):
 // "fma" (rows first-to-last, 0.231-0.235 ms), "fma_pdl" (programmatic dependent launches, 0.231-0.235 ms),
 // "fma_pipe" (persistent, next task's loads in flight, 0.238-0.244 ms) vs fma_rev 0.225-0.229 ms.
-//   "fma_rev_smem" (session 8 late; not the default until measured): the modulated producer's amax and pack with the
-//   AdaLN table slice staged in shared memory (amax_mod_smem_kernel, pack_mod_smem_kernel); the plain and SwiGLU
-//   producers run fma_rev's kernels under this name.
+//   "fma_rev_smem" (session 9; the default): the modulated producer's amax and pack with the AdaLN table slice
+//   staged in shared memory (amax_mod_smem_kernel, pack_mod_smem_kernel); the plain and SwiGLU producers run
+//   fma_rev's kernels under this name. Modulate D = 5376 (benchmarks/2026-11-29-h200-s9/): 0.311 ms (71.4%) as
+//   written in session 8 (run 1), 0.301 ms (73.8%) with native bf16x2 modulation (run 2), 0.276 ms (80.3%; amax
+//   0.104, pack 0.176 ms) once the n loads go out before the row_map load (run 3); fma_rev 0.334-0.340 ms.
 enum Variant : int { kWarpChunks = 0, kFmaRev = 1, kFmaRevSmem = 2, kVariantCount = 3 };
 constexpr const char* kVariantNames[kVariantCount] = {"warp_chunks", "fma_rev", "fma_rev_smem"};
-constexpr int kDefaultVariant = kFmaRev;
+constexpr int kDefaultVariant = kFmaRevSmem;
 
 // The main path of every producer (cols % 16 == 0, 16-byte aligned rows). `flat`: the source is a plain
 // contiguous tensor, read by the flat amax pass.

@@ -130,23 +130,6 @@ __device__ __forceinline__ uint32_t one_plus_bf16x2(uint32_t s) {
 __device__ __forceinline__ uint4 one_plus_chunk(const uint4& s) {
   return make_uint4(one_plus_bf16x2(s.x), one_plus_bf16x2(s.y), one_plus_bf16x2(s.z), one_plus_bf16x2(s.w));
 }
-// Native bf16x2 arithmetic: mul.rn / add.rn round the EXACT result once to BF16, subnormals kept. For BF16
-// operands this equals R(fp32 op): the product of two BF16 values is exact in FP32 except in FP32's subnormal
-// range (where both paths give the same BF16: the FP32 rounding step 2^-149 cannot create a BF16 tie), and a
-// sum rounded to FP32 (24 bits >= 2 * 8 + 2) then to BF16 equals the sum rounded once (double rounding is
-// innocuous at that margin; a host emulation agreed on 97.5M random BF16 pairs, subnormal and overflow ranges
-// included). NaN results: the same bytes as the scalar path in the inf/NaN test cases on the H200 (s8 run 6).
-__device__ __forceinline__ uint32_t bf16x2_mul_rn(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-__device__ __forceinline__ uint32_t bf16x2_add_rn(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
 // One 16-byte output chunk: n = R(fp32(fp32(x * r) * w)), p = R(n * t), o = R(p + shift); t = R(1 + scale) given.
 __device__ __forceinline__ uint4 norm_modulate_chunk(const uint4& xv, const uint4& wv, const uint4& tv, const uint4& hv,
                                                      float rinv) {
