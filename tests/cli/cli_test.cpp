@@ -255,8 +255,9 @@ TEST(CliGenerate, ProgressBarOnATerminal) {
     GTEST_SKIP() << "util-linux `script` is not installed: cannot give vortex a pseudo-terminal here";
   }
   ScratchDir dir;
-  const std::string inner = std::string("'") + VORTEX_CLI_PATH +
-                            "' generate --synthetic --width 64 --height 64 --frames 5 --steps 3 --out " + dir.str("o");
+  std::string inner = "'";
+  inner.append(vortex_cli_path()).append("' generate");
+  inner += " --synthetic --width 64 --height 64 --frames 5 --steps 3 --out " + dir.str("o");
   const std::string cmd = "script -q -e -c \"" + inner + "\" /dev/null 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);

@@ -34,10 +34,15 @@ struct RunResult {
   std::string output;  // stdout + stderr
 };
 
-inline RunResult run_vortex(const std::string& args) {
-  // VORTEX_CLI overrides the build-tree path (prebuilt binaries copied to another machine).
+// The binary under test: VORTEX_CLI overrides the build-tree path (prebuilt binaries copied to another machine).
+inline std::string vortex_cli_path() {
   const char* override_path = std::getenv("VORTEX_CLI");
-  const std::string cmd = std::string("'") + (override_path ? override_path : VORTEX_CLI_PATH) + "' " + args + " 2>&1";
+  return override_path ? override_path : VORTEX_CLI_PATH;
+}
+
+inline RunResult run_vortex(const std::string& args) {
+  std::string cmd = "'";  // (appends: GCC 12 warns -Wrestrict on "'" + std::string)
+  cmd.append(vortex_cli_path()).append("' ").append(args).append(" 2>&1");
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
