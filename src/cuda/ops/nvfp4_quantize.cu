@@ -373,6 +373,12 @@ __device__ __forceinline__ uint32_t quantize_half_block(const uint4& v, float g,
   return word;
 }
 
+// Per-lane amax of bf16 magnitudes, two halves at a time: m2 (two u16 maxima) folded with one 16-byte chunk.
+__device__ __forceinline__ uint32_t amax_fold_chunk(uint32_t m2, const uint4& v) {
+  m2 = __vimax3_u16x2(m2, v.x & 0x7FFF7FFFu, v.y & 0x7FFF7FFFu);
+  return __vimax3_u16x2(m2, v.z & 0x7FFF7FFFu, v.w & 0x7FFF7FFFu);
+}
+
 // One u32 per CTA into *amax: warp maxima through shared memory, then one atomic.
 __device__ __forceinline__ void block_amax_atomic(uint32_t local, uint32_t* amax) {
   __shared__ uint32_t warp_max[32];
@@ -436,8 +442,7 @@ __global__ void __launch_bounds__(256) amax_flat_kernel(const uint4* x, int64_t 
     }
 #pragma unroll
     for (int u = 0; u < kAmaxUnroll; ++u) {
-      m2 = __vimax3_u16x2(m2, v[u].x & 0x7FFF7FFFu, v[u].y & 0x7FFF7FFFu);
-      m2 = __vimax3_u16x2(m2, v[u].z & 0x7FFF7FFFu, v[u].w & 0x7FFF7FFFu);
+      m2 = amax_fold_chunk(m2, v[u]);
     }
   }
   block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
@@ -463,8 +468,7 @@ __global__ void __launch_bounds__(kChunkWarps * 32)
     }
 #pragma unroll
     for (int u = 0; u < kTaskGroups; ++u) {
-      m2 = __vimax3_u16x2(m2, v[u].x & 0x7FFF7FFFu, v[u].y & 0x7FFF7FFFu);
-      m2 = __vimax3_u16x2(m2, v[u].z & 0x7FFF7FFFu, v[u].w & 0x7FFF7FFFu);
+      m2 = amax_fold_chunk(m2, v[u]);
     }
   }
   block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
@@ -818,8 +822,7 @@ __global__ void __launch_bounds__(kChunkWarps * 32, kAmaxModBlocksPerSm)
     else load_task_mod_smem<false>(src, r, c0, lane, rows, data_chunks, v);
 #pragma unroll
     for (int u = 0; u < kTaskGroups; ++u) {
-      m2 = __vimax3_u16x2(m2, v[u].x & 0x7FFF7FFFu, v[u].y & 0x7FFF7FFFu);
-      m2 = __vimax3_u16x2(m2, v[u].z & 0x7FFF7FFFu, v[u].w & 0x7FFF7FFFu);
+      m2 = amax_fold_chunk(m2, v[u]);
     }
   }
   block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
