@@ -30,7 +30,9 @@ namespace vortex {
 //             its wgmma descriptors per instruction and converted int -> float in two instructions).
 //             Measured in session 9 and not kept: no producer warpgroup (256 threads, 255 registers,
 //             the last releasing warp refills the stage) 667 TOPS; FlashAttention-3's scheduler
-//             barriers (a warpgroup issues on its turn, passes it right after issuing) 918 vs 928.
+//             barriers (a warpgroup issues on its turn, passes it right after issuing) 918 vs 928; a
+//             3-stage ring 911 vs 906 and, with staggered scheduler barriers, 908; a quarter of the
+//             exponentials as an FMA-pipe polynomial 792 (run 7: the kernel pays per instruction).
 //             Measured slower in the same runs and not kept (session 8,
 //             benchmarks/2026-11-29-h200-s8/sage2-variants-run3-4.jsonl): the warpgroups taking turns on the
 //             tensor core (ping-pong, 685 TOPS) and P through shared memory so softmax(j) overlaps PV(j-1)
