@@ -619,11 +619,34 @@ __device__ __forceinline__ void quantize_store_task_fma(const uint4 (&v)[kTaskGr
   }
 }
 
+// g for the pack kernels, read on first use (after the first task's loads are issued). kDynamicG: computed from the
+// amax word, and block (0, 0) writes it to g_out; otherwise the static *g_in.
+template <bool kDynamicG>
+struct LazyGlobalScale {
+  const float* g_in;
+  const uint32_t* amax;
+  float* g_out;
+  float g = 0.0f;
+  bool have = false;
+  __device__ __forceinline__ float operator()() {
+    if (!have) {
+      have = true;
+      if constexpr (kDynamicG) {
+        g = global_scale_from_amax(*amax);
+        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *g_out = g;
+      } else {
+        g = *g_in;
+      }
+    }
+    return g;
+  }
+};
+
 // One whole task. get_g() is called once the loads are issued (the first task's loads go out before g is read).
 template <bool kFull, typename Source, typename GetG>
 __device__ __forceinline__ void pack_task_fma(Source& src, int64_t r, int64_t c0, int lane, int64_t rows,
                                               int64_t data_chunks, int64_t data_rows, int64_t data_row_bytes,
-                                              int64_t scale_cols, const GetG& get_g, uint8_t* data, uint8_t* scales) {
+                                              int64_t scale_cols, GetG& get_g, uint8_t* data, uint8_t* scales) {
   uint4 v[kTaskGroups];
   load_task_fma<kFull>(src, r, c0, lane, rows, data_chunks, v);
   const float g = get_g();
@@ -638,20 +661,7 @@ __global__ void __launch_bounds__(kChunkWarps * 32, 4)  // <= 64 registers: 4 CT
     pack_fma_kernel(Source src, int64_t rows, int64_t data_chunks, int64_t row_groups, int64_t data_rows,
                     int64_t data_row_bytes, int64_t scale_cols, const float* g_in, const uint32_t* amax, float* g_out,
                     uint8_t* data, uint8_t* scales) {
-  float g = 0.0f;
-  bool have_g = false;
-  const auto get_g = [&]() {
-    if (!have_g) {
-      have_g = true;
-      if constexpr (kDynamicG) {
-        g = global_scale_from_amax(*amax);
-        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *g_out = g;
-      } else {
-        g = *g_in;
-      }
-    }
-    return g;
-  };
+  LazyGlobalScale<kDynamicG> get_g{g_in, amax, g_out};
   constexpr int kTaskChunks = kTaskGroups * 32;
   const int lane = threadIdx.x & 31;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTaskChunks;
@@ -837,20 +847,7 @@ __global__ void __launch_bounds__(kChunkWarps * 32, kPackModBlocksPerSm)
     pack_mod_smem_kernel(ModulatedSource base, int64_t rows, int64_t data_chunks, int64_t row_groups, int64_t data_rows,
                          int64_t data_row_bytes, int64_t scale_cols, const float* g_in, const uint32_t* amax,
                          float* g_out, uint8_t* data, uint8_t* scales) {
-  float g = 0.0f;
-  bool have_g = false;
-  const auto get_g = [&]() {
-    if (!have_g) {
-      have_g = true;
-      if constexpr (kDynamicG) {
-        g = global_scale_from_amax(*amax);
-        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *g_out = g;
-      } else {
-        g = *g_in;
-      }
-    }
-    return g;
-  };
+  LazyGlobalScale<kDynamicG> get_g{g_in, amax, g_out};
   const int lane = threadIdx.x & 31;
   const int64_t yy = static_cast<int64_t>(gridDim.y) - 1 - blockIdx.y;
   const int64_t q0 = row_groups * yy / gridDim.y, q1 = row_groups * (yy + 1) / gridDim.y;  // row groups
