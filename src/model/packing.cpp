@@ -14,21 +14,25 @@ namespace {
 
 // The H3 release's pixel-area cap (research §7.1: 768p class, 1344x768 landscape / 768x1344 portrait).
 constexpr int64_t kH3MaxPixelArea = 768LL * 1344LL;
+constexpr double kFps = 24.0;
 // Video time units per pixel frame: 24 fps * 5/3 = 40 units/s, the audio latent rate.
 constexpr double kFrameRescale = 5.0 / 3.0;
 // Pixel frames covered by latent frame k within its group of 5 (the causal VAE's first frame is 1).
 constexpr int kFramesPerLatent[5] = {1, 4, 4, 4, 4};
 
-// Area-normalized axis grid of one latent axis of length d (patch 2): d/2 points
-// 32 * (i * (ratio / n) + (1 - ratio) / 2), ratio = d / A, A = sqrt(lat_h * lat_w); FP64, ComfyUI's
-// _axis_from_sqrt_area operation order.
+// Area-normalized axis grid of one latent axis of length d (patch 2): d/2 points of
+// np.linspace(left, left + ratio, d/2, endpoint=False) * 32 with ratio = d / A, A = sqrt(lat_h * lat_w),
+// left = (1 - ratio) / 2, as diffusers' _spatial_position_grid builds it in FP64. numpy's linspace is
+// i * step + start with step = (stop - start) / n, so the step is ((left + ratio) - left) / n, which
+// differs from ratio / n in the last ulp for some sizes (tests/parity/fixtures/packing.json).
 std::vector<double> axis_grid(int d, double sqrt_area) {
   const double ratio = static_cast<double>(d) / sqrt_area;
   const int n = d / 2;
   std::vector<double> g(static_cast<size_t>(n));
-  const double spacing = ratio / static_cast<double>(n);
-  const double origin = (1.0 - ratio) / 2.0;
-  for (int i = 0; i < n; ++i) g[static_cast<size_t>(i)] = (static_cast<double>(i) * spacing + origin) * 32.0;
+  const double left = (1.0 - ratio) / 2.0;
+  const double stop = left + ratio;
+  const double step = (stop - left) / static_cast<double>(n);
+  for (int i = 0; i < n; ++i) g[static_cast<size_t>(i)] = (static_cast<double>(i) * step + left) * 32.0;
   return g;
 }
 
@@ -42,6 +46,22 @@ Status check_video_latents(const ModelConfig& cfg, const Tensor& t, const char* 
 
 }  // namespace
 
+int snap_frames_up(int frames) {
+  if (frames <= 5) return 5;
+  return 5 + (frames - 5 + 16) / 17 * 17;
+}
+
+Result<int> frames_for_seconds(double seconds) {
+  if (!std::isfinite(seconds) || seconds <= 0.0) {
+    return invalid_argument("--seconds must be a positive number, got " + std::to_string(seconds));
+  }
+  constexpr double kMaxSeconds = 3600.0;  // far beyond any model's range; keeps the int conversion exact
+  if (seconds > kMaxSeconds) {
+    return invalid_argument("--seconds " + std::to_string(seconds) + " is more than an hour of video");
+  }
+  return snap_frames_up(static_cast<int>(std::ceil(seconds * kFps)));
+}
+
 Result<RequestGeometry> make_geometry(const ModelConfig& cfg, int width, int height, int frames, int64_t text_rows) {
   if (width <= 0 || height <= 0 || width % 32 != 0 || height % 32 != 0) {
     return invalid_argument("width and height must be positive multiples of 32 (VAE factor 16 x patch 2), got " +
@@ -53,24 +73,18 @@ Result<RequestGeometry> make_geometry(const ModelConfig& cfg, int width, int hei
                             std::to_string(static_cast<int64_t>(width) * height) + "; reduce the resolution");
   }
   if (frames < 1) {
-    return invalid_argument("frames must be >= 1 (it is snapped to 17n + 5), got " + std::to_string(frames));
+    return invalid_argument("frames must be >= 1 (it is snapped up to 17n + 5), got " + std::to_string(frames));
   }
   if (text_rows < 0) return invalid_argument("text_rows must be >= 0, got " + std::to_string(text_rows));
   if (cfg.patch_t != 1 || cfg.patch_h != 2 || cfg.patch_w != 2) {
     return unsupported("packing supports patch (1, 2, 2) only, config has (" + std::to_string(cfg.patch_t) + ", " +
                        std::to_string(cfg.patch_h) + ", " + std::to_string(cfg.patch_w) + ")");
   }
-  // Snap to the nearest 17n + 5, n >= 0. Because 17 is odd, an integer frame count is never equidistant
-  // from two valid counts, so "ties go up" never triggers; r <= 8 rounds down, r >= 9 rounds up.
-  // Counts below 5 snap to 5 (n = 0).
-  int n = 0;
-  if (frames > 5) {
-    const int r = (frames - 5) % 17;
-    n = (frames - 5) / 17 + (r >= 9 ? 1 : 0);
-  }
+  const int n = (snap_frames_up(frames) - 5) / 17;
   RequestGeometry g;
   g.width = width;
   g.height = height;
+  g.frames_requested = frames;
   g.frames = 17 * n + 5;
   g.latent_frames = 5 * n + 2;
   g.latent_h = height / 16;

@@ -17,7 +17,8 @@ namespace vortex {
 
 struct RequestGeometry {
   int width = 0, height = 0;   // pixels; multiples of 32 (validated)
-  int frames = 0;              // pixel frames after snapping to 17n + 5
+  int frames_requested = 0;    // pixel frames as asked for
+  int frames = 0;              // pixel frames after snapping up to 17n + 5
   int latent_frames = 0;       // 5n + 2
   int latent_h = 0, latent_w = 0;  // pixels / 16
   int64_t video_rows = 0;      // latent_frames * (latent_h/2) * (latent_w/2)
@@ -30,9 +31,13 @@ struct RequestGeometry {
   int64_t video_start() const { return text_rows + audio_rows; }
 };
 
-// Snaps `frames` (>= 1) to the nearest valid 17n + 5, n >= 0 (1..13 -> 5, 14..30 -> 22, 120 -> 124; 17 is
-// odd, so no integer count is a tie); validates sizes (positive multiples of 32; for cfg.name "h3" at most
-// 768*1344 pixels) with a clear message. Audio latents = round(frames * 40 / 24), never a half.
+// Frame counts the video VAE decodes are 17n + 5 (n >= 0). snap_frames_up rounds a count up to the next
+// one, as diffusers' align_num_frames and h3.c do (96 -> 107, 124 -> 124, 1..5 -> 5).
+int snap_frames_up(int frames);
+// A duration at 24 fps: ceil(seconds * 24) frames, snapped up (5 s -> 124 frames).
+Result<int> frames_for_seconds(double seconds);
+// Validates sizes (positive multiples of 32; for cfg.name "h3" at most 768*1344 pixels) with a clear
+// message and snaps `frames` (>= 1) up to 17n + 5. Audio latents = round(frames * 40 / 24), never a half.
 Result<RequestGeometry> make_geometry(const ModelConfig& cfg, int width, int height, int frames, int64_t text_rows);
 
 struct PackedLayout {

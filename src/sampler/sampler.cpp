@@ -1,8 +1,10 @@
 // Flow samplers for the H3 audio-video latents: sigma schedules (ComfyUI `simple` over
-// ModelSamplingDiscreteFlow, and the H3 reference linspace grid), the ModelSamplingAV audio mapping,
-// and Euler / res_multistep (eta 0) in ComfyUI-parity and reference modes (research §4.1-4.4, §7.4).
-// Schedule math is FP64; latents and all per-element updates are FP32 (host built with
-// -ffp-contract=off, so every a*b+c below rounds twice, as written). Tested in tests/sampler/sampler_test.cpp.
+// ModelSamplingDiscreteFlow, and diffusers' MiniMaxH3Scheduler), the ModelSamplingAV audio mapping,
+// and Euler / res_multistep (eta 0) in the ComfyUI and diffusers modes (research §4.1-4.4, §7.4).
+// Both schedules are float32 programs reproduced operation by operation; RES coefficients are FP64;
+// latents and all per-element updates are FP32 (host built with -ffp-contract=off, so every a*b+c below
+// rounds twice, as written, unless std::fma says otherwise). Tested in tests/sampler/sampler_test.cpp and,
+// bit for bit against diffusers' own tables, in tests/parity/schedule_parity_test.cpp.
 #include "sampler/sampler.h"
 
 #include <cmath>
@@ -110,11 +112,11 @@ void euler_comfy(std::vector<float>& x, const std::vector<float>& denoised, doub
   }
 }
 
-// H3 reference Euler: x_next = r*x + (1 - r)*D with r = sigma_next/sigma (research §2.8), FP32.
-void euler_blend(std::vector<float>& x, const std::vector<float>& denoised, double sigma, double sigma_next) {
-  const double r64 = sigma_next / sigma;
-  const float r = static_cast<float>(r64);
-  const float one_minus_r = static_cast<float>(1.0 - r64);
+// diffusers MiniMaxH3Scheduler.step (eta 0): ratio = sigma_next / sigma and 1 - ratio as 0-dim float32
+// tensors, x_next = ratio * x + (1 - ratio) * D, each operation a float32 rounding.
+void euler_blend_f32(std::vector<float>& x, const std::vector<float>& denoised, double sigma, double sigma_next) {
+  const float r = static_cast<float>(sigma_next) / static_cast<float>(sigma);
+  const float one_minus_r = 1.0f - r;
   for (size_t i = 0; i < x.size(); ++i) {
     const float a = r * x[i];
     const float b = one_minus_r * denoised[i];
@@ -148,7 +150,7 @@ void step_stream(SamplerKind kind, bool comfy_euler, StreamState& st, std::vecto
     if (comfy_euler) {
       euler_comfy(st.x, denoised, sigma, sigma_next);
     } else {
-      euler_blend(st.x, denoised, sigma, sigma_next);
+      euler_blend_f32(st.x, denoised, sigma, sigma_next);
     }
   } else {
     const ResCoefficients c = res_multistep_coefficients(sigma_prev, sigma, sigma_next);
@@ -187,17 +189,60 @@ std::vector<double> sigmas_comfy_simple(int steps, double shift) {
   return out;
 }
 
-std::vector<double> sigmas_reference_linspace(int steps, double shift) {
+std::vector<float> torch_linspace_f32(float start, float end, int64_t n) {
+  // ATen's CPU linspace kernel (RangeFactoriesKernel.cpp) for float32: step = (end - start) / (n - 1) in
+  // float32; the first n/2 points are start + step * i, the rest end - step * (n - 1 - i), each one fused
+  // multiply-add (the kernel is compiled with FMA contraction: tests/parity/fixtures/schedules.json, made by
+  // torch 2.15 on AVX512, matches this for every table and differs from the two-rounding form from n = 10).
+  std::vector<float> out;
+  if (n <= 0) return out;
+  out.resize(static_cast<size_t>(n));
+  if (n == 1) {
+    out[0] = start;
+    return out;
+  }
+  const float step = (end - start) / static_cast<float>(n - 1);
+  const int64_t halfway = n / 2;
+  for (int64_t i = 0; i < n; ++i) {
+    out[static_cast<size_t>(i)] = i < halfway ? std::fma(step, static_cast<float>(i), start)
+                                              : std::fma(-step, static_cast<float>(n - 1 - i), end);
+  }
+  return out;
+}
+
+std::vector<double> sigmas_diffusers(int steps, double shift) {
+  // MiniMaxH3Scheduler.set_timesteps(steps + 1): base = torch.linspace(1, 0, steps + 1) in float32,
+  // sigmas = shift * base / (1 + (shift - 1) * base) as float32 tensor operations, then
+  // torch.unique_consecutive. `steps` counts model evaluations; diffusers' num_inference_steps counts
+  // grid points including the terminal 0, i.e. steps + 1.
   std::vector<double> out;
   if (steps < 1) return out;
-  // numpy/torch linspace(1, 0, steps + 1): start + i * step, step = (0 - 1)/steps, last point pinned.
-  const double step = -1.0 / static_cast<double>(steps);
-  for (int i = 0; i <= steps; ++i) {
-    const double t = (i == steps) ? 0.0 : 1.0 + static_cast<double>(i) * step;
-    const double s = flow_shift(t, shift);
+  const std::vector<float> base = torch_linspace_f32(1.0f, 0.0f, static_cast<int64_t>(steps) + 1);
+  for (float b : base) {
+    const double s = static_cast<double>(flow_shift_f32(b, shift));
     if (out.empty() || out.back() != s) out.push_back(s);
   }
   return out;
+}
+
+std::vector<float> timesteps_from_sigmas_f32(const std::vector<double>& sigmas) {
+  // diffusers: timesteps = 1.0 - sigmas[:-1] (float32); the model and ComfyUI use the same t = 1 - sigma.
+  std::vector<float> t;
+  for (size_t i = 0; i + 1 < sigmas.size(); ++i) t.push_back(1.0f - static_cast<float>(sigmas[i]));
+  return t;
+}
+
+float audio_sigma_from_video_f32(float sigma_v, double shift_v, double shift_a) {
+  // comfy/ldm/minimax/model.py time_shift_sigma on the sampler's float32 sigma tensor: every operation a
+  // float32 tensor op, the Python scalars cast to float32 first.
+  const float from = static_cast<float>(shift_v), to = static_cast<float>(shift_a);
+  const float one_minus_from = static_cast<float>(1.0 - shift_v);
+  const float to_minus_one = static_cast<float>(shift_a - 1.0);
+  const float den = from + sigma_v * one_minus_from;
+  const float base = sigma_v / den;
+  const float num = to * base;
+  const float den2 = 1.0f + to_minus_one * base;
+  return num / den2;
 }
 
 double audio_sigma_from_video(double sigma_v, double shift_v, double shift_a) {
@@ -251,18 +296,18 @@ const char* sampler_kind_name(SamplerKind kind) {
 }
 
 Result<AvScheduleMode> av_schedule_mode_from_name(const std::string& name) {
-  if (name == "comfy") return AvScheduleMode::kComfyParity;
-  if (name == "reference") return AvScheduleMode::kReference;
-  return invalid_argument("unknown schedule mode '" + name +
-                          "': use 'comfy' (ComfyUI ModelSamplingAV parity) or 'reference' (H3 reference grids)");
+  if (name == "comfyui") return AvScheduleMode::kComfyParity;
+  if (name == "diffusers") return AvScheduleMode::kDiffusers;
+  return invalid_argument("unknown schedule '" + name +
+                          "': use 'comfyui' (ComfyUI ModelSamplingAV + simple) or 'diffusers' (MiniMaxH3Scheduler)");
 }
 
 const char* av_schedule_mode_name(AvScheduleMode mode) {
   switch (mode) {
     case AvScheduleMode::kComfyParity:
-      return "comfy";
-    case AvScheduleMode::kReference:
-      return "reference";
+      return "comfyui";
+    case AvScheduleMode::kDiffusers:
+      return "diffusers";
   }
   return "unknown";
 }
@@ -276,13 +321,14 @@ Result<AvSchedule> make_av_schedule(const SamplerSpec& spec) {
     sched.sigma_video = sigmas_comfy_simple(spec.steps, spec.video_shift);
     sched.sigma_audio.reserve(sched.sigma_video.size());
     for (double sv : sched.sigma_video) {
-      sched.sigma_audio.push_back(audio_sigma_from_video(sv, spec.video_shift, spec.audio_shift));
+      sched.sigma_audio.push_back(
+          static_cast<double>(audio_sigma_from_video_f32(static_cast<float>(sv), spec.video_shift, spec.audio_shift)));
     }
   } else {
-    sched.sigma_video = sigmas_reference_linspace(spec.steps, spec.video_shift);
-    sched.sigma_audio = sigmas_reference_linspace(spec.steps, spec.audio_shift);
+    sched.sigma_video = sigmas_diffusers(spec.steps, spec.video_shift);
+    sched.sigma_audio = sigmas_diffusers(spec.steps, spec.audio_shift);
     if (sched.sigma_video.size() != sched.sigma_audio.size()) {
-      return invalid_argument("reference schedules for video shift " + std::to_string(spec.video_shift) +
+      return invalid_argument("diffusers schedules for video shift " + std::to_string(spec.video_shift) +
                               " and audio shift " + std::to_string(spec.audio_shift) + " have " +
                               std::to_string(sched.sigma_video.size()) + " vs " +
                               std::to_string(sched.sigma_audio.size()) +
@@ -317,10 +363,12 @@ Result<AvLatents> sample_av(const SamplerSpec& spec, AvLatents noise, const Deno
   //   out_y = (1-k) x_a + (1 + (k-1) sigma_a) u_a, u_a = -v_a (comfy/ldm/minimax/model.py forward) for
   //   any v_a, because sigma_v (1 + (k-1) sigma_a) = k sigma_a and sigma_v/sigma_a - sigma_v (1-k) = k.
   //   At sigma_v = 1, sigma_a = 1 and y = x_a = noise; at sigma_v = 0, y = k x0_a, so audio = y_end / k.
-  // Reference mode: each stream on its own linspace grid with its own recursion and D = x + sigma v.
+  // diffusers mode (MiniMaxH3Scheduler, one instance per stream): each stream on its own table with its
+  // own recursion, and D = x + (1 - t) v with t = 1 - sigma, both float32: the scheduler recovers sigma
+  // from the timestep the model saw, which differs from the table's sigma in the last ulp below 0.5.
   const double audio_scale = spec.video_shift / spec.audio_shift;
   StreamState video{std::move(noise.video), {}, false};
-  StreamState audio{std::move(noise.audio), {}, false};  // holds y in parity mode, x_a in reference mode
+  StreamState audio{std::move(noise.audio), {}, false};  // holds y in ComfyUI mode, x_a in diffusers mode
 
   AvLatents model_in;
   for (int i = 0; i < steps; ++i) {
@@ -344,10 +392,10 @@ Result<AvLatents> sample_av(const SamplerSpec& spec, AvLatents noise, const Deno
     VORTEX_RETURN_IF_ERROR(check_velocity(vel->video, n_video, "video", i));
     VORTEX_RETURN_IF_ERROR(check_velocity(vel->audio, n_audio, "audio", i));
 
-    // Denoised (x0) predictions, FP32: D = x + sigma * v.
+    // Denoised (x0) predictions, FP32: D = x + sigma * v (ComfyUI), D = x + (1 - t) * v (diffusers).
     std::vector<float> d_video(n_video), d_audio(n_audio);
-    const float sv32 = static_cast<float>(sv);
-    const float sa32 = static_cast<float>(sa);
+    const float sv32 = parity ? static_cast<float>(sv) : 1.0f - (1.0f - static_cast<float>(sv));
+    const float sa32 = parity ? static_cast<float>(sa) : 1.0f - (1.0f - static_cast<float>(sa));
     for (size_t j = 0; j < n_video; ++j) {
       const float sv_v = sv32 * vel->video[j];
       d_video[j] = model_in.video[j] + sv_v;

@@ -40,17 +40,31 @@ TEST(Geometry, CanonicalRequest) {
 
 TEST(Geometry, FrameSnapping) {
   const ModelConfig cfg = ModelConfig::h3();
-  const std::pair<int, int> cases[] = {{1, 5},   {4, 5},   {5, 5},   {13, 5},  {14, 22},  {22, 22},
-                                       {30, 22}, {31, 39}, {120, 124}, {124, 124}, {132, 124}, {133, 141}};
+  // Up to the next 17n + 5, as diffusers' align_num_frames: 96 -> 107 and 130 -> 141 (the nearest would
+  // give 90 and 124). tests/parity checks every count 1..199 against diffusers' own table.
+  const std::pair<int, int> cases[] = {{1, 5},    {4, 5},     {5, 5},     {6, 22},    {13, 22},   {22, 22},
+                                       {23, 39},  {96, 107},  {120, 124}, {124, 124}, {125, 141}, {130, 141}};
   for (auto [in, want] : cases) {
     auto g = make_geometry(cfg, 1344, 768, in, 10);
     ASSERT_TRUE(g.ok()) << in;
     EXPECT_EQ(g->frames, want) << "frames " << in;
+    EXPECT_EQ(g->frames_requested, in);
     EXPECT_EQ((g->frames - 5) % 17, 0);
     EXPECT_EQ(g->latent_frames, 5 * ((g->frames - 5) / 17) + 2);
     // Audio latents = round(frames / 24 * 40), compared against the FP64 formula.
     EXPECT_EQ(g->audio_latents, static_cast<int>(std::lround(g->frames / 24.0 * 40.0))) << in;
   }
+}
+
+TEST(Geometry, FramesForSeconds) {
+  EXPECT_EQ(*frames_for_seconds(5.0), 124);    // 120 frames -> 124
+  EXPECT_EQ(*frames_for_seconds(5.2), 141);    // 124.8 -> 125 -> 141
+  EXPECT_EQ(*frames_for_seconds(0.01), 5);     // one frame -> 5
+  EXPECT_EQ(*frames_for_seconds(15.0), 362);   // 360 -> 362
+  EXPECT_FALSE(frames_for_seconds(0.0).ok());
+  EXPECT_FALSE(frames_for_seconds(-1.0).ok());
+  EXPECT_FALSE(frames_for_seconds(std::nan("")).ok());
+  EXPECT_FALSE(frames_for_seconds(1e9).ok());
 }
 
 TEST(Geometry, Errors) {

@@ -1,0 +1,19 @@
+# Parity with diffusers 0.42.1 (fixtures made by tests/parity/make_diffusers_fixtures.py and committed;
+# CI needs no torch): schedules and packing bit for bit, and the tiny model's blocks, velocities and
+# 12-step trajectory on the CPU backend; diffusers_parity_gpu_test runs the same model checks on CUDA.
+set(VORTEX_PARITY_DIR "${CMAKE_SOURCE_DIR}/tests/parity/fixtures")
+vortex_test(NAME schedule_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/schedule_parity_test.cpp
+            LIBS vortex_sampler nlohmann_json::nlohmann_json)
+target_compile_definitions(schedule_parity_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}")
+vortex_test(NAME packing_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/packing_parity_test.cpp
+            LIBS vortex_model nlohmann_json::nlohmann_json OpenSSL::Crypto)
+target_compile_definitions(packing_parity_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}")
+target_link_libraries(schedule_parity_test PRIVATE vortex_io)
+vortex_test(NAME diffusers_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/diffusers_parity_test.cpp
+            LIBS vortex nlohmann_json::nlohmann_json)
+target_compile_definitions(diffusers_parity_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}"
+                                                         VORTEX_PARITY_BACKEND="cpu")
+vortex_test(NAME diffusers_parity_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/diffusers_parity_test.cpp
+            LIBS vortex nlohmann_json::nlohmann_json GPU)
+target_compile_definitions(diffusers_parity_gpu_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}"
+                                                             VORTEX_PARITY_BACKEND="cuda")
