@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -26,7 +28,9 @@ struct GenerateArgs {
   std::string text_embeddings;
   std::string synthetic_text;  // empty: default 16 rows unless --text-embeddings is given
   std::string width = "448", height = "256", frames = "22", steps = "12";
-  std::string sampler = "res_multistep";
+  std::string seconds;   // empty: use --frames
+  std::string schedule = "comfyui";
+  std::string sampler;   // empty: the schedule's default
   std::string seed = "42";
   std::string backend = "cpu";
   std::string threads = "0";
@@ -96,6 +100,12 @@ class StderrProgress : public ProgressSink {
     std::fprintf(stderr, "vortex generate: %.*s\n", static_cast<int>(what.size()), what.data());
   }
 
+  void note(std::string_view what) override {
+    if (quiet_) return;
+    finish_bar();
+    std::fprintf(stderr, "vortex generate: note: %.*s\n", static_cast<int>(what.size()), what.data());
+  }
+
   void step(int done, int total, double step_seconds, double elapsed_seconds) override {
     if (quiet_) return;
     const double eta = done > 0 ? elapsed_seconds / done * (total - done) : 0.0;
@@ -140,6 +150,16 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
   if (!a.text_embeddings.empty() && !a.synthetic_text.empty()) {
     return fail(2, "--text-embeddings and --synthetic-text exclude each other");
   }
+  if (!a.seconds.empty() && sub.count("--frames") > 0) {
+    return fail(2, "--seconds and --frames exclude each other: --seconds S means ceil(24 S) frames, snapped up");
+  }
+  if (!a.seconds.empty()) {
+    char* end = nullptr;
+    r.seconds = std::strtod(a.seconds.c_str(), &end);
+    if (end == a.seconds.c_str() || *end != '\0' || !std::isfinite(r.seconds) || r.seconds <= 0.0) {
+      return fail(2, "--seconds expects a positive number of seconds, got '" + a.seconds + "'");
+    }
+  }
   r.config_name = a.config;
   r.checkpoint_path = a.checkpoint;
   r.synthetic_weights = a.synthetic;
@@ -152,6 +172,7 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
     return fail(2, error);
   }
   r.sampler = a.sampler;
+  r.schedule = a.schedule;
   r.backend = a.backend;
   r.out_dir = a.out;
   r.overwrite = a.overwrite;
@@ -189,9 +210,13 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--synthetic-text", args->synthetic_text, "N deterministic synthetic text rows (default 16)");
   sub->add_option("--width", args->width, "Pixels, multiple of 32 (default 448)");
   sub->add_option("--height", args->height, "Pixels, multiple of 32 (default 256)");
-  sub->add_option("--frames", args->frames, "Pixel frames, snapped to 17n + 5 (default 22)");
-  sub->add_option("--steps", args->steps, "Denoising steps (default 12)");
-  sub->add_option("--sampler", args->sampler, "euler | res_multistep (default res_multistep)");
+  sub->add_option("--frames", args->frames, "Pixel frames, snapped up to 17n + 5 (default 22)");
+  sub->add_option("--seconds", args->seconds, "Duration at 24 fps instead of --frames (rounded up to 17n + 5 frames)");
+  sub->add_option("--steps", args->steps, "Denoising steps = model evaluations (default 12)");
+  sub->add_option("--schedule", args->schedule,
+                  "comfyui (ModelSamplingAV + simple, default) | diffusers (MiniMaxH3Scheduler), bit-identical tables");
+  sub->add_option("--sampler", args->sampler,
+                  "euler | res_multistep (default: res_multistep for comfyui, euler for diffusers)");
   sub->add_option("--seed", args->seed, "Noise seed (default 42)");
   sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)");
   sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores; results never depend on it");

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <thread>
@@ -206,11 +207,21 @@ AvLatents initial_noise(const ModelConfig& cfg, const RequestGeometry& geo, uint
   return noise;
 }
 
+const char* default_sampler_for_schedule(AvScheduleMode mode) {
+  return mode == AvScheduleMode::kDiffusers ? "euler" : "res_multistep";
+}
+
 Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progress) {
   const auto t_start = Clock::now();
   // ---- 1. cheap validation: arguments, config, text, geometry, out dir, backend ----
   VORTEX_RETURN_IF_ERROR(validate_request_fields(req));
-  VORTEX_ASSIGN_OR_RETURN(SamplerKind sampler_kind, sampler_kind_from_name(req.sampler));
+  VORTEX_ASSIGN_OR_RETURN(AvScheduleMode schedule_mode, av_schedule_mode_from_name(req.schedule));
+  const std::string sampler_name = req.sampler.empty() ? default_sampler_for_schedule(schedule_mode) : req.sampler;
+  VORTEX_ASSIGN_OR_RETURN(SamplerKind sampler_kind, sampler_kind_from_name(sampler_name));
+  int frames = req.frames;
+  if (req.seconds != 0.0) {
+    VORTEX_ASSIGN_OR_RETURN(frames, frames_for_seconds(req.seconds));
+  }
 
   ModelConfig cfg;
   if (!req.checkpoint_path.empty()) {
@@ -230,7 +241,16 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   } else {
     text = synthetic_text_states(cfg, req.synthetic_text_rows, req.seed);
   }
-  VORTEX_ASSIGN_OR_RETURN(RequestGeometry geo, make_geometry(cfg, req.width, req.height, req.frames, text.dim(0)));
+  VORTEX_ASSIGN_OR_RETURN(RequestGeometry geo, make_geometry(cfg, req.width, req.height, frames, text.dim(0)));
+  if (req.seconds != 0.0) {
+    char secs[32];
+    std::snprintf(secs, sizeof(secs), "%g", req.seconds);
+    progress.note(std::string(secs) + " s at 24 fps -> " + std::to_string(geo.frames) +
+                  " frames (the next 17n + 5 at or above " + std::to_string(static_cast<int>(std::ceil(req.seconds * 24.0))) + ")");
+  } else if (geo.frames != req.frames) {
+    progress.note("frames " + std::to_string(req.frames) + " snapped up to " + std::to_string(geo.frames) +
+                  ": the video VAE decodes 17n + 5 frames (as diffusers' align_num_frames)");
+  }
   if (geo.total_rows() > kMaxPackedRows) {
     return invalid_argument("request too large: " + std::to_string(geo.total_rows()) + " packed rows (" +
                             std::to_string(geo.width) + "x" + std::to_string(geo.height) + ", " +
@@ -242,6 +262,7 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
 
   SamplerSpec spec;
   spec.kind = sampler_kind;
+  spec.mode = schedule_mode;
   spec.steps = req.steps;
   spec.video_shift = cfg.video_shift;
   spec.audio_shift = cfg.audio_shift;
@@ -365,10 +386,11 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
       {"text_dtype", dtype_name(text.dtype())},
       {"width", req.width},
       {"height", req.height},
-      {"frames_requested", req.frames},
+      {"frames_requested", req.seconds != 0.0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(req.frames)},
+      {"seconds_requested", req.seconds != 0.0 ? nlohmann::ordered_json(req.seconds) : nlohmann::ordered_json(nullptr)},
       {"steps", req.steps},
       {"sampler", sampler_kind_name(sampler_kind)},
-      {"schedule_mode", "comfy_parity"},
+      {"schedule", av_schedule_mode_name(schedule_mode)},
       {"seed", req.seed},
       {"backend", std::string(backend->name())},
       {"threads", req.threads},
@@ -387,7 +409,13 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
                                                    : nlohmann::ordered_json(nullptr)}};
   manifest["model_config"] = model_config_json(cfg);
   manifest["geometry"] = geometry_json(geo);
-  manifest["schedule"] = {{"sigma_video", schedule.sigma_video}, {"sigma_audio", schedule.sigma_audio}};
+  manifest["schedule"] = {{"mode", av_schedule_mode_name(schedule_mode)},
+                          {"video_shift", spec.video_shift},
+                          {"audio_shift", spec.audio_shift},
+                          {"sigma_video", schedule.sigma_video},
+                          {"sigma_audio", schedule.sigma_audio},
+                          {"timesteps_video", timesteps_from_sigmas_f32(schedule.sigma_video)},
+                          {"timesteps_audio", timesteps_from_sigmas_f32(schedule.sigma_audio)}};
   manifest["outputs"] = outputs;
   result.total_seconds = seconds_since(t_start);
   manifest["timing"] = {{"load_weights_seconds", load_seconds},

@@ -34,9 +34,12 @@ struct GenerateRequest {
   std::string text_embeddings_path;
   int synthetic_text_rows = 16;
 
-  int width = 448, height = 256, frames = 22;  // pixels; frames snap to 17n + 5 (src/model/packing.h)
-  int steps = 12;
-  std::string sampler = "res_multistep";  // "euler" | "res_multistep"
+  int width = 448, height = 256, frames = 22;  // pixels; frames snap up to 17n + 5 (src/model/packing.h)
+  double seconds = 0.0;                   // > 0: frames = ceil(24 * seconds), snapped up (replaces frames)
+  int steps = 12;                         // model evaluations
+  // "comfyui" (ModelSamplingAV + simple, default) | "diffusers" (MiniMaxH3Scheduler); src/sampler/sampler.h.
+  std::string schedule = "comfyui";
+  std::string sampler;                    // "euler" | "res_multistep"; empty: the schedule's own default
   uint64_t seed = 42;                     // noise (and synthetic text) seed
   std::string backend = "cpu";            // "cpu" | "cuda"
   int threads = 0;                        // CPU workers, 0 = all cores; results never depend on it
@@ -51,6 +54,8 @@ class ProgressSink {
   virtual ~ProgressSink() = default;
   // A phase begins ("loading weights", "preparing text", "sampling", "writing outputs").
   virtual void stage(std::string_view what) { (void)what; }
+  // Something the user should know that does not stop the run (e.g. a frame count snapped up).
+  virtual void note(std::string_view what) { (void)what; }
   // Denoising step `done` of `total` finished (1-based) after `step_seconds`; `elapsed_seconds` since
   // sampling began.
   virtual void step(int done, int total, double step_seconds, double elapsed_seconds) {
@@ -68,6 +73,10 @@ struct GenerateResult {
 };
 
 Result<GenerateResult> generate(const GenerateRequest& request, ProgressSink& progress);
+
+// The sampler a schedule runs when none is named: res_multistep for comfyui (ComfyUI's H3 workflow),
+// euler for diffusers (MiniMaxH3Scheduler's only update).
+const char* default_sampler_for_schedule(AvScheduleMode mode);
 
 // ---- Pieces of the request contract, public so tests can check them independently ----
 
