@@ -1,4 +1,4 @@
-// `vortex inspect FILE [--json] [--layout auto|original|comfy]`: tensors (name, dtype, shape, bytes),
+// `vortex inspect FILE|DIR [--json] [--layout auto|original|comfy|diffusers]`: tensors (name, dtype, shape, bytes),
 // totals, detected key prefix / QKV layout (with the reason) and per-layer quantization of a
 // safetensors file or sharded index. Exit 2 on bad arguments or a missing file, 1 on a corrupt file.
 // Tested in tests/cli/cli_test.cpp (built binary) and, for the report itself, tests/io/checkpoint_test.cpp.
@@ -55,9 +55,9 @@ int run_inspect(const InspectArgs& args) {
 void register_inspect(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand("inspect", "List the tensors, layout and quantization of a checkpoint");
-  sub->add_option("file", args->file, "A .safetensors file or a .safetensors.index.json")->required();
+  sub->add_option("file", args->file, "A .safetensors file, a .safetensors.index.json or a checkpoint folder")->required();
   sub->add_flag("--json", args->json, "Print the report as JSON");
-  sub->add_option("--layout", args->layout, "QKV layout override: auto | original | comfy (default auto)");
+  sub->add_option("--layout", args->layout, "Layout override: auto | original | comfy | diffusers (default auto)");
   sub->callback([args, &ctx]() { ctx.exit_code = run_inspect(*args); });
 }
 

@@ -1,4 +1,4 @@
-// `vortex synth --config h3-tiny|h3 --out F [--seed N] [--layout original|comfy] [--shard-size-gb X]`:
+// `vortex synth --config h3-tiny|h3 --out F [--seed N] [--layout original|comfy|diffusers] [--shard-size-gb X]`:
 // writes a deterministic synthetic H3 checkpoint with the real names, shapes and dtypes plus a
 // config.json beside it (io/synth_checkpoint.h). h3 (66 GB) is streamed into 5 GiB shards by default.
 // Exit 2 on bad arguments, 1 on write failures. Tested in tests/cli/cli_test.cpp and tests/io/.
@@ -43,8 +43,10 @@ int run_synth(const SynthArgs& args) {
     opt.layout = CheckpointLayout::kOriginal;
   else if (args.layout == "comfy")
     opt.layout = CheckpointLayout::kComfy;
+  else if (args.layout == "diffusers")
+    opt.layout = CheckpointLayout::kDiffusers;
   else
-    return fail_args("--layout must be original or comfy, got '" + args.layout + "'");
+    return fail_args("--layout must be original, comfy or diffusers, got '" + args.layout + "'");
   if (!args.shard_size_gb.empty()) {
     try {
       size_t used = 0;
@@ -76,7 +78,7 @@ void register_synth(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--config", args->config, "h3-tiny | h3 (default h3-tiny)");
   sub->add_option("--out", args->out, "Output .safetensors (or .safetensors.index.json for shards)");
   sub->add_option("--seed", args->seed, "Weights seed (default 0)");
-  sub->add_option("--layout", args->layout, "original (per-head interleaved QKV) | comfy (default original)");
+  sub->add_option("--layout", args->layout, "original (per-head interleaved QKV) | comfy | diffusers (default original)");
   sub->add_option("--shard-size-gb", args->shard_size_gb, "Shard size in GiB (default: one file; 5 for h3)");
   sub->add_flag("--quiet", args->quiet, "No progress output");
   sub->callback([args, &ctx]() { ctx.exit_code = run_synth(*args); });

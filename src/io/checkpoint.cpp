@@ -1,6 +1,8 @@
 // H3 checkpoint layouts, inspection, validation and loading (see checkpoint.h for the detection
 // rule). Names, shapes and dtypes come from model/h3_spec; quantization markers follow ComfyUI
-// (research/nvfp4-fp8-gemm.md §2). Tested in tests/io/checkpoint_test.cpp.
+// (research/nvfp4-fp8-gemm.md §2); the diffusers names follow diffusers 0.42.1
+// convert_minimax_h3_transformer_checkpoint_to_diffusers (research/av-dit-architecture.md §2.2).
+// Tested in tests/io/checkpoint_test.cpp and tests/io/diffusers_checkpoint_test.cpp.
 #include "io/checkpoint.h"
 
 #include <sys/stat.h>
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -16,6 +19,7 @@
 
 #include "io/quantized_layers.h"
 #include "model/h3_spec.h"
+#include "vortex/dtype.h"
 
 namespace vortex {
 
@@ -24,6 +28,7 @@ const char* checkpoint_layout_name(CheckpointLayout layout) {
     case CheckpointLayout::kAuto: return "auto";
     case CheckpointLayout::kOriginal: return "original";
     case CheckpointLayout::kComfy: return "comfy";
+    case CheckpointLayout::kDiffusers: return "diffusers";
   }
   return "unknown";
 }
@@ -32,7 +37,95 @@ Result<CheckpointLayout> checkpoint_layout_from_name(std::string_view name) {
   if (name == "auto") return CheckpointLayout::kAuto;
   if (name == "original") return CheckpointLayout::kOriginal;
   if (name == "comfy") return CheckpointLayout::kComfy;
-  return invalid_argument("unknown checkpoint layout '" + std::string(name) + "': use auto, original or comfy");
+  if (name == "diffusers") return CheckpointLayout::kDiffusers;
+  return invalid_argument("unknown checkpoint layout '" + std::string(name) +
+                          "': use auto, original, comfy or diffusers");
+}
+
+namespace {
+
+// (original, diffusers) renames in the order diffusers applies them; `at_start` ones are top-level modules.
+struct KeyRename {
+  const char* original;
+  const char* diffusers;
+  bool at_start;
+};
+constexpr KeyRename kDiffusersRenames[] = {
+    {"token_refiner.blocks.", "token_refiner.refiner_blocks.", false},
+    {"time_embedder.proj_in.", "time_embedder.linear_1.", false},
+    {"time_embedder.proj_out.", "time_embedder.linear_2.", false},
+    {"video_patch_proj.", "proj_in.", true},
+    {"audio_patch_proj.", "audio_proj_in.", true},
+    {"condition_proj.", "context_embedder.", true},
+    {"final_layer.norm.", "norm_out.norm.", true},
+    {"final_layer.adaln_proj.linear.", "norm_out.linear.", true},
+    {"final_layer.video_out.", "proj_out.", true},
+    {"final_layer.audio_out.", "audio_proj_out.", true},
+    {".attn.q_norm.", ".attn.norm_q.", false},
+    {".attn.k_norm.", ".attn.norm_k.", false},
+    {".attn.out_proj.", ".attn.to_out.0.", false},
+    {".mlp.fc1.", ".ff.net.0.proj.", false},
+    {".mlp.fc2.", ".ff.net.2.", false},
+};
+
+std::string replace_once(std::string s, std::string_view from, std::string_view to, bool at_start) {
+  const size_t at = at_start ? (s.compare(0, from.size(), from) == 0 ? 0 : std::string::npos) : s.find(from);
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+}  // namespace
+
+std::string diffusers_key_for(const std::string& original) {
+  std::string k = replace_once(original, "blocks.", "transformer_blocks.", true);
+  for (const KeyRename& r : kDiffusersRenames) k = replace_once(k, r.original, r.diffusers, r.at_start);
+  return replace_once(k, ".attn.qkv_proj.weight", ".attn.to_q.weight", false);
+}
+
+std::vector<std::string> diffusers_qkv_keys(const std::string& original_qkv_weight) {
+  const std::string q = diffusers_key_for(original_qkv_weight);
+  const std::string stem = q.substr(0, q.size() - std::strlen("to_q.weight"));
+  return {q, stem + "to_k.weight", stem + "to_v.weight"};
+}
+
+Result<std::string> resolve_checkpoint_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return path;
+  std::vector<std::string> indexes, files, other;
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 23 && name.compare(name.size() - 23, 23, ".safetensors.index.json") == 0)
+      indexes.push_back(name);
+    else if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0)
+      files.push_back(name);
+    else
+      other.push_back(name);
+  }
+  if (ec) return io_error(path + ": cannot list the folder (" + ec.message() + ")");
+  std::sort(indexes.begin(), indexes.end());
+  std::sort(files.begin(), files.end());
+  std::sort(other.begin(), other.end());
+  auto listed = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size() && i < 12; ++i) out += (i ? ", " : "") + v[i];
+    if (v.size() > 12) out += ", ... (" + std::to_string(v.size() - 12) + " more)";
+    return v.empty() ? std::string("nothing") : out;
+  };
+  const std::string dir = path.size() > 1 && path.back() == '/' ? path.substr(0, path.size() - 1) : path;
+  if (indexes.size() == 1) return dir + "/" + indexes[0];
+  if (indexes.size() > 1)
+    return invalid_argument("checkpoint folder " + dir + " holds " + std::to_string(indexes.size()) +
+                            " shard indexes (" + listed(indexes) + "): pass the one to load as --checkpoint FILE");
+  if (files.size() == 1) return dir + "/" + files[0];
+  if (files.size() > 1)
+    return invalid_argument("checkpoint folder " + dir + " holds " + std::to_string(files.size()) +
+                            " .safetensors files (" + listed(files) +
+                            ") and no *.safetensors.index.json naming the shards: pass one file as --checkpoint FILE");
+  std::string hint;
+  if (fs::is_directory(dir + "/transformer", ec)) hint = " (a diffusers pipeline folder? pass " + dir + "/transformer)";
+  return not_found("checkpoint folder " + dir + " holds no *.safetensors or *.safetensors.index.json; found: " +
+                   listed(other) + hint);
 }
 
 namespace {
@@ -84,7 +177,12 @@ struct Opened {
   CheckpointInfo info;
 };
 
-Result<Opened> open_and_inspect(const std::string& path, CheckpointLayout layout_override) {
+bool is_diffusers_qkv_name(std::string_view name) {
+  return starts_with(name, "transformer_blocks.") && ends_with(name, ".attn.to_q.weight");
+}
+
+Result<Opened> open_and_inspect(const std::string& given_path, CheckpointLayout layout_override) {
+  VORTEX_ASSIGN_OR_RETURN(const std::string path, resolve_checkpoint_path(given_path));
   VORTEX_ASSIGN_OR_RETURN(SafetensorsSet set, SafetensorsSet::open(path));
   CheckpointInfo info;
   info.path = path;
@@ -105,9 +203,12 @@ Result<Opened> open_and_inspect(const std::string& path, CheckpointLayout layout
     t.bytes = e.bytes();
     t.file = ref->file;
     info.total_bytes += t.bytes;
-    if (is_qkv_weight_name(t.canonical)) info.is_h3 = true;
+    if (is_qkv_weight_name(t.canonical) || is_diffusers_qkv_name(t.canonical)) info.is_h3 = true;
     info.tensors.push_back(std::move(t));
   }
+  const bool diffusers_keys = std::any_of(info.tensors.begin(), info.tensors.end(), [](const CheckpointTensorInfo& t) {
+    return is_diffusers_qkv_name(t.canonical);
+  });
 
   // Quantization: <layer>.comfy_quant tensors, then __metadata__._quantization_metadata, then legacy
   // scaled fp8 (F8_E4M3 weight + weight_scale, no marker).
@@ -165,6 +266,9 @@ Result<Opened> open_and_inspect(const std::string& path, CheckpointLayout layout
   if (layout_override != CheckpointLayout::kAuto) {
     info.layout = layout_override;
     info.layout_reason = "set explicitly";
+  } else if (diffusers_keys) {
+    info.layout = CheckpointLayout::kDiffusers;
+    info.layout_reason = "diffusers keys (transformer_blocks.N.attn.to_q.weight)";
   } else if (auto it = info.metadata.find(kQkvLayoutMetadataKey); it != info.metadata.end()) {
     if (it->second == kQkvInterleavedValue)
       info.layout = CheckpointLayout::kOriginal;
@@ -203,12 +307,15 @@ std::string checkpoint_report_text(const CheckpointInfo& info) {
   os << "tensors: " << info.tensors.size() << ", " << info.total_bytes << " bytes (" << format_bytes(info.total_bytes)
      << ")\n";
   os << "key prefix: " << (info.key_prefix.empty() ? "(none)" : info.key_prefix) << "\n";
-  if (info.is_h3)
-    os << "layout: " << checkpoint_layout_name(info.layout)
-       << (info.layout == CheckpointLayout::kOriginal ? " (QKV per-head interleaved)" : " (QKV [q|k|v])") << " - "
-       << info.layout_reason << "\n";
-  else
-    os << "layout: not an H3 transformer checkpoint (no blocks.*.attn.qkv_proj.weight)\n";
+  if (info.is_h3) {
+    const char* qkv = info.layout == CheckpointLayout::kOriginal    ? " (QKV per-head interleaved)"
+                      : info.layout == CheckpointLayout::kDiffusers ? " (to_q/to_k/to_v, SwiGLU [value; gate])"
+                                                                    : " (QKV [q|k|v])";
+    os << "layout: " << checkpoint_layout_name(info.layout) << qkv << " - " << info.layout_reason << "\n";
+  } else {
+    os << "layout: not an H3 transformer checkpoint (no blocks.*.attn.qkv_proj.weight or "
+          "transformer_blocks.*.attn.to_q.weight)\n";
+  }
   std::map<std::string, int> per_format;
   for (const LayerQuantInfo& q : info.quantized_layers) per_format[q.format_name]++;
   os << "quantized layers: " << info.quantized_layers.size();
@@ -308,13 +415,140 @@ std::string list_some(const std::vector<std::string>& items, size_t max_items = 
   return out;
 }
 
+std::string mismatch_error(const std::string& path, const ModelConfig& config, const std::vector<std::string>& missing,
+                           const std::vector<std::string>& unexpected, const std::vector<std::string>& mismatched) {
+  std::string msg = path + " does not match the '" + config.name + "' H3 config (" +
+                    std::to_string(config.num_layers) + " blocks, hidden " + std::to_string(config.hidden) + ")";
+  if (!missing.empty()) msg += "; missing " + std::to_string(missing.size()) + ": " + list_some(missing);
+  if (!unexpected.empty()) msg += "; unexpected " + std::to_string(unexpected.size()) + ": " + list_some(unexpected);
+  if (!mismatched.empty())
+    msg += "; wrong shape/dtype/values " + std::to_string(mismatched.size()) + ": " + list_some(mismatched, 6);
+  return msg + ". Check --config (or the config.json next to the checkpoint)";
+}
+
+// The dtype conversions a diffusers load accepts (checkpoint.h): exact widening, or RNE narrowing of a
+// tensor the model reads as BF16.
+bool diffusers_dtype_convertible(DType from, DType to) {
+  return (from == DType::kBF16 && to == DType::kF32) || (from == DType::kF32 && to == DType::kBF16);
+}
+
+// src converted to `to` (host, contiguous); `inexact` counts the values the rounding changed.
+Tensor convert_dtype_host(const Tensor& src, DType to, int64_t& inexact) {
+  Tensor out = Tensor::empty(src.shape(), to);
+  const int64_t n = src.numel();
+  if (src.dtype() == DType::kBF16) {
+    const uint16_t* a = static_cast<const uint16_t*>(src.raw_data());
+    float* b = out.data<float>();
+    for (int64_t i = 0; i < n; ++i) b[i] = f32_from_bf16_bits(a[i]);
+  } else {
+    const float* a = static_cast<const float*>(src.raw_data());
+    uint16_t* b = static_cast<uint16_t*>(out.raw_data());
+    for (int64_t i = 0; i < n; ++i) {
+      b[i] = bf16_bits_from_f32(a[i]);
+      const float back = f32_from_bf16_bits(b[i]);
+      if (std::memcmp(&back, &a[i], 4) != 0) ++inexact;
+    }
+  }
+  return out;
+}
+
+// diffusers layout (checkpoint.h): every spec tensor comes from one renamed key, QKV from three
+// (to_q, to_k, to_v rows = the [q|k|v] thirds), fc1 from ff.net.0.proj with its halves swapped.
+Result<H3Weights> load_diffusers(const std::string& path, const Opened& o, const ModelConfig& config,
+                                 Backend& backend, std::vector<std::string>* notes) {
+  const SafetensorsSet& set = o.set;
+  const CheckpointInfo& info = o.info;
+  const std::string& prefix = info.key_prefix;
+  if (!info.quantized_layers.empty())
+    return unsupported(path + ": quantized layers in a diffusers-layout checkpoint (" +
+                       info.quantized_layers.front().layer +
+                       ", ...): Vortex reads quantized layers in the original or ComfyUI layout only; load the BF16 "
+                       "diffusers folder or a quantized original/ComfyUI file");
+  H3Weights w = make_empty_h3_weights(config);
+  const std::vector<TensorSpec> specs = h3_tensor_specs(config);
+  auto slots = h3_tensor_slots(w);
+  auto keys_of = [](const TensorSpec& spec) {
+    return is_qkv_weight_name(spec.name) ? diffusers_qkv_keys(spec.name)
+                                         : std::vector<std::string>{diffusers_key_for(spec.name)};
+  };
+  std::set<std::string> consumed;
+  std::vector<std::string> missing, mismatched, widened, narrowed;
+  for (const TensorSpec& spec : specs) {
+    const std::vector<std::string> keys = keys_of(spec);
+    Shape want = spec.shape;
+    if (keys.size() == 3) want[0] /= 3;  // each of to_q / to_k / to_v holds one third of the rows
+    for (const std::string& key : keys) {
+      const SafetensorsSet::Ref* r = set.find(prefix + key);
+      if (!r) {
+        if (spec.init != SynthInit::kRopeInvFreq) missing.push_back(key);  // diffusers recomputes inv_freq
+        continue;
+      }
+      consumed.insert(key);
+      const SafetensorsEntry& e = set.entry(*r);
+      if (e.shape != want || (e.dtype != spec.dtype && !diffusers_dtype_convertible(e.dtype, spec.dtype)))
+        mismatched.push_back(key + ": expected " + shape_to_string(want) + " " + dtype_name(spec.dtype) + ", got " +
+                             shape_to_string(e.shape) + " " + dtype_name(e.dtype));
+    }
+  }
+  std::vector<std::string> unexpected;
+  for (const CheckpointTensorInfo& t : info.tensors) {
+    if (!prefix.empty() && !starts_with(t.name, prefix)) continue;
+    if (!consumed.count(t.canonical)) unexpected.push_back(t.name);
+  }
+  if (!missing.empty() || !unexpected.empty() || !mismatched.empty())
+    return format_error(mismatch_error(path, config, missing, unexpected, mismatched));
+
+  int64_t inexact = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec& spec = specs[i];
+    const std::vector<std::string> keys = keys_of(spec);
+    Tensor host = Tensor::empty(spec.shape, spec.dtype);
+    if (spec.init == SynthInit::kRopeInvFreq && !set.find(prefix + keys[0])) {
+      VORTEX_RETURN_IF_ERROR(fill_spec_host(spec, config, 0, host));  // the reference's own computation
+      VORTEX_ASSIGN_OR_RETURN(*slots[i].second, backend.upload(host));
+      continue;
+    }
+    const size_t part_bytes = host.nbytes() / keys.size();
+    for (size_t p = 0; p < keys.size(); ++p) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor part, set.tensor(prefix + keys[p]));
+      if (part.dtype() != spec.dtype) {
+        (spec.dtype == DType::kF32 ? widened : narrowed).push_back(keys[p]);
+        part = convert_dtype_host(part, spec.dtype, inexact);
+      }
+      std::memcpy(static_cast<char*>(host.raw_data()) + p * part_bytes, part.raw_data(), part_bytes);
+    }
+    if (ends_with(spec.name, ".mlp.fc1.weight")) {
+      // diffusers' SwiGLU reads [value; gate]; H3Weights keeps the release's [gate; value].
+      Tensor swapped = Tensor::empty(spec.shape, spec.dtype);
+      const size_t half = host.nbytes() / 2;
+      const char* src = static_cast<const char*>(host.raw_data());
+      char* dst = static_cast<char*>(swapped.raw_data());
+      std::memcpy(dst, src + half, half);
+      std::memcpy(dst + half, src, half);
+      host = std::move(swapped);
+    }
+    VORTEX_ASSIGN_OR_RETURN(*slots[i].second, backend.upload(host));
+  }
+  if (notes) {
+    if (!widened.empty())
+      notes->push_back(std::to_string(widened.size()) + " BF16 tensors widened to the F32 the model keeps (exact): " +
+                       list_some(widened, 4));
+    if (!narrowed.empty())
+      notes->push_back(std::to_string(narrowed.size()) + " F32 tensors rounded to the BF16 the model reads " +
+                       "(round to nearest even; " + std::to_string(inexact) + " values changed): " +
+                       list_some(narrowed, 4));
+  }
+  return w;
+}
+
 
 }  // namespace
 
 Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& config, Backend& backend,
-                                  CheckpointLayout layout_override) {
+                                  CheckpointLayout layout_override, std::vector<std::string>* notes) {
   VORTEX_RETURN_IF_ERROR(config.validate());
   VORTEX_ASSIGN_OR_RETURN(Opened o, open_and_inspect(path, layout_override));
+  if (o.info.layout == CheckpointLayout::kDiffusers) return load_diffusers(path, o, config, backend, notes);
   const SafetensorsSet& set = o.set;
   const CheckpointInfo& info = o.info;
   const std::string& prefix = info.key_prefix;
@@ -397,15 +631,8 @@ Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& co
                        ". Vortex loads float8_e4m3fn (fp8_scaled) and nvfp4 formats on the qkv/out/fc1/fc2 GEMMs of "
                        "the blocks; use a BF16 checkpoint or requantize those layers");
   }
-  if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
-    std::string msg = path + " does not match the '" + config.name + "' H3 config (" +
-                      std::to_string(config.num_layers) + " blocks, hidden " + std::to_string(config.hidden) + ")";
-    if (!missing.empty()) msg += "; missing " + std::to_string(missing.size()) + ": " + list_some(missing);
-    if (!unexpected.empty()) msg += "; unexpected " + std::to_string(unexpected.size()) + ": " + list_some(unexpected);
-    if (!mismatched.empty()) msg += "; wrong shape/dtype/values " + std::to_string(mismatched.size()) + ": " + list_some(mismatched, 6);
-    msg += ". Check --config (or the config.json next to the checkpoint)";
-    return format_error(msg);
-  }
+  if (!missing.empty() || !unexpected.empty() || !mismatched.empty())
+    return format_error(mismatch_error(path, config, missing, unexpected, mismatched));
 
   // Pass 2: upload (QKV reordered on the host when the file is per-head interleaved).
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -469,26 +696,91 @@ std::string model_config_to_json(const ModelConfig& c) {
   return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-Result<ModelConfig> infer_config_from_checkpoint(const SafetensorsSet& set, const std::string& prefix) {
-  auto shape_of = [&](const std::string& name) -> const Shape* {
-    const SafetensorsSet::Ref* r = set.find(prefix + name);
-    return r ? &set.entry(*r).shape : nullptr;
-  };
-  auto need = [&](const std::string& name, size_t ndim) -> Result<Shape> {
-    const Shape* s = shape_of(name);
-    if (!s) return format_error(set.path() + ": cannot infer the H3 config: tensor '" + prefix + name + "' is missing");
-    if (s->size() != ndim)
-      return format_error(set.path() + ": cannot infer the H3 config: '" + prefix + name + "' has shape " +
-                          shape_to_string(*s));
-    return *s;
-  };
+std::string model_config_to_diffusers_json(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  j["_class_name"] = "MiniMaxH3Transformer3DModel";
+  j["_diffusers_version"] = "0.42.1";
+  j["num_attention_heads"] = c.num_heads;
+  j["attention_head_dim"] = c.head_dim;
+  j["hidden_size"] = c.hidden;
+  j["num_layers"] = c.num_layers;
+  j["num_refiner_layers"] = c.num_refiner_layers;
+  j["ffn_dim"] = c.ffn;
+  j["in_channels"] = c.in_channels;
+  j["audio_in_channels"] = c.audio_in_channels;
+  j["patch_size"] = {c.patch_t, c.patch_h, c.patch_w};
+  j["text_dim"] = c.text_dim;
+  j["freq_dim"] = c.freq_dim;
+  j["time_embed_hidden_dim"] = c.time_embed_hidden;
+  j["time_embed_dim"] = c.time_embed_dim;
+  j["rope_freq_dim"] = c.rope_inv_freq_len;
+  j["rope_theta"] = c.rope_theta;
+  j["norm_eps"] = c.norm_eps;
+  j["qk_norm_eps"] = c.qk_norm_eps;
+  j["final_norm_eps"] = c.final_norm_eps;
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+namespace {
+
+// Candidate values of one config dimension; the most frequent wins (ties: the first seen), so a single
+// malformed tensor is outvoted by the healthy ones and the loader's spec check names it alone.
+class Votes {
+ public:
+  void add(int64_t v) {
+    if (v <= 0) return;
+    for (auto& [value, n] : counts_)
+      if (value == v) {
+        ++n;
+        return;
+      }
+    counts_.emplace_back(v, 1);
+  }
+  bool empty() const { return counts_.empty(); }
+  int best() const {
+    auto it = std::max_element(counts_.begin(), counts_.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+    return static_cast<int>(it->first);
+  }
+
+ private:
+  std::vector<std::pair<int64_t, int>> counts_;  // in first-seen order
+};
+
+// The original-layout key of a diffusers key (inverse of diffusers_key_for), to_q/to_k/to_v -> qkv_proj.
+std::string original_key_from_diffusers(const std::string& key) {
+  std::string k = replace_once(key, "transformer_blocks.", "blocks.", true);
+  for (const KeyRename& r : kDiffusersRenames) k = replace_once(k, r.diffusers, r.original, r.at_start);
+  for (const char* part : {".attn.to_q.weight", ".attn.to_k.weight", ".attn.to_v.weight"})
+    if (ends_with(k, part)) return k.substr(0, k.size() - std::strlen(part)) + ".attn.qkv_proj.weight";
+  return k;
+}
+
+}  // namespace
+
+Result<ModelConfig> infer_config_from_checkpoint(const SafetensorsSet& set, const std::string& prefix,
+                                                 CheckpointLayout layout) {
+  // Shapes under their original names (a diffusers to_q counts as the fused QKV with 3x the rows).
+  std::vector<std::pair<std::string, Shape>> shapes;
+  for (const std::string& full : set.names()) {
+    if (!starts_with(full, prefix)) continue;
+    std::string name = full.substr(prefix.size());
+    Shape shape = set.entry(*set.find(full)).shape;
+    if (layout == CheckpointLayout::kDiffusers) {
+      const bool to_k_or_v = ends_with(name, ".attn.to_k.weight") || ends_with(name, ".attn.to_v.weight");
+      if (to_k_or_v) continue;
+      const bool to_q = ends_with(name, ".attn.to_q.weight");
+      name = original_key_from_diffusers(name);
+      if (to_q && !shape.empty()) shape[0] *= 3;
+    }
+    shapes.emplace_back(std::move(name), std::move(shape));
+  }
   ModelConfig c = ModelConfig::h3();
   c.name = "inferred";
   int blocks = 0, refiner = 0;
-  for (const std::string& full : set.names()) {
-    std::string_view n(full);
-    if (!starts_with(n, prefix)) continue;
-    n.remove_prefix(prefix.size());
+  Votes hidden, head_dim, inner, ffn, video_patch, audio, text, freq, time_hidden, time_dim, rope;
+  for (const auto& [name, shape] : shapes) {
+    std::string_view n(name);
     auto index_after = [&](std::string_view head) -> int {
       if (!starts_with(n, head)) return -1;
       std::string_view rest = n.substr(head.size());
@@ -503,46 +795,103 @@ Result<ModelConfig> infer_config_from_checkpoint(const SafetensorsSet& set, cons
     };
     blocks = std::max(blocks, index_after("blocks.") + 1);
     refiner = std::max(refiner, index_after("token_refiner.blocks.") + 1);
+    const int64_t rows = shape.empty() ? 0 : shape[0];
+    const int64_t cols = shape.size() == 2 ? shape[1] : 0;
+    if (shape.size() == 1) {
+      if (ends_with(n, ".norm1.weight") || ends_with(n, ".norm2.weight") || n == "token_refiner.final_norm.weight" ||
+          n == "final_layer.norm.weight")
+        hidden.add(rows);
+      else if (ends_with(n, ".attn.q_norm.weight") || ends_with(n, ".attn.k_norm.weight"))
+        head_dim.add(rows);
+      else if (n == "time_embedder.proj_in.bias")
+        time_hidden.add(rows);
+      else if (n == "time_embedder.proj_out.bias")
+        time_dim.add(rows);
+      else if (n == "rope.inv_freq")
+        rope.add(rows);
+      continue;
+    }
+    if (shape.size() != 2) continue;
+    if (ends_with(n, ".attn.qkv_proj.weight")) {
+      if (rows % 3 == 0) inner.add(rows / 3);
+      hidden.add(cols);
+    } else if (ends_with(n, ".attn.out_proj.weight")) {
+      hidden.add(rows);
+      inner.add(cols);
+    } else if (ends_with(n, ".mlp.fc1.weight")) {
+      if (rows % 2 == 0) ffn.add(rows / 2);
+      hidden.add(cols);
+    } else if (ends_with(n, ".mlp.fc2.weight")) {
+      hidden.add(rows);
+      ffn.add(cols);
+    } else if (n == "final_layer.adaln_proj.linear.weight") {
+      if (rows % 2 == 0) hidden.add(rows / 2);
+      time_dim.add(cols);
+    } else if (ends_with(n, ".adaln_proj.linear.weight")) {
+      if (rows % 18 == 0) hidden.add(rows / 18);
+      time_dim.add(cols);
+    } else if (n == "video_patch_proj.weight") {
+      hidden.add(rows);
+      video_patch.add(cols);
+    } else if (n == "final_layer.video_out.weight") {
+      video_patch.add(rows);
+      hidden.add(cols);
+    } else if (n == "audio_patch_proj.weight") {
+      hidden.add(rows);
+      audio.add(cols);
+    } else if (n == "final_layer.audio_out.weight") {
+      audio.add(rows);
+      hidden.add(cols);
+    } else if (n == "condition_proj.weight") {
+      hidden.add(rows);
+      text.add(cols);
+    } else if (n == "time_embedder.proj_in.weight") {
+      time_hidden.add(rows);
+      freq.add(cols);
+    } else if (n == "time_embedder.proj_out.weight") {
+      time_dim.add(rows);
+      time_hidden.add(cols);
+    }
   }
-  if (blocks == 0) return format_error(set.path() + ": cannot infer the H3 config: no 'blocks.N.*' tensors");
+  if (blocks == 0)
+    return format_error(set.path() + ": cannot infer the H3 config: no 'blocks.N.*' (or 'transformer_blocks.N.*') tensors");
   c.num_layers = blocks;
   c.num_refiner_layers = refiner;
-  VORTEX_ASSIGN_OR_RETURN(Shape norm1, need("blocks.0.norm1.weight", 1));
-  VORTEX_ASSIGN_OR_RETURN(Shape qn, need("blocks.0.attn.q_norm.weight", 1));
-  VORTEX_ASSIGN_OR_RETURN(Shape qkv, need("blocks.0.attn.qkv_proj.weight", 2));
-  VORTEX_ASSIGN_OR_RETURN(Shape fc1, need("blocks.0.mlp.fc1.weight", 2));
-  VORTEX_ASSIGN_OR_RETURN(Shape vp, need("video_patch_proj.weight", 2));
-  VORTEX_ASSIGN_OR_RETURN(Shape ap, need("audio_patch_proj.weight", 2));
-  VORTEX_ASSIGN_OR_RETURN(Shape cp, need("condition_proj.weight", 2));
-  VORTEX_ASSIGN_OR_RETURN(Shape tin, need("time_embedder.proj_in.weight", 2));
-  VORTEX_ASSIGN_OR_RETURN(Shape tout, need("time_embedder.proj_out.weight", 2));
-  c.hidden = static_cast<int>(norm1[0]);
-  c.head_dim = static_cast<int>(qn[0]);
-  if (c.head_dim <= 0 || qkv[0] % (3 * c.head_dim) != 0)
-    return format_error(set.path() + ": cannot infer heads: qkv rows " + std::to_string(qkv[0]) +
-                        " not a multiple of 3 * head_dim " + std::to_string(c.head_dim));
-  c.num_heads = static_cast<int>(qkv[0] / (3 * c.head_dim));
-  c.ffn = static_cast<int>(fc1[0] / 2);
+  const std::pair<const char*, const Votes*> needed[] = {
+      {"blocks.N.norm1.weight", &hidden},          {"blocks.N.attn.q_norm.weight", &head_dim},
+      {"blocks.N.attn.qkv_proj.weight", &inner},   {"blocks.N.mlp.fc1.weight", &ffn},
+      {"video_patch_proj.weight", &video_patch},  {"audio_patch_proj.weight", &audio},
+      {"condition_proj.weight", &text},           {"time_embedder.proj_in.weight", &freq},
+      {"time_embedder.proj_out.weight", &time_hidden}, {"time_embedder.proj_out.weight", &time_dim}};
+  for (const auto& [tensor, votes] : needed)
+    if (votes->empty())
+      return format_error(set.path() + ": cannot infer the H3 config: no tensor like '" + prefix + tensor + "'");
+  c.hidden = hidden.best();
+  c.head_dim = head_dim.best();
+  if (inner.best() % c.head_dim != 0)
+    return format_error(set.path() + ": cannot infer heads: attention width " + std::to_string(inner.best()) +
+                        " is not a multiple of head_dim " + std::to_string(c.head_dim));
+  c.num_heads = inner.best() / c.head_dim;
+  c.ffn = ffn.best();
   const int patch = c.patch_t * c.patch_h * c.patch_w;
-  if (vp[1] % patch != 0)
-    return format_error(set.path() + ": video_patch_proj input " + std::to_string(vp[1]) +
+  if (video_patch.best() % patch != 0)
+    return format_error(set.path() + ": video_patch_proj input " + std::to_string(video_patch.best()) +
                         " is not channels x patch (1, 2, 2)");
-  c.in_channels = static_cast<int>(vp[1] / patch);
-  c.audio_in_channels = static_cast<int>(ap[1]);
-  c.text_dim = static_cast<int>(cp[1]);
-  c.freq_dim = static_cast<int>(tin[1]);
-  c.time_embed_hidden = static_cast<int>(tin[0]);
-  c.time_embed_dim = static_cast<int>(tout[0]);
-  if (const Shape* rope = shape_of("rope.inv_freq"); rope && rope->size() == 1)
-    c.rope_inv_freq_len = static_cast<int>((*rope)[0]);
-  else
-    c.rope_inv_freq_len = c.head_dim / 8;  // H3 rotates 3/4 of each head: 6 * L = 0.75 * head_dim
+  c.in_channels = video_patch.best() / patch;
+  c.audio_in_channels = audio.best();
+  c.text_dim = text.best();
+  c.freq_dim = freq.best();
+  c.time_embed_hidden = time_hidden.best();
+  c.time_embed_dim = time_dim.best();
+  c.rope_inv_freq_len = rope.empty() ? c.head_dim / 8 : rope.best();  // H3 rotates 3/4 of each head: 6L = 0.75 Dh
   VORTEX_RETURN_IF_ERROR(c.validate().with_context(set.path() + ": inferred config"));
   return c;
 }
 
 Result<ModelConfig> config_for_checkpoint(const std::string& path) {
-  const std::string config_path = parent_dir(path) + "/config.json";
+  std::error_code ec;
+  const std::string config_path =
+      (std::filesystem::is_directory(path, ec) ? path : parent_dir(path)) + "/config.json";
   struct stat st {};
   if (::stat(config_path.c_str(), &st) == 0) {
     std::ifstream in(config_path);
@@ -554,7 +903,7 @@ Result<ModelConfig> config_for_checkpoint(const std::string& path) {
     return c;
   }
   VORTEX_ASSIGN_OR_RETURN(Opened o, open_and_inspect(path, CheckpointLayout::kAuto));
-  return infer_config_from_checkpoint(o.set, o.info.key_prefix);
+  return infer_config_from_checkpoint(o.set, o.info.key_prefix, o.info.layout);
 }
 
 }  // namespace vortex

@@ -1,7 +1,9 @@
-// H3 checkpoint layouts: detection (original MiniMax vs ComfyUI repack, per-layer quantization),
-// the inspect report, validation against h3_spec, the per-head-interleaved -> [q|k|v] QKV reorder,
+// H3 checkpoint layouts: detection (original MiniMax, ComfyUI repack, diffusers, per-layer
+// quantization), folders as checkpoints, the inspect report, validation against h3_spec, the
+// per-head-interleaved -> [q|k|v] QKV reorder and the diffusers q/k/v split and SwiGLU half swap,
 // loading onto a Backend, and the ModelConfig of a checkpoint (config.json or inferred from shapes).
-// Tested in tests/io/checkpoint_test.cpp (synthetic h3-tiny files in both layouts, fp8, malformed).
+// Tested in tests/io/checkpoint_test.cpp and tests/io/diffusers_checkpoint_test.cpp (synthetic h3-tiny
+// files in every layout, fp8, malformed).
 #pragma once
 
 #include <cstdint>
@@ -22,13 +24,17 @@ namespace vortex {
 //   kOriginal: raw MiniMax release, fused QKV rows per-head interleaved (head0 q, k, v, head1 ...).
 //   kComfy:    ComfyUI repack, QKV rows [q_all | k_all | v_all] (ComfyUI splits the fused output into
 //              contiguous thirds, so files made for it must carry the reordered layout).
+//   kDiffusers: MiniMaxH3Transformer3DModel.save_pretrained: renamed keys (transformer_blocks.N,
+//              attn.to_q/to_k/to_v split from [q|k|v], ff.net.0.proj with halves [value; gate], ...,
+//              see diffusers_key_for), no rope.inv_freq (recomputed as the reference does).
 // Detection rule when not overridden (first that applies):
-//   1. __metadata__["vortex.qkv_layout"] = "per_head_interleaved" | "qkv_blocked" (written by synth);
-//   2. ComfyUI markers: keys prefixed "diffusion_model." / "model.diffusion_model.", any
+//   1. diffusers keys: any "transformer_blocks.N.attn.to_q.weight" -> kDiffusers;
+//   2. __metadata__["vortex.qkv_layout"] = "per_head_interleaved" | "qkv_blocked" (written by synth);
+//   3. ComfyUI markers: keys prefixed "diffusion_model." / "model.diffusion_model.", any
 //      "<layer>.comfy_quant" tensor, or __metadata__["_quantization_metadata"] -> kComfy;
-//   3. otherwise kOriginal.
-enum class CheckpointLayout : uint8_t { kAuto, kOriginal, kComfy };
-const char* checkpoint_layout_name(CheckpointLayout layout);  // "auto" | "original" | "comfy"
+//   4. otherwise kOriginal.
+enum class CheckpointLayout : uint8_t { kAuto, kOriginal, kComfy, kDiffusers };
+const char* checkpoint_layout_name(CheckpointLayout layout);  // "auto" | "original" | "comfy" | "diffusers"
 Result<CheckpointLayout> checkpoint_layout_from_name(std::string_view name);
 
 constexpr const char* kQkvLayoutMetadataKey = "vortex.qkv_layout";
@@ -56,7 +62,7 @@ struct CheckpointInfo {
   std::string path;
   std::vector<std::string> files;
   std::string key_prefix;  // "" | "diffusion_model." | "model.diffusion_model."
-  bool is_h3 = false;      // has blocks.*.attn.qkv_proj.weight
+  bool is_h3 = false;      // has blocks.*.attn.qkv_proj.weight (or transformer_blocks.*.attn.to_q.weight)
   CheckpointLayout layout = CheckpointLayout::kOriginal;
   std::string layout_reason;
   std::vector<CheckpointTensorInfo> tensors;
@@ -66,7 +72,13 @@ struct CheckpointInfo {
   std::vector<std::string> warnings;
 };
 
-// Opens (file or index), detects prefix, layout and quantization. Works on any safetensors file.
+// A checkpoint path as given by the user -> the file to open. A directory (a snapshot folder) resolves
+// to its single "*.safetensors.index.json", else its single "*.safetensors"; none, or more than one,
+// is an error listing what the folder holds (kNotFound when nothing is loadable, kInvalidArgument when
+// ambiguous). Files pass through unchanged.
+Result<std::string> resolve_checkpoint_path(const std::string& path);
+
+// Opens (file, index or folder), detects prefix, layout and quantization. Works on any safetensors file.
 Result<CheckpointInfo> inspect_checkpoint(const std::string& path,
                                           CheckpointLayout layout_override = CheckpointLayout::kAuto);
 std::string checkpoint_report_text(const CheckpointInfo& info);
@@ -78,14 +90,35 @@ std::string checkpoint_report_json(const CheckpointInfo& info);  // pretty JSON 
 // and validated by read_quantized_linear (io/quantized_layers.h: fp8_scaled and nvfp4; interleaved
 // QKV rows permuted with permute_quantized_rows). Unknown formats and quantized non-GEMM tensors
 // return kUnsupported.
+// diffusers files: to_q/to_k/to_v rows are concatenated to [q|k|v], ff.net.0.proj halves swapped back
+// to [gate; value], rope.inv_freq computed as MiniMaxH3RotaryPosEmbed does. Their dtypes follow the
+// torch_dtype of save_pretrained, so a tensor whose dtype differs from h3_spec is converted when that
+// is safe: BF16 -> F32 widening (exact), F32 -> BF16 round-to-nearest-even for tensors the model reads
+// as BF16 anyway; each conversion is summarised in `notes` (when given). Other dtypes are refused.
 Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& config, Backend& backend,
-                                  CheckpointLayout layout_override = CheckpointLayout::kAuto);
+                                  CheckpointLayout layout_override = CheckpointLayout::kAuto,
+                                  std::vector<std::string>* notes = nullptr);
 
-// The config of a checkpoint: `config.json` in the same directory, else inferred from tensor shapes.
+// The config of a checkpoint: `config.json` in its folder (the folder itself when `path` is one), else
+// inferred from tensor shapes. Each dimension is inferred from every tensor that carries it (majority),
+// so one malformed tensor cannot redefine the config and is the one the loader then names.
 Result<ModelConfig> config_for_checkpoint(const std::string& path);
-Result<ModelConfig> infer_config_from_checkpoint(const SafetensorsSet& set, const std::string& key_prefix);
+Result<ModelConfig> infer_config_from_checkpoint(const SafetensorsSet& set, const std::string& key_prefix,
+                                                 CheckpointLayout layout = CheckpointLayout::kOriginal);
 // config.json text with the original MiniMax key names (read back by ModelConfig::from_json_text).
 std::string model_config_to_json(const ModelConfig& config);
+// config.json text as diffusers' MiniMaxH3Transformer3DModel writes it (_class_name, diffusers keys).
+std::string model_config_to_diffusers_json(const ModelConfig& config);
+
+// The diffusers key of an original key (diffusers' convert_minimax_h3_transformer_checkpoint_to_diffusers):
+// "blocks." -> "transformer_blocks." at the start, then token_refiner.blocks -> refiner_blocks,
+// time_embedder.proj_in/out -> linear_1/2, video_patch_proj -> proj_in, audio_patch_proj -> audio_proj_in,
+// condition_proj -> context_embedder, final_layer.{norm, adaln_proj.linear, video_out, audio_out} ->
+// norm_out.norm, norm_out.linear, proj_out, audio_proj_out, attn.{q_norm, k_norm, out_proj} ->
+// attn.{norm_q, norm_k, to_out.0}, mlp.{fc1, fc2} -> ff.net.{0.proj, 2}. A fused ".attn.qkv_proj.weight"
+// maps to its ".attn.to_q.weight"; diffusers_qkv_keys gives all three.
+std::string diffusers_key_for(const std::string& original);
+std::vector<std::string> diffusers_qkv_keys(const std::string& original_qkv_weight);  // to_q, to_k, to_v
 
 // Row permutations of a fused QKV weight [3 * num_heads * head_dim, K] (any dtype, host tensors,
 // dst preallocated with src's shape and dtype, both contiguous).

@@ -1,10 +1,12 @@
 // Synthetic checkpoint writer (see synth_checkpoint.h). Each tensor is filled on the host with
 // fill_spec_host (same bytes as Backend::fill_synthetic), QKV rows are permuted to the per-head
-// interleaved order for the original layout, and tensors are streamed into shards in spec order.
-// Tested in tests/io/checkpoint_test.cpp (load back in both layouts, compare with synthesize_weights).
+// interleaved order for the original layout (split into to_q/to_k/to_v, with fc1's halves swapped, for
+// diffusers), and tensors are streamed into shards in spec order. Tested in tests/io/checkpoint_test.cpp
+// and tests/io/diffusers_checkpoint_test.cpp (load back in every layout, compare with synthesize_weights).
 #include "io/synth_checkpoint.h"
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -37,7 +39,7 @@ Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpoin
   const ModelConfig& c = opt.config;
   VORTEX_RETURN_IF_ERROR(c.validate());
   if (opt.layout == CheckpointLayout::kAuto)
-    return invalid_argument("synth: choose a layout (original or comfy), not auto");
+    return invalid_argument("synth: choose a layout (original, comfy or diffusers), not auto");
   if (opt.out.empty()) return invalid_argument("synth: --out is required");
   if (opt.shard_size_gb < 0) return invalid_argument("synth: --shard-size-gb must be positive");
   {
@@ -46,9 +48,32 @@ Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpoin
     if (ec) return io_error("synth: cannot create directory " + dir_of(opt.out) + " (" + ec.message() + ")");
   }
   const bool comfy = opt.layout == CheckpointLayout::kComfy;
+  const bool diffusers = opt.layout == CheckpointLayout::kDiffusers;
   const std::string prefix = comfy ? "diffusion_model." : "";
 
-  const std::vector<TensorSpec> specs = h3_tensor_specs(c);
+  const std::vector<TensorSpec> spec_list = h3_tensor_specs(c);
+  // The tensors of the file: one per spec tensor, except for diffusers (rope.inv_freq dropped, QKV as
+  // three thirds). `part` is the third of the spec tensor's rows a tensor holds (-1: all of it).
+  struct FileTensor {
+    std::string name;
+    size_t spec;
+    int part;
+    DType dtype;
+    Shape shape;
+    int64_t bytes() const { return shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype)); }
+  };
+  std::vector<FileTensor> specs;
+  for (size_t i = 0; i < spec_list.size(); ++i) {
+    const TensorSpec& sp = spec_list[i];
+    if (!diffusers) {
+      specs.push_back({sp.name, i, -1, sp.dtype, sp.shape});
+    } else if (is_qkv_weight_name(sp.name)) {
+      const std::vector<std::string> keys = diffusers_qkv_keys(sp.name);
+      for (int p = 0; p < 3; ++p) specs.push_back({keys[p], i, p, sp.dtype, {sp.shape[0] / 3, sp.shape[1]}});
+    } else if (sp.init != SynthInit::kRopeInvFreq) {
+      specs.push_back({diffusers_key_for(sp.name), i, -1, sp.dtype, sp.shape});
+    }
+  }
   const bool sharded = opt.shard_size_gb > 0 || ends_with(opt.out, ".index.json");
   const uint64_t shard_bytes =
       opt.shard_size_gb > 0 ? static_cast<uint64_t>(opt.shard_size_gb * (1ull << 30)) : (5ull << 30);
@@ -85,11 +110,12 @@ Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpoin
 
   std::map<std::string, std::string> metadata = {
       {"format", "pt"},
-      {kQkvLayoutMetadataKey, comfy ? kQkvBlockedValue : kQkvInterleavedValue},
       {"vortex.synthetic_seed", std::to_string(opt.seed)},
       {"vortex.config", c.name},
   };
-  const uint64_t total = static_cast<uint64_t>(h3_total_bytes(c));
+  if (!diffusers) metadata[kQkvLayoutMetadataKey] = comfy ? kQkvBlockedValue : kQkvInterleavedValue;
+  uint64_t total = 0;
+  for (const FileTensor& t : specs) total += static_cast<uint64_t>(t.bytes());
   uint64_t done = 0, last_report = 0;
   SafetensorsIndex index;
   index.metadata["total_size"] = std::to_string(total);
@@ -108,13 +134,28 @@ Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpoin
                std::to_string(bytes) + " bytes)");
     VORTEX_ASSIGN_OR_RETURN(auto writer, SafetensorsStreamWriter::create(shard_paths[s], infos, metadata));
     for (size_t i : shards[s]) {
-      const TensorSpec& spec = specs[i];
-      Tensor host = Tensor::empty(spec.shape, spec.dtype);
-      VORTEX_RETURN_IF_ERROR(fill_spec_host(spec, c, opt.seed, host));
-      if (!comfy && is_qkv_weight_name(spec.name)) {
-        Tensor interleaved = Tensor::empty(spec.shape, spec.dtype);
+      const FileTensor& spec = specs[i];
+      const TensorSpec& full = spec_list[spec.spec];
+      Tensor host = Tensor::empty(full.shape, full.dtype);
+      VORTEX_RETURN_IF_ERROR(fill_spec_host(full, c, opt.seed, host));
+      if (opt.layout == CheckpointLayout::kOriginal && is_qkv_weight_name(full.name)) {
+        Tensor interleaved = Tensor::empty(full.shape, full.dtype);
         VORTEX_RETURN_IF_ERROR(qkv_blocked_to_interleaved(host, interleaved, c.num_heads, c.head_dim));
         host = std::move(interleaved);
+      }
+      if (spec.part >= 0) {  // one third of the [q|k|v] rows
+        Tensor third = Tensor::empty(spec.shape, spec.dtype);
+        std::memcpy(third.raw_data(), static_cast<const char*>(host.raw_data()) + spec.part * third.nbytes(),
+                    third.nbytes());
+        host = std::move(third);
+      }
+      if (diffusers && spec.name.find(".ff.net.0.proj.") != std::string::npos) {
+        // [gate; value] -> diffusers' [value; gate]
+        Tensor swapped = Tensor::empty(spec.shape, spec.dtype);
+        const size_t half = host.nbytes() / 2;
+        std::memcpy(swapped.raw_data(), static_cast<const char*>(host.raw_data()) + half, half);
+        std::memcpy(static_cast<char*>(swapped.raw_data()) + half, host.raw_data(), half);
+        host = std::move(swapped);
       }
       VORTEX_RETURN_IF_ERROR(writer->write_next(host));
       done += static_cast<uint64_t>(spec.bytes());
@@ -137,7 +178,7 @@ Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpoin
   {
     std::string tmp = config_path + ".tmp";
     std::ofstream out(tmp, std::ios::trunc);
-    out << model_config_to_json(c);
+    out << (diffusers ? model_config_to_diffusers_json(c) : model_config_to_json(c));
     out.close();
     if (!out || std::rename(tmp.c_str(), config_path.c_str()) != 0) {
       std::remove(tmp.c_str());

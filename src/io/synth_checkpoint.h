@@ -1,6 +1,6 @@
 // Writes deterministic synthetic H3 checkpoints with the real names, shapes and dtypes
-// (`vortex synth`): single file or shards + index.json, original (per-head interleaved QKV) or
-// ComfyUI layout, plus config.json. Streams one tensor at a time so the 66 GB h3 checkpoint never
+// (`vortex synth`): single file or shards + index.json, original (per-head interleaved QKV), ComfyUI
+// or diffusers layout (save_pretrained names, config.json with diffusers keys), plus config.json. Streams one tensor at a time so the 66 GB h3 checkpoint never
 // sits in memory. Values equal synthesize_weights() on any backend. Tested in tests/io/checkpoint_test.cpp.
 #pragma once
 
@@ -18,7 +18,7 @@ struct SynthCheckpointOptions {
   ModelConfig config;
   std::string out;              // "x.safetensors" (single file) or "x.safetensors.index.json" (sharded)
   uint64_t seed = 0;
-  CheckpointLayout layout = CheckpointLayout::kOriginal;  // kOriginal or kComfy
+  CheckpointLayout layout = CheckpointLayout::kOriginal;  // kOriginal, kComfy or kDiffusers
   double shard_size_gb = 0.0;   // > 0: shard at this size (GiB); 0: single file unless `out` is an index
 };
 

@@ -67,6 +67,22 @@ Status read_number(const json& j, const char* key, T& out) {
   return Status::Ok();
 }
 
+// The same integer under its original and its diffusers key: either may be present; both present
+// and different is a format error naming the two keys.
+Status read_int_either(const json& j, const char* original_key, const char* diffusers_key, int& out) {
+  int a = out, b = out;
+  VORTEX_RETURN_IF_ERROR(read_int(j, original_key, a));
+  VORTEX_RETURN_IF_ERROR(read_int(j, diffusers_key, b));
+  const bool has_a = j.contains(original_key) && !j[original_key].is_null();
+  const bool has_b = j.contains(diffusers_key) && !j[diffusers_key].is_null();
+  if (has_a && has_b && a != b)
+    return format_error(std::string("config.json: '") + original_key + "' = " + std::to_string(a) + " and '" +
+                        diffusers_key + "' = " + std::to_string(b) +
+                        " name the same dimension and disagree; keep one of them");
+  out = has_a ? a : b;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> ModelConfig::from_json_text(std::string_view json_text) {
@@ -76,26 +92,26 @@ Result<ModelConfig> ModelConfig::from_json_text(std::string_view json_text) {
   ModelConfig c = h3();
   c.name = "custom";
   if (auto it = j.find("name"); it != j.end() && it->is_string()) c.name = it->get<std::string>();
-  // Original MiniMax keys first, then the diffusers spellings (a file carries one or the other).
+  // Keys spelled differently by the original release and by diffusers (MiniMaxH3Transformer3DModel):
+  // either spelling is accepted; a file carrying both with different values is refused.
+  if (auto it = j.find("_class_name"); it != j.end() && it->is_string() &&
+                                       it->get<std::string>() != "MiniMaxH3Transformer3DModel")
+    return format_error("config.json describes a diffusers '" + it->get<std::string>() +
+                        "', not the H3 transformer (MiniMaxH3Transformer3DModel): point --checkpoint at the "
+                        "transformer folder");
   VORTEX_RETURN_IF_ERROR(read_int(j, "hidden_size", c.hidden));
   VORTEX_RETURN_IF_ERROR(read_int(j, "num_layers", c.num_layers));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "token_refiner_num_layers", c.num_refiner_layers));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "num_refiner_layers", c.num_refiner_layers));
+  VORTEX_RETURN_IF_ERROR(read_int_either(j, "token_refiner_num_layers", "num_refiner_layers", c.num_refiner_layers));
   VORTEX_RETURN_IF_ERROR(read_int(j, "num_attention_heads", c.num_heads));
   VORTEX_RETURN_IF_ERROR(read_int(j, "attention_head_dim", c.head_dim));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "ffn_hidden_size", c.ffn));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "ffn_dim", c.ffn));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "latents_dim", c.in_channels));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "in_channels", c.in_channels));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "audio_latents_dim", c.audio_in_channels));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "audio_in_channels", c.audio_in_channels));
+  VORTEX_RETURN_IF_ERROR(read_int_either(j, "ffn_hidden_size", "ffn_dim", c.ffn));
+  VORTEX_RETURN_IF_ERROR(read_int_either(j, "latents_dim", "in_channels", c.in_channels));
+  VORTEX_RETURN_IF_ERROR(read_int_either(j, "audio_latents_dim", "audio_in_channels", c.audio_in_channels));
   VORTEX_RETURN_IF_ERROR(read_int(j, "text_dim", c.text_dim));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "timestep_input_dim", c.freq_dim));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "freq_dim", c.freq_dim));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "time_embed_hidden_size", c.time_embed_hidden));
+  VORTEX_RETURN_IF_ERROR(read_int_either(j, "timestep_input_dim", "freq_dim", c.freq_dim));
+  VORTEX_RETURN_IF_ERROR(read_int_either(j, "time_embed_hidden_size", "time_embed_hidden_dim", c.time_embed_hidden));
   VORTEX_RETURN_IF_ERROR(read_int(j, "time_embed_dim", c.time_embed_dim));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "rope_inv_freq_len", c.rope_inv_freq_len));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "rope_freq_dim", c.rope_inv_freq_len));
+  VORTEX_RETURN_IF_ERROR(read_int_either(j, "rope_inv_freq_len", "rope_freq_dim", c.rope_inv_freq_len));
   VORTEX_RETURN_IF_ERROR(read_number(j, "rope_theta", c.rope_theta));
   VORTEX_RETURN_IF_ERROR(read_number(j, "norm_eps", c.norm_eps));
   VORTEX_RETURN_IF_ERROR(read_number(j, "qk_norm_eps", c.qk_norm_eps));

@@ -302,7 +302,7 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
                                                    nullptr, nullptr, scratch_)
                                  .with_context("token_refiner.blocks." + std::to_string(i)));
     VORTEX_ASSIGN_OR_RETURN(text_refined_, backend_.alloc({l, cfg_.hidden}, DType::kBF16));
-    VORTEX_RETURN_IF_ERROR(backend_.rms_norm(h, weights_.token_refiner_final_norm_weight, cfg_.norm_eps, text_refined_)
+    VORTEX_RETURN_IF_ERROR(backend_.rms_norm(h, weights_.token_refiner_final_norm_weight, cfg_.final_norm_eps, text_refined_)
                                .with_context("token_refiner.final_norm"));
   }
   prepared_ = true;

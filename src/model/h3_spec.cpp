@@ -168,11 +168,20 @@ void set_linear_dims(H3Weights& w, const ModelConfig& c) {
 
 namespace {
 
-// inv_freq[k] = theta^(-k/L) in FP64, rounded once to FP32 (NUMERICS.md step 4).
+// The table the reference ships and diffusers' MiniMaxH3RotaryPosEmbed recomputes, in its FP32 steps:
+// inv_freq = 1.0 / (theta ** (arange(0, 2L, 2, float32) / (2L))): exponent fp32(2k) / fp32(2L), the power
+// rounded once to FP32, then an FP32 reciprocal. It differs from fp32(theta^(-k/L)) in the last bit for
+// some k (3 of 8 for h3-tiny, 4 of 16 for h3). torch's vectorised powf is within 1 ulp, not proven
+// correctly rounded: these values match torch wherever its powf rounds correctly (not checked here).
 void fill_rope_inv_freq(const ModelConfig& c, Tensor& host) {
   float* p = host.data<float>();
-  for (int k = 0; k < c.rope_inv_freq_len; ++k)
-    p[k] = static_cast<float>(std::pow(c.rope_theta, -static_cast<double>(k) / c.rope_inv_freq_len));
+  const float theta = static_cast<float>(c.rope_theta);
+  const float two_l = static_cast<float>(2 * c.rope_inv_freq_len);
+  for (int k = 0; k < c.rope_inv_freq_len; ++k) {
+    const float exponent = static_cast<float>(2 * k) / two_l;
+    const float power = static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
+    p[k] = 1.0f / power;
+  }
 }
 
 }  // namespace

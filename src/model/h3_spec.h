@@ -19,7 +19,7 @@ namespace vortex {
 // How `vortex synth` / synthesize_weights fill a tensor.
 enum class SynthInit : uint8_t {
   kUniform,      // element i = offset + scale * u(synthetic_seed(seed, name), i), u in [-1, 1)
-  kRopeInvFreq,  // the real table: inv_freq[k] = fp32(theta^(-k/L)) evaluated in FP64 (not random)
+  kRopeInvFreq,  // the real table (not random): 1 / theta^(2k / 2L) in the reference's FP32 steps (h3_spec.cpp)
 };
 
 // Synthetic scales (chosen so a forward pass on synthetic weights keeps activations O(1)):

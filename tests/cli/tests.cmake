@@ -13,6 +13,12 @@ if(TARGET vortex_cli)
                                                       VORTEX_PARITY_FIXTURES="${CMAKE_SOURCE_DIR}/tests/parity/fixtures")
   add_dependencies(cli_request_test vortex_cli)
 
+  # --checkpoint DIR: original and diffusers folders end to end.
+  vortex_test(NAME cli_checkpoint_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_checkpoint_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(cli_checkpoint_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>")
+  add_dependencies(cli_checkpoint_test vortex_cli)
+
   vortex_test(NAME bench_gate_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/bench_gate_test.cpp
               LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
   target_compile_definitions(bench_gate_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>")

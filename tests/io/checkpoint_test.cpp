@@ -482,8 +482,10 @@ TEST(H3SpecTest, SynthesizedValuesFollowTheDocumentedScales) {
   check_range("video_patch_proj", w.video_patch_proj_weight, -std::sqrt(3.0 / 96), std::sqrt(3.0 / 96));
   EXPECT_EQ(w.video_patch_proj_weight.dtype(), DType::kF32);
   EXPECT_EQ(w.condition_proj_weight.dtype(), DType::kBF16);
+  // rope.inv_freq: the reference's FP32 steps, 1.0 / (theta ** (arange(0, 2L, 2) / 2L)).
   for (int k = 0; k < c.rope_inv_freq_len; ++k)
-    EXPECT_EQ(w.rope_inv_freq.data<float>()[k], static_cast<float>(std::pow(10000.0, -k / 8.0))) << k;
+    EXPECT_EQ(w.rope_inv_freq.data<float>()[k], 1.0f / static_cast<float>(std::pow(10000.0, float(2 * k) / 16.0f)))
+        << k;
   // Tensors of one model differ from each other (per-name seeds) and across seeds.
   EXPECT_NE(std::memcmp(w.blocks[0].norm1_weight.raw_data(), w.blocks[0].norm2_weight.raw_data(), 512), 0);
   H3Weights other = synthesized(seed + 1);

@@ -1,6 +1,9 @@
 # IO tests (CPU only): safetensors reader/writer/shards, H3 checkpoint layouts and loading.
 vortex_test(NAME safetensors_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/safetensors_test.cpp LIBS vortex_io)
 vortex_test(NAME checkpoint_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/checkpoint_test.cpp LIBS vortex_io)
+# diffusers-layout and folder checkpoints, one-wrong-tensor messages.
+vortex_test(NAME diffusers_checkpoint_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/diffusers_checkpoint_test.cpp
+            LIBS vortex_io)
 # Quantized checkpoints: ComfyUI nvfp4 / fp8_scaled layer reader, `vortex quantize` round trips.
 vortex_test(NAME quantize_layers_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/quantize_layers_test.cpp LIBS vortex_io)
 vortex_test(NAME quantize_roundtrip_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/quantize_roundtrip_test.cpp

@@ -105,6 +105,53 @@ TEST(ConfigTest, DiffusersKeysAndDefaults) {
   EXPECT_EQ(r->num_layers, 50);
 }
 
+// Every MiniMaxH3Transformer3DModel.__init__ key as diffusers' save_pretrained writes it (h3-tiny values).
+TEST(ConfigTest, FullDiffusersConfigJson) {
+  Result<ModelConfig> r = ModelConfig::from_json_text(R"({
+    "_class_name": "MiniMaxH3Transformer3DModel", "_diffusers_version": "0.42.1",
+    "num_attention_heads": 4, "attention_head_dim": 64, "hidden_size": 256, "num_layers": 2,
+    "num_refiner_layers": 1, "ffn_dim": 512, "in_channels": 24, "audio_in_channels": 32,
+    "patch_size": [1, 2, 2], "text_dim": 128, "freq_dim": 256, "time_embed_hidden_dim": 320,
+    "time_embed_dim": 128, "rope_freq_dim": 8, "rope_theta": 10000.0,
+    "norm_eps": 1e-5, "qk_norm_eps": 2e-5, "final_norm_eps": 3e-5})");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->num_heads, 4);
+  EXPECT_EQ(r->head_dim, 64);
+  EXPECT_EQ(r->hidden, 256);
+  EXPECT_EQ(r->num_layers, 2);
+  EXPECT_EQ(r->num_refiner_layers, 1);
+  EXPECT_EQ(r->ffn, 512);
+  EXPECT_EQ(r->text_dim, 128);
+  EXPECT_EQ(r->time_embed_hidden, 320);  // time_embed_hidden_dim: the diffusers spelling
+  EXPECT_EQ(r->time_embed_dim, 128);
+  EXPECT_EQ(r->rope_inv_freq_len, 8);
+  EXPECT_EQ(r->qk_norm_eps, 2e-5f);
+  EXPECT_EQ(r->final_norm_eps, 3e-5f);
+}
+
+TEST(ConfigTest, BothSpellingsMustAgree) {
+  Result<ModelConfig> same = ModelConfig::from_json_text(R"({"time_embed_hidden_size": 300, "time_embed_hidden_dim": 300})");
+  ASSERT_TRUE(same.ok()) << same.status().to_string();
+  EXPECT_EQ(same->time_embed_hidden, 300);
+  const char* disagreeing[] = {
+      R"({"time_embed_hidden_size": 300, "time_embed_hidden_dim": 301})",
+      R"({"ffn_hidden_size": 512, "ffn_dim": 1024})",
+      R"({"token_refiner_num_layers": 2, "num_refiner_layers": 1})",
+      R"({"latents_dim": 24, "in_channels": 16})",
+      R"({"audio_latents_dim": 32, "audio_in_channels": 16})",
+      R"({"timestep_input_dim": 256, "freq_dim": 128})",
+      R"({"rope_inv_freq_len": 16, "rope_freq_dim": 8})",
+  };
+  for (const char* text : disagreeing) {
+    Status s = ModelConfig::from_json_text(text).status();
+    EXPECT_EQ(s.code(), ErrorCode::kFormat) << text << " -> " << s.to_string();
+    EXPECT_NE(s.message().find("disagree"), std::string::npos) << text << " -> " << s.message();
+  }
+  Status s = ModelConfig::from_json_text(R"({"_class_name": "AutoencoderKLMiniMaxH3"})").status();
+  EXPECT_EQ(s.code(), ErrorCode::kFormat) << s.to_string();
+  EXPECT_NE(s.message().find("AutoencoderKLMiniMaxH3"), std::string::npos) << s.message();
+}
+
 TEST(ConfigTest, BadJsonAndBadValues) {
   struct Case {
     const char* text;

@@ -116,6 +116,47 @@ TEST(H3Model, RefinedTextSkipsTheRefinerAndBadInputsAreRejected) {
   EXPECT_EQ(model.forward(r.noise, 1.5, 0.4).status().code(), ErrorCode::kInvalidArgument);
 }
 
+// token_refiner.final_norm uses final_norm_eps (diffusers: nn.RMSNorm(hidden, eps=final_norm_eps)), not
+// norm_eps: raw text through the model's refiner must equal text refined here (condition_proj, the refiner
+// blocks, then rms_norm with final_norm_eps) and passed in as [L, D]. The eps values are far apart so the
+// two norms give different bytes.
+TEST(H3Model, RefinerFinalNormUsesFinalNormEps) {
+  const uint64_t seed = fresh_seed();
+  TinyRun r = make_tiny_request(seed);
+  r.cfg.norm_eps = 1e-5f;
+  r.cfg.final_norm_eps = 0.5f;
+  CpuBackend be(2);
+  H3Weights w = synthesize_weights(r.cfg, be, seed).value();
+
+  const int64_t l = r.text.dim(0);
+  Tensor text_bf16 = be.alloc(r.text.shape(), DType::kBF16).value();
+  ASSERT_TRUE(be.cast(be.upload(r.text).value(), text_bf16).ok());
+  Tensor h = be.alloc({l, r.cfg.hidden}, DType::kBF16).value();
+  LinearWeight cond;
+  cond.weight = w.condition_proj_weight;
+  cond.out_features = r.cfg.hidden;
+  cond.in_features = r.cfg.text_dim;
+  ASSERT_TRUE(be.linear(text_bf16, cond, &w.condition_proj_bias, h).ok());
+  BlockScratch scratch = BlockScratch::allocate(be, r.cfg, l).value();
+  for (const H3BlockWeights& b : w.token_refiner_blocks)
+    ASSERT_TRUE(run_transformer_block(be, r.cfg, ExecOptions{}, b, h, nullptr, nullptr, nullptr, scratch).ok());
+  Tensor refined = be.alloc({l, r.cfg.hidden}, DType::kBF16).value();
+  Tensor refined_norm_eps = be.alloc({l, r.cfg.hidden}, DType::kBF16).value();
+  ASSERT_TRUE(be.rms_norm(h, w.token_refiner_final_norm_weight, r.cfg.final_norm_eps, refined).ok());
+  ASSERT_TRUE(be.rms_norm(h, w.token_refiner_final_norm_weight, r.cfg.norm_eps, refined_norm_eps).ok());
+  ASSERT_NE(std::memcmp(refined.raw_data(), refined_norm_eps.raw_data(), refined.nbytes()), 0)
+      << "the two eps values must give different refined text for this test to mean anything";
+
+  H3Model from_raw(r.cfg, be, synthesize_weights(r.cfg, be, seed).value(), ExecOptions{});
+  ASSERT_TRUE(from_raw.prepare(r.layout, r.text).ok());
+  H3Model from_refined(r.cfg, be, std::move(w), ExecOptions{});
+  ASSERT_TRUE(from_refined.prepare(r.layout, refined).ok());
+  auto a = from_raw.forward(r.noise, 0.6, 0.8);
+  auto b = from_refined.forward(r.noise, 0.6, 0.8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(same_bytes(*a, *b)) << "the refiner's final norm does not use final_norm_eps, seed=" << seed;
+}
+
 TEST(H3Model, RequestWithoutTextRows) {
   const uint64_t seed = fresh_seed();
   TinyRun r = make_tiny_request(seed, 64, 64, 5, 0);
