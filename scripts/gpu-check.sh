@@ -43,6 +43,7 @@ for py in python3 /opt/torch/.venv/bin/python3; do
 done
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export VORTEX_DATA_DIR="$here/data"  # measured approximate-instruction tables (NVFP4 reference)
+export VORTEX_PARITY_FIXTURES="$here/tests/parity/fixtures"  # diffusers fixtures (diffusers_parity_gpu_test)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv || { echo "gpu-check: no GPU"; exit 1; }
 
 summary=()
