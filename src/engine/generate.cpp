@@ -230,8 +230,11 @@ Status check_out_dir(const GenerateRequest& r) {
 // --out's parent is writable, made before any weight is loaded. Never reuses an existing directory.
 Result<fs::path> create_staging_dir(const fs::path& out, const std::string& shown) {
   for (int n = 0; n < 100; ++n) {
+    std::string suffix = ".partial-";  // (appends: GCC 12 warns -Wrestrict on "-" + std::string)
+    suffix.append(std::to_string(::getpid()));
+    if (n > 0) suffix.append("-").append(std::to_string(n));
     fs::path p = out;
-    p += ".partial-" + std::to_string(::getpid()) + (n > 0 ? "-" + std::to_string(n) : "");
+    p += suffix;
     std::error_code ec;
     if (fs::create_directory(p, ec)) return p;
     if (ec) {

@@ -13,10 +13,10 @@
 
 namespace vortex {
 
-// Measured: h3-tiny, 448x256, 22 frames (890 rows), --threads 1, 1 step: forward_flops() / step time
-// on the 2-core build host = 0.25 GFLOP/s (bench note in the commit adding this file). A conservative
-// constant: faster CPUs only make the warning early.
-const double kCpuFlopsPerThread = 0.25e9;
+// Measured: the h3-tiny demo request (448x256, 22 frames, 874 rows), --threads 1, 2 steps on the 2-core
+// build host (shared, load ~3): forward_flops() 3.86e9 / 0.583 s per step = 6.6 GFLOP/s. Rounded down to
+// 5: a slower CPU makes the estimate optimistic, a faster one only makes the warning early.
+const double kCpuFlopsPerThread = 5e9;
 
 uint64_t MemoryEstimate::total() const {
   uint64_t t = 0;
@@ -33,6 +33,7 @@ std::string format_gb(uint64_t bytes) {
 std::string MemoryEstimate::largest(size_t n) const {
   std::string s;
   for (size_t i = 0; i < items.size() && i < n; ++i) {
+    if (i > 0 && items[i].bytes * 100 < total()) break;  // under 1% of the total says nothing
     if (i) s += ", ";
     s += items[i].what + " " + format_gb(items[i].bytes);
   }

@@ -23,7 +23,7 @@ struct MemoryEstimate {
   };
   std::vector<Item> items;  // largest first
   uint64_t total() const;
-  // "weights 66.1 GB, fc1_out 0.1 GB, ..." : the `n` largest contributors.
+  // "weights 66.3 GB, ...": the `n` largest contributors (after the first, only those >= 1% of the total).
   std::string largest(size_t n) const;
 };
 

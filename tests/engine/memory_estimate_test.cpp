@@ -39,8 +39,11 @@ TEST(MemoryEstimate, ActivationsGrowWithTheRequestAndCpuAttentionOnlyOnTheCpu) {
   MemoryEstimateOptions given = cpu;
   given.weights_bytes = 123;
   const MemoryEstimate e = estimate_memory(tiny, g, given);
-  for (const auto& item : e.items)
-    if (item.what == "weights") EXPECT_EQ(item.bytes, 123u);
+  for (const auto& item : e.items) {
+    if (item.what == "weights") {
+      EXPECT_EQ(item.bytes, 123u);
+    }
+  }
 }
 
 TEST(MemoryEstimate, ForwardFlopsHandCount) {
