@@ -2,6 +2,7 @@
 // and writes evidence rows to benchmarks/<date>-<gpu>-bench-<what>.jsonl plus a short table.
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "commands.h"
 #include "engine/bench.h"
@@ -22,7 +23,7 @@ int run_bench(const std::string& what, BenchArgs& args) {
   auto w = load_workload(args.spec, log);
   if (!w.ok()) {
     std::fprintf(stderr, "vortex bench: error: %s\n", w.status().to_string().c_str());
-    return 1;
+    return exit_code_for(w.status());
   }
   Backend::DeviceInfo dev = w->backend->device_info();
   RunEnvironment env = collect_environment(dev.name, dev.sm, dev.runtime);
@@ -33,7 +34,7 @@ int run_bench(const std::string& what, BenchArgs& args) {
   else if (what == "ab") rows = bench_ab(*w, args.opts, env);
   if (!rows.ok()) {
     std::fprintf(stderr, "vortex bench %s: error: %s\n", what.c_str(), rows.status().to_string().c_str());
-    return 1;
+    return exit_code_for(rows.status());
   }
   std::string path = evidence_path(args.evidence_dir, env, "bench-" + what);
   Status st = append_jsonl(path, *rows);
@@ -66,8 +67,13 @@ void register_bench(CLI::App& app, CommandContext& ctx) {
   auto* bench = app.add_subcommand("bench", "Benchmarks: block | step | run | ab (evidence JSONL under benchmarks/)");
   bench->require_subcommand(1);
   static BenchArgs args;  // lives for the duration of main()
-  for (const char* what : {"block", "step", "run", "ab"}) {
-    auto* sub = bench->add_subcommand(what);
+  const std::pair<const char*, const char*> kinds[] = {
+      {"block", "One block (--block N): per-component device timings and the whole block"},
+      {"step", "One full forward (every block): per-block and total timings"},
+      {"run", "The sampling trajectory of --steps steps: per-step timings and peak memory"},
+      {"ab", "Switches --a vs --b alternated A,B,A,B in one loaded model: per-pair time ratios"}};
+  for (const auto& [what, description] : kinds) {
+    auto* sub = bench->add_subcommand(what, description);
     add_workload_options(sub, args.spec);
     sub->add_option("--evidence-dir", args.evidence_dir)->capture_default_str();
     sub->add_option("--reps", args.opts.reps)->capture_default_str();

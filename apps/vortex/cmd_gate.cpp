@@ -28,13 +28,13 @@ void register_gate(CLI::App& app, CommandContext& ctx) {
     auto w = load_workload(spec, log);
     if (!w.ok()) {
       std::fprintf(stderr, "vortex gate: error: %s\n", w.status().to_string().c_str());
-      ctx.exit_code = 1;
+      ctx.exit_code = exit_code_for(w.status());
       return;
     }
     auto verdict = run_gate(*w, opts);
     if (!verdict.ok()) {
       std::fprintf(stderr, "vortex gate: error: %s\n", verdict.status().to_string().c_str());
-      ctx.exit_code = 1;
+      ctx.exit_code = exit_code_for(verdict.status());
       return;
     }
     Backend::DeviceInfo dev = w->backend->device_info();

@@ -1,6 +1,6 @@
 // `vortex generate`: the CLI front end of engine/generate.h. Options are read as strings and
 // converted here so every bad value gets one message `vortex generate: error: ...` and exit code 2
-// (bad arguments: kInvalidArgument / kNotFound); runtime failures exit 1. Progress goes to stderr: a
+// (bad arguments or input, exit_code_for in commands.h); runtime failures exit 1. Progress goes to stderr: a
 // redrawn bar on a TTY, plain "step i/N ..." lines otherwise. Tested in tests/cli/cli_test.cpp.
 #include <unistd.h>
 
@@ -106,6 +106,12 @@ class StderrProgress : public ProgressSink {
     std::fprintf(stderr, "vortex generate: note: %.*s\n", static_cast<int>(what.size()), what.data());
   }
 
+  // Warnings print even with --quiet: they describe the run the user asked for.
+  void warning(std::string_view what) override {
+    finish_bar();
+    std::fprintf(stderr, "vortex generate: warning: %.*s\n", static_cast<int>(what.size()), what.data());
+  }
+
   void step(int done, int total, double step_seconds, double elapsed_seconds) override {
     if (quiet_) return;
     const double eta = done > 0 ? elapsed_seconds / done * (total - done) : 0.0;
@@ -182,9 +188,7 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
   StderrProgress progress(a.quiet);
   Result<GenerateResult> result = generate(r, progress);
   if (!result.ok()) {
-    const Status& s = result.status();
-    const bool bad_argument = s.code() == ErrorCode::kInvalidArgument || s.code() == ErrorCode::kNotFound;
-    return fail(bad_argument ? 2 : 1, s.message());
+    return fail(exit_code_for(result.status()), result.status().message());
   }
   const GenerateResult& g = *result;
   std::printf("vortex generate: %dx%d, %d frames (%d latent), %lld rows, %zu steps in %s (total %s)\n",
@@ -201,29 +205,32 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
 void register_generate(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* sub = app.add_subcommand("generate", "Text -> video + stereo audio latents (+ run.json, preview.png)");
-  sub->add_option("--config", args->config, "Built-in config: h3-tiny | h3 (default h3-tiny)");
-  sub->add_option("--checkpoint", args->checkpoint, "Weights file (.safetensors or .safetensors.index.json)");
+  sub->add_option("--config", args->config, "Built-in config: h3-tiny | h3 (default h3-tiny)")->type_name("NAME");
+  sub->add_option("--checkpoint", args->checkpoint, "Weights file (.safetensors or .safetensors.index.json)")->type_name("FILE");
   sub->add_flag("--synthetic", args->synthetic, "Deterministic synthetic weights for --config (no file)");
-  sub->add_option("--weights-seed", args->weights_seed, "Seed of the synthetic weights (default 0)");
+  sub->add_option("--weights-seed", args->weights_seed, "Seed of the synthetic weights (default 0)")->type_name("INT");
   sub->add_option("--text-embeddings", args->text_embeddings,
-                  "safetensors with one [L, text_dim] or [L, hidden] tensor, f32/bf16");
-  sub->add_option("--synthetic-text", args->synthetic_text, "N deterministic synthetic text rows (default 16)");
-  sub->add_option("--width", args->width, "Pixels, multiple of 32 (default 448)");
-  sub->add_option("--height", args->height, "Pixels, multiple of 32 (default 256)");
-  sub->add_option("--frames", args->frames, "Pixel frames, snapped up to 17n + 5 (default 22)");
-  sub->add_option("--seconds", args->seconds, "Duration at 24 fps instead of --frames (rounded up to 17n + 5 frames)");
-  sub->add_option("--steps", args->steps, "Denoising steps = model evaluations (default 12)");
+                  "safetensors with one [L, text_dim] or [L, hidden] tensor, f32/bf16")->type_name("FILE");
+  sub->add_option("--synthetic-text", args->synthetic_text, "N deterministic synthetic text rows (default 16)")->type_name("INT");
+  sub->add_option("--width", args->width, "Pixels, a multiple of 32, at most 8192 (default 448)")->type_name("INT");
+  sub->add_option("--height", args->height, "Pixels, a multiple of 32, at most 8192 (default 256)")->type_name("INT");
+  sub->add_option("--frames", args->frames, "Pixel frames, snapped up to 17n + 5 (default 22)")->type_name("INT");
+  sub->add_option("--seconds", args->seconds, "Duration at 24 fps instead of --frames (rounded up to 17n + 5 frames)")
+      ->type_name("FLOAT");
+  sub->add_option("--steps", args->steps, "Denoising steps = model evaluations (default 12)")->type_name("INT");
   sub->add_option("--schedule", args->schedule,
-                  "comfyui (ModelSamplingAV + simple, default) | diffusers (MiniMaxH3Scheduler), bit-identical tables");
+                  "comfyui (ModelSamplingAV + simple, default) | diffusers (MiniMaxH3Scheduler), bit-identical tables")
+      ->type_name("NAME");
   sub->add_option("--sampler", args->sampler,
-                  "euler | res_multistep (default: res_multistep for comfyui, euler for diffusers)");
-  sub->add_option("--seed", args->seed, "Noise seed (default 42)");
-  sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)");
-  sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores; results never depend on it");
-  sub->add_option("--out", args->out, "Output directory (required)");
-  sub->add_flag("--overwrite", args->overwrite, "Replace a non-empty --out directory");
-  sub->add_option("--precision", args->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only (GEMM precision; default bf16)");
-  sub->add_option("--attention", args->attention, "sdpa | sage2 (default sdpa)");
+                  "euler | res_multistep (default: res_multistep for comfyui, euler for diffusers)")
+      ->type_name("NAME");
+  sub->add_option("--seed", args->seed, "Noise seed (default 42)")->type_name("INT");
+  sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)")->type_name("NAME");
+  sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores, at most 4x the cores; results never depend on it")->type_name("INT");
+  sub->add_option("--out", args->out, "Output directory (required)")->type_name("DIR");
+  sub->add_flag("--overwrite", args->overwrite, "Replace an --out directory holding a previous Vortex run (only that)");
+  sub->add_option("--precision", args->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only (GEMM precision; default bf16)")->type_name("NAME");
+  sub->add_option("--attention", args->attention, "sdpa | sage2 (default sdpa)")->type_name("NAME");
   sub->add_flag("--quiet", args->quiet, "No progress output");
   sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub); });
 }

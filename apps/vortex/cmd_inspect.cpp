@@ -19,10 +19,6 @@ struct InspectArgs {
   std::string layout = "auto";
 };
 
-int exit_code_for(const Status& s) {
-  return (s.code() == ErrorCode::kInvalidArgument || s.code() == ErrorCode::kNotFound) ? 2 : 1;
-}
-
 int run_inspect(const InspectArgs& args) {
   Result<CheckpointLayout> layout = checkpoint_layout_from_name(args.layout);
   if (!layout.ok()) {

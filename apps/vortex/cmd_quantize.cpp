@@ -2,7 +2,8 @@
 //  [--encode approx|exact] [--threads N]`: writes a ComfyUI-loadable quantized copy of a BF16 H3 checkpoint
 // (io/quantize.h), quantizing only the block GEMM weights. NVFP4 uses the CPU reference quantizer
 // (ref/nvfp4_quantize.h) with g = amax/2688; --encode approx (default) reproduces comfy-kitchen's CUDA kernel
-// (needs the measured rcp.approx table), exact its eager IEEE-division path. Exit 2 on bad arguments, 1 on
+// (needs the measured rcp.approx table), exact its eager IEEE-division path. An existing --out is kept unless
+// --overwrite (and then replaced only if Vortex wrote it). Exit 2 on bad arguments or input, 1 on
 // failures. Tested in tests/io/quantize_*_test.cpp (engine) and by hand: vortex synth + quantize + inspect.
 #include <iostream>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "commands.h"
 #include "io/quantize.h"
+#include "model/backend.h"
 #include "ref/nvfp4_quantize.h"
 
 namespace vortex::cli {
@@ -18,6 +20,7 @@ namespace {
 struct QuantizeArgs {
   std::string in, out, format, layers = "blocks", encode = "approx";
   int threads = 0;
+  bool overwrite = false;
   bool quiet = false;
 };
 
@@ -37,8 +40,11 @@ int run_quantize(const QuantizeArgs& args) {
   Result<QuantizeLayerSet> layers = quantize_layer_set_from_name(args.layers);
   if (!layers.ok()) return fail_args(layers.status().message());
   opt.layers = *layers;
-  if (args.threads < 0) return fail_args("--threads must be >= 0 (0: all cores)");
+  if (args.threads < 0 || args.threads > max_cpu_threads())
+    return fail_args("--threads must be in [0, " + std::to_string(max_cpu_threads()) + "] (0: all cores; at most " +
+                     std::to_string(kMaxThreadsPerCore) + "x the cores), got " + std::to_string(args.threads));
   opt.threads = args.threads;
+  opt.overwrite = args.overwrite;
 
   if (opt.format == QuantFormat::kNvfp4) {
     ref::Nvfp4Options options;
@@ -79,7 +85,7 @@ int run_quantize(const QuantizeArgs& args) {
   Result<QuantizeSummary> s = quantize_checkpoint(opt, progress);
   if (!s.ok()) {
     std::cerr << "vortex quantize: error: " << s.status().to_string() << "\n";
-    return s.status().code() == ErrorCode::kInvalidArgument ? 2 : 1;
+    return exit_code_for(s.status());
   }
   std::cout << s->out << "\n";
   return 0;
@@ -98,6 +104,7 @@ void register_quantize(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--encode", args->encode,
                   "NVFP4 encode: approx (comfy-kitchen CUDA kernel, default) | exact (comfy-kitchen eager)");
   sub->add_option("--threads", args->threads, "Encode threads (default 0: all cores)");
+  sub->add_flag("--overwrite", args->overwrite, "Replace an existing --out, only if Vortex wrote it");
   sub->add_flag("--quiet", args->quiet, "No progress output");
   sub->callback([args, &ctx]() { ctx.exit_code = run_quantize(*args); });
 }

@@ -1,7 +1,8 @@
 // `vortex synth --config h3-tiny|h3 --out F [--seed N] [--layout original|comfy|diffusers] [--shard-size-gb X]`:
 // writes a deterministic synthetic H3 checkpoint with the real names, shapes and dtypes plus a
 // config.json beside it (io/synth_checkpoint.h). h3 (66 GB) is streamed into 5 GiB shards by default.
-// Exit 2 on bad arguments, 1 on write failures. Tested in tests/cli/cli_test.cpp and tests/io/.
+// Existing outputs are kept unless --overwrite (and then only Vortex's own are replaced).
+// Exit 2 on bad arguments or input, 1 on write failures. Tested in tests/cli/cli_test.cpp and tests/io/.
 #include <charconv>
 #include <iostream>
 #include <memory>
@@ -19,6 +20,7 @@ struct SynthArgs {
   std::string seed = "0";
   std::string layout = "original";
   std::string shard_size_gb;
+  bool overwrite = false;
   bool quiet = false;
 };
 
@@ -32,6 +34,7 @@ int run_synth(const SynthArgs& args) {
   SynthCheckpointOptions opt;
   opt.config = *config;
   opt.out = args.out;
+  opt.overwrite = args.overwrite;
   if (opt.out.empty()) return fail_args("--out FILE is required (.safetensors or .safetensors.index.json)");
   {
     const char* end = args.seed.data() + args.seed.size();
@@ -64,7 +67,7 @@ int run_synth(const SynthArgs& args) {
   Result<std::vector<std::string>> written = write_synthetic_checkpoint(opt, progress);
   if (!written.ok()) {
     std::cerr << "vortex synth: error: " << written.status().to_string() << "\n";
-    return written.status().code() == ErrorCode::kInvalidArgument ? 2 : 1;
+    return exit_code_for(written.status());
   }
   for (const std::string& f : *written) std::cout << f << "\n";
   return 0;
@@ -77,9 +80,12 @@ void register_synth(CLI::App& app, CommandContext& ctx) {
   CLI::App* sub = app.add_subcommand("synth", "Write a deterministic synthetic H3 checkpoint (+ config.json)");
   sub->add_option("--config", args->config, "h3-tiny | h3 (default h3-tiny)");
   sub->add_option("--out", args->out, "Output .safetensors (or .safetensors.index.json for shards)");
-  sub->add_option("--seed", args->seed, "Weights seed (default 0)");
+  sub->add_option("--seed", args->seed, "Weights seed (default 0)")->type_name("INT");
   sub->add_option("--layout", args->layout, "original (per-head interleaved QKV) | comfy | diffusers (default original)");
-  sub->add_option("--shard-size-gb", args->shard_size_gb, "Shard size in GiB (default: one file; 5 for h3)");
+  sub->add_option("--shard-size-gb", args->shard_size_gb, "Shard size in GiB (default: one file; 5 for h3)")
+      ->type_name("FLOAT");
+  sub->add_flag("--overwrite", args->overwrite,
+                "Replace existing outputs (checkpoint, index, config.json), only if Vortex wrote them");
   sub->add_flag("--quiet", args->quiet, "No progress output");
   sub->callback([args, &ctx]() { ctx.exit_code = run_synth(*args); });
 }

@@ -6,12 +6,28 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/workload.h"
+#include "vortex/status.h"
 
 namespace vortex::cli {
 
 struct CommandContext {
   int exit_code = 0;
 };
+
+// The exit code of a failed command: 2 for bad arguments or bad input (a wrong flag value, a missing or
+// malformed file, a request this build or machine refuses up front), 1 for runtime failures (I/O, CUDA,
+// out of memory during the run, internal errors).
+inline int exit_code_for(const Status& s) {
+  switch (s.code()) {
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kNotFound:
+    case ErrorCode::kFormat:
+    case ErrorCode::kUnsupported:
+      return 2;
+    default:
+      return 1;
+  }
+}
 
 // The workload options shared by `bench` and `gate` (config, weights, backend, request, precision, switches).
 void add_workload_options(CLI::App* sub, WorkloadSpec& spec);

@@ -166,6 +166,14 @@ Backend::DeviceInfo CudaBackend::device_info() const {
 }
 
 AllocatorStats CudaBackend::memory_stats() const { return allocator_->stats(); }
+std::optional<size_t> CudaBackend::free_device_memory() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky; the caller treats the amount as unknown
+    return std::nullopt;
+  }
+  return free_bytes + allocator_->stats().cached_bytes;
+}
 void CudaBackend::reset_peak_memory() { allocator_->reset_peak(); }
 uint64_t CudaBackend::segment_map_builds() const { return segments_->builds(); }
 

@@ -75,6 +75,8 @@ class CudaBackend : public Backend {
   Backend::DeviceInfo device_info() const override;
   size_t memory_in_use() const override { return memory_stats().current_bytes; }
   size_t memory_peak() const override { return memory_stats().peak_bytes; }
+  // cudaMemGetInfo's free bytes plus the blocks this backend's cache holds free.
+  std::optional<size_t> free_device_memory() const override;
 
   // ---- CUDA-specific ----
   const vortex::DeviceInfo& gpu_info() const { return info_; }

@@ -1,7 +1,10 @@
-// `generate` (see generate.h): validate -> backend -> weights -> text -> pack -> noise -> sample ->
-// outputs. Every check that can fail cheaply runs before weights are loaded. Outputs go to a sibling
-// temp directory `<out>.partial-<pid>` that is renamed onto `<out>` only when all four files are
-// written, so a failed run never leaves half a result. Tested end to end in tests/cli/cli_test.cpp.
+// `generate` (see generate.h): validate -> memory estimate -> out dir -> backend -> weights -> text ->
+// pack -> noise -> sample -> outputs. Every check that can fail cheaply (arguments, text finiteness,
+// memory, whether --out may be written or replaced) runs before weights are loaded. Outputs go to a
+// sibling directory `<out>.partial-<pid>`, created up front (it proves --out writable) and renamed onto
+// `<out>` only when all four files are written, so a failed run never leaves half a result. --overwrite
+// replaces only a directory that holds a Vortex run and nothing else. Tested end to end in
+// tests/cli/cli_test.cpp.
 #include "engine/generate.h"
 #include "engine/precision.h"
 
@@ -10,12 +13,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <system_error>
 #include <thread>
 #include <utility>
 
 #include "core/rng.h"
+#include "engine/memory_estimate.h"
 #include "engine/preview.h"
 #include "engine/run_manifest.h"
 #include "profiling/evidence.h"
@@ -36,6 +44,11 @@ constexpr int kMaxSyntheticTextRows = 4096;
 // Packed rows per request: 50x the canonical 37,810 (the seeds' long shape is ~74K). Beyond this a
 // request is a typo (e.g. --frames 100000) that would only end in an out-of-memory kill.
 constexpr int64_t kMaxPackedRows = 2'000'000;
+// Pixels per side: 6x the canonical 1344. Larger is a typo (--width 1048576) that would otherwise pass
+// the row limit for a small config and then spend minutes before failing.
+constexpr int kMaxSidePixels = 8192;
+// A CPU run estimated above this many seconds gets a warning with the estimate.
+constexpr double kSlowCpuRunSeconds = 3600.0;
 
 // Removes a temp directory on scope exit unless released.
 class TempDirGuard {
@@ -68,9 +81,19 @@ Status validate_request_fields(const GenerateRequest& r) {
     return invalid_argument("--steps must be in [1, " + std::to_string(kMaxSteps) + "], got " + std::to_string(r.steps));
   }
   if (r.threads < 0) return invalid_argument("--threads must be >= 0 (0 = all cores), got " + std::to_string(r.threads));
+  if (r.threads > max_cpu_threads()) {
+    return invalid_argument("--threads " + std::to_string(r.threads) + " is more than " +
+                            std::to_string(kMaxThreadsPerCore) + "x this machine's " +
+                            std::to_string(max_cpu_threads() / kMaxThreadsPerCore) + " cores; use at most " +
+                            std::to_string(max_cpu_threads()) + " (0 = all cores)");
+  }
   if (r.width <= 0 || r.height <= 0) {
     return invalid_argument("--width/--height must be positive multiples of 32, got " + std::to_string(r.width) + "x" +
                             std::to_string(r.height));
+  }
+  if (r.width > kMaxSidePixels || r.height > kMaxSidePixels) {
+    return invalid_argument("--width/--height must be at most " + std::to_string(kMaxSidePixels) + " pixels, got " +
+                            std::to_string(r.width) + "x" + std::to_string(r.height));
   }
   if (r.frames <= 0) return invalid_argument("--frames must be positive, got " + std::to_string(r.frames));
   if (r.text_embeddings_path.empty() && (r.synthetic_text_rows < 1 || r.synthetic_text_rows > kMaxSyntheticTextRows)) {
@@ -103,26 +126,124 @@ fs::path normalized_out_path(const std::string& out_dir) {
   return out;
 }
 
-// The out directory may not exist, may be empty, or (with --overwrite) may hold anything.
+bool is_same_or_ancestor(const fs::path& a, const fs::path& b) {  // a == b, or a is a parent of b
+  auto ai = a.begin(), bi = b.begin();
+  for (; ai != a.end(); ++ai, ++bi) {
+    if (ai->empty()) continue;  // trailing separator
+    if (bi == b.end() || *ai != *bi) return false;
+  }
+  return true;
+}
+
+fs::path resolved(const fs::path& p) {
+  std::error_code ec;
+  fs::path c = fs::weakly_canonical(p, ec);
+  return ec ? p : c;
+}
+
+// Places --out may never name, even with --overwrite: replacing one would take the caller's own files.
+Status check_out_location(const fs::path& out, const std::string& shown) {
+  const fs::path target = resolved(out);
+  if (target == target.root_path()) return invalid_argument("--out " + shown + " is the root directory; choose a new directory");
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0' && target == resolved(home)) {
+    return invalid_argument("--out " + shown + " is your home directory; choose a new directory");
+  }
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  if (!ec && is_same_or_ancestor(target, resolved(cwd))) {
+    return invalid_argument("--out " + shown + (target == resolved(cwd) ? " is the current directory"
+                                                                        : " is an ancestor of the current directory") +
+                            "; choose a new directory, e.g. --out out/run1");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status check_replaceable_run_dir(const std::string& dir) {
+  const fs::path d(dir);
+  const fs::path manifest = d / "run.json";
+  std::error_code ec;
+  const auto manifest_status = fs::symlink_status(manifest, ec);
+  const std::string refuse = "; --overwrite replaces only a directory written by vortex generate (a run.json and "
+                             "the files it lists, nothing else). Move your files or choose another --out";
+  if (!fs::is_regular_file(manifest_status)) {
+    return invalid_argument("--out " + dir + " is not empty and has no run.json: Vortex did not write it" + refuse);
+  }
+  std::ifstream f(manifest, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const nlohmann::json run = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto schema = run.is_object() ? run.find("schema") : run.end();
+  if (!run.is_object() || schema == run.end() || !schema->is_string() ||
+      schema->get<std::string>().rfind("vortex.run/", 0) != 0) {
+    return invalid_argument("--out " + dir + "/run.json is not a Vortex run manifest (no \"schema\": \"vortex.run/...\")" +
+                            refuse);
+  }
+  const auto outputs = run.find("outputs");
+  for (const fs::directory_entry& e : fs::directory_iterator(d, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool listed = name == "run.json" || (outputs != run.end() && outputs->is_object() && outputs->contains(name));
+    if (!listed) return invalid_argument("--out " + dir + " holds '" + name + "', which its run.json does not list" + refuse);
+    if (!fs::is_regular_file(e.symlink_status(ec))) {
+      return invalid_argument("--out " + dir + ": '" + name + "' is not a regular file" + refuse);
+    }
+  }
+  if (ec) return io_error("cannot list --out " + dir + ": " + ec.message());
+  return Status::Ok();
+}
+
+namespace {
+
+// The out directory may not exist, may be empty, or (with --overwrite) may hold a previous Vortex run.
 Status check_out_dir(const GenerateRequest& r) {
   const fs::path out = normalized_out_path(r.out_dir);
-  if (out == out.root_path()) return invalid_argument("--out must not be the root directory");
+  VORTEX_RETURN_IF_ERROR(check_out_location(out, r.out_dir));
   std::error_code ec;
-  if (fs::exists(out, ec)) {
-    if (!fs::is_directory(out, ec)) {
+  const auto st = fs::symlink_status(out, ec);
+  if (fs::is_symlink(st)) {
+    return invalid_argument("--out " + r.out_dir + " is a symbolic link; pass the directory itself or a new path");
+  }
+  if (fs::exists(st)) {
+    if (!fs::is_directory(st)) {
       return invalid_argument("--out " + r.out_dir + " exists and is not a directory; choose another path");
     }
-    if (!fs::is_empty(out, ec) && !r.overwrite) {
-      return invalid_argument("--out " + r.out_dir + " exists and is not empty; pass --overwrite to replace it "
-                              "or choose another directory");
+    if (!fs::is_empty(out, ec)) {
+      if (!r.overwrite) {
+        return invalid_argument("--out " + r.out_dir + " exists and is not empty; pass --overwrite to replace a "
+                                "previous Vortex run there, or choose another directory");
+      }
+      VORTEX_RETURN_IF_ERROR(check_replaceable_run_dir(out.string()));
     }
   }
   const fs::path parent = out.parent_path();
   if (!parent.empty() && !fs::exists(parent, ec)) {
     fs::create_directories(parent, ec);
-    if (ec) return io_error("cannot create the parent directory " + parent.string() + " of --out: " + ec.message());
+    if (ec) {
+      return invalid_argument("--out " + r.out_dir + ": cannot create the parent directory " + parent.string() + " (" +
+                              ec.message() + "); choose a writable location");
+    }
   }
   return Status::Ok();
+}
+
+// Creates the staging directory `<out>.partial-<pid>[-n]` next to --out: this is also the check that
+// --out's parent is writable, made before any weight is loaded. Never reuses an existing directory.
+Result<fs::path> create_staging_dir(const fs::path& out, const std::string& shown) {
+  for (int n = 0; n < 100; ++n) {
+    std::string suffix = ".partial-";  // (appends: GCC 12 warns -Wrestrict on "-" + std::string)
+    suffix.append(std::to_string(::getpid()));
+    if (n > 0) suffix.append("-").append(std::to_string(n));
+    fs::path p = out;
+    p += suffix;
+    std::error_code ec;
+    if (fs::create_directory(p, ec)) return p;
+    if (ec) {
+      return invalid_argument("--out " + shown + " cannot be written: creating " + p.string() + " failed (" +
+                              ec.message() + "); choose a writable location");
+    }
+  }
+  return invalid_argument("--out " + shown + ": 100 staging directories " + out.string() +
+                          ".partial-* already exist; remove the stale ones");
 }
 
 // Text conditioning from a safetensors file: exactly one 2-D tensor, width text_dim or hidden, f32/bf16.
@@ -156,6 +277,27 @@ Result<Tensor> load_text_embeddings(const std::string& path, const ModelConfig& 
                             "; only f32 and bf16 are accepted");
   }
   if (t.dim(0) < 1) return invalid_argument("--text-embeddings " + path + ": tensor '" + name + "' has no rows");
+  if (!t.is_contiguous()) return internal_error("--text-embeddings " + path + ": non-contiguous mapping view");
+  // A NaN/Inf here would surface only as a non-finite velocity after the first step.
+  const int64_t n = t.numel(), cols = t.dim(1);
+  int64_t bad = 0, first = -1;
+  if (t.dtype() == DType::kF32) {
+    const float* v = t.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(v[i]) && bad++ == 0) first = i;
+    }
+  } else {
+    const uint16_t* v = static_cast<const uint16_t*>(t.raw_data());  // bf16 bits: exponent all ones = inf/NaN
+    for (int64_t i = 0; i < n; ++i) {
+      if ((v[i] & 0x7F80) == 0x7F80 && bad++ == 0) first = i;
+    }
+  }
+  if (bad > 0) {
+    return invalid_argument("--text-embeddings " + path + ": tensor '" + name + "' has " + std::to_string(bad) +
+                            " non-finite (NaN/Inf) value" + (bad > 1 ? "s" : "") + ", the first at row " +
+                            std::to_string(first / cols) + ", column " + std::to_string(first % cols) +
+                            "; regenerate the embeddings");
+  }
   return t;
 }
 
@@ -165,14 +307,33 @@ Tensor latents_tensor(const std::vector<float>& values, Shape shape) {
   return t;
 }
 
-// Puts `staged` at `out`: an existing `out` (empty, or replaced with --overwrite) is moved aside
-// first and restored if the final rename fails.
-Status publish_outputs(const fs::path& staged, const fs::path& out) {
+// Removes a replaced run directory: only the files its check allowed (run.json and what it lists), then
+// the directory itself if nothing else appeared in the meantime.
+void remove_replaced_run(const fs::path& aside) {
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(aside, ec)) {
+    if (fs::is_regular_file(e.symlink_status(ec))) files.push_back(e.path());
+  }
+  for (const fs::path& f : files) fs::remove(f, ec);
+  fs::remove(aside, ec);  // fails, keeping it, if it is not empty
+}
+
+// Puts `staged` at `out`. An existing `out` is checked again (empty, or a Vortex run with --overwrite),
+// moved aside, and deleted only once the new directory is in place; restored if the final rename fails.
+Status publish_outputs(const fs::path& staged, const fs::path& out, bool overwrite) {
   std::error_code ec;
   fs::path aside;
-  if (fs::exists(out, ec)) {
+  if (fs::exists(fs::symlink_status(out, ec))) {
+    if (!fs::is_empty(out, ec)) {
+      if (!overwrite) return invalid_argument(out.string() + " was filled by something else during the run; not replacing it");
+      VORTEX_RETURN_IF_ERROR(check_replaceable_run_dir(out.string()));
+    }
     aside = out;
     aside += ".old-" + std::to_string(::getpid());
+    if (fs::exists(fs::symlink_status(aside, ec))) {
+      return io_error("cannot move the existing " + out.string() + " aside: " + aside.string() + " exists");
+    }
     fs::rename(out, aside, ec);
     if (ec) return io_error("cannot move the existing " + out.string() + " aside: " + ec.message());
   }
@@ -182,13 +343,53 @@ Status publish_outputs(const fs::path& staged, const fs::path& out) {
     if (!aside.empty()) fs::rename(aside, out, ec2);
     return io_error("cannot rename " + staged.string() + " to " + out.string() + ": " + ec.message());
   }
-  if (!aside.empty()) fs::remove_all(aside, ec);  // best effort: the new outputs are already in place
+  if (!aside.empty()) remove_replaced_run(aside);  // best effort: the new outputs are already in place
   return Status::Ok();
+}
+
+// Bytes the weights occupy once loaded: the config's spec (BF16 program) for synthetic weights, the
+// file's tensors for a checkpoint (a quantized one stays small unless nvfp4-weight-only expands it).
+Result<uint64_t> weights_bytes_as_loaded(const GenerateRequest& req, const ModelConfig& cfg) {
+  const uint64_t spec = static_cast<uint64_t>(h3_total_bytes(cfg));
+  if (req.checkpoint_path.empty() || req.exec.precision == "nvfp4-weight-only") return spec;
+  VORTEX_ASSIGN_OR_RETURN(std::string file, resolve_checkpoint_path(req.checkpoint_path));  // a folder's index
+  Result<SafetensorsSet> set = SafetensorsSet::open(file);
+  if (!set.ok()) return with_checkpoint_advice(set.status(), req.checkpoint_path);
+  uint64_t bytes = 0;
+  for (const std::string& name : set->names()) bytes += set->entry(*set->find(name)).bytes();
+  return bytes;
+}
+
+Status check_fits(const MemoryEstimate& need, std::optional<uint64_t> available, const std::string& what,
+                  const GenerateRequest& req, const ModelConfig& cfg, const RequestGeometry& geo) {
+  if (!available || need.total() <= *available) return Status::Ok();
+  return invalid_argument("not enough memory: " + cfg.name + " at " + std::to_string(geo.width) + "x" +
+                          std::to_string(geo.height) + ", " + std::to_string(geo.frames) + " frames needs about " +
+                          format_gb(need.total()) + " (" + need.largest(3) + ") but only " + format_gb(*available) +
+                          " of " + what + " is available; use a smaller config or request" +
+                          (req.backend == "cpu" ? " (the h3 model needs a GPU: --backend cuda)" : ""));
 }
 
 }  // namespace
 
 uint64_t synthetic_text_seed(uint64_t seed) { return seed ^ 0x7465787400000000ull; }
+
+Status with_checkpoint_advice(const Status& status, const std::string& checkpoint_path) {
+  // The loader's advice names --config, but with --checkpoint the config comes from the checkpoint.
+  static const std::string kConfigAdvice = ". Check --config (or the config.json next to the checkpoint)";
+  std::string m = status.message();
+  const size_t at = m.find(kConfigAdvice);
+  if (at == std::string::npos) return status;
+  std::error_code ec;
+  const fs::path config_json = fs::absolute(checkpoint_path, ec).parent_path() / "config.json";
+  const std::string advice =
+      fs::exists(config_json, ec)
+          ? ". Check the checkpoint's config.json (" + config_json.string() + "): it does not describe these weights"
+          : ". The config was inferred from the checkpoint's tensor shapes (no config.json beside it): put the "
+            "model's config.json next to the checkpoint";
+  m.replace(at, kConfigAdvice.size(), advice);
+  return Status(status.code(), m);
+}
 
 Tensor synthetic_text_states(const ModelConfig& cfg, int rows, uint64_t seed) {
   Tensor text = Tensor::empty({rows, cfg.text_dim}, DType::kF32);  // [L, text_dim] f32
@@ -229,7 +430,9 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
     if (!fs::exists(req.checkpoint_path, ec)) {
       return not_found("--checkpoint " + req.checkpoint_path + " does not exist");
     }
-    VORTEX_ASSIGN_OR_RETURN(cfg, config_for_checkpoint(req.checkpoint_path));
+    Result<ModelConfig> from_checkpoint = config_for_checkpoint(req.checkpoint_path);
+    if (!from_checkpoint.ok()) return with_checkpoint_advice(from_checkpoint.status(), req.checkpoint_path);
+    cfg = *from_checkpoint;
   } else {
     VORTEX_ASSIGN_OR_RETURN(cfg, ModelConfig::by_name(req.config_name));
   }
@@ -257,6 +460,24 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
                             std::to_string(geo.frames) + " frames); the limit is " + std::to_string(kMaxPackedRows) +
                             ", reduce the size or the frame count");
   }
+  const int workers = req.threads > 0 ? req.threads : max_cpu_threads() / kMaxThreadsPerCore;
+  MemoryEstimateOptions mem_opt;
+  mem_opt.cpu_backend = req.backend == "cpu";
+  mem_opt.threads = workers;
+  VORTEX_ASSIGN_OR_RETURN(mem_opt.weights_bytes, weights_bytes_as_loaded(req, cfg));
+  const MemoryEstimate memory = estimate_memory(cfg, geo, mem_opt);
+  if (req.backend == "cpu") {
+    VORTEX_RETURN_IF_ERROR(check_fits(memory, available_host_memory(), "host memory", req, cfg, geo));
+    const double cpu_seconds = estimate_cpu_seconds(cfg, geo, req.steps, workers);
+    if (cpu_seconds > kSlowCpuRunSeconds) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "this CPU run is estimated at %.1f hours (%.3g FLOP per step x %d steps on %d threads at %.2f "
+                    "GFLOP/s each); --backend cuda or a smaller request is faster",
+                    cpu_seconds / 3600.0, forward_flops(cfg, geo), req.steps, workers, kCpuFlopsPerThread / 1e9);
+      progress.warning(line);
+    }
+  }
   VORTEX_ASSIGN_OR_RETURN(PackedLayout layout, pack_request(cfg, geo));
   VORTEX_RETURN_IF_ERROR(check_out_dir(req));
 
@@ -268,7 +489,21 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   spec.audio_shift = cfg.audio_shift;
   VORTEX_ASSIGN_OR_RETURN(AvSchedule schedule, make_av_schedule(spec));
 
-  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, make_backend(req.backend, req.threads));
+  Result<std::unique_ptr<Backend>> made = make_backend(req.backend, req.threads);
+  if (!made.ok()) {
+    // No CUDA build or device is this machine's limitation, not bad input: a runtime failure.
+    if (made.status().code() == ErrorCode::kUnsupported) return Status(ErrorCode::kCuda, made.status().message());
+    return made.status();
+  }
+  std::unique_ptr<Backend> backend = std::move(*made);
+  if (req.backend != "cpu") {
+    VORTEX_RETURN_IF_ERROR(check_fits(memory, backend->free_device_memory(), "free GPU memory", req, cfg, geo));
+  }
+
+  // The staging directory, created now so an unwritable --out fails before the weights are loaded.
+  const fs::path out = normalized_out_path(req.out_dir);
+  VORTEX_ASSIGN_OR_RETURN(const fs::path staged, create_staging_dir(out, req.out_dir));
+  TempDirGuard guard(staged);
   // Fusion switches follow the backend's policy table (on only where the gate passed on this arch).
   ExecOptions exec = req.exec;
   const ExecOptions policy = backend->default_options();
@@ -283,7 +518,9 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   if (req.synthetic_weights) {
     VORTEX_ASSIGN_OR_RETURN(weights, synthesize_weights(cfg, *backend, req.weights_seed));
   } else {
-    VORTEX_ASSIGN_OR_RETURN(weights, load_checkpoint(req.checkpoint_path, cfg, *backend));
+    Result<H3Weights> loaded = load_checkpoint(req.checkpoint_path, cfg, *backend);
+    if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), req.checkpoint_path);
+    weights = std::move(*loaded);
   }
   VORTEX_RETURN_IF_ERROR(backend->synchronize());
   const double load_seconds = seconds_since(t_load);
@@ -324,14 +561,7 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
 
   // ---- 4. outputs, staged in a sibling temp dir and renamed into place ----
   progress.stage("writing outputs");
-  const fs::path out = normalized_out_path(req.out_dir);
-  fs::path staged = out;
-  staged += ".partial-" + std::to_string(::getpid());
   std::error_code ec;
-  fs::remove_all(staged, ec);
-  fs::create_directories(staged, ec);
-  if (ec) return io_error("cannot create the staging directory " + staged.string() + ": " + ec.message());
-  TempDirGuard guard(staged);
 
   Tensor video = latents_tensor(final_latents.video,
                                 {cfg.in_channels, geo.latent_frames, geo.latent_h, geo.latent_w});  // [24, T, H/16, W/16] f32
@@ -425,7 +655,7 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
                         {"total_seconds", result.total_seconds}};
   VORTEX_RETURN_IF_ERROR(write_json_file(manifest, (staged / manifest_file).string()));
 
-  VORTEX_RETURN_IF_ERROR(publish_outputs(staged, out));
+  VORTEX_RETURN_IF_ERROR(publish_outputs(staged, out, req.overwrite));
   guard.release();
   result.out_dir = out.string();
   result.files = {video_file, audio_file, preview_file, manifest_file};

@@ -44,7 +44,7 @@ struct GenerateRequest {
   std::string backend = "cpu";            // "cpu" | "cuda"
   int threads = 0;                        // CPU workers, 0 = all cores; results never depend on it
   std::string out_dir;
-  bool overwrite = false;                 // replace a non-empty out_dir
+  bool overwrite = false;                 // replace an out_dir holding a previous run (check_replaceable_run_dir)
   ExecOptions exec;                       // precision / attention switches (passed to H3Model)
 };
 
@@ -56,6 +56,8 @@ class ProgressSink {
   virtual void stage(std::string_view what) { (void)what; }
   // Something the user should know that does not stop the run (e.g. a frame count snapped up).
   virtual void note(std::string_view what) { (void)what; }
+  // Something the user should know that does not stop the run (e.g. a CPU run estimated at hours).
+  virtual void warning(std::string_view what) { (void)what; }
   // Denoising step `done` of `total` finished (1-based) after `step_seconds`; `elapsed_seconds` since
   // sampling began.
   virtual void step(int done, int total, double step_seconds, double elapsed_seconds) {
@@ -79,6 +81,16 @@ Result<GenerateResult> generate(const GenerateRequest& request, ProgressSink& pr
 const char* default_sampler_for_schedule(AvScheduleMode mode);
 
 // ---- Pieces of the request contract, public so tests can check them independently ----
+
+// OK when `dir` holds a Vortex run and nothing else: a run.json whose "schema" starts with "vortex.run/",
+// and only regular files that its "outputs" lists (plus run.json). Otherwise kInvalidArgument naming
+// the first foreign entry. --overwrite replaces a non-empty --out only when this passes; `.`, `/`, $HOME
+// and the current directory or its ancestors are refused whatever they hold.
+Status check_replaceable_run_dir(const std::string& dir);
+
+// A loader error about a --checkpoint with advice that fits it: the loader suggests "--config", but a
+// checkpoint brings its own config (the config.json beside it, or shapes inferred from the tensors).
+Status with_checkpoint_advice(const Status& status, const std::string& checkpoint_path);
 
 // Initial noise (the noise contract, docs/outputs.md): ONE Gaussian stream of `seed`
 // (src/core/rng.h gaussian_noise), video first then audio: video element i (flattened [24, T, H, W])

@@ -6,6 +6,7 @@
 
 #include "core/rng.h"
 #include "core/strings.h"
+#include "engine/generate.h"
 #include "engine/precision.h"
 #include "io/checkpoint.h"
 #include "model/h3_spec.h"
@@ -91,7 +92,13 @@ Result<std::pair<double, double>> second_step_sigmas(const Workload& w, int step
 
 Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   Workload w;
-  VORTEX_ASSIGN_OR_RETURN(w.backend, make_backend(spec.backend, spec.threads));
+  Result<std::unique_ptr<Backend>> made = make_backend(spec.backend, spec.threads);
+  if (!made.ok()) {
+    // No CUDA build or device is this machine's limitation, not bad input: a runtime failure.
+    if (made.status().code() == ErrorCode::kUnsupported) return Status(ErrorCode::kCuda, made.status().message());
+    return made.status();
+  }
+  w.backend = std::move(*made);
   // Switches: the backend's policy defaults, then the caller's overrides.
   ExecOptions opts = w.backend->default_options();
   opts.precision = spec.precision;
@@ -110,14 +117,18 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   if (spec.checkpoint.empty()) {
     VORTEX_ASSIGN_OR_RETURN(w.cfg, ModelConfig::by_name(spec.config));
   } else {
-    VORTEX_ASSIGN_OR_RETURN(w.cfg, config_for_checkpoint(spec.checkpoint));
+    Result<ModelConfig> cfg = config_for_checkpoint(spec.checkpoint);
+    if (!cfg.ok()) return with_checkpoint_advice(cfg.status(), spec.checkpoint);
+    w.cfg = *cfg;
   }
   auto t0 = std::chrono::steady_clock::now();
   H3Weights weights;
   if (spec.checkpoint.empty()) {
     VORTEX_ASSIGN_OR_RETURN(weights, synthesize_weights(w.cfg, *w.backend, spec.weights_seed));
   } else {
-    VORTEX_ASSIGN_OR_RETURN(weights, load_checkpoint(spec.checkpoint, w.cfg, *w.backend));
+    Result<H3Weights> loaded = load_checkpoint(spec.checkpoint, w.cfg, *w.backend);
+    if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), spec.checkpoint);
+    weights = std::move(*loaded);
   }
   precision_opts.precision = opts.precision;
   VORTEX_RETURN_IF_ERROR(apply_precision(weights, *w.backend, precision_opts));

@@ -13,12 +13,14 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "io/checkpoint.h"
+#include "io/output_guard.h"
 #include "io/quantized_layers.h"
 #include "io/safetensors.h"
 
@@ -71,9 +73,17 @@ Status parallel_slabs(int64_t slabs, int threads, const std::function<Status(int
     for (int64_t s = next++; s < slabs; s = next++) status[static_cast<size_t>(s)] = fn(s);
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < workers; ++t) pool.emplace_back(work);
+  Status started = Status::Ok();
+  try {
+    for (int t = 1; t < workers; ++t) pool.emplace_back(work);
+  } catch (const std::system_error& e) {
+    // The OS refused a thread: finish on the ones running, then report instead of terminating.
+    started = Status(ErrorCode::kInternal, std::string("cannot start ") + std::to_string(workers) +
+                                               " encode threads (" + e.what() + "); use fewer --threads");
+  }
   work();
   for (std::thread& t : pool) t.join();
+  VORTEX_RETURN_IF_ERROR(started);
   for (const Status& st : status) VORTEX_RETURN_IF_ERROR(st);
   return Status::Ok();
 }
@@ -158,6 +168,7 @@ Result<QuantizeSummary> quantize_checkpoint(const QuantizeOptions& opt,
   for (const SafetensorsFile& f : set.files())
     if (canonical_path(f.path()) == out_canon)
       return invalid_argument("quantize: --out " + opt.out + " is one of the input files; choose another path");
+  VORTEX_RETURN_IF_ERROR(check_output_replaceable(opt.out, OutputKind::kSafetensors, opt.overwrite));
 
   // Plan: the output tensor list in input order, targets expanded to their quantized tensors.
   struct Item {

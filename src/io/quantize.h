@@ -52,6 +52,7 @@ struct QuantizeOptions {
   QuantizeLayerSet layers = QuantizeLayerSet::kBlocks;
   Nvfp4WeightEncoder nvfp4;  // required for kNvfp4
   int threads = 0;           // encode threads (NVFP4: 128-row slabs; fp8: 1M-element chunks); 0: all cores
+  bool overwrite = false;    // replace an existing `out`, only if Vortex wrote it (io/output_guard.h)
 };
 
 struct QuantizeSummary {
@@ -65,7 +66,8 @@ struct QuantizeSummary {
 };
 
 // Refuses an input that already has quantized layers (comfy_quant, _quantization_metadata or legacy
-// scaled fp8), a target weight that is not BF16, or an output path equal to an input file. The output
+// scaled fp8), a target weight that is not BF16, an output path equal to an input file, or an existing
+// output without `overwrite` (or not written by Vortex). The output
 // keeps the input's QKV row order and records it in __metadata__["vortex.qkv_layout"]; a config.json
 // beside the input is copied beside the output when none is there. `progress` gets one line per tensor.
 Result<QuantizeSummary> quantize_checkpoint(const QuantizeOptions& options,

@@ -265,7 +265,8 @@ void fsync_dir(const std::string& path) {
   }
 }
 
-// Writes `text` to path atomically (temp + fsync + rename).
+}  // namespace
+
 Status write_text_atomic(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -282,6 +283,8 @@ Status write_text_atomic(const std::string& path, const std::string& text) {
   fsync_dir(path);
   return Status::Ok();
 }
+
+namespace {
 
 // Row-major copy of a strided host tensor into `out` (dense).
 void gather_strided(const Tensor& t, std::vector<uint8_t>& out) {

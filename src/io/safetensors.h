@@ -111,6 +111,9 @@ class SafetensorsStreamWriter {
   bool finished_ = false;
 };
 
+// Writes `text` to `path` atomically (`<path>.tmp.<pid>` + fsync + rename).
+Status write_text_atomic(const std::string& path, const std::string& text);
+
 // Writes host tensors atomically (temp + fsync + rename).
 Status write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                          const std::map<std::string, std::string>& metadata = {});

@@ -9,8 +9,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <system_error>
 
+#include <nlohmann/json.hpp>
+
+#include "io/output_guard.h"
 #include "model/h3_spec.h"
 
 namespace vortex {
@@ -108,6 +112,31 @@ Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpoin
     shard_paths.push_back(stem + name);
   }
 
+  // Every file this run writes is checked before the first byte is written.
+  for (const std::string& p : shard_paths)
+    VORTEX_RETURN_IF_ERROR(check_output_replaceable(p, OutputKind::kSafetensors, opt.overwrite));
+  if (sharded) VORTEX_RETURN_IF_ERROR(check_output_replaceable(index_path, OutputKind::kIndex, opt.overwrite));
+  const std::string config_path = dir_of(opt.out) + "/config.json";
+  nlohmann::ordered_json config_json =
+      nlohmann::ordered_json::parse(diffusers ? model_config_to_diffusers_json(c) : model_config_to_json(c));
+  config_json[kConfigWrittenByKey] = "vortex synth";
+  const std::string config_text = config_json.dump(2) + "\n";
+  bool config_up_to_date = false;
+  {
+    std::error_code ec;
+    const std::string main_out = sharded ? index_path : opt.out;
+    // Past the checks above, an existing checkpoint here is Vortex's, so is the config.json beside it.
+    const bool replacing_vortex_checkpoint = std::filesystem::exists(main_out, ec);
+    std::ifstream existing(config_path, std::ios::binary);
+    if (existing) {
+      const std::string text((std::istreambuf_iterator<char>(existing)), std::istreambuf_iterator<char>());
+      config_up_to_date = text == config_text;  // same config: nothing to replace
+    }
+    if (!config_up_to_date)
+      VORTEX_RETURN_IF_ERROR(check_output_replaceable(config_path, OutputKind::kConfigJson, opt.overwrite,
+                                                      replacing_vortex_checkpoint));
+  }
+
   std::map<std::string, std::string> metadata = {
       {"format", "pt"},
       {"vortex.synthetic_seed", std::to_string(opt.seed)},
@@ -174,17 +203,7 @@ Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpoin
     VORTEX_RETURN_IF_ERROR(write_safetensors_index(index_path, index));
     written.push_back(index_path);
   }
-  const std::string config_path = dir_of(opt.out) + "/config.json";
-  {
-    std::string tmp = config_path + ".tmp";
-    std::ofstream out(tmp, std::ios::trunc);
-    out << (diffusers ? model_config_to_diffusers_json(c) : model_config_to_json(c));
-    out.close();
-    if (!out || std::rename(tmp.c_str(), config_path.c_str()) != 0) {
-      std::remove(tmp.c_str());
-      return io_error(config_path + ": cannot write config.json");
-    }
-  }
+  if (!config_up_to_date) VORTEX_RETURN_IF_ERROR(write_text_atomic(config_path, config_text));
   written.push_back(config_path);
   if (progress) progress("done: " + std::to_string(total) + " bytes of weights, config " + config_path);
   return written;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -163,6 +164,10 @@ class Backend {
   // Bytes of device memory currently allocated / peak since start (0 when not tracked).
   virtual size_t memory_in_use() const { return 0; }
   virtual size_t memory_peak() const { return 0; }
+  // Device memory free for new allocations (cudaMemGetInfo on the CUDA backend), so a request can be
+  // refused before its weights are allocated; nullopt where unknown (the CPU backend: host memory is
+  // checked from /proc instead, src/engine/memory_estimate.h).
+  virtual std::optional<size_t> free_device_memory() const { return std::nullopt; }
 
  private:
   int region_level_ = -1;
@@ -190,8 +195,12 @@ class BackendRegion {
   bool active_;
 };
 
-// "cpu" or "cuda". `threads` is the CPU worker count (0 = hardware concurrency); results never depend
-// on it. Returns kUnsupported when Vortex was built without the requested backend or no device exists.
+// "cpu" or "cuda". `threads` is the CPU worker count (0 = hardware concurrency, at most
+// max_cpu_threads()); results never depend on it. Returns kUnsupported when Vortex was built without the
+// requested backend or no device exists, kInvalidArgument for a thread count outside [0, max_cpu_threads()].
 Result<std::unique_ptr<Backend>> make_backend(std::string_view name, int threads = 0);
+// More workers than cores only adds switching; beyond 4x it is a typo (--threads 100000).
+constexpr int kMaxThreadsPerCore = 4;
+int max_cpu_threads();  // kMaxThreadsPerCore x std::thread::hardware_concurrency() (>= 1)
 
 }  // namespace vortex

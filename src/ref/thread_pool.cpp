@@ -9,16 +9,26 @@ namespace vortex::ref {
 RowThreadPool::RowThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads_ = threads;
-  for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  try {
+    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  } catch (...) {
+    // std::thread throws std::system_error when the OS refuses a thread; join the ones already running
+    // (destroying a joinable std::thread would terminate) and let make_backend turn it into a Status.
+    stop_workers();
+    throw;
+  }
 }
 
-RowThreadPool::~RowThreadPool() {
+RowThreadPool::~RowThreadPool() { stop_workers(); }
+
+void RowThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 void RowThreadPool::worker_loop(int index) {

@@ -16,7 +16,8 @@ namespace vortex::ref {
 
 class RowThreadPool {
  public:
-  explicit RowThreadPool(int threads);  // threads <= 0: hardware concurrency
+  // threads <= 0: hardware concurrency. Throws std::system_error when a worker cannot be started.
+  explicit RowThreadPool(int threads);
   ~RowThreadPool();
   RowThreadPool(const RowThreadPool&) = delete;
   RowThreadPool& operator=(const RowThreadPool&) = delete;
@@ -30,6 +31,7 @@ class RowThreadPool {
 
  private:
   void worker_loop(int index);
+  void stop_workers();
 
   int threads_ = 1;
   std::vector<std::thread> workers_;

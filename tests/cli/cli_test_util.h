@@ -54,6 +54,21 @@ inline RunResult run_vortex(const std::string& args) {
   return r;
 }
 
+// run_vortex with `dir` as the working directory.
+inline RunResult run_vortex_in(const fs::path& dir, const std::string& args) {
+  std::string cmd = "cd '";
+  cmd.append(dir.string()).append("' && '").append(vortex_cli_path()).append("' ").append(args).append(" 2>&1");
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
 // A fresh directory per test (unique by pid and a random suffix), removed at the end.
 class ScratchDir {
  public:
@@ -114,6 +129,30 @@ inline void write_one_tensor_safetensors(const fs::path& p, const std::string& n
   header[name] = {{"dtype", bf16 ? "BF16" : "F32"},
                   {"shape", {rows, cols}},
                   {"data_offsets", {0, data.size()}}};
+  std::string h = header.dump();
+  while (h.size() % 8 != 0) h.push_back(' ');
+  uint64_t n = h.size();
+  std::ofstream f(p, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f << h << data;
+}
+
+// One F32 or BF16 [rows, cols] tensor with the given values (bf16: top 16 bits), independent of src/io.
+inline void write_tensor_values(const fs::path& p, const std::string& name, int64_t rows, int64_t cols,
+                                const std::vector<float>& values, bool bf16) {
+  std::string data;
+  for (float v : values) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    if (bf16) {
+      uint16_t b = static_cast<uint16_t>(u >> 16);
+      data.append(reinterpret_cast<const char*>(&b), 2);
+    } else {
+      data.append(reinterpret_cast<const char*>(&u), 4);
+    }
+  }
+  nlohmann::json header;
+  header[name] = {{"dtype", bf16 ? "BF16" : "F32"}, {"shape", {rows, cols}}, {"data_offsets", {0, data.size()}}};
   std::string h = header.dump();
   while (h.size() % 8 != 0) h.push_back(' ');
   uint64_t n = h.size();

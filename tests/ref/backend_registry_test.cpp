@@ -1,6 +1,6 @@
 // make_backend (src/engine/backend_registry.cpp): "cpu" works with a thread count, "cuda" is kUnsupported
 // with a rebuild hint in a build without CUDA (or works / fails with kUnsupported when no device is present),
-// unknown names list the valid ones.
+// unknown names list the valid ones, thread counts outside [0, max_cpu_threads()] are refused.
 #include <gtest/gtest.h>
 
 #include "model/backend.h"
@@ -30,6 +30,22 @@ TEST(BackendRegistry, NamesAndErrors) {
   EXPECT_EQ(cuda.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(cuda.status().message().find("no CUDA backend"), std::string::npos);
 #endif
+}
+
+// --threads 100000 used to escape as an uncaught std::system_error; now it is a kInvalidArgument Status.
+TEST(BackendRegistry, ThreadCountsOutsideTheLimitAreRefused) {
+  const int limit = max_cpu_threads();
+  EXPECT_GE(limit, kMaxThreadsPerCore);
+  auto too_many = make_backend("cpu", limit + 1);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(too_many.status().message().find(std::to_string(limit)), std::string::npos) << too_many.status().message();
+  auto huge = make_backend("cpu", 100000);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), ErrorCode::kInvalidArgument);
+  auto negative = make_backend("cpu", -1);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.status().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace
