@@ -26,6 +26,11 @@
 #error "VORTEX_PARITY_BACKEND must be \"cpu\" or \"cuda\""
 #endif
 
+// Test names carry the backend (CpuLayouts..., CudaLayouts...) so the two binaries never share a CTest name.
+#define PARITY_CAT2(a, b) a##b
+#define PARITY_CAT(a, b) PARITY_CAT2(a, b)
+#define PARITY_SUITE(name) PARITY_CAT(VORTEX_PARITY_PREFIX, name)
+
 namespace vortex {
 namespace {
 
@@ -236,7 +241,7 @@ TEST_P(DiffusersParity, TwelveStepTrajectory) {
 
 // The check can fail: the original file read as if its QKV rows were already [q|k|v] (no de-interleave)
 // moves the block contributions far above the tolerance, while the residual stream barely shows it.
-TEST(DiffusersParityLayouts, ContributionCheckCatchesAnUninterleavedQkv) {
+TEST(PARITY_SUITE(DiffusersParityLayouts), ContributionCheckCatchesAnUninterleavedQkv) {
   auto fx = Fixture::open("model_original");
   ASSERT_TRUE(fx.ok());
   auto l = load(**fx, "/model.safetensors", CheckpointLayout::kComfy);
@@ -263,7 +268,7 @@ TEST(DiffusersParityLayouts, ContributionCheckCatchesAnUninterleavedQkv) {
 
 // Both checkpoint layouts of the same weights: diffusers' save_pretrained folder (mixed precision, split
 // q/k/v, [value; gate] FC1, no rope.inv_freq) and the original MiniMax file (interleaved QKV, [gate; value]).
-TEST(DiffusersParityLayouts, BothLayoutsGiveIdenticalVelocities) {
+TEST(PARITY_SUITE(DiffusersParityLayouts), BothLayoutsGiveIdenticalVelocities) {
   auto fx = Fixture::open("model_original");
   auto fd = Fixture::open("model_diffusers");
   ASSERT_TRUE(fx.ok() && fd.ok());
@@ -279,7 +284,7 @@ TEST(DiffusersParityLayouts, BothLayoutsGiveIdenticalVelocities) {
   EXPECT_EQ(std::memcmp(vo->audio.data(), vd->audio.data(), vo->audio.size() * 4), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, DiffusersParity,
+INSTANTIATE_TEST_SUITE_P(VORTEX_PARITY_PREFIX, DiffusersParity,
                          ::testing::Values(LayoutCase{"model_original", "/model.safetensors"},
                                            LayoutCase{"model_diffusers", ""}),
                          [](const ::testing::TestParamInfo<LayoutCase>& info) {

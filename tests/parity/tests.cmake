@@ -12,8 +12,8 @@ target_link_libraries(schedule_parity_test PRIVATE vortex_io)
 vortex_test(NAME diffusers_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/diffusers_parity_test.cpp
             LIBS vortex nlohmann_json::nlohmann_json)
 target_compile_definitions(diffusers_parity_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}"
-                                                         VORTEX_PARITY_BACKEND="cpu")
+                                                         VORTEX_PARITY_BACKEND="cpu" VORTEX_PARITY_PREFIX=Cpu)
 vortex_test(NAME diffusers_parity_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/diffusers_parity_test.cpp
             LIBS vortex nlohmann_json::nlohmann_json GPU)
 target_compile_definitions(diffusers_parity_gpu_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}"
-                                                             VORTEX_PARITY_BACKEND="cuda")
+                                                             VORTEX_PARITY_BACKEND="cuda" VORTEX_PARITY_PREFIX=Cuda)
