@@ -206,7 +206,8 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* sub = app.add_subcommand("generate", "Text -> video + stereo audio latents (+ run.json, preview.png)");
   sub->add_option("--config", args->config, "Built-in config: h3-tiny | h3 (default h3-tiny)")->type_name("NAME");
-  sub->add_option("--checkpoint", args->checkpoint, "Weights file (.safetensors or .safetensors.index.json)")->type_name("FILE");
+  sub->add_option("--checkpoint", args->checkpoint, "Weights: a .safetensors file, a .safetensors.index.json, or a folder (original or diffusers layout)")
+      ->type_name("FILE|DIR");
   sub->add_flag("--synthetic", args->synthetic, "Deterministic synthetic weights for --config (no file)");
   sub->add_option("--weights-seed", args->weights_seed, "Seed of the synthetic weights (default 0)")->type_name("INT");
   sub->add_option("--text-embeddings", args->text_embeddings,

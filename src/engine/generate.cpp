@@ -381,7 +381,8 @@ Status with_checkpoint_advice(const Status& status, const std::string& checkpoin
   const size_t at = m.find(kConfigAdvice);
   if (at == std::string::npos) return status;
   std::error_code ec;
-  const fs::path config_json = fs::absolute(checkpoint_path, ec).parent_path() / "config.json";
+  const fs::path abs = fs::absolute(checkpoint_path, ec);
+  const fs::path config_json = (fs::is_directory(abs, ec) ? abs : abs.parent_path()) / "config.json";
   const std::string advice =
       fs::exists(config_json, ec)
           ? ". Check the checkpoint's config.json (" + config_json.string() + "): it does not describe these weights"
@@ -518,7 +519,9 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   if (req.synthetic_weights) {
     VORTEX_ASSIGN_OR_RETURN(weights, synthesize_weights(cfg, *backend, req.weights_seed));
   } else {
-    Result<H3Weights> loaded = load_checkpoint(req.checkpoint_path, cfg, *backend);
+    std::vector<std::string> load_notes;  // dtype conversions of a diffusers folder
+    Result<H3Weights> loaded = load_checkpoint(req.checkpoint_path, cfg, *backend, CheckpointLayout::kAuto, &load_notes);
+    for (const std::string& n : load_notes) progress.note(n);
     if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), req.checkpoint_path);
     weights = std::move(*loaded);
   }
