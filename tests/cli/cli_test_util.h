@@ -107,36 +107,6 @@ inline std::string sha256_hex_of(const std::string& bytes) {
   return os.str();
 }
 
-// Minimal independent safetensors writer: one tensor, F32 or BF16 (bf16 = top 16 bits, truncation is
-// fine for test inputs).
-inline void write_one_tensor_safetensors(const fs::path& p, const std::string& name, int64_t rows, int64_t cols,
-                                  bool bf16, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::string data;
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    float v = dist(gen);
-    uint32_t u;
-    std::memcpy(&u, &v, 4);
-    if (bf16) {
-      uint16_t b = static_cast<uint16_t>(u >> 16);
-      data.append(reinterpret_cast<const char*>(&b), 2);
-    } else {
-      data.append(reinterpret_cast<const char*>(&u), 4);
-    }
-  }
-  nlohmann::json header;
-  header[name] = {{"dtype", bf16 ? "BF16" : "F32"},
-                  {"shape", {rows, cols}},
-                  {"data_offsets", {0, data.size()}}};
-  std::string h = header.dump();
-  while (h.size() % 8 != 0) h.push_back(' ');
-  uint64_t n = h.size();
-  std::ofstream f(p, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(&n), 8);
-  f << h << data;
-}
-
 // One F32 or BF16 [rows, cols] tensor with the given values (bf16: top 16 bits), independent of src/io.
 inline void write_tensor_values(const fs::path& p, const std::string& name, int64_t rows, int64_t cols,
                                 const std::vector<float>& values, bool bf16) {
@@ -159,6 +129,17 @@ inline void write_tensor_values(const fs::path& p, const std::string& name, int6
   std::ofstream f(p, std::ios::binary);
   f.write(reinterpret_cast<const char*>(&n), 8);
   f << h << data;
+}
+
+// Minimal independent safetensors writer: one tensor of N(0, 1) values, F32 or BF16 (bf16 = top 16 bits,
+// truncation is fine for test inputs).
+inline void write_one_tensor_safetensors(const fs::path& p, const std::string& name, int64_t rows, int64_t cols,
+                                         bool bf16, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(rows * cols));
+  for (float& v : values) v = dist(gen);
+  write_tensor_values(p, name, rows, cols, values, bf16);
 }
 
 // Header JSON and data bytes of a safetensors file (parsed here, independently of src/io).

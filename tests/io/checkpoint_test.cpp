@@ -36,19 +36,6 @@ TensorList read_all(const std::string& path, std::map<std::string, std::string>*
   return out;
 }
 
-void expect_same_weights(H3Weights& a, H3Weights& b) {
-  auto sa = h3_tensor_slots(a);
-  auto sb = h3_tensor_slots(b);
-  ASSERT_EQ(sa.size(), sb.size());
-  for (size_t i = 0; i < sa.size(); ++i) {
-    const Tensor& x = *sa[i].second;
-    const Tensor& y = *sb[i].second;
-    ASSERT_TRUE(x.defined() && y.defined()) << sa[i].first;
-    ASSERT_EQ(x.shape(), y.shape()) << sa[i].first;
-    ASSERT_EQ(x.dtype(), y.dtype()) << sa[i].first;
-    EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << sa[i].first << " differs";
-  }
-}
 
 H3Weights synthesized(uint64_t seed) {
   HostMemoryBackend backend;
