@@ -10,6 +10,8 @@
 #                 | all (default)
 #     --quick     skip the 12-step trajectories
 # Evidence rows are appended to benchmarks/<date>-<gpu>-*.jsonl: commit them.
+# Exit code: 0 only if every step passed; a GPU test that skips for want of a device (the message after
+# gtest's 'Skipped' names no CUDA device / no GPU / nvidia-smi) fails its step, since this is a GPU machine.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -47,6 +49,7 @@ export VORTEX_PARITY_FIXTURES="$here/tests/parity/fixtures"  # diffusers fixture
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv || { echo "gpu-check: no GPU"; exit 1; }
 
 summary=()
+failed=0
 run_step() {  # run_step NAME TIMEOUT CMD...
   local name=$1 limit=$2; shift 2
   echo "== $name"
@@ -54,7 +57,21 @@ run_step() {  # run_step NAME TIMEOUT CMD...
   timeout "$limit" "$@"
   local rc=$?
   summary+=("$(printf '%-34s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
+  [ $rc -ne 0 ] && failed=1
   return $rc
+}
+# A GPU test binary on this GPU machine: any test that skips for want of a device is a failure here.
+run_gpu_test() {  # run_gpu_test NAME BINARY
+  local name=$1 t=$2 out="$work/$1.out"
+  VORTEX_RUN_BENCH=1 VORTEX_CLI="$v" run_step "$name" 300 "$t" --gtest_brief=1 --gtest_output=json:"$work/$name.json" \
+    > >(tee "$out") 2>&1
+  sleep 0.2  # let tee flush
+  local skipped
+  skipped=$(grep -A1 ': Skipped$' "$out" | grep -ci 'no CUDA device\|no GPU\|nvidia-smi')
+  if [ "$skipped" -gt 0 ]; then
+    summary+=("$(printf '%-34s FAILED: %s test(s) skipped for want of a GPU on a GPU machine' "$name" "$skipped")")
+    failed=1
+  fi
 }
 v="$bin/vortex"
 canon=(--config h3 --backend cuda)
@@ -63,7 +80,7 @@ if [ "$part" = all ] || [ "$part" = tests ]; then
   for t in "$bin"/*_test; do
     [ -x "$t" ] || continue
     n=$(basename "$t")
-    VORTEX_RUN_BENCH=1 VORTEX_CLI="$v" run_step "$n" 300 "$t" --gtest_brief=1 --gtest_output=json:"$work/$n.json"
+    run_gpu_test "$n" "$t"
   done
 fi
 if [ "$part" = all ] || [ "$part" = gate ]; then
@@ -143,7 +160,9 @@ cp benchmarks/*.jsonl "$work"/ 2>/dev/null
 echo
 echo "== summary ($part)"
 printf '%s\n' "${summary[@]}"
+[ $failed -eq 0 ] && echo "gpu-check: every step passed" || echo "gpu-check: FAILED (a step failed or a GPU test skipped)"
 if [ -n "${OUT:-}" ]; then
   cp "$log" "$OUT"/
   tar czf "$OUT/gpu-check-$part.tgz" -C "$work" . benchmarks 2>/dev/null || tar czf "$OUT/gpu-check-$part.tgz" -C "$work" .
 fi
+exit $failed
