@@ -110,7 +110,13 @@ TEST(CudaBackendCreate, UnsupportedWithoutDeviceOtherwiseWorks) {
     return;
   }
   if (!check_device_supported(dev.value()).ok()) {
+    // An unsupported GPU: the refusal must name the device's architecture, and this test must not pass
+    // as if the backend had been exercised.
+    ASSERT_FALSE(b.ok());
     EXPECT_EQ(b.status().code(), ErrorCode::kUnsupported);
+    const std::string arch = "sm_" + std::to_string(dev->cc_major) + std::to_string(dev->cc_minor);
+    EXPECT_NE(b.status().message().find(arch), std::string::npos) << b.status().message();
+    ADD_FAILURE() << "this GPU (" << dev->describe() << ") is not supported by this build: " << b.status().message();
     return;
   }
   ASSERT_TRUE(b.ok()) << b.status().to_string();
