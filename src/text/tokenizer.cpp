@@ -676,10 +676,10 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view json_text, std::string_v
   t->origin = std::string(origin);
   json j = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return format_error(t->origin + ": not a JSON object (tokenizer.json expected)");
+  VORTEX_RETURN_IF_ERROR(parse_model(j, *t));
   VORTEX_RETURN_IF_ERROR(parse_normalizer(j, *t));
   VORTEX_RETURN_IF_ERROR(parse_pretokenizer(j, *t));
   VORTEX_RETURN_IF_ERROR(parse_decoding(j, *t));
-  VORTEX_RETURN_IF_ERROR(parse_model(j, *t));
   VORTEX_RETURN_IF_ERROR(parse_added_tokens(j, *t));
   VORTEX_RETURN_IF_ERROR(compile_pattern(*t));
   t->vocab_size = static_cast<int32_t>(t->id_bytes.size());

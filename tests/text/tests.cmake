@@ -1,5 +1,5 @@
 # Text tests (CPU only): UTF-8 validation, the tokenizer against HF tokenizers + tiktoken ids, the fuzz
-# target replayed over its seed corpus, and the tokenizer throughput benchmark binary (not a test).
+# target replayed over its seed corpus, `vortex tokenize`, and the tokenizer throughput benchmark binary.
 # The real Qwen vocabulary fixture is committed xz-compressed and extracted into the build tree here.
 set(VORTEX_TEXT_FIXTURES ${CMAKE_SOURCE_DIR}/tests/text/fixtures)
 set(VORTEX_TEXT_QWEN_DIR ${CMAKE_BINARY_DIR}/tests/text/qwen)
@@ -41,3 +41,12 @@ target_compile_definitions(tokenizer_bench PRIVATE VORTEX_TEXT_FIXTURES="${VORTE
                                                    VORTEX_TEXT_QWEN_DIR="${VORTEX_TEXT_QWEN_DIR}")
 target_compile_options(tokenizer_bench PRIVATE ${VORTEX_CXX_FLAGS})
 add_dependencies(tokenizer_bench qwen_tokenizer_fixture)
+
+if(TARGET vortex_cli)
+  vortex_test(NAME tokenize_cli_test SOURCES ${CMAKE_SOURCE_DIR}/tests/text/tokenize_cli_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(tokenize_cli_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
+                                                       VORTEX_TEXT_FIXTURES="${VORTEX_TEXT_FIXTURES}"
+                                                       VORTEX_TEXT_QWEN_DIR="${VORTEX_TEXT_QWEN_DIR}")
+  add_dependencies(tokenize_cli_test vortex_cli qwen_tokenizer_fixture)
+endif()
