@@ -1,5 +1,5 @@
-// tokenizer_bench: single-thread tokenizer throughput (MB/s of UTF-8 input) on the parity corpus and on the
-// 100 KB corpus prompt, with the ids checked against the fixture's HF/tiktoken ids on the same inputs.
+// tokenizer_bench: single-thread tokenizer throughput (MB/s of UTF-8 input) on the parity corpus (all of it,
+// its ordinary strings, its long single-character runs) and on the 100 KB corpus prompt, with the ids checked against the fixture's HF/tiktoken ids on the same inputs.
 //   tokenizer_bench [tokenizer.json] [corpus.json] [long_corpus.json] [evidence.jsonl]
 // Defaults: the Qwen fixture extracted by tests/text/tests.cmake. Prints one vortex-evidence-1 JSON line
 // per workload (and appends them to evidence.jsonl when given). Run it pinned: taskset -c 0 tokenizer_bench.
@@ -33,6 +33,14 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
+// The host's 1-minute load average: this machine is shared, so a number far above 1 flags a contended run.
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double l = -1;
+  f >> l;
+  return l;
+}
+
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
@@ -42,6 +50,7 @@ std::string cpu_model() {
 }
 
 struct Case {
+  std::string name;
   std::string text;
   std::vector<int32_t> expected;
 };
@@ -84,10 +93,14 @@ int main(int argc, char** argv) {
     std::vector<Case> cases;
     json j = json::parse(read_file(path), nullptr, false);
     if (j.is_discarded()) return cases;
-    for (const json& row : j["valid"]) cases.push_back({row["text"], row["hf_ids"].get<std::vector<int32_t>>()});
+    for (const json& row : j["valid"])
+      cases.push_back({row["name"], row["text"], row["hf_ids"].get<std::vector<int32_t>>()});
     return cases;
   };
   const std::vector<Case> corpus = load_cases(corpus_path), long_prompt = load_cases(long_path);
+  // The corpus's 2-3 KB single-character runs (long_*_run) take the heap merge path: timed on their own too.
+  std::vector<Case> runs, text;
+  for (const Case& c : corpus) (c.name.rfind("long_", 0) == 0 ? runs : text).push_back(c);
   if (corpus.empty() || long_prompt.empty()) {
     std::fprintf(stderr, "tokenizer_bench: cannot read %s or %s\n", corpus_path.c_str(), long_path.c_str());
     return 2;
@@ -96,8 +109,10 @@ int main(int argc, char** argv) {
   vortex::RunEnvironment env = vortex::collect_environment("", "", "");
   std::vector<json> rows;
   bool all_ok = true;
-  for (const auto& [name, cases, reps] : {std::tuple{std::string("corpus"), &corpus, 200},
-                                          std::tuple{std::string("prompt_100k"), &long_prompt, 100}}) {
+  using Workload = std::tuple<std::string, const std::vector<Case>*, int>;
+  for (const auto& [name, cases, reps] : {Workload{"corpus", &corpus, 200}, Workload{"corpus_text", &text, 200},
+                                          Workload{"corpus_runs", &runs, 200},
+                                          Workload{"prompt_100k", &long_prompt, 100}}) {
     size_t bytes = 0, tokens = 0;
     for (const Case& c : *cases) {
       bytes += c.text.size();
@@ -112,6 +127,8 @@ int main(int argc, char** argv) {
                   {"strings", cases->size()},
                   {"mb_per_s", mb_s},
                   {"threads", 1},
+                  {"loadavg_1min", load_average()},
+                  {"mb_per_s_at_p10", static_cast<double>(bytes) / 1e6 / (p.p10 / 1e3)},
                   {"cpu", cpu_model()},
                   {"host", env.host},
                   {"tokenizer_load_ms", load_ms},

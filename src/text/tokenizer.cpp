@@ -14,6 +14,7 @@
 #include <array>
 #include <climits>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <queue>
@@ -34,6 +35,9 @@ constexpr uint32_t kNoRank = UINT32_MAX;
 // Pieces up to this many bytes merge by linear scans (cheaper than a heap for the short pieces that
 // make up prompts); longer ones (whitespace or letter runs) use the O(n log n) heap.
 constexpr size_t kLinearMergeMaxBytes = 64;
+// Inputs from this size on memoize merged pieces for the call: the 100 KB corpus prompt goes from 14 to
+// 38 MB/s, while the corpus's ~45-byte strings lose a quarter to the map's allocations (tokenizer_bench).
+constexpr size_t kPieceCacheMinBytes = 1024;
 
 // GPT-2 bytes_to_unicode: printable Latin-1 bytes map to themselves, the other 68 to U+0100 upwards.
 std::array<uint32_t, 256> byte_to_codepoint() {
@@ -171,12 +175,16 @@ struct Tokenizer::Impl {
   std::vector<std::string> norm_content;  // NFC of each normalized added token's content
 
   struct Scratch {
-    std::string normalized;
+    std::deque<std::string> normalized;  // NFC of each span; kept for the call (the cache views into them)
     std::vector<int32_t> sym;
     std::vector<uint32_t> rank;
     std::vector<int32_t> merged;
     std::vector<int32_t> prev, next;
     std::vector<uint64_t> heap;
+    // Pieces already merged in this call -> (offset, count) in cached_ids: prompts repeat words.
+    std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
+    std::vector<int32_t> cached_ids;
+    bool use_cache = false;
     std::unique_ptr<pcre2_match_data, PcreMatchDataDeleter> match;
   };
 
@@ -510,7 +518,7 @@ Status Tokenizer::Impl::encode_span(std::string_view raw, bool split_special, Sc
     const size_t end = at == std::string_view::npos ? raw.size() : at;
     if (end > pos) {
       if (nfc) {
-        std::string normalized;
+        std::string& normalized = s.normalized.emplace_back();
         VORTEX_RETURN_IF_ERROR(nfc_into(raw.substr(pos, end - pos), normalized));
         VORTEX_RETURN_IF_ERROR(encode_normalized(normalized, split_special, s, out));
       } else {
@@ -584,10 +592,25 @@ void Tokenizer::Impl::bpe(std::string_view piece, Scratch& s, std::vector<int32_
       return;
     }
   }
-  if (piece.size() <= kLinearMergeMaxBytes)
-    bpe_linear(piece, s, out);
-  else
+  if (piece.size() > kLinearMergeMaxBytes) {
     bpe_heap(piece, s, out);
+    return;
+  }
+  if (!s.use_cache) {
+    bpe_linear(piece, s, out);
+    return;
+  }
+  // The views point into the text being encoded, which outlives the call's cache.
+  auto [it, fresh] = s.cache.try_emplace(piece, 0u, 0u);
+  if (!fresh) {
+    out.insert(out.end(), s.cached_ids.begin() + it->second.first,
+               s.cached_ids.begin() + it->second.first + it->second.second);
+    return;
+  }
+  const size_t before = out.size();
+  bpe_linear(piece, s, out);
+  it->second = {static_cast<uint32_t>(s.cached_ids.size()), static_cast<uint32_t>(out.size() - before)};
+  s.cached_ids.insert(s.cached_ids.end(), out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
 }
 
 // Repeatedly merge the lowest-rank adjacent pair (leftmost on ties), as HF's BPE::merge_word does.
@@ -714,6 +737,7 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view utf8, const Enco
   std::vector<int32_t> out;
   out.reserve(utf8.size() / 3 + 8);
   Impl::Scratch scratch;
+  scratch.use_cache = utf8.size() >= kPieceCacheMinBytes;
   VORTEX_RETURN_IF_ERROR(impl_->encode_span(utf8, options.split_special_tokens, scratch, out));
   return out;
 }
