@@ -12,13 +12,11 @@
 
 #include <algorithm>
 #include <array>
-#include <climits>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <queue>
-#include <cstdio>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -166,7 +164,7 @@ struct Tokenizer::Impl {
   std::vector<std::string> id_string; // id -> tokenizer.json spelling
   std::vector<uint8_t> defined;       // id -> 1 when some entry defines it
   std::vector<AddedToken> added;
-  std::vector<int8_t> added_index;    // id -> 1 when it is a special added token
+  std::vector<int8_t> is_special;    // id -> 1 when it is a special added token
   int32_t vocab_size = 0;
 
   // Added tokens grouped by first byte, longest first: the leftmost-longest literal scan.
@@ -468,11 +466,11 @@ Status parse_decoding(const json& j, Tokenizer::Impl& t) {
 }
 
 void index_added(Tokenizer::Impl& t) {
-  t.added_index.assign(t.id_bytes.size(), 0);
+  t.is_special.assign(t.id_bytes.size(), 0);
   t.norm_content.resize(t.added.size());
   for (size_t i = 0; i < t.added.size(); ++i) {
     const AddedToken& a = t.added[i];
-    if (a.special) t.added_index[static_cast<size_t>(a.id)] = 1;
+    if (a.special) t.is_special[static_cast<size_t>(a.id)] = 1;
     if (a.normalized && t.nfc) {
       if (!nfc_into(a.content, t.norm_content[i]).ok()) t.norm_content[i] = a.content;
     } else {
@@ -761,7 +759,7 @@ Result<std::string> Tokenizer::decode(std::span<const int32_t> ids, bool skip_sp
     if (id < 0 || id >= impl_->vocab_size || !impl_->defined[static_cast<size_t>(id)])
       return invalid_argument("token id " + std::to_string(id) + " at position " + std::to_string(i) +
                               " is not in the vocabulary (size " + std::to_string(impl_->vocab_size) + ")");
-    if (skip_special && impl_->added_index[static_cast<size_t>(id)]) continue;
+    if (skip_special && impl_->is_special[static_cast<size_t>(id)]) continue;
     out += impl_->id_bytes[static_cast<size_t>(id)];
   }
   return out;
