@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   vortex::cli::register_gemm_tune(app, ctx);
   vortex::cli::register_bench(app, ctx);
   vortex::cli::register_gate(app, ctx);
+  vortex::cli::register_decode(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -106,14 +106,9 @@ Result<AudioVaeConfig> AudioVaeConfig::from_json(const nlohmann::json& j) {
 AudioVaeConfig AudioVaeConfig::full() { return AudioVaeConfig{}; }
 
 AudioVaeConfig AudioVaeConfig::tiny() {
-  AudioVaeConfig c;
-  c.latent_channels = 8;
-  c.latent_dim = 32;
-  c.decoder_dim = 16;
-  c.decoder_rates = {5, 2};
-  c.decoder_kernel_sizes = {9, 4};
-  c.latents_mean.assign(8, 0.0f);
-  c.latents_std.assign(8, 1.0f);
+  AudioVaeConfig c;  // the released rates (hop 800, 32 kHz) and latent channels at narrow widths
+  c.latent_dim = 64;
+  c.decoder_dim = 256;
   return c;
 }
 

@@ -37,7 +37,7 @@ struct AudioVaeConfig {
   Status validate() const;
   static Result<AudioVaeConfig> from_json(const nlohmann::json& cfg);
   static AudioVaeConfig full();  // the released decoder (~65M parameters)
-  static AudioVaeConfig tiny();  // tests/vae/make_vae_fixtures.py's AUDIO_TINY
+  static AudioVaeConfig tiny();  // released rates and channels, narrow widths (demos, CLI tests)
 };
 
 // kaiser_sinc_filter1d(cutoff, half_width, kernel_size) of alias-free-torch, in FP64 rounded to FP32 [K].

@@ -163,14 +163,10 @@ Result<VideoVaeConfig> VideoVaeConfig::from_json(const nlohmann::json& j) {
 VideoVaeConfig VideoVaeConfig::full() { return VideoVaeConfig{}; }
 
 VideoVaeConfig VideoVaeConfig::tiny() {
-  VideoVaeConfig c;
-  c.patch = 4;
-  c.patch_t = 4;
+  VideoVaeConfig c;  // the released geometry (patches, clips, tiling) at a width the CPU decodes in seconds
   c.num_layers = 2;
   c.heads = 2;
   c.head_dim = 16;
-  c.tile = 16;
-  c.tile_overlap = 4;
   return c;
 }
 

@@ -54,7 +54,7 @@ struct VideoVaeConfig {
   // diffusers config.json keys (missing keys keep the released values).
   static Result<VideoVaeConfig> from_json(const nlohmann::json& cfg);
   static VideoVaeConfig full();  // the released decoder (~2.4B parameters)
-  static VideoVaeConfig tiny();  // tests/vae/make_vae_fixtures.py's VIDEO_TINY
+  static VideoVaeConfig tiny();  // released geometry, 2 layers of width 32 (demos, CLI tests)
 };
 
 // One ViT block: decoder.transformer_blocks.{i}.*
