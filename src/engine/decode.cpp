@@ -173,7 +173,7 @@ Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir
     for (int64_t i = 0; i < nf; ++i) {
       const uint8_t* src = media.frames.data<uint8_t>() + i * h * w * 3;
       img.rgb.assign(src, src + h * w * 3);
-      char name[32];
+      char name[48];
       std::snprintf(name, sizeof(name), "frame_%05lld.png", static_cast<long long>(i));
       VORTEX_RETURN_IF_ERROR(write_png_rgb(img, (fstaged / name).string()));
     }

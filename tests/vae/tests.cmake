@@ -7,3 +7,10 @@ target_compile_definitions(vae_parity_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX
 vortex_test(NAME vae_loader_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/vae_loader_test.cpp
             LIBS vortex_vae vortex_engine)
 target_compile_definitions(vae_loader_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
+if(TARGET vortex_cli)
+  vortex_test(NAME cli_decode_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_decode_test.cpp
+              LIBS vortex_vae vortex_media vortex_engine nlohmann_json::nlohmann_json OpenSSL::Crypto PNG::PNG)
+  target_compile_definitions(cli_decode_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
+                                                     VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
+  add_dependencies(cli_decode_test vortex_cli)
+endif()
