@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo: bootstrap, build, then one h3-tiny generation on the CPU with synthetic weights and text
-# into out/demo (replaced on every run). Prints where the outputs are (docs/outputs.md explains them).
+# into out/demo (replaced on every run), then `vortex decode` with synthetic decoders into out/demo-decode
+# (video.mp4 + audio.wav; noise, since the decoder weights are random). docs/outputs.md explains the files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
@@ -12,3 +13,8 @@ build/bin/vortex generate --config h3-tiny --synthetic --synthetic-text 16 \
 elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "demo: generate took $((elapsed_ms / 1000)).$(printf '%03d' $((elapsed_ms % 1000))) s;" \
   "open out/demo/preview.png (a latent preview, not a VAE decode) and out/demo/run.json"
+start=$(date +%s%N)
+build/bin/vortex decode out/demo --synthetic-vae tiny --out out/demo-decode --overwrite
+elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "demo: decode took $((elapsed_ms / 1000)).$(printf '%03d' $((elapsed_ms % 1000))) s;" \
+  "out/demo-decode/video.mp4 (H.264 + AAC) and audio.wav are noise: synthetic decoder weights"

@@ -8,6 +8,7 @@
 
 #include "core/synthetic.h"
 #include "ref/ref_ops.h"
+#include "ref/vae_ops.h"
 
 namespace vortex {
 
@@ -83,5 +84,39 @@ Status CpuBackend::gate_add(Tensor& x, const Tensor& a, const Tensor* table, int
 Status CpuBackend::swiglu(const Tensor& u, Tensor& m) { return ref::swiglu(u, m, run_); }
 
 Status CpuBackend::cast(const Tensor& src, Tensor& dst) { return ref::cast(src, dst, run_); }
+
+Status CpuBackend::rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  return ref::rms_norm_fp32(x, weight, eps, out, run_);
+}
+
+Status CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
+  return ref::layer_norm(x, weight, bias, eps, out, run_);
+}
+
+Status CpuBackend::scale_add(Tensor& x, const Tensor& a, const Tensor& scale) { return ref::scale_add(x, a, scale, run_); }
+
+Status CpuBackend::add(Tensor& x, const Tensor& y, float scale) { return ref::add(x, y, scale, run_); }
+
+Status CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                          Tensor& out) {
+  return ref::conv1d(x, weight, bias, dilation, padding, out, run_);
+}
+
+Status CpuBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
+                                    Tensor& out) {
+  return ref::conv_transpose1d(x, weight, bias, stride, padding, out, run_);
+}
+
+Status CpuBackend::snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta) {
+  return ref::snake_beta(x, alpha, beta, run_);
+}
+
+Status CpuBackend::upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) {
+  return ref::upsample1d(x, filter, ratio, out, run_);
+}
+
+Status CpuBackend::downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) {
+  return ref::downsample1d(x, filter, ratio, out, run_);
+}
 
 }  // namespace vortex

@@ -39,6 +39,18 @@ class CpuBackend : public Backend {
   Status swiglu(const Tensor& u, Tensor& m) override;
   Status cast(const Tensor& src, Tensor& dst) override;
 
+  Status rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
+  Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) override;
+  Status scale_add(Tensor& x, const Tensor& a, const Tensor& scale) override;
+  Status add(Tensor& x, const Tensor& y, float scale) override;
+  Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                Tensor& out) override;
+  Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
+                          Tensor& out) override;
+  Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta) override;
+  Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;
+  Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;
+
  private:
   ref::RowThreadPool pool_;
   ref::RowRunner run_;

@@ -1,0 +1,68 @@
+// CPU reference ops of the two VAE decoders (docs/numerics.md "VAE decoders"): plain loops over host
+// tensors, one source file per op stem, the oracle for any GPU kernel of the same stem. Like ref_ops.h,
+// each op validates once and runs its rows (tokens, or output channels for the 1-D signal ops) through
+// a RowRunner, one thread per output element in a fixed order: bytes never depend on the thread count.
+// Signal tensors are channel-major [C, L] f32 (one mono waveform's feature map).
+// Tested in tests/ref/vae_ops_test.cpp against independent FP64 formulas and hand-picked values.
+#pragma once
+
+#include <cstdint>
+
+#include "ref/ref_ops.h"
+
+namespace vortex::ref {
+
+// Per row: r = fp32(1 / sqrt(sum(x^2) / D + eps)) with the sum in FP64 (exact FP32 squares, ascending),
+// y = fp32(fp32(x * r) * w), stored as out's dtype (bf16: one RNE rounding of y). x [S, D] f32,
+// weight [D] f32, out [S, D] f32 or bf16 (row-strided views allowed).
+Status rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& out, const RowRunner& run = run_serial);
+
+// Per row: mean and biased variance in FP64, r = fp32(1 / sqrt(var + eps)), y = fp32(fp32(fp32(x - mean) * r)
+// * w) + b in FP32, stored as out's dtype. x [S, D] f32, weight/bias [D] f32, out [S, D] f32 or bf16.
+Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
+                  const RowRunner& run = run_serial);
+
+// In place: x = fp32(x + fp32(a * scale)) (two FP32 roundings, no FMA): the LayerScale residual of the video
+// decoder. x [S, D] f32, a [S, D] bf16 or f32, scale [D] f32.
+Status scale_add(Tensor& x, const Tensor& a, const Tensor& scale, const RowRunner& run = run_serial);
+
+// In place: x = fp32(x + y), then x = fp32(x * scale) when scale != 1. x, y [C, L] f32 (any equal 2-D shape).
+Status add(Tensor& x, const Tensor& y, float scale, const RowRunner& run = run_serial);
+
+// out[o, t] = bias[o] + sum_{c, k} w[o, c, k] * x[c, t + k * dilation - padding] (zero outside [0, L)), FP64
+// sum in (c, k) order, one rounding to FP32. x [Cin, L], w [Cout, Cin, K], bias [Cout] or null,
+// out [Cout, L + 2 * padding - dilation * (K - 1)], all f32. Stride 1.
+Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
+              const RowRunner& run = run_serial);
+
+// Transposed convolution: out[o, j] = bias[o] + sum_{c, i, k : i * stride + k - padding = j} x[c, i] * w[c, o, k],
+// FP64 sum in (c, i) order, one rounding. x [Cin, L], w [Cin, Cout, K], out [Cout, (L - 1) * stride - 2 * padding
+// + K], all f32.
+Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
+                        Tensor& out, const RowRunner& run = run_serial);
+
+// SnakeBeta in place: a = expf(alpha[c]), b = expf(beta[c]), x = x + fp32(1 / fp32(b + 1e-9)) * sin(a * x)^2,
+// each operation one FP32 rounding in that order (sinf of the FP32 product). x [C, L], alpha/beta [C] f32
+// (log-space parameters, as stored).
+Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta, const RowRunner& run = run_serial);
+
+// Anti-aliased upsampling by `ratio` (BigVGAN UpSample1d): replicate-pad x by p = K / ratio - 1 on both
+// sides, depthwise transposed convolution with `filter` [K] at stride `ratio` (FP64 sums), times ratio, then
+// crop p * ratio + (K - ratio) / 2 on the left and p * ratio + (K - ratio + 1) / 2 on the right.
+// x [C, L] -> out [C, L * ratio], f32.
+Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out, const RowRunner& run = run_serial);
+
+// Anti-aliased downsampling by `ratio` (BigVGAN LowPassFilter1d): replicate-pad K / 2 - (K even) on the left
+// and K / 2 on the right, depthwise convolution with `filter` [K] at stride `ratio` (FP64 sums).
+// x [C, L] -> out [C, (L - 1) / ratio + 1], f32.
+Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out, const RowRunner& run = run_serial);
+
+// Shape helpers shared by the ops and their callers.
+inline int64_t conv1d_out_length(int64_t l, int64_t k, int dilation, int padding) {
+  return l + 2 * padding - static_cast<int64_t>(dilation) * (k - 1);
+}
+inline int64_t conv_transpose1d_out_length(int64_t l, int64_t k, int stride, int padding) {
+  return (l - 1) * stride - 2 * padding + k;
+}
+
+}  // namespace vortex::ref

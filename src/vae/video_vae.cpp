@@ -1,0 +1,591 @@
+// Video VAE decoder (see video_vae.h). The tile forward runs on the Backend; tiling, blending, the temporal
+// cross-fade and unpatchify are host data movement on FP32 pixels, mirroring diffusers' _decode /
+// _decode_clip / _stitch_tiles / _blend line for line (the blend weights are FP32 like the decoded tiles).
+#include "vae/video_vae.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace vortex {
+namespace {
+
+constexpr float kImagenetMean[3] = {0.485f, 0.456f, 0.406f};
+constexpr float kImagenetStd[3] = {0.229f, 0.224f, 0.225f};
+
+// Host FP32 video [c, f, h, w], the unit the stitching code works on.
+struct Video {
+  int c = 0, f = 0, h = 0, w = 0;
+  std::vector<float> v;
+  Video() = default;
+  Video(int c_, int f_, int h_, int w_) : c(c_), f(f_), h(h_), w(w_), v(static_cast<size_t>(c_) * f_ * h_ * w_) {}
+  float& at(int ci, int fi, int y, int x) { return v[((static_cast<size_t>(ci) * f + fi) * h + y) * w + x]; }
+  float at(int ci, int fi, int y, int x) const { return v[((static_cast<size_t>(ci) * f + fi) * h + y) * w + x]; }
+};
+
+Video video_from_tensor(const Tensor& t) {
+  Video out(static_cast<int>(t.dim(0)), static_cast<int>(t.dim(1)), static_cast<int>(t.dim(2)), static_cast<int>(t.dim(3)));
+  std::memcpy(out.v.data(), t.raw_data(), out.v.size() * sizeof(float));
+  return out;
+}
+
+Tensor tensor_from_video(const Video& v) {
+  Tensor t = Tensor::empty({v.c, v.f, v.h, v.w}, DType::kF32);
+  std::memcpy(t.raw_data(), v.v.data(), v.v.size() * sizeof(float));
+  return t;
+}
+
+// Sub-video [f0, f0 + nf) x [y0, y0 + nh) x [x0, x0 + nw).
+Video crop(const Video& a, int f0, int nf, int y0, int nh, int x0, int nw) {
+  Video out(a.c, nf, nh, nw);
+  for (int ci = 0; ci < a.c; ++ci)
+    for (int fi = 0; fi < nf; ++fi)
+      for (int y = 0; y < nh; ++y)
+        for (int x = 0; x < nw; ++x) out.at(ci, fi, y, x) = a.at(ci, f0 + fi, y0 + y, x0 + x);
+  return out;
+}
+
+// diffusers _blend(a, b, extent, dim): the first e = min(a, b, extent) entries of b along `axis`
+// (0 frames, 1 rows, 2 columns) become a[-e + i] * (1 - i/e) + b[i] * (i/e), FP32.
+Video blend(const Video& a, const Video& b, int extent, int axis) {
+  const int na = axis == 0 ? a.f : axis == 1 ? a.h : a.w;
+  const int nb = axis == 0 ? b.f : axis == 1 ? b.h : b.w;
+  const int e = std::min({na, nb, extent});
+  Video out = b;
+  if (e <= 0) return out;
+  for (int i = 0; i < e; ++i) {
+    const float p = static_cast<float>(i) / static_cast<float>(e);
+    const float wa = 1.0f - p, wb = p;
+    for (int ci = 0; ci < b.c; ++ci) {
+      const int fn = axis == 0 ? 1 : b.f, hn = axis == 1 ? 1 : b.h, wn = axis == 2 ? 1 : b.w;
+      for (int fi = 0; fi < fn; ++fi)
+        for (int y = 0; y < hn; ++y)
+          for (int x = 0; x < wn; ++x) {
+            const int bf = axis == 0 ? i : fi, by = axis == 1 ? i : y, bx = axis == 2 ? i : x;
+            const int af = axis == 0 ? a.f - e + i : fi, ay = axis == 1 ? a.h - e + i : y, ax = axis == 2 ? a.w - e + i : x;
+            volatile float ta = a.at(ci, af, ay, ax) * wa;
+            volatile float tb = b.at(ci, bf, by, bx) * wb;
+            out.at(ci, bf, by, bx) = ta + tb;
+          }
+    }
+  }
+  return out;
+}
+
+// Concatenation along `axis` (0 frames, 1 rows, 2 columns).
+Video concat(const std::vector<Video>& parts, int axis) {
+  Video out = parts.front();
+  int total = 0;
+  for (const Video& p : parts) total += axis == 0 ? p.f : axis == 1 ? p.h : p.w;
+  out = Video(parts.front().c, axis == 0 ? total : parts.front().f, axis == 1 ? total : parts.front().h,
+              axis == 2 ? total : parts.front().w);
+  int off = 0;
+  for (const Video& p : parts) {
+    for (int ci = 0; ci < p.c; ++ci)
+      for (int fi = 0; fi < p.f; ++fi)
+        for (int y = 0; y < p.h; ++y)
+          for (int x = 0; x < p.w; ++x)
+            out.at(ci, fi + (axis == 0 ? off : 0), y + (axis == 1 ? off : 0), x + (axis == 2 ? off : 0)) = p.at(ci, fi, y, x);
+    off += axis == 0 ? p.f : axis == 1 ? p.h : p.w;
+  }
+  return out;
+}
+
+// Latent sub-block [C, t0:t0+nt, y0:y0+nh, x0:x0+nw] of a [C, T, H, W] host tensor.
+Tensor latent_block(const Tensor& z, int64_t t0, int64_t nt, int64_t y0, int64_t nh, int64_t x0, int64_t nw) {
+  const int64_t c = z.dim(0), t = z.dim(1), h = z.dim(2), w = z.dim(3);
+  Tensor out = Tensor::empty({c, nt, nh, nw}, DType::kF32);
+  const float* src = z.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t ci = 0; ci < c; ++ci)
+    for (int64_t ti = 0; ti < nt; ++ti)
+      for (int64_t y = 0; y < nh; ++y)
+        for (int64_t x = 0; x < nw; ++x)
+          dst[((ci * nt + ti) * nh + y) * nw + x] = src[((ci * t + t0 + ti) * h + y0 + y) * w + x0 + x];
+  return out;
+}
+
+std::pair<float, float> synthetic_init(const std::string& name, const Shape& shape) {
+  auto ends_with = [&](const char* s) {
+    const size_t n = std::strlen(s);
+    return name.size() >= n && name.compare(name.size() - n, n, s) == 0;
+  };
+  if (ends_with("register_tokens")) return {1.0f, 0.0f};
+  if (ends_with("scale1") || ends_with("scale2")) return {0.1f, 0.0f};
+  if (name.find("norm") != std::string::npos && ends_with("weight")) return {0.1f, 1.0f};
+  if (ends_with("bias")) return {0.02f, 0.0f};
+  const double k = shape.size() >= 2 ? static_cast<double>(shape_numel(shape) / shape[0]) : 1.0;
+  return {static_cast<float>(std::sqrt(3.0 / k)), 0.0f};  // uniform with variance 1/K
+}
+
+}  // namespace
+
+Status VideoVaeConfig::validate() const {
+  auto bad = [](const std::string& m) { return invalid_argument("video VAE config: " + m); };
+  if (latent_channels <= 0 || out_channels <= 0 || patch <= 0 || patch_t <= 0) return bad("channels and patch sizes must be positive");
+  if (num_layers <= 0 || heads <= 0 || head_dim <= 0 || ffn_mult <= 0 || registers < 0) return bad("decoder sizes must be positive");
+  if (rope_dims() % 6 != 0 || rope_dims() > head_dim)
+    return bad("rope dims " + std::to_string(rope_dims()) + " (head_dim * rope_dim_ratio) must be a multiple of 6 and <= head_dim");
+  if (static_cast<int>(latents_mean.size()) != latent_channels || static_cast<int>(latents_std.size()) != latent_channels)
+    return bad("latents_mean / latents_std need " + std::to_string(latent_channels) + " values");
+  if (clip_length <= 0 || token_drop < 0) return bad("clip_length must be positive and token_drop >= 0");
+  if (tile <= 0 || tile % patch != 0 || tile_overlap < 0 || tile_overlap % patch != 0 || tile_overlap >= tile)
+    return bad("tile (" + std::to_string(tile) + ") and overlap (" + std::to_string(tile_overlap) +
+               ") must be multiples of the " + std::to_string(patch) + "-pixel patch, overlap < tile");
+  return Status::Ok();
+}
+
+Result<VideoVaeConfig> VideoVaeConfig::from_json(const nlohmann::json& j) {
+  VideoVaeConfig c;
+  VORTEX_ASSIGN_OR_RETURN(c.latent_channels, config_int(j, "latent_channels", c.latent_channels));
+  VORTEX_ASSIGN_OR_RETURN(c.out_channels, config_int(j, "out_channels", c.out_channels));
+  VORTEX_ASSIGN_OR_RETURN(auto sf, config_ints(j, "spatial_downsample_factors", {2, 2, 2, 2, 1, 1}));
+  VORTEX_ASSIGN_OR_RETURN(auto tf, config_ints(j, "temporal_downsample_factors", {1, 2, 2, 1, 1, 1}));
+  c.patch = std::accumulate(sf.begin(), sf.end(), 1, std::multiplies<int>());
+  c.patch_t = std::accumulate(tf.begin(), tf.end(), 1, std::multiplies<int>());
+  VORTEX_ASSIGN_OR_RETURN(c.num_layers, config_int(j, "decoder_num_layers", c.num_layers));
+  VORTEX_ASSIGN_OR_RETURN(c.heads, config_int(j, "decoder_num_attention_heads", c.heads));
+  VORTEX_ASSIGN_OR_RETURN(c.head_dim, config_int(j, "decoder_attention_head_dim", c.head_dim));
+  VORTEX_ASSIGN_OR_RETURN(c.registers, config_int(j, "decoder_num_register_tokens", c.registers));
+  VORTEX_ASSIGN_OR_RETURN(c.ffn_mult, config_int(j, "decoder_ffn_mult", c.ffn_mult));
+  VORTEX_ASSIGN_OR_RETURN(c.rope_theta, config_float(j, "decoder_rope_theta", c.rope_theta));
+  VORTEX_ASSIGN_OR_RETURN(c.rope_dim_ratio, config_float(j, "decoder_rope_dim_ratio", c.rope_dim_ratio));
+  VORTEX_ASSIGN_OR_RETURN(c.norm_eps, config_float(j, "decoder_norm_eps", c.norm_eps));
+  VORTEX_ASSIGN_OR_RETURN(c.clip_length, config_int(j, "clip_length", c.clip_length));
+  VORTEX_ASSIGN_OR_RETURN(c.token_drop, config_int(j, "token_drop", c.token_drop));
+  VORTEX_ASSIGN_OR_RETURN(c.latents_mean, config_floats(j, "latents_mean", std::vector<float>(c.latent_channels, 0.0f)));
+  VORTEX_ASSIGN_OR_RETURN(c.latents_std, config_floats(j, "latents_std", std::vector<float>(c.latent_channels, 1.0f)));
+  VORTEX_RETURN_IF_ERROR(c.validate());
+  return c;
+}
+
+VideoVaeConfig VideoVaeConfig::full() { return VideoVaeConfig{}; }
+
+VideoVaeConfig VideoVaeConfig::tiny() {
+  VideoVaeConfig c;  // the released geometry (patches, clips, tiling) at a width the CPU decodes in seconds
+  c.num_layers = 2;
+  c.heads = 2;
+  c.head_dim = 16;
+  return c;
+}
+
+TileSplit split_tiles(int length, int tile, int min_overlap, int ratio) {
+  TileSplit s;
+  if (tile >= length) {
+    s.starts = {0};
+    s.lengths = {length};
+    return s;
+  }
+  int n = (length + tile - 1) / tile;
+  while (tile * n - min_overlap * (n - 1) - length < 0) ++n;
+  s.overlaps.assign(static_cast<size_t>(n - 1), min_overlap);
+  const int remaining = tile * n - min_overlap * (n - 1) - length;
+  for (int i = 0; i < remaining / ratio; ++i) s.overlaps[static_cast<size_t>(i % (n - 1))] += ratio;
+  s.starts = {0};
+  for (int i = 0; i < n - 1; ++i) s.starts.push_back(s.starts.back() + tile - s.overlaps[static_cast<size_t>(i)]);
+  s.lengths.assign(static_cast<size_t>(n), tile);
+  return s;
+}
+
+Result<std::unique_ptr<VideoVae>> VideoVae::load(const std::string& dir, Backend& backend) {
+  VORTEX_ASSIGN_OR_RETURN(VaeFolder folder, open_vae_folder(dir, "video VAE (--vae)"));
+  auto cfg = VideoVaeConfig::from_json(folder.config);
+  if (!cfg.ok()) return cfg.status().with_context(dir + "/config.json");
+  auto vae = from_source(*cfg, folder_tensor_source(folder), backend);
+  if (!vae.ok()) return vae.status().with_context("video VAE " + dir);
+  return vae;
+}
+
+Result<std::unique_ptr<VideoVae>> VideoVae::synthetic(const VideoVaeConfig& cfg, Backend& backend, uint64_t seed) {
+  return from_source(cfg, synthetic_tensor_source(seed, synthetic_init), backend);
+}
+
+Result<std::unique_ptr<VideoVae>> VideoVae::from_source(const VideoVaeConfig& cfg, const VaeTensorSource& src,
+                                                        Backend& backend) {
+  VORTEX_RETURN_IF_ERROR(cfg.validate());
+  std::unique_ptr<VideoVae> vae(new VideoVae(cfg, backend));
+  const int64_t c = cfg.latent_channels, d = cfg.dim(), f = cfg.ffn_dim(), p = cfg.patch_values();
+  int64_t params = 0;
+  auto get = [&](const std::string& name, const Shape& shape) -> Result<Tensor> {
+    VORTEX_ASSIGN_OR_RETURN(Tensor t, src(name, shape));
+    params += t.numel();
+    return t;
+  };
+  auto up_f32 = [&](const Tensor& host, const Shape& shape) -> Result<Tensor> {
+    VORTEX_ASSIGN_OR_RETURN(Tensor r, host.reshape(shape));
+    return backend.upload(r);
+  };
+  auto up_bf16 = [&](const Tensor& host) { return backend.upload(to_bf16_host(host)); };
+  auto linear_weight = [](Tensor w) {
+    LinearWeight lw;
+    lw.out_features = w.dim(0);
+    lw.in_features = w.dim(1);
+    lw.weight = std::move(w);
+    return lw;
+  };
+  VideoVaeWeights& w = vae->w_;
+  {
+    VORTEX_ASSIGN_OR_RETURN(Tensor t, get("post_quant_conv.weight", {c, c, 1, 1, 1}));
+    VORTEX_ASSIGN_OR_RETURN(Tensor u, up_f32(t, {c, c}));
+    w.post_quant_conv = linear_weight(u);
+    VORTEX_ASSIGN_OR_RETURN(Tensor b, get("post_quant_conv.bias", {c}));
+    VORTEX_ASSIGN_OR_RETURN(w.post_quant_conv_bias, backend.upload(b));
+    VORTEX_ASSIGN_OR_RETURN(Tensor pw, get("decoder.proj_in.weight", {d, c}));
+    VORTEX_ASSIGN_OR_RETURN(Tensor pu, backend.upload(pw));
+    w.decoder_proj_in = linear_weight(pu);
+    VORTEX_ASSIGN_OR_RETURN(Tensor pb, get("decoder.proj_in.bias", {d}));
+    VORTEX_ASSIGN_OR_RETURN(w.decoder_proj_in_bias, backend.upload(pb));
+    VORTEX_ASSIGN_OR_RETURN(Tensor reg, get("decoder.register_tokens", {1, cfg.registers, d}));
+    VORTEX_ASSIGN_OR_RETURN(w.decoder_register_tokens, up_f32(reg, {cfg.registers, d}));
+  }
+  for (int i = 0; i < cfg.num_layers; ++i) {
+    const std::string pre = "decoder.transformer_blocks." + std::to_string(i) + ".";
+    VideoVaeBlockWeights b;
+    VORTEX_ASSIGN_OR_RETURN(Tensor n1, get(pre + "norm1.weight", {d}));
+    VORTEX_ASSIGN_OR_RETURN(b.norm1_weight, backend.upload(n1));
+    VORTEX_ASSIGN_OR_RETURN(Tensor n2, get(pre + "norm2.weight", {d}));
+    VORTEX_ASSIGN_OR_RETURN(b.norm2_weight, backend.upload(n2));
+    VORTEX_ASSIGN_OR_RETURN(Tensor s1, get(pre + "scale1", {d}));
+    VORTEX_ASSIGN_OR_RETURN(b.scale1, backend.upload(s1));
+    VORTEX_ASSIGN_OR_RETURN(Tensor s2, get(pre + "scale2", {d}));
+    VORTEX_ASSIGN_OR_RETURN(b.scale2, backend.upload(s2));
+    // Fused QKV [q | k | v] rows so one GEMM produces all three.
+    Tensor qkv = Tensor::empty({3 * d, d}, DType::kF32), qkv_b = Tensor::empty({3 * d}, DType::kF32);
+    const char* parts[3] = {"attn.to_q", "attn.to_k", "attn.to_v"};
+    for (int j = 0; j < 3; ++j) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor pw, get(pre + parts[j] + ".weight", {d, d}));
+      VORTEX_ASSIGN_OR_RETURN(Tensor pb, get(pre + parts[j] + ".bias", {d}));
+      std::memcpy(qkv.data<float>() + j * d * d, pw.raw_data(), static_cast<size_t>(d * d) * 4);
+      std::memcpy(qkv_b.data<float>() + j * d, pb.raw_data(), static_cast<size_t>(d) * 4);
+    }
+    VORTEX_ASSIGN_OR_RETURN(Tensor qkv_d, up_bf16(qkv));
+    b.attn_qkv = linear_weight(qkv_d);
+    VORTEX_ASSIGN_OR_RETURN(b.attn_qkv_bias, up_bf16(qkv_b));
+    VORTEX_ASSIGN_OR_RETURN(Tensor ow, get(pre + "attn.to_out.0.weight", {d, d}));
+    VORTEX_ASSIGN_OR_RETURN(Tensor ow_d, up_bf16(ow));
+    b.attn_to_out_0 = linear_weight(ow_d);
+    VORTEX_ASSIGN_OR_RETURN(Tensor ob, get(pre + "attn.to_out.0.bias", {d}));
+    VORTEX_ASSIGN_OR_RETURN(b.attn_to_out_0_bias, up_bf16(ob));
+    // diffusers' SwiGLU reads [value | gate]; the swiglu op takes [gate | value]: swap the halves.
+    VORTEX_ASSIGN_OR_RETURN(Tensor f1, get(pre + "ff.net.0.proj.weight", {2 * f, d}));
+    VORTEX_ASSIGN_OR_RETURN(Tensor f1b, get(pre + "ff.net.0.proj.bias", {2 * f}));
+    Tensor f1s = Tensor::empty({2 * f, d}, DType::kF32), f1bs = Tensor::empty({2 * f}, DType::kF32);
+    std::memcpy(f1s.data<float>(), f1.data<float>() + f * d, static_cast<size_t>(f * d) * 4);
+    std::memcpy(f1s.data<float>() + f * d, f1.data<float>(), static_cast<size_t>(f * d) * 4);
+    std::memcpy(f1bs.data<float>(), f1b.data<float>() + f, static_cast<size_t>(f) * 4);
+    std::memcpy(f1bs.data<float>() + f, f1b.data<float>(), static_cast<size_t>(f) * 4);
+    VORTEX_ASSIGN_OR_RETURN(Tensor f1_d, up_bf16(f1s));
+    b.ff_net_0_proj = linear_weight(f1_d);
+    VORTEX_ASSIGN_OR_RETURN(b.ff_net_0_proj_bias, up_bf16(f1bs));
+    VORTEX_ASSIGN_OR_RETURN(Tensor f2, get(pre + "ff.net.2.weight", {d, f}));
+    VORTEX_ASSIGN_OR_RETURN(Tensor f2_d, up_bf16(f2));
+    b.ff_net_2 = linear_weight(f2_d);
+    VORTEX_ASSIGN_OR_RETURN(Tensor f2b, get(pre + "ff.net.2.bias", {d}));
+    VORTEX_ASSIGN_OR_RETURN(b.ff_net_2_bias, up_bf16(f2b));
+    w.blocks.push_back(std::move(b));
+  }
+  VORTEX_ASSIGN_OR_RETURN(Tensor nw, get("decoder.norm_out.weight", {d}));
+  VORTEX_ASSIGN_OR_RETURN(w.decoder_norm_out_weight, backend.upload(nw));
+  VORTEX_ASSIGN_OR_RETURN(Tensor nb, get("decoder.norm_out.bias", {d}));
+  VORTEX_ASSIGN_OR_RETURN(w.decoder_norm_out_bias, backend.upload(nb));
+  VORTEX_ASSIGN_OR_RETURN(Tensor po, get("decoder.proj_out.weight", {p, d}));
+  VORTEX_ASSIGN_OR_RETURN(Tensor po_d, up_bf16(po));
+  w.decoder_proj_out = linear_weight(po_d);
+  VORTEX_ASSIGN_OR_RETURN(Tensor pob, get("decoder.proj_out.bias", {p}));
+  VORTEX_ASSIGN_OR_RETURN(w.decoder_proj_out_bias, up_bf16(pob));
+  VORTEX_ASSIGN_OR_RETURN(w.zero_token, backend.upload(Tensor::zeros({1, d}, DType::kF32)));
+  Tensor ones = Tensor::empty({cfg.head_dim}, DType::kBF16);
+  for (int i = 0; i < cfg.head_dim; ++i) ones.data<uint16_t>()[i] = bf16_bits_from_f32(1.0f);
+  VORTEX_ASSIGN_OR_RETURN(w.qk_norm_ones, backend.upload(ones));
+  vae->params_ = params;
+  return vae;
+}
+
+int64_t VideoVae::frames_for(int64_t t) const {
+  const int64_t tcs = cfg_.tokens_chunk_size(), drop = cfg_.token_drop;
+  const int64_t num_tokens = t + drop, pad = ((-num_tokens) % tcs + tcs) % tcs;
+  const int64_t chunks = (num_tokens + pad) / tcs - (drop > 0 ? 1 : 0);
+  if (t <= 0 || chunks < 1) return 0;
+  int64_t frames = 0;
+  const int64_t clip_frames = (tcs + cfg_.token_overlap()) * cfg_.patch_t;
+  bool have_overlap = false;
+  int64_t overlap_frames = 0;
+  for (int64_t i = 0; i < chunks; ++i) {
+    for (int64_t j = 0; j < (drop > 0 ? 2 : 1); ++j) {
+      const int64_t start = j * tcs * cfg_.patch_t;
+      const int64_t n = std::max<int64_t>(0, std::min(clip_frames, start + tcs * cfg_.patch_t) - start - cfg_.frame_pre_padding());
+      if (j == 0) frames += n;
+      else {
+        have_overlap = true;
+        overlap_frames = n;
+      }
+    }
+  }
+  if (have_overlap) frames += overlap_frames;
+  const int64_t tail = cfg_.clip_length % cfg_.patch_t;
+  for (int64_t k = 0; k < pad; ++k) frames -= (tail && (t + k) % tcs == 0) ? tail : cfg_.patch_t;
+  return frames;
+}
+
+int64_t VideoVae::tile_forwards(const Shape& s) const {
+  const int64_t t = s[1];
+  const int64_t tcs = cfg_.tokens_chunk_size(), num_tokens = t + cfg_.token_drop;
+  const int64_t pad = ((-num_tokens) % tcs + tcs) % tcs;
+  const int64_t chunks = (num_tokens + pad) / tcs - (cfg_.token_drop > 0 ? 1 : 0);
+  if (!cfg_.tiling) return chunks;
+  const int hp = static_cast<int>(s[2]) * cfg_.patch, wp = static_cast<int>(s[3]) * cfg_.patch;
+  return chunks * static_cast<int64_t>(split_tiles(hp, cfg_.tile, cfg_.tile_overlap, cfg_.patch).starts.size() *
+                                       split_tiles(wp, cfg_.tile, cfg_.tile_overlap, cfg_.patch).starts.size());
+}
+
+Status VideoVae::check_latents(const Tensor& z) const {
+  if (!z.defined() || z.ndim() != 4)
+    return invalid_argument("video latents must be [" + std::to_string(cfg_.latent_channels) + ", T, H, W] f32, got " +
+                            (z.defined() ? z.describe() : std::string("nothing")));
+  if (z.dtype() != DType::kF32 || !z.is_contiguous() || z.device() != Device::kCpu)
+    return invalid_argument("video latents must be a contiguous host f32 tensor, got " + z.describe());
+  if (z.dim(0) != cfg_.latent_channels)
+    return invalid_argument("video latents have " + std::to_string(z.dim(0)) + " channels; this VAE takes " +
+                            std::to_string(cfg_.latent_channels) + " ([C, T, H, W], channel-major)");
+  if (z.dim(2) <= 0 || z.dim(3) <= 0) return invalid_argument("video latents have an empty frame: " + z.describe());
+  int64_t min_frames = 1;
+  while (frames_for(min_frames) <= 0 && min_frames < 1000) ++min_frames;
+  if (frames_for(z.dim(1)) <= 0)
+    return invalid_argument("video latents have " + std::to_string(z.dim(1)) + " latent frames; the VAE decodes " +
+                            "clips of " + std::to_string(cfg_.tokens_chunk_size()) + " + " +
+                            std::to_string(cfg_.token_overlap()) + " and needs at least " +
+                            std::to_string(min_frames) +
+                            " (5n + 2 frames as `vortex generate` writes them)");
+  const float* v = z.data<float>();
+  for (int64_t i = 0; i < z.numel(); ++i)
+    if (!std::isfinite(v[i]))
+      return invalid_argument("video latents contain a non-finite value (" + std::to_string(v[i]) + " at flat index " +
+                              std::to_string(i) + "); the generation diverged or the file is corrupt");
+  return Status::Ok();
+}
+
+Result<Tensor> VideoVae::decode_tile(const Tensor& z) {
+  Backend& be = backend_;
+  const int64_t c = cfg_.latent_channels, t = z.dim(1), h = z.dim(2), wd = z.dim(3);
+  const int64_t n = t * h * wd, r = cfg_.registers, s = n + r + 1;
+  const int64_t d = cfg_.dim(), f = cfg_.ffn_dim(), pv = cfg_.patch_values();
+  // Tokens are voxels in (t, h, w) order, channels last.
+  Tensor tok = Tensor::empty({n, c}, DType::kF32);  // [N, C] f32
+  for (int64_t ci = 0; ci < c; ++ci)
+    for (int64_t i = 0; i < n; ++i) tok.data<float>()[i * c + ci] = z.data<float>()[ci * n + i];
+  VORTEX_ASSIGN_OR_RETURN(Tensor tok_d, be.upload(tok));
+  VORTEX_ASSIGN_OR_RETURN(Tensor pq, be.alloc({n, c}, DType::kF32));  // [N, C] f32
+  VORTEX_RETURN_IF_ERROR(be.linear(tok_d, w_.post_quant_conv, &w_.post_quant_conv_bias, pq).with_context("post_quant_conv"));
+  VORTEX_ASSIGN_OR_RETURN(Tensor x, be.alloc({s, d}, DType::kF32));  // [S, D] f32 residual stream
+  {
+    VORTEX_ASSIGN_OR_RETURN(Tensor xv, x.narrow(0, 0, n));
+    VORTEX_RETURN_IF_ERROR(be.linear(pq, w_.decoder_proj_in, &w_.decoder_proj_in_bias, xv).with_context("proj_in"));
+    if (r > 0) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor xr, x.narrow(0, n, r));
+      VORTEX_RETURN_IF_ERROR(be.copy(w_.decoder_register_tokens, xr));
+    }
+    VORTEX_ASSIGN_OR_RETURN(Tensor xz, x.narrow(0, n + r, 1));
+    VORTEX_RETURN_IF_ERROR(be.copy(w_.zero_token, xz));
+  }
+  // RoPE: per axis coordinate 2 * ((i + 0.5) / size) - 1 in FP32, angle = fp32(fp32(2 pi * pos) * inv_freq),
+  // columns [t freqs | h freqs | w freqs]; registers and the zero token sit at 0 (cos 1, sin 0).
+  const int rd = cfg_.rope_dims(), half = rd / 2, nf = rd / 6;
+  RopeTables rope;
+  rope.rope_dims = rd;
+  {
+    std::vector<float> inv_freq(static_cast<size_t>(nf));
+    for (int k = 0; k < nf; ++k) {
+      const float e = static_cast<float>(static_cast<double>(k) * (6.0 / rd));
+      const float pw = static_cast<float>(std::pow(static_cast<double>(cfg_.rope_theta), static_cast<double>(e)));
+      inv_freq[static_cast<size_t>(k)] = 1.0f / pw;
+    }
+    Tensor cos_t = Tensor::empty({s, half}, DType::kBF16), sin_t = Tensor::empty({s, half}, DType::kBF16);
+    const float two_pi = static_cast<float>(2.0 * M_PI);
+    const int64_t sizes[3] = {t, h, wd};
+    for (int64_t i = 0; i < s; ++i) {
+      int64_t idx[3] = {0, 0, 0};
+      if (i < n) idx[0] = i / (h * wd), idx[1] = (i / wd) % h, idx[2] = i % wd;
+      for (int a = 0; a < 3; ++a) {
+        float pos = 0.0f;
+        if (i < n) {
+          volatile float q = (static_cast<float>(idx[a]) + 0.5f) / static_cast<float>(sizes[a]);
+          pos = 2.0f * q - 1.0f;
+        }
+        for (int k = 0; k < nf; ++k) {
+          volatile float sp = two_pi * pos;
+          const float ang = sp * inv_freq[static_cast<size_t>(k)];
+          const size_t col = static_cast<size_t>(i * half + a * nf + k);
+          cos_t.data<uint16_t>()[col] = bf16_bits_from_f32(static_cast<float>(std::cos(static_cast<double>(ang))));
+          sin_t.data<uint16_t>()[col] = bf16_bits_from_f32(static_cast<float>(std::sin(static_cast<double>(ang))));
+        }
+      }
+    }
+    VORTEX_ASSIGN_OR_RETURN(rope.cos, be.upload(cos_t));
+    VORTEX_ASSIGN_OR_RETURN(rope.sin, be.upload(sin_t));
+  }
+  VORTEX_ASSIGN_OR_RETURN(Tensor nrm, be.alloc({s, d}, DType::kBF16));      // [S, D] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor qkv, be.alloc({s, 3 * d}, DType::kBF16));  // [S, 3I] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor o, be.alloc({s, d}, DType::kBF16));        // [S, I] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor a, be.alloc({s, d}, DType::kBF16));        // [S, D] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor u, be.alloc({s, 2 * f}, DType::kBF16));    // [S, 2F] bf16, [gate | value]
+  VORTEX_ASSIGN_OR_RETURN(Tensor m, be.alloc({s, f}, DType::kBF16));        // [S, F] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.as_strided({s, d}, {3 * d, 1}, 0));
+  VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.as_strided({s, d}, {3 * d, 1}, d));
+  VORTEX_ASSIGN_OR_RETURN(Tensor v, qkv.as_strided({s, d}, {3 * d, 1}, 2 * d));
+  const ExecOptions opts;
+  for (size_t i = 0; i < w_.blocks.size(); ++i) {
+    const VideoVaeBlockWeights& b = w_.blocks[i];
+    const std::string ctx = "video VAE block " + std::to_string(i);
+    VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, b.norm1_weight, cfg_.norm_eps, nrm).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.linear(nrm, b.attn_qkv, &b.attn_qkv_bias, qkv).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.qk_norm_rope(q, k, w_.qk_norm_ones, w_.qk_norm_ones, cfg_.norm_eps, &rope, cfg_.heads,
+                                           cfg_.head_dim).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.attention(q, k, v, cfg_.heads, cfg_.head_dim, o, opts).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.linear(o, b.attn_to_out_0, &b.attn_to_out_0_bias, a).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.scale_add(x, a, b.scale1).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, b.norm2_weight, cfg_.norm_eps, nrm).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.linear(nrm, b.ff_net_0_proj, &b.ff_net_0_proj_bias, u).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.swiglu(u, m).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.linear(m, b.ff_net_2, &b.ff_net_2_bias, a).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.scale_add(x, a, b.scale2).with_context(ctx));
+  }
+  VORTEX_RETURN_IF_ERROR(be.layer_norm(x, w_.decoder_norm_out_weight, w_.decoder_norm_out_bias, cfg_.norm_eps, nrm)
+                             .with_context("video VAE norm_out"));
+  VORTEX_ASSIGN_OR_RETURN(Tensor y, be.alloc({s, pv}, DType::kBF16));  // [S, 3 * pt * p * p] bf16
+  VORTEX_RETURN_IF_ERROR(be.linear(nrm, w_.decoder_proj_out, &w_.decoder_proj_out_bias, y).with_context("proj_out"));
+  Tensor yh = Tensor::empty({s, pv}, DType::kBF16);
+  VORTEX_RETURN_IF_ERROR(be.download(y, yh));
+  // Unpatchify: token (ti, hi, wi) value ((ch * pt + a) * p + b) * p + cc -> pixel (ch, ti*pt + a, hi*p + b, wi*p + cc).
+  const int64_t p = cfg_.patch, pt = cfg_.patch_t, oc = cfg_.out_channels;
+  Tensor out = Tensor::empty({oc, t * pt, h * p, wd * p}, DType::kF32);
+  float* dst = out.data<float>();
+  const uint16_t* src = yh.data<uint16_t>();
+  const int64_t fo = t * pt, ho = h * p, wo = wd * p;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t ti = i / (h * wd), hi = (i / wd) % h, wi = i % wd;
+    for (int64_t ch = 0; ch < oc; ++ch)
+      for (int64_t aa = 0; aa < pt; ++aa)
+        for (int64_t bb = 0; bb < p; ++bb)
+          for (int64_t cc = 0; cc < p; ++cc)
+            dst[((ch * fo + ti * pt + aa) * ho + hi * p + bb) * wo + wi * p + cc] =
+                f32_from_bf16_bits(src[i * pv + ((ch * pt + aa) * p + bb) * p + cc]);
+  }
+  return out;
+}
+
+Result<Tensor> VideoVae::decode_clip(const Tensor& z, int64_t& done, int64_t total, const VaeProgressFn& progress) {
+  auto tick = [&] {
+    ++done;
+    if (progress) progress({"video", done, total});
+  };
+  if (!cfg_.tiling) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor out, decode_tile(z));
+    tick();
+    return out;
+  }
+  const int ratio = cfg_.patch;
+  const int hp = static_cast<int>(z.dim(2)) * ratio, wp = static_cast<int>(z.dim(3)) * ratio;
+  const TileSplit ys = split_tiles(hp, cfg_.tile, cfg_.tile_overlap, ratio);
+  const TileSplit xs = split_tiles(wp, cfg_.tile, cfg_.tile_overlap, ratio);
+  std::vector<std::vector<Video>> tiles;
+  for (size_t i = 0; i < ys.starts.size(); ++i) {
+    std::vector<Video> row;
+    for (size_t j = 0; j < xs.starts.size(); ++j) {
+      Tensor zt = latent_block(z, 0, z.dim(1), ys.starts[i] / ratio, ys.lengths[i] / ratio, xs.starts[j] / ratio,
+                               xs.lengths[j] / ratio);
+      VORTEX_ASSIGN_OR_RETURN(Tensor dec, decode_tile(zt));
+      row.push_back(video_from_tensor(dec));
+      tick();
+    }
+    tiles.push_back(std::move(row));
+  }
+  // _stitch_tiles: blend with the ORIGINAL tile above and to the left, then crop the overlap that the next
+  // tile will blend in.
+  std::vector<Video> rows;
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    std::vector<Video> parts;
+    for (size_t j = 0; j < tiles[i].size(); ++j) {
+      Video tile = tiles[i][j];
+      if (i > 0) tile = blend(tiles[i - 1][j], tile, ys.overlaps[i - 1], 1);
+      if (j > 0) tile = blend(tiles[i][j - 1], tile, xs.overlaps[j - 1], 2);
+      int th = tile.h, tw = tile.w;
+      if (i + 1 < tiles.size()) th -= ys.overlaps[i];
+      if (j + 1 < tiles[i].size()) tw -= xs.overlaps[j];
+      parts.push_back(crop(tile, 0, tile.f, 0, th, 0, tw));
+    }
+    rows.push_back(concat(parts, 2));
+  }
+  return tensor_from_video(concat(rows, 1));
+}
+
+Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& progress) {
+  VORTEX_RETURN_IF_ERROR(check_latents(latents));
+  const int64_t c = latents.dim(0), t = latents.dim(1), h = latents.dim(2), w = latents.dim(3);
+  const int64_t tcs = cfg_.tokens_chunk_size(), drop = cfg_.token_drop, ratio = cfg_.patch_t;
+  const int64_t chunk_frames = tcs * ratio, pre = cfg_.frame_pre_padding();
+  const int64_t num_tokens = t + drop, pad = ((-num_tokens) % tcs + tcs) % tcs;
+  const int64_t chunks = (num_tokens + pad) / tcs - (drop > 0 ? 1 : 0);
+  // De-normalize (latent * std + mean, FP32) and repeat the last frame `pad` times.
+  Tensor z = Tensor::empty({c, t + pad, h, w}, DType::kF32);
+  for (int64_t ci = 0; ci < c; ++ci)
+    for (int64_t ti = 0; ti < t + pad; ++ti)
+      for (int64_t i = 0; i < h * w; ++i) {
+        volatile float sv = latents.data<float>()[(ci * t + std::min(ti, t - 1)) * h * w + i] * cfg_.latents_std[ci];
+        z.data<float>()[(ci * (t + pad) + ti) * h * w + i] = sv + cfg_.latents_mean[ci];
+      }
+  const int64_t total = tile_forwards(latents.shape());
+  int64_t done = 0;
+  std::vector<Video> chunks_out;
+  Video overlap;
+  bool have_overlap = false;
+  for (int64_t i = 0; i < chunks; ++i) {
+    const int64_t start = i * tcs;
+    const int64_t len = std::min<int64_t>(tcs + cfg_.token_overlap(), t + pad - start);
+    VORTEX_ASSIGN_OR_RETURN(Tensor clip_t, decode_clip(latent_block(z, start, len, 0, h, 0, w), done, total, progress));
+    const Video clip = video_from_tensor(clip_t);
+    for (int64_t j = 0; j < (drop > 0 ? 2 : 1); ++j) {
+      const int64_t fs = j * chunk_frames;
+      const int64_t fe = std::min<int64_t>(clip.f, fs + chunk_frames);
+      const int64_t f0 = std::min<int64_t>(fe, fs + pre);
+      Video chunk = crop(clip, static_cast<int>(f0), static_cast<int>(fe - f0), 0, clip.h, 0, clip.w);
+      if (j == 0) {
+        if (have_overlap) chunk = blend(overlap, chunk, cfg_.frame_overlap(), 0);
+        chunks_out.push_back(std::move(chunk));
+      } else {
+        overlap = std::move(chunk);
+        have_overlap = true;
+      }
+    }
+  }
+  if (have_overlap) chunks_out.push_back(overlap);
+  Video dec = concat(chunks_out, 0);
+  if (pad > 0) {
+    const int64_t tail = cfg_.clip_length % ratio;
+    int64_t pad_frames = 0;
+    for (int64_t k = 0; k < pad; ++k) pad_frames += (tail && (t + k) % tcs == 0) ? tail : ratio;
+    dec = crop(dec, 0, static_cast<int>(dec.f - pad_frames), 0, dec.h, 0, dec.w);
+  }
+  return tensor_from_video(dec);
+}
+
+Result<Tensor> video_to_rgb8(const Tensor& decoded) {
+  if (!decoded.defined() || decoded.ndim() != 4 || decoded.dim(0) != 3 || decoded.dtype() != DType::kF32 ||
+      !decoded.is_contiguous())
+    return invalid_argument("video_to_rgb8: expected a contiguous [3, F, H, W] f32 tensor, got " + decoded.describe());
+  const int64_t f = decoded.dim(1), h = decoded.dim(2), w = decoded.dim(3), plane = f * h * w;
+  Tensor out = Tensor::empty({f, h, w, 3}, DType::kU8);
+  const float* src = decoded.data<float>();
+  uint8_t* dst = out.data<uint8_t>();
+  for (int ch = 0; ch < 3; ++ch)
+    for (int64_t i = 0; i < plane; ++i) {
+      volatile float sv = src[ch * plane + i] * kImagenetStd[ch];
+      float v = sv + kImagenetMean[ch];
+      v = std::isnan(v) ? 0.0f : std::min(1.0f, std::max(0.0f, v));
+      volatile float s255 = v * 255.0f;
+      dst[i * 3 + ch] = static_cast<uint8_t>(std::nearbyint(static_cast<float>(s255)));  // ties to even
+    }
+  return out;
+}
+
+}  // namespace vortex

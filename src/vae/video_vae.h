@@ -1,0 +1,144 @@
+// H3's video VAE decoder ("f16t4d24", diffusers AutoencoderKLMiniMaxH3.decode): latent de-normalization,
+// post_quant_conv, the non-causal ViT decoder (registers + one zero token, 3-axis partial RoPE, QK-norm,
+// SwiGLU, LayerScale residuals), unpatchify, the released spatial tiling with linear blends (on by default)
+// and the temporal clips of 5 + 2 latent frames cross-faded over 5 pixel frames. Written once against the
+// Backend; the numerical program (BF16 activations, FP32 residual stream and pinned modules) is
+// docs/numerics.md "VAE decoders". Weights are named after the checkpoint keys (decoder.*, post_quant_conv.*).
+// Tested in tests/vae/video_vae_test.cpp (diffusers fixtures: PSNR, uint8 agreement; tiling geometry; errors).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/backend.h"
+#include "vae/vae_checkpoint.h"
+#include "vortex/status.h"
+#include "vortex/tensor.h"
+
+namespace vortex {
+
+struct VideoVaeConfig {
+  int latent_channels = 24;
+  int out_channels = 3;
+  int patch = 16;    // prod(spatial_downsample_factors): pixels per latent along H and W
+  int patch_t = 4;   // prod(temporal_downsample_factors)
+  int num_layers = 36;
+  int heads = 32;
+  int head_dim = 64;
+  int registers = 4;
+  int ffn_mult = 4;
+  float rope_theta = 100.0f;
+  float rope_dim_ratio = 0.75f;
+  float norm_eps = 1e-5f;
+  int clip_length = 17;
+  int token_drop = 3;
+  std::vector<float> latents_mean = std::vector<float>(24, 0.0f);
+  std::vector<float> latents_std = std::vector<float>(24, 1.0f);
+  // Spatial tiling as released (AutoencoderKLMiniMaxH3: use_tiling = True, 256 px tiles, >= 64 px overlap).
+  bool tiling = true;
+  int tile = 256, tile_overlap = 64;
+
+  int dim() const { return heads * head_dim; }
+  int ffn_dim() const { return dim() * ffn_mult; }
+  int rope_dims() const { return static_cast<int>(head_dim * rope_dim_ratio); }
+  int patch_values() const { return out_channels * patch_t * patch * patch; }  // proj_out width
+  int frame_pre_padding() const { return ((-clip_length) % patch_t + patch_t) % patch_t; }
+  int tokens_chunk_size() const { return (clip_length + patch_t - 1) / patch_t; }
+  int token_overlap() const { int c = tokens_chunk_size(); return ((-token_drop) % c + c) % c; }
+  int frame_overlap() const { return std::max(token_overlap() * patch_t - frame_pre_padding(), 0); }
+
+  Status validate() const;
+  // diffusers config.json keys (missing keys keep the released values).
+  static Result<VideoVaeConfig> from_json(const nlohmann::json& cfg);
+  static VideoVaeConfig full();  // the released decoder (~2.4B parameters)
+  static VideoVaeConfig tiny();  // released geometry, 2 layers of width 32 (demos, CLI tests)
+};
+
+// One ViT block: decoder.transformer_blocks.{i}.*
+struct VideoVaeBlockWeights {
+  Tensor norm1_weight;          // [D] f32
+  LinearWeight attn_qkv;        // [3I, D] bf16: attn.to_q | to_k | to_v rows, fused at load
+  Tensor attn_qkv_bias;         // [3I] bf16
+  LinearWeight attn_to_out_0;   // [D, I] bf16
+  Tensor attn_to_out_0_bias;    // [D] bf16
+  Tensor scale1;                // [D] f32
+  Tensor norm2_weight;          // [D] f32
+  LinearWeight ff_net_0_proj;   // [2F, D] bf16, rows [gate | value] (the file stores [value | gate])
+  Tensor ff_net_0_proj_bias;    // [2F] bf16, same order
+  LinearWeight ff_net_2;        // [D, F] bf16
+  Tensor ff_net_2_bias;         // [D] bf16
+  Tensor scale2;                // [D] f32
+};
+
+struct VideoVaeWeights {
+  LinearWeight post_quant_conv;     // [C, C] f32 (a 1x1x1 Conv3d)
+  Tensor post_quant_conv_bias;      // [C] f32
+  LinearWeight decoder_proj_in;     // [D, C] f32
+  Tensor decoder_proj_in_bias;      // [D] f32
+  Tensor decoder_register_tokens;   // [R, D] f32
+  std::vector<VideoVaeBlockWeights> blocks;
+  Tensor decoder_norm_out_weight;   // [D] f32
+  Tensor decoder_norm_out_bias;     // [D] f32
+  LinearWeight decoder_proj_out;    // [3 * pt * p * p, D] bf16
+  Tensor decoder_proj_out_bias;     // [3 * pt * p * p] bf16
+  Tensor zero_token;                // [1, D] f32 zeros (the appended all-zero token)
+  Tensor qk_norm_ones;              // [head_dim] bf16 ones (norm_q / norm_k have no weight)
+};
+
+// Pixel-space tile layout of one axis (AutoencoderKLMiniMaxH3._split_tiles).
+struct TileSplit {
+  std::vector<int> starts, lengths, overlaps;
+};
+TileSplit split_tiles(int length, int tile, int min_overlap, int ratio);
+
+struct VaeProgress {
+  std::string stage;  // "video" | "audio"
+  int64_t done = 0, total = 0;  // tile forwards (video) or stereo channels (audio)
+};
+using VaeProgressFn = std::function<void(const VaeProgress&)>;
+
+class VideoVae {
+ public:
+  // Loads a VAE folder (config.json + diffusion_pytorch_model.safetensors[.index.json]); the encoder's
+  // tensors are not read. Every decoder tensor is checked by name and shape.
+  static Result<std::unique_ptr<VideoVae>> load(const std::string& dir, Backend& backend);
+  // Deterministic synthetic weights with the real names and shapes (for demos and benchmarks).
+  static Result<std::unique_ptr<VideoVae>> synthetic(const VideoVaeConfig& cfg, Backend& backend, uint64_t seed);
+  // Builds from any tensor source (the loader and the synthetic path both come through here).
+  static Result<std::unique_ptr<VideoVae>> from_source(const VideoVaeConfig& cfg, const VaeTensorSource& src,
+                                                       Backend& backend);
+
+  const VideoVaeConfig& config() const { return cfg_; }
+  VideoVaeConfig& mutable_config() { return cfg_; }  // tiling switches only
+  int64_t parameter_count() const { return params_; }
+
+  // Checks a [C, T, H, W] f32 host tensor of normalized latents: shape, finiteness, decodable T.
+  Status check_latents(const Tensor& latents) const;
+  // Output frames of T latent frames (0 when T cannot be decoded).
+  int64_t frames_for(int64_t latent_frames) const;
+  // Tile forwards a decode of `latents` runs (for progress).
+  int64_t tile_forwards(const Shape& latent_shape) const;
+  // Normalized latents [C, T, H, W] f32 host -> ImageNet-space video [3, F, H * p, W * p] f32 host.
+  Result<Tensor> decode(const Tensor& latents, const VaeProgressFn& progress = nullptr);
+  // One ViT forward: de-normalized latents [C, t, h, w] f32 host -> [3, t * pt, h * p, w * p] f32 host.
+  Result<Tensor> decode_tile(const Tensor& z);
+
+ private:
+  VideoVae(VideoVaeConfig cfg, Backend& backend) : cfg_(std::move(cfg)), backend_(backend) {}
+  Result<Tensor> decode_clip(const Tensor& z, int64_t& done, int64_t total, const VaeProgressFn& progress);
+
+  VideoVaeConfig cfg_;
+  Backend& backend_;
+  VideoVaeWeights w_;
+  int64_t params_ = 0;
+};
+
+// ImageNet de-normalization, clamp and 8-bit conversion (MiniMaxH3VideoDecodeStep + VideoProcessor):
+// v = clamp(fp32(fp32(x * std_c) + mean_c), 0, 1), u8 = round_half_even(fp32(v * 255)).
+// decoded [3, F, H, W] f32 -> frames [F, H, W, 3] u8 (interleaved RGB, what the encoder and PNGs receive).
+Result<Tensor> video_to_rgb8(const Tensor& decoded);
+
+}  // namespace vortex

@@ -1,0 +1,170 @@
+// `vortex decode` end to end through the built binary: generate -> decode with synthetic decoders (streams,
+// frame count, sample rate; the PNG frames equal the in-process decode that the MP4 encoder received), the
+// diffusers fixture VAE folders through the CLI (frames within 1/255 of diffusers' uint8), and bad input:
+// exit 2 with a clear message and nothing written; runtime failures exit 1.
+#include <png.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "cli/cli_test_util.h"
+#include "io/safetensors.h"
+#include "media/mp4_writer.h"
+#include "model/backend.h"
+#include "vae/audio_vae.h"
+#include "vae/video_vae.h"
+
+namespace vortex_cli_test {
+namespace {
+
+using vortex::DType;
+using vortex::Tensor;
+
+std::string fixtures() { return VORTEX_VAE_FIXTURES; }
+
+// 8-bit RGB PNG -> bytes [H, W, 3].
+std::vector<uint8_t> read_png(const std::string& path, int& w, int& h) {
+  png_image img;
+  std::memset(&img, 0, sizeof(img));
+  img.version = PNG_IMAGE_VERSION;
+  std::vector<uint8_t> px;
+  if (!png_image_begin_read_from_file(&img, path.c_str())) return px;
+  img.format = PNG_FORMAT_RGB;
+  px.resize(PNG_IMAGE_SIZE(img));
+  if (!png_image_finish_read(&img, nullptr, px.data(), 0, nullptr)) px.clear();
+  w = static_cast<int>(img.width);
+  h = static_cast<int>(img.height);
+  return px;
+}
+
+Tensor read_tensor(const std::string& file, const std::string& name) {
+  auto f = vortex::SafetensorsFile::open(file);
+  EXPECT_TRUE(f.ok()) << f.status().to_string();
+  auto t = f->tensor(name);
+  EXPECT_TRUE(t.ok());
+  Tensor c = Tensor::empty(t->shape(), t->dtype());
+  std::memcpy(c.raw_data(), t->raw_data(), c.nbytes());
+  return c;
+}
+
+void write_latents(const std::string& dir, const Tensor& video, const Tensor& audio) {
+  fs::create_directories(dir);
+  ASSERT_TRUE(vortex::write_safetensors(dir + "/video_latents.safetensors", {{"video_latents", video}}).ok());
+  ASSERT_TRUE(vortex::write_safetensors(dir + "/audio_latents.safetensors", {{"audio_latents", audio}}).ok());
+}
+
+TEST(CliDecode, GenerateThenDecodeWithSyntheticDecoders) {
+  ScratchDir tmp;
+  RunResult g = run_vortex("generate --config h3-tiny --synthetic --synthetic-text 8 --width 448 --height 256 "
+                           "--frames 22 --steps 1 --seed 3 --backend cpu --quiet --out " + tmp.str("gen"));
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  RunResult d = run_vortex("decode " + tmp.str("gen") + " --synthetic-vae tiny --out " + tmp.str("dec") +
+                           " --frames-dir " + tmp.str("frames"));
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_NE(d.output.find("decode: video tile 2/2"), std::string::npos) << d.output;
+  auto info = vortex::probe_media(tmp.str("dec/video.mp4"));
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->streams, 2);
+  EXPECT_EQ(info->video_codec, "h264");
+  EXPECT_EQ(info->pixel_format, "yuv420p");
+  EXPECT_EQ(info->width, 448);
+  EXPECT_EQ(info->height, 256);
+  EXPECT_EQ(info->video_frames, 22);
+  EXPECT_EQ(info->audio_codec, "aac");
+  EXPECT_EQ(info->sample_rate, 32000);
+  EXPECT_EQ(info->channels, 2);
+  EXPECT_NEAR(info->duration_s, 22.0 / 24.0, 0.1);
+  const Tensor audio_latents = read_tensor(tmp.str("gen/audio_latents.safetensors"), "audio_latents");
+  EXPECT_EQ(fs::file_size(tmp.str("dec/audio.wav")), 56u + static_cast<uint64_t>(audio_latents.dim(2)) * 800 * 8);
+  auto manifest = nlohmann::json::parse(read_file(tmp.str("dec/decode.json")));
+  EXPECT_EQ(manifest["schema"], "vortex.decode/1");
+  EXPECT_EQ(manifest["video"]["crf"], 18);
+  // The PNG frames are exactly what the encoder received: the same decode run in process.
+  auto backend = vortex::make_backend("cpu", 0);
+  ASSERT_TRUE(backend.ok());
+  auto vae = vortex::VideoVae::synthetic(vortex::VideoVaeConfig::tiny(), **backend, 0);
+  ASSERT_TRUE(vae.ok());
+  auto dec = (*vae)->decode(read_tensor(tmp.str("gen/video_latents.safetensors"), "video_latents"));
+  ASSERT_TRUE(dec.ok()) << dec.status().to_string();
+  auto rgb = vortex::video_to_rgb8(*dec);
+  ASSERT_TRUE(rgb.ok());
+  int count = 0;
+  for (const auto& e : fs::directory_iterator(tmp.str("frames"))) count += e.path().extension() == ".png";
+  EXPECT_EQ(count, 22);
+  for (int f : {0, 21}) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "frames/frame_%05d.png", f);
+    int w = 0, h = 0;
+    const std::vector<uint8_t> px = read_png(tmp.str(name), w, h);
+    ASSERT_EQ(w, 448);
+    ASSERT_EQ(h, 256);
+    EXPECT_EQ(std::memcmp(px.data(), rgb->data<uint8_t>() + static_cast<size_t>(f) * 448 * 256 * 3, px.size()), 0) << f;
+  }
+  // A second decode into the same folder needs --overwrite, which replaces only our own outputs.
+  RunResult again = run_vortex("decode " + tmp.str("gen") + " --synthetic-vae tiny --quiet --out " + tmp.str("dec"));
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  RunResult over = run_vortex("decode " + tmp.str("gen") + " --synthetic-vae tiny --quiet --overwrite --out " + tmp.str("dec"));
+  EXPECT_EQ(over.exit_code, 0) << over.output;
+}
+
+TEST(CliDecode, DiffusersFixtureFoldersThroughTheCli) {
+  ScratchDir tmp;
+  const Tensor video = read_tensor(fixtures() + "/video_cases.safetensors", "odd_single_tile.latents");
+  const Tensor want = read_tensor(fixtures() + "/video_cases.safetensors", "odd_single_tile.u8");  // [3, F, H, W]
+  write_latents(tmp.str("lat"), video, read_tensor(fixtures() + "/audio_cases.safetensors", "short.latents"));
+  RunResult d = run_vortex("decode " + tmp.str("lat") + " --vae " + fixtures() + "/video_vae --audio-vae " + fixtures() +
+                           "/audio_vae --quiet --out " + tmp.str("dec") + " --frames-dir " + tmp.str("frames"));
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  const int64_t f = want.dim(1), h = want.dim(2), w = want.dim(3);
+  int64_t within = 0, total = 0;
+  for (int64_t fi = 0; fi < f; ++fi) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "frames/frame_%05lld.png", static_cast<long long>(fi));
+    int pw = 0, ph = 0;
+    const std::vector<uint8_t> px = read_png(tmp.str(name), pw, ph);
+    ASSERT_EQ(pw, w);
+    ASSERT_EQ(ph, h);
+    for (int64_t i = 0; i < h * w; ++i)
+      for (int c = 0; c < 3; ++c) {
+        within += std::abs(px[i * 3 + c] - want.data<uint8_t>()[(c * f + fi) * h * w + i]) <= 1;
+        ++total;
+      }
+  }
+  EXPECT_EQ(within, total);
+  auto info = vortex::probe_media(tmp.str("dec/video.mp4"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->video_frames, f);
+}
+
+TEST(CliDecode, BadInputExitsTwoAndWritesNothing) {
+  ScratchDir tmp;
+  auto make = [&](const std::string& name, Tensor v, Tensor a) { write_latents(tmp.str(name), v, a); };
+  Tensor good_a = Tensor::zeros({2, 32, 8}, DType::kF32);
+  Tensor nan_v = Tensor::zeros({24, 7, 2, 2}, DType::kF32);
+  nan_v.data<float>()[9] = NAN;
+  make("nan", nan_v, good_a);
+  make("channels", Tensor::zeros({16, 7, 2, 2}, DType::kF32), good_a);
+  make("frames", Tensor::zeros({24, 2, 2, 2}, DType::kF32), good_a);
+  make("audio", Tensor::zeros({24, 7, 2, 2}, DType::kF32), Tensor::zeros({2, 8, 8}, DType::kF32));
+  for (const char* c : {"nan", "channels", "frames", "audio"}) {
+    RunResult r = run_vortex("decode " + tmp.str(c) + " --synthetic-vae tiny --quiet --out " + tmp.str(std::string("out_") + c));
+    EXPECT_EQ(r.exit_code, 2) << c << ": " << r.output;
+    EXPECT_FALSE(fs::exists(tmp.str(std::string("out_") + c))) << c;
+    for (const auto& e : fs::directory_iterator(tmp.path()))
+      EXPECT_EQ(e.path().filename().string().find(".partial-"), std::string::npos) << e.path();
+  }
+  EXPECT_NE(run_vortex("decode " + tmp.str("nan") + " --synthetic-vae tiny --out " + tmp.str("o")).output.find("non-finite"),
+            std::string::npos);
+  // Missing decoders, a missing folder, a foreign --out.
+  EXPECT_EQ(run_vortex("decode " + tmp.str("audio") + " --out " + tmp.str("o")).exit_code, 2);
+  EXPECT_EQ(run_vortex("decode " + tmp.str("nope") + " --synthetic-vae tiny --out " + tmp.str("o")).exit_code, 2);
+  make("ok", Tensor::zeros({24, 7, 2, 2}, DType::kF32), good_a);
+  fs::create_directories(tmp.str("foreign"));
+  { std::ofstream(tmp.str("foreign/notes.txt")) << "keep"; }
+  RunResult r = run_vortex("decode " + tmp.str("ok") + " --synthetic-vae tiny --quiet --overwrite --out " + tmp.str("foreign"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(read_file(tmp.str("foreign/notes.txt")), "keep");
+}
+
+}  // namespace
+}  // namespace vortex_cli_test

@@ -1,0 +1,16 @@
+# VAE decoders: parity with diffusers 0.42.1 (fixtures made by tests/vae/make_vae_fixtures.py and committed;
+# CI needs no torch), loaders and their errors, synthetic weights.
+set(VORTEX_VAE_FIXTURE_DIR "${CMAKE_SOURCE_DIR}/tests/vae/fixtures")
+vortex_test(NAME vae_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/vae_parity_test.cpp
+            LIBS vortex_vae vortex_engine)
+target_compile_definitions(vae_parity_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
+vortex_test(NAME vae_loader_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/vae_loader_test.cpp
+            LIBS vortex_vae vortex_engine)
+target_compile_definitions(vae_loader_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
+if(TARGET vortex_cli)
+  vortex_test(NAME cli_decode_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_decode_test.cpp
+              LIBS vortex_vae vortex_media vortex_engine nlohmann_json::nlohmann_json OpenSSL::Crypto PNG::PNG)
+  target_compile_definitions(cli_decode_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
+                                                     VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
+  add_dependencies(cli_decode_test vortex_cli)
+endif()
