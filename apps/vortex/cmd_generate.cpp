@@ -13,9 +13,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "engine/generate.h"
+#include "lora/lora.h"
+#include "sampler/sampler.h"
 
 namespace vortex::cli {
 namespace {
@@ -39,6 +42,10 @@ struct GenerateArgs {
   std::string precision = "bf16";
   std::string attention = "sdpa";
   bool quiet = false;
+  std::vector<std::string> loras;  // FILE[:SCALE], repeatable
+  bool lora_allow_unmatched = false;
+  std::string lora_mode = "merge";
+  std::string preset;  // "" | "turbo4"
 };
 
 std::optional<long long> parse_integer(const std::string& s) {
@@ -184,6 +191,27 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
   r.overwrite = a.overwrite;
   r.exec.precision = a.precision;
   r.exec.attention = a.attention;
+  // ---- LoRA adapters and presets (src/lora, docs/lora.md) ----
+  for (const std::string& l : a.loras) {
+    Result<LoraSpec> spec = parse_lora_spec(l);
+    if (!spec.ok()) return fail(2, spec.status().message());
+    r.loras.push_back(*spec);
+  }
+  r.lora_allow_unmatched = a.lora_allow_unmatched;
+  r.lora_mode = a.lora_mode;
+  if (!a.preset.empty()) {
+    if (a.preset != "turbo4") return fail(2, "--preset must be turbo4, got '" + a.preset + "'");
+    if (r.loras.empty())
+      return fail(2, "--preset turbo4 is the 4-step schedule of the Turbo LoRA: pass the adapter with --lora FILE "
+                     "(docs/lora.md names the files)");
+    // SamplerSpec::turbo4: the adapter's published settings (4 steps, shift 6 / 3, euler, simple schedule).
+    const SamplerSpec turbo = SamplerSpec::turbo4();
+    if (sub.count("--steps") == 0) r.steps = turbo.steps;
+    if (sub.count("--sampler") == 0) r.sampler = sampler_kind_name(turbo.kind);
+    if (sub.count("--schedule") == 0) r.schedule = av_schedule_mode_name(turbo.mode);
+    r.video_shift = turbo.video_shift;
+    r.audio_shift = turbo.audio_shift;
+  }
 
   StderrProgress progress(a.quiet);
   Result<GenerateResult> result = generate(r, progress);
@@ -232,6 +260,18 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_flag("--overwrite", args->overwrite, "Replace an --out directory holding a previous Vortex run (only that)");
   sub->add_option("--precision", args->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only (GEMM precision; default bf16)")->type_name("NAME");
   sub->add_option("--attention", args->attention, "sdpa | sage2 (default sdpa)")->type_name("NAME");
+  sub->add_option("--lora", args->loras,
+                  "LoRA adapter FILE[:SCALE], repeatable; SCALE multiplies alpha/rank (default 1), or is the whole "
+                  "scale when the file's alpha is ambiguous (docs/lora.md)")
+      ->type_name("FILE[:SCALE]");
+  sub->add_flag("--lora-allow-unmatched", args->lora_allow_unmatched,
+                "Skip LoRA keys that match no layer with a warning instead of failing");
+  sub->add_option("--lora-mode", args->lora_mode,
+                  "merge (into the BF16 weights at load, default) | runtime (unmerged low-rank branch, BF16 only)")
+      ->type_name("NAME");
+  sub->add_option("--preset", args->preset,
+                  "turbo4: 4 steps, shift 6 / 3, euler, for the Turbo LoRA given with --lora")
+      ->type_name("NAME");
   sub->add_flag("--quiet", args->quiet, "No progress output");
   sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub); });
 }

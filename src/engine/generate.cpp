@@ -486,8 +486,8 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   spec.kind = sampler_kind;
   spec.mode = schedule_mode;
   spec.steps = req.steps;
-  spec.video_shift = cfg.video_shift;
-  spec.audio_shift = cfg.audio_shift;
+  spec.video_shift = req.video_shift > 0.0 ? req.video_shift : cfg.video_shift;
+  spec.audio_shift = req.audio_shift > 0.0 ? req.audio_shift : cfg.audio_shift;
   VORTEX_ASSIGN_OR_RETURN(AvSchedule schedule, make_av_schedule(spec));
 
   Result<std::unique_ptr<Backend>> made = make_backend(req.backend, req.threads);
@@ -524,6 +524,18 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
     for (const std::string& n : load_notes) progress.note(n);
     if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), req.checkpoint_path);
     weights = std::move(*loaded);
+  }
+  // LoRA adapters: merged into the BF16 weights (then quantized by apply_precision) or run-time branches.
+  nlohmann::ordered_json lora_manifest = nlohmann::ordered_json::array();
+  if (!req.loras.empty()) {
+    progress.stage("applying LoRA adapters");
+    LoraApplyOptions lora_options;
+    lora_options.allow_unmatched = req.lora_allow_unmatched;
+    lora_options.mode = req.lora_mode;
+    lora_options.precision = exec.precision;
+    VORTEX_RETURN_IF_ERROR(apply_lora_adapters(
+        weights, req.loras, lora_options, cfg, *backend, [&](std::string_view m) { progress.note(m); },
+        [&](std::string_view m) { progress.warning(m); }, &lora_manifest));
   }
   VORTEX_RETURN_IF_ERROR(backend->synchronize());
   const double load_seconds = seconds_since(t_load);
@@ -640,6 +652,7 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
                        {"synthetic_text_seed", req.text_embeddings_path.empty()
                                                    ? nlohmann::ordered_json(synthetic_text_seed(req.seed))
                                                    : nlohmann::ordered_json(nullptr)}};
+  manifest["lora"] = lora_manifest;
   manifest["model_config"] = model_config_json(cfg);
   manifest["geometry"] = geometry_json(geo);
   manifest["schedule"] = {{"mode", av_schedule_mode_name(schedule_mode)},

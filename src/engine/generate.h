@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lora/lora.h"
 #include "model/backend.h"
 #include "model/packing.h"
 #include "sampler/sampler.h"
@@ -46,6 +47,14 @@ struct GenerateRequest {
   std::string out_dir;
   bool overwrite = false;                 // replace an out_dir holding a previous run (check_replaceable_run_dir)
   ExecOptions exec;                       // precision / attention switches (passed to H3Model)
+
+  // LoRA adapters (src/lora/lora.h, docs/lora.md): merged into the BF16 weights after loading (mode "merge",
+  // before apply_precision quantizes them) or attached as run-time branches (mode "runtime").
+  std::vector<LoraSpec> loras;
+  bool lora_allow_unmatched = false;
+  std::string lora_mode = "merge";
+  // > 0: the flow shifts instead of the config's (--preset turbo4: video 6, audio 3).
+  double video_shift = 0.0, audio_shift = 0.0;
 };
 
 // Progress reports from generate(); the CLI draws a bar, tests ignore them.

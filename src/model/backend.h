@@ -180,6 +180,24 @@ class Backend {
     return vae_op_unsupported("downsample1d");
   }
 
+  // ---- LoRA (src/lora; optional: a backend without them gets kUnsupported and src/lora falls back) ----
+  // Merge one LoRA part into a BF16 weight in place, rows [row_offset, row_offset + B.rows):
+  //   kSingleRounding: W' = R(W + scale * sum_k B[i,k] A[k,j]), sum and add in FP64 (ascending k), ONE rounding;
+  //   kPeft:           W' = R(W + R(fp32(scale) * fma-chain_fp32(B @ A))), PEFT's CPU merge (docs/lora.md).
+  // w [N, K] bf16 contiguous; a [r, K] f32, b [rows, r] f32, all on this backend.
+  virtual Status lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offset, double scale,
+                            LoraMergeProgram program) {
+    (void)w, (void)a, (void)b, (void)row_offset, (void)scale, (void)program;
+    return unsupported("lora_merge: not provided by the " + std::string(name()) + " backend");
+  }
+  // out = linear(x, w, bias) plus the run-time branch (LoraBranch in h3_weights.h): BF16 W and x only.
+  virtual Status linear_lora(const Tensor& x, const LinearWeight& w, const Tensor* bias, const LoraBranch& lora,
+                             Tensor& out) {
+    (void)x, (void)w, (void)bias, (void)lora, (void)out;
+    return unsupported("linear_lora (run-time LoRA): not provided by the " + std::string(name()) +
+                       " backend; use the merged path (--lora-mode merge, the default)");
+  }
+
   // ---- profiling (vortex bench) ----
   // Named regions on the device timeline (CUDA events on the CUDA backend). Regions do not nest.
   // take_regions() synchronizes and returns (name, ms) in issue order since the last call. The

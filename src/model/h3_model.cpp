@@ -39,6 +39,12 @@ std::vector<float> host_linear_f32(const std::vector<float>& x, int64_t m, const
   return out;
 }
 
+// A linear call site: the plain op, or the run-time LoRA branch when one is attached (src/lora).
+Status linear_call(Backend& backend, const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  if (w.lora) return backend.linear_lora(x, w, bias, *w.lora, out);
+  return backend.linear(x, w, bias, out);
+}
+
 float silu_f32(float v) {
   const double d = v;
   return static_cast<float>(d / (1.0 + std::exp(-d)));
@@ -125,7 +131,9 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
   // backend slot (E0 vs the eager "materialize, then linear() quantizes" program).
   const bool fused_q = opts.precision == "nvfp4" && opts.fused_nvfp4_producers &&
                        backend.has_quantized_producers(QuantFormat::kNvfp4);
-  auto fused_input = [&](const LinearWeight& w) { return fused_q && table != nullptr && w.format == QuantFormat::kNvfp4; };
+  auto fused_input = [&](const LinearWeight& w) {
+    return fused_q && table != nullptr && w.format == QuantFormat::kNvfp4 && !w.lora;
+  };
   // n = RMSNorm(x) [S, D] bf16 (unmodulated) -> modulate_quantize into slot 0 -> the NVFP4 GEMM.
   auto norm_quantize_linear = [&](const Tensor& norm_weight, int shift_chunk, int scale_chunk, const char* norm_region,
                                   const char* linear_region, const LinearWeight& w, Tensor& out) -> Status {
@@ -146,7 +154,7 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
                                .with_context("norm1"));
     // 3. qkv = R(n @ Wqkv^T)                                            // [S, 3I] bf16, [q | k | v]
     VORTEX_RETURN_IF_ERROR(
-        timed("qkv", [&] { return backend.linear(sc.norm_out, block.attn_qkv_proj, nullptr, sc.qkv); }).with_context("qkv_proj"));
+        timed("qkv", [&] { return linear_call(backend, sc.norm_out, block.attn_qkv_proj, nullptr, sc.qkv); }).with_context("qkv_proj"));
   }
   VORTEX_ASSIGN_OR_RETURN(Tensor q, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 0));          // [S, I] view
   VORTEX_ASSIGN_OR_RETURN(Tensor k, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, inner));      // [S, I] view
@@ -161,7 +169,7 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
       timed("attention", [&] { return backend.attention(q, k, v, heads, hd, sc.attn_out, opts); }).with_context("attention"));
   // 6. a = R(o @ Wout^T)                                              // [S, D] bf16
   VORTEX_RETURN_IF_ERROR(
-      timed("out_proj", [&] { return backend.linear(sc.attn_out, block.attn_out_proj, nullptr, sc.proj_out); })
+      timed("out_proj", [&] { return linear_call(backend, sc.attn_out, block.attn_out_proj, nullptr, sc.proj_out); })
           .with_context("out_proj"));
   // 7. x = R(x + R(gate_msa * a))  (refiner: x = R(x + a))
   // fused_gate_add is applied inside the backend (Backend::configure above); the model calls gate_add.
@@ -178,9 +186,9 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
                                .with_context("norm2"));
     // 9. u = R(n @ Wfc1^T) [S, 2F]
     VORTEX_RETURN_IF_ERROR(
-        timed("fc1", [&] { return backend.linear(sc.norm_out, block.mlp_fc1, nullptr, sc.fc1_out); }).with_context("fc1"));
+        timed("fc1", [&] { return linear_call(backend, sc.norm_out, block.mlp_fc1, nullptr, sc.fc1_out); }).with_context("fc1"));
   }
-  if (fused_q && block.mlp_fc2.format == QuantFormat::kNvfp4) {
+  if (fused_q && block.mlp_fc2.format == QuantFormat::kNvfp4 && !block.mlp_fc2.lora) {
     // 9-10 fused: f = R(q(R(R(silu(gate)) * value)) @ Wfc2^T) [S, D]; m is never written (slot 1).
     VORTEX_RETURN_IF_ERROR(timed("fc2", [&]() -> Status {
                              QuantizedActivation qa;
@@ -192,7 +200,7 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
     VORTEX_RETURN_IF_ERROR(timed("swiglu", [&] { return backend.swiglu(sc.fc1_out, sc.swiglu_out); }).with_context("swiglu"));
     // 10. f = R(m @ Wfc2^T) [S, D]  (FC2 weight-only / bf16 fallback keeps the BF16 m)
     VORTEX_RETURN_IF_ERROR(
-        timed("fc2", [&] { return backend.linear(sc.swiglu_out, block.mlp_fc2, nullptr, sc.proj_out); }).with_context("fc2"));
+        timed("fc2", [&] { return linear_call(backend, sc.swiglu_out, block.mlp_fc2, nullptr, sc.proj_out); }).with_context("fc2"));
   }
   // x = R(x + R(gate_mlp * f))
   VORTEX_RETURN_IF_ERROR(
@@ -330,15 +338,18 @@ Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
   for (int i = 0; i < cfg_.num_layers; ++i) {
     const H3BlockWeights& b = weights_.blocks[static_cast<size_t>(i)];
     VORTEX_ASSIGN_OR_RETURN(Tensor table, backend_.alloc({m, 18 * d}, DType::kBF16));  // [M, 18D] bf16
-    VORTEX_RETURN_IF_ERROR(backend_.linear(silu_temb, plain_linear(b.adaln_proj_linear_weight), &b.adaln_proj_linear_bias, table)
+    LinearWeight adaln = plain_linear(b.adaln_proj_linear_weight);
+    adaln.lora = b.adaln_proj_lora;
+    VORTEX_RETURN_IF_ERROR(linear_call(backend_, silu_temb, adaln, &b.adaln_proj_linear_bias, table)
                                .with_context("blocks." + std::to_string(i) + ".adaln_proj"));
     VORTEX_ASSIGN_OR_RETURN(Tensor rows, table.reshape({3 * m, 6 * d}));  // [3M, 6D]: row slot*3 + modality
     st.block_tables.push_back(rows);
   }
   VORTEX_ASSIGN_OR_RETURN(st.final_table, backend_.alloc({m, 2 * d}, DType::kBF16));  // [M, 2D] bf16
-  VORTEX_RETURN_IF_ERROR(backend_
-                             .linear(silu_temb, plain_linear(weights_.final_layer_adaln_proj_linear_weight),
-                                     &weights_.final_layer_adaln_proj_linear_bias, st.final_table)
+  LinearWeight final_adaln = plain_linear(weights_.final_layer_adaln_proj_linear_weight);
+  final_adaln.lora = weights_.final_layer_adaln_proj_lora;
+  VORTEX_RETURN_IF_ERROR(linear_call(backend_, silu_temb, final_adaln, &weights_.final_layer_adaln_proj_linear_bias,
+                                     st.final_table)
                              .with_context("final_layer.adaln_proj"));
   return st;
 }

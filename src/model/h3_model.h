@@ -67,6 +67,8 @@ class H3Model {
   const ModelConfig& config() const { return cfg_; }
   Backend& backend() { return backend_; }
   const H3Weights& weights() const { return weights_; }
+  // For switching run-time LoRA branches between requests (src/lora attach/detach); the base tensors stay.
+  H3Weights& mutable_weights() { return weights_; }
   ExecOptions& options() { return opts_; }
 
   // Once per request. `text` is host [L, text_dim] (Qwen3-VL layer-50 states, refined here) or

@@ -4,6 +4,7 @@
 // the loader converts per-head-interleaved files. `mlp_fc1` rows are [gate(F) | value(F)].
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,25 @@ enum class QuantFormat : uint8_t {
 };
 const char* quant_format_name(QuantFormat format);
 
+// A run-time low-rank branch on one linear layer (LoRA applied unmerged, src/lora/lora.h):
+// out = R(x W^T + bias + sum_p t_p B_p^T) on the rows [row_offset, row_offset + rows of B_p) of each part,
+// t_p = R(scale_p * x A_p^T). The CPU reference (src/ref/lora.cpp) defines the accumulation.
+struct LoraBranchPart {
+  Tensor a;                // [r, K] bf16 on the backend
+  Tensor b;                // [rows, r] bf16 on the backend
+  int64_t row_offset = 0;  // first output row of the layer this part writes (q/k/v thirds of a split file)
+  double scale = 1.0;      // strength * alpha / r
+};
+struct LoraBranch {
+  std::vector<LoraBranchPart> parts;
+};
+
+// How merge_lora rounds (src/lora/lora.h, docs/lora.md "Merge order").
+enum class LoraMergeProgram : uint8_t {
+  kSingleRounding,  // Vortex: W' = R(W + scale * B @ A), FP64, one rounding
+  kPeft,            // diffusers/PEFT fuse_lora on the CPU: delta rounded to BF16, then a BF16 add
+};
+
 struct LinearWeight {
   QuantFormat format = QuantFormat::kNone;
   Tensor weight;          // [N, K] (bf16/f32), [N, K] f8e4m3, or [N16, K16/2] u8 for nvfp4
@@ -28,6 +48,7 @@ struct LinearWeight {
   Tensor input_scale;     // optional static activation scale
   int64_t out_features = 0;  // N (unpadded)
   int64_t in_features = 0;   // K (unpadded)
+  std::shared_ptr<const LoraBranch> lora;  // null: plain linear (the default program, untouched)
 };
 
 // One transformer block: blocks.{i}.* (and token_refiner.blocks.{i}.*, which has no adaln_proj).
@@ -42,6 +63,7 @@ struct H3BlockWeights {
   LinearWeight mlp_fc2;         // [D, F]
   Tensor adaln_proj_linear_weight;  // [18D, E] bf16 (main blocks only)
   Tensor adaln_proj_linear_bias;    // [18D] bf16
+  std::shared_ptr<const LoraBranch> adaln_proj_lora;  // run-time LoRA on adaln_proj.linear (null: none)
 };
 
 struct H3Weights {
@@ -62,6 +84,7 @@ struct H3Weights {
   Tensor final_layer_norm_weight;               // [D] bf16
   Tensor final_layer_adaln_proj_linear_weight;  // [2D, E] bf16
   Tensor final_layer_adaln_proj_linear_bias;    // [2D] bf16
+  std::shared_ptr<const LoraBranch> final_layer_adaln_proj_lora;  // run-time LoRA (null: none)
   Tensor final_layer_video_out_weight;          // [96, D] f32
   Tensor final_layer_video_out_bias;            // [96] f32
   Tensor final_layer_audio_out_weight;          // [32, D] f32

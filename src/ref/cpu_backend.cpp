@@ -51,6 +51,16 @@ Status CpuBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor* 
   return ref::linear(x, w, bias, out, run_);
 }
 
+Status CpuBackend::lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offset, double scale,
+                              LoraMergeProgram program) {
+  return ref::lora_merge(w, a, b, row_offset, scale, program, run_);
+}
+
+Status CpuBackend::linear_lora(const Tensor& x, const LinearWeight& w, const Tensor* bias, const LoraBranch& lora,
+                               Tensor& out) {
+  return ref::linear_lora(x, w, bias, lora, out, run_);
+}
+
 Status CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
   return ref::rms_norm(x, weight, eps, out, run_);
 }

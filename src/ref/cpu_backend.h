@@ -38,6 +38,10 @@ class CpuBackend : public Backend {
   Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) override;
   Status swiglu(const Tensor& u, Tensor& m) override;
   Status cast(const Tensor& src, Tensor& dst) override;
+  Status lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offset, double scale,
+                    LoraMergeProgram program) override;
+  Status linear_lora(const Tensor& x, const LinearWeight& w, const Tensor* bias, const LoraBranch& lora,
+                     Tensor& out) override;
 
   Status rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) override;

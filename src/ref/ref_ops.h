@@ -92,4 +92,16 @@ Status check_rows(const Tensor& t, const char* what, DType dtype, int64_t rows, 
 // Checks that a segment table covers `rows` rows and points inside a table of `table_rows` rows.
 Status check_segments(const SegmentTable& seg, int64_t rows, int64_t table_rows);
 
+// LoRA (src/ref/lora.cpp, docs/lora.md). Merge of one part into w [N, K] bf16 rows [row_offset, +rows):
+//   kSingleRounding: W' = R(W + scale * sum_k B[i,k] A[k,j]) in FP64, ascending k, ONE rounding;
+//   kPeft: d = fp32 FMA chain over ascending k, R(W + R(d * fp32(scale))) with an FP32 add (PEFT on the CPU).
+// a [r, K] f32, b [rows, r] f32, contiguous.
+Status lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offset, double scale,
+                  LoraMergeProgram program, const RowRunner& run = run_serial);
+// Run-time branch: out = R(x W^T + bias + sum_p t_p B_p^T) with t_p = R(scale_p * x A_p^T) [M, r] BF16;
+// x W^T, x A^T and t B^T each an FP64 sum in ascending k (or r), added unrounded, ONE final rounding.
+// With every part's scale 0 the bytes equal linear(x, w, bias). BF16 W, x, A, B; W unquantized.
+Status linear_lora(const Tensor& x, const LinearWeight& w, const Tensor* bias, const LoraBranch& lora, Tensor& out,
+                   const RowRunner& run = run_serial);
+
 }  // namespace vortex::ref

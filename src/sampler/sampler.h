@@ -53,7 +53,7 @@ struct SamplerSpec {
   int steps = 12;
   double video_shift = 12.0;
   double audio_shift = 3.0;
-  static SamplerSpec turbo4();  // shift_v 6, shift_a 3, 4 steps, res_multistep
+  static SamplerSpec turbo4();  // shift_v 6, shift_a 3, 4 steps, euler, comfyui simple (the Turbo LoRA's settings)
 };
 Result<SamplerKind> sampler_kind_from_name(const std::string& name);  // "euler", "res_multistep"
 const char* sampler_kind_name(SamplerKind kind);

@@ -54,7 +54,8 @@ TEST(SigmaSchedule, Turbo4) {
   EXPECT_EQ(spec.steps, 4);
   EXPECT_EQ(spec.video_shift, 6.0);
   EXPECT_EQ(spec.audio_shift, 3.0);
-  EXPECT_EQ(spec.kind, SamplerKind::kResMultistep);
+  EXPECT_EQ(spec.kind, SamplerKind::kEuler);
+  EXPECT_EQ(spec.mode, AvScheduleMode::kComfyParity);
   auto sched = make_av_schedule(spec);
   ASSERT_TRUE(sched.ok()) << sched.status().to_string();
   expect_table(sched->sigma_video, {1.0, .94737, .85714, .66667, 0.0}, "turbo4 video");
