@@ -37,7 +37,7 @@ struct GenerateArgs {
   std::string out;
   bool overwrite = false;
   std::string precision = "bf16";
-  std::string attention = "sdpa";
+  std::string attention;  // empty: the backend policy's (sdpa on the CPU)
   bool quiet = false;
 };
 
@@ -161,29 +161,31 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
   }
   if (!a.seconds.empty()) {
     char* end = nullptr;
-    r.seconds = std::strtod(a.seconds.c_str(), &end);
-    if (end == a.seconds.c_str() || *end != '\0' || !std::isfinite(r.seconds) || r.seconds <= 0.0) {
+    r.run.seconds = std::strtod(a.seconds.c_str(), &end);
+    if (end == a.seconds.c_str() || *end != '\0' || !std::isfinite(r.run.seconds) || r.run.seconds <= 0.0) {
       return fail(2, "--seconds expects a positive number of seconds, got '" + a.seconds + "'");
     }
   }
-  r.config_name = a.config;
-  r.checkpoint_path = a.checkpoint;
-  r.synthetic_weights = a.synthetic;
-  r.text_embeddings_path = a.text_embeddings;
-  if (!to_u64("--weights-seed", a.weights_seed, r.weights_seed, error) ||
-      (!a.synthetic_text.empty() && !to_int("--synthetic-text", a.synthetic_text, r.synthetic_text_rows, error)) ||
-      !to_int("--width", a.width, r.width, error) || !to_int("--height", a.height, r.height, error) ||
-      !to_int("--frames", a.frames, r.frames, error) || !to_int("--steps", a.steps, r.steps, error) ||
-      !to_u64("--seed", a.seed, r.seed, error) || !to_int("--threads", a.threads, r.threads, error)) {
+  PipelineOptions& p = r.pipeline;
+  RunRequest& q = r.run;
+  p.config_name = a.config;
+  p.checkpoint_path = a.checkpoint;
+  p.synthetic_weights = a.synthetic;
+  q.text_embeddings_path = a.text_embeddings;
+  if (!to_u64("--weights-seed", a.weights_seed, p.weights_seed, error) ||
+      (!a.synthetic_text.empty() && !to_int("--synthetic-text", a.synthetic_text, q.synthetic_text_rows, error)) ||
+      !to_int("--width", a.width, q.width, error) || !to_int("--height", a.height, q.height, error) ||
+      !to_int("--frames", a.frames, q.frames, error) || !to_int("--steps", a.steps, q.steps, error) ||
+      !to_u64("--seed", a.seed, q.seed, error) || !to_int("--threads", a.threads, p.threads, error)) {
     return fail(2, error);
   }
-  r.sampler = a.sampler;
-  r.schedule = a.schedule;
-  r.backend = a.backend;
+  q.sampler = a.sampler;
+  q.schedule = a.schedule;
+  p.backend = a.backend;
   r.out_dir = a.out;
   r.overwrite = a.overwrite;
-  r.exec.precision = a.precision;
-  r.exec.attention = a.attention;
+  p.precision = a.precision;
+  q.attention = a.attention;
 
   StderrProgress progress(a.quiet);
   Result<GenerateResult> result = generate(r, progress);
@@ -231,7 +233,7 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--out", args->out, "Output directory (required)")->type_name("DIR");
   sub->add_flag("--overwrite", args->overwrite, "Replace an --out directory holding a previous Vortex run (only that)");
   sub->add_option("--precision", args->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only (GEMM precision; default bf16)")->type_name("NAME");
-  sub->add_option("--attention", args->attention, "sdpa | sage2 (default sdpa)")->type_name("NAME");
+  sub->add_option("--attention", args->attention, "sdpa | sage2 (default: the backend policy's; sdpa on the CPU)")->type_name("NAME");
   sub->add_flag("--quiet", args->quiet, "No progress output");
   sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub); });
 }
