@@ -6,6 +6,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libcli11-dev libpng-dev libssl-dev
+              libcpp-httplib-dev
               python3 python3-pip clang)
 
 log() { echo "bootstrap: $*"; }
@@ -31,7 +32,7 @@ else
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
   done
   if [[ ${#missing[@]} -gt 0 ]]; then
-    log "missing: ${missing[*]} (plus the headers of gtest, nlohmann-json, CLI11, libpng, OpenSSL); install them with your package manager"
+    log "missing: ${missing[*]} (plus the headers of gtest, nlohmann-json, CLI11, libpng, OpenSSL, cpp-httplib); install them with your package manager"
     exit 1
   fi
 fi
