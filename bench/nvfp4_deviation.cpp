@@ -248,7 +248,8 @@ Status run(int argc, char** argv) {
     if (b < 0 || b >= w.cfg.num_layers)
       return invalid_argument("block " + std::to_string(b) + " outside [0, " + std::to_string(w.cfg.num_layers) + ")");
   auto* dev = new DeviationBackend(std::move(inner));
-  w.backend.reset(dev);
+  std::unique_ptr<Backend> backend_owner(dev);  // outlives w, which only points at it
+  w.backend = dev;
   const auto t0 = std::chrono::steady_clock::now();
   VORTEX_ASSIGN_OR_RETURN(H3Weights weights, synthesize_weights(w.cfg, *w.backend, 0));
   // Variants of the probed blocks' GEMM weights (host reference quantization, then upload).
@@ -312,7 +313,8 @@ Status run(int argc, char** argv) {
   const uint64_t noise_seed = 42;
   gaussian_noise(noise_seed ^ 0x7465787400000000ull, 0, text.data<float>(), static_cast<size_t>(text.numel()));
   ExecOptions opts = w.backend->default_options();
-  w.model = std::make_unique<H3Model>(w.cfg, *w.backend, std::move(weights), opts);
+  auto model_owner = std::make_unique<H3Model>(w.cfg, *w.backend, std::move(weights), opts);
+  w.model = model_owner.get();
   VORTEX_RETURN_IF_ERROR(w.model->prepare(w.layout, text));
   const size_t video_n = static_cast<size_t>(w.cfg.in_channels) * geo.latent_frames * geo.latent_h * geo.latent_w;
   const size_t audio_n = static_cast<size_t>(2) * w.cfg.audio_in_channels * geo.audio_latents;

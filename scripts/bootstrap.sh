@@ -6,7 +6,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libcli11-dev libpng-dev libssl-dev
-              libpcre2-dev libicu-dev python3 python3-pip clang
+              libpcre2-dev libicu-dev libcpp-httplib-dev python3 python3-pip clang
               pkg-config libavformat-dev libavcodec-dev libswscale-dev libswresample-dev libavutil-dev libx264-dev)
 
 log() { echo "bootstrap: $*"; }
@@ -32,7 +32,7 @@ else
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
   done
   if [[ ${#missing[@]} -gt 0 ]]; then
-    log "missing: ${missing[*]} (plus the headers of gtest, nlohmann-json, CLI11, libpng, OpenSSL, PCRE2, ICU, FFmpeg's libav* with libx264 and pkg-config); install them with your package manager"
+    log "missing: ${missing[*]} (plus the headers of gtest, nlohmann-json, CLI11, libpng, OpenSSL, cpp-httplib, PCRE2, ICU, FFmpeg's libav* with libx264 and pkg-config); install them with your package manager"
     exit 1
   fi
 fi

@@ -10,6 +10,10 @@ status=0
 ctest --test-dir build --output-on-failure -j "${TEST_JOBS:-2}" --output-junit ctest-junit.xml 2>&1 \
   | tee build/ctest.log || status=$?
 echo
+# The serve soak's figures (jobs, cancels, RSS, answers by kind) from its output, passing or not.
+sed -n '/==== soak figures/,/EightClientsMixingEverything/p' build/Testing/Temporary/LastTest.log 2>/dev/null | \
+  grep -v "EightClientsMixingEverything" || true
+echo
 echo "==== test summary ===="
 grep -E "tests passed|tests failed" build/ctest.log || true
 python3 - build/ctest-junit.xml <<'PY' || true

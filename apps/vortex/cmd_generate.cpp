@@ -18,7 +18,6 @@
 #include "commands.h"
 #include "engine/generate.h"
 #include "lora/lora.h"
-#include "sampler/sampler.h"
 
 namespace vortex::cli {
 namespace {
@@ -40,12 +39,12 @@ struct GenerateArgs {
   std::string out;
   bool overwrite = false;
   std::string precision = "bf16";
-  std::string attention = "sdpa";
-  bool quiet = false;
+  std::string attention;  // empty: the backend policy's (sdpa on the CPU)
   std::vector<std::string> loras;  // FILE[:SCALE], repeatable
   bool lora_allow_unmatched = false;
   std::string lora_mode = "merge";
   std::string preset;  // "" | "turbo4"
+  bool quiet = false;
 };
 
 std::optional<long long> parse_integer(const std::string& s) {
@@ -168,49 +167,51 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
   }
   if (!a.seconds.empty()) {
     char* end = nullptr;
-    r.seconds = std::strtod(a.seconds.c_str(), &end);
-    if (end == a.seconds.c_str() || *end != '\0' || !std::isfinite(r.seconds) || r.seconds <= 0.0) {
+    r.run.seconds = std::strtod(a.seconds.c_str(), &end);
+    if (end == a.seconds.c_str() || *end != '\0' || !std::isfinite(r.run.seconds) || r.run.seconds <= 0.0) {
       return fail(2, "--seconds expects a positive number of seconds, got '" + a.seconds + "'");
     }
   }
-  r.config_name = a.config;
-  r.checkpoint_path = a.checkpoint;
-  r.synthetic_weights = a.synthetic;
-  r.text_embeddings_path = a.text_embeddings;
-  if (!to_u64("--weights-seed", a.weights_seed, r.weights_seed, error) ||
-      (!a.synthetic_text.empty() && !to_int("--synthetic-text", a.synthetic_text, r.synthetic_text_rows, error)) ||
-      !to_int("--width", a.width, r.width, error) || !to_int("--height", a.height, r.height, error) ||
-      !to_int("--frames", a.frames, r.frames, error) || !to_int("--steps", a.steps, r.steps, error) ||
-      !to_u64("--seed", a.seed, r.seed, error) || !to_int("--threads", a.threads, r.threads, error)) {
+  PipelineOptions& p = r.pipeline;
+  RunRequest& q = r.run;
+  p.config_name = a.config;
+  p.checkpoint_path = a.checkpoint;
+  p.synthetic_weights = a.synthetic;
+  q.text_embeddings_path = a.text_embeddings;
+  if (!to_u64("--weights-seed", a.weights_seed, p.weights_seed, error) ||
+      (!a.synthetic_text.empty() && !to_int("--synthetic-text", a.synthetic_text, q.synthetic_text_rows, error)) ||
+      !to_int("--width", a.width, q.width, error) || !to_int("--height", a.height, q.height, error) ||
+      !to_int("--frames", a.frames, q.frames, error) || !to_int("--steps", a.steps, q.steps, error) ||
+      !to_u64("--seed", a.seed, q.seed, error) || !to_int("--threads", a.threads, p.threads, error)) {
     return fail(2, error);
   }
-  r.sampler = a.sampler;
-  r.schedule = a.schedule;
-  r.backend = a.backend;
+  q.sampler = a.sampler;
+  q.schedule = a.schedule;
+  p.backend = a.backend;
   r.out_dir = a.out;
   r.overwrite = a.overwrite;
-  r.exec.precision = a.precision;
-  r.exec.attention = a.attention;
+  p.precision = a.precision;
+  q.attention = a.attention;
   // ---- LoRA adapters and presets (src/lora, docs/lora.md) ----
   for (const std::string& l : a.loras) {
     Result<LoraSpec> spec = parse_lora_spec(l);
     if (!spec.ok()) return fail(2, spec.status().message());
-    r.loras.push_back(*spec);
+    p.loras.push_back(*spec);
   }
-  r.lora_allow_unmatched = a.lora_allow_unmatched;
-  r.lora_mode = a.lora_mode;
+  p.lora_allow_unmatched = a.lora_allow_unmatched;
+  p.lora_mode = a.lora_mode;
   if (!a.preset.empty()) {
     if (a.preset != "turbo4") return fail(2, "--preset must be turbo4, got '" + a.preset + "'");
-    if (r.loras.empty())
+    if (p.loras.empty())
       return fail(2, "--preset turbo4 is the 4-step schedule of the Turbo LoRA: pass the adapter with --lora FILE "
                      "(docs/lora.md names the files)");
     // SamplerSpec::turbo4: the adapter's published settings (4 steps, shift 6 / 3, euler, simple schedule).
     const SamplerSpec turbo = SamplerSpec::turbo4();
-    if (sub.count("--steps") == 0) r.steps = turbo.steps;
-    if (sub.count("--sampler") == 0) r.sampler = sampler_kind_name(turbo.kind);
-    if (sub.count("--schedule") == 0) r.schedule = av_schedule_mode_name(turbo.mode);
-    r.video_shift = turbo.video_shift;
-    r.audio_shift = turbo.audio_shift;
+    if (sub.count("--steps") == 0) q.steps = turbo.steps;
+    if (sub.count("--sampler") == 0) q.sampler = sampler_kind_name(turbo.kind);
+    if (sub.count("--schedule") == 0) q.schedule = av_schedule_mode_name(turbo.mode);
+    q.video_shift = turbo.video_shift;
+    q.audio_shift = turbo.audio_shift;
   }
 
   StderrProgress progress(a.quiet);
@@ -259,7 +260,7 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--out", args->out, "Output directory (required)")->type_name("DIR");
   sub->add_flag("--overwrite", args->overwrite, "Replace an --out directory holding a previous Vortex run (only that)");
   sub->add_option("--precision", args->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only (GEMM precision; default bf16)")->type_name("NAME");
-  sub->add_option("--attention", args->attention, "sdpa | sage2 (default sdpa)")->type_name("NAME");
+  sub->add_option("--attention", args->attention, "sdpa | sage2 (default: the backend policy's; sdpa on the CPU)")->type_name("NAME");
   sub->add_option("--lora", args->loras,
                   "LoRA adapter FILE[:SCALE], repeatable; SCALE multiplies alpha/rank (default 1), or is the whole "
                   "scale when the file's alpha is ambiguous (docs/lora.md)")

@@ -10,4 +10,5 @@ list(APPEND VORTEX_APP_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_gate.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_tokenize.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_decode.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cmd_serve.cpp
 )

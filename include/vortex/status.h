@@ -26,6 +26,7 @@ enum class ErrorCode : uint8_t {
   kCudnn,
   kNccl,
   kInternal,  // a bug in Vortex
+  kCancelled,  // the caller asked the work to stop (checked between transformer blocks)
 };
 
 const char* error_code_name(ErrorCode code);
@@ -55,6 +56,7 @@ inline Status io_error(std::string m) { return {ErrorCode::kIo, std::move(m)}; }
 inline Status format_error(std::string m) { return {ErrorCode::kFormat, std::move(m)}; }
 inline Status unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
 inline Status internal_error(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
+inline Status cancelled(std::string m) { return {ErrorCode::kCancelled, std::move(m)}; }
 
 template <typename T>
 class [[nodiscard]] Result {

@@ -17,6 +17,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kCudnn: return "cudnn";
     case ErrorCode::kNccl: return "nccl";
     case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kCancelled: return "cancelled";
   }
   return "unknown";
 }

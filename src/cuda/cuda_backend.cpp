@@ -182,6 +182,7 @@ Result<Tensor> CudaBackend::alloc(const Shape& shape, DType dtype) {
   for (int64_t d : shape)
     if (d < 0) return invalid_argument("alloc: negative dimension in " + shape_to_string(shape));
   const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  VORTEX_RETURN_IF_ERROR(take_injected_alloc_failure(bytes));
   VORTEX_ASSIGN_OR_RETURN(void* ptr, allocator_->allocate(bytes));
   auto storage = std::make_shared<Storage>();
   storage->ptr = ptr;

@@ -1,15 +1,12 @@
 // Loading a bench/gate workload: see workload.h.
 #include "engine/workload.h"
 
-#include <chrono>
 #include <sstream>
 
 #include "core/rng.h"
 #include "core/strings.h"
-#include "engine/generate.h"
+#include "engine/pipeline.h"
 #include "engine/precision.h"
-#include "io/checkpoint.h"
-#include "model/h3_spec.h"
 
 namespace vortex {
 
@@ -90,51 +87,54 @@ Result<std::pair<double, double>> second_step_sigmas(const Workload& w, int step
   return std::make_pair(sched.sigma_video[1], sched.sigma_audio[1]);
 }
 
+namespace {
+
+// Loader notes (dtype conversions) go to the workload's log.
+class LogProgress : public ProgressSink {
+ public:
+  explicit LogProgress(const LogFn& log) : log_(log) {}
+  void note(std::string_view what) override {
+    if (log_) log_(std::string(what));
+  }
+
+ private:
+  const LogFn& log_;
+};
+
+}  // namespace
+
 Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   Workload w;
-  Result<std::unique_ptr<Backend>> made = make_backend(spec.backend, spec.threads);
-  if (!made.ok()) {
-    // No CUDA build or device is this machine's limitation, not bad input: a runtime failure.
-    if (made.status().code() == ErrorCode::kUnsupported) return Status(ErrorCode::kCuda, made.status().message());
-    return made.status();
-  }
-  w.backend = std::move(*made);
-  // Switches: the backend's policy defaults, then the caller's overrides.
-  ExecOptions opts = w.backend->default_options();
-  opts.precision = spec.precision;
+  PipelineOptions options;
+  options.config_name = spec.config;
+  options.checkpoint_path = spec.checkpoint;
+  options.synthetic_weights = spec.checkpoint.empty();
+  options.weights_seed = spec.weights_seed;
+  options.backend = spec.backend;
+  options.threads = spec.threads;
+  options.precision = spec.precision;
   // nvfp4_fc2_fallback=off|weight-only|bf16 is a load-time precision switch (engine/precision.h), not an
-  // ExecOptions field: taken out here and passed to apply_precision.
-  PrecisionOptions precision_opts;
-  std::string switches;
+  // ExecOptions field: taken out here and passed to the precision conversion.
   for (const std::string& item : split_list(spec.switches)) {
     if (item.rfind("nvfp4_fc2_fallback=", 0) == 0) {
-      precision_opts.nvfp4_fc2 = item.substr(std::string("nvfp4_fc2_fallback=").size());
+      options.nvfp4_fc2 = item.substr(std::string("nvfp4_fc2_fallback=").size());
     } else {
-      switches += (switches.empty() ? "" : ",") + item;
+      options.switches += (options.switches.empty() ? "" : ",") + item;
     }
   }
-  VORTEX_RETURN_IF_ERROR(apply_switches(switches, opts));
-  if (spec.checkpoint.empty()) {
-    VORTEX_ASSIGN_OR_RETURN(w.cfg, ModelConfig::by_name(spec.config));
-  } else {
-    Result<ModelConfig> cfg = config_for_checkpoint(spec.checkpoint);
-    if (!cfg.ok()) return with_checkpoint_advice(cfg.status(), spec.checkpoint);
-    w.cfg = *cfg;
+  // Bad switches fail before the weights load (open resolves them over the backend's policy).
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> opened, Pipeline::open(options));
+  std::shared_ptr<Pipeline> pipeline = std::move(opened);
+  LogProgress progress(log);
+  VORTEX_RETURN_IF_ERROR(pipeline->load_weights(progress));
+  w.cfg = pipeline->config();
+  w.pipeline = pipeline;
+  w.backend = &pipeline->backend();
+  w.model = &pipeline->model();
+  if (log) {
+    log("weights ready in " + std::to_string(pipeline->load_seconds()) + " s (" + w.cfg.name + ", " +
+        std::string(w.backend->name()) + ")");
   }
-  auto t0 = std::chrono::steady_clock::now();
-  H3Weights weights;
-  if (spec.checkpoint.empty()) {
-    VORTEX_ASSIGN_OR_RETURN(weights, synthesize_weights(w.cfg, *w.backend, spec.weights_seed));
-  } else {
-    Result<H3Weights> loaded = load_checkpoint(spec.checkpoint, w.cfg, *w.backend);
-    if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), spec.checkpoint);
-    weights = std::move(*loaded);
-  }
-  precision_opts.precision = opts.precision;
-  VORTEX_RETURN_IF_ERROR(apply_precision(weights, *w.backend, precision_opts));
-  VORTEX_RETURN_IF_ERROR(w.backend->synchronize());
-  double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (log) log("weights ready in " + std::to_string(load_s) + " s (" + w.cfg.name + ", " + std::string(w.backend->name()) + ")");
 
   VORTEX_ASSIGN_OR_RETURN(RequestGeometry geo, make_geometry(w.cfg, spec.width, spec.height, spec.frames, spec.text_rows));
   VORTEX_ASSIGN_OR_RETURN(w.layout, pack_request(w.cfg, geo));
@@ -147,7 +147,6 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   Tensor text = Tensor::empty({geo.text_rows, w.cfg.hidden}, DType::kF32);  // [L, D] f32
   gaussian_noise(spec.noise_seed ^ 0x7465787400000000ull, 0, text.data<float>(), static_cast<size_t>(text.numel()));
 
-  w.model = std::make_unique<H3Model>(w.cfg, *w.backend, std::move(weights), opts);
   VORTEX_RETURN_IF_ERROR(w.model->prepare(w.layout, text));
 
   size_t video_n = static_cast<size_t>(w.cfg.in_channels) * geo.latent_frames * geo.latent_h * geo.latent_w;

@@ -1,5 +1,6 @@
-// A loaded H3 workload for `vortex bench` and `vortex gate`: backend, weights (synthetic on the device
-// or a checkpoint), the packed canonical request, synthetic refined text, and the initial noise.
+// A loaded H3 workload for `vortex bench` and `vortex gate`: a Pipeline (backend, weights synthetic on the
+// device or from a checkpoint, the switch override rule of `generate` and `serve`), the packed canonical
+// request, synthetic refined text, and the initial noise.
 // Canonical defaults (PERFORMANCE.md): h3, 1344x768, 124 frames, 100 synthetic refined-text rows.
 #pragma once
 
@@ -30,10 +31,13 @@ struct WorkloadSpec {
                                    // nvfp4_fc2_fallback=off|weight-only|bf16 (load time, precision nvfp4)
 };
 
+class Pipeline;
+
 struct Workload {
   ModelConfig cfg;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<H3Model> model;
+  std::shared_ptr<Pipeline> pipeline;  // owns the backend and the model (engine/pipeline.h)
+  Backend* backend = nullptr;
+  H3Model* model = nullptr;
   PackedLayout layout;
   AvLatents noise;  // FP32 host latents at sigma = 1
 };

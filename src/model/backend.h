@@ -5,6 +5,8 @@
 // "R" = round to BF16 (RNE). Shapes use S = rows, D = hidden, I = inner = heads * head_dim, F = ffn.
 #pragma once
 
+#include <atomic>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -68,6 +70,11 @@ class Backend {
   // Applies run-time switches that are not op arguments (e.g. the fused gate/add kernel on the CUDA
   // backend). The model calls it before each block, so A/B gates can flip switches per call.
   virtual void configure(const ExecOptions& opts) {}
+
+  // ---- fault injection (tests of the out-of-memory path) ----
+  // The alloc() after `successes` more successful ones fails with kOutOfMemory, exactly as an exhausted
+  // device does; -1 disarms. Both backends check it where a real allocation would fail.
+  void inject_alloc_failure(int successes) { alloc_failure_countdown_.store(successes); }
   // The switch defaults for this backend and device (the CUDA policy table; plain defaults elsewhere).
   virtual ExecOptions default_options() const { return ExecOptions{}; }
 
@@ -248,6 +255,23 @@ class Backend {
   std::string open_region_;
   std::chrono::steady_clock::time_point region_start_;
   std::vector<std::pair<std::string, double>> host_regions_;
+
+ protected:
+  // kOutOfMemory when an injected failure is due (inject_alloc_failure), else OK.
+  Status take_injected_alloc_failure(size_t bytes) {
+    int n = alloc_failure_countdown_.load();
+    while (n >= 0) {
+      if (alloc_failure_countdown_.compare_exchange_weak(n, n == 0 ? -1 : n - 1)) {
+        if (n > 0) return Status::Ok();
+        return Status(ErrorCode::kOutOfMemory, "allocation of " + std::to_string(bytes) +
+                                                   " bytes failed (injected allocation failure)");
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::atomic<int> alloc_failure_countdown_{-1};
 };
 
 // RAII region: `BackendRegion r(backend, "qkv");` around the ops of one component (level 1), or

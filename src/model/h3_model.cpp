@@ -433,11 +433,17 @@ Result<AvLatents> H3Model::final_layer(const Tensor& x, const StepTables& tables
   return out;
 }
 
-Result<AvLatents> H3Model::forward(const AvLatents& x, double sigma_v, double sigma_a) {
+Result<AvLatents> H3Model::forward(const AvLatents& x, double sigma_v, double sigma_a,
+                                   const std::atomic<bool>* cancel) {
   if (!prepared_) return invalid_argument("forward: call prepare() with the request layout and text first");
+  auto cancel_requested = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
   VORTEX_ASSIGN_OR_RETURN(StepTables tables, make_step_tables(sigma_v, sigma_a));
   VORTEX_ASSIGN_OR_RETURN(Tensor h, embed_inputs(x));  // [S, D] bf16
-  for (int i = 0; i < cfg_.num_layers; ++i) VORTEX_RETURN_IF_ERROR(run_block(i, h, tables));
+  for (int i = 0; i < cfg_.num_layers; ++i) {
+    if (cancel_requested()) return cancelled("cancelled before block " + std::to_string(i));
+    VORTEX_RETURN_IF_ERROR(run_block(i, h, tables));
+  }
+  if (cancel_requested()) return cancelled("cancelled before the final layer");
   return final_layer(h, tables);
 }
 

@@ -5,6 +5,7 @@
 // Block order and BF16 boundaries: NUMERICS.md "The BF16 program of one H3 block".
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -76,8 +77,10 @@ class H3Model {
   Status prepare(const PackedLayout& layout, const Tensor& text);
 
   // One denoiser evaluation: host latents (flattened [C, T, H, W] video and [2, C, Ta] audio, FP32)
-  // at (sigma_v, sigma_a) -> data-ward velocity, same sizes (host FP32).
-  Result<AvLatents> forward(const AvLatents& x, double sigma_v, double sigma_a);
+  // at (sigma_v, sigma_a) -> data-ward velocity, same sizes (host FP32). When `cancel` is set and becomes
+  // true, returns kCancelled at the next block boundary (a block is the unit of work that cannot stop).
+  Result<AvLatents> forward(const AvLatents& x, double sigma_v, double sigma_a,
+                            const std::atomic<bool>* cancel = nullptr);
 
   // Pieces of forward, public for `vortex bench` / `vortex gate` and tests.
   Result<StepTables> make_step_tables(double sigma_v, double sigma_a);

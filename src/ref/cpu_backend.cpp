@@ -19,13 +19,14 @@ std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique
 Result<Tensor> CpuBackend::alloc(const Shape& shape, DType dtype) {
   for (int64_t d : shape)
     if (d < 0) return invalid_argument("alloc: negative dimension in " + shape_to_string(shape));
+  VORTEX_RETURN_IF_ERROR(take_injected_alloc_failure(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype)));
   return Tensor::empty(shape, dtype);
 }
 
 Result<Tensor> CpuBackend::upload(const Tensor& host) {
   if (!host.defined()) return invalid_argument("upload: tensor is not defined");
   if (host.device() != Device::kCpu) return invalid_argument("upload: expected a host tensor, got " + host.describe());
-  Tensor out = Tensor::empty(host.shape(), host.dtype());
+  VORTEX_ASSIGN_OR_RETURN(Tensor out, alloc(host.shape(), host.dtype()));
   VORTEX_RETURN_IF_ERROR(ref::cast(host, out, run_).with_context("upload"));
   return out;
 }

@@ -24,6 +24,12 @@ if(TARGET vortex_cli)
   target_compile_definitions(bench_gate_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>")
   add_dependencies(bench_gate_test vortex_cli)
 
+  # vortex serve as a process: SIGTERM (finish or cancel the running job), argument errors.
+  vortex_test(NAME cli_serve_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_serve_test.cpp
+              LIBS vortex_httplib nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(cli_serve_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>")
+  add_dependencies(cli_serve_test vortex_cli)
+
   vortex_test(NAME cli_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_gpu_test.cpp
               LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto GPU)
   if(VORTEX_HAVE_CUDA)

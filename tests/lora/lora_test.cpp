@@ -467,11 +467,12 @@ TEST(LoraSpec, ParsesFileAndScale) {
 Result<std::vector<float>> run_generate(const std::string& out, std::vector<LoraSpec> loras, const std::string& mode,
                                         nlohmann::json* run_json = nullptr) {
   GenerateRequest r;
-  r.checkpoint_path = model_dir();
-  r.width = 64, r.height = 64, r.frames = 5, r.steps = 2, r.synthetic_text_rows = 4, r.threads = 2;
+  r.pipeline.checkpoint_path = model_dir();
+  r.pipeline.threads = 2;
+  r.pipeline.loras = std::move(loras);
+  r.pipeline.lora_mode = mode;
+  r.run.width = 64, r.run.height = 64, r.run.frames = 5, r.run.steps = 2, r.run.synthetic_text_rows = 4;
   r.out_dir = out;
-  r.loras = std::move(loras);
-  r.lora_mode = mode;
   ProgressSink quiet;
   VORTEX_ASSIGN_OR_RETURN(GenerateResult g, generate(r, quiet));
   VORTEX_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(out + "/video_latents.safetensors"));

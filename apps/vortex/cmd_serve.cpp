@@ -1,0 +1,135 @@
+// `vortex serve`: the CLI front end of serve/server.h. Loads the model once, serves the /v1/videos job API
+// (docs/serve.md) until SIGTERM or SIGINT, then stops accepting, cancels the queue, finishes or cancels
+// the running job (--on-sigterm) and exits 0. The signals are blocked in every thread and taken by
+// sigwait here, so no handler runs inside library code. Tested in tests/cli/cli_serve_test.cpp.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "serve/server.h"
+
+namespace vortex::cli {
+namespace {
+
+struct ServeArgs {
+  std::string config = "h3-tiny";
+  std::string model;       // a model folder
+  std::string checkpoint;  // a file, index or folder
+  bool synthetic = false;
+  uint64_t weights_seed = 0;
+  std::string backend = "cpu";
+  int threads = 0;
+  std::string precision = "bf16";
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string data;
+  int queue = 16;
+  int keep_jobs = 100;
+  std::string api_key;
+  std::string on_sigterm = "finish";
+  bool allow_fault_injection = false;
+  double memory_limit_gb = 0.0;
+  int max_upload_mb = 64;
+  int http_threads = 16;
+  bool quiet = false;
+};
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "vortex serve: error: %s\n", message.c_str());
+  return code;
+}
+
+int run_serve(const ServeArgs& a, CLI::App& sub) {
+  const int sources = (a.model.empty() ? 0 : 1) + (a.checkpoint.empty() ? 0 : 1) + (a.synthetic ? 1 : 0);
+  if (sources != 1) return fail(2, "give the weights one way: --model DIR, --checkpoint FILE|DIR or --synthetic");
+  if (!a.model.empty() && !std::filesystem::is_directory(a.model)) {
+    return fail(2, "--model " + a.model + " is not a directory (a single file goes to --checkpoint)");
+  }
+  if (sub.count("--config") > 0 && !a.synthetic) {
+    return fail(2, "--config names the synthetic model's config: a checkpoint brings its own");
+  }
+  if (a.on_sigterm != "finish" && a.on_sigterm != "cancel") {
+    return fail(2, "--on-sigterm must be finish or cancel, got '" + a.on_sigterm + "'");
+  }
+  if (a.max_upload_mb < 1) return fail(2, "--max-upload-mb must be >= 1");
+  if (a.memory_limit_gb < 0.0) return fail(2, "--memory-limit-gb must be positive");
+
+  serve::ServeOptions o;
+  o.pipeline.config_name = a.config;
+  o.pipeline.checkpoint_path = a.model.empty() ? a.checkpoint : a.model;
+  o.pipeline.synthetic_weights = a.synthetic;
+  o.pipeline.weights_seed = a.weights_seed;
+  o.pipeline.backend = a.backend;
+  o.pipeline.threads = a.threads;
+  o.pipeline.precision = a.precision;
+  o.host = a.host;
+  o.port = a.port;
+  o.data_dir = a.data;
+  o.queue_limit = a.queue;
+  o.keep_jobs = a.keep_jobs;
+  o.api_key = a.api_key;
+  if (o.api_key.empty()) {
+    if (const char* env = std::getenv("VORTEX_API_KEY"); env != nullptr) o.api_key = env;
+  }
+  o.limits.allow_fault_injection = a.allow_fault_injection;
+  o.max_upload_bytes = static_cast<size_t>(a.max_upload_mb) << 20;
+  if (a.memory_limit_gb > 0.0) o.memory_limit_bytes = static_cast<uint64_t>(a.memory_limit_gb * 1e9);
+  o.http_threads = a.http_threads;
+  if (!a.quiet) o.log = [](const std::string& line) { std::fprintf(stderr, "vortex serve: %s\n", line.c_str()); };
+
+  // Blocked before any thread starts, so every thread inherits the mask and only sigwait sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Result<std::unique_ptr<serve::Server>> server = serve::Server::start(o);
+  if (!server.ok()) return fail(exit_code_for(server.status()), server.status().message());
+  std::printf("vortex serve: listening on http://%s:%d\n", o.host.c_str(), (*server)->port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  if (!a.quiet) {
+    std::fprintf(stderr, "vortex serve: %s: stopping (%s the running job)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                 a.on_sigterm == "finish" ? "finishing" : "cancelling");
+  }
+  (*server)->shutdown(a.on_sigterm == "finish" ? serve::RunningJob::kFinish : serve::RunningJob::kCancel);
+  std::printf("vortex serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, CommandContext& ctx) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* sub = app.add_subcommand("serve", "HTTP job API (/v1/videos) over one resident model (docs/serve.md)");
+  sub->add_option("--config", a->config, "Built-in config of --synthetic: h3-tiny | h3 (default h3-tiny)")->type_name("NAME");
+  sub->add_option("--model", a->model, "Model folder (original or diffusers layout)")->type_name("DIR");
+  sub->add_option("--checkpoint", a->checkpoint, "Weights: a .safetensors file, an index, or a folder")->type_name("FILE|DIR");
+  sub->add_flag("--synthetic", a->synthetic, "Deterministic synthetic weights for --config; prompts map to synthetic text rows");
+  sub->add_option("--weights-seed", a->weights_seed, "Seed of the synthetic weights (default 0)")->type_name("INT");
+  sub->add_option("--backend", a->backend, "cpu | cuda (default cpu)")->type_name("NAME");
+  sub->add_option("--threads", a->threads, "CPU threads, 0 = all cores")->type_name("INT");
+  sub->add_option("--precision", a->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only, fixed at load (default bf16)")->type_name("NAME");
+  sub->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)")->type_name("ADDR");
+  sub->add_option("--port", a->port, "Port (default 8000; 0 = any free port, printed at start)")->type_name("INT");
+  sub->add_option("--data", a->data, "Directory for job outputs (required)")->type_name("DIR");
+  sub->add_option("--queue", a->queue, "Queued jobs before 429 (default 16)")->type_name("INT");
+  sub->add_option("--keep-jobs", a->keep_jobs, "Finished jobs kept, older ones deleted (default 100)")->type_name("INT");
+  sub->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' (or set VORTEX_API_KEY)")->type_name("KEY");
+  sub->add_option("--on-sigterm", a->on_sigterm, "finish | cancel the running job on SIGTERM (default finish)")->type_name("MODE");
+  sub->add_flag("--allow-fault-injection", a->allow_fault_injection, "Accept the fail_alloc_after request field (tests)");
+  sub->add_option("--memory-limit-gb", a->memory_limit_gb, "Admit only requests estimated below this (default: free memory)")->type_name("GB");
+  sub->add_option("--max-upload-mb", a->max_upload_mb, "Largest text_embeddings upload (default 64)")->type_name("MB");
+  sub->add_option("--http-threads", a->http_threads, "Concurrent connections (default 16)")->type_name("INT");
+  sub->add_flag("--quiet", a->quiet, "No log lines on stderr");
+  sub->callback([a, sub, &ctx]() { ctx.exit_code = run_serve(*a, *sub); });
+}
+
+}  // namespace vortex::cli

@@ -1,0 +1,640 @@
+// Pipeline (see pipeline.h): the request contract (validation, plan, memory estimate) and the resident
+// model's run: pack -> text -> noise -> sample -> outputs. Everything that can fail cheaply runs in
+// check_run_request / plan_run, before weights are touched; run() writes into a directory its caller
+// publishes, so a failed or cancelled run never leaves half a result.
+#include "engine/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "core/rng.h"
+#include "core/strings.h"
+#include "engine/precision.h"
+#include "engine/preview.h"
+#include "engine/run_manifest.h"
+#include "engine/workload.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "model/h3_spec.h"
+#include "profiling/evidence.h"
+
+namespace vortex {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+constexpr int kMaxSteps = 1000;
+constexpr int kMaxSyntheticTextRows = 4096;
+// Packed rows per request: 50x the canonical 37,810 (the seeds' long shape is ~74K). Beyond this a
+// request is a typo (e.g. --frames 100000) that would only end in an out-of-memory kill.
+constexpr int64_t kMaxPackedRows = 2'000'000;
+// Pixels per side: 6x the canonical 1344. Larger is a typo (--width 1048576) that would otherwise pass
+// the row limit for a small config and then spend minutes before failing.
+constexpr int kMaxSidePixels = 8192;
+// A CPU run estimated above this many seconds gets a warning with the estimate.
+constexpr double kSlowCpuRunSeconds = 3600.0;
+
+// A field's name in messages.
+std::string fname(FieldStyle style, const char* flag, const char* json) {
+  return style == FieldStyle::kFlag ? std::string("--") + flag : std::string(json);
+}
+
+FieldError field_error(FieldStyle style, const char* json, Status s) {
+  (void)style;
+  return FieldError{json, std::move(s)};
+}
+
+// Text conditioning from a safetensors file: exactly one 2-D tensor, width text_dim or hidden, f32/bf16.
+// `shown` names it in messages ("--text-embeddings FILE" or the API field).
+Result<Tensor> load_text_embeddings(const std::string& path, const std::string& shown, const ModelConfig& cfg) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    return not_found(shown + " does not exist (pass a safetensors file with one [L, " +
+                     std::to_string(cfg.text_dim) + "] tensor, or use --synthetic-text N)");
+  }
+  VORTEX_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
+  if (file.entries().size() != 1) {
+    return invalid_argument(shown + " holds " + std::to_string(file.entries().size()) +
+                            " tensors; it must hold exactly one 2-D tensor [L, " + std::to_string(cfg.text_dim) +
+                            "] (Qwen3-VL layer-50 states) or [L, " + std::to_string(cfg.hidden) + "] (refined)");
+  }
+  const std::string name = file.entries().front().name;
+  VORTEX_ASSIGN_OR_RETURN(Tensor t, file.tensor(name));
+  if (t.ndim() != 2) {
+    return invalid_argument(shown + ": tensor '" + name + "' is " + t.describe() +
+                            "; it must be 2-D [L, " + std::to_string(cfg.text_dim) + "] or [L, " +
+                            std::to_string(cfg.hidden) + "]");
+  }
+  if (t.dim(1) != cfg.text_dim && t.dim(1) != cfg.hidden) {
+    return invalid_argument(shown + ": tensor '" + name + "' has width " +
+                            std::to_string(t.dim(1)) + "; config " + cfg.name + " expects text_dim " +
+                            std::to_string(cfg.text_dim) + " (raw text-encoder states) or hidden " +
+                            std::to_string(cfg.hidden) + " (already refined)");
+  }
+  if (t.dtype() != DType::kF32 && t.dtype() != DType::kBF16) {
+    return invalid_argument(shown + ": tensor '" + name + "' is " + t.describe() +
+                            "; only f32 and bf16 are accepted");
+  }
+  if (t.dim(0) < 1) return invalid_argument(shown + ": tensor '" + name + "' has no rows");
+  if (!t.is_contiguous()) return internal_error(shown + ": non-contiguous mapping view");
+  // A NaN/Inf here would surface only as a non-finite velocity after the first step.
+  const int64_t n = t.numel(), cols = t.dim(1);
+  int64_t bad = 0, first = -1;
+  if (t.dtype() == DType::kF32) {
+    const float* v = t.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(v[i]) && bad++ == 0) first = i;
+    }
+  } else {
+    const uint16_t* v = static_cast<const uint16_t*>(t.raw_data());  // bf16 bits: exponent all ones = inf/NaN
+    for (int64_t i = 0; i < n; ++i) {
+      if ((v[i] & 0x7F80) == 0x7F80 && bad++ == 0) first = i;
+    }
+  }
+  if (bad > 0) {
+    return invalid_argument(shown + ": tensor '" + name + "' has " + std::to_string(bad) +
+                            " non-finite (NaN/Inf) value" + (bad > 1 ? "s" : "") + ", the first at row " +
+                            std::to_string(first / cols) + ", column " + std::to_string(first % cols) +
+                            "; regenerate the embeddings");
+  }
+  return t;
+}
+
+Tensor latents_tensor(const std::vector<float>& values, Shape shape) {
+  Tensor t = Tensor::empty(std::move(shape), DType::kF32);
+  std::copy(values.begin(), values.end(), t.data<float>());
+  return t;
+}
+
+// Bytes the weights occupy once loaded: the config's spec (BF16 program) for synthetic weights, the
+// file's tensors for a checkpoint (a quantized one stays small unless nvfp4-weight-only expands it).
+Result<uint64_t> weights_bytes_as_loaded(const PipelineOptions& req, const ModelConfig& cfg) {
+  const uint64_t spec = static_cast<uint64_t>(h3_total_bytes(cfg));
+  if (req.checkpoint_path.empty() || req.precision == "nvfp4-weight-only") return spec;
+  VORTEX_ASSIGN_OR_RETURN(std::string file, resolve_checkpoint_path(req.checkpoint_path));  // a folder's index
+  Result<SafetensorsSet> set = SafetensorsSet::open(file);
+  if (!set.ok()) return with_checkpoint_advice(set.status(), req.checkpoint_path);
+  uint64_t bytes = 0;
+  for (const std::string& name : set->names()) bytes += set->entry(*set->find(name)).bytes();
+  return bytes;
+}
+
+
+Status check_fits(const MemoryEstimate& need, std::optional<uint64_t> available, const std::string& what,
+                  const std::string& backend, const ModelConfig& cfg, const RequestGeometry& geo) {
+  if (!available || need.total() <= *available) return Status::Ok();
+  return invalid_argument("not enough memory: " + cfg.name + " at " + std::to_string(geo.width) + "x" +
+                          std::to_string(geo.height) + ", " + std::to_string(geo.frames) + " frames needs about " +
+                          format_gb(need.total()) + " (" + need.largest(3) + ") but only " + format_gb(*available) +
+                          " of " + what + " is available; use a smaller config or request" +
+                          (backend == "cpu" ? " (the h3 model needs a GPU: --backend cuda)" : ""));
+}
+
+}  // namespace
+
+Status validate_pipeline_options(const PipelineOptions& o) {
+  if (o.checkpoint_path.empty() && !o.synthetic_weights) {
+    return invalid_argument("no weights: pass --checkpoint FILE, or --synthetic for deterministic synthetic weights "
+                            "of --config " + o.config_name);
+  }
+  if (!o.checkpoint_path.empty() && o.synthetic_weights) {
+    return invalid_argument("--checkpoint and --synthetic exclude each other: synthetic weights come from --config");
+  }
+  if (o.threads < 0) return invalid_argument("--threads must be >= 0 (0 = all cores), got " + std::to_string(o.threads));
+  if (o.threads > max_cpu_threads()) {
+    return invalid_argument("--threads " + std::to_string(o.threads) + " is more than " +
+                            std::to_string(kMaxThreadsPerCore) + "x this machine's " +
+                            std::to_string(max_cpu_threads() / kMaxThreadsPerCore) + " cores; use at most " +
+                            std::to_string(max_cpu_threads()) + " (0 = all cores)");
+  }
+  if (o.backend != "cpu" && o.backend != "cuda") {
+    return invalid_argument("--backend must be cpu or cuda, got '" + o.backend + "'");
+  }
+  if (!is_precision_name(o.precision)) {
+    return invalid_argument("--precision must be one of " + std::string(precision_names_help()) + ", got '" +
+                            o.precision + "'");
+  }
+  if (o.backend == "cpu" && o.precision != "bf16" && o.precision != "nvfp4-weight-only") {
+    return unsupported("the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention sdpa "
+                       "(fp8/nvfp4/sage2 are approximate CUDA modes, --backend cuda)");
+  }
+  return Status::Ok();
+}
+
+std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineOptions& o, FieldStyle style) {
+  auto bad = [&](const char* json, Status s) { return std::optional<FieldError>(field_error(style, json, std::move(s))); };
+  if (r.steps < 1 || r.steps > kMaxSteps) {
+    return bad("steps", invalid_argument(fname(style, "steps", "steps") + " must be in [1, " + std::to_string(kMaxSteps) +
+                                         "], got " + std::to_string(r.steps)));
+  }
+  const std::string wh = style == FieldStyle::kFlag ? "--width/--height" : "width/height";
+  if (r.width <= 0 || r.height <= 0) {
+    return bad(r.width <= 0 ? "width" : "height",
+               invalid_argument(wh + " must be positive multiples of 32, got " + std::to_string(r.width) + "x" +
+                                std::to_string(r.height)));
+  }
+  if (r.width > kMaxSidePixels || r.height > kMaxSidePixels) {
+    return bad(r.width > kMaxSidePixels ? "width" : "height",
+               invalid_argument(wh + " must be at most " + std::to_string(kMaxSidePixels) + " pixels, got " +
+                                std::to_string(r.width) + "x" + std::to_string(r.height)));
+  }
+  if (r.frames <= 0) {
+    return bad("frames", invalid_argument(fname(style, "frames", "frames") + " must be positive, got " +
+                                          std::to_string(r.frames)));
+  }
+  if (r.text_embeddings_path.empty() && r.prompt.empty() &&
+      (r.synthetic_text_rows < 1 || r.synthetic_text_rows > kMaxSyntheticTextRows)) {
+    return bad("synthetic_text_rows", invalid_argument(fname(style, "synthetic-text", "synthetic_text_rows") +
+                                                       " must be in [1, " + std::to_string(kMaxSyntheticTextRows) +
+                                                       "] rows, got " + std::to_string(r.synthetic_text_rows)));
+  }
+  if (!r.prompt.empty() && !r.text_embeddings_path.empty()) {
+    return bad("prompt", invalid_argument("prompt and text_embeddings exclude each other: give one text source"));
+  }
+  if (!r.prompt.empty() && !o.synthetic_weights) {
+    // Real weights need real conditioning, and no text encoder is loaded.
+    return bad("prompt", unsupported("a prompt needs the text encoder, which this pipeline has not loaded; upload "
+                                     "text_embeddings (a safetensors file with one [L, text_dim] tensor) instead"));
+  }
+  if (!r.precision.empty() && r.precision != o.precision) {
+    return bad("precision", invalid_argument(fname(style, "precision", "precision") + " '" + r.precision +
+                                             "' is not the loaded precision '" + o.precision +
+                                             "': precision converts the weights at load, so it is chosen at startup"));
+  }
+  if (!r.attention.empty() && r.attention != "sdpa" && r.attention != "sage2") {
+    return bad("attention", invalid_argument(fname(style, "attention", "attention") + " must be sdpa or sage2, got '" +
+                                             r.attention + "'"));
+  }
+  if (o.backend == "cpu" && r.attention == "sage2") {
+    return bad("attention",
+               unsupported("the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention "
+                           "sdpa (fp8/nvfp4/sage2 are approximate CUDA modes, --backend cuda)"));
+  }
+  if (r.fail_alloc_after < -1) {
+    return bad("fail_alloc_after", invalid_argument("fail_alloc_after must be >= 0 (or -1: off), got " +
+                                                    std::to_string(r.fail_alloc_after)));
+  }
+  return std::nullopt;
+}
+
+Result<ModelConfig> resolve_model_config(const PipelineOptions& o) {
+  ModelConfig cfg;
+  if (!o.checkpoint_path.empty()) {
+    std::error_code ec;
+    if (!fs::exists(o.checkpoint_path, ec)) return not_found("--checkpoint " + o.checkpoint_path + " does not exist");
+    Result<ModelConfig> from_checkpoint = config_for_checkpoint(o.checkpoint_path);
+    if (!from_checkpoint.ok()) return with_checkpoint_advice(from_checkpoint.status(), o.checkpoint_path);
+    cfg = *from_checkpoint;
+  } else {
+    VORTEX_ASSIGN_OR_RETURN(cfg, ModelConfig::by_name(o.config_name));
+  }
+  VORTEX_RETURN_IF_ERROR(cfg.validate());
+  return cfg;
+}
+
+Result<RunPlan> plan_run(const ModelConfig& cfg, const PipelineOptions& options, const RunRequest& req,
+                         ProgressSink& progress, bool weights_resident, FieldStyle style, std::string* failed_field) {
+  auto at = [failed_field](const char* field, Status s) -> Status {
+    if (failed_field != nullptr) *failed_field = field;
+    return s;
+  };
+  RunPlan plan;
+  plan.request = req;
+  plan.cfg = cfg;
+  Result<AvScheduleMode> mode = av_schedule_mode_from_name(req.schedule);
+  if (!mode.ok()) return at("schedule", mode.status());
+  plan.schedule_mode = *mode;
+  const std::string sampler_name = req.sampler.empty() ? default_sampler_for_schedule(plan.schedule_mode) : req.sampler;
+  Result<SamplerKind> kind = sampler_kind_from_name(sampler_name);
+  if (!kind.ok()) return at("sampler", kind.status());
+  plan.sampler_kind = *kind;
+  int frames = req.frames;
+  if (req.seconds != 0.0) {
+    Result<int> f = frames_for_seconds(req.seconds);
+    if (!f.ok()) return at("seconds", f.status());
+    frames = *f;
+  }
+
+  if (!req.text_embeddings_path.empty()) {
+    const std::string shown = style == FieldStyle::kFlag ? "--text-embeddings " + req.text_embeddings_path
+                                                          : std::string("text_embeddings (the uploaded file)");
+    Result<Tensor> t = load_text_embeddings(req.text_embeddings_path, shown, cfg);
+    if (!t.ok()) return at("text_embeddings", t.status());
+    plan.text = std::move(*t);
+    plan.text_source = "embeddings";
+  } else if (!req.prompt.empty()) {
+    plan.text = synthetic_prompt_states(cfg, req.prompt);
+    plan.text_source = "prompt";
+  } else {
+    plan.text = synthetic_text_states(cfg, req.synthetic_text_rows, req.seed);
+    plan.text_source = "synthetic";
+  }
+  Result<RequestGeometry> geo = make_geometry(cfg, req.width, req.height, frames, plan.text.dim(0));
+  if (!geo.ok()) return at(geo.status().message().rfind("frames", 0) == 0 ? "frames" : "width", geo.status());
+  plan.geo = *geo;
+  const std::string frames_name = fname(style, "frames", "frames");
+  if (req.seconds != 0.0) {
+    char secs[32];
+    std::snprintf(secs, sizeof(secs), "%g", req.seconds);
+    progress.note(std::string(secs) + " s at 24 fps -> " + std::to_string(plan.geo.frames) +
+                  " frames (the next 17n + 5 at or above " + std::to_string(static_cast<int>(std::ceil(req.seconds * 24.0))) + ")");
+  } else if (plan.geo.frames != req.frames) {
+    progress.note("frames " + std::to_string(req.frames) + " snapped up to " + std::to_string(plan.geo.frames) +
+                  ": the video VAE decodes 17n + 5 frames (as diffusers' align_num_frames)");
+  }
+  const RequestGeometry& g = plan.geo;
+  if (g.total_rows() > kMaxPackedRows) {
+    return at("frames", invalid_argument("request too large: " + std::to_string(g.total_rows()) + " packed rows (" +
+                                         std::to_string(g.width) + "x" + std::to_string(g.height) + ", " +
+                                         std::to_string(g.frames) + " frames); the limit is " +
+                                         std::to_string(kMaxPackedRows) + ", reduce the size or the frame count"));
+  }
+  plan.workers = options.threads > 0 ? options.threads : max_cpu_threads() / kMaxThreadsPerCore;
+  MemoryEstimateOptions mem_opt;
+  mem_opt.cpu_backend = options.backend == "cpu";
+  mem_opt.threads = plan.workers;
+  VORTEX_ASSIGN_OR_RETURN(mem_opt.weights_bytes, weights_bytes_as_loaded(options, cfg));
+  plan.memory = estimate_memory(cfg, g, mem_opt);
+  if (weights_resident) {  // already allocated, so already out of what is free
+    std::erase_if(plan.memory.items, [](const MemoryEstimate::Item& i) { return i.what == "weights"; });
+  }
+  if (options.backend == "cpu") {
+    VORTEX_RETURN_IF_ERROR(at("", check_fits(plan.memory, available_host_memory(), "host memory", options.backend, cfg, g)));
+    const double cpu_seconds = estimate_cpu_seconds(cfg, g, req.steps, plan.workers);
+    if (cpu_seconds > kSlowCpuRunSeconds) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "this CPU run is estimated at %.1f hours (%.3g FLOP per step x %d steps on %d threads at %.2f "
+                    "GFLOP/s each); --backend cuda or a smaller request is faster",
+                    cpu_seconds / 3600.0, forward_flops(cfg, g), req.steps, plan.workers, kCpuFlopsPerThread / 1e9);
+      progress.warning(line);
+    }
+  }
+  VORTEX_ASSIGN_OR_RETURN(plan.layout, pack_request(cfg, g));
+  plan.spec.kind = plan.sampler_kind;
+  plan.spec.mode = plan.schedule_mode;
+  plan.spec.steps = req.steps;
+  plan.spec.video_shift = req.video_shift > 0.0 ? req.video_shift : cfg.video_shift;
+  plan.spec.audio_shift = req.audio_shift > 0.0 ? req.audio_shift : cfg.audio_shift;
+  VORTEX_ASSIGN_OR_RETURN(plan.schedule, make_av_schedule(plan.spec));
+  return plan;
+}
+
+Result<ExecOptions> resolve_exec_options(const ExecOptions& policy, const std::string& precision,
+                                         const std::string& switches) {
+  ExecOptions opts = policy;
+  opts.precision = precision;
+  VORTEX_RETURN_IF_ERROR(apply_switches(switches, opts));
+  return opts;
+}
+
+Result<std::unique_ptr<Pipeline>> Pipeline::open(const PipelineOptions& options) {
+  VORTEX_RETURN_IF_ERROR(validate_pipeline_options(options));
+  std::unique_ptr<Pipeline> p(new Pipeline());
+  p->options_ = options;
+  VORTEX_ASSIGN_OR_RETURN(p->cfg_, resolve_model_config(options));
+  Result<std::unique_ptr<Backend>> made = make_backend(options.backend, options.threads);
+  if (!made.ok()) {
+    // No CUDA build or device is this machine's limitation, not bad input: a runtime failure.
+    if (made.status().code() == ErrorCode::kUnsupported) return Status(ErrorCode::kCuda, made.status().message());
+    return made.status();
+  }
+  p->backend_ = std::move(*made);
+  VORTEX_ASSIGN_OR_RETURN(p->exec_, resolve_exec_options(p->backend_->default_options(), options.precision,
+                                                         options.switches));
+  return p;
+}
+
+Result<std::unique_ptr<Pipeline>> Pipeline::load(const PipelineOptions& options, ProgressSink& progress) {
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> p, open(options));
+  VORTEX_RETURN_IF_ERROR(p->load_weights(progress));
+  return p;
+}
+
+Status Pipeline::load_weights(ProgressSink& progress) {
+  if (model_) return Status::Ok();
+  progress.stage(options_.synthetic_weights ? "synthesizing weights" : "loading weights");
+  const auto t_load = Clock::now();
+  H3Weights weights;
+  if (options_.synthetic_weights) {
+    VORTEX_ASSIGN_OR_RETURN(weights, synthesize_weights(cfg_, *backend_, options_.weights_seed));
+  } else {
+    std::vector<std::string> load_notes;  // dtype conversions of a diffusers folder
+    Result<H3Weights> loaded = load_checkpoint(options_.checkpoint_path, cfg_, *backend_, CheckpointLayout::kAuto, &load_notes);
+    for (const std::string& n : load_notes) progress.note(n);
+    if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), options_.checkpoint_path);
+    weights = std::move(*loaded);
+  }
+  if (!options_.loras.empty()) {
+    progress.stage("applying LoRA adapters");
+    LoraApplyOptions lora_options;
+    lora_options.allow_unmatched = options_.lora_allow_unmatched;
+    lora_options.mode = options_.lora_mode;
+    lora_options.precision = exec_.precision;
+    VORTEX_RETURN_IF_ERROR(apply_lora_adapters(
+        weights, options_.loras, lora_options, cfg_, *backend_, [&](std::string_view m) { progress.note(m); },
+        [&](std::string_view m) { progress.warning(m); }, &lora_manifest_));
+  }
+  PrecisionOptions precision;
+  precision.precision = exec_.precision;
+  precision.nvfp4_fc2 = options_.nvfp4_fc2;
+  VORTEX_RETURN_IF_ERROR(apply_precision(weights, *backend_, precision));
+  VORTEX_RETURN_IF_ERROR(backend_->synchronize());
+  model_ = std::make_unique<H3Model>(cfg_, *backend_, std::move(weights), exec_);
+  load_seconds_ = seconds_since(t_load);
+  return Status::Ok();
+}
+
+Result<RunPlan> Pipeline::plan(const RunRequest& request, ProgressSink& progress, FieldStyle style,
+                               std::string* failed_field) const {
+  if (std::optional<FieldError> e = check_run_request(request, options_, style)) {
+    if (failed_field != nullptr) *failed_field = e->field;
+    return e->status;
+  }
+  VORTEX_ASSIGN_OR_RETURN(RunPlan plan, plan_run(cfg_, options_, request, progress, weights_loaded(), style, failed_field));
+  if (Status fit = check_device_fit(plan); !fit.ok()) {
+    if (failed_field != nullptr) failed_field->clear();
+    return fit;
+  }
+  return plan;
+}
+
+Status Pipeline::check_device_fit(const RunPlan& plan) const {
+  if (options_.backend == "cpu") return Status::Ok();
+  return check_fits(plan.memory, backend_->free_device_memory(), "free GPU memory", options_.backend, cfg_, plan.geo);
+}
+
+namespace {
+
+// Disarms an injected allocation failure when a run ends, however it ends.
+class InjectedFailureGuard {
+ public:
+  InjectedFailureGuard(Backend& backend, int after) : backend_(backend), armed_(after >= 0) {
+    if (armed_) backend_.inject_alloc_failure(after);
+  }
+  ~InjectedFailureGuard() {
+    if (armed_) backend_.inject_alloc_failure(-1);
+  }
+  InjectedFailureGuard(const InjectedFailureGuard&) = delete;
+  InjectedFailureGuard& operator=(const InjectedFailureGuard&) = delete;
+
+ private:
+  Backend& backend_;
+  bool armed_;
+};
+
+}  // namespace
+
+Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, const CancelToken& cancel,
+                                 const std::string& dir, double seconds_before) {
+  if (!model_) return internal_error("Pipeline::run before load_weights");
+  const auto t_run = Clock::now();
+  const RunRequest& req = plan.request;
+  const ModelConfig& cfg = cfg_;
+  const RequestGeometry& geo = plan.geo;
+  const fs::path staged(dir);
+  InjectedFailureGuard injected(*backend_, req.fail_alloc_after);
+
+  ExecOptions exec = exec_;
+  if (!req.attention.empty()) exec.attention = req.attention;
+  model_->options() = exec;
+
+  progress.stage("preparing text and positions");
+  const auto t_prepare = Clock::now();
+  VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, plan.text));
+  RunOutputs result;
+  result.prepare_seconds = seconds_since(t_prepare);
+  if (cancel.cancelled()) return cancelled("cancelled before sampling");
+
+  // ---- sampling ----
+  progress.stage("sampling");
+  AvLatents noise = initial_noise(cfg, geo, req.seed);
+  result.geo = geo;
+  const auto t_sample = Clock::now();
+  auto t_mark = t_sample;
+  H3Model& model = *model_;
+  DenoiseFn denoise = [&model, &cancel](const AvLatents& x, double sigma_v, double sigma_a, int) {
+    return model.forward(x, sigma_v, sigma_a, cancel.flag());
+  };
+  StepCallback on_step = [&](int, int total) {
+    const auto now = Clock::now();
+    const double dt = std::chrono::duration<double>(now - t_mark).count();
+    t_mark = now;
+    result.step_seconds.push_back(dt);
+    progress.step(static_cast<int>(result.step_seconds.size()), total, dt, seconds_since(t_sample));
+  };
+  VORTEX_ASSIGN_OR_RETURN(AvLatents final_latents, sample_av(plan.spec, std::move(noise), denoise, on_step));
+  result.sampling_seconds = seconds_since(t_sample);
+  const size_t video_n = static_cast<size_t>(cfg.in_channels) * geo.latent_frames * geo.latent_h * geo.latent_w;
+  const size_t audio_n = static_cast<size_t>(2) * cfg.audio_in_channels * geo.audio_latents;
+  if (final_latents.video.size() != video_n || final_latents.audio.size() != audio_n) {
+    return internal_error("sampler returned " + std::to_string(final_latents.video.size()) + " video / " +
+                          std::to_string(final_latents.audio.size()) + " audio values, expected " +
+                          std::to_string(video_n) + " / " + std::to_string(audio_n));
+  }
+
+  // ---- outputs, into the caller's staging directory ----
+  progress.stage("writing outputs");
+  std::error_code ec;
+  Tensor video = latents_tensor(final_latents.video,
+                                {cfg.in_channels, geo.latent_frames, geo.latent_h, geo.latent_w});  // [24, T, H/16, W/16] f32
+  Tensor audio = latents_tensor(final_latents.audio, {2, cfg.audio_in_channels, geo.audio_latents});  // [2, 32, Ta] f32
+  const std::string video_file = "video_latents.safetensors";
+  const std::string audio_file = "audio_latents.safetensors";
+  const std::string preview_file = "preview.png";
+  const std::string manifest_file = "run.json";
+  VORTEX_RETURN_IF_ERROR(write_safetensors((staged / video_file).string(), {{"video_latents", video}}, {}));
+  VORTEX_RETURN_IF_ERROR(write_safetensors((staged / audio_file).string(), {{"audio_latents", audio}}, {}));
+  VORTEX_ASSIGN_OR_RETURN(PreviewImage preview, render_latent_preview(video));
+  VORTEX_RETURN_IF_ERROR(write_png_rgb(preview, (staged / preview_file).string()));
+
+  nlohmann::ordered_json outputs = nlohmann::ordered_json::object();
+  auto describe_output = [&](const std::string& file, const nlohmann::ordered_json& extra) -> Status {
+    VORTEX_ASSIGN_OR_RETURN(std::string sha, sha256_file((staged / file).string()));
+    nlohmann::ordered_json entry = extra;
+    entry["sha256"] = sha;
+    entry["bytes"] = fs::file_size(staged / file, ec);
+    outputs[file] = entry;
+    return Status::Ok();
+  };
+  VORTEX_RETURN_IF_ERROR(describe_output(video_file, {{"tensor", "video_latents"}, {"dtype", "F32"},
+                                                      {"shape", video.shape()}, {"layout", "[C, T, H/16, W/16]"}}));
+  VORTEX_RETURN_IF_ERROR(describe_output(audio_file, {{"tensor", "audio_latents"}, {"dtype", "F32"},
+                                                      {"shape", audio.shape()}, {"layout", "[2, C, Ta]"}}));
+  VORTEX_RETURN_IF_ERROR(describe_output(preview_file, {{"width", preview.width}, {"height", preview.height},
+                                                        {"frames_shown", preview_frame_indices(geo.latent_frames)},
+                                                        {"note", "fixed linear latent->RGB map, NOT a VAE decode"}}));
+
+  using J = nlohmann::ordered_json;
+  const bool from_file = plan.text_source == "embeddings";
+  J text_sha = nullptr;
+  if (from_file) {
+    VORTEX_ASSIGN_OR_RETURN(std::string sha, sha256_file(req.text_embeddings_path));
+    text_sha = sha;
+  }
+  const PipelineOptions& o = options_;
+  J manifest;
+  manifest["schema"] = "vortex.run/1";
+  manifest["vortex"] = build_info_json();
+  manifest["time_utc"] = utc_now_iso8601();
+  manifest["host"] = host_name();
+  manifest["request"] = {
+      {"config", o.checkpoint_path.empty() ? o.config_name : cfg.name},
+      {"checkpoint", o.checkpoint_path.empty() ? J(nullptr) : J(o.checkpoint_path)},
+      {"synthetic_weights", o.synthetic_weights},
+      {"weights_seed", o.synthetic_weights ? J(o.weights_seed) : J(nullptr)},
+      {"text_embeddings", from_file ? J(req.text_embeddings_path) : J(nullptr)},
+      {"text_embeddings_sha256", text_sha},
+      {"synthetic_text_rows", plan.text_source == "synthetic" ? J(req.synthetic_text_rows) : J(nullptr)},
+      {"prompt", plan.text_source == "prompt" ? J(req.prompt) : J(nullptr)},
+      {"text_shape", plan.text.shape()},
+      {"text_dtype", dtype_name(plan.text.dtype())},
+      {"width", req.width},
+      {"height", req.height},
+      {"frames_requested", req.seconds != 0.0 ? J(nullptr) : J(req.frames)},
+      {"seconds_requested", req.seconds != 0.0 ? J(req.seconds) : J(nullptr)},
+      {"steps", req.steps},
+      {"sampler", sampler_kind_name(plan.sampler_kind)},
+      {"schedule", av_schedule_mode_name(plan.schedule_mode)},
+      {"seed", req.seed},
+      {"backend", std::string(backend_->name())},
+      {"threads", o.threads},
+      {"hardware_threads", std::thread::hardware_concurrency()},
+      {"precision", exec.precision},
+      {"attention", exec.attention},
+      {"fused_norm_modulate", exec.fused_norm_modulate},
+      {"fused_gate_add", exec.fused_gate_add}};
+  manifest["noise"] = {{"contract", "gaussian_noise (src/core/rng.h): one stream of `seed`, video elements first, "
+                                    "then audio"},
+                       {"seed", req.seed},
+                       {"video_offset", 0},
+                       {"audio_offset", video_n},
+                       {"synthetic_text_seed", plan.text_source == "synthetic" ? J(synthetic_text_seed(req.seed))
+                                               : plan.text_source == "prompt" ? J(synthetic_text_seed(prompt_hash(req.prompt)))
+                                                                              : J(nullptr)}};
+  manifest["lora"] = lora_manifest_;
+  manifest["model_config"] = model_config_json(cfg);
+  manifest["geometry"] = geometry_json(geo);
+  manifest["schedule"] = {{"mode", av_schedule_mode_name(plan.schedule_mode)},
+                          {"video_shift", plan.spec.video_shift},
+                          {"audio_shift", plan.spec.audio_shift},
+                          {"sigma_video", plan.schedule.sigma_video},
+                          {"sigma_audio", plan.schedule.sigma_audio},
+                          {"timesteps_video", timesteps_from_sigmas_f32(plan.schedule.sigma_video)},
+                          {"timesteps_audio", timesteps_from_sigmas_f32(plan.schedule.sigma_audio)}};
+  manifest["outputs"] = outputs;
+  result.run_seconds = seconds_since(t_run);
+  manifest["timing"] = {{"load_weights_seconds", load_seconds_},
+                        {"prepare_seconds", result.prepare_seconds},
+                        {"step_seconds", result.step_seconds},
+                        {"sampling_seconds", result.sampling_seconds},
+                        {"total_seconds", seconds_before + result.run_seconds}};
+  VORTEX_RETURN_IF_ERROR(write_json_file(manifest, (staged / manifest_file).string()));
+  result.files = {video_file, audio_file, preview_file, manifest_file};
+  return result;
+}
+
+AvLatents initial_noise(const ModelConfig& cfg, const RequestGeometry& geo, uint64_t seed) {
+  const size_t video_n = static_cast<size_t>(cfg.in_channels) * geo.latent_frames * geo.latent_h * geo.latent_w;
+  const size_t audio_n = static_cast<size_t>(2) * cfg.audio_in_channels * geo.audio_latents;
+  AvLatents noise;
+  noise.video.resize(video_n);  // [24, T, H/16, W/16] flattened
+  noise.audio.resize(audio_n);  // [2, 32, Ta] flattened
+  gaussian_noise(seed, 0, noise.video.data(), video_n);
+  gaussian_noise(seed, video_n, noise.audio.data(), audio_n);
+  return noise;
+}
+
+const char* default_sampler_for_schedule(AvScheduleMode mode) {
+  return mode == AvScheduleMode::kDiffusers ? "euler" : "res_multistep";
+}
+
+uint64_t synthetic_text_seed(uint64_t seed) { return seed ^ 0x7465787400000000ull; }
+
+Tensor synthetic_text_states(const ModelConfig& cfg, int rows, uint64_t seed) {
+  Tensor text = Tensor::empty({rows, cfg.text_dim}, DType::kF32);  // [L, text_dim] f32
+  gaussian_noise(synthetic_text_seed(seed), 0, text.data<float>(), static_cast<size_t>(text.numel()));
+  return text;
+}
+
+uint64_t prompt_hash(std::string_view prompt) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+  for (unsigned char c : prompt) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+Tensor synthetic_prompt_states(const ModelConfig& cfg, std::string_view prompt) {
+  const int rows = static_cast<int>(std::clamp<size_t>((prompt.size() + 3) / 4, 1, kMaxPromptRows));
+  return synthetic_text_states(cfg, rows, prompt_hash(prompt));
+}
+
+Status with_checkpoint_advice(const Status& status, const std::string& checkpoint_path) {
+  // The loader's advice names --config, but with --checkpoint the config comes from the checkpoint.
+  static const std::string kConfigAdvice = ". Check --config (or the config.json next to the checkpoint)";
+  std::string m = status.message();
+  const size_t at = m.find(kConfigAdvice);
+  if (at == std::string::npos) return status;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(checkpoint_path, ec);
+  const fs::path config_json = (fs::is_directory(abs, ec) ? abs : abs.parent_path()) / "config.json";
+  const std::string advice =
+      fs::exists(config_json, ec)
+          ? ". Check the checkpoint's config.json (" + config_json.string() + "): it does not describe these weights"
+          : ". The config was inferred from the checkpoint's tensor shapes (no config.json beside it): put the "
+            "model's config.json next to the checkpoint";
+  m.replace(at, kConfigAdvice.size(), advice);
+  return Status(status.code(), m);
+}
+
+}  // namespace vortex

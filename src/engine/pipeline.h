@@ -1,0 +1,240 @@
+// Pipeline: one resident H3 model (backend, weights, model; the text encoder and decoders join here when
+// they exist) loaded once, then `run` per request. `vortex generate` is open + load + run + publish,
+// `vortex serve` keeps one Pipeline for its whole life and runs its jobs on it one at a time.
+// Load-time choices (weights, precision, backend, threads) live in PipelineOptions; per-request choices
+// (size, frames, steps, seed, schedule, attention, text) in RunRequest, checked by the same functions for
+// the CLI and the HTTP API (only the field names in messages differ: FieldStyle).
+// Tested through generate (tests/cli/cli_test.cpp) and directly in tests/engine/pipeline_test.cpp.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/memory_estimate.h"
+#include "lora/lora.h"
+#include "model/backend.h"
+#include "model/h3_model.h"
+#include "model/packing.h"
+#include "sampler/sampler.h"
+#include "vortex/config.h"
+#include "vortex/status.h"
+
+namespace vortex {
+
+// What is loaded, fixed for the pipeline's life.
+struct PipelineOptions {
+  // A built-in config name ("h3-tiny", "h3") or a checkpoint (file, index or folder). With
+  // `synthetic_weights` the weights are generated on the backend from `weights_seed` (src/model/h3_spec.h).
+  std::string config_name = "h3-tiny";
+  std::string checkpoint_path;  // empty: use config_name
+  bool synthetic_weights = false;
+  uint64_t weights_seed = 0;
+  std::string backend = "cpu";  // "cpu" | "cuda"
+  int threads = 0;              // CPU workers, 0 = all cores; results never depend on it
+  // GEMM precision: converts the weights at load, so a request can only restate it.
+  std::string precision = "bf16";
+  std::string nvfp4_fc2;  // precision nvfp4 only: PrecisionOptions::nvfp4_fc2 ("" = the policy's)
+  // Run-time switches over the backend's policy (apply_switches syntax, e.g. "fused_gate_add=0,attention=sage2").
+  std::string switches;
+  // LoRA adapters (src/lora/lora.h, docs/lora.md): merged into the BF16 weights after loading, before the
+  // precision conversion quantizes them (mode "merge"), or attached as run-time branches (mode "runtime").
+  std::vector<LoraSpec> loras;
+  bool lora_allow_unmatched = false;
+  std::string lora_mode = "merge";
+};
+
+// One request on a loaded pipeline.
+struct RunRequest {
+  // Text conditioning, first that applies: a safetensors file with one 2-D tensor [L, text_dim] (raw
+  // Qwen3-VL layer-50 states) or [L, hidden] (refined), F32/BF16; else, with synthetic weights and no
+  // text encoder, a prompt's synthetic rows (synthetic_prompt_states); else `synthetic_text_rows`
+  // synthetic raw states of `seed` (synthetic_text_states).
+  std::string text_embeddings_path;
+  std::string prompt;
+  int synthetic_text_rows = 16;
+
+  int width = 448, height = 256, frames = 22;  // pixels; frames snap up to 17n + 5 (src/model/packing.h)
+  double seconds = 0.0;                        // > 0: frames = ceil(24 * seconds), snapped up (replaces frames)
+  int steps = 12;                              // model evaluations
+  std::string schedule = "comfyui";            // "comfyui" | "diffusers" (src/sampler/sampler.h)
+  std::string sampler;                         // "euler" | "res_multistep"; empty: the schedule's default
+  uint64_t seed = 42;                          // noise (and synthetic text) seed
+  std::string attention;                       // "sdpa" | "sage2"; empty: the pipeline's
+  std::string precision;                       // empty or the loaded precision (a load-time choice)
+  // > 0: the flow shifts instead of the config's (--preset turbo4: video 6, audio 3).
+  double video_shift = 0.0, audio_shift = 0.0;
+  // Fault injection: the allocation after this many successful ones fails with kOutOfMemory, through
+  // the backend's own allocation path (Backend::inject_alloc_failure). -1: off.
+  int fail_alloc_after = -1;
+};
+
+// Field names in messages: the CLI's flags ("--steps") or the HTTP API's JSON fields ("steps").
+enum class FieldStyle { kFlag, kJson };
+
+// A rejected request: the field at fault (in the FieldStyle's spelling; empty when no single field is)
+// and why.
+struct FieldError {
+  std::string field;
+  Status status;
+};
+
+// Load-time options: weights source, backend name, thread count, precision name (the CLI's flags name
+// them). Cheap: touches no file beyond existence checks.
+Status validate_pipeline_options(const PipelineOptions& options);
+// The per-request fields against what `options` loads: ranges, names, backend support. In the CLI's
+// order; the first failure wins.
+std::optional<FieldError> check_run_request(const RunRequest& request, const PipelineOptions& options,
+                                            FieldStyle style);
+// The model config `options` names: a built-in config, or the one a checkpoint brings (its config.json,
+// else inferred from its tensors), validated.
+Result<ModelConfig> resolve_model_config(const PipelineOptions& options);
+
+// Everything a request needs before any weight is touched: the text, the geometry and packed layout,
+// the schedule and the memory estimate.
+struct RunPlan {
+  RunRequest request;
+  ModelConfig cfg;
+  Tensor text;  // host [L, text_dim] or [L, hidden], f32 or bf16
+  std::string text_source;  // "embeddings" | "prompt" | "synthetic"
+  RequestGeometry geo;
+  PackedLayout layout;
+  SamplerSpec spec;
+  SamplerKind sampler_kind = SamplerKind::kResMultistep;
+  AvScheduleMode schedule_mode = AvScheduleMode::kComfyParity;
+  AvSchedule schedule;
+  MemoryEstimate memory;
+  int workers = 1;
+};
+
+// Progress reports from a run; the CLI draws a bar, the server updates the job's status.
+class ProgressSink {
+ public:
+  virtual ~ProgressSink() = default;
+  // A phase begins ("loading weights", "preparing text and positions", "sampling", "writing outputs").
+  virtual void stage(std::string_view what) { (void)what; }
+  // Something the user should know that does not stop the run (e.g. a frame count snapped up).
+  virtual void note(std::string_view what) { (void)what; }
+  // Something the user should know that does not stop the run (e.g. a CPU run estimated at hours).
+  virtual void warning(std::string_view what) { (void)what; }
+  // Denoising step `done` of `total` finished (1-based) after `step_seconds`; `elapsed_seconds` since
+  // sampling began.
+  virtual void step(int done, int total, double step_seconds, double elapsed_seconds) {
+    (void)done, (void)total, (void)step_seconds, (void)elapsed_seconds;
+  }
+};
+
+// Set from any thread; a run stops at the next transformer-block boundary with kCancelled.
+class CancelToken {
+ public:
+  void cancel() { flag_.store(true); }
+  bool cancelled() const { return flag_.load(); }
+  const std::atomic<bool>* flag() const { return &flag_; }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
+
+// Builds the plan of `request` on `cfg` (checks check_run_request has not: schedule and sampler names,
+// --seconds, the text file, geometry, the packed-row limit) and, on the CPU backend, checks the estimate
+// against the free host memory. `weights_resident`: the weights are already loaded (and so already out
+// of the free memory), so the estimate leaves them out. On failure `failed_field` (when given) names the
+// field at fault in `style`.
+Result<RunPlan> plan_run(const ModelConfig& cfg, const PipelineOptions& options, const RunRequest& request,
+                         ProgressSink& progress, bool weights_resident, FieldStyle style,
+                         std::string* failed_field = nullptr);
+
+struct RunOutputs {
+  std::vector<std::string> files;  // names inside the output directory, run.json last
+  RequestGeometry geo;
+  std::vector<double> step_seconds;  // one per denoising step
+  double prepare_seconds = 0.0;
+  double sampling_seconds = 0.0;
+  double run_seconds = 0.0;  // prepare + sampling + outputs
+};
+
+class Pipeline {
+ public:
+  // Validates `options`, resolves the config and makes the backend; no weights yet.
+  static Result<std::unique_ptr<Pipeline>> open(const PipelineOptions& options);
+  // open + load_weights.
+  static Result<std::unique_ptr<Pipeline>> load(const PipelineOptions& options, ProgressSink& progress);
+
+  // Loads (or synthesizes) the weights, applies the precision and builds the resident model.
+  Status load_weights(ProgressSink& progress);
+
+  const PipelineOptions& options() const { return options_; }
+  const ModelConfig& config() const { return cfg_; }
+  Backend& backend() { return *backend_; }
+  const ExecOptions& exec_options() const { return exec_; }  // the switches in force (override rule)
+  bool weights_loaded() const { return model_ != nullptr; }
+  H3Model& model() { return *model_; }  // after load_weights
+  double load_seconds() const { return load_seconds_; }
+
+  // check_run_request + plan_run on this pipeline's config, then (off the CPU) the estimate against the
+  // free device memory.
+  Result<RunPlan> plan(const RunRequest& request, ProgressSink& progress, FieldStyle style,
+                       std::string* failed_field = nullptr) const;
+  // kInvalidArgument with the numbers when the plan does not fit the backend's free device memory (no-op
+  // on the CPU backend, whose host memory plan_run checked).
+  Status check_device_fit(const RunPlan& plan) const;
+
+  // Samples `plan` on the resident model and writes the outputs of docs/outputs.md (video and audio
+  // latents, preview.png, run.json) into `dir`, an existing empty directory the caller publishes
+  // atomically (it renames `dir` into place only on success). kCancelled when `cancel` fires.
+  // run.json's total_seconds is `seconds_before` (the caller's time spent on this request before run)
+  // plus run's own.
+  Result<RunOutputs> run(const RunPlan& plan, ProgressSink& progress, const CancelToken& cancel,
+                         const std::string& dir, double seconds_before = 0.0);
+
+ private:
+  Pipeline() = default;
+  PipelineOptions options_;
+  ModelConfig cfg_;
+  std::unique_ptr<Backend> backend_;
+  ExecOptions exec_;
+  double load_seconds_ = 0.0;
+  // The resident denoiser. The text encoder and the video/audio decoders belong beside it as optional
+  // members: with a text encoder plan() conditions on prompts for real weights too, with decoders run()
+  // adds the MP4 to the outputs.
+  std::unique_ptr<H3Model> model_;
+  nlohmann::ordered_json lora_manifest_ = nlohmann::ordered_json::array();  // run.json "lora"
+};
+
+// The override rule for run-time switches, shared by generate, serve, bench and gate
+// (docs/architecture.md "Switches, policy and gates"): start from the backend's policy table, set the
+// loaded precision, then apply the caller's explicit switches in order; a switch nobody names keeps the
+// policy's value.
+Result<ExecOptions> resolve_exec_options(const ExecOptions& policy, const std::string& precision,
+                                         const std::string& switches);
+
+// The sampler a schedule runs when none is named: res_multistep for comfyui (ComfyUI's H3 workflow),
+// euler for diffusers (MiniMaxH3Scheduler's only update).
+const char* default_sampler_for_schedule(AvScheduleMode mode);
+
+// Initial noise (the noise contract, docs/outputs.md): ONE Gaussian stream of `seed`
+// (src/core/rng.h gaussian_noise), video first then audio: video element i (flattened [24, T, H, W])
+// is stream element i, audio element j (flattened [2, 32, Ta]) is stream element video_size + j.
+AvLatents initial_noise(const ModelConfig& cfg, const RequestGeometry& geo, uint64_t seed);
+
+// Seed of the synthetic text stream: seed ^ 0x7465787400000000 ("text" in the top four bytes, as
+// src/engine/workload.cpp does for bench), so the text never reuses the latent noise stream.
+uint64_t synthetic_text_seed(uint64_t seed);
+// Deterministic raw "Qwen-like" states [rows, text_dim] F32: element i = gaussian_noise(
+// synthetic_text_seed(seed), offset 0)[i]. Not a real prompt: stands in for one in demos and tests.
+Tensor synthetic_text_states(const ModelConfig& cfg, int rows, uint64_t seed);
+// A prompt's stand-in while no text encoder is loaded: synthetic_text_states of seed FNV-1a-64(prompt),
+// one row per 4 bytes of the prompt (about one token each), between 1 and kMaxPromptRows.
+constexpr int kMaxPromptRows = 1024;
+uint64_t prompt_hash(std::string_view prompt);
+Tensor synthetic_prompt_states(const ModelConfig& cfg, std::string_view prompt);
+
+// A loader error about a --checkpoint with advice that fits it: the loader suggests "--config", but a
+// checkpoint brings its own config (the config.json beside it, or shapes inferred from the tensors).
+Status with_checkpoint_advice(const Status& status, const std::string& checkpoint_path);
+
+}  // namespace vortex

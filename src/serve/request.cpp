@@ -1,0 +1,221 @@
+// POST /v1/videos body parsing (see request.h). nlohmann::json without exceptions; the depth is checked
+// on the raw text first because the parser recurses once per nesting level.
+#include "serve/request.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace vortex::serve {
+namespace {
+
+using json = nlohmann::json;
+
+const char* const kKnownFields[] = {"prompt", "width", "height", "size", "aspect_ratio", "short_edge", "frames",
+                                    "seconds", "steps", "seed", "schedule", "sampler", "attention", "precision",
+                                    "fail_alloc_after"};
+
+std::string known_fields_help() {
+  std::string s;
+  for (const char* f : kKnownFields) {
+    if (std::string_view(f) == "fail_alloc_after") continue;  // debug only, not advertised
+    s += (s.empty() ? "" : ", ") + std::string(f);
+  }
+  return s;
+}
+
+Status bad(std::string* field, const std::string& name, const std::string& message) {
+  if (field != nullptr) *field = name;
+  return invalid_argument(message);
+}
+
+// An integer field within [lo, hi].
+Status get_int(const json& body, const char* name, int64_t lo, int64_t hi, int64_t& out, std::string* field) {
+  const json& v = body.at(name);
+  if (!v.is_number_integer()) return bad(field, name, std::string(name) + " must be an integer");
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(hi)) {
+      return bad(field, name, std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    out = static_cast<int64_t>(u);
+  } else {
+    out = v.get<int64_t>();
+  }
+  if (out < lo || out > hi) {
+    return bad(field, name, std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                "], got " + std::to_string(out));
+  }
+  return Status::Ok();
+}
+
+Status get_string(const json& body, const char* name, size_t max_bytes, std::string& out, std::string* field) {
+  const json& v = body.at(name);
+  if (!v.is_string()) return bad(field, name, std::string(name) + " must be a string");
+  out = v.get<std::string>();
+  if (out.empty()) return bad(field, name, std::string(name) + " must not be empty");
+  if (out.size() > max_bytes) {
+    return bad(field, name, std::string(name) + " is " + std::to_string(out.size()) + " bytes; the limit is " +
+                                std::to_string(max_bytes));
+  }
+  return Status::Ok();
+}
+
+// "16:9" -> (16, 9), both in [1, 100].
+bool parse_ratio(const std::string& s, int& a, int& b) {
+  const size_t colon = s.find(':');
+  if (colon == std::string::npos) return false;
+  const char* p = s.data();
+  auto r1 = std::from_chars(p, p + colon, a);
+  auto r2 = std::from_chars(p + colon + 1, p + s.size(), b);
+  return r1.ec == std::errc() && r1.ptr == p + colon && r2.ec == std::errc() && r2.ptr == p + s.size() && a >= 1 &&
+         a <= 100 && b >= 1 && b <= 100;
+}
+
+// "448x256" -> (448, 256).
+bool parse_size(const std::string& s, int& w, int& h) {
+  const size_t x = s.find('x');
+  if (x == std::string::npos) return false;
+  const char* p = s.data();
+  auto r1 = std::from_chars(p, p + x, w);
+  auto r2 = std::from_chars(p + x + 1, p + s.size(), h);
+  return r1.ec == std::errc() && r1.ptr == p + x && r2.ec == std::errc() && r2.ptr == p + s.size();
+}
+
+}  // namespace
+
+int json_depth(std::string_view text, int limit) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > limit) return max_depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+Result<RunRequest> parse_video_request(std::string_view body_text, const RequestLimits& limits,
+                                       const RunRequest& defaults, std::string* field) {
+  if (field != nullptr) field->clear();
+  if (body_text.size() > limits.max_body_bytes) {
+    return bad(field, "", "the body is " + std::to_string(body_text.size()) + " bytes; the limit is " +
+                              std::to_string(limits.max_body_bytes));
+  }
+  if (json_depth(body_text, limits.max_json_depth) > limits.max_json_depth) {
+    return bad(field, "", "the body nests deeper than " + std::to_string(limits.max_json_depth) + " levels");
+  }
+  const json body = json::parse(body_text.begin(), body_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return bad(field, "", "the body is not valid JSON");
+  if (!body.is_object()) return bad(field, "", "the body must be a JSON object");
+
+  const std::set<std::string> known(std::begin(kKnownFields), std::end(kKnownFields));
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (!known.count(it.key()) || (it.key() == "fail_alloc_after" && !limits.allow_fault_injection)) {
+      std::string shown = it.key().substr(0, 64);
+      for (char& c : shown) {
+        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+      }
+      return bad(field, shown, "unknown field '" + shown + "' (known: " + known_fields_help() + ")");
+    }
+  }
+
+  RunRequest r = defaults;
+  auto has = [&body](const char* name) { return body.contains(name); };
+  int64_t v = 0;
+  if (has("prompt")) VORTEX_RETURN_IF_ERROR(get_string(body, "prompt", limits.max_prompt_bytes, r.prompt, field));
+
+  const bool wh = has("width") || has("height");
+  const int size_forms = (wh ? 1 : 0) + (has("size") ? 1 : 0) + ((has("aspect_ratio") || has("short_edge")) ? 1 : 0);
+  if (size_forms > 1) {
+    return bad(field, has("size") ? "size" : "aspect_ratio",
+               "give the size one way: width and height, size \"WxH\", or aspect_ratio with short_edge");
+  }
+  if (wh) {
+    if (!has("width") || !has("height")) {
+      return bad(field, has("width") ? "height" : "width", "width and height go together");
+    }
+    VORTEX_RETURN_IF_ERROR(get_int(body, "width", 1, 1 << 16, v, field));
+    r.width = static_cast<int>(v);
+    VORTEX_RETURN_IF_ERROR(get_int(body, "height", 1, 1 << 16, v, field));
+    r.height = static_cast<int>(v);
+  }
+  if (has("size")) {
+    std::string s;
+    VORTEX_RETURN_IF_ERROR(get_string(body, "size", 32, s, field));
+    int w = 0, h = 0;
+    if (!parse_size(s, w, h) || w < 1 || h < 1) return bad(field, "size", "size must be \"WIDTHxHEIGHT\", e.g. \"448x256\"");
+    r.width = w;
+    r.height = h;
+  }
+  if (has("aspect_ratio") || has("short_edge")) {
+    if (!has("aspect_ratio") || !has("short_edge")) {
+      return bad(field, has("aspect_ratio") ? "short_edge" : "aspect_ratio", "aspect_ratio and short_edge go together");
+    }
+    std::string ratio;
+    VORTEX_RETURN_IF_ERROR(get_string(body, "aspect_ratio", 16, ratio, field));
+    int a = 0, b = 0;
+    if (!parse_ratio(ratio, a, b)) return bad(field, "aspect_ratio", "aspect_ratio must be \"W:H\", e.g. \"16:9\"");
+    VORTEX_RETURN_IF_ERROR(get_int(body, "short_edge", 32, 8192, v, field));
+    // The long edge rounds to the nearest multiple of 32 (the model's pixel granularity).
+    const int short_edge = static_cast<int>(v);
+    const int long_edge = static_cast<int>(std::lround(static_cast<double>(short_edge) * std::max(a, b) /
+                                                       std::min(a, b) / 32.0)) * 32;
+    r.width = a >= b ? long_edge : short_edge;
+    r.height = a >= b ? short_edge : long_edge;
+  }
+
+  if (has("frames") && has("seconds")) return bad(field, "seconds", "frames and seconds exclude each other");
+  if (has("frames")) {
+    VORTEX_RETURN_IF_ERROR(get_int(body, "frames", 1, 100000, v, field));
+    r.frames = static_cast<int>(v);
+  }
+  if (has("seconds")) {
+    const json& s = body.at("seconds");
+    if (!s.is_number()) return bad(field, "seconds", "seconds must be a number");
+    const double secs = s.get<double>();
+    if (!std::isfinite(secs) || secs <= 0.0) return bad(field, "seconds", "seconds must be a positive number");
+    r.seconds = secs;
+  }
+  if (has("steps")) {
+    VORTEX_RETURN_IF_ERROR(get_int(body, "steps", 1, 1000, v, field));
+    r.steps = static_cast<int>(v);
+  }
+  if (has("seed")) {
+    const json& s = body.at("seed");
+    if (!s.is_number_integer() || (!s.is_number_unsigned() && s.get<int64_t>() < 0)) {
+      return bad(field, "seed", "seed must be a non-negative integer");
+    }
+    r.seed = s.get<uint64_t>();
+  }
+  if (has("schedule")) VORTEX_RETURN_IF_ERROR(get_string(body, "schedule", 32, r.schedule, field));
+  if (has("sampler")) VORTEX_RETURN_IF_ERROR(get_string(body, "sampler", 32, r.sampler, field));
+  if (has("attention")) VORTEX_RETURN_IF_ERROR(get_string(body, "attention", 32, r.attention, field));
+  if (has("precision")) VORTEX_RETURN_IF_ERROR(get_string(body, "precision", 32, r.precision, field));
+  if (has("fail_alloc_after")) {
+    VORTEX_RETURN_IF_ERROR(get_int(body, "fail_alloc_after", 0, std::numeric_limits<int>::max(), v, field));
+    r.fail_alloc_after = static_cast<int>(v);
+  }
+  return r;
+}
+
+}  // namespace vortex::serve

@@ -1,0 +1,66 @@
+// `vortex serve`: one resident Pipeline behind an HTTP job API in the /v1/videos dialect (docs/serve.md).
+// HTTP threads (cpp-httplib's pool) only validate, enqueue and read job state; one worker thread owns the
+// pipeline and runs the jobs one at a time, so GPU work is serialized. Each job lives in memory and in
+// <data>/jobs/<id>/ (job.json, output/ published by one rename, an uploaded text_embeddings file); ids are
+// generated here and only ever looked up, never used as paths from the client. Retention keeps the last
+// `keep_jobs` finished jobs and deletes only their own directories.
+// Tested in process on 127.0.0.1 in tests/serve/server_test.cpp (every route and error, the curl examples
+// of docs/serve.md) and tests/serve/soak_test.cpp; as a process with SIGTERM in tests/cli/cli_serve_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/pipeline.h"
+#include "serve/request.h"
+#include "vortex/status.h"
+
+namespace vortex::serve {
+
+struct ServeOptions {
+  PipelineOptions pipeline;
+  std::string host = "127.0.0.1";
+  int port = 8000;        // 0: an ephemeral port (Server::port() tells which)
+  std::string data_dir;   // required: job directories go under <data>/jobs
+  int queue_limit = 16;   // queued jobs (the running one not counted); beyond: 429 + Retry-After
+  int keep_jobs = 100;    // finished jobs kept (memory and disk); older ones are deleted
+  RequestLimits limits;
+  size_t max_upload_bytes = 64ull << 20;  // one text_embeddings upload
+  std::string api_key;    // non-empty: every route but /health needs "Authorization: Bearer <key>"
+  // Admission budget for a request's memory estimate; unset: free device memory after load (cuda), free
+  // host memory at submission (cpu).
+  std::optional<uint64_t> memory_limit_bytes;
+  int http_threads = 16;  // concurrent connections served (SSE streams hold one each)
+  // One line per event ("loaded ...", "job <id> <terminal state>[: reason]"); called with the job table
+  // locked, so it must not call back into the server. May be empty.
+  std::function<void(const std::string&)> log;
+};
+
+// How a shutdown treats the running job (queued ones are always cancelled).
+enum class RunningJob { kFinish, kCancel };
+
+class Server {
+ public:
+  // Loads the pipeline (on the worker thread), binds host:port and starts serving.
+  static Result<std::unique_ptr<Server>> start(const ServeOptions& options);
+  ~Server();  // shutdown(RunningJob::kCancel) if not done yet
+
+  int port() const;
+  // Stops accepting (new submissions get 503, SSE streams end), stops the listener, cancels queued
+  // jobs, finishes or cancels the running one and joins every thread. Idempotent.
+  void shutdown(RunningJob running);
+
+  struct Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Equal strings in time that depends only on their lengths (bearer token check).
+bool constant_time_equals(const std::string& a, const std::string& b);
+
+}  // namespace vortex::serve

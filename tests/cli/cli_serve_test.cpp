@@ -1,0 +1,143 @@
+// `vortex serve` as a process (apps/vortex/cmd_serve.cpp): it prints its port (--port 0), serves a job,
+// and on SIGTERM stops accepting and exits 0, finishing (default) or cancelling (--on-sigterm cancel) the
+// running job, whose job.json records the outcome. Also the argument errors (exit 2). Loopback only.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_test_util.h"
+
+namespace {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using vortex_cli_test::ScratchDir;
+
+struct ServeProcess {
+  pid_t pid = -1;
+  int port = 0;
+  FILE* out = nullptr;
+
+  explicit ServeProcess(const std::vector<std::string>& args) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      std::vector<std::string> argv_s = {vortex_cli_test::vortex_cli_path(), "serve"};
+      argv_s.insert(argv_s.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (std::string& a : argv_s) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    out = fdopen(fds[0], "r");
+    char line[512];
+    while (std::fgets(line, sizeof line, out) != nullptr) {
+      const std::string s(line);
+      const size_t at = s.find("listening on http://127.0.0.1:");
+      if (at != std::string::npos) {
+        port = std::stoi(s.substr(at + 30));
+        break;
+      }
+    }
+  }
+  // Waits up to `timeout_s` for the exit; -1 if it did not exit (then it is killed).
+  int wait_exit(double timeout_s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    int status = 0;
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < timeout_s) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+  ~ServeProcess() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    if (out) fclose(out);
+  }
+};
+
+json wait_status(httplib::Client& c, const std::string& id, const std::string& until_step_or_state, int step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  json j;
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 60) {
+    auto r = c.Get("/v1/videos/" + id);
+    if (r && r->status == 200) {
+      j = json::parse(r->body);
+      if (j["status"] == until_step_or_state || j["step"].get<int>() >= step) return j;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return j;
+}
+
+json job_file(const fs::path& data, const std::string& id) {
+  std::ifstream f(data / "jobs" / id / "job.json");
+  return json::parse(f, nullptr, false);
+}
+
+void sigterm_case(bool cancel) {
+  ScratchDir dir;
+  const fs::path data = dir.path() / "data";
+  std::vector<std::string> args = {"--synthetic", "--config", "h3-tiny", "--threads", "2", "--port", "0",
+                                   "--data", data.string(), "--quiet"};
+  if (cancel) args.insert(args.end(), {"--on-sigterm", "cancel"});
+  ServeProcess p(args);
+  ASSERT_GT(p.port, 0) << "no 'listening on' line";
+  httplib::Client c("127.0.0.1", p.port);
+  const int steps = cancel ? 1000 : 30;
+  auto r = c.Post("/v1/videos",
+                  json{{"prompt", "sigterm"}, {"width", 64}, {"height", 64}, {"frames", 5}, {"steps", steps}}.dump(),
+                  "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string id = json::parse(r->body)["id"];
+  wait_status(c, id, "succeeded", 1);
+  ASSERT_EQ(kill(p.pid, SIGTERM), 0);
+  EXPECT_EQ(p.wait_exit(60), 0);
+  const json j = job_file(data, id);
+  EXPECT_EQ(j["status"], cancel ? "cancelled" : "succeeded") << j.dump();
+  EXPECT_FALSE(c.Get("/health"));
+}
+
+TEST(CliServe, SigtermFinishesTheRunningJobAndExitsZero) { sigterm_case(false); }
+TEST(CliServe, SigtermWithOnSigtermCancelStopsTheRunningJob) { sigterm_case(true); }
+
+TEST(CliServe, ArgumentErrors) {
+  ScratchDir dir;
+  auto r = vortex_cli_test::run_vortex("serve --data " + dir.str("d"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--model DIR, --checkpoint FILE|DIR or --synthetic"), std::string::npos) << r.output;
+  r = vortex_cli_test::run_vortex("serve --synthetic");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--data is required"), std::string::npos) << r.output;
+  r = vortex_cli_test::run_vortex("serve --synthetic --data " + dir.str("d") + " --on-sigterm later");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = vortex_cli_test::run_vortex("serve --model " + dir.str("missing") + " --data " + dir.str("d"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = vortex_cli_test::run_vortex("serve --synthetic --config h3-huge --data " + dir.str("d"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+}  // namespace

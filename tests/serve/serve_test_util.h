@@ -1,0 +1,105 @@
+// Helpers for the in-process server tests (server_test.cpp, soak_test.cpp): a Server on 127.0.0.1 with
+// an ephemeral port over synthetic h3-tiny weights on the CPU, a scratch data directory, an httplib
+// client, and polling helpers. Loopback only.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "serve/server.h"
+
+namespace vortex_serve_test {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// A fresh directory under the system temp dir, removed at the end.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::random_device rd;
+    path_ = fs::temp_directory_path() / ("vortex_serve_test_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+inline vortex::serve::ServeOptions tiny_options(const fs::path& data) {
+  vortex::serve::ServeOptions o;
+  o.pipeline.config_name = "h3-tiny";
+  o.pipeline.synthetic_weights = true;
+  o.pipeline.backend = "cpu";
+  o.pipeline.threads = 2;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  o.data_dir = data.string();
+  o.limits.allow_fault_injection = true;
+  return o;
+}
+
+struct TestServer {
+  explicit TestServer(vortex::serve::ServeOptions o) {
+    auto s = vortex::serve::Server::start(o);
+    if (!s.ok()) {
+      ADD_FAILURE() << s.status().to_string();
+      return;
+    }
+    server = std::move(*s);
+  }
+  std::unique_ptr<httplib::Client> client() const {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", server->port());
+    c->set_read_timeout(30, 0);
+    c->set_connection_timeout(5, 0);
+    return c;
+  }
+  std::unique_ptr<vortex::serve::Server> server;
+};
+
+inline json body_json(const httplib::Result& r) {
+  if (!r) return json();
+  return json::parse(r->body, nullptr, false);
+}
+
+// A small job: 64x64, 5 frames, `steps` steps.
+inline std::string small_job(int steps = 2, uint64_t seed = 1) {
+  return json{{"prompt", "a lighthouse at dusk"}, {"width", 64}, {"height", 64}, {"frames", 5}, {"steps", steps},
+              {"seed", seed}}
+      .dump();
+}
+
+// Polls GET /v1/videos/{id} until `pred(status)` or the timeout; returns the last status.
+template <typename Pred>
+json wait_for(httplib::Client& c, const std::string& id, Pred pred, double timeout_s = 60.0) {
+  const auto t0 = std::chrono::steady_clock::now();
+  json j;
+  for (;;) {
+    auto r = c.Get("/v1/videos/" + id);
+    if (r && r->status == 200) j = json::parse(r->body, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && pred(j)) return j;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s) return j;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+inline bool is_terminal(const json& j) {
+  const std::string s = j.value("status", "");
+  return s == "succeeded" || s == "failed" || s == "cancelled";
+}
+
+}  // namespace vortex_serve_test

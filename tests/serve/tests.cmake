@@ -1,0 +1,11 @@
+# serve: the request parser, its fuzz-corpus replay, the HTTP API contract (in process, 127.0.0.1, an
+# ephemeral port; runs the curl examples of docs/serve.md) and the bounded soak (about 2 minutes).
+vortex_test(NAME serve_request_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/request_test.cpp LIBS vortex_serve)
+vortex_test(NAME serve_request_fuzz_replay_test
+            SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/request_fuzz_replay_test.cpp ${CMAKE_SOURCE_DIR}/fuzz/serve_request_fuzz.cpp
+            LIBS vortex_serve)
+target_compile_definitions(serve_request_fuzz_replay_test PRIVATE
+                           VORTEX_SERVE_FUZZ_CORPUS="${CMAKE_SOURCE_DIR}/fuzz/corpus/serve_request")
+vortex_test(NAME serve_server_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/server_test.cpp LIBS vortex_serve)
+target_compile_definitions(serve_server_test PRIVATE VORTEX_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+vortex_test(NAME serve_soak_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/soak_test.cpp LIBS vortex_serve)
