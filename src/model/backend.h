@@ -93,6 +93,23 @@ class Backend {
   // out[S, I] = R(softmax(q k^T / sqrt(head_dim)) v) per head; q, k, v may be strided views.
   virtual Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
                            Tensor& out, const ExecOptions& opts) = 0;
+  // ---- decoder ops (the Qwen3-VL conditioner, src/text_encoder); kUnsupported where not provided ----
+  // qk_norm_rope's program on one strided view x [S, num_heads * head_dim], in place, for q and k of
+  // different head counts (GQA). head_norm_rope(q) + head_norm_rope(k) == qk_norm_rope(q, k) (E0).
+  virtual Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
+                                int head_dim) {
+    (void)x, (void)weight, (void)eps, (void)rope, (void)num_heads, (void)head_dim;
+    return unsupported("head_norm_rope: not provided by the " + std::string(name()) +
+                       " backend (the text encoder runs on --backend cpu)");
+  }
+  // out[S, H*hd] = R(softmax_causal(q k^T / sqrt(head_dim)) v): query row i sees key rows j <= i, query head h
+  // reads kv head h / (num_heads / num_kv_heads). q, out [S, H*hd]; k, v [S, H_kv*hd]; strided views allowed.
+  virtual Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads,
+                                  int head_dim, Tensor& out) {
+    (void)q, (void)k, (void)v, (void)num_heads, (void)num_kv_heads, (void)head_dim, (void)out;
+    return unsupported("causal_attention: not provided by the " + std::string(name()) +
+                       " backend (the text encoder runs on --backend cpu)");
+  }
   // x = R(x + R(gate * a)), gate = table[seg.table_row, gate_chunk*D : +D]; table == nullptr: x = R(x + a).
   virtual Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk,
                           const SegmentTable& seg) = 0;

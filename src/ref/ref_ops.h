@@ -58,6 +58,12 @@ Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const
 // rope->cos / sin: [S, half] bf16 host tensors. Dims >= rope_dims pass unchanged (after the norm).
 Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
                     const RopeTables* rope, int num_heads, int head_dim, const RowRunner& run = run_serial);
+// One head's rotate-half RoPE in place (the RoPE half of qk_norm_rope): x[0, 2*half) bf16, cos/sin rows [half].
+void rope_head_row(uint16_t* x, const uint16_t* cos_row, const uint16_t* sin_row, int half);
+// qk_norm_rope's program on one operand: x [S, num_heads * head_dim] bf16 (strided view), weight [head_dim].
+// For q and k of different head counts (GQA); head_norm_rope(q) + head_norm_rope(k) == qk_norm_rope(q, k).
+Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
+                      int head_dim, const RowRunner& run = run_serial);
 
 // FP64-exact SDPA (the reference): per head and query, scores = (q . k) in FP64 (exact BF16 products),
 // times 1/sqrt(head_dim) in FP64; softmax in FP64 (max-subtracted); out = sum_j p_j v_j / sum_j p_j in
@@ -68,6 +74,11 @@ Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
 // dot products (ascending d), scaled by fp32(1/sqrt(head_dim)); keys in blocks of `key_block` with an
 // online max m and FP32 row sum l of the unrounded P = expf(s - m); P rounded to BF16 for the P.V product
 // accumulated in FP32 and rescaled by expf(m_old - m_new) between blocks; out = R(acc / l).
+// Causal grouped-query SDPA, the FP64-exact program of attention() with two changes: query head h reads
+// kv head h / (num_heads / num_kv_heads) (transformers' repeat_kv), and query row i sees keys j <= i only
+// (a decoder prefill; S_q == S_kv). q, out [S, num_heads * head_dim]; k, v [S, num_kv_heads * head_dim].
+Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads,
+                        int head_dim, Tensor& out, const RowRunner& run = run_serial);
 Status attention_flash_fp32(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
                             Tensor& out, int key_block = 128, const RowRunner& run = run_serial);
 
