@@ -94,8 +94,14 @@ class Backend {
   virtual Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
                            Tensor& out, const ExecOptions& opts) = 0;
   // ---- decoder ops (the Qwen3-VL conditioner, src/text_encoder); kUnsupported where not provided ----
-  // qk_norm_rope's program on one strided view x [S, num_heads * head_dim], in place, for q and k of
-  // different head counts (GQA). head_norm_rope(q) + head_norm_rope(k) == qk_norm_rope(q, k) (E0).
+  // out = R(fp32(R(fp32(x * r)) * w)), r as in rms_norm: transformers' Qwen3 RMSNorm (two roundings).
+  virtual Status rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+    (void)x, (void)weight, (void)eps, (void)out;
+    return unsupported("rms_norm_two_rounding: not provided by the " + std::string(name()) +
+                       " backend (the text encoder runs on --backend cpu)");
+  }
+  // In place on one strided view x [S, num_heads * head_dim]: per head rms_norm_two_rounding over head_dim,
+  // then qk_norm_rope's RoPE. One operand per call, so q and k may have different head counts (GQA).
   virtual Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
                                 int head_dim) {
     (void)x, (void)weight, (void)eps, (void)rope, (void)num_heads, (void)head_dim;

@@ -76,6 +76,10 @@ Status CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   return ref::attention(q, k, v, num_heads, head_dim, out, run_);
 }
 
+Status CpuBackend::rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  return ref::rms_norm_two_rounding(x, weight, eps, out, run_);
+}
+
 Status CpuBackend::head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
                                   int head_dim) {
   return ref::head_norm_rope(x, weight, eps, rope, num_heads, head_dim, run_);

@@ -35,6 +35,7 @@ class CpuBackend : public Backend {
                       const RopeTables* rope, int num_heads, int head_dim) override;
   Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
                    const ExecOptions& opts) override;
+  Status rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
                         int head_dim) override;
   Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads,

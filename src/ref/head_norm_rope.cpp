@@ -1,8 +1,8 @@
-// Reference per-head RMSNorm + rotate-half RoPE on ONE strided [S, heads * head_dim] view, in place: the
-// program of qk_norm_rope applied to a single operand, so q and k may have different head counts (GQA:
-// the Qwen3-VL conditioner has 64 q-heads and 8 kv-heads). Same row functions as qk_norm_rope
-// (rms_norm_row, rope_head_row), so head_norm_rope(q) + head_norm_rope(k) == qk_norm_rope(q, k) bytewise.
-// Tested in tests/ref/head_norm_rope_test.cpp (E0 vs qk_norm_rope, GQA head counts vs an FP64 formulation).
+// Reference per-head RMSNorm + rotate-half RoPE on ONE strided [S, heads * head_dim] view, in place, with
+// transformers' Qwen3 q_norm / k_norm rounding (rms_norm_two_rounding_row) and qk_norm_rope's RoPE
+// (rope_head_row). One operand per call, so q and k may have different head counts (GQA: the Qwen3-VL
+// conditioner has 64 q-heads and 8 kv-heads). Tested in tests/ref/head_norm_rope_test.cpp (E0 vs
+// rms_norm_two_rounding + qk_norm_rope's RoPE-only path, GQA views vs an FP64 formulation).
 #include <string>
 
 #include "ref/ref_internal.h"
@@ -35,7 +35,7 @@ Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTabl
       uint16_t* row = row_ptr<uint16_t>(x, r);
       for (int h = 0; h < num_heads; ++h) {
         uint16_t* xh = row + static_cast<int64_t>(h) * head_dim;
-        rms_norm_row(xh, w, head_dim, eps, xh);  // in place: the sum is taken before any write
+        rms_norm_two_rounding_row(xh, w, head_dim, eps, xh);  // in place: the sum is taken before any write
         if (rope) rope_head_row(xh, row_ptr<const uint16_t>(rope->cos, r), row_ptr<const uint16_t>(rope->sin, r), half);
       }
     }

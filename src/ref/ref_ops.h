@@ -42,6 +42,11 @@ Status rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, c
 // x, out: n BF16 values at unit stride (out may alias x); weight: n BF16 values.
 void rms_norm_row(const uint16_t* x, const uint16_t* weight, int64_t n, float eps, uint16_t* out);
 
+// transformers' Qwen3 RMSNorm: r as in rms_norm, out = R(fp32(R(fp32(x * r)) * w)) (two roundings).
+Status rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out,
+                             const RowRunner& run = run_serial);
+void rms_norm_two_rounding_row(const uint16_t* x, const uint16_t* weight, int64_t n, float eps, uint16_t* out);
+
 // In place: x = R(R(x * R(1 + scale)) + shift), scale/shift = table[seg.table_row(row), chunk * D : +D].
 // x [S, D] bf16 (row-strided allowed); table [rows, C * D] bf16, C = number of chunks (6 or 2).
 Status modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg,
@@ -60,8 +65,9 @@ Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& 
                     const RopeTables* rope, int num_heads, int head_dim, const RowRunner& run = run_serial);
 // One head's rotate-half RoPE in place (the RoPE half of qk_norm_rope): x[0, 2*half) bf16, cos/sin rows [half].
 void rope_head_row(uint16_t* x, const uint16_t* cos_row, const uint16_t* sin_row, int half);
-// qk_norm_rope's program on one operand: x [S, num_heads * head_dim] bf16 (strided view), weight [head_dim].
-// For q and k of different head counts (GQA); head_norm_rope(q) + head_norm_rope(k) == qk_norm_rope(q, k).
+// Qwen3's q/k norm + RoPE on one operand, in place: x [S, num_heads * head_dim] bf16 (strided view), per head
+// rms_norm_two_rounding_row with weight [head_dim], then rope_head_row as in qk_norm_rope. One operand per
+// call, so q and k may have different head counts (GQA).
 Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
                       int head_dim, const RowRunner& run = run_serial);
 

@@ -1,6 +1,6 @@
-// head_norm_rope reference: E0 against qk_norm_rope (the same program on q and k with equal head counts),
-// GQA head counts on strided views against an FP64 formulation (norm as one rounding, rotate-half RoPE with
-// three roundings), the columns outside the view untouched, and bad weights/tables rejected.
+// head_norm_rope reference: E0 against its composition (rms_norm_two_rounding on every head, then the RoPE of
+// qk_norm_rope), GQA head counts on strided views against an FP64 formulation (Qwen3's two-rounding norm,
+// rotate-half RoPE with three roundings), the columns outside the view untouched, bad weights/tables rejected.
 #include <cmath>
 #include <cstring>
 
@@ -26,23 +26,22 @@ RopeTables random_angles(int64_t s, int half, std::mt19937_64& rng) {
   return rope;
 }
 
-TEST(HeadNormRope, EqualsQkNormRopeOnEachOperand) {
+TEST(HeadNormRope, EqualsTwoRoundingNormPerHeadThenRope) {
   const uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
   const int64_t s = 19;
-  const int heads = 3, hd = 32, inner = heads * hd;
-  Tensor a = test::random_bf16({s, 3 * inner}, rng, 2.0);
-  Tensor b = Tensor::empty({s, 3 * inner}, DType::kBF16);
-  std::memcpy(b.raw_data(), a.raw_data(), a.nbytes());
-  Tensor qw = test::random_bf16({hd}, rng, 0.1, 1.0), kw = test::random_bf16({hd}, rng, 0.1, 1.0);
-  RopeTables rope = random_angles(s, 12, rng);  // rope_dims 24 < head_dim: pass-through dims too
-  Tensor qa = a.as_strided({s, inner}, {3 * inner, 1}, 0).value();
-  Tensor ka = a.as_strided({s, inner}, {3 * inner, 1}, inner).value();
-  ASSERT_TRUE(ref::qk_norm_rope(qa, ka, qw, kw, 1e-6f, &rope, heads, hd).ok());
-  Tensor qb = b.as_strided({s, inner}, {3 * inner, 1}, 0).value();
-  Tensor kb = b.as_strided({s, inner}, {3 * inner, 1}, inner).value();
-  ASSERT_TRUE(ref::head_norm_rope(qb, qw, 1e-6f, &rope, heads, hd).ok());
-  ASSERT_TRUE(ref::head_norm_rope(kb, kw, 1e-6f, &rope, heads, hd).ok());
+  const int heads = 3, hd = 32, inner = heads * hd, half = 12;  // rope_dims 24 < head_dim: pass-through dims
+  Tensor a = test::random_bf16({s, inner}, rng, 2.0);
+  Tensor w = test::random_bf16({hd}, rng, 0.1, 1.0);
+  RopeTables rope = random_angles(s, half, rng);
+  Tensor b = Tensor::empty({s * heads, hd}, DType::kBF16);  // heads as rows
+  Tensor a_rows = a.reshape({s * heads, hd}).value();
+  ASSERT_TRUE(ref::rms_norm_two_rounding(a_rows, w, 1e-6f, b).ok());
+  for (int64_t r = 0; r < s; ++r)
+    for (int h = 0; h < heads; ++h)
+      ref::rope_head_row(b.data<uint16_t>() + (r * heads + h) * hd, rope.cos.data<uint16_t>() + r * half,
+                         rope.sin.data<uint16_t>() + r * half, half);
+  ASSERT_TRUE(ref::head_norm_rope(a, w, 1e-6f, &rope, heads, hd).ok());
   EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << test::seed_msg(seed);
 }
 
@@ -74,7 +73,8 @@ TEST(HeadNormRope, GqaViewsMatchFp64Formulation) {
       const long double inv = 1.0L / std::sqrt(sum / hd + static_cast<long double>(1e-6f));
       double n[32];
       for (int d = 0; d < hd; ++d)
-        n[d] = bf(bf16_bits_from_f64(static_cast<double>(bf(x[d]) * inv * bf(w.data<uint16_t>()[d]))));
+        n[d] = bf(bf16_bits_from_f64(bf(bf16_bits_from_f64(static_cast<double>(bf(x[d]) * inv))) *
+                                     static_cast<double>(bf(w.data<uint16_t>()[d]))));
       for (int d = 0; d < hd; ++d) {
         const int j = d % half;
         const double c = bf(rope.cos.data<uint16_t>()[r * half + j]), sn = bf(rope.sin.data<uint16_t>()[r * half + j]);
