@@ -14,7 +14,9 @@ What it writes (every tensor from transformers' own code, nothing from Vortex):
   hidden_states.safetensors
                    per sequence s: ids_s (i32 [L]) and bf16_s_k (every hidden_states[k], k = 0..4, of the BF16
                    model, bf16 [L, 128]); metadata floor_s_k = rel-L2 of that BF16 state against the same
-                   weights run in FP32 (the BF16 noise floor the test's tolerance is built on).
+                   weights run in FP32 (the BF16 noise floor the test's tolerance is built on); rope_positions
+                   (i32 [3, 48], distinct t/h/w) with rope_cos / rope_sin (bf16 [48, head_dim]) from the
+                   model's own Qwen3VLTextRotaryEmbedding.
 The hidden states are those of text_encoder(input_ids, attention_mask=ones, output_hidden_states=True), as
 diffusers' MiniMax-H3 encode step calls it (no chat template, no special tokens added).
 """
@@ -31,6 +33,7 @@ from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
 SEED = 20260514
 LENGTHS = (19, 37, 53)
+ROPE_ROWS = 48
 
 
 def tiny_config():
@@ -85,8 +88,12 @@ def main():
     for extra in ("generation_config.json",):
         if os.path.exists(os.path.join(mdir, extra)):
             os.remove(os.path.join(mdir, extra))
-    f32 = Qwen3VLForConditionalGeneration(cfg).eval()
-    f32.load_state_dict({k: v.float() for k, v in bf16.state_dict().items()})
+    # The models that produce the expectations are loaded back from the folder, as diffusers loads the conditioner
+    # (from_pretrained with a dtype): `.to(bfloat16)` would also round the non-persistent rotary inv_freq buffer,
+    # which from_pretrained keeps in FP32.
+    bf16 = Qwen3VLForConditionalGeneration.from_pretrained(mdir, dtype=torch.bfloat16).eval()
+    f32 = Qwen3VLForConditionalGeneration.from_pretrained(mdir, dtype=torch.float32).eval()
+    assert bf16.model.language_model.rotary_emb.inv_freq.dtype == torch.float32
     gen = torch.Generator().manual_seed(SEED + 1)
     tensors, floor = {}, {}
     for s, n in enumerate(LENGTHS):
@@ -96,6 +103,14 @@ def main():
         for k, (h, h32) in enumerate(zip(want, ref)):
             tensors[f"bf16_{s}_{k}"] = h.to(torch.bfloat16)  # exact: the BF16 model's values
             floor[f"floor_{s}_{k}"] = repr(rel_l2(h, h32))
+    # M-RoPE tables of Qwen3VLTextRotaryEmbedding for distinct (t, h, w) positions (as image tokens get), so the
+    # interleaved axis assignment is checked, not only the text case where the three axes agree.
+    pos = torch.randint(0, 3000, (3, 1, ROPE_ROWS), generator=gen)
+    rotary = bf16.model.language_model.rotary_emb
+    cos, sin = rotary(torch.zeros(1, dtype=torch.bfloat16), pos)
+    tensors["rope_positions"] = pos[:, 0, :].to(torch.int32).contiguous()  # [3, L]
+    tensors["rope_cos"] = cos[0].contiguous()  # [L, head_dim] bf16
+    tensors["rope_sin"] = sin[0].contiguous()
     meta = {"transformers": transformers.__version__, "torch": torch.__version__, "seed": str(SEED), **floor}
     save_file(tensors, os.path.join(args.out, "hidden_states.safetensors"), metadata=meta)
     print(json.dumps(floor, indent=1))
