@@ -39,5 +39,6 @@ void register_quantize(CLI::App& app, CommandContext& ctx);
 void register_gemm_tune(CLI::App& app, CommandContext& ctx);
 void register_bench(CLI::App& app, CommandContext& ctx);
 void register_gate(CLI::App& app, CommandContext& ctx);
+void register_encode_text(CLI::App& app, CommandContext& ctx);
 
 }  // namespace vortex::cli

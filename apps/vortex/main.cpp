@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   vortex::cli::register_gemm_tune(app, ctx);
   vortex::cli::register_bench(app, ctx);
   vortex::cli::register_gate(app, ctx);
+  vortex::cli::register_encode_text(app, ctx);
 
   std::string commands;
   bool known = false;

@@ -8,4 +8,5 @@ list(APPEND VORTEX_APP_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_gemm_tune.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_bench.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_gate.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cmd_encode_text.cpp
 )

@@ -13,3 +13,10 @@ vortex_test(NAME text_encoder_parity_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/
             LIBS vortex GPU)
 target_compile_definitions(text_encoder_parity_gpu_test PRIVATE VORTEX_TE_FIXTURES="${VORTEX_TE_DIR}"
                                                                 VORTEX_TE_PARITY_BACKEND="cuda" VORTEX_TE_PARITY_PREFIX=Cuda)
+if(TARGET vortex_cli)
+  vortex_test(NAME encode_text_cli_test SOURCES ${CMAKE_SOURCE_DIR}/tests/text_encoder/encode_text_cli_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(encode_text_cli_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
+                                                          VORTEX_TE_FIXTURES="${VORTEX_TE_DIR}")
+  add_dependencies(encode_text_cli_test vortex_cli)
+endif()
