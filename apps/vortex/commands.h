@@ -42,5 +42,6 @@ void register_gate(CLI::App& app, CommandContext& ctx);
 void register_tokenize(CLI::App& app, CommandContext& ctx);
 void register_decode(CLI::App& app, CommandContext& ctx);
 void register_serve(CLI::App& app, CommandContext& ctx);
+void register_encode_text(CLI::App& app, CommandContext& ctx);
 
 }  // namespace vortex::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   vortex::cli::register_tokenize(app, ctx);
   vortex::cli::register_decode(app, ctx);
   vortex::cli::register_serve(app, ctx);
+  vortex::cli::register_encode_text(app, ctx);
 
   std::string commands;
   bool known = false;

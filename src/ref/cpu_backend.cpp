@@ -88,6 +88,20 @@ Status CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   return ref::attention(q, k, v, num_heads, head_dim, out, run_);
 }
 
+Status CpuBackend::rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  return ref::rms_norm_two_rounding(x, weight, eps, out, run_);
+}
+
+Status CpuBackend::head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
+                                  int head_dim) {
+  return ref::head_norm_rope(x, weight, eps, rope, num_heads, head_dim, run_);
+}
+
+Status CpuBackend::causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads,
+                                    int num_kv_heads, int head_dim, Tensor& out) {
+  return ref::causal_attention(q, k, v, num_heads, num_kv_heads, head_dim, out, run_);
+}
+
 Status CpuBackend::gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) {
   return ref::gate_add(x, a, table, gate_chunk, seg, run_);
 }

@@ -9,9 +9,8 @@
 #include "ref/ref_ops.h"
 
 namespace vortex::ref {
-namespace {
 
-void rope_head(uint16_t* x, const uint16_t* cos_row, const uint16_t* sin_row, int half) {
+void rope_head_row(uint16_t* x, const uint16_t* cos_row, const uint16_t* sin_row, int half) {
   for (int j = 0; j < half; ++j) {
     const float x1 = f32_from_bf16_bits(x[j]);
     const float x2 = f32_from_bf16_bits(x[j + half]);
@@ -23,8 +22,6 @@ void rope_head(uint16_t* x, const uint16_t* cos_row, const uint16_t* sin_row, in
     x[j + half] = bf16_bits_from_f32(y2);
   }
 }
-
-}  // namespace
 
 Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
                     const RopeTables* rope, int num_heads, int head_dim, const RowRunner& run) {
@@ -59,7 +56,7 @@ Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& 
         for (int h = 0; h < num_heads; ++h) {
           uint16_t* x = row + static_cast<int64_t>(h) * head_dim;
           rms_norm_row(x, w, head_dim, eps, x);  // in place: the sum is taken before any write
-          if (rope) rope_head(x, cos_row, sin_row, half);
+          if (rope) rope_head_row(x, cos_row, sin_row, half);
         }
       }
     }

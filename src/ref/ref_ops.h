@@ -42,6 +42,11 @@ Status rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, c
 // x, out: n BF16 values at unit stride (out may alias x); weight: n BF16 values.
 void rms_norm_row(const uint16_t* x, const uint16_t* weight, int64_t n, float eps, uint16_t* out);
 
+// transformers' Qwen3 RMSNorm: r as in rms_norm, out = R(fp32(R(fp32(x * r)) * w)) (two roundings).
+Status rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out,
+                             const RowRunner& run = run_serial);
+void rms_norm_two_rounding_row(const uint16_t* x, const uint16_t* weight, int64_t n, float eps, uint16_t* out);
+
 // In place: x = R(R(x * R(1 + scale)) + shift), scale/shift = table[seg.table_row(row), chunk * D : +D].
 // x [S, D] bf16 (row-strided allowed); table [rows, C * D] bf16, C = number of chunks (6 or 2).
 Status modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg,
@@ -58,6 +63,13 @@ Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const
 // rope->cos / sin: [S, half] bf16 host tensors. Dims >= rope_dims pass unchanged (after the norm).
 Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
                     const RopeTables* rope, int num_heads, int head_dim, const RowRunner& run = run_serial);
+// One head's rotate-half RoPE in place (the RoPE half of qk_norm_rope): x[0, 2*half) bf16, cos/sin rows [half].
+void rope_head_row(uint16_t* x, const uint16_t* cos_row, const uint16_t* sin_row, int half);
+// Qwen3's q/k norm + RoPE on one operand, in place: x [S, num_heads * head_dim] bf16 (strided view), per head
+// rms_norm_two_rounding_row with weight [head_dim], then rope_head_row as in qk_norm_rope. One operand per
+// call, so q and k may have different head counts (GQA).
+Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
+                      int head_dim, const RowRunner& run = run_serial);
 
 // FP64-exact SDPA (the reference): per head and query, scores = (q . k) in FP64 (exact BF16 products),
 // times 1/sqrt(head_dim) in FP64; softmax in FP64 (max-subtracted); out = sum_j p_j v_j / sum_j p_j in
@@ -68,6 +80,11 @@ Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
 // dot products (ascending d), scaled by fp32(1/sqrt(head_dim)); keys in blocks of `key_block` with an
 // online max m and FP32 row sum l of the unrounded P = expf(s - m); P rounded to BF16 for the P.V product
 // accumulated in FP32 and rescaled by expf(m_old - m_new) between blocks; out = R(acc / l).
+// Causal grouped-query SDPA, the FP64-exact program of attention() with two changes: query head h reads
+// kv head h / (num_heads / num_kv_heads) (transformers' repeat_kv), and query row i sees keys j <= i only
+// (a decoder prefill; S_q == S_kv). q, out [S, num_heads * head_dim]; k, v [S, num_kv_heads * head_dim].
+Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads,
+                        int head_dim, Tensor& out, const RowRunner& run = run_serial);
 Status attention_flash_fp32(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
                             Tensor& out, int key_block = 128, const RowRunner& run = run_serial);
 

@@ -3,9 +3,12 @@ vortex_test(NAME ref_ops_test
   SOURCES
     ${CMAKE_SOURCE_DIR}/tests/ref/linear_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/rms_norm_test.cpp
+    ${CMAKE_SOURCE_DIR}/tests/ref/rms_norm_two_rounding_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/modulate_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/qk_norm_rope_test.cpp
+    ${CMAKE_SOURCE_DIR}/tests/ref/head_norm_rope_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/attention_test.cpp
+    ${CMAKE_SOURCE_DIR}/tests/ref/causal_attention_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/swiglu_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/cast_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/two_reference_test.cpp

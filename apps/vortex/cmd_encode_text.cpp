@@ -1,0 +1,155 @@
+// `vortex encode-text --model DIR (--ids "1 2 3" | --ids-file F) [--text-layer K] --out F.safetensors`: runs the
+// Qwen3-VL conditioner (src/text_encoder) on token ids and writes hidden_states[K] as one [L, hidden] BF16
+// tensor, the file `vortex generate --text-embeddings F` reads. K comes from the model folder's pipeline config
+// (50 for H3) unless --text-layer overrides it; only the first K decoder layers are read. The tokenizer is not
+// part of this command yet: a `--prompt` form adds one call that turns the prompt into `ids` (token_ids below).
+// An existing --out is kept unless --overwrite, and then only replaced if encode-text wrote it.
+// Exit 2 on bad arguments or input, 1 on runtime failures. Tested in tests/text_encoder/encode_text_cli_test.cpp.
+#include <charconv>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "io/safetensors.h"
+#include "text_encoder/text_encoder.h"
+
+namespace vortex::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kWrittenByKey = "vortex.encode_text";
+
+struct EncodeTextArgs {
+  std::string model, ids, ids_file, out, backend = "cpu", threads = "0";
+  int text_layer = -1;
+  bool overwrite = false, quiet = false;
+};
+
+// Whitespace- or comma-separated non-negative integers.
+Result<std::vector<int32_t>> parse_ids(const std::string& text, const std::string& what) {
+  std::vector<int32_t> ids;
+  std::string token;
+  std::istringstream in(text);
+  while (in >> token) {
+    std::string_view rest(token);
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string_view t = rest.substr(0, comma);
+      if (!t.empty()) {
+        int32_t v = 0;
+        auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        if (ec != std::errc() || p != t.data() + t.size() || v < 0)
+          return invalid_argument(what + ": '" + std::string(t) + "' is not a non-negative token id");
+        ids.push_back(v);
+      }
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+  }
+  if (ids.empty()) return invalid_argument(what + " holds no token ids");
+  return ids;
+}
+
+Result<std::vector<int32_t>> token_ids(const EncodeTextArgs& a) {
+  if (a.ids.empty() == a.ids_file.empty()) return invalid_argument("pass exactly one of --ids \"1 2 3\" and --ids-file F");
+  if (!a.ids.empty()) return parse_ids(a.ids, "--ids");
+  std::ifstream in(a.ids_file);
+  if (!in) return not_found("--ids-file " + a.ids_file + " cannot be opened");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_ids(ss.str(), "--ids-file " + a.ids_file);
+}
+
+Status check_out(const EncodeTextArgs& a) {
+  if (a.out.empty()) return invalid_argument("--out F.safetensors is required");
+  std::error_code ec;
+  if (!fs::exists(a.out, ec)) return Status::Ok();
+  if (!a.overwrite) return invalid_argument("--out " + a.out + " exists; pass --overwrite to replace it");
+  Result<SafetensorsFile> f = SafetensorsFile::open(a.out);
+  if (!f.ok() || f->metadata().count(kWrittenByKey) == 0)
+    return invalid_argument("--out " + a.out + " exists and was not written by vortex encode-text; it is left untouched");
+  return Status::Ok();
+}
+
+Status run(const EncodeTextArgs& a, int& exit_code) {
+  auto fail = [&](Status s, int code) {
+    exit_code = code;
+    return s;
+  };
+  Result<std::vector<int32_t>> ids = token_ids(a);
+  if (!ids.ok()) return fail(ids.status(), 2);
+  if (Status s = check_out(a); !s.ok()) return fail(s, 2);
+  if (a.model.empty()) return fail(invalid_argument("--model DIR is required (a Qwen3-VL folder or an H3 pipeline folder)"), 2);
+  int layer = a.text_layer;
+  if (layer < 0) {
+    Result<int> l = pipeline_text_layer(a.model);
+    if (!l.ok()) return fail(l.status(), 2);
+    layer = *l;
+  }
+  int threads = 0;
+  {
+    auto [p, ec] = std::from_chars(a.threads.data(), a.threads.data() + a.threads.size(), threads);
+    if (ec != std::errc() || p != a.threads.data() + a.threads.size())
+      return fail(invalid_argument("--threads expects an integer, got '" + a.threads + "'"), 2);
+  }
+  Result<std::unique_ptr<Backend>> backend = make_backend(a.backend, threads);
+  if (!backend.ok()) return fail(backend.status(), exit_code_for(backend.status()));
+  Result<std::string> folder = text_encoder_folder(a.model);
+  if (!folder.ok()) return fail(folder.status(), 2);
+  Result<TextEncoderConfig> cfg = TextEncoderConfig::from_file((fs::path(*folder) / "config.json").string());
+  if (!cfg.ok()) return fail(cfg.status(), 2);
+  if (layer > cfg->num_layers)
+    return fail(invalid_argument("--text-layer " + std::to_string(layer) + ": the model has hidden_states[0.." +
+                                 std::to_string(cfg->num_layers) + "]"),
+                2);
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<TextEncoder>> enc = TextEncoder::load(*folder, **backend, layer);
+  if (!enc.ok()) return fail(enc.status(), exit_code_for(enc.status()));
+  Result<Tensor> hidden = (*enc)->encode(*ids, layer);
+  if (!hidden.ok()) return fail(hidden.status(), exit_code_for(hidden.status()));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::map<std::string, std::string> meta = {{kWrittenByKey, "1"},
+                                                   {"vortex.text_layer", std::to_string(layer)},
+                                                   {"vortex.text_encoder", *folder}};
+  if (Status s = write_safetensors(a.out, {{"hidden_states", *hidden}}, meta); !s.ok()) return fail(s, 1);
+  if (!a.quiet)
+    std::cerr << "vortex encode-text: " << ids->size() << " tokens -> hidden_states[" << layer << "] ["
+              << hidden->dim(0) << ", " << hidden->dim(1) << "] bf16 (" << layer << " of " << cfg->num_layers
+              << " layers loaded, " << secs << " s on " << a.backend << ")\n";
+  std::cout << a.out << "\n";
+  return Status::Ok();
+}
+
+}  // namespace
+
+void register_encode_text(CLI::App& app, CommandContext& ctx) {
+  auto args = std::make_shared<EncodeTextArgs>();
+  CLI::App* sub = app.add_subcommand("encode-text", "Run the Qwen3-VL conditioner on token ids -> --text-embeddings file");
+  sub->add_option("--model", args->model, "Qwen3-VL folder (config.json + safetensors) or an H3 pipeline folder with text_encoder/")
+      ->type_name("DIR");
+  sub->add_option("--ids", args->ids, "Token ids, space or comma separated")->type_name("\"1 2 3\"");
+  sub->add_option("--ids-file", args->ids_file, "File of token ids, space, comma or newline separated")->type_name("FILE");
+  sub->add_option("--text-layer", args->text_layer,
+                  "hidden_states index (default: the pipeline config's, 50 for H3); 0 = embedding")
+      ->type_name("K")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)")->type_name("NAME");
+  sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores; results never depend on it")->type_name("INT");
+  sub->add_option("--out", args->out, "Output .safetensors: one [L, hidden] bf16 tensor")->type_name("FILE");
+  sub->add_flag("--overwrite", args->overwrite, "Replace --out if vortex encode-text wrote it");
+  sub->add_flag("--quiet", args->quiet, "No summary on stderr");
+  sub->callback([args, &ctx]() {
+    int code = 0;
+    Status s = run(*args, code);
+    if (!s.ok()) std::cerr << "vortex encode-text: error: " << s.to_string() << "\n";
+    ctx.exit_code = s.ok() ? 0 : (code != 0 ? code : 1);
+  });
+}
+
+}  // namespace vortex::cli

@@ -1,0 +1,58 @@
+// TextEncoder: H3's conditioner, the Qwen3-VL language model run as a causal prefill to one hidden state,
+// written once against Backend (docs/text_encoder.md; the BF16 program is in docs/numerics.md).
+// Layer-index semantics are transformers' `hidden_states[k]` of the FULL stack: k = 0 is the embedding,
+// 0 < k < num_layers the pre-norm residual after decoder layer k-1, k = num_layers the final norm's output.
+// The H3 trap: a stack truncated to 50 layers would return a post-norm hidden_states[50]; here the layer count
+// comes from config.json and only the first k layers are loaded, so encode(ids, 50) is always pre-norm.
+// Tested in tests/text_encoder/text_encoder_parity_test.cpp (transformers 5.24, every k) and
+// text_encoder_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/backend.h"
+#include "text_encoder/text_encoder_config.h"
+#include "text_encoder/text_encoder_weights.h"
+#include "vortex/status.h"
+#include "vortex/tensor.h"
+
+namespace vortex {
+
+class TextEncoder {
+ public:
+  // A transformers Qwen3-VL folder (config.json + safetensors), reading only what hidden_states[k] for
+  // k <= layers_needed requires: layers 0 .. layers_needed-1, plus `norm` when layers_needed == num_layers.
+  static Result<std::unique_ptr<TextEncoder>> load(const std::string& dir, Backend& backend, int layers_needed);
+  // Deterministic synthetic weights with the real names and shapes (benchmarks).
+  static Result<std::unique_ptr<TextEncoder>> synthesize(const TextEncoderConfig& config, Backend& backend,
+                                                         uint64_t seed, int layers);
+
+  const TextEncoderConfig& config() const { return config_; }
+  int layers_loaded() const { return static_cast<int>(weights_.layers.size()); }
+  Backend& backend() const { return backend_; }
+
+  // hidden_states[layer_index] of input ids (text positions (i, i, i)): host [L, hidden] bf16.
+  Result<Tensor> encode(const std::vector<int32_t>& ids, int layer_index);
+  // The same with explicit M-RoPE positions: host i32 [3, L] (t, h, w), for presentations with images.
+  Result<Tensor> encode(const std::vector<int32_t>& ids, const Tensor& positions, int layer_index);
+
+ private:
+  TextEncoder(const TextEncoderConfig& config, Backend& backend, TextEncoderWeights weights)
+      : config_(config), backend_(backend), weights_(std::move(weights)) {}
+  TextEncoderConfig config_;
+  Backend& backend_;
+  TextEncoderWeights weights_;
+};
+
+// The folder holding the conditioner under `dir`: `dir` itself when its config.json is a Qwen3-VL config,
+// else `dir`/text_encoder (a diffusers pipeline folder). kNotFound naming both when neither is.
+Result<std::string> text_encoder_folder(const std::string& dir);
+// The hidden-state index the pipeline at `dir` conditions on: "text_encoder_layer" in its
+// (modular_)model_index.json, else kH3TextEncoderLayer for a MiniMaxH3 pipeline (`_class_name`); `dir` may be
+// the pipeline folder or its text_encoder/ subfolder. kNotFound when no pipeline config says (pass --text-layer).
+Result<int> pipeline_text_layer(const std::string& dir);
+
+}  // namespace vortex
