@@ -1,10 +1,12 @@
 // End-to-end decode (see decode.h).
 #include "engine/decode.h"
+#include "engine/generate.h"
 
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <vector>
 #include <fstream>
 
 #include "engine/preview.h"
@@ -46,7 +48,7 @@ bool is_frames_output(const fs::path& dir) {
 // The target may not exist, may be empty, or (overwrite) may hold only our own outputs.
 Status check_target(const std::string& path, const char* flag, bool overwrite, bool (*own)(const fs::path&)) {
   const fs::path p = fs::absolute(path).lexically_normal();
-  if (p == p.root_path()) return invalid_argument(std::string(flag) + " must not be the root directory");
+  VORTEX_RETURN_IF_ERROR(check_output_location(p, flag, path));
   std::error_code ec;
   if (!fs::exists(p, ec)) return Status::Ok();
   if (!fs::is_directory(p, ec)) return invalid_argument(std::string(flag) + " " + path + " exists and is not a directory");
@@ -58,6 +60,21 @@ Status check_target(const std::string& path, const char* flag, bool overwrite, b
     return invalid_argument(std::string(flag) + " " + path + " holds files `vortex decode` did not write; " +
                             "--overwrite only replaces a previous decode. Choose another directory");
   return Status::Ok();
+}
+
+// Deletes from a replaced folder only the files decode writes (its outputs and frame PNGs), then the
+// folder if that left it empty: anything that appeared there meanwhile stays.
+void remove_own_outputs(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> own;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    bool mine = n.rfind("frame_", 0) == 0 && e.path().extension() == ".png";
+    for (const char* f : kOwnFiles) mine = mine || n == f;
+    if (mine && fs::is_regular_file(fs::symlink_status(e.path(), ec))) own.push_back(e.path());
+  }
+  for (const fs::path& f : own) fs::remove(f, ec);
+  fs::remove(dir, ec);  // fails, harmlessly, when something else is left
 }
 
 // Moves `staged` to `out`, replacing an existing (checked) `out`.
@@ -77,7 +94,7 @@ Status publish(const fs::path& staged, const fs::path& out) {
     if (!aside.empty()) fs::rename(aside, out, ec2);
     return io_error("cannot rename " + staged.string() + " to " + out.string() + ": " + ec.message());
   }
-  if (!aside.empty()) fs::remove_all(aside, ec);
+  if (!aside.empty()) remove_own_outputs(aside);  // best effort: the new outputs are already in place
   return Status::Ok();
 }
 

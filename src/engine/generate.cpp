@@ -68,24 +68,26 @@ fs::path resolved(const fs::path& p) {
   return ec ? p : c;
 }
 
-// Places --out may never name, even with --overwrite: replacing one would take the caller's own files.
-Status check_out_location(const fs::path& out, const std::string& shown) {
+}  // namespace
+
+// Places an output folder may never name, even with --overwrite: replacing one would take the caller's own
+// files.
+Status check_output_location(const std::filesystem::path& out, const std::string& flag, const std::string& shown) {
   const fs::path target = resolved(out);
-  if (target == target.root_path()) return invalid_argument("--out " + shown + " is the root directory; choose a new directory");
+  if (target == target.root_path()) return invalid_argument(flag + " " + shown + " is the root directory; choose a new directory");
   if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0' && target == resolved(home)) {
-    return invalid_argument("--out " + shown + " is your home directory; choose a new directory");
+    return invalid_argument(flag + " " + shown + " is your home directory; choose a new directory");
   }
   std::error_code ec;
   const fs::path cwd = fs::current_path(ec);
   if (!ec && is_same_or_ancestor(target, resolved(cwd))) {
-    return invalid_argument("--out " + shown + (target == resolved(cwd) ? " is the current directory"
+    return invalid_argument(flag + " " + shown + (target == resolved(cwd) ? " is the current directory"
                                                                         : " is an ancestor of the current directory") +
-                            "; choose a new directory, e.g. --out out/run1");
+                            "; choose a new directory, e.g. " + flag + " out/run1");
   }
   return Status::Ok();
 }
 
-}  // namespace
 
 Status check_replaceable_run_dir(const std::string& dir) {
   const fs::path d(dir);
@@ -124,7 +126,7 @@ namespace {
 // The out directory may not exist, may be empty, or (with --overwrite) may hold a previous Vortex run.
 Status check_out_dir(const GenerateRequest& r) {
   const fs::path out = normalized_out_path(r.out_dir);
-  VORTEX_RETURN_IF_ERROR(check_out_location(out, r.out_dir));
+  VORTEX_RETURN_IF_ERROR(check_output_location(out, "--out", r.out_dir));
   std::error_code ec;
   const auto st = fs::symlink_status(out, ec);
   if (fs::is_symlink(st)) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,5 +44,8 @@ Result<GenerateResult> generate(const GenerateRequest& request, ProgressSink& pr
 // the first foreign entry. --overwrite replaces a non-empty --out only when this passes; `.`, `/`, $HOME
 // and the current directory or its ancestors are refused whatever they hold.
 Status check_replaceable_run_dir(const std::string& dir);
+// kInvalidArgument when `out` (as `flag shown` in the message) is `/`, $HOME, the current directory or one
+// of its ancestors: output folders that every command refuses, whatever they hold.
+Status check_output_location(const std::filesystem::path& out, const std::string& flag, const std::string& shown);
 
 }  // namespace vortex

@@ -164,6 +164,21 @@ TEST(CliDecode, BadInputExitsTwoAndWritesNothing) {
   RunResult r = run_vortex("decode " + tmp.str("ok") + " --synthetic-vae tiny --quiet --overwrite --out " + tmp.str("foreign"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(read_file(tmp.str("foreign/notes.txt")), "keep");
+  // The current directory is refused even when it holds only files decode writes.
+  fs::create_directories(tmp.str("cwd"));
+  { std::ofstream(tmp.str("cwd/frame_00000.png")) << "mine?"; }
+  const std::string cmd = "cd '" + tmp.str("cwd") + "' && '" + vortex_cli_path() + "' decode " + tmp.str("ok") +
+                          " --synthetic-vae tiny --quiet --overwrite --out . 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  EXPECT_EQ(WEXITSTATUS(status), 2) << out;
+  EXPECT_NE(out.find("is the current directory"), std::string::npos) << out;
+  EXPECT_EQ(read_file(tmp.str("cwd/frame_00000.png")), "mine?");
 }
 
 }  // namespace
