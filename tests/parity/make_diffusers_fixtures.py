@@ -284,6 +284,12 @@ def main():
     dd = os.path.join(args.out, "model_diffusers")
     shutil.rmtree(dd, ignore_errors=True)
     model_bf16.save_pretrained(dd, safe_serialization=True)
+    with open(os.path.join(dd, "config.json")) as fh:  # drop the temp folder it was loaded from
+        saved = json.load(fh)
+    saved.pop("_name_or_path", None)
+    with open(os.path.join(dd, "config.json"), "w") as fh:
+        json.dump(saved, fh, indent=2, sort_keys=True)
+        fh.write("\n")
     # The FP32 oracle holds exactly the BF16 model's values (the noise floor is the program's, not the weights').
     model_fp32 = MiniMaxH3Transformer3DModel(**TINY).eval()
     model_fp32.load_state_dict({k: v.float() for k, v in model_bf16.state_dict().items()})
