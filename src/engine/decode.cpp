@@ -81,21 +81,7 @@ void remove_own_outputs(const fs::path& dir) {
 Status publish(const fs::path& staged, const fs::path& out) {
   std::error_code ec;
   fs::create_directories(out.parent_path(), ec);
-  fs::path aside;
-  if (fs::exists(out, ec)) {
-    aside = out;
-    aside += ".old-" + std::to_string(::getpid());
-    fs::rename(out, aside, ec);
-    if (ec) return io_error("cannot move the existing " + out.string() + " aside: " + ec.message());
-  }
-  fs::rename(staged, out, ec);
-  if (ec) {
-    std::error_code ec2;
-    if (!aside.empty()) fs::rename(aside, out, ec2);
-    return io_error("cannot rename " + staged.string() + " to " + out.string() + ": " + ec.message());
-  }
-  if (!aside.empty()) remove_own_outputs(aside);  // best effort: the new outputs are already in place
-  return Status::Ok();
+  return replace_with_staged(staged, out, remove_own_outputs);
 }
 
 fs::path staging_path(const std::string& target) {

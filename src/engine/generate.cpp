@@ -70,6 +70,29 @@ fs::path resolved(const fs::path& p) {
 
 }  // namespace
 
+Status replace_with_staged(const std::filesystem::path& staged, const std::filesystem::path& out,
+                           const std::function<void(const std::filesystem::path&)>& remove_replaced) {
+  std::error_code ec;
+  fs::path aside;
+  if (fs::exists(fs::symlink_status(out, ec))) {
+    aside = out;
+    aside += ".old-" + std::to_string(::getpid());
+    if (fs::exists(fs::symlink_status(aside, ec))) {
+      return io_error("cannot move the existing " + out.string() + " aside: " + aside.string() + " exists");
+    }
+    fs::rename(out, aside, ec);
+    if (ec) return io_error("cannot move the existing " + out.string() + " aside: " + ec.message());
+  }
+  fs::rename(staged, out, ec);
+  if (ec) {
+    std::error_code ec2;
+    if (!aside.empty()) fs::rename(aside, out, ec2);
+    return io_error("cannot rename " + staged.string() + " to " + out.string() + ": " + ec.message());
+  }
+  if (!aside.empty()) remove_replaced(aside);  // best effort: the new outputs are already in place
+  return Status::Ok();
+}
+
 // Places an output folder may never name, even with --overwrite: replacing one would take the caller's own
 // files.
 Status check_output_location(const std::filesystem::path& out, const std::string& flag, const std::string& shown) {
@@ -191,28 +214,13 @@ void remove_replaced_run(const fs::path& aside) {
 // moved aside, and deleted only once the new directory is in place; restored if the final rename fails.
 Status publish_outputs(const fs::path& staged, const fs::path& out, bool overwrite) {
   std::error_code ec;
-  fs::path aside;
   if (fs::exists(fs::symlink_status(out, ec))) {
     if (!fs::is_empty(out, ec)) {
       if (!overwrite) return invalid_argument(out.string() + " was filled by something else during the run; not replacing it");
       VORTEX_RETURN_IF_ERROR(check_replaceable_run_dir(out.string()));
     }
-    aside = out;
-    aside += ".old-" + std::to_string(::getpid());
-    if (fs::exists(fs::symlink_status(aside, ec))) {
-      return io_error("cannot move the existing " + out.string() + " aside: " + aside.string() + " exists");
-    }
-    fs::rename(out, aside, ec);
-    if (ec) return io_error("cannot move the existing " + out.string() + " aside: " + ec.message());
   }
-  fs::rename(staged, out, ec);
-  if (ec) {
-    std::error_code ec2;
-    if (!aside.empty()) fs::rename(aside, out, ec2);
-    return io_error("cannot rename " + staged.string() + " to " + out.string() + ": " + ec.message());
-  }
-  if (!aside.empty()) remove_replaced_run(aside);  // best effort: the new outputs are already in place
-  return Status::Ok();
+  return replace_with_staged(staged, out, remove_replaced_run);
 }
 
 }  // namespace

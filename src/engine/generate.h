@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,5 +48,10 @@ Status check_replaceable_run_dir(const std::string& dir);
 // kInvalidArgument when `out` (as `flag shown` in the message) is `/`, $HOME, the current directory or one
 // of its ancestors: output folders that every command refuses, whatever they hold.
 Status check_output_location(const std::filesystem::path& out, const std::string& flag, const std::string& shown);
+// Puts the finished `staged` directory at `out`: an existing `out` (already checked by the caller) is moved
+// aside, restored if the final rename fails, and handed to `remove_replaced` once the new one is in place,
+// which deletes only what its command wrote.
+Status replace_with_staged(const std::filesystem::path& staged, const std::filesystem::path& out,
+                           const std::function<void(const std::filesystem::path&)>& remove_replaced);
 
 }  // namespace vortex
