@@ -7,7 +7,7 @@ two consecutive canonical jobs (1344x768, 124 frames, 12 steps) to show that the
 job's own timing). Writes one evidence JSON (--out) with every job status, /health and /metrics.
 Standard library only. Usage: bench/serve_canonical.py --vortex build/bin/vortex --out FILE [--steps 12]
 """
-import argparse, json, os, signal, subprocess, sys, time, urllib.request
+import argparse, json, os, signal, subprocess, sys, tempfile, time, urllib.request
 
 def call(port, method, path, body=None):
     data = json.dumps(body).encode() if body is not None else None
@@ -36,7 +36,7 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--port", type=int, default=18431)
     a = ap.parse_args()
-    data = f"/tmp/vortex-serve-{os.getpid()}"
+    data = tempfile.mkdtemp(prefix="vortex-serve-")
     srv = subprocess.Popen([a.vortex, "serve", "--config", "h3", "--synthetic", "--backend", "cuda",
                             "--port", str(a.port), "--data", data], stdout=sys.stdout, stderr=sys.stderr)
     ev = {"request": {"width": 1344, "height": 768, "frames": 124, "steps": a.steps, "seed": 42,

