@@ -70,19 +70,8 @@ Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
         for (double& sc : scores) sc *= scale;
         double mx = -std::numeric_limits<double>::infinity();
         for (double sc : scores) mx = sc > mx ? sc : mx;  // NaN scores never win; they propagate via exp below
-        double sum = 0.0;
-        for (double& sc : scores) {
-          sc = std::exp(sc - mx);
-          sum += sc;
-        }
-        for (size_t d = 0; d < hd; ++d) acc[d] = 0.0;
-        for (int64_t j = 0; j < skv; ++j) {
-          const double p = scores[static_cast<size_t>(j)];
-          const float* vj = &vh[static_cast<size_t>(j) * hd];
-          for (size_t d = 0; d < hd; ++d) acc[d] += p * vj[d];
-        }
-        uint16_t* o = row_ptr<uint16_t>(out, i) + static_cast<int64_t>(h) * head_dim;
-        for (size_t d = 0; d < hd; ++d) o[d] = bf16_bits_from_f64(acc[d] / sum);
+        softmax_pv_row(scores.data(), skv, mx, vh.data(), hd, acc.data(),
+                       row_ptr<uint16_t>(out, i) + static_cast<int64_t>(h) * head_dim);
       }
     });
   }

@@ -61,20 +61,8 @@ Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int n
             scores[static_cast<size_t>(j)] = sc;
             mx = sc > mx ? sc : mx;
           }
-          double sum = 0.0;
-          for (int64_t j = 0; j < nk; ++j) {
-            const double e = std::exp(scores[static_cast<size_t>(j)] - mx);
-            scores[static_cast<size_t>(j)] = e;
-            sum += e;
-          }
-          for (size_t d = 0; d < hd; ++d) acc[d] = 0.0;
-          for (int64_t j = 0; j < nk; ++j) {
-            const double p = scores[static_cast<size_t>(j)];
-            const float* vj = &vh[static_cast<size_t>(j) * hd];
-            for (size_t d = 0; d < hd; ++d) acc[d] += p * vj[d];
-          }
-          uint16_t* o = row_ptr<uint16_t>(out, i) + static_cast<int64_t>(h) * head_dim;
-          for (size_t d = 0; d < hd; ++d) o[d] = bf16_bits_from_f64(acc[d] / sum);
+          softmax_pv_row(scores.data(), nk, mx, vh.data(), hd, acc.data(),
+                         row_ptr<uint16_t>(out, i) + static_cast<int64_t>(h) * head_dim);
         }
       });
     }
