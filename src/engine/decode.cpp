@@ -204,6 +204,7 @@ Result<DecodeResult> decode(const DecodeRequest& req, const VaeProgressFn& progr
   VORTEX_ASSIGN_OR_RETURN(Tensor audio_latents, read_latents(req.latents_dir, "audio_latents.safetensors", "audio_latents"));
   VORTEX_RETURN_IF_ERROR(check_target(req.out_dir, "--out", req.overwrite, is_own_output));
   if (!req.frames_dir.empty()) VORTEX_RETURN_IF_ERROR(check_target(req.frames_dir, "--frames-dir", req.overwrite, is_frames_output));
+  VORTEX_RETURN_IF_ERROR(mp4_support());  // FFmpeg is loaded at run time: know before decoding that video.mp4 can be written
   nlohmann::json manifest;
   manifest["latents_dir"] = req.latents_dir;
   {

@@ -136,6 +136,22 @@ TEST(CliDecode, DiffusersFixtureFoldersThroughTheCli) {
   EXPECT_EQ(info->video_frames, f);
 }
 
+// FFmpeg is loaded at run time: where it cannot be, decode says what to install before decoding anything
+// and writes nothing.
+TEST(CliDecode, MissingFfmpegModuleFailsBeforeDecoding) {
+  ScratchDir tmp;
+  RunResult g = run_vortex("generate --config h3-tiny --synthetic --synthetic-text 8 --width 448 --height 256 "
+                           "--frames 22 --steps 1 --seed 3 --backend cpu --quiet --out " + tmp.str("gen"));
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  RunResult d = run_shell("VORTEX_FFMPEG_PLUGIN=" + tmp.str("no/libvortex_ffmpeg.so") + " '" + vortex_cli_path() +
+                          "' decode " + tmp.str("gen") + " --synthetic-vae tiny --out " + tmp.str("dec") + " 2>&1");
+  EXPECT_NE(d.exit_code, 0) << d.output;
+  EXPECT_NE(d.output.find("MP4 output needs FFmpeg's shared libraries"), std::string::npos) << d.output;
+  EXPECT_NE(d.output.find(tmp.str("no/libvortex_ffmpeg.so")), std::string::npos) << d.output;
+  EXPECT_EQ(d.output.find("decode: video tile"), std::string::npos) << d.output;
+  EXPECT_FALSE(fs::exists(tmp.str("dec")));
+}
+
 TEST(CliDecode, BadInputExitsTwoAndWritesNothing) {
   ScratchDir tmp;
   auto make = [&](const std::string& name, Tensor v, Tensor a) { write_latents(tmp.str(name), v, a); };
