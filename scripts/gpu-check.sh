@@ -77,9 +77,21 @@ v="$bin/vortex"
 canon=(--config h3 --backend cuda)
 
 if [ "$part" = all ] || [ "$part" = tests ]; then
-  for t in "$bin"/*_test; do
-    [ -x "$t" ] || continue
-    n=$(basename "$t")
+  # The GPU-labelled test executables (bin/gpu-tests.txt, written by tests/CMakeLists.txt); every *_test
+  # when the list is absent. CPU-only tests are CI's (scripts/test.sh).
+  if [ -f "$bin/gpu-tests.txt" ]; then
+    mapfile -t gpu_tests < <(grep -v '^$' "$bin/gpu-tests.txt")
+  else
+    gpu_tests=()
+    for t in "$bin"/*_test; do gpu_tests+=("$(basename "$t")"); done
+  fi
+  for n in "${gpu_tests[@]}"; do
+    t="$bin/$n"
+    if [ ! -x "$t" ]; then
+      summary+=("$(printf '%-34s FAILED: listed in gpu-tests.txt but not in %s' "$n" "$bin")")
+      failed=1
+      continue
+    fi
     run_gpu_test "$n" "$t"
   done
 fi
