@@ -76,8 +76,10 @@ struct GemmAlgoConfig {
 struct GemmEngineOptions {
   size_t workspace_bytes = size_t{32} << 20;
   // Pinned algorithm table written by `vortex gemm-tune` (JSON). Empty: $VORTEX_GEMM_TABLE if set,
-  // else none (heuristic top-1 for every shape).
+  // else the built-in table (src/gemm/tables/, compiled in) when use_builtin_table, else none
+  // (heuristic top-1 for every shape). An entry cuBLASLt no longer accepts falls back to the heuristic.
   std::string pinned_table_path;
+  bool use_builtin_table = true;
   // false: never load a table (gemm-tune measures the heuristic default itself).
   bool load_pinned_table = true;
 };
@@ -106,8 +108,10 @@ class GemmEngine {
   // Same GEMM with an explicit algorithm (gemm-tune). kUnsupported when cuBLASLt rejects it.
   virtual Status gemm_with_algo(const GemmCall& call, const GemmAlgoConfig& algo,
                                 cudaStream_t stream) = 0;
-  // The algorithm gemm() would run for `call` (pinned or heuristic top-1) and where it came from.
+  // The algorithm gemm() would run for `call` (pinned or heuristic top-1) and where it came from;
+  // `pin_note` (optional) says why a matching table entry was not used (empty otherwise).
   virtual Result<GemmAlgoConfig> selected_algo(const GemmCall& call, bool* pinned) = 0;
+  virtual std::string pin_note(const GemmCall& call) { return {}; }
   // Every valid configuration cuBLASLt offers for `call` (AlgoGetIds x tiles x stages x split-K x
   // reduction x swizzle, filtered by cublasLtMatmulAlgoCheck), at most `max_configs`.
   virtual Result<std::vector<GemmAlgoConfig>> enumerate_algos(const GemmCall& call,
@@ -130,6 +134,10 @@ Result<LinearWeight> quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling);
 // `amax_scratch` is one uint32 of device memory.
 Status quantize_fp8_per_tensor(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
                                float* scale, uint32_t* amax_scratch, cudaStream_t stream);
+// The per-tensor quantizer's element path alone (2-byte loads), which quantize_fp8_per_tensor uses
+// when x/ldx/K/q rule out its 16-byte vector path; tests and `gemm_bench fp8` compare the two.
+Status quantize_fp8_per_tensor_element_path(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
+                                            float* scale, uint32_t* amax_scratch, cudaStream_t stream);
 Status quantize_fp8_per_tensor_static(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
                                       const float* scale, cudaStream_t stream);
 Status quantize_fp8_rowblock128(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,

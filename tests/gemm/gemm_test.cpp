@@ -334,6 +334,68 @@ TEST(Fp8Quantize, PerTensorAndRowBlockMatchHostBytes) {
   }
 }
 
+// The per-tensor quantizer's two paths: the 16-byte vector path (aligned x, ldx % 8, K % 8) and the
+// element path (forced, and reached through a misaligned x, ldx or K), each byte-for-byte vs the host.
+TEST(Fp8Quantize, PerTensorVectorAndElementPathsMatchHostBytes) {
+  VORTEX_REQUIRE_GPU();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  struct Case {
+    int64_t m, k, ldx, x_offset;  // x_offset in elements: 1 makes x 2-byte (not 16-byte) aligned
+    const char* path;
+  };
+  const Case cases[] = {{257, 7168, 7168, 0, "vector"}, {33, 14336, 14352, 0, "vector"}, {5, 136, 144, 0, "vector"},
+                        {33, 5376, 5384, 1, "element (x misaligned)"}, {17, 140, 140, 0, "element (K % 8)"},
+                        {9, 512, 515, 0, "element (ldx % 8)"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.path) + " M=" + std::to_string(c.m) + " K=" + std::to_string(c.k) +
+                 " ldx=" + std::to_string(c.ldx));
+    auto xh = random_bf16(static_cast<size_t>(c.m * c.ldx + c.x_offset), rng, 2.0f);
+    xh[static_cast<size_t>(c.x_offset + (c.m / 2) * c.ldx + c.k - 1)] = bf16_bits_from_f32(-907.0f);  // the amax
+    DeviceBuffer x(xh.size() * 2);
+    x.upload(xh.data(), xh.size() * 2);
+    const void* xp = static_cast<const uint16_t*>(x.get()) + c.x_offset;
+    std::vector<uint8_t> qr(static_cast<size_t>(c.m * c.k));
+    const float sr = quantize_fp8_per_tensor_ref(xh.data() + c.x_offset, c.m, c.k, c.ldx, qr.data());
+    for (bool force_element : {false, true}) {
+      SCOPED_TRACE(force_element ? "quantize_fp8_per_tensor_element_path" : "quantize_fp8_per_tensor");
+      DeviceBuffer q(qr.size()), s(16), amax(16);
+      q.poison(0xEE);
+      s.poison(0xEE);
+      Status st = force_element
+                      ? quantize_fp8_per_tensor_element_path(xp, c.m, c.k, c.ldx, q.get(), static_cast<float*>(s.get()),
+                                                             static_cast<uint32_t*>(amax.get()), nullptr)
+                      : quantize_fp8_per_tensor(xp, c.m, c.k, c.ldx, q.get(), static_cast<float*>(s.get()),
+                                                static_cast<uint32_t*>(amax.get()), nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint8_t> qg(qr.size());
+      float sg = 0;
+      q.download(qg.data(), qg.size());
+      s.download(&sg, 4);
+      EXPECT_EQ(std::memcmp(&sg, &sr, 4), 0) << "scale " << sg << " vs " << sr;
+      EXPECT_EQ(qg, qr);
+      EXPECT_TRUE(q.sentinel_intact());
+      // Static scale (saturating part of the tensor) through the same entry's path choice.
+      if (!force_element) {
+        const float static_scale = sr * 0.5f;
+        DeviceBuffer ss(16);
+        ss.upload(&static_scale, 4);
+        q.poison(0xEE);
+        ASSERT_TRUE(quantize_fp8_per_tensor_static(xp, c.m, c.k, c.ldx, q.get(), static_cast<const float*>(ss.get()),
+                                                   nullptr).ok());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint8_t> qs(qr.size());
+        quantize_fp8_with_scale_ref(xh.data() + c.x_offset, c.m, c.k, c.ldx, static_scale, qs.data());
+        q.download(qg.data(), qg.size());
+        EXPECT_EQ(qg, qs) << "static-scale quantizer";
+        EXPECT_TRUE(q.sentinel_intact());
+      }
+    }
+  }
+}
+
 // ---- FP8 GEMMs through linear(): E1 vs FP64 of the dequantized operands, E2 table vs BF16 ------------
 struct Fp8Case {
   const char* name;
