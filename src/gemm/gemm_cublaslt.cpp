@@ -56,6 +56,7 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
   GemmAlgoConfig config;
   bool pinned = false;
+  std::string pin_note;  // why a matching table entry was not used (empty otherwise)
   ~Plan() {
     if (op) cublasLtMatmulDescDestroy(op);
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -179,6 +180,10 @@ class CublasLtGemmEngine final : public GemmEngine {
       auto table = load_gemm_table(path);
       if (!table.ok()) return table.status().with_context("loading the pinned GEMM table");
       table_ = std::move(table).value();
+    } else if (options.load_pinned_table && options.use_builtin_table) {
+      auto table = builtin_gemm_table();
+      if (!table.ok()) return table.status();
+      table_ = std::move(table).value();
     }
     return Status::Ok();
   }
@@ -205,6 +210,12 @@ class CublasLtGemmEngine final : public GemmEngine {
     VORTEX_ASSIGN_OR_RETURN(Plan * plan, get_plan(call));
     if (pinned) *pinned = plan->pinned;
     return plan->config;
+  }
+
+  std::string pin_note(const GemmCall& call) override {
+    if (!validate_call(call).ok()) return {};
+    auto plan = get_plan(call);
+    return plan.ok() ? (*plan)->pin_note : std::string();
   }
 
   Result<std::vector<GemmAlgoConfig>> enumerate_algos(const GemmCall& call,
@@ -444,14 +455,16 @@ class CublasLtGemmEngine final : public GemmEngine {
                                                          call.bias != nullptr, device_name_,
                                                          cublasLtGetVersion())
                                           : nullptr;
-    if (pinned) {
-      Status st = build_algo(*plan, call, pinned->algo, &plan->algo);
-      if (!st.ok())
-        return st.with_context("pinned table entry for " + std::string(gemm_precision_name(call.precision)) +
-                               " M=" + std::to_string(call.m) + " no longer valid; re-run `vortex gemm-tune`");
+    Status pin_status = Status::Ok();
+    if (pinned) pin_status = build_algo(*plan, call, pinned->algo, &plan->algo);
+    if (pinned && pin_status.ok()) {
       plan->config = pinned->algo;
       plan->pinned = true;
     } else {
+      // No entry, or one cuBLASLt rejects now (e.g. a changed workspace): the heuristic, with the reason kept.
+      if (pinned)
+        plan->pin_note = "pinned entry (" + pinned->evidence + ") rejected, heuristic used: " + pin_status.to_string() +
+                         "; re-run fp8_gemm_bench / `vortex gemm-tune`";
       cublasLtMatmulHeuristicResult_t result{};
       VORTEX_ASSIGN_OR_RETURN(int n, run_heuristic(*plan, &result, 1));
       (void)n;
