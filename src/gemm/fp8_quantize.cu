@@ -109,6 +109,45 @@ static __global__ void quantize_per_tensor_vec8_kernel(const uint16_t* __restric
   }
 }
 
+// Per row: one block per row; the amax pass reads the row from DRAM and the quantize pass re-reads it
+// from L2 (a row is at most 28 KiB at H3 widths), so the tensor costs one DRAM read and one write.
+// Vector loads only (x 16-byte aligned, ldx % 8 == 0, K % 8 == 0, q 8-byte aligned).
+static __global__ void quantize_per_row_vec8_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k8,
+                                                    int64_t ldx, uint8_t* __restrict__ q,
+                                                    float* __restrict__ scales) {
+  __shared__ uint32_t warp_best[kThreads / 32];
+  for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
+    const uint4* row = reinterpret_cast<const uint4*>(x + r * ldx);
+    uint32_t best = 0;
+    for (int64_t c = threadIdx.x; c < k8; c += blockDim.x) {
+      const uint4 v = __ldg(row + c);
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) best = max(best, max(words[i] & 0x7FFFu, (words[i] >> 16) & 0x7FFFu));
+    }
+    for (int off = 16; off > 0; off >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, off));
+    if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best;
+    __syncthreads();
+    best = warp_best[0];
+    for (int w = 1; w < kThreads / 32; ++w) best = max(best, warp_best[w]);
+    __syncthreads();  // warp_best is rewritten by the next row
+    const float scale = scale_from_amax_bits(best);
+    if (threadIdx.x == 0) scales[r] = scale;
+    uint2* out = reinterpret_cast<uint2*>(q + r * k8 * 8);
+    for (int64_t c = threadIdx.x; c < k8; c += blockDim.x) {
+      const uint4 v = __ldg(row + c);
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+      uint32_t packed[2] = {0u, 0u};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint16_t b = static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2)));
+        packed[i / 4] |= static_cast<uint32_t>(quantize_e4m3(bf16_bits_to_float(b), scale)) << (8 * (i % 4));
+      }
+      out[c] = make_uint2(packed[0], packed[1]);
+    }
+  }
+}
+
 // One warp per (row, 128-channel group); lane l owns channels g*128 + 4l .. 4l+3 (k % 4 == 0).
 static __global__ void quantize_rowblock128_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k,
                                                    int64_t ldx, uint8_t* __restrict__ q,
@@ -210,6 +249,18 @@ Status quantize_fp8_per_tensor_static(const void* x, int64_t m, int64_t k, int64
   quantize_per_tensor_kernel<<<grid_rows(m), kThreads, 0, stream>>>(
       static_cast<const uint16_t*>(x), m, k, ldx, static_cast<uint8_t*>(q), nullptr, scale, nullptr);
   return launch_check("quantize_per_tensor_kernel(static)");
+}
+
+Status quantize_fp8_per_row(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, float* scales,
+                            cudaStream_t stream) {
+  VORTEX_RETURN_IF_ERROR(check_args(x, m, k, ldx, q));
+  if (!scales) return invalid_argument("fp8 per-row quantize: null scales");
+  if (!vec8_ok(x, k, ldx, q))
+    return invalid_argument("fp8 per-row quantize needs x 16-byte aligned, K and ldx multiples of 8 and q 8-byte "
+                            "aligned; got K=" + std::to_string(k) + " ldx=" + std::to_string(ldx));
+  quantize_per_row_vec8_kernel<<<grid_rows(m), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), m, k / 8, ldx,
+                                                                      static_cast<uint8_t*>(q), scales);
+  return launch_check("quantize_per_row_vec8_kernel");
 }
 
 Status quantize_fp8_rowblock128(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,

@@ -29,7 +29,10 @@ const char* fp8_scaling_name(Fp8Scaling scaling);
 //                  (CUBLASLT_POINTER_MODE_DEVICE): the Hopper exact W4A4 emulation (gemm/nvfp4_gemm.h).
 //  kNvfp4:         Blackwell block-scaled FP4 (CUDA_R_4F_E2M1 A/B, VEC16_UE4M3 block scales, alpha on the
 //                  device, BF16 D); compiled with CUDA >= 12.8 headers, runs only on sm_100/103/120/121.
-enum class GemmPrecision : uint8_t { kBf16, kF32, kFp8PerTensor, kFp8Blockwise, kNvfp4Emulated, kNvfp4 };
+//  kFp8RowScaled:  FP8 E4M3 with cuBLASLt OUTER_VEC_32F scales on both operands: x_scale [M] f32 (one per
+//                  token, quantize_fp8_per_row), w_scale [N] f32 (one per output channel; a per-tensor weight
+//                  scale broadcast, optionally multiplied by a per-channel gate). Hopper and later.
+enum class GemmPrecision : uint8_t { kBf16, kF32, kFp8PerTensor, kFp8Blockwise, kNvfp4Emulated, kNvfp4, kFp8RowScaled };
 const char* gemm_precision_name(GemmPrecision precision);
 Result<GemmPrecision> gemm_precision_from_name(const std::string& name);
 
@@ -57,6 +60,9 @@ struct GemmCall {
   const float* alpha = nullptr;
   const void* x_block_scale = nullptr;
   const void* w_block_scale = nullptr;
+  // d = R(d + scale_a * scale_b * x @ w^T (+ bias)): beta = 1 with C = D in place (the gated residual of
+  // an H3 block when w_scale carries s_w * gate). Host-pointer-mode plans only (not the NVFP4 ones).
+  bool accumulate = false;
 };
 
 // A cuBLASLt algorithm configuration as gemm-tune enumerates and pins it (cublasLtMatmulAlgoConfig).
@@ -140,6 +146,10 @@ Status quantize_fp8_per_tensor_element_path(const void* x, int64_t m, int64_t k,
                                             float* scale, uint32_t* amax_scratch, cudaStream_t stream);
 Status quantize_fp8_per_tensor_static(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
                                       const float* scale, cudaStream_t stream);
+// Per row (token): scales[r] = amax(row r)/448 (0 -> 1), f32 [M] on the device; the kFp8RowScaled
+// activation. Needs x 16-byte aligned, K and ldx multiples of 8, q 8-byte aligned (else kInvalidArgument).
+Status quantize_fp8_per_row(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, float* scales,
+                            cudaStream_t stream);
 Status quantize_fp8_rowblock128(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
                                 float* scales, int64_t ld_scale, cudaStream_t stream);
 
