@@ -21,7 +21,7 @@ endif()
 # fp8_gemm_bench: the block's FP8 GEMMs with quantization, every cuBLASLt config per shape, pins (bench/).
 if(VORTEX_HAVE_CUDA)
   add_executable(fp8_gemm_bench ${CMAKE_SOURCE_DIR}/bench/fp8_gemm_bench.cpp)
-  target_link_libraries(fp8_gemm_bench PRIVATE vortex_gemm vortex_profiling)
+  target_link_libraries(fp8_gemm_bench PRIVATE vortex_gemm vortex_cuda vortex_profiling)
   target_compile_options(fp8_gemm_bench PRIVATE ${VORTEX_CXX_FLAGS})
   target_compile_definitions(fp8_gemm_bench PRIVATE VORTEX_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 endif()
