@@ -148,6 +148,14 @@ static __global__ void quantize_per_row_vec8_kernel(const uint16_t* __restrict__
   }
 }
 
+// out[j] = s_w * gate[j] (one FP32 product; gate bf16, s_w one f32 on the device): the OUTER_VEC weight
+// scale of the gated-residual epilogue.
+static __global__ void gate_scale_vector_kernel(const float* __restrict__ w_scale, const uint16_t* __restrict__ gate,
+                                                int64_t n, float* __restrict__ out) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j < n) out[j] = __fmul_rn(*w_scale, bf16_bits_to_float(gate[j]));
+}
+
 // One warp per (row, 128-channel group); lane l owns channels g*128 + 4l .. 4l+3 (k % 4 == 0).
 static __global__ void quantize_rowblock128_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k,
                                                    int64_t ldx, uint8_t* __restrict__ q,
@@ -261,6 +269,14 @@ Status quantize_fp8_per_row(const void* x, int64_t m, int64_t k, int64_t ldx, vo
   quantize_per_row_vec8_kernel<<<grid_rows(m), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), m, k / 8, ldx,
                                                                       static_cast<uint8_t*>(q), scales);
   return launch_check("quantize_per_row_vec8_kernel");
+}
+
+Status fp8_gate_scale_vector(const float* w_scale, const void* gate_bf16, int64_t n, float* out, cudaStream_t stream) {
+  if (!w_scale || !gate_bf16 || !out || n <= 0) return invalid_argument("fp8_gate_scale_vector: null pointer or n <= 0");
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  gate_scale_vector_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      w_scale, static_cast<const uint16_t*>(gate_bf16), n, out);
+  return launch_check("gate_scale_vector_kernel");
 }
 
 Status quantize_fp8_rowblock128(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,

@@ -150,6 +150,9 @@ Status quantize_fp8_per_tensor_static(const void* x, int64_t m, int64_t k, int64
 // activation. Needs x 16-byte aligned, K and ldx multiples of 8, q 8-byte aligned (else kInvalidArgument).
 Status quantize_fp8_per_row(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, float* scales,
                             cudaStream_t stream);
+// out[j] = fp32(s_w * gate[j]) for j < n: s_w one f32 (device), gate n bf16 (device, e.g. one AdaLN table row
+// chunk), out n f32: the kFp8RowScaled w_scale of a gated residual (x += gate * (a @ W^T)).
+Status fp8_gate_scale_vector(const float* w_scale, const void* gate_bf16, int64_t n, float* out, cudaStream_t stream);
 Status quantize_fp8_rowblock128(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
                                 float* scales, int64_t ld_scale, cudaStream_t stream);
 
