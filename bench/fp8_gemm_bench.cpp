@@ -221,10 +221,9 @@ Result<nlohmann::json> time_block_pieces(GemmEngine& engine, const GemmShape& sh
                         return engine.gemm(row_call, nullptr);
                       },
                       {}});
-    // Gated residual (out_proj and FC2 write the residual stream): [M, N] bf16
-    // residual and GEMM output, a one-row AdaLN table [1, 6N] bf16 and its row
-    // map (every token reads table row 0).
   }
+  // Gated residual (out_proj and FC2 write the residual stream): [M, N] bf16 residual and GEMM output, a
+  // one-row AdaLN table [1, 6N] bf16 and its row map (every token reads table row 0).
   const bool gated = row_ok && n == 5376;
   GemmCall gated_call = row_call;
   gated_call.w_scale = static_cast<const float*>(gate_ws.p);
@@ -245,6 +244,7 @@ Result<nlohmann::json> time_block_pieces(GemmEngine& engine, const GemmShape& sh
     map.table_row = static_cast<const int32_t*>(row_map.p);
     map.rows = m;
     map.table_rows = 1;
+    gated_call.d = resid.p;  // x += gate * (a @ W^T), in place on the residual stream
     GemmCall proj_call = call;
     proj_call.d = proj.p;
     // Today's program: quantize (vector path), best per-tensor GEMM into proj,
