@@ -120,6 +120,8 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
     [ -x "$b" ] || continue
     case "$(basename "$b")" in
       gemm_bench) continue ;;
+      # the block's four FP8 GEMMs: every cuBLASLt config, quantizers, gated-residual epilogue; pinned table out
+      fp8_gemm_bench) run_step fp8_gemm_bench 500 "$b" "$work/fp8-gemm" ;;
       # both mainloops at 37,810 / 8K / 16K / 32K, cuDNN SDPA on the same inputs, ratio and deviation
       sage2_bench) run_step sage2_bench 300 "$b" --evidence "benchmarks/$(date -u +%F)-h200-sage2.jsonl" ;;
       *) run_step "$(basename "$b")" 200 "$b" ;;

@@ -40,6 +40,7 @@ struct GenerateArgs {
   bool overwrite = false;
   std::string precision = "bf16";
   std::string attention;  // empty: the backend policy's (sdpa on the CPU)
+  std::string switches;   // run-time switches over the backend policy (apply_switches syntax)
   std::vector<std::string> loras;  // FILE[:SCALE], repeatable
   bool lora_allow_unmatched = false;
   std::string lora_mode = "merge";
@@ -191,6 +192,7 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
   r.out_dir = a.out;
   r.overwrite = a.overwrite;
   p.precision = a.precision;
+  p.switches = a.switches;
   q.attention = a.attention;
   // ---- LoRA adapters and presets (src/lora, docs/lora.md) ----
   for (const std::string& l : a.loras) {
@@ -260,6 +262,9 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--out", args->out, "Output directory (required)")->type_name("DIR");
   sub->add_flag("--overwrite", args->overwrite, "Replace an --out directory holding a previous Vortex run (only that)");
   sub->add_option("--precision", args->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only (GEMM precision; default bf16)")->type_name("NAME");
+  sub->add_option("--switches", args->switches,
+                  "run-time switches over the backend policy, e.g. fp8_gate_epilogue=1 (with --precision fp8)")
+      ->type_name("LIST");
   sub->add_option("--attention", args->attention, "sdpa | sage2 (default: the backend policy's; sdpa on the CPU)")->type_name("NAME");
   sub->add_option("--lora", args->loras,
                   "LoRA adapter FILE[:SCALE], repeatable; SCALE multiplies alpha/rank (default 1), or is the whole "

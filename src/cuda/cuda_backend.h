@@ -61,6 +61,11 @@ class CudaBackend : public Backend {
                            const LinearWeight& consumer, int slot, QuantizedActivation& out) override;
   Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, int slot, QuantizedActivation& out) override;
   Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
+  // Gated residual in the FP8 GEMM epilogue (src/cuda/gate_epilogue.cpp): per-tensor FP8 weights without
+  // a static input_scale or LoRA, on sm_90+ (cuBLASLt OUTER_VEC_32F scales).
+  bool has_gate_epilogue(const LinearWeight& w) const override;
+  Status linear_gate_residual(const Tensor& a, const LinearWeight& w, Tensor& x, const Tensor& table, int gate_chunk,
+                              const SegmentTable& seg) override;
   ExecOptions default_options() const override { return policy_exec_options(info_.facts.arch); }
   // fused_gate_add and debug_sync follow the model's ExecOptions.
   void configure(const ExecOptions& opts) override {

@@ -551,7 +551,8 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
       {"precision", exec.precision},
       {"attention", exec.attention},
       {"fused_norm_modulate", exec.fused_norm_modulate},
-      {"fused_gate_add", exec.fused_gate_add}};
+      {"fused_gate_add", exec.fused_gate_add},
+      {"fp8_gate_epilogue", exec.fp8_gate_epilogue}};
   manifest["noise"] = {{"contract", "gaussian_noise (src/core/rng.h): one stream of `seed`, video elements first, "
                                     "then audio"},
                        {"seed", req.seed},

@@ -46,6 +46,8 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_gate_add));
     } else if (key == "fused_nvfp4_producers") {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_nvfp4_producers));
+    } else if (key == "fp8_gate_epilogue") {
+      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fp8_gate_epilogue));
     } else if (key == "precision") {
       // Precision converts the weights at load: a run-time switch can only restate it.
       if (value != opts.precision)
@@ -59,7 +61,7 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
       opts.attention = value;
     } else {
       return invalid_argument("unknown switch '" + key +
-                              "' (known: fused_norm_modulate, fused_gate_add, fused_nvfp4_producers, attention, debug_sync, "
+                              "' (known: fused_norm_modulate, fused_gate_add, fused_nvfp4_producers, fp8_gate_epilogue, attention, debug_sync, "
                               "precision (restating the loaded one), eager, fused)");
     }
   }
@@ -71,6 +73,7 @@ std::string describe_switches(const ExecOptions& opts) {
   os << "fused_norm_modulate=" << opts.fused_norm_modulate << ",fused_gate_add=" << opts.fused_gate_add
      << ",attention=" << opts.attention << ",precision=" << opts.precision;
   if (opts.precision == "nvfp4") os << ",fused_nvfp4_producers=" << opts.fused_nvfp4_producers;
+  if (opts.precision == "fp8") os << ",fp8_gate_epilogue=" << opts.fp8_gate_epilogue;
   return os.str();
 }
 

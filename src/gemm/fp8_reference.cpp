@@ -33,6 +33,11 @@ float quantize_fp8_per_tensor_ref(const uint16_t* x, int64_t m, int64_t k, int64
   return scale;
 }
 
+void quantize_fp8_per_row_ref(const uint16_t* x, int64_t m, int64_t k, int64_t ldx, uint8_t* q, float* scales) {
+  for (int64_t r = 0; r < m; ++r)
+    scales[r] = quantize_fp8_per_tensor_ref(x + r * ldx, 1, k, ldx, q + r * k);
+}
+
 void quantize_fp8_rowblock128_ref(const uint16_t* x, int64_t m, int64_t k, int64_t ldx, uint8_t* q,
                                   float* scales, int64_t ld_scale) {
   const int64_t groups = (k + 127) / 128;

@@ -23,6 +23,8 @@ float quantize_fp8_per_tensor_ref(const uint16_t* x, int64_t m, int64_t k, int64
 // Given a scale (static input_scale path).
 void quantize_fp8_with_scale_ref(const uint16_t* x, int64_t m, int64_t k, int64_t ldx, float scale,
                                  uint8_t* q);
+// Per row (per token): scales[r] = amax(row r) / 448 (0 -> 1), q[r, c] = e4m3(x[r, c] / scales[r]).
+void quantize_fp8_per_row_ref(const uint16_t* x, int64_t m, int64_t k, int64_t ldx, uint8_t* q, float* scales);
 // 1x128: scales [ceil(k/128), ld_scale] (token-contiguous per channel group); rows in [m, ld_scale)
 // of q are zero with scale 1.
 void quantize_fp8_rowblock128_ref(const uint16_t* x, int64_t m, int64_t k, int64_t ldx, uint8_t* q,

@@ -29,7 +29,10 @@ const char* fp8_scaling_name(Fp8Scaling scaling);
 //                  (CUBLASLT_POINTER_MODE_DEVICE): the Hopper exact W4A4 emulation (gemm/nvfp4_gemm.h).
 //  kNvfp4:         Blackwell block-scaled FP4 (CUDA_R_4F_E2M1 A/B, VEC16_UE4M3 block scales, alpha on the
 //                  device, BF16 D); compiled with CUDA >= 12.8 headers, runs only on sm_100/103/120/121.
-enum class GemmPrecision : uint8_t { kBf16, kF32, kFp8PerTensor, kFp8Blockwise, kNvfp4Emulated, kNvfp4 };
+//  kFp8RowScaled:  FP8 E4M3 with cuBLASLt OUTER_VEC_32F scales on both operands: x_scale [M] f32 (one per
+//                  token, quantize_fp8_per_row), w_scale [N] f32 (one per output channel; a per-tensor weight
+//                  scale broadcast, optionally multiplied by a per-channel gate). Hopper and later.
+enum class GemmPrecision : uint8_t { kBf16, kF32, kFp8PerTensor, kFp8Blockwise, kNvfp4Emulated, kNvfp4, kFp8RowScaled };
 const char* gemm_precision_name(GemmPrecision precision);
 Result<GemmPrecision> gemm_precision_from_name(const std::string& name);
 
@@ -57,6 +60,9 @@ struct GemmCall {
   const float* alpha = nullptr;
   const void* x_block_scale = nullptr;
   const void* w_block_scale = nullptr;
+  // d = R(d + scale_a * scale_b * x @ w^T (+ bias)): beta = 1 with C = D in place (the gated residual of
+  // an H3 block when w_scale carries s_w * gate). Host-pointer-mode plans only (not the NVFP4 ones).
+  bool accumulate = false;
 };
 
 // A cuBLASLt algorithm configuration as gemm-tune enumerates and pins it (cublasLtMatmulAlgoConfig).
@@ -76,8 +82,10 @@ struct GemmAlgoConfig {
 struct GemmEngineOptions {
   size_t workspace_bytes = size_t{32} << 20;
   // Pinned algorithm table written by `vortex gemm-tune` (JSON). Empty: $VORTEX_GEMM_TABLE if set,
-  // else none (heuristic top-1 for every shape).
+  // else the built-in table (src/gemm/tables/, compiled in) when use_builtin_table, else none
+  // (heuristic top-1 for every shape). An entry cuBLASLt no longer accepts falls back to the heuristic.
   std::string pinned_table_path;
+  bool use_builtin_table = true;
   // false: never load a table (gemm-tune measures the heuristic default itself).
   bool load_pinned_table = true;
 };
@@ -106,8 +114,10 @@ class GemmEngine {
   // Same GEMM with an explicit algorithm (gemm-tune). kUnsupported when cuBLASLt rejects it.
   virtual Status gemm_with_algo(const GemmCall& call, const GemmAlgoConfig& algo,
                                 cudaStream_t stream) = 0;
-  // The algorithm gemm() would run for `call` (pinned or heuristic top-1) and where it came from.
+  // The algorithm gemm() would run for `call` (pinned or heuristic top-1) and where it came from;
+  // `pin_note` (optional) says why a matching table entry was not used (empty otherwise).
   virtual Result<GemmAlgoConfig> selected_algo(const GemmCall& call, bool* pinned) = 0;
+  virtual std::string pin_note(const GemmCall& call) { return {}; }
   // Every valid configuration cuBLASLt offers for `call` (AlgoGetIds x tiles x stages x split-K x
   // reduction x swizzle, filtered by cublasLtMatmulAlgoCheck), at most `max_configs`.
   virtual Result<std::vector<GemmAlgoConfig>> enumerate_algos(const GemmCall& call,
@@ -130,8 +140,19 @@ Result<LinearWeight> quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling);
 // `amax_scratch` is one uint32 of device memory.
 Status quantize_fp8_per_tensor(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
                                float* scale, uint32_t* amax_scratch, cudaStream_t stream);
+// The per-tensor quantizer's element path alone (2-byte loads), which quantize_fp8_per_tensor uses
+// when x/ldx/K/q rule out its 16-byte vector path; tests and `gemm_bench fp8` compare the two.
+Status quantize_fp8_per_tensor_element_path(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
+                                            float* scale, uint32_t* amax_scratch, cudaStream_t stream);
 Status quantize_fp8_per_tensor_static(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
                                       const float* scale, cudaStream_t stream);
+// Per row (token): scales[r] = amax(row r)/448 (0 -> 1), f32 [M] on the device; the kFp8RowScaled
+// activation. Needs x 16-byte aligned, K and ldx multiples of 8, q 8-byte aligned (else kInvalidArgument).
+Status quantize_fp8_per_row(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, float* scales,
+                            cudaStream_t stream);
+// out[j] = fp32(s_w * gate[j]) for j < n: s_w one f32 (device), gate n bf16 (device, e.g. one AdaLN table row
+// chunk), out n f32: the kFp8RowScaled w_scale of a gated residual (x += gate * (a @ W^T)).
+Status fp8_gate_scale_vector(const float* w_scale, const void* gate_bf16, int64_t n, float* out, cudaStream_t stream);
 Status quantize_fp8_rowblock128(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
                                 float* scales, int64_t ld_scale, cudaStream_t stream);
 

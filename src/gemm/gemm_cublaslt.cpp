@@ -56,6 +56,7 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
   GemmAlgoConfig config;
   bool pinned = false;
+  std::string pin_note;  // why a matching table entry was not used (empty otherwise)
   ~Plan() {
     if (op) cublasLtMatmulDescDestroy(op);
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -84,6 +85,7 @@ Types types_for(GemmPrecision p) {
       return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 4, 4};
     case GemmPrecision::kFp8PerTensor:
     case GemmPrecision::kFp8Blockwise:
+    case GemmPrecision::kFp8RowScaled:
       return {CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 1, 2};
   }
   return {CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 2, 2};
@@ -101,8 +103,8 @@ Status validate_call(const GemmCall& c) {
   if (c.ldx < c.k || c.ldw < c.k || c.ldd < c.n)
     return invalid_argument(where.str() + ": a leading dimension is smaller than the row width");
   const Types t = types_for(c.precision);
-  const bool fp8 = c.precision == GemmPrecision::kFp8PerTensor ||
-                   c.precision == GemmPrecision::kFp8Blockwise;
+  const bool fp8 = c.precision == GemmPrecision::kFp8PerTensor || c.precision == GemmPrecision::kFp8Blockwise ||
+                   c.precision == GemmPrecision::kFp8RowScaled;
   if (fp8) {
     // cuBLASLt FP8 (Hopper): 16-byte aligned pointers and leading dimensions, K a multiple of 16.
     if (!aligned16(c.x) || !aligned16(c.w) || !aligned16(c.d))
@@ -120,10 +122,14 @@ Status validate_call(const GemmCall& c) {
       if (!aligned16(c.x_scale) || !aligned16(c.w_scale))
         return invalid_argument(where.str() + ": blockwise scale arrays must be 16-byte aligned");
     }
+    if (c.precision == GemmPrecision::kFp8RowScaled && (!aligned16(c.x_scale) || !aligned16(c.w_scale)))
+      return invalid_argument(where.str() + ": row-scaled FP8 needs 16-byte aligned x_scale [M] and w_scale [N]");
   } else if (c.x_scale || c.w_scale) {
     return invalid_argument(where.str() + ": scales are only legal for FP8 GEMMs");
   }
   const bool nvfp4 = c.precision == GemmPrecision::kNvfp4Emulated || c.precision == GemmPrecision::kNvfp4;
+  if (c.accumulate && (c.alpha || c.precision == GemmPrecision::kF32))
+    return invalid_argument(where.str() + ": accumulate (d += ...) is for the bf16-output host-alpha GEMMs only");
   if (nvfp4 && !c.alpha)
     return invalid_argument(where.str() + ": NVFP4 GEMMs need alpha (g_x * g_w) as one f32 in device memory");
   if (!nvfp4 && c.alpha)
@@ -179,6 +185,10 @@ class CublasLtGemmEngine final : public GemmEngine {
       auto table = load_gemm_table(path);
       if (!table.ok()) return table.status().with_context("loading the pinned GEMM table");
       table_ = std::move(table).value();
+    } else if (options.load_pinned_table && options.use_builtin_table) {
+      auto table = builtin_gemm_table();
+      if (!table.ok()) return table.status();
+      table_ = std::move(table).value();
     }
     return Status::Ok();
   }
@@ -205,6 +215,12 @@ class CublasLtGemmEngine final : public GemmEngine {
     VORTEX_ASSIGN_OR_RETURN(Plan * plan, get_plan(call));
     if (pinned) *pinned = plan->pinned;
     return plan->config;
+  }
+
+  std::string pin_note(const GemmCall& call) override {
+    if (!validate_call(call).ok()) return {};
+    auto plan = get_plan(call);
+    return plan.ok() ? (*plan)->pin_note : std::string();
   }
 
   Result<std::vector<GemmAlgoConfig>> enumerate_algos(const GemmCall& call,
@@ -424,6 +440,12 @@ class CublasLtGemmEngine final : public GemmEngine {
       VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
       VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
     }
+    if (call.precision == GemmPrecision::kFp8RowScaled) {
+      // cuBLAS A = W: one scale per row of op(A) = output channel; B = x: one per column of op(B) = token.
+      cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+    }
     if (call.x_scale) {
       // Scale pointers must be on the descriptor before the heuristic runs: with blockwise modes and
       // null scale pointers cuBLASLt 13.1 answered CUBLAS_STATUS_INVALID_VALUE on the H200
@@ -444,14 +466,16 @@ class CublasLtGemmEngine final : public GemmEngine {
                                                          call.bias != nullptr, device_name_,
                                                          cublasLtGetVersion())
                                           : nullptr;
-    if (pinned) {
-      Status st = build_algo(*plan, call, pinned->algo, &plan->algo);
-      if (!st.ok())
-        return st.with_context("pinned table entry for " + std::string(gemm_precision_name(call.precision)) +
-                               " M=" + std::to_string(call.m) + " no longer valid; re-run `vortex gemm-tune`");
+    Status pin_status = Status::Ok();
+    if (pinned) pin_status = build_algo(*plan, call, pinned->algo, &plan->algo);
+    if (pinned && pin_status.ok()) {
       plan->config = pinned->algo;
       plan->pinned = true;
     } else {
+      // No entry, or one cuBLASLt rejects now (e.g. a changed workspace): the heuristic, with the reason kept.
+      if (pinned)
+        plan->pin_note = "pinned entry (" + pinned->evidence + ") rejected, heuristic used: " + pin_status.to_string() +
+                         "; re-run fp8_gemm_bench / `vortex gemm-tune`";
       cublasLtMatmulHeuristicResult_t result{};
       VORTEX_ASSIGN_OR_RETURN(int n, run_heuristic(*plan, &result, 1));
       (void)n;
@@ -482,7 +506,7 @@ class CublasLtGemmEngine final : public GemmEngine {
       VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
                                                    &call.x_block_scale, sizeof(call.x_block_scale)));
     }
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = 1.0f, beta = call.accumulate ? 1.0f : 0.0f;  // accumulate: C = D, in place
     // Device pointer mode (NVFP4 plans): alpha from the call, beta from the engine's device zero.
     const void* alpha_ptr = call.alpha ? static_cast<const void*>(call.alpha) : static_cast<const void*>(&alpha);
     const void* beta_ptr = call.alpha ? static_cast<const void*>(device_zero_) : static_cast<const void*>(&beta);
@@ -655,16 +679,18 @@ const char* gemm_precision_name(GemmPrecision precision) {
     case GemmPrecision::kFp8Blockwise: return "fp8_blockwise";
     case GemmPrecision::kNvfp4Emulated: return "nvfp4_emulated";
     case GemmPrecision::kNvfp4: return "nvfp4";
+    case GemmPrecision::kFp8RowScaled: return "fp8_row_scaled";
   }
   return "unknown";
 }
 
 Result<GemmPrecision> gemm_precision_from_name(const std::string& name) {
   for (GemmPrecision p : {GemmPrecision::kBf16, GemmPrecision::kF32, GemmPrecision::kFp8PerTensor,
-                          GemmPrecision::kFp8Blockwise, GemmPrecision::kNvfp4Emulated, GemmPrecision::kNvfp4})
+                          GemmPrecision::kFp8Blockwise, GemmPrecision::kNvfp4Emulated, GemmPrecision::kNvfp4,
+                          GemmPrecision::kFp8RowScaled})
     if (name == gemm_precision_name(p)) return p;
   return invalid_argument("unknown GEMM precision '" + name +
-                          "' (expected bf16, f32, fp8_per_tensor, fp8_blockwise, nvfp4_emulated or nvfp4)");
+                          "' (expected bf16, f32, fp8_per_tensor, fp8_blockwise, fp8_row_scaled, nvfp4_emulated or nvfp4)");
 }
 
 std::string GemmAlgoConfig::describe() const {

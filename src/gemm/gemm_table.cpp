@@ -77,6 +77,18 @@ Result<GemmTable> load_gemm_table(const std::string& path) {
   return t;
 }
 
+std::vector<std::string> builtin_gemm_table_texts();  // generated from src/gemm/tables/*.json
+
+Result<GemmTable> builtin_gemm_table() {
+  GemmTable all;
+  for (const std::string& text : builtin_gemm_table_texts()) {
+    auto t = parse_gemm_table(text);
+    if (!t.ok()) return t.status().with_context("built-in GEMM table (src/gemm/tables/)");
+    all.entries.insert(all.entries.end(), t->entries.begin(), t->entries.end());
+  }
+  return all;
+}
+
 std::string gemm_table_to_json(const GemmTable& table) {
   nlohmann::json j;
   j["schema"] = "vortex.gemm_table.v1";

@@ -32,6 +32,8 @@ struct GemmTable {
 
 Result<GemmTable> parse_gemm_table(const std::string& json_text);
 Result<GemmTable> load_gemm_table(const std::string& path);
+// The tables shipped in src/gemm/tables/ (compiled in), merged in file order.
+Result<GemmTable> builtin_gemm_table();
 std::string gemm_table_to_json(const GemmTable& table);
 Status save_gemm_table(const GemmTable& table, const std::string& path);
 

@@ -29,7 +29,7 @@ namespace {
   } while (0)
 
 bool is_fp8(GemmPrecision p) {
-  return p == GemmPrecision::kFp8PerTensor || p == GemmPrecision::kFp8Blockwise;
+  return p == GemmPrecision::kFp8PerTensor || p == GemmPrecision::kFp8Blockwise || p == GemmPrecision::kFp8RowScaled;
 }
 size_t out_elem_size(GemmPrecision p) { return p == GemmPrecision::kF32 ? 4 : 2; }
 
@@ -141,6 +141,16 @@ Result<std::unique_ptr<GemmOperands>> GemmOperands::create(GemmPrecision precisi
       if (st.ok()) st = quantize_fp8_per_tensor(src, n, k, k, wq, static_cast<float*>(ws), static_cast<uint32_t*>(amax), s);
       c.x_scale = static_cast<const float*>(xs);
       c.w_scale = static_cast<const float*>(ws);
+    } else if (precision == GemmPrecision::kFp8RowScaled) {
+      // Per-token activation scales and per-channel weight scales (any valid OUTER_VEC operand).
+      VORTEX_ASSIGN_OR_RETURN(void* xs, alloc(um * 4));
+      VORTEX_ASSIGN_OR_RETURN(void* ws, alloc(un * 4));
+      st = fill_uniform_bf16_device(src, m * k, seed, 1.0f, s);
+      if (st.ok()) st = quantize_fp8_per_row(src, m, k, k, xq, static_cast<float*>(xs), s);
+      if (st.ok()) st = fill_uniform_bf16_device(src, n * k, seed + 1, 0.05f, s);
+      if (st.ok()) st = quantize_fp8_per_row(src, n, k, k, wq, static_cast<float*>(ws), s);
+      c.x_scale = static_cast<const float*>(xs);
+      c.w_scale = static_cast<const float*>(ws);
     } else {
       VORTEX_ASSIGN_OR_RETURN(void* xs, alloc(static_cast<size_t>(groups) * um * 4));
       const int64_t wrows = (n + 127) / 128, wcols = fp8_block_scale_cols(k);
@@ -189,6 +199,13 @@ Result<double> GemmOperands::reference_f64(int64_t i, int64_t j) const {
     float xs = 0, ws = 0;
     VORTEX_TUNE_CUDA(cudaMemcpy(&xs, c.x_scale, 4, cudaMemcpyDeviceToHost));
     VORTEX_TUNE_CUDA(cudaMemcpy(&ws, c.w_scale, 4, cudaMemcpyDeviceToHost));
+    for (size_t t = 0; t < uk; ++t)
+      acc += static_cast<double>(f32_from_e4m3(xr[t])) * static_cast<double>(f32_from_e4m3(wr[t]));
+    acc *= static_cast<double>(xs) * static_cast<double>(ws);
+  } else if (c.precision == GemmPrecision::kFp8RowScaled) {
+    float xs = 0, ws = 0;
+    VORTEX_TUNE_CUDA(cudaMemcpy(&xs, c.x_scale + i, 4, cudaMemcpyDeviceToHost));
+    VORTEX_TUNE_CUDA(cudaMemcpy(&ws, c.w_scale + j, 4, cudaMemcpyDeviceToHost));
     for (size_t t = 0; t < uk; ++t)
       acc += static_cast<double>(f32_from_e4m3(xr[t])) * static_cast<double>(f32_from_e4m3(wr[t]));
     acc *= static_cast<double>(xs) * static_cast<double>(ws);

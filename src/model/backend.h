@@ -35,6 +35,9 @@ struct ExecOptions {
   // modulation recomputed (modulate_quantize), FC2's from the FC1 output with SwiGLU recomputed
   // (swiglu_quantize); E0 vs the eager producers. Used only where backend.has_quantized_producers().
   bool fused_nvfp4_producers = false;
+  // precision fp8 only (E2 vs linear + gate_add): out_proj + gate_msa and FC2 + gate_mlp as one row-scaled
+  // FP8 GEMM per AdaLN segment that adds into x in its epilogue. Used only where backend.has_gate_epilogue(w).
+  bool fp8_gate_epilogue = false;
 };
 
 // A quantized GEMM activation owned by the backend: views into backend scratch, valid until the next
@@ -77,6 +80,16 @@ class Backend {
   void inject_alloc_failure(int successes) { alloc_failure_countdown_.store(successes); }
   // The switch defaults for this backend and device (the CUDA policy table; plain defaults elsewhere).
   virtual ExecOptions default_options() const { return ExecOptions{}; }
+
+  // ---- fused gated residual (ExecOptions::fp8_gate_epilogue) ----
+  // x = R(x + (s_a[r] * fp32(s_w * gate[r])) * (q(a) @ q(W)^T)) in one GEMM epilogue per segment, with a
+  // quantized per row (s_a[r] = amax(a[r]) / 448) and gate = table[seg.table_row, gate_chunk * D : +D]:
+  // the GEMM output and gate * out are never rounded to BF16 (E2 vs linear() + gate_add()).
+  virtual bool has_gate_epilogue(const LinearWeight& w) const { return false; }
+  virtual Status linear_gate_residual(const Tensor& a, const LinearWeight& w, Tensor& x, const Tensor& table,
+                                      int gate_chunk, const SegmentTable& seg) {
+    return unsupported(std::string(name()) + " backend has no fused gated-residual GEMM epilogue");
+  }
 
   // ---- ops ----
   // out[M,N] = x[M,K] @ W[N,K]^T (+ bias[N]), accumulated in FP32 or wider, one rounding to out's dtype.

@@ -167,14 +167,26 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
   // 5. o = R(SDPA(q, k, v))                                           // [S, I] bf16, token-major
   VORTEX_RETURN_IF_ERROR(
       timed("attention", [&] { return backend.attention(q, k, v, heads, hd, sc.attn_out, opts); }).with_context("attention"));
-  // 6. a = R(o @ Wout^T)                                              // [S, D] bf16
-  VORTEX_RETURN_IF_ERROR(
-      timed("out_proj", [&] { return linear_call(backend, sc.attn_out, block.attn_out_proj, nullptr, sc.proj_out); })
-          .with_context("out_proj"));
-  // 7. x = R(x + R(gate_msa * a))  (refiner: x = R(x + a))
-  // fused_gate_add is applied inside the backend (Backend::configure above); the model calls gate_add.
-  VORTEX_RETURN_IF_ERROR(
-      timed("gate_msa", [&] { return backend.gate_add(x, sc.proj_out, table, kGateMsa, seg); }).with_context("gate_add msa"));
+  // Gated residual in the FP8 GEMM epilogue (switch fp8_gate_epilogue, E2): x = R(x + gate * (q(in) @ q(W)^T)).
+  auto gate_epilogue = [&](const LinearWeight& w) {
+    return opts.fp8_gate_epilogue && table != nullptr && backend.has_gate_epilogue(w);
+  };
+  if (gate_epilogue(block.attn_out_proj)) {
+    // 6-7 fused: x = R(x + (s_o * s_w * gate_msa) * q(o) @ q(Wout)^T)   // x [S, D] bf16, in place
+    VORTEX_RETURN_IF_ERROR(timed("out_proj", [&] {
+                             return backend.linear_gate_residual(sc.attn_out, block.attn_out_proj, x, *table, kGateMsa,
+                                                                 seg);
+                           }).with_context("out_proj + gate_msa (fp8 gate epilogue)"));
+  } else {
+    // 6. a = R(o @ Wout^T)                                              // [S, D] bf16
+    VORTEX_RETURN_IF_ERROR(
+        timed("out_proj", [&] { return linear_call(backend, sc.attn_out, block.attn_out_proj, nullptr, sc.proj_out); })
+            .with_context("out_proj"));
+    // 7. x = R(x + R(gate_msa * a))  (refiner: x = R(x + a))
+    // fused_gate_add is applied inside the backend (Backend::configure above); the model calls gate_add.
+    VORTEX_RETURN_IF_ERROR(
+        timed("gate_msa", [&] { return backend.gate_add(x, sc.proj_out, table, kGateMsa, seg); }).with_context("gate_add msa"));
+  }
   if (fused_input(block.mlp_fc1)) {
     // 8-9 fused: u = R(q(modulate(RMSNorm2(x))) @ Wfc1^T)               // [S, 2F] bf16
     VORTEX_RETURN_IF_ERROR(norm_quantize_linear(block.norm2_weight, kShiftMlp, kScaleMlp, "norm2_modulate", "fc1",
@@ -198,6 +210,12 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
   } else {
     // m = R(R(silu(gate)) * value) [S, F]
     VORTEX_RETURN_IF_ERROR(timed("swiglu", [&] { return backend.swiglu(sc.fc1_out, sc.swiglu_out); }).with_context("swiglu"));
+    if (gate_epilogue(block.mlp_fc2)) {
+      // 10 + gate fused: x = R(x + (s_m * s_w * gate_mlp) * q(m) @ q(Wfc2)^T)   // x [S, D] bf16, in place
+      return timed("fc2", [&] {
+               return backend.linear_gate_residual(sc.swiglu_out, block.mlp_fc2, x, *table, kGateMlp, seg);
+             }).with_context("fc2 + gate_mlp (fp8 gate epilogue)");
+    }
     // 10. f = R(m @ Wfc2^T) [S, D]  (FC2 weight-only / bf16 fallback keeps the BF16 m)
     VORTEX_RETURN_IF_ERROR(
         timed("fc2", [&] { return linear_call(backend, sc.swiglu_out, block.mlp_fc2, nullptr, sc.proj_out); }).with_context("fc2"));

@@ -12,6 +12,11 @@ if(TARGET vortex_cuda)
     SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/ops_test.cpp
     LIBS vortex_cuda vortex_ref vortex_core
     GPU)
+  # The fp8_gate_epilogue op (gated residual in the FP8 GEMM epilogue) vs FP64 and vs linear + gate_add.
+  vortex_test(NAME cuda_gate_epilogue_test
+    SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/gate_epilogue_test.cpp
+    LIBS vortex_cuda vortex_gemm vortex_core
+    GPU)
 endif()
 
 # ---- NVFP4 producers, instruction probe and benchmark (owned by the NVFP4 engineer) ----------------

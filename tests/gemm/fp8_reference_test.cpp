@@ -157,5 +157,14 @@ TEST(GemmTable, ShippedH200TableParses) {
   }
 }
 
+// The compiled-in table (GemmEngine's default) is the shipped file, entry for entry.
+TEST(GemmTable, BuiltinTableIsTheShippedFile) {
+  auto file = load_gemm_table(std::string(VORTEX_SOURCE_DIR) + "/src/gemm/tables/h200-cublaslt-130100.json");
+  auto builtin = builtin_gemm_table();
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_TRUE(builtin.ok()) << builtin.status().to_string();
+  EXPECT_EQ(gemm_table_to_json(*builtin), gemm_table_to_json(*file));
+}
+
 }  // namespace
 }  // namespace vortex

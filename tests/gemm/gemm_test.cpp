@@ -334,6 +334,199 @@ TEST(Fp8Quantize, PerTensorAndRowBlockMatchHostBytes) {
   }
 }
 
+// The per-tensor quantizer's two paths: the 16-byte vector path (aligned x, ldx % 8, K % 8) and the
+// element path (forced, and reached through a misaligned x, ldx or K), each byte-for-byte vs the host.
+TEST(Fp8Quantize, PerTensorVectorAndElementPathsMatchHostBytes) {
+  VORTEX_REQUIRE_GPU();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  struct Case {
+    int64_t m, k, ldx, x_offset;  // x_offset in elements: 1 makes x 2-byte (not 16-byte) aligned
+    const char* path;
+  };
+  const Case cases[] = {{257, 7168, 7168, 0, "vector"}, {33, 14336, 14352, 0, "vector"}, {5, 136, 144, 0, "vector"},
+                        {33, 5376, 5384, 1, "element (x misaligned)"}, {17, 140, 140, 0, "element (K % 8)"},
+                        {9, 512, 515, 0, "element (ldx % 8)"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.path) + " M=" + std::to_string(c.m) + " K=" + std::to_string(c.k) +
+                 " ldx=" + std::to_string(c.ldx));
+    auto xh = random_bf16(static_cast<size_t>(c.m * c.ldx + c.x_offset), rng, 2.0f);
+    xh[static_cast<size_t>(c.x_offset + (c.m / 2) * c.ldx + c.k - 1)] = bf16_bits_from_f32(-907.0f);  // the amax
+    DeviceBuffer x(xh.size() * 2);
+    x.upload(xh.data(), xh.size() * 2);
+    const void* xp = static_cast<const uint16_t*>(x.get()) + c.x_offset;
+    std::vector<uint8_t> qr(static_cast<size_t>(c.m * c.k));
+    const float sr = quantize_fp8_per_tensor_ref(xh.data() + c.x_offset, c.m, c.k, c.ldx, qr.data());
+    for (bool force_element : {false, true}) {
+      SCOPED_TRACE(force_element ? "quantize_fp8_per_tensor_element_path" : "quantize_fp8_per_tensor");
+      DeviceBuffer q(qr.size()), s(16), amax(16);
+      q.poison(0xEE);
+      s.poison(0xEE);
+      Status st = force_element
+                      ? quantize_fp8_per_tensor_element_path(xp, c.m, c.k, c.ldx, q.get(), static_cast<float*>(s.get()),
+                                                             static_cast<uint32_t*>(amax.get()), nullptr)
+                      : quantize_fp8_per_tensor(xp, c.m, c.k, c.ldx, q.get(), static_cast<float*>(s.get()),
+                                                static_cast<uint32_t*>(amax.get()), nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint8_t> qg(qr.size());
+      float sg = 0;
+      q.download(qg.data(), qg.size());
+      s.download(&sg, 4);
+      EXPECT_EQ(std::memcmp(&sg, &sr, 4), 0) << "scale " << sg << " vs " << sr;
+      EXPECT_EQ(qg, qr);
+      EXPECT_TRUE(q.sentinel_intact());
+      // Static scale (saturating part of the tensor) through the same entry's path choice.
+      if (!force_element) {
+        const float static_scale = sr * 0.5f;
+        DeviceBuffer ss(16);
+        ss.upload(&static_scale, 4);
+        q.poison(0xEE);
+        ASSERT_TRUE(quantize_fp8_per_tensor_static(xp, c.m, c.k, c.ldx, q.get(), static_cast<const float*>(ss.get()),
+                                                   nullptr).ok());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint8_t> qs(qr.size());
+        quantize_fp8_with_scale_ref(xh.data() + c.x_offset, c.m, c.k, c.ldx, static_scale, qs.data());
+        q.download(qg.data(), qg.size());
+        EXPECT_EQ(qg, qs) << "static-scale quantizer";
+        EXPECT_TRUE(q.sentinel_intact());
+      }
+    }
+  }
+}
+
+// Per-row (token) quantizer: bytes and scales vs the host reference; zero rows (scale 1) and outliers.
+TEST(Fp8Quantize, PerRowMatchesHostBytes) {
+  VORTEX_REQUIRE_GPU();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int64_t m : {1, 7, 129}) {
+    for (int64_t k : {5376, 7168, 14336, 136}) {
+      SCOPED_TRACE("M=" + std::to_string(m) + " K=" + std::to_string(k));
+      const int64_t ldx = k + 16;
+      auto xh = random_bf16(static_cast<size_t>(m * ldx), rng, 3.0f);
+      if (m > 1)
+        for (int64_t t = 0; t < k; ++t) xh[static_cast<size_t>(ldx + t)] = 0;  // row 1: all zeros -> scale 1
+      xh[static_cast<size_t>(k / 3)] = bf16_bits_from_f32(-2.5e4f);             // row 0: one outlier
+      DeviceBuffer x(xh.size() * 2), q(static_cast<size_t>(m * k)), sc(static_cast<size_t>(m) * 4);
+      x.upload(xh.data(), xh.size() * 2);
+      q.poison(0xEE);
+      sc.poison(0xEE);
+      Status st = quantize_fp8_per_row(x.get(), m, k, ldx, q.get(), static_cast<float*>(sc.get()), nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint8_t> qg(static_cast<size_t>(m * k)), qr(qg.size());
+      std::vector<float> sg(static_cast<size_t>(m)), sr(sg.size());
+      q.download(qg.data(), qg.size());
+      sc.download(sg.data(), sg.size() * 4);
+      quantize_fp8_per_row_ref(xh.data(), m, k, ldx, qr.data(), sr.data());
+      EXPECT_EQ(qg, qr);
+      EXPECT_EQ(std::memcmp(sg.data(), sr.data(), sg.size() * 4), 0);
+      if (m > 1) {
+        EXPECT_EQ(sg[1], 1.0f) << "an all-zero row has scale 1";
+      }
+      EXPECT_TRUE(q.sentinel_intact());
+      EXPECT_TRUE(sc.sentinel_intact());
+    }
+  }
+  // Shapes the vector-only kernel cannot take are rejected before any launch.
+  DeviceBuffer x(4096), q(4096), sc(64);
+  EXPECT_EQ(quantize_fp8_per_row(x.get(), 2, 140, 140, q.get(), static_cast<float*>(sc.get()), nullptr).code(),
+            ErrorCode::kInvalidArgument);
+}
+
+// Row-scaled FP8 GEMM (OUTER_VEC_32F both sides) as the gated residual of a block:
+//   d = R(r + (s_x[i] * (s_w * gate[j])) * sum_t qx[i,t] qw[j,t]), in place (accumulate, C = D),
+// gates of both signs; E1 vs FP64 by the two-reference rule. Without accumulate the poisoned d
+// (NaN bytes) must not leak into the result.
+TEST(GemmFp8, RowScaledGatedResidualInPlace) {
+  VORTEX_REQUIRE_GPU();
+  int dev = 0;
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, dev), cudaSuccess);
+  if (prop.major < 9) GTEST_SKIP() << "OUTER_VEC_32F FP8 scaling needs sm_90+; device is sm_" << prop.major << prop.minor;
+  auto engine = make_engine();
+  ASSERT_TRUE(engine);
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> gate_dist(-1.5f, 1.5f);
+  struct Case {
+    const char* name;
+    int64_t n, k, m;
+  };
+  for (const Case& c : {Case{"out", 5376, 7168, 129}, Case{"fc2", 5376, 14336, 7}, Case{"small", 256, 512, 33}}) {
+    for (bool accumulate : {true, false}) {
+      SCOPED_TRACE(std::string(c.name) + " M=" + std::to_string(c.m) + (accumulate ? " accumulate" : " plain"));
+      auto xh = random_bf16(static_cast<size_t>(c.m * c.k), rng, 2.0f);
+      auto wh = random_bf16(static_cast<size_t>(c.n * c.k), rng, 0.05f);
+      auto rh = random_bf16(static_cast<size_t>(c.m * c.n), rng, 4.0f);  // the residual stream x
+      std::vector<uint8_t> wq(wh.size());
+      const float sw = quantize_fp8_per_tensor_ref(wh.data(), c.n, c.k, c.k, wq.data());
+      std::vector<float> wv(static_cast<size_t>(c.n));
+      for (auto& v : wv) v = sw * gate_dist(rng);  // s_w * gate (f32), as the fused path builds it
+      DeviceBuffer x(xh.size() * 2), xq(static_cast<size_t>(c.m * c.k)), xs(static_cast<size_t>(c.m) * 4),
+          w(wq.size()), ws(wv.size() * 4), d(rh.size() * 2);
+      x.upload(xh.data(), xh.size() * 2);
+      w.upload(wq.data(), wq.size());
+      ws.upload(wv.data(), wv.size() * 4);
+      if (accumulate) {
+        d.upload(rh.data(), rh.size() * 2);
+      } else {
+        d.poison(0xFF);
+      }
+      ASSERT_TRUE(quantize_fp8_per_row(x.get(), c.m, c.k, c.k, xq.get(), static_cast<float*>(xs.get()), nullptr).ok());
+      GemmCall call;
+      call.precision = GemmPrecision::kFp8RowScaled;
+      call.m = c.m;
+      call.n = c.n;
+      call.k = c.k;
+      call.x = xq.get();
+      call.ldx = c.k;
+      call.w = w.get();
+      call.ldw = c.k;
+      call.d = d.get();
+      call.ldd = c.n;
+      call.x_scale = static_cast<const float*>(xs.get());
+      call.w_scale = static_cast<const float*>(ws.get());
+      call.accumulate = accumulate;
+      Status st = engine->gemm(call, nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint16_t> dh(rh.size());
+      d.download(dh.data(), dh.size() * 2);
+      EXPECT_TRUE(d.sentinel_intact());
+      std::vector<uint8_t> xqh(static_cast<size_t>(c.m * c.k));
+      std::vector<float> xsh(static_cast<size_t>(c.m));
+      quantize_fp8_per_row_ref(xh.data(), c.m, c.k, c.k, xqh.data(), xsh.data());
+      std::vector<int64_t> cols = {0, c.n - 1};
+      while (cols.size() < 64) cols.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(c.n)));
+      TwoReference tr;
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j : cols) {
+          double acc = 0;
+          float cacc = 0;
+          for (int64_t t = 0; t < c.k; ++t) {
+            const float a = f32_from_e4m3(xqh[static_cast<size_t>(i * c.k + t)]);
+            const float b = f32_from_e4m3(wq[static_cast<size_t>(j * c.k + t)]);
+            acc += static_cast<double>(a) * b;
+            cacc += a * b;
+          }
+          const double r = accumulate ? f32_from_bf16_bits(rh[static_cast<size_t>(i * c.n + j)]) : 0.0;
+          const double ref = r + acc * static_cast<double>(xsh[static_cast<size_t>(i)]) * wv[static_cast<size_t>(j)];
+          const float cpu = static_cast<float>(r) + cacc * (xsh[static_cast<size_t>(i)] * wv[static_cast<size_t>(j)]);
+          tr.add(f32_from_bf16_bits(dh[static_cast<size_t>(i * c.n + j)]), round_bf16(cpu), ref);
+        }
+      std::printf("FP8 row-scaled %-5s M=%lld %s | %s\n", c.name, static_cast<long long>(c.m),
+                  accumulate ? "accumulate" : "plain     ", tr.summary().c_str());
+      EXPECT_TRUE(tr.passes(5e-4, 1e-3)) << tr.summary();
+    }
+  }
+}
+
 // ---- FP8 GEMMs through linear(): E1 vs FP64 of the dequantized operands, E2 table vs BF16 ------------
 struct Fp8Case {
   const char* name;
