@@ -12,6 +12,7 @@
 #include "cuda/check.h"
 #include "cuda/ops/nvfp4_quantize.h"
 #include "cuda/ops/ops.h"
+#include "cuda/ops/vae_ops.h"
 #include "gemm/gemm.h"
 #include "gemm/nvfp4_gemm.h"
 
@@ -520,6 +521,54 @@ Status CudaBackend::swiglu(const Tensor& u, Tensor& m) {
 Status CudaBackend::cast(const Tensor& src, Tensor& dst) {
   VORTEX_RETURN_IF_ERROR(cuda_ops::cast(src, dst, stream_));
   return after_op("cast");
+}
+
+// ---- VAE decoder ops ---------------------------------------------------------------------------
+Status CudaBackend::rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::rms_norm_fp32(x, weight, eps, out, stream_));
+  return after_op("rms_norm_fp32");
+}
+
+Status CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::layer_norm(x, weight, bias, eps, out, stream_));
+  return after_op("layer_norm");
+}
+
+Status CudaBackend::scale_add(Tensor& x, const Tensor& a, const Tensor& scale) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::scale_add(x, a, scale, stream_));
+  return after_op("scale_add");
+}
+
+Status CudaBackend::add(Tensor& x, const Tensor& y, float scale) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::add(x, y, scale, stream_));
+  return after_op("add");
+}
+
+Status CudaBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                           Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::conv1d(x, weight, bias, dilation, padding, out, stream_));
+  return after_op("conv1d");
+}
+
+Status CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
+                                     Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::conv_transpose1d(x, weight, bias, stride, padding, out, stream_));
+  return after_op("conv_transpose1d");
+}
+
+Status CudaBackend::snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::snake_beta(x, alpha, beta, stream_));
+  return after_op("snake_beta");
+}
+
+Status CudaBackend::upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::upsample1d(x, filter, ratio, out, stream_));
+  return after_op("upsample1d");
+}
+
+Status CudaBackend::downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::downsample1d(x, filter, ratio, out, stream_));
+  return after_op("downsample1d");
 }
 
 Result<std::unique_ptr<Backend>> make_cuda_backend() {

@@ -66,6 +66,18 @@ class CudaBackend : public Backend {
   bool has_gate_epilogue(const LinearWeight& w) const override;
   Status linear_gate_residual(const Tensor& a, const LinearWeight& w, Tensor& x, const Tensor& table, int gate_chunk,
                               const SegmentTable& seg) override;
+  // VAE decoder ops (src/cuda/ops/vae_ops.h): E0 vs the CPU reference except snake_beta's stated tolerance.
+  Status rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
+  Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) override;
+  Status scale_add(Tensor& x, const Tensor& a, const Tensor& scale) override;
+  Status add(Tensor& x, const Tensor& y, float scale) override;
+  Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                Tensor& out) override;
+  Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
+                          Tensor& out) override;
+  Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta) override;
+  Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;
+  Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;
   ExecOptions default_options() const override { return policy_exec_options(info_.facts.arch); }
   // fused_gate_add and debug_sync follow the model's ExecOptions.
   void configure(const ExecOptions& opts) override {

@@ -1,10 +1,12 @@
 // Reference LayerNorm over FP32 rows with FP32 weight and bias (the video VAE decoder's norm_out, pinned to
-// FP32 in diffusers): mean and biased variance in FP64, r = fp32(1/sqrt(var + eps)),
+// FP32 in diffusers): mean and biased variance in FP64, each sum in the canonical order of src/core/reduce.h
+// (the CUDA kernel reproduces it), r = fp32(1/sqrt(var + eps)),
 // y = fp32(fp32(fp32(x - mean) * r) * w) + b, stored as out's dtype with one rounding.
 // Tested in tests/ref/vae_ops_test.cpp (FP64 formula, constant rows give the bias).
 #include <cmath>
 #include <string>
 
+#include "core/reduce.h"
 #include "ref/ref_internal.h"
 #include "ref/vae_ops.h"
 
@@ -27,12 +29,10 @@ Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   run(s, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = row_ptr<const float>(x, r);
-      double sum = 0.0;
-      for (int64_t i = 0; i < d; ++i) sum += xr[i];
+      const double sum = canonical_sum(d, [&](int64_t i) { return static_cast<double>(xr[i]); });
       const double mean = sum / static_cast<double>(d);
-      double var = 0.0;
-      for (int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-      var /= static_cast<double>(d);
+      const double var =
+          canonical_sum_squares(d, [&](int64_t i) { return static_cast<double>(xr[i]) - mean; }) / static_cast<double>(d);
       const float rs = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
       const float mean_f = static_cast<float>(mean);
       for (int64_t i = 0; i < d; ++i) {

@@ -1,10 +1,12 @@
 // Reference RMSNorm over an FP32 row with an FP32 weight (the video VAE decoder's norm1/norm2, which diffusers
-// pins to FP32): FP64 sum of the exact FP32 squares in ascending order, r = fp32(1/sqrt(ms + eps)),
+// pins to FP32): FP64 sum of the exact FP32 squares in the canonical order (src/core/reduce.h, which the CUDA
+// kernel reproduces), r = fp32(1/sqrt(ms + eps)),
 // y = fp32(fp32(x * r) * w), stored as out's dtype with one rounding. NaN/inf propagate as in rms_norm.
 // Tested in tests/ref/vae_ops_test.cpp (FP64 formula, bf16 output = RNE of the f32 output).
 #include <cmath>
 #include <string>
 
+#include "core/reduce.h"
 #include "ref/ref_internal.h"
 #include "ref/vae_ops.h"
 
@@ -25,8 +27,7 @@ Status rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& o
   run(s, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = row_ptr<const float>(x, r);
-      double sum = 0.0;
-      for (int64_t i = 0; i < d; ++i) sum += static_cast<double>(xr[i]) * static_cast<double>(xr[i]);
+      const double sum = canonical_sum_squares(d, [&](int64_t i) { return static_cast<double>(xr[i]); });
       const float rs = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(d) + static_cast<double>(eps)));
       for (int64_t i = 0; i < d; ++i) {
         volatile float n = xr[i] * rs;  // one FP32 rounding before the weight (no contraction)

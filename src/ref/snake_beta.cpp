@@ -1,6 +1,8 @@
 // Reference SnakeBeta activation (BigVGAN): x + 1/(exp(beta) + 1e-9) * sin(exp(alpha) * x)^2 per channel, in
 // FP32 one operation at a time in diffusers' order (exp of the stored log-space parameters, reciprocal,
-// sin of the FP32 product, square, product, sum). Rows are channels.
+// sin of the FP32 product, square, product, sum). exp and sin are evaluated in FP64 and rounded once to FP32,
+// so a GPU's FP64 exp/sin give the same FP32 values except within ~2 FP64 ulps of an FP32 rounding midpoint
+// (docs/numerics.md "VAE decoders"). Rows are channels.
 // Tested in tests/ref/vae_ops_test.cpp (FP64 formula within 2 ulp, x = 0 fixed point).
 #include <cmath>
 #include <string>
@@ -20,14 +22,14 @@ Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta, const RowR
                               "] f32 tensors, got " + p->describe());
   run(c, [&](int64_t begin, int64_t end) {
     for (int64_t ch = begin; ch < end; ++ch) {
-      const float a = std::exp(alpha.data<float>()[ch]);
-      const float b = std::exp(beta.data<float>()[ch]);
+      const float a = static_cast<float>(std::exp(static_cast<double>(alpha.data<float>()[ch])));
+      const float b = static_cast<float>(std::exp(static_cast<double>(beta.data<float>()[ch])));
       volatile float b_eps = b + 1e-9f;
       const float inv_b = 1.0f / b_eps;
       float* xr = row_ptr<float>(x, ch);
       for (int64_t i = 0; i < l; ++i) {
         volatile float ax = a * xr[i];
-        const float sn = std::sin(static_cast<float>(ax));
+        const float sn = static_cast<float>(std::sin(static_cast<double>(static_cast<float>(ax))));
         volatile float sq = sn * sn;
         volatile float term = inv_b * sq;
         xr[i] = xr[i] + term;

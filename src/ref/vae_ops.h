@@ -12,12 +12,13 @@
 
 namespace vortex::ref {
 
-// Per row: r = fp32(1 / sqrt(sum(x^2) / D + eps)) with the sum in FP64 (exact FP32 squares, ascending),
+// Per row: r = fp32(1 / sqrt(sum(x^2) / D + eps)) with the sum in FP64 (exact FP32 squares, canonical order of
+// src/core/reduce.h),
 // y = fp32(fp32(x * r) * w), stored as out's dtype (bf16: one RNE rounding of y). x [S, D] f32,
 // weight [D] f32, out [S, D] f32 or bf16 (row-strided views allowed).
 Status rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& out, const RowRunner& run = run_serial);
 
-// Per row: mean and biased variance in FP64, r = fp32(1 / sqrt(var + eps)), y = fp32(fp32(fp32(x - mean) * r)
+// Per row: mean and biased variance in FP64 (canonical order of src/core/reduce.h), r = fp32(1 / sqrt(var + eps)), y = fp32(fp32(fp32(x - mean) * r)
 // * w) + b in FP32, stored as out's dtype. x [S, D] f32, weight/bias [D] f32, out [S, D] f32 or bf16.
 Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
                   const RowRunner& run = run_serial);
@@ -41,8 +42,9 @@ Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dil
 Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
                         Tensor& out, const RowRunner& run = run_serial);
 
-// SnakeBeta in place: a = expf(alpha[c]), b = expf(beta[c]), x = x + fp32(1 / fp32(b + 1e-9)) * sin(a * x)^2,
-// each operation one FP32 rounding in that order (sinf of the FP32 product). x [C, L], alpha/beta [C] f32
+// SnakeBeta in place: a = fp32(exp(alpha[c])), b = fp32(exp(beta[c])), x = x + fp32(1 / fp32(b + 1e-9)) * sin(a * x)^2,
+// each operation one FP32 rounding in that order (exp and sin evaluated in FP64 and rounded once; sin of the FP32
+// product). x [C, L], alpha/beta [C] f32
 // (log-space parameters, as stored).
 Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta, const RowRunner& run = run_serial);
 

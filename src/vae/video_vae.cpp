@@ -1,12 +1,16 @@
 // Video VAE decoder (see video_vae.h). The tile forward runs on the Backend; tiling, blending, the temporal
-// cross-fade and unpatchify are host data movement on FP32 pixels, mirroring diffusers' _decode /
-// _decode_clip / _stitch_tiles / _blend line for line (the blend weights are FP32 like the decoded tiles).
+// cross-fade and unpatchify are host data movement on FP32 pixels with diffusers' _decode / _decode_clip /
+// _stitch_tiles / _blend arithmetic (the blend weights are FP32 like the decoded tiles), every output pixel
+// written once.
 #include "vae/video_vae.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <thread>
+
+#include "core/parallel.h"
 
 namespace vortex {
 namespace {
@@ -24,72 +28,10 @@ struct Video {
   float at(int ci, int fi, int y, int x) const { return v[((static_cast<size_t>(ci) * f + fi) * h + y) * w + x]; }
 };
 
-Video video_from_tensor(const Tensor& t) {
-  Video out(static_cast<int>(t.dim(0)), static_cast<int>(t.dim(1)), static_cast<int>(t.dim(2)), static_cast<int>(t.dim(3)));
-  std::memcpy(out.v.data(), t.raw_data(), out.v.size() * sizeof(float));
-  return out;
-}
-
 Tensor tensor_from_video(const Video& v) {
   Tensor t = Tensor::empty({v.c, v.f, v.h, v.w}, DType::kF32);
   std::memcpy(t.raw_data(), v.v.data(), v.v.size() * sizeof(float));
   return t;
-}
-
-// Sub-video [f0, f0 + nf) x [y0, y0 + nh) x [x0, x0 + nw).
-Video crop(const Video& a, int f0, int nf, int y0, int nh, int x0, int nw) {
-  Video out(a.c, nf, nh, nw);
-  for (int ci = 0; ci < a.c; ++ci)
-    for (int fi = 0; fi < nf; ++fi)
-      for (int y = 0; y < nh; ++y)
-        for (int x = 0; x < nw; ++x) out.at(ci, fi, y, x) = a.at(ci, f0 + fi, y0 + y, x0 + x);
-  return out;
-}
-
-// diffusers _blend(a, b, extent, dim): the first e = min(a, b, extent) entries of b along `axis`
-// (0 frames, 1 rows, 2 columns) become a[-e + i] * (1 - i/e) + b[i] * (i/e), FP32.
-Video blend(const Video& a, const Video& b, int extent, int axis) {
-  const int na = axis == 0 ? a.f : axis == 1 ? a.h : a.w;
-  const int nb = axis == 0 ? b.f : axis == 1 ? b.h : b.w;
-  const int e = std::min({na, nb, extent});
-  Video out = b;
-  if (e <= 0) return out;
-  for (int i = 0; i < e; ++i) {
-    const float p = static_cast<float>(i) / static_cast<float>(e);
-    const float wa = 1.0f - p, wb = p;
-    for (int ci = 0; ci < b.c; ++ci) {
-      const int fn = axis == 0 ? 1 : b.f, hn = axis == 1 ? 1 : b.h, wn = axis == 2 ? 1 : b.w;
-      for (int fi = 0; fi < fn; ++fi)
-        for (int y = 0; y < hn; ++y)
-          for (int x = 0; x < wn; ++x) {
-            const int bf = axis == 0 ? i : fi, by = axis == 1 ? i : y, bx = axis == 2 ? i : x;
-            const int af = axis == 0 ? a.f - e + i : fi, ay = axis == 1 ? a.h - e + i : y, ax = axis == 2 ? a.w - e + i : x;
-            volatile float ta = a.at(ci, af, ay, ax) * wa;
-            volatile float tb = b.at(ci, bf, by, bx) * wb;
-            out.at(ci, bf, by, bx) = ta + tb;
-          }
-    }
-  }
-  return out;
-}
-
-// Concatenation along `axis` (0 frames, 1 rows, 2 columns).
-Video concat(const std::vector<Video>& parts, int axis) {
-  Video out = parts.front();
-  int total = 0;
-  for (const Video& p : parts) total += axis == 0 ? p.f : axis == 1 ? p.h : p.w;
-  out = Video(parts.front().c, axis == 0 ? total : parts.front().f, axis == 1 ? total : parts.front().h,
-              axis == 2 ? total : parts.front().w);
-  int off = 0;
-  for (const Video& p : parts) {
-    for (int ci = 0; ci < p.c; ++ci)
-      for (int fi = 0; fi < p.f; ++fi)
-        for (int y = 0; y < p.h; ++y)
-          for (int x = 0; x < p.w; ++x)
-            out.at(ci, fi + (axis == 0 ? off : 0), y + (axis == 1 ? off : 0), x + (axis == 2 ? off : 0)) = p.at(ci, fi, y, x);
-    off += axis == 0 ? p.f : axis == 1 ? p.h : p.w;
-  }
-  return out;
 }
 
 // Latent sub-block [C, t0:t0+nt, y0:y0+nh, x0:x0+nw] of a [C, T, H, W] host tensor.
@@ -365,19 +307,99 @@ Status VideoVae::check_latents(const Tensor& z) const {
   return Status::Ok();
 }
 
-Result<Tensor> VideoVae::decode_tile(const Tensor& z) {
+// Device activations of one tile forward, sized once for the largest tile of a decode and reused by every
+// tile (views of the first S rows); y holds two output buffers so tile k + 2 can run while tile k is stitched.
+struct VideoVae::Workspace {
+  int64_t rows = 0;          // S capacity
+  Tensor pq;                 // [N, C] f32
+  Tensor x;                  // [S, D] f32 residual stream
+  Tensor nrm, qkv, o, a, u, m;
+  Tensor y[2];               // [S, 3 * pt * p * p] bf16
+};
+
+VideoVae::VideoVae(VideoVaeConfig cfg, Backend& backend) : cfg_(std::move(cfg)), backend_(backend) {}
+VideoVae::~VideoVae() = default;
+
+Status VideoVae::reserve(int64_t s) {
+  if (ws_ && ws_->rows >= s) return Status::Ok();
+  Backend& be = backend_;
+  const int64_t c = cfg_.latent_channels, d = cfg_.dim(), f = cfg_.ffn_dim(), pv = cfg_.patch_values();
+  auto w = std::make_unique<Workspace>();
+  w->rows = s;
+  VORTEX_ASSIGN_OR_RETURN(w->pq, be.alloc({s, c}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(w->x, be.alloc({s, d}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(w->nrm, be.alloc({s, d}, DType::kBF16));      // [S, D] bf16
+  VORTEX_ASSIGN_OR_RETURN(w->qkv, be.alloc({s, 3 * d}, DType::kBF16));  // [S, 3I] bf16
+  VORTEX_ASSIGN_OR_RETURN(w->o, be.alloc({s, d}, DType::kBF16));        // [S, I] bf16
+  VORTEX_ASSIGN_OR_RETURN(w->a, be.alloc({s, d}, DType::kBF16));        // [S, D] bf16
+  VORTEX_ASSIGN_OR_RETURN(w->u, be.alloc({s, 2 * f}, DType::kBF16));    // [S, 2F] bf16, [gate | value]
+  VORTEX_ASSIGN_OR_RETURN(w->m, be.alloc({s, f}, DType::kBF16));        // [S, F] bf16
+  for (Tensor& y : w->y) {
+    VORTEX_ASSIGN_OR_RETURN(y, be.alloc({s, pv}, DType::kBF16));
+  }
+  ws_ = std::move(w);
+  return Status::Ok();
+}
+
+// RoPE: per axis coordinate 2 * ((i + 0.5) / size) - 1 in FP32, angle = fp32(fp32(2 pi * pos) * inv_freq),
+// columns [t freqs | h freqs | w freqs]; registers and the zero token sit at 0 (cos 1, sin 0). Built once per
+// tile shape and kept on the backend.
+Result<const RopeTables*> VideoVae::rope_for(int64_t t, int64_t h, int64_t wd) {
+  const std::array<int64_t, 3> key = {t, h, wd};
+  auto it = rope_cache_.find(key);
+  if (it != rope_cache_.end()) return &it->second;
+  const int64_t n = t * h * wd, s = n + cfg_.registers + 1;
+  const int rd = cfg_.rope_dims(), half = rd / 2, nf = rd / 6;
+  RopeTables rope;
+  rope.rope_dims = rd;
+  std::vector<float> inv_freq(static_cast<size_t>(nf));
+  for (int k = 0; k < nf; ++k) {
+    const float e = static_cast<float>(static_cast<double>(k) * (6.0 / rd));
+    const float pw = static_cast<float>(std::pow(static_cast<double>(cfg_.rope_theta), static_cast<double>(e)));
+    inv_freq[static_cast<size_t>(k)] = 1.0f / pw;
+  }
+  Tensor cos_t = Tensor::empty({s, half}, DType::kBF16), sin_t = Tensor::empty({s, half}, DType::kBF16);
+  const float two_pi = static_cast<float>(2.0 * M_PI);
+  const int64_t sizes[3] = {t, h, wd};
+  for (int64_t i = 0; i < s; ++i) {
+    int64_t idx[3] = {0, 0, 0};
+    if (i < n) idx[0] = i / (h * wd), idx[1] = (i / wd) % h, idx[2] = i % wd;
+    for (int a = 0; a < 3; ++a) {
+      float pos = 0.0f;
+      if (i < n) {
+        volatile float q = (static_cast<float>(idx[a]) + 0.5f) / static_cast<float>(sizes[a]);
+        pos = 2.0f * q - 1.0f;
+      }
+      for (int k = 0; k < nf; ++k) {
+        volatile float sp = two_pi * pos;
+        const float ang = sp * inv_freq[static_cast<size_t>(k)];
+        const size_t col = static_cast<size_t>(i * half + a * nf + k);
+        cos_t.data<uint16_t>()[col] = bf16_bits_from_f32(static_cast<float>(std::cos(static_cast<double>(ang))));
+        sin_t.data<uint16_t>()[col] = bf16_bits_from_f32(static_cast<float>(std::sin(static_cast<double>(ang))));
+      }
+    }
+  }
+  VORTEX_ASSIGN_OR_RETURN(rope.cos, backend_.upload(cos_t));
+  VORTEX_ASSIGN_OR_RETURN(rope.sin, backend_.upload(sin_t));
+  return &rope_cache_.emplace(key, std::move(rope)).first->second;
+}
+
+Status VideoVae::forward_tile(const Tensor& z, int slot) {
   Backend& be = backend_;
   const int64_t c = cfg_.latent_channels, t = z.dim(1), h = z.dim(2), wd = z.dim(3);
   const int64_t n = t * h * wd, r = cfg_.registers, s = n + r + 1;
-  const int64_t d = cfg_.dim(), f = cfg_.ffn_dim(), pv = cfg_.patch_values();
+  const int64_t d = cfg_.dim();
+  if (!ws_ || ws_->rows < s) return internal_error("video VAE: workspace not reserved for " + std::to_string(s) + " tokens");
+  VORTEX_ASSIGN_OR_RETURN(const RopeTables* rope, rope_for(t, h, wd));
   // Tokens are voxels in (t, h, w) order, channels last.
   Tensor tok = Tensor::empty({n, c}, DType::kF32);  // [N, C] f32
   for (int64_t ci = 0; ci < c; ++ci)
     for (int64_t i = 0; i < n; ++i) tok.data<float>()[i * c + ci] = z.data<float>()[ci * n + i];
   VORTEX_ASSIGN_OR_RETURN(Tensor tok_d, be.upload(tok));
-  VORTEX_ASSIGN_OR_RETURN(Tensor pq, be.alloc({n, c}, DType::kF32));  // [N, C] f32
+  Workspace& w = *ws_;
+  VORTEX_ASSIGN_OR_RETURN(Tensor pq, w.pq.narrow(0, 0, n));  // [N, C] f32
   VORTEX_RETURN_IF_ERROR(be.linear(tok_d, w_.post_quant_conv, &w_.post_quant_conv_bias, pq).with_context("post_quant_conv"));
-  VORTEX_ASSIGN_OR_RETURN(Tensor x, be.alloc({s, d}, DType::kF32));  // [S, D] f32 residual stream
+  VORTEX_ASSIGN_OR_RETURN(Tensor x, w.x.narrow(0, 0, s));  // [S, D] f32 residual stream
   {
     VORTEX_ASSIGN_OR_RETURN(Tensor xv, x.narrow(0, 0, n));
     VORTEX_RETURN_IF_ERROR(be.linear(pq, w_.decoder_proj_in, &w_.decoder_proj_in_bias, xv).with_context("proj_in"));
@@ -388,48 +410,12 @@ Result<Tensor> VideoVae::decode_tile(const Tensor& z) {
     VORTEX_ASSIGN_OR_RETURN(Tensor xz, x.narrow(0, n + r, 1));
     VORTEX_RETURN_IF_ERROR(be.copy(w_.zero_token, xz));
   }
-  // RoPE: per axis coordinate 2 * ((i + 0.5) / size) - 1 in FP32, angle = fp32(fp32(2 pi * pos) * inv_freq),
-  // columns [t freqs | h freqs | w freqs]; registers and the zero token sit at 0 (cos 1, sin 0).
-  const int rd = cfg_.rope_dims(), half = rd / 2, nf = rd / 6;
-  RopeTables rope;
-  rope.rope_dims = rd;
-  {
-    std::vector<float> inv_freq(static_cast<size_t>(nf));
-    for (int k = 0; k < nf; ++k) {
-      const float e = static_cast<float>(static_cast<double>(k) * (6.0 / rd));
-      const float pw = static_cast<float>(std::pow(static_cast<double>(cfg_.rope_theta), static_cast<double>(e)));
-      inv_freq[static_cast<size_t>(k)] = 1.0f / pw;
-    }
-    Tensor cos_t = Tensor::empty({s, half}, DType::kBF16), sin_t = Tensor::empty({s, half}, DType::kBF16);
-    const float two_pi = static_cast<float>(2.0 * M_PI);
-    const int64_t sizes[3] = {t, h, wd};
-    for (int64_t i = 0; i < s; ++i) {
-      int64_t idx[3] = {0, 0, 0};
-      if (i < n) idx[0] = i / (h * wd), idx[1] = (i / wd) % h, idx[2] = i % wd;
-      for (int a = 0; a < 3; ++a) {
-        float pos = 0.0f;
-        if (i < n) {
-          volatile float q = (static_cast<float>(idx[a]) + 0.5f) / static_cast<float>(sizes[a]);
-          pos = 2.0f * q - 1.0f;
-        }
-        for (int k = 0; k < nf; ++k) {
-          volatile float sp = two_pi * pos;
-          const float ang = sp * inv_freq[static_cast<size_t>(k)];
-          const size_t col = static_cast<size_t>(i * half + a * nf + k);
-          cos_t.data<uint16_t>()[col] = bf16_bits_from_f32(static_cast<float>(std::cos(static_cast<double>(ang))));
-          sin_t.data<uint16_t>()[col] = bf16_bits_from_f32(static_cast<float>(std::sin(static_cast<double>(ang))));
-        }
-      }
-    }
-    VORTEX_ASSIGN_OR_RETURN(rope.cos, be.upload(cos_t));
-    VORTEX_ASSIGN_OR_RETURN(rope.sin, be.upload(sin_t));
-  }
-  VORTEX_ASSIGN_OR_RETURN(Tensor nrm, be.alloc({s, d}, DType::kBF16));      // [S, D] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor qkv, be.alloc({s, 3 * d}, DType::kBF16));  // [S, 3I] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor o, be.alloc({s, d}, DType::kBF16));        // [S, I] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor a, be.alloc({s, d}, DType::kBF16));        // [S, D] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor u, be.alloc({s, 2 * f}, DType::kBF16));    // [S, 2F] bf16, [gate | value]
-  VORTEX_ASSIGN_OR_RETURN(Tensor m, be.alloc({s, f}, DType::kBF16));        // [S, F] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor nrm, w.nrm.narrow(0, 0, s));  // [S, D] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor qkv, w.qkv.narrow(0, 0, s));  // [S, 3I] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor o, w.o.narrow(0, 0, s));      // [S, I] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor a, w.a.narrow(0, 0, s));      // [S, D] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor u, w.u.narrow(0, 0, s));      // [S, 2F] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor m, w.m.narrow(0, 0, s));      // [S, F] bf16
   VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.as_strided({s, d}, {3 * d, 1}, 0));
   VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.as_strided({s, d}, {3 * d, 1}, d));
   VORTEX_ASSIGN_OR_RETURN(Tensor v, qkv.as_strided({s, d}, {3 * d, 1}, 2 * d));
@@ -439,7 +425,7 @@ Result<Tensor> VideoVae::decode_tile(const Tensor& z) {
     const std::string ctx = "video VAE block " + std::to_string(i);
     VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, b.norm1_weight, cfg_.norm_eps, nrm).with_context(ctx));
     VORTEX_RETURN_IF_ERROR(be.linear(nrm, b.attn_qkv, &b.attn_qkv_bias, qkv).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.qk_norm_rope(q, k, w_.qk_norm_ones, w_.qk_norm_ones, cfg_.norm_eps, &rope, cfg_.heads,
+    VORTEX_RETURN_IF_ERROR(be.qk_norm_rope(q, k, w_.qk_norm_ones, w_.qk_norm_ones, cfg_.norm_eps, rope, cfg_.heads,
                                            cfg_.head_dim).with_context(ctx));
     VORTEX_RETURN_IF_ERROR(be.attention(q, k, v, cfg_.heads, cfg_.head_dim, o, opts).with_context(ctx));
     VORTEX_RETURN_IF_ERROR(be.linear(o, b.attn_to_out_0, &b.attn_to_out_0_bias, a).with_context(ctx));
@@ -452,73 +438,68 @@ Result<Tensor> VideoVae::decode_tile(const Tensor& z) {
   }
   VORTEX_RETURN_IF_ERROR(be.layer_norm(x, w_.decoder_norm_out_weight, w_.decoder_norm_out_bias, cfg_.norm_eps, nrm)
                              .with_context("video VAE norm_out"));
-  VORTEX_ASSIGN_OR_RETURN(Tensor y, be.alloc({s, pv}, DType::kBF16));  // [S, 3 * pt * p * p] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor y, w.y[slot].narrow(0, 0, s));  // [S, 3 * pt * p * p] bf16
   VORTEX_RETURN_IF_ERROR(be.linear(nrm, w_.decoder_proj_out, &w_.decoder_proj_out_bias, y).with_context("proj_out"));
-  Tensor yh = Tensor::empty({s, pv}, DType::kBF16);
-  VORTEX_RETURN_IF_ERROR(be.download(y, yh));
-  // Unpatchify: token (ti, hi, wi) value ((ch * pt + a) * p + b) * p + cc -> pixel (ch, ti*pt + a, hi*p + b, wi*p + cc).
-  const int64_t p = cfg_.patch, pt = cfg_.patch_t, oc = cfg_.out_channels;
-  Tensor out = Tensor::empty({oc, t * pt, h * p, wd * p}, DType::kF32);
-  float* dst = out.data<float>();
+  return Status::Ok();
+}
+
+Result<Tensor> VideoVae::fetch_tile(int slot, int64_t t, int64_t h, int64_t wd) {
+  const int64_t s = t * h * wd + cfg_.registers + 1;
+  VORTEX_ASSIGN_OR_RETURN(Tensor y, ws_->y[slot].narrow(0, 0, s));
+  Tensor yh = Tensor::empty({s, cfg_.patch_values()}, DType::kBF16);
+  VORTEX_RETURN_IF_ERROR(backend_.download(y, yh));
+  return yh;
+}
+
+namespace {
+
+// Unpatchify: token (ti, hi, wi) value ((ch * pt + a) * p + b) * p + cc -> pixel (ch, ti*pt + a, hi*p + b, wi*p + cc).
+// y [S, 3 * pt * p * p] bf16 host (the first t * h * w rows are the voxel tokens) -> Video [3, t*pt, h*p, w*p].
+Video unpatchify(const Tensor& yh, int64_t t, int64_t h, int64_t wd, int64_t oc, int64_t pt, int64_t p, int threads) {
+  const int64_t pv = yh.dim(1), n = t * h * wd;
+  Video out(static_cast<int>(oc), static_cast<int>(t * pt), static_cast<int>(h * p), static_cast<int>(wd * p));
   const uint16_t* src = yh.data<uint16_t>();
   const int64_t fo = t * pt, ho = h * p, wo = wd * p;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t ti = i / (h * wd), hi = (i / wd) % h, wi = i % wd;
-    for (int64_t ch = 0; ch < oc; ++ch)
-      for (int64_t aa = 0; aa < pt; ++aa)
-        for (int64_t bb = 0; bb < p; ++bb)
-          for (int64_t cc = 0; cc < p; ++cc)
-            dst[((ch * fo + ti * pt + aa) * ho + hi * p + bb) * wo + wi * p + cc] =
-                f32_from_bf16_bits(src[i * pv + ((ch * pt + aa) * p + bb) * p + cc]);
-  }
+  parallel_for_ranges(static_cast<size_t>(n), threads, 1, [&](size_t begin, size_t end) {
+    for (int64_t i = static_cast<int64_t>(begin); i < static_cast<int64_t>(end); ++i) {
+      const int64_t ti = i / (h * wd), hi = (i / wd) % h, wi = i % wd;
+      for (int64_t ch = 0; ch < oc; ++ch)
+        for (int64_t aa = 0; aa < pt; ++aa)
+          for (int64_t bb = 0; bb < p; ++bb) {
+            float* dst = &out.v[static_cast<size_t>(((ch * fo + ti * pt + aa) * ho + hi * p + bb) * wo + wi * p)];
+            const uint16_t* row = src + i * pv + ((ch * pt + aa) * p + bb) * p;
+            for (int64_t cc = 0; cc < p; ++cc) dst[cc] = f32_from_bf16_bits(row[cc]);
+          }
+    }
+  });
   return out;
 }
 
-Result<Tensor> VideoVae::decode_clip(const Tensor& z, int64_t& done, int64_t total, const VaeProgressFn& progress) {
-  auto tick = [&] {
-    ++done;
-    if (progress) progress({"video", done, total});
-  };
-  if (!cfg_.tiling) {
-    VORTEX_ASSIGN_OR_RETURN(Tensor out, decode_tile(z));
-    tick();
-    return out;
-  }
-  const int ratio = cfg_.patch;
-  const int hp = static_cast<int>(z.dim(2)) * ratio, wp = static_cast<int>(z.dim(3)) * ratio;
-  const TileSplit ys = split_tiles(hp, cfg_.tile, cfg_.tile_overlap, ratio);
-  const TileSplit xs = split_tiles(wp, cfg_.tile, cfg_.tile_overlap, ratio);
-  std::vector<std::vector<Video>> tiles;
-  for (size_t i = 0; i < ys.starts.size(); ++i) {
-    std::vector<Video> row;
-    for (size_t j = 0; j < xs.starts.size(); ++j) {
-      Tensor zt = latent_block(z, 0, z.dim(1), ys.starts[i] / ratio, ys.lengths[i] / ratio, xs.starts[j] / ratio,
-                               xs.lengths[j] / ratio);
-      VORTEX_ASSIGN_OR_RETURN(Tensor dec, decode_tile(zt));
-      row.push_back(video_from_tensor(dec));
-      tick();
-    }
-    tiles.push_back(std::move(row));
-  }
-  // _stitch_tiles: blend with the ORIGINAL tile above and to the left, then crop the overlap that the next
-  // tile will blend in.
-  std::vector<Video> rows;
-  for (size_t i = 0; i < tiles.size(); ++i) {
-    std::vector<Video> parts;
-    for (size_t j = 0; j < tiles[i].size(); ++j) {
-      Video tile = tiles[i][j];
-      if (i > 0) tile = blend(tiles[i - 1][j], tile, ys.overlaps[i - 1], 1);
-      if (j > 0) tile = blend(tiles[i][j - 1], tile, xs.overlaps[j - 1], 2);
-      int th = tile.h, tw = tile.w;
-      if (i + 1 < tiles.size()) th -= ys.overlaps[i];
-      if (j + 1 < tiles[i].size()) tw -= xs.overlaps[j];
-      parts.push_back(crop(tile, 0, tile.f, 0, th, 0, tw));
-    }
-    rows.push_back(concat(parts, 2));
-  }
-  return tensor_from_video(concat(rows, 1));
+// blend()'s value at one position: a * (1 - i/e) + b * (i/e), each product and the sum one FP32 rounding.
+inline float blend_value(float a, float b, int i, int e) {
+  const float p = static_cast<float>(i) / static_cast<float>(e);
+  const float wa = 1.0f - p, wb = p;
+  volatile float ta = a * wa;
+  volatile float tb = b * wb;
+  return ta + tb;
 }
 
+}  // namespace
+
+Result<Tensor> VideoVae::decode_tile(const Tensor& z) {
+  const int64_t t = z.dim(1), h = z.dim(2), wd = z.dim(3);
+  VORTEX_RETURN_IF_ERROR(reserve(t * h * wd + cfg_.registers + 1));
+  VORTEX_RETURN_IF_ERROR(forward_tile(z, 0));
+  VORTEX_ASSIGN_OR_RETURN(Tensor yh, fetch_tile(0, t, h, wd));
+  return tensor_from_video(unpatchify(yh, t, h, wd, cfg_.out_channels, cfg_.patch_t, cfg_.patch, 1));
+}
+
+// The whole decode in one pass over the tiles (clips in order, tiles row-major), equal value for value to
+// diffusers' _decode / _decode_clip / _stitch_tiles / _blend composition (the blends read the ORIGINAL tile above
+// and to the left, then crop; each clip's first chunk cross-fades with the previous clip's overlap chunk; the
+// padded frames are cropped at the end), but with every pixel written once straight into the output. Tile k + 2 is
+// queued on the backend before tile k is stitched on the host, so on the CUDA backend the GPU keeps working while
+// the host unpatchifies and blends.
 Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& progress) {
   VORTEX_RETURN_IF_ERROR(check_latents(latents));
   const int64_t c = latents.dim(0), t = latents.dim(1), h = latents.dim(2), w = latents.dim(3);
@@ -534,39 +515,154 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
         volatile float sv = latents.data<float>()[(ci * t + std::min(ti, t - 1)) * h * w + i] * cfg_.latents_std[ci];
         z.data<float>()[(ci * (t + pad) + ti) * h * w + i] = sv + cfg_.latents_mean[ci];
       }
-  const int64_t total = tile_forwards(latents.shape());
-  int64_t done = 0;
-  std::vector<Video> chunks_out;
-  Video overlap;
-  bool have_overlap = false;
+  // Spatial tiles in pixels (one tile when tiling is off) and each row/column's kept extent and offset.
+  const int ps = cfg_.patch;
+  const int hp = static_cast<int>(h) * ps, wp = static_cast<int>(w) * ps;
+  TileSplit ys, xs;
+  if (cfg_.tiling) {
+    ys = split_tiles(hp, cfg_.tile, cfg_.tile_overlap, ps);
+    xs = split_tiles(wp, cfg_.tile, cfg_.tile_overlap, ps);
+  } else {
+    ys.starts = {0}, ys.lengths = {hp};
+    xs.starts = {0}, xs.lengths = {wp};
+  }
+  const int ny = static_cast<int>(ys.starts.size()), nx = static_cast<int>(xs.starts.size());
+  std::vector<int> kept_h(ny), kept_w(nx), y_off(ny + 1, 0), x_off(nx + 1, 0);
+  for (int i = 0; i < ny; ++i) {
+    kept_h[i] = ys.lengths[i] - (i + 1 < ny ? ys.overlaps[i] : 0);
+    y_off[i + 1] = y_off[i] + kept_h[i];
+  }
+  for (int j = 0; j < nx; ++j) {
+    kept_w[j] = xs.lengths[j] - (j + 1 < nx ? xs.overlaps[j] : 0);
+    x_off[j + 1] = x_off[j] + kept_w[j];
+  }
+  if (y_off[ny] != hp || x_off[nx] != wp)
+    return internal_error("video VAE: tiles cover " + std::to_string(y_off[ny]) + "x" + std::to_string(x_off[nx]) +
+                          " pixels of " + std::to_string(hp) + "x" + std::to_string(wp));
+  // Temporal layout: clip i decodes latent frames [i * tcs, + len); its chunk 0 frames [f00, fe0) go to the output
+  // (cross-faded with the previous overlap), its chunk 1 frames [f01, fe1) become the next overlap.
+  struct Clip {
+    int64_t start, len, frames, f00, fe0, f01, fe1, out_offset;
+  };
+  std::vector<Clip> clips;
+  int64_t out_total = 0, last_overlap = 0;
   for (int64_t i = 0; i < chunks; ++i) {
-    const int64_t start = i * tcs;
-    const int64_t len = std::min<int64_t>(tcs + cfg_.token_overlap(), t + pad - start);
-    VORTEX_ASSIGN_OR_RETURN(Tensor clip_t, decode_clip(latent_block(z, start, len, 0, h, 0, w), done, total, progress));
-    const Video clip = video_from_tensor(clip_t);
-    for (int64_t j = 0; j < (drop > 0 ? 2 : 1); ++j) {
-      const int64_t fs = j * chunk_frames;
-      const int64_t fe = std::min<int64_t>(clip.f, fs + chunk_frames);
-      const int64_t f0 = std::min<int64_t>(fe, fs + pre);
-      Video chunk = crop(clip, static_cast<int>(f0), static_cast<int>(fe - f0), 0, clip.h, 0, clip.w);
-      if (j == 0) {
-        if (have_overlap) chunk = blend(overlap, chunk, cfg_.frame_overlap(), 0);
-        chunks_out.push_back(std::move(chunk));
-      } else {
-        overlap = std::move(chunk);
-        have_overlap = true;
+    Clip cl;
+    cl.start = i * tcs;
+    cl.len = std::min<int64_t>(tcs + cfg_.token_overlap(), t + pad - cl.start);
+    cl.frames = cl.len * ratio;
+    cl.fe0 = std::min(cl.frames, chunk_frames);
+    cl.f00 = std::min(cl.fe0, pre);
+    cl.fe1 = std::min(cl.frames, 2 * chunk_frames);
+    cl.f01 = std::min(cl.fe1, chunk_frames + pre);
+    if (drop == 0) cl.f01 = cl.fe1 = 0;
+    cl.out_offset = out_total;
+    out_total += cl.fe0 - cl.f00;
+    last_overlap = cl.fe1 - cl.f01;
+    clips.push_back(cl);
+  }
+  if (drop > 0) out_total += last_overlap;
+  int64_t pad_frames = 0;
+  const int64_t tail = cfg_.clip_length % ratio;
+  for (int64_t k = 0; k < pad; ++k) pad_frames += (tail && (t + k) % tcs == 0) ? tail : ratio;
+  const int64_t out_frames = out_total - pad_frames;
+  if (out_frames != frames_for(t) || out_frames <= 0)
+    return internal_error("video VAE: the clip layout gives " + std::to_string(out_frames) + " frames, frames_for says " +
+                          std::to_string(frames_for(t)));
+  const int oc = cfg_.out_channels;
+  Tensor out = Tensor::empty({oc, out_frames, hp, wp}, DType::kF32);
+  float* outp = out.data<float>();
+  auto out_at = [&](int ch, int64_t f, int64_t y, int64_t x) -> float& {
+    return outp[((static_cast<int64_t>(ch) * out_frames + f) * hp + y) * wp + x];
+  };
+
+  struct Job {
+    int clip, i, j;
+  };
+  std::vector<Job> jobs;
+  int64_t max_tokens = 0;
+  for (int ci = 0; ci < static_cast<int>(clips.size()); ++ci)
+    for (int i = 0; i < ny; ++i)
+      for (int j = 0; j < nx; ++j) {
+        jobs.push_back({ci, i, j});
+        max_tokens = std::max<int64_t>(max_tokens, clips[ci].len * (ys.lengths[i] / ps) * (xs.lengths[j] / ps));
       }
+  VORTEX_RETURN_IF_ERROR(reserve(max_tokens + cfg_.registers + 1));
+  auto block_of = [&](const Job& jb) {
+    const Clip& cl = clips[jb.clip];
+    return latent_block(z, cl.start, cl.len, ys.starts[jb.i] / ps, ys.lengths[jb.i] / ps, xs.starts[jb.j] / ps,
+                        xs.lengths[jb.j] / ps);
+  };
+  const int threads = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+  std::vector<std::vector<Video>> orig(static_cast<size_t>(ny), std::vector<Video>(static_cast<size_t>(nx)));
+  Video overlap, next_overlap;  // [3, frames, hp, wp] chunk-1 frames of the previous / current clip
+  bool have_overlap = false;
+  const int64_t total = static_cast<int64_t>(jobs.size());
+  for (size_t k = 0; k < std::min<size_t>(2, jobs.size()); ++k)
+    VORTEX_RETURN_IF_ERROR(forward_tile(block_of(jobs[k]), static_cast<int>(k % 2)));
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const Job jb = jobs[k];
+    const Clip& cl = clips[jb.clip];
+    const int64_t lt = cl.len, lh = ys.lengths[jb.i] / ps, lw = xs.lengths[jb.j] / ps;
+    VORTEX_ASSIGN_OR_RETURN(Tensor yh, fetch_tile(static_cast<int>(k % 2), lt, lh, lw));
+    if (k + 2 < jobs.size()) VORTEX_RETURN_IF_ERROR(forward_tile(block_of(jobs[k + 2]), static_cast<int>(k % 2)));
+    if (jb.i == 0 && jb.j == 0) {
+      next_overlap = Video(oc, static_cast<int>(cl.fe1 - cl.f01), hp, wp);
     }
+    if (jb.j == 0 && jb.i >= 2)
+      for (Video& v : orig[static_cast<size_t>(jb.i - 2)]) v = Video();  // no longer a neighbour
+    Video& tile = orig[static_cast<size_t>(jb.i)][static_cast<size_t>(jb.j)];
+    tile = unpatchify(yh, lt, lh, lw, oc, ratio, ps, threads);
+    const Video* above = jb.i > 0 ? &orig[static_cast<size_t>(jb.i - 1)][static_cast<size_t>(jb.j)] : nullptr;
+    const Video* left = jb.j > 0 ? &orig[static_cast<size_t>(jb.i)][static_cast<size_t>(jb.j - 1)] : nullptr;
+    const int ey = above ? std::min({above->h, tile.h, ys.overlaps[static_cast<size_t>(jb.i - 1)]}) : 0;
+    const int ex = left ? std::min({left->w, tile.w, xs.overlaps[static_cast<size_t>(jb.j - 1)]}) : 0;
+    const int64_t e_t = have_overlap ? std::min<int64_t>({overlap.f, cl.fe0 - cl.f00, cfg_.frame_overlap()}) : 0;
+    const int kh = kept_h[static_cast<size_t>(jb.i)], kw = kept_w[static_cast<size_t>(jb.j)];
+    const int oy = y_off[static_cast<size_t>(jb.i)], ox = x_off[static_cast<size_t>(jb.j)];
+    parallel_for_ranges(static_cast<size_t>(oc) * static_cast<size_t>(tile.f), threads, 1, [&](size_t begin, size_t end) {
+      std::vector<float> row(static_cast<size_t>(kw));
+      for (size_t cf = begin; cf < end; ++cf) {
+        const int ch = static_cast<int>(cf / static_cast<size_t>(tile.f)), fi = static_cast<int>(cf % static_cast<size_t>(tile.f));
+        const bool in0 = fi >= cl.f00 && fi < cl.fe0, in1 = fi >= cl.f01 && fi < cl.fe1;
+        if (!in0 && !in1) continue;  // pre-padding frames
+        const int64_t q = in0 ? fi - cl.f00 : fi - cl.f01;
+        for (int y = 0; y < kh; ++y) {
+          for (int x = 0; x < kw; ++x) {
+            float v = tile.at(ch, fi, y, x);
+            if (y < ey) v = blend_value(above->at(ch, fi, above->h - ey + y, x), v, y, ey);
+            if (x < ex) v = blend_value(left->at(ch, fi, y, left->w - ex + x), v, x, ex);
+            row[static_cast<size_t>(x)] = v;
+          }
+          if (in1) {
+            std::memcpy(&next_overlap.at(ch, static_cast<int>(q), oy + y, ox), row.data(), row.size() * sizeof(float));
+            continue;
+          }
+          const int64_t of = cl.out_offset + q;
+          if (of >= out_frames) continue;  // padded frames, cropped
+          if (q < e_t)
+            for (int x = 0; x < kw; ++x)
+              row[static_cast<size_t>(x)] = blend_value(overlap.at(ch, static_cast<int>(overlap.f - e_t + q), oy + y, ox + x),
+                                                        row[static_cast<size_t>(x)], static_cast<int>(q), static_cast<int>(e_t));
+          std::memcpy(&out_at(ch, of, oy + y, ox), row.data(), row.size() * sizeof(float));
+        }
+      }
+    });
+    if (jb.i == ny - 1 && jb.j == nx - 1 && drop > 0) {  // the clip is complete
+      overlap = std::move(next_overlap);
+      next_overlap = Video();
+      have_overlap = true;
+    }
+    if (progress) progress({"video", static_cast<int64_t>(k) + 1, total});
   }
-  if (have_overlap) chunks_out.push_back(overlap);
-  Video dec = concat(chunks_out, 0);
-  if (pad > 0) {
-    const int64_t tail = cfg_.clip_length % ratio;
-    int64_t pad_frames = 0;
-    for (int64_t k = 0; k < pad; ++k) pad_frames += (tail && (t + k) % tcs == 0) ? tail : ratio;
-    dec = crop(dec, 0, static_cast<int>(dec.f - pad_frames), 0, dec.h, 0, dec.w);
+  if (have_overlap) {  // the last clip's overlap chunk closes the video
+    const int64_t base = clips.back().out_offset + (clips.back().fe0 - clips.back().f00);
+    for (int ch = 0; ch < oc; ++ch)
+      for (int64_t q = 0; q < overlap.f && base + q < out_frames; ++q)
+        std::memcpy(&out_at(ch, base + q, 0, 0), &overlap.at(ch, static_cast<int>(q), 0, 0),
+                    static_cast<size_t>(hp) * static_cast<size_t>(wp) * sizeof(float));
   }
-  return tensor_from_video(dec);
+  return out;
 }
 
 Result<Tensor> video_to_rgb8(const Tensor& decoded) {

@@ -7,8 +7,10 @@
 // Tested in tests/vae/video_vae_test.cpp (diffusers fixtures: PSNR, uint8 agreement; tiling geometry; errors).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +104,7 @@ using VaeProgressFn = std::function<void(const VaeProgress&)>;
 
 class VideoVae {
  public:
+  ~VideoVae();
   // Loads a VAE folder (config.json + diffusion_pytorch_model.safetensors[.index.json]); the encoder's
   // tensors are not read. Every decoder tensor is checked by name and shape.
   static Result<std::unique_ptr<VideoVae>> load(const std::string& dir, Backend& backend);
@@ -127,13 +130,24 @@ class VideoVae {
   Result<Tensor> decode_tile(const Tensor& z);
 
  private:
-  VideoVae(VideoVaeConfig cfg, Backend& backend) : cfg_(std::move(cfg)), backend_(backend) {}
-  Result<Tensor> decode_clip(const Tensor& z, int64_t& done, int64_t total, const VaeProgressFn& progress);
+  struct Workspace;
+  VideoVae(VideoVaeConfig cfg, Backend& backend);
+  // Device activations for tiles of up to `tokens` tokens (kept and reused; grown only for a larger tile).
+  Status reserve(int64_t tokens);
+  // The BF16 cos/sin tables of a t x h x w tile, built once per shape.
+  Result<const RopeTables*> rope_for(int64_t t, int64_t h, int64_t w);
+  // Queues one ViT forward of de-normalized latents z [C, t, h, w] (host) into output buffer `slot` (0 or 1);
+  // the latent upload is its only host synchronization.
+  Status forward_tile(const Tensor& z, int slot);
+  // Downloads buffer `slot`'s [S, 3 * pt * p * p] bf16 output of a t x h x w tile (waits for it).
+  Result<Tensor> fetch_tile(int slot, int64_t t, int64_t h, int64_t w);
 
   VideoVaeConfig cfg_;
   Backend& backend_;
   VideoVaeWeights w_;
   int64_t params_ = 0;
+  std::unique_ptr<Workspace> ws_;
+  std::map<std::array<int64_t, 3>, RopeTables> rope_cache_;
 };
 
 // ImageNet de-normalization, clamp and 8-bit conversion (MiniMaxH3VideoDecodeStep + VideoProcessor):

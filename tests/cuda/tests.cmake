@@ -21,3 +21,11 @@ endif()
 
 # ---- NVFP4 producers, instruction probe and benchmark (owned by the NVFP4 engineer) ----------------
 include(${CMAKE_SOURCE_DIR}/tests/cuda/nvfp4_tests.cmake)
+
+# ---- VAE decoder kernels vs the CPU reference (src/cuda/ops/vae_ops.h) -----------------------------
+if(TARGET vortex_cuda)
+  vortex_test(NAME cuda_vae_ops_test
+    SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/vae_ops_test.cpp
+    LIBS vortex_cuda vortex_ref vortex_vae vortex_core
+    GPU)
+endif()

@@ -4,6 +4,9 @@ set(VORTEX_VAE_FIXTURE_DIR "${CMAKE_SOURCE_DIR}/tests/vae/fixtures")
 vortex_test(NAME vae_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/vae_parity_test.cpp
             LIBS vortex_vae vortex_engine)
 target_compile_definitions(vae_parity_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
+vortex_test(NAME video_stitch_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/video_stitch_test.cpp
+            LIBS vortex_vae vortex_engine)
+target_compile_definitions(video_stitch_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
 vortex_test(NAME vae_loader_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/vae_loader_test.cpp
             LIBS vortex_vae vortex_engine)
 target_compile_definitions(vae_loader_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
@@ -13,4 +16,16 @@ if(TARGET vortex_cli)
   target_compile_definitions(cli_decode_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
                                                      VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
   add_dependencies(cli_decode_test vortex_cli)
+endif()
+# The same fixtures decoded on the CUDA backend (label gpu; skips without a device).
+if(TARGET vortex_cuda)
+  vortex_test(NAME vae_cuda_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/vae_cuda_parity_test.cpp
+              LIBS vortex_vae vortex_engine GPU)
+  target_compile_definitions(vae_cuda_parity_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
+endif()
+# vae_decode_bench: the canonical decode on the CUDA backend with synthetic weights (bench/vae_decode_bench.cpp).
+if(TARGET vortex_cuda)
+  add_executable(vae_decode_bench ${CMAKE_SOURCE_DIR}/bench/vae_decode_bench.cpp)
+  target_link_libraries(vae_decode_bench PRIVATE vortex_vae vortex_engine vortex_media vortex_profiling)
+  target_compile_options(vae_decode_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()

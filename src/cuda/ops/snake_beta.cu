@@ -1,0 +1,41 @@
+// snake_beta: BigVGAN's SnakeBeta in place, x + fp32(1 / fp32(b + 1e-9)) * fp32(sin(a * x))^2 with a = fp32(exp(alpha)),
+// b = fp32(exp(beta)), every FP32 step rounded once in src/ref/snake_beta.cpp's order. exp and sin run in FP64
+// (libdevice, <= 1 and <= 2 FP64 ulps) and round once to FP32, as the reference does with the host libm: the FP32
+// values agree except when the FP64 value lies within ~2 FP64 ulps of an FP32 rounding midpoint (probability
+// ~2^-27 per element; docs/numerics.md states the tolerance). Tested in tests/cuda/vae_ops_test.cpp.
+#include "cuda/ops/vae_common.cuh"
+
+namespace vortex::cuda_ops {
+namespace {
+
+__global__ void __launch_bounds__(kEltThreads) snake_beta_kernel(float* __restrict__ x, int64_t ldx,
+                                                                 const float* __restrict__ alpha,
+                                                                 const float* __restrict__ beta, int rows, int cols) {
+  for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float a = __double2float_rn(exp(static_cast<double>(alpha[r])));
+    const float b = __double2float_rn(exp(static_cast<double>(beta[r])));
+    const float inv_b = __fdiv_rn(1.0f, __fadd_rn(b, 1e-9f));
+    for (int c = blockIdx.x * kEltThreads + threadIdx.x; c < cols; c += gridDim.x * kEltThreads) {
+      float& xr = x[static_cast<int64_t>(r) * ldx + c];
+      const float v = xr;
+      const float sn = __double2float_rn(sin(static_cast<double>(__fmul_rn(a, v))));
+      xr = __fadd_rn(v, __fmul_rn(inv_b, __fmul_rn(sn, sn)));
+    }
+  }
+}
+
+}  // namespace
+
+Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta, cudaStream_t stream) {
+  VORTEX_ASSIGN_OR_RETURN(RowView xv, vae_rows(x, "snake_beta x", DType::kF32, -1, -1));
+  VORTEX_ASSIGN_OR_RETURN(const void* a, device_vector(alpha, xv.rows, DType::kF32, "snake_beta alpha"));
+  VORTEX_ASSIGN_OR_RETURN(const void* b, device_vector(beta, xv.rows, DType::kF32, "snake_beta beta"));
+  if (xv.rows == 0 || xv.cols == 0) return Status::Ok();
+  snake_beta_kernel<<<elementwise_grid(xv.rows, xv.cols), kEltThreads, 0, stream>>>(
+      static_cast<float*>(xv.ptr), xv.ld, static_cast<const float*>(a), static_cast<const float*>(b),
+      static_cast<int>(xv.rows), static_cast<int>(xv.cols));
+  VORTEX_CUDA_LAUNCH_CHECK("snake_beta_kernel");
+  return Status::Ok();
+}
+
+}  // namespace vortex::cuda_ops

@@ -1,0 +1,155 @@
+// CUDA decode parity (label gpu): the diffusers 0.42.1 fixtures of tests/vae/vae_parity_test.cpp decoded on the
+// CUDA backend, reporting PSNR (video, [0, 1] pixels) and SNR (audio) against diffusers' FP32 decode with the
+// same targets as the CPU decode (>= 45 dB, >= 40 dB), and the CUDA decode against the CPU decode of the same
+// program (video: the GEMM/attention accumulation order is the only difference, docs/numerics.md states the
+// bound; audio: E0 ops except snake_beta's stated tolerance). Skips visibly without a device.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "io/safetensors.h"
+#include "model/backend.h"
+#include "vae/audio_vae.h"
+#include "vae/video_vae.h"
+
+#ifndef VORTEX_VAE_FIXTURES
+#error "VORTEX_VAE_FIXTURES must name tests/vae/fixtures"
+#endif
+
+namespace vortex {
+namespace {
+
+std::string fixtures() {
+  const char* env = std::getenv("VORTEX_VAE_FIXTURES");
+  return env && *env ? env : VORTEX_VAE_FIXTURES;
+}
+
+Tensor get(const SafetensorsFile& f, const std::string& name) {
+  auto t = f.tensor(name);
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return t.ok() ? *t : Tensor();
+}
+
+#define VORTEX_REQUIRE_CUDA_BACKEND(var)                                                   \
+  auto var = make_backend("cuda", 0);                                                      \
+  if (!var.ok()) GTEST_SKIP() << "no CUDA backend: " << var.status().to_string();
+
+// PSNR (peak 1) of two ImageNet-space videos on de-normalized, clamped [0, 1] pixels.
+double video_psnr(const Tensor& a, const Tensor& b) {
+  const int64_t plane = a.numel() / 3;
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
+  double se = 0.0;
+  for (int ch = 0; ch < 3; ++ch)
+    for (int64_t i = 0; i < plane; ++i) {
+      auto px = [&](float v) { return std::min(1.0, std::max(0.0, static_cast<double>(v) * stdv[ch] + mean[ch])); };
+      const double e = px(a.data<float>()[ch * plane + i]) - px(b.data<float>()[ch * plane + i]);
+      se += e * e;
+    }
+  return 10.0 * std::log10(1.0 / std::max(se / static_cast<double>(a.numel()), 1e-20));
+}
+
+double snr_db(const Tensor& want, const Tensor& got, double* max_abs) {
+  double sig = 0.0, err = 0.0;
+  *max_abs = 0.0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double w = want.data<float>()[i], e = got.data<float>()[i] - w;
+    sig += w * w;
+    err += e * e;
+    *max_abs = std::max(*max_abs, std::abs(e));
+  }
+  return 10.0 * std::log10(sig / std::max(err, 1e-30));
+}
+
+struct VideoCase {
+  const char* name;
+  int tile, overlap;
+  int expect_tiles;
+};
+
+class CudaVideoParity : public ::testing::TestWithParam<VideoCase> {};
+
+TEST_P(CudaVideoParity, Bf16ProgramVsDiffusersFp32AndCpu) {
+  const VideoCase c = GetParam();
+  VORTEX_REQUIRE_CUDA_BACKEND(gpu);
+  auto cpu = make_backend("cpu", 0);
+  ASSERT_TRUE(cpu.ok());
+  auto cases = SafetensorsFile::open(fixtures() + "/video_cases.safetensors");
+  ASSERT_TRUE(cases.ok()) << cases.status().to_string();
+  const std::string n = c.name;
+  Tensor latents = get(*cases, n + ".latents"), want = get(*cases, n + ".decoded"), want_u8 = get(*cases, n + ".u8");
+  Tensor decoded[2];
+  Backend* backends[2] = {gpu->get(), cpu->get()};
+  for (int b = 0; b < 2; ++b) {
+    auto vae = VideoVae::load(fixtures() + "/video_vae", *backends[b]);
+    ASSERT_TRUE(vae.ok()) << vae.status().to_string();
+    (*vae)->mutable_config().tile = c.tile;
+    (*vae)->mutable_config().tile_overlap = c.overlap;
+    int64_t calls = 0;
+    auto got = (*vae)->decode(latents, [&](const VaeProgress& p) { calls = p.done; });
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(calls, c.expect_tiles);
+    ASSERT_EQ(got->shape(), want.shape());
+    decoded[b] = *got;
+  }
+  auto rgb8 = video_to_rgb8(decoded[0]);
+  ASSERT_TRUE(rgb8.ok());
+  const int64_t plane = want.numel() / 3;
+  int64_t equal = 0, off_by_one = 0;
+  for (int ch = 0; ch < 3; ++ch)
+    for (int64_t i = 0; i < plane; ++i) {
+      const int a = rgb8->data<uint8_t>()[i * 3 + ch], b = want_u8.data<uint8_t>()[ch * plane + i];
+      equal += a == b;
+      off_by_one += std::abs(a - b) <= 1;
+    }
+  const double total = static_cast<double>(want.numel());
+  const double psnr = video_psnr(decoded[0], want), psnr_cpu = video_psnr(decoded[0], decoded[1]);
+  std::printf("[cuda video %s] %s: PSNR %.2f dB vs diffusers FP32 (CPU decode %.2f dB), %.2f dB vs the CPU decode; "
+              "uint8 equal %.4f, within 1 %.4f\n",
+              c.name, shape_to_string(want.shape()).c_str(), psnr, video_psnr(decoded[1], want), psnr_cpu,
+              equal / total, off_by_one / total);
+  EXPECT_GE(psnr, 45.0);
+  EXPECT_GE(off_by_one / total, 0.99);
+  EXPECT_GE(psnr_cpu, 50.0);  // docs/numerics.md: the CUDA and CPU decodes of the BF16 program
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaVideoParity,
+                         ::testing::Values(VideoCase{"odd_single_tile", 256, 64, 1},
+                                           VideoCase{"tiled_two_clips", 16, 4, 12}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(CudaAudioParity, Fp32ProgramVsDiffusersAndCpu) {
+  VORTEX_REQUIRE_CUDA_BACKEND(gpu);
+  auto cpu = make_backend("cpu", 0);
+  ASSERT_TRUE(cpu.ok());
+  auto gvae = AudioVae::load(fixtures() + "/audio_vae", **gpu);
+  ASSERT_TRUE(gvae.ok()) << gvae.status().to_string();
+  auto cvae = AudioVae::load(fixtures() + "/audio_vae", **cpu);
+  ASSERT_TRUE(cvae.ok()) << cvae.status().to_string();
+  auto cases = SafetensorsFile::open(fixtures() + "/audio_cases.safetensors");
+  ASSERT_TRUE(cases.ok());
+  for (const char* name : {"short", "odd"}) {
+    const std::string n = name;
+    Tensor latents = get(*cases, n + ".latents"), want = get(*cases, n + ".audio");
+    auto got = (*gvae)->decode(latents);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    auto ref = (*cvae)->decode(latents);
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    ASSERT_EQ(got->shape(), want.shape());
+    double max_abs = 0.0, max_abs_cpu = 0.0;
+    const double snr = snr_db(want, *got, &max_abs), snr_cpu = snr_db(*ref, *got, &max_abs_cpu);
+    int64_t identical = 0;
+    for (int64_t i = 0; i < got->numel(); ++i)
+      identical += std::memcmp(got->data<float>() + i, ref->data<float>() + i, sizeof(float)) == 0;
+    std::printf("[cuda audio %s] %s: SNR %.2f dB vs diffusers FP32 (max |err| %.3g); vs the CPU decode SNR %.2f dB, "
+                "max |err| %.3g, %lld of %lld samples bit-identical\n",
+                name, shape_to_string(got->shape()).c_str(), snr, max_abs, snr_cpu, max_abs_cpu,
+                static_cast<long long>(identical), static_cast<long long>(got->numel()));
+    EXPECT_GE(snr, 40.0);
+    EXPECT_GE(snr_cpu, 100.0);  // E0 ops but snake_beta's rare one-ulp differences
+  }
+}
+
+}  // namespace
+}  // namespace vortex
