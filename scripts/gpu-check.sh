@@ -124,6 +124,12 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
       fp8_gemm_bench) run_step fp8_gemm_bench 500 "$b" "$work/fp8-gemm" ;;
       # both mainloops at 37,810 / 8K / 16K / 32K, cuDNN SDPA on the same inputs, ratio and deviation
       sage2_bench) run_step sage2_bench 300 "$b" --evidence "benchmarks/$(date -u +%F)-h200-sage2.jsonl" ;;
+      # conditioner prefill vs transformers on the same GPU (the Python baseline first), load GB/s vs the disk
+      text_encoder_bench)
+        run_step text_encoder_transformers 400 python3 bench/text_encoder_transformers.py --out "$work"
+        run_step text_encoder_bench 400 "$b" --out benchmarks --baseline "$work/text_encoder_transformers.json" ;;
+      text_encoder_load_bench) run_step text_encoder_load_bench 500 "$b" --dir "$work/te-load-$$" --out benchmarks ;;
+      lora_merge_bench) run_step lora_merge_bench 400 "$b" --out benchmarks ;;
       *) run_step "$(basename "$b")" 200 "$b" ;;
     esac
   done

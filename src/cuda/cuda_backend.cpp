@@ -466,6 +466,32 @@ Status CudaBackend::qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, c
   return after_op("qk_norm_rope");
 }
 
+Status CudaBackend::rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::rms_norm_two_rounding(x, weight, eps, out, stream_));
+  return after_op("rms_norm_two_rounding");
+}
+
+Status CudaBackend::head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
+                                   int head_dim) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::head_norm_rope(x, weight, eps, rope ? &rope->cos : nullptr,
+                                                  rope ? &rope->sin : nullptr, rope ? rope->rope_dims : 0, num_heads,
+                                                  head_dim, stream_));
+  return after_op("head_norm_rope");
+}
+
+Status CudaBackend::causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads,
+                                     int head_dim, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::causal_attention(q, k, v, num_heads, num_kv_heads, head_dim, out, stream_));
+  return after_op("causal_attention");
+}
+
+Status CudaBackend::lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offset, double scale,
+                               LoraMergeProgram program) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::lora_merge(w, a, b, row_offset, scale, program == LoraMergeProgram::kSingleRounding,
+                                              stream_));
+  return after_op("lora_merge");
+}
+
 Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
                               const ExecOptions& opts) {
   if (opts.attention == "sdpa") {

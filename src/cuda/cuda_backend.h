@@ -52,6 +52,15 @@ class CudaBackend : public Backend {
                       const RopeTables* rope, int num_heads, int head_dim) override;
   Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
                    const ExecOptions& opts) override;
+  // Decoder ops of the conditioner (src/text_encoder): E0 / E0 / E1 vs the CPU reference.
+  Status rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
+  Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
+                        int head_dim) override;
+  Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads,
+                          int head_dim, Tensor& out) override;
+  // LoRA merge on the GPU (both programs, the CPU reference's bytes).
+  Status lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offset, double scale,
+                    LoraMergeProgram program) override;
   Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) override;
   Status swiglu(const Tensor& u, Tensor& m) override;
   Status cast(const Tensor& src, Tensor& dst) override;

@@ -17,6 +17,14 @@ if(TARGET vortex_cuda)
     SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/gate_epilogue_test.cpp
     LIBS vortex_cuda vortex_gemm vortex_core
     GPU)
+  vortex_test(NAME cuda_lora_merge_test
+    SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/lora_merge_test.cpp
+    LIBS vortex_cuda vortex_ref vortex_core
+    GPU)
+  vortex_test(NAME cuda_text_encoder_ops_test
+    SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/text_encoder_ops_test.cpp
+    LIBS vortex_cuda vortex_ref vortex_core
+    GPU)
 endif()
 
 # ---- NVFP4 producers, instruction probe and benchmark (owned by the NVFP4 engineer) ----------------

@@ -20,3 +20,16 @@ if(TARGET vortex_cli)
                                                           VORTEX_TE_FIXTURES="${VORTEX_TE_DIR}")
   add_dependencies(encode_text_cli_test vortex_cli)
 endif()
+# text_encoder_bench (GPU): 500-token prefill of the 50-layer Qwen3-VL-32B conditioner on synthetic weights,
+# compared with bench/text_encoder_transformers.py run in the same session.
+if(TARGET vortex_cuda)
+  add_executable(text_encoder_bench ${CMAKE_SOURCE_DIR}/bench/text_encoder_bench.cpp)
+  target_link_libraries(text_encoder_bench PRIVATE vortex vortex_profiling nlohmann_json::nlohmann_json)
+  target_compile_options(text_encoder_bench PRIVATE ${VORTEX_CXX_FLAGS})
+endif()
+# text_encoder_load_bench (GPU): conditioner load GB/s from local disk vs the disk's O_DIRECT read of the same file.
+if(TARGET vortex_cuda)
+  add_executable(text_encoder_load_bench ${CMAKE_SOURCE_DIR}/bench/text_encoder_load_bench.cpp)
+  target_link_libraries(text_encoder_load_bench PRIVATE vortex vortex_profiling nlohmann_json::nlohmann_json)
+  target_compile_options(text_encoder_load_bench PRIVATE ${VORTEX_CXX_FLAGS})
+endif()

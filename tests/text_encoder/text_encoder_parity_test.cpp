@@ -5,7 +5,7 @@
 // the same weights in FP32. Two BF16 programs that differ only in accumulation order and rounding placement sit
 // at or below that floor; a real bug (a missed RoPE axis, a non-causal mask, a wrong kv head) sits far above.
 // VORTEX_TE_PARITY_BACKEND selects cpu (CI) or cuda (text_encoder_parity_gpu_test, label gpu; skipped visibly
-// without a device, and with the op's kUnsupported message while the CUDA backend lacks the decoder ops).
+// without a device).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,9 +67,6 @@ TEST(TE_SUITE(TextEncoderParity), EveryHiddenStateWithinTwiceTheBf16Floor) {
     for (int k = 0; k <= kLayers; ++k) {
       const std::string tag = std::to_string(s) + "_" + std::to_string(k);
       Result<Tensor> got = (*enc)->encode(ids, k);
-      // The CUDA backend does not provide the decoder ops yet: a visible skip naming the op, never a pass.
-      if (!got.ok() && got.status().code() == ErrorCode::kUnsupported && std::string(VORTEX_TE_PARITY_BACKEND) != "cpu")
-        GTEST_SKIP() << got.status().to_string();
       ASSERT_TRUE(got.ok()) << got.status().to_string();
       Tensor want = fx->tensor("bf16_" + tag).value();
       ASSERT_EQ(got->shape(), want.shape()) << tag;

@@ -82,6 +82,24 @@ Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& 
                     const Tensor* cos, const Tensor* sin, int rope_dims, int num_heads, int head_dim,
                     cudaStream_t stream);
 
+// ---- decoder ops (the Qwen3-VL conditioner) ----
+// out = R(fp32(R(fp32(x * r)) * w)), r as in rms_norm (transformers' Qwen3 RMSNorm). x, out [S, D] bf16, w [D].
+Status rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out, cudaStream_t stream);
+// In place on one strided view x [S, H * hd]: per head rms_norm_two_rounding over hd with weight [hd], then
+// qk_norm_rope's RoPE on dims < rope_dims (cos == nullptr: none). hd <= 256.
+Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const Tensor* cos, const Tensor* sin, int rope_dims,
+                      int num_heads, int head_dim, cudaStream_t stream);
+// out[S, H*hd] = R(softmax_causal(q k^T / sqrt(hd)) v), query head h reads kv head h / (H / H_kv); q, out [S, H*hd],
+// k, v [S, H_kv*hd], strided views (4-byte aligned, even row strides); hd even, <= 128. E1 (FP32 program).
+Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads, int head_dim,
+                        Tensor& out, cudaStream_t stream);
+
+// ---- LoRA (src/lora) ----
+// In place on w [N, K] bf16 rows [row_offset, row_offset + rows): single_rounding W' = R(W + scale * sum_q B A) in FP64
+// (ascending q, one rounding), else PEFT's R(W + R(fp32(scale) * fma-chain_fp32(B A))). a [r, K], b [rows, r] f32.
+Status lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offset, double scale, bool single_rounding,
+                  cudaStream_t stream);
+
 // x = R(x + R(gate * a)), gate = table[map[row], gate_chunk * D : +D]; table == nullptr: x = R(x + a).
 Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const DeviceRowMap* map,
                 cudaStream_t stream);
