@@ -191,9 +191,16 @@ Status apply_model_args(const GenerateArgs& a, CLI::App& sub, GenerateRequest& r
   // Empty, whitespace-only, invalid UTF-8 or oversized: refused before any file is opened.
   if (has_prompt) VORTEX_RETURN_IF_ERROR(validate_prompt_field(a.prompt, PromptLimits{}, "--prompt"));
   VORTEX_ASSIGN_OR_RETURN(ModelFolder folder, open_model_folder(a.model));
+  decoders = decoder_paths(folder);
+  if (!has_prompt) {  // --text-embeddings: the folder's transformer alone
+    if (a.text_layer >= 0) return invalid_argument("--text-layer K applies to --prompt; --text-embeddings are already encoded");
+    VORTEX_RETURN_IF_ERROR(require_parts(folder, {"transformer"}, "needed to generate"));
+    r.pipeline.model_dir = folder.dir;
+    r.pipeline.checkpoint_path = folder.path_of("transformer");
+    return Status::Ok();
+  }
   VORTEX_RETURN_IF_ERROR(apply_model_folder(folder, a.text_layer, r.pipeline));
   r.run.prompt = a.prompt;
-  decoders = decoder_paths(folder);
   return Status::Ok();
 }
 

@@ -75,6 +75,12 @@ TEST_F(Snapshot, GenerateFromAPromptEqualsGenerateFromItsEmbeddings) {
     EXPECT_EQ(sha256_hex_of(read_file(dir_.path() / "run" / file)), sha256_hex_of(read_file(dir_.path() / "run_file" / file)))
         << file;
   }
+  // --model with --text-embeddings: the folder's transformer, the same latents again.
+  RunResult m = run_vortex("generate --model " + snap() + " --text-embeddings " + dir_.str("cat.safetensors") + kSmall +
+                           "--quiet --out " + dir_.str("run_model_file"));
+  ASSERT_EQ(m.exit_code, 0) << m.output;
+  EXPECT_EQ(sha256_hex_of(read_file(dir_.path() / "run" / "video_latents.safetensors")),
+            sha256_hex_of(read_file(dir_.path() / "run_model_file" / "video_latents.safetensors")));
   // Another prompt conditions differently.
   RunResult d = run_vortex("generate --model " + snap() + " --prompt \"a dog\"" + kSmall + "--quiet --out " + dir_.str("dog"));
   ASSERT_EQ(d.exit_code, 0) << d.output;
