@@ -1,11 +1,13 @@
-// `vortex encode-text --model DIR (--ids "1 2 3" | --ids-file F) [--text-layer K] --out F.safetensors`: runs the
-// Qwen3-VL conditioner (src/text_encoder) on token ids and writes hidden_states[K] as one [L, hidden] BF16
-// tensor, the file `vortex generate --text-embeddings F` reads. K comes from the model folder's pipeline config
-// (50 for H3) unless --text-layer overrides it; only the first K decoder layers are read. The tokenizer is not
-// part of this command yet: a `--prompt` form adds one call that turns the prompt into `ids` (token_ids below).
+// `vortex encode-text --model DIR (--prompt TEXT | --ids "1 2 3" | --ids-file F) [--text-layer K] --out F.safetensors`:
+// runs the Qwen3-VL conditioner (src/text_encoder) and writes hidden_states[K] as one [L, hidden] BF16 tensor, the
+// file `vortex generate --text-embeddings F` reads. A prompt is presented as diffusers' MiniMax-H3 t2va step does
+// (engine/prompt_encoder.h) with the folder's tokenizer.json; DIR is the snapshot, its FL2VA/ partition or a
+// transformers folder (engine/model_folder.h). K comes from the folder's pipeline config (50 for H3) unless
+// --text-layer overrides it; only the first K decoder layers are read.
 // An existing --out is kept unless --overwrite, and then only replaced if encode-text wrote it.
 // Exit 2 on bad arguments or input, 1 on runtime failures. Tested in tests/text_encoder/encode_text_cli_test.cpp.
 #include <charconv>
+#include <cstdio>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -15,7 +17,11 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "commands.h"
+#include "engine/model_folder.h"
+#include "engine/prompt_encoder.h"
 #include "io/safetensors.h"
 #include "text_encoder/text_encoder.h"
 
@@ -27,7 +33,7 @@ namespace fs = std::filesystem;
 constexpr const char* kWrittenByKey = "vortex.encode_text";
 
 struct EncodeTextArgs {
-  std::string model, ids, ids_file, out, backend = "cpu", threads = "0";
+  std::string model, prompt, ids, ids_file, out, backend = "cpu", threads = "0";
   int text_layer = -1;
   bool overwrite = false, quiet = false;
 };
@@ -82,11 +88,29 @@ Status run(const EncodeTextArgs& a, int& exit_code) {
     exit_code = code;
     return s;
   };
-  Result<std::vector<int32_t>> ids = token_ids(a);
-  if (!ids.ok()) return fail(ids.status(), 2);
+  const bool from_prompt = !a.prompt.empty();
+  if (from_prompt && (!a.ids.empty() || !a.ids_file.empty()))
+    return fail(invalid_argument("--prompt excludes --ids and --ids-file: give one text source"), 2);
+  Result<std::vector<int32_t>> ids = std::vector<int32_t>{};
+  if (from_prompt) {
+    if (Status s = validate_prompt_field(a.prompt, PromptLimits{}, "--prompt"); !s.ok()) return fail(s, 2);  // before any file
+  } else {
+    ids = token_ids(a);
+    if (!ids.ok()) return fail(ids.status(), 2);
+  }
   if (Status s = check_out(a); !s.ok()) return fail(s, 2);
   if (a.model.empty()) return fail(invalid_argument("--model DIR is required (a Qwen3-VL folder or an H3 pipeline folder)"), 2);
   int layer = a.text_layer;
+  std::string tokenizer_path;
+  if (from_prompt) {
+    Result<ModelFolder> folder = open_model_folder(a.model);
+    if (!folder.ok()) return fail(folder.status(), 2);
+    if (Status s = require_parts(*folder, {"text_encoder", "tokenizer"}, "needed to encode a prompt"); !s.ok())
+      return fail(s, 2);
+    tokenizer_path = folder->path_of("tokenizer");
+    if (layer < 0) layer = folder->text_layer;
+    if (layer < 0) return fail(not_found("--model " + a.model + " has no pipeline config naming the text layer; pass --text-layer K"), 2);
+  }
   if (layer < 0) {
     Result<int> l = pipeline_text_layer(a.model);
     if (!l.ok()) return fail(l.status(), 2);
@@ -108,15 +132,33 @@ Status run(const EncodeTextArgs& a, int& exit_code) {
     return fail(invalid_argument("--text-layer " + std::to_string(layer) + ": the model has hidden_states[0.." +
                                  std::to_string(cfg->num_layers) + "]"),
                 2);
+  if (from_prompt) {
+    Result<std::shared_ptr<const Tokenizer>> tok = shared_tokenizer(tokenizer_path);
+    if (!tok.ok()) return fail(tok.status(), 2);
+    ids = present_t2va_prompt(**tok, *cfg, a.prompt, "--prompt");
+    if (!ids.ok()) return fail(ids.status(), 2);
+  }
+  const bool tty = !a.quiet && ::isatty(::fileno(stderr)) == 1;
+  TextEncoderLoadProgressFn on_load = [tty](const TextEncoderLoadProgress& p) {
+    if (!tty) return;
+    std::fprintf(stderr, "\rloading the text encoder: layer %d/%d  %.2f/%.2f GB  %.2f GB/s   ", p.layers_done,
+                 p.layers_total, p.bytes_done * 1e-9, p.bytes_total * 1e-9,
+                 p.seconds > 0 ? p.bytes_done * 1e-9 / p.seconds : 0.0);
+    if (p.layers_done == p.layers_total) std::fprintf(stderr, "\n");
+  };
   const auto t0 = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<TextEncoder>> enc = TextEncoder::load(*folder, **backend, layer);
+  Result<std::unique_ptr<TextEncoder>> enc = TextEncoder::load(*folder, **backend, layer, on_load);
   if (!enc.ok()) return fail(enc.status(), exit_code_for(enc.status()));
   Result<Tensor> hidden = (*enc)->encode(*ids, layer);
   if (!hidden.ok()) return fail(hidden.status(), exit_code_for(hidden.status()));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::map<std::string, std::string> meta = {{kWrittenByKey, "1"},
-                                                   {"vortex.text_layer", std::to_string(layer)},
-                                                   {"vortex.text_encoder", *folder}};
+  std::map<std::string, std::string> meta = {{kWrittenByKey, "1"},
+                                             {"vortex.text_layer", std::to_string(layer)},
+                                             {"vortex.text_encoder", *folder}};
+  if (from_prompt) {
+    meta["vortex.prompt"] = a.prompt;
+    meta["vortex.tokenizer"] = tokenizer_path;
+  }
   if (Status s = write_safetensors(a.out, {{"hidden_states", *hidden}}, meta); !s.ok()) return fail(s, 1);
   if (!a.quiet)
     std::cerr << "vortex encode-text: " << ids->size() << " tokens -> hidden_states[" << layer << "] ["
@@ -130,9 +172,11 @@ Status run(const EncodeTextArgs& a, int& exit_code) {
 
 void register_encode_text(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<EncodeTextArgs>();
-  CLI::App* sub = app.add_subcommand("encode-text", "Run the Qwen3-VL conditioner on token ids -> --text-embeddings file");
+  CLI::App* sub = app.add_subcommand("encode-text", "Run the Qwen3-VL conditioner on a prompt or token ids -> --text-embeddings file");
   sub->add_option("--model", args->model, "Qwen3-VL folder (config.json + safetensors) or an H3 pipeline folder with text_encoder/")
       ->type_name("DIR");
+  sub->add_option("--prompt", args->prompt, "The prompt, tokenized with the folder's tokenizer.json as diffusers' MiniMax-H3 t2va step does")
+      ->type_name("TEXT");
   sub->add_option("--ids", args->ids, "Token ids, space or comma separated")->type_name("\"1 2 3\"");
   sub->add_option("--ids-file", args->ids_file, "File of token ids, space, comma or newline separated")->type_name("FILE");
   sub->add_option("--text-layer", args->text_layer,

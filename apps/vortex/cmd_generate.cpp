@@ -17,7 +17,9 @@
 
 #include "commands.h"
 #include "engine/generate.h"
+#include "engine/model_folder.h"
 #include "lora/lora.h"
+#include "engine/prompt_encoder.h"
 
 namespace vortex::cli {
 namespace {
@@ -46,6 +48,10 @@ struct GenerateArgs {
   std::string lora_mode = "merge";
   std::string preset;  // "" | "turbo4"
   bool quiet = false;
+  // The model folder and the prompt (apply_model_args).
+  std::string model;
+  std::string prompt;
+  int text_layer = -1;
 };
 
 std::optional<long long> parse_integer(const std::string& s) {
@@ -119,6 +125,20 @@ class StderrProgress : public ProgressSink {
     std::fprintf(stderr, "vortex generate: warning: %.*s\n", static_cast<int>(what.size()), what.data());
   }
 
+  // Weight loading: a redrawn "layers, GB, GB/s" line on a terminal; off a terminal only the summary the
+  // stage lines already give.
+  void loading(std::string_view what, uint64_t bytes_done, uint64_t bytes_total, int layers_done, int layers_total,
+               double seconds) override {
+    if (quiet_ || !tty_) return;
+    const double gb = 1e-9;
+    std::fprintf(stderr, "\r%.*s: layer %d/%d  %.2f/%.2f GB  %.2f GB/s   ", static_cast<int>(what.size()), what.data(),
+                 layers_done, layers_total, bytes_done * gb, bytes_total * gb,
+                 seconds > 0 ? bytes_done * gb / seconds : 0.0);
+    bar_open_ = layers_done < layers_total;
+    if (!bar_open_) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
   void step(int done, int total, double step_seconds, double elapsed_seconds) override {
     if (quiet_) return;
     const double eta = done > 0 ? elapsed_seconds / done * (total - done) : 0.0;
@@ -151,6 +171,38 @@ class StderrProgress : public ProgressSink {
 int fail(int code, const std::string& message) {
   std::fprintf(stderr, "vortex generate: error: %s\n", message.c_str());
   return code;
+}
+
+// --model DIR (the snapshot: transformer, text encoder, tokenizer) and --prompt: every part resolved and
+// every missing one named before anything is loaded.
+// `decoders`: the folder's vae/ and audio_vae/ (decoder_paths), for decoding the latents.
+Status apply_model_args(const GenerateArgs& a, CLI::App& sub, GenerateRequest& r, DecoderPaths& decoders) {
+  const bool has_prompt = sub.count("--prompt") > 0;
+  if (a.model.empty()) {
+    if (has_prompt) return invalid_argument("--prompt needs the text encoder: pass --model DIR (the model folder)");
+    if (a.text_layer >= 0) return invalid_argument("--text-layer K chooses the text encoder's layer: pass --model DIR");
+    return Status::Ok();
+  }
+  for (const char* flag : {"--checkpoint", "--config", "--synthetic", "--weights-seed"})
+    if (sub.count(flag) > 0) return invalid_argument(std::string("--model and ") + flag + " exclude each other: the model folder brings the transformer and its config");
+  if (!has_prompt && a.text_embeddings.empty())
+    return invalid_argument("--model DIR needs the text: pass --prompt \"...\" (or --text-embeddings FILE)");
+  if (has_prompt && (!a.text_embeddings.empty() || !a.synthetic_text.empty()))
+    return invalid_argument("--prompt excludes --text-embeddings and --synthetic-text: give one text source");
+  // Empty, whitespace-only, invalid UTF-8 or oversized: refused before any file is opened.
+  if (has_prompt) VORTEX_RETURN_IF_ERROR(validate_prompt_field(a.prompt, PromptLimits{}, "--prompt"));
+  VORTEX_ASSIGN_OR_RETURN(ModelFolder folder, open_model_folder(a.model));
+  decoders = decoder_paths(folder);
+  if (!has_prompt) {  // --text-embeddings: the folder's transformer alone
+    if (a.text_layer >= 0) return invalid_argument("--text-layer K applies to --prompt; --text-embeddings are already encoded");
+    VORTEX_RETURN_IF_ERROR(require_parts(folder, {"transformer"}, "needed to generate"));
+    r.pipeline.model_dir = folder.dir;
+    r.pipeline.checkpoint_path = folder.path_of("transformer");
+    return Status::Ok();
+  }
+  VORTEX_RETURN_IF_ERROR(apply_model_folder(folder, a.text_layer, r.pipeline));
+  r.run.prompt = a.prompt;
+  return Status::Ok();
 }
 
 int run_generate(const GenerateArgs& a, CLI::App& sub) {
@@ -216,6 +268,9 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
     q.audio_shift = turbo.audio_shift;
   }
 
+  DecoderPaths decoders;
+  if (Status s = apply_model_args(a, sub, r, decoders); !s.ok()) return fail(exit_code_for(s), s.message());
+
   StderrProgress progress(a.quiet);
   Result<GenerateResult> result = generate(r, progress);
   if (!result.ok()) {
@@ -228,6 +283,10 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
               format_seconds(g.sampling_seconds).c_str(), format_seconds(g.total_seconds).c_str());
   std::printf("outputs in %s:\n", g.out_dir.c_str());
   for (const std::string& f : g.files) std::printf("  %s/%s\n", g.out_dir.c_str(), f.c_str());
+  if (decoders.present()) {
+    std::printf("decode with the folder's VAEs: vortex decode %s --vae %s --audio-vae %s --out DIR\n", g.out_dir.c_str(),
+                decoders.vae_dir.c_str(), decoders.audio_vae_dir.c_str());
+  }
   return 0;
 }
 
@@ -278,6 +337,15 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--preset", args->preset,
                   "turbo4: 4 steps, shift 6 / 3, euler, for the Turbo LoRA given with --lora")
       ->type_name("NAME");
+  sub->add_option("--model", args->model,
+                  "The model folder (the MiniMax-H3 snapshot, or its FL2VA/ partition): transformer, text encoder, "
+                  "tokenizer (docs/checkpoints.md)")
+      ->type_name("DIR");
+  sub->add_option("--prompt", args->prompt, "The prompt, encoded by the folder's Qwen3-VL text encoder")->type_name("TEXT");
+  sub->add_option("--text-layer", args->text_layer,
+                  "hidden_states index the transformer reads (default: the pipeline config's, 50 for H3)")
+      ->type_name("K")
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--quiet", args->quiet, "No progress output");
   sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub); });
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "commands.h"
+#include "engine/model_folder.h"
 #include "serve/server.h"
 
 namespace vortex::cli {
@@ -67,6 +68,12 @@ int run_serve(const ServeArgs& a, CLI::App& sub) {
   o.pipeline.backend = a.backend;
   o.pipeline.threads = a.threads;
   o.pipeline.precision = a.precision;
+  // The official snapshot (engine/model_folder.h): its transformer, and its text encoder for real prompts.
+  if (!a.model.empty() && is_model_folder(a.model)) {
+    Result<ModelFolder> folder = open_model_folder(a.model);
+    if (!folder.ok()) return fail(exit_code_for(folder.status()), folder.status().message());
+    if (Status s = apply_model_folder(*folder, -1, o.pipeline); !s.ok()) return fail(exit_code_for(s), s.message());
+  }
   o.host = a.host;
   o.port = a.port;
   o.data_dir = a.data;
@@ -110,7 +117,7 @@ void register_serve(CLI::App& app, CommandContext& ctx) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand("serve", "HTTP job API (/v1/videos) over one resident model (docs/serve.md)");
   sub->add_option("--config", a->config, "Built-in config of --synthetic: h3-tiny | h3 (default h3-tiny)")->type_name("NAME");
-  sub->add_option("--model", a->model, "Model folder (original or diffusers layout)")->type_name("DIR");
+  sub->add_option("--model", a->model, "Model folder: the MiniMax-H3 snapshot (prompts encoded by its text encoder) or a transformer folder")->type_name("DIR");
   sub->add_option("--checkpoint", a->checkpoint, "Weights: a .safetensors file, an index, or a folder")->type_name("FILE|DIR");
   sub->add_flag("--synthetic", a->synthetic, "Deterministic synthetic weights for --config; prompts map to synthetic text rows");
   sub->add_option("--weights-seed", a->weights_seed, "Seed of the synthetic weights (default 0)")->type_name("INT");

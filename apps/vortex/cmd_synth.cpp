@@ -2,6 +2,8 @@
 // writes a deterministic synthetic H3 checkpoint with the real names, shapes and dtypes plus a
 // config.json beside it (io/synth_checkpoint.h). h3 (66 GB) is streamed into 5 GiB shards by default.
 // Existing outputs are kept unless --overwrite (and then only Vortex's own are replaced).
+// `vortex synth --snapshot tiny --tokenizer FILE [--vae DIR --audio-vae DIR] --out DIR` writes a tiny synthetic
+// model folder in the official snapshot's layout instead (engine/synthetic_snapshot.h).
 // Exit 2 on bad arguments or input, 1 on write failures. Tested in tests/cli/cli_test.cpp and tests/io/.
 #include <charconv>
 #include <iostream>
@@ -9,6 +11,7 @@
 #include <string>
 
 #include "commands.h"
+#include "engine/synthetic_snapshot.h"
 #include "io/synth_checkpoint.h"
 
 namespace vortex::cli {
@@ -22,13 +25,40 @@ struct SynthArgs {
   std::string shard_size_gb;
   bool overwrite = false;
   bool quiet = false;
+  std::string snapshot, tokenizer, vae, audio_vae;
 };
+
+int run_snapshot(const SynthArgs& args) {
+  SyntheticSnapshotOptions o;
+  o.out = args.out;
+  o.tokenizer_json = args.tokenizer;
+  o.vae_dir = args.vae;
+  o.audio_vae_dir = args.audio_vae;
+  const char* end = args.seed.data() + args.seed.size();
+  auto [ptr, ec] = std::from_chars(args.seed.data(), end, o.seed);
+  if (args.snapshot != "tiny" || ec != std::errc() || ptr != end || args.seed.empty() || args.overwrite) {
+    std::cerr << "vortex synth: error: "
+              << (args.snapshot != "tiny" ? "--snapshot must be tiny (a full-size snapshot would be ~116 GB)"
+                  : args.overwrite        ? "--snapshot writes only into a new folder (no --overwrite)"
+                                          : "--seed expects a non-negative integer, got '" + args.seed + "'")
+              << "\n";
+    return 2;
+  }
+  Result<std::vector<std::string>> written = write_synthetic_snapshot(o);
+  if (!written.ok()) {
+    std::cerr << "vortex synth: error: " << written.status().to_string() << "\n";
+    return exit_code_for(written.status());
+  }
+  for (const std::string& f : *written) std::cout << f << "\n";
+  return 0;
+}
 
 int run_synth(const SynthArgs& args) {
   auto fail_args = [](const std::string& m) {
     std::cerr << "vortex synth: error: " << m << "\n";
     return 2;
   };
+  if (!args.snapshot.empty()) return run_snapshot(args);
   Result<ModelConfig> config = ModelConfig::by_name(args.config);
   if (!config.ok()) return fail_args(config.status().message());
   SynthCheckpointOptions opt;
@@ -87,6 +117,11 @@ void register_synth(CLI::App& app, CommandContext& ctx) {
   sub->add_flag("--overwrite", args->overwrite,
                 "Replace existing outputs (checkpoint, index, config.json), only if Vortex wrote them");
   sub->add_flag("--quiet", args->quiet, "No progress output");
+  sub->add_option("--snapshot", args->snapshot, "tiny: a whole model folder (transformer, text encoder, tokenizer) into --out DIR")
+      ->type_name("NAME");
+  sub->add_option("--tokenizer", args->tokenizer, "--snapshot: the tokenizer.json to put in it")->type_name("FILE");
+  sub->add_option("--vae", args->vae, "--snapshot: a video VAE folder to copy in as vae/")->type_name("DIR");
+  sub->add_option("--audio-vae", args->audio_vae, "--snapshot: an audio VAE folder to copy in as audio_vae/")->type_name("DIR");
   sub->callback([args, &ctx]() { ctx.exit_code = run_synth(*args); });
 }
 

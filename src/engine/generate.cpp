@@ -243,6 +243,9 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   const fs::path out = normalized_out_path(req.out_dir);
   VORTEX_ASSIGN_OR_RETURN(const fs::path staged, create_staging_dir(out, req.out_dir));
   TempDirGuard guard(staged);
+  // The memory plan: the conditioner is loaded, run and freed before the transformer is loaded, so a device
+  // smaller than the two together works.
+  VORTEX_RETURN_IF_ERROR(pipeline->encode_prompt(plan, progress));
   VORTEX_RETURN_IF_ERROR(pipeline->load_weights(progress));
 
   // ---- 3. the run, then the staged outputs renamed into place ----

@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "core/strings.h"
 #include "engine/precision.h"
+#include "engine/prompt_encoder.h"
 #include "engine/preview.h"
 #include "engine/run_manifest.h"
 #include "engine/workload.h"
@@ -23,6 +24,7 @@
 #include "io/safetensors.h"
 #include "model/h3_spec.h"
 #include "profiling/evidence.h"
+#include "text_encoder/text_encoder.h"
 
 namespace vortex {
 namespace fs = std::filesystem;
@@ -138,6 +140,25 @@ Status check_fits(const MemoryEstimate& need, std::optional<uint64_t> available,
                           (backend == "cpu" ? " (the h3 model needs a GPU: --backend cuda)" : ""));
 }
 
+// The prompt's t2va presentation, after checking that the text encoder fits the transformer: its width is
+// the transformer's text_dim and it has the hidden state the pipeline reads.
+Result<std::vector<int32_t>> prompt_ids(const PipelineOptions& o, const ModelConfig& cfg, const std::string& prompt,
+                                        const std::string& field) {
+  VORTEX_ASSIGN_OR_RETURN(TextEncoderConfig te,
+                          TextEncoderConfig::from_file((fs::path(o.text_encoder_dir) / "config.json").string()));
+  if (te.hidden != cfg.text_dim) {
+    return invalid_argument("the text encoder " + o.text_encoder_dir + " is " + std::to_string(te.hidden) +
+                            " wide but the transformer (" + cfg.name + ") reads text_dim " +
+                            std::to_string(cfg.text_dim) + " states: the parts belong to different models");
+  }
+  if (o.text_layer > te.num_layers) {
+    return invalid_argument("--text-layer " + std::to_string(o.text_layer) + ": the text encoder has hidden_states[0.." +
+                            std::to_string(te.num_layers) + "] (" + std::to_string(te.num_layers) + " layers)");
+  }
+  VORTEX_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tok, shared_tokenizer(o.tokenizer_path));
+  return present_t2va_prompt(*tok, te, prompt, field);
+}
+
 }  // namespace
 
 Status validate_pipeline_options(const PipelineOptions& o) {
@@ -161,6 +182,9 @@ Status validate_pipeline_options(const PipelineOptions& o) {
   if (!is_precision_name(o.precision)) {
     return invalid_argument("--precision must be one of " + std::string(precision_names_help()) + ", got '" +
                             o.precision + "'");
+  }
+  if (!o.text_encoder_dir.empty() && (o.tokenizer_path.empty() || o.text_layer < 0)) {
+    return invalid_argument("a text encoder needs its tokenizer.json and the hidden-state index (--text-layer K)");
   }
   if (o.backend == "cpu" && o.precision != "bf16" && o.precision != "nvfp4-weight-only") {
     return unsupported("the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention sdpa "
@@ -199,10 +223,11 @@ std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineO
   if (!r.prompt.empty() && !r.text_embeddings_path.empty()) {
     return bad("prompt", invalid_argument("prompt and text_embeddings exclude each other: give one text source"));
   }
-  if (!r.prompt.empty() && !o.synthetic_weights) {
+  if (!r.prompt.empty() && !o.synthetic_weights && o.text_encoder_dir.empty()) {
     // Real weights need real conditioning, and no text encoder is loaded.
-    return bad("prompt", unsupported("a prompt needs the text encoder, which this pipeline has not loaded; upload "
-                                     "text_embeddings (a safetensors file with one [L, text_dim] tensor) instead"));
+    return bad("prompt", unsupported("a prompt needs the text encoder, which this pipeline has not loaded (give the model "
+                                     "folder: --model DIR); upload text_embeddings (a safetensors file with one "
+                                     "[L, text_dim] tensor) instead"));
   }
   if (!r.precision.empty() && r.precision != o.precision) {
     return bad("precision", invalid_argument(fname(style, "precision", "precision") + " '" + r.precision +
@@ -270,6 +295,13 @@ Result<RunPlan> plan_run(const ModelConfig& cfg, const PipelineOptions& options,
     if (!t.ok()) return at("text_embeddings", t.status());
     plan.text = std::move(*t);
     plan.text_source = "embeddings";
+  } else if (!req.prompt.empty() && !options.text_encoder_dir.empty()) {
+    // Tokenized now (cheap) so the geometry and every prompt error come before any weight is loaded;
+    // encoded by Pipeline::encode_prompt.
+    Result<std::vector<int32_t>> ids = prompt_ids(options, cfg, req.prompt, fname(style, "prompt", "prompt"));
+    if (!ids.ok()) return at("prompt", ids.status());
+    plan.text_ids = std::move(*ids);
+    plan.text_source = "prompt";
   } else if (!req.prompt.empty()) {
     plan.text = synthetic_prompt_states(cfg, req.prompt);
     plan.text_source = "prompt";
@@ -277,7 +309,8 @@ Result<RunPlan> plan_run(const ModelConfig& cfg, const PipelineOptions& options,
     plan.text = synthetic_text_states(cfg, req.synthetic_text_rows, req.seed);
     plan.text_source = "synthetic";
   }
-  Result<RequestGeometry> geo = make_geometry(cfg, req.width, req.height, frames, plan.text.dim(0));
+  const int64_t text_rows = plan.text.defined() ? plan.text.dim(0) : static_cast<int64_t>(plan.text_ids.size());
+  Result<RequestGeometry> geo = make_geometry(cfg, req.width, req.height, frames, text_rows);
   if (!geo.ok()) return at(geo.status().message().rfind("frames", 0) == 0 ? "frames" : "width", geo.status());
   plan.geo = *geo;
   const std::string frames_name = fname(style, "frames", "frames");
@@ -412,6 +445,64 @@ Status Pipeline::check_device_fit(const RunPlan& plan) const {
   return check_fits(plan.memory, backend_->free_device_memory(), "free GPU memory", options_.backend, cfg_, plan.geo);
 }
 
+Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress) {
+  for (const auto& [cached_ids, states] : encodings_) {
+    if (cached_ids == ids) {
+      progress.note("prompt encoding reused (the same prompt was encoded before in this process)");
+      encode_seconds_ = 0.0;
+      return states;
+    }
+  }
+  const auto t0 = Clock::now();
+  const int layer = options_.text_layer;
+  VORTEX_ASSIGN_OR_RETURN(TextEncoderConfig te, TextEncoderConfig::from_file(
+                                                    (fs::path(options_.text_encoder_dir) / "config.json").string()));
+  // The first `layer` decoder layers, plus `norm` only for the last hidden state (TextEncoder::load).
+  const int layers = std::max(layer, 0);
+  VORTEX_ASSIGN_OR_RETURN(std::vector<TextEncoderTensorSpec> specs, text_encoder_tensor_specs(te, layers));
+  uint64_t weight_bytes = 0;
+  for (const TextEncoderTensorSpec& spec : specs)
+    if (spec.name.find("embed_tokens") == std::string::npos) weight_bytes += static_cast<uint64_t>(shape_numel(spec.shape)) * 2;
+  // Activations of the prefill: the residual, q|k|v, the attention output and the two FFN halves in F32.
+  const uint64_t act_bytes = static_cast<uint64_t>(ids.size()) *
+                             static_cast<uint64_t>(4 * te.hidden + te.q_width() + 2 * te.kv_width() + 2 * te.ffn) * 4;
+  std::optional<uint64_t> free = available_host_memory();
+  if (options_.backend != "cpu") {
+    const std::optional<size_t> device = backend_->free_device_memory();
+    free = device ? std::optional<uint64_t>(*device) : std::nullopt;
+  }
+  if (free && weight_bytes + act_bytes > *free) {
+    return invalid_argument("not enough memory for the text encoder: " + std::to_string(layers) + " layers need about " +
+                            format_gb(weight_bytes + act_bytes) + " but only " + format_gb(*free) + " of " +
+                            (options_.backend == "cpu" ? "host memory" : "free GPU memory") + " is available");
+  }
+  progress.stage("loading the text encoder (" + std::to_string(layers) + " of " + std::to_string(te.num_layers) +
+                 " layers, " + format_gb(weight_bytes) + ")");
+  Tensor states;
+  {
+    TextEncoderLoadProgressFn on_load = [&progress](const TextEncoderLoadProgress& p) {
+      progress.loading("text encoder", p.bytes_done, p.bytes_total, p.layers_done, p.layers_total, p.seconds);
+    };
+    VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<TextEncoder> encoder,
+                            TextEncoder::load(options_.text_encoder_dir, *backend_, layers, on_load));
+    progress.stage("encoding the prompt (" + std::to_string(ids.size()) + " tokens -> hidden_states[" +
+                   std::to_string(layer) + "])");
+    VORTEX_ASSIGN_OR_RETURN(states, encoder->encode(ids, layer));
+    VORTEX_RETURN_IF_ERROR(backend_->synchronize());
+  }  // the conditioner's weights are freed here, before the transformer needs the memory
+  ++conditioner_runs_;
+  if (encodings_.size() >= kMaxCachedEncodings) encodings_.erase(encodings_.begin());
+  encodings_.emplace_back(ids, states);
+  encode_seconds_ = seconds_since(t0);
+  return states;
+}
+
+Status Pipeline::encode_prompt(RunPlan& plan, ProgressSink& progress) {
+  if (plan.text.defined() || plan.text_source != "prompt" || !has_text_encoder()) return Status::Ok();
+  VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress));
+  return Status::Ok();
+}
+
 namespace {
 
 // Disarms an injected allocation failure when a run ends, however it ends.
@@ -447,9 +538,17 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   if (!req.attention.empty()) exec.attention = req.attention;
   model_->options() = exec;
 
+  Tensor text = plan.text;  // [L, text_dim] host
+  if (!text.defined()) {
+    RunPlan encoded = plan;
+    VORTEX_RETURN_IF_ERROR(encode_prompt(encoded, progress));
+    if (!encoded.text.defined()) return internal_error("Pipeline::run: the plan has no text and no prompt to encode");
+    text = encoded.text;
+  }
+  if (cancel.cancelled()) return cancelled("cancelled before sampling");
   progress.stage("preparing text and positions");
   const auto t_prepare = Clock::now();
-  VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, plan.text));
+  VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, text));
   RunOutputs result;
   result.prepare_seconds = seconds_since(t_prepare);
   if (cancel.cancelled()) return cancelled("cancelled before sampling");
@@ -515,6 +614,7 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
 
   using J = nlohmann::ordered_json;
   const bool from_file = plan.text_source == "embeddings";
+  const bool encoded = plan.text_source == "prompt" && has_text_encoder();
   J text_sha = nullptr;
   if (from_file) {
     VORTEX_ASSIGN_OR_RETURN(std::string sha, sha256_file(req.text_embeddings_path));
@@ -535,8 +635,13 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
       {"text_embeddings_sha256", text_sha},
       {"synthetic_text_rows", plan.text_source == "synthetic" ? J(req.synthetic_text_rows) : J(nullptr)},
       {"prompt", plan.text_source == "prompt" ? J(req.prompt) : J(nullptr)},
-      {"text_shape", plan.text.shape()},
-      {"text_dtype", dtype_name(plan.text.dtype())},
+      {"model", o.model_dir.empty() ? J(nullptr) : J(o.model_dir)},
+      {"text_encoder", encoded ? J(o.text_encoder_dir) : J(nullptr)},
+      {"tokenizer", encoded ? J(o.tokenizer_path) : J(nullptr)},
+      {"text_layer", encoded ? J(o.text_layer) : J(nullptr)},
+      {"prompt_tokens", encoded ? J(plan.text_ids.size()) : J(nullptr)},
+      {"text_shape", text.shape()},
+      {"text_dtype", dtype_name(text.dtype())},
       {"width", req.width},
       {"height", req.height},
       {"frames_requested", req.seconds != 0.0 ? J(nullptr) : J(req.frames)},
@@ -559,7 +664,8 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
                        {"video_offset", 0},
                        {"audio_offset", video_n},
                        {"synthetic_text_seed", plan.text_source == "synthetic" ? J(synthetic_text_seed(req.seed))
-                                               : plan.text_source == "prompt" ? J(synthetic_text_seed(prompt_hash(req.prompt)))
+                                               : plan.text_source == "prompt" && !encoded
+                                                   ? J(synthetic_text_seed(prompt_hash(req.prompt)))
                                                                               : J(nullptr)}};
   manifest["lora"] = lora_manifest_;
   manifest["model_config"] = model_config_json(cfg);
@@ -574,6 +680,7 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   manifest["outputs"] = outputs;
   result.run_seconds = seconds_since(t_run);
   manifest["timing"] = {{"load_weights_seconds", load_seconds_},
+                        {"encode_prompt_seconds", encoded ? J(encode_seconds_) : J(nullptr)},
                         {"prepare_seconds", result.prepare_seconds},
                         {"step_seconds", result.step_seconds},
                         {"sampling_seconds", result.sampling_seconds},

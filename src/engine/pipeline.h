@@ -46,6 +46,14 @@ struct PipelineOptions {
   std::vector<LoraSpec> loras;
   bool lora_allow_unmatched = false;
   std::string lora_mode = "merge";
+  // The prompt path (engine/model_folder.h apply_model_folder fills these from `--model DIR`): a Qwen3-VL
+  // text encoder folder, its tokenizer.json and the hidden-state index H3 reads (50). With a text encoder a
+  // prompt is encoded for real (engine/prompt_encoder.h), on this pipeline's backend, before the
+  // transformer is loaded (generate) and reused while the same prompt repeats.
+  std::string model_dir;         // the --model folder, for run.json ("" without one)
+  std::string text_encoder_dir;
+  std::string tokenizer_path;
+  int text_layer = -1;
 };
 
 // One request on a loaded pipeline.
@@ -99,8 +107,11 @@ Result<ModelConfig> resolve_model_config(const PipelineOptions& options);
 struct RunPlan {
   RunRequest request;
   ModelConfig cfg;
-  Tensor text;  // host [L, text_dim] or [L, hidden], f32 or bf16
+  // host [L, text_dim] or [L, hidden], f32 or bf16. Undefined for a prompt the text encoder has yet to
+  // encode (Pipeline::encode_prompt fills it; Pipeline::run does when the caller has not).
+  Tensor text;
   std::string text_source;  // "embeddings" | "prompt" | "synthetic"
+  std::vector<int32_t> text_ids;  // the prompt's t2va presentation, when a text encoder conditions on it
   RequestGeometry geo;
   PackedLayout layout;
   SamplerSpec spec;
@@ -125,6 +136,11 @@ class ProgressSink {
   // sampling began.
   virtual void step(int done, int total, double step_seconds, double elapsed_seconds) {
     (void)done, (void)total, (void)step_seconds, (void)elapsed_seconds;
+  }
+  // Weights of `what` ("text encoder") loading: bytes and layers so far, seconds since it began.
+  virtual void loading(std::string_view what, uint64_t bytes_done, uint64_t bytes_total, int layers_done,
+                       int layers_total, double seconds) {
+    (void)what, (void)bytes_done, (void)bytes_total, (void)layers_done, (void)layers_total, (void)seconds;
   }
 };
 
@@ -191,7 +207,16 @@ class Pipeline {
   Result<RunOutputs> run(const RunPlan& plan, ProgressSink& progress, const CancelToken& cancel,
                          const std::string& dir, double seconds_before = 0.0);
 
+  // Fills plan.text for a prompt the text encoder conditions on: from the cache when this pipeline encoded
+  // the same ids before, else load the conditioner's first K layers on the backend (after checking they fit
+  // the free memory), encode, and free it again before returning, so the transformer never shares the
+  // memory with it. A no-op for any other text source or an already filled plan.
+  Status encode_prompt(RunPlan& plan, ProgressSink& progress);
+  bool has_text_encoder() const { return !options_.text_encoder_dir.empty(); }
+  int conditioner_runs() const { return conditioner_runs_; }  // encodings computed (cache misses)
+
  private:
+  Result<Tensor> encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress);
   Pipeline() = default;
   PipelineOptions options_;
   ModelConfig cfg_;
@@ -203,6 +228,12 @@ class Pipeline {
   // adds the MP4 to the outputs.
   std::unique_ptr<H3Model> model_;
   nlohmann::ordered_json lora_manifest_ = nlohmann::ordered_json::array();  // run.json "lora"
+  // Encodings by token ids (the layer is fixed for the pipeline): host [L, hidden] bf16, a few entries
+  // (oldest dropped first) so a server alternating prompts does not re-run the conditioner each time.
+  static constexpr size_t kMaxCachedEncodings = 16;
+  std::vector<std::pair<std::vector<int32_t>, Tensor>> encodings_;
+  int conditioner_runs_ = 0;
+  double encode_seconds_ = 0.0;  // the last encode_ids call (0 for a cache hit)
 };
 
 // The override rule for run-time switches, shared by generate, serve, bench and gate

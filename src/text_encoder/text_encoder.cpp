@@ -67,10 +67,11 @@ Result<int> pipeline_text_layer(const std::string& dir) {
                    dir + " or its parent; pass --text-layer K");
 }
 
-Result<std::unique_ptr<TextEncoder>> TextEncoder::load(const std::string& dir, Backend& backend, int layers_needed) {
+Result<std::unique_ptr<TextEncoder>> TextEncoder::load(const std::string& dir, Backend& backend, int layers_needed,
+                                                       const TextEncoderLoadProgressFn& progress) {
   VORTEX_ASSIGN_OR_RETURN(std::string folder, text_encoder_folder(dir));
   VORTEX_ASSIGN_OR_RETURN(TextEncoderConfig cfg, TextEncoderConfig::from_file((fs::path(folder) / "config.json").string()));
-  VORTEX_ASSIGN_OR_RETURN(TextEncoderWeights w, load_text_encoder_weights(folder, cfg, layers_needed, backend));
+  VORTEX_ASSIGN_OR_RETURN(TextEncoderWeights w, load_text_encoder_weights(folder, cfg, layers_needed, backend, progress));
   return std::unique_ptr<TextEncoder>(new TextEncoder(cfg, backend, std::move(w)));
 }
 

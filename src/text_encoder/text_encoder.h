@@ -25,7 +25,8 @@ class TextEncoder {
  public:
   // A transformers Qwen3-VL folder (config.json + safetensors), reading only what hidden_states[k] for
   // k <= layers_needed requires: layers 0 .. layers_needed-1, plus `norm` when layers_needed == num_layers.
-  static Result<std::unique_ptr<TextEncoder>> load(const std::string& dir, Backend& backend, int layers_needed);
+  static Result<std::unique_ptr<TextEncoder>> load(const std::string& dir, Backend& backend, int layers_needed,
+                                                   const TextEncoderLoadProgressFn& progress = nullptr);
   // Deterministic synthetic weights with the real names and shapes (benchmarks).
   static Result<std::unique_ptr<TextEncoder>> synthesize(const TextEncoderConfig& config, Backend& backend,
                                                          uint64_t seed, int layers);

@@ -56,7 +56,34 @@ TextEncoderConfig TextEncoderConfig::qwen3_vl_32b() {
   c.rms_norm_eps = 1e-6f;
   c.rope_theta = 5e6;
   c.mrope_section = {24, 20, 20};
+  c.max_positions = 262144;
   return c;
+}
+
+std::string TextEncoderConfig::to_config_json() const {
+  json text = {{"model_type", "qwen3_vl_text"},
+               {"hidden_size", hidden},
+               {"num_hidden_layers", num_layers},
+               {"num_attention_heads", num_heads},
+               {"num_key_value_heads", num_kv_heads},
+               {"head_dim", head_dim},
+               {"intermediate_size", ffn},
+               {"vocab_size", vocab},
+               {"rms_norm_eps", rms_norm_eps},
+               {"hidden_act", "silu"},
+               {"attention_bias", false},
+               {"tie_word_embeddings", false},
+               {"rope_parameters",
+                {{"rope_type", "default"},
+                 {"rope_theta", rope_theta},
+                 {"mrope_interleaved", true},
+                 {"mrope_section", {mrope_section[0], mrope_section[1], mrope_section[2]}}}}};
+  if (max_positions > 0) text["max_position_embeddings"] = max_positions;
+  json root = {{"architectures", {"Qwen3VLForConditionalGeneration"}},
+               {"model_type", "qwen3_vl"},
+               {"dtype", "bfloat16"},
+               {"text_config", text}};
+  return root.dump(2) + "\n";
 }
 
 Result<TextEncoderConfig> TextEncoderConfig::from_json_text(const std::string& text, const std::string& label) {
@@ -105,6 +132,8 @@ Result<TextEncoderConfig> TextEncoderConfig::from_json_text(const std::string& t
     if (!sec[i].is_number_integer()) return format_error(label + ": mrope_section must be 3 integers, got " + sec.dump());
     c.mrope_section[i] = sec[i].get<int>();
   }
+  if (t.contains("max_position_embeddings") && !t["max_position_embeddings"].is_null())
+    VORTEX_RETURN_IF_ERROR(read_int(t, "max_position_embeddings", c.max_positions, label));
   VORTEX_RETURN_IF_ERROR(c.validate().with_context(label));
   return c;
 }

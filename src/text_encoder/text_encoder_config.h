@@ -26,6 +26,9 @@ struct TextEncoderConfig {
   float rms_norm_eps = 1e-6f;  // rms_norm_eps
   double rope_theta = 0.0;     // rope_theta (5e6)
   std::array<int, 3> mrope_section{};  // (t, h, w) frequency counts, sum = head_dim / 2 ([24, 20, 20])
+  // text_config.max_position_embeddings (262,144): the longest prompt the conditioner has positions for;
+  // 0 when the config does not say.
+  int max_positions = 0;
 
   int64_t q_width() const { return static_cast<int64_t>(num_heads) * head_dim; }
   int64_t kv_width() const { return static_cast<int64_t>(num_kv_heads) * head_dim; }
@@ -36,6 +39,9 @@ struct TextEncoderConfig {
   // A Qwen3-VL config.json (text_config inside) or a bare text config object.
   static Result<TextEncoderConfig> from_json_text(const std::string& text, const std::string& label);
   static Result<TextEncoderConfig> from_file(const std::string& path);
+  // A Qwen3VLForConditionalGeneration config.json holding this text config (and a minimal vision_config,
+  // which the conditioner never reads): what `write_synthetic_text_encoder` puts beside its weights.
+  std::string to_config_json() const;
 };
 
 }  // namespace vortex

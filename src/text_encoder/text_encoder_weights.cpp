@@ -3,7 +3,10 @@
 // of a tensor are read when it is uploaded, so the vision tower, layers >= K and lm_head are never read.
 #include "text_encoder/text_encoder_weights.h"
 
+#include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "core/synthetic.h"
@@ -79,7 +82,9 @@ Result<std::vector<TextEncoderTensorSpec>> text_encoder_tensor_specs(const TextE
 }
 
 Result<TextEncoderWeights> load_text_encoder_weights(const std::string& folder, const TextEncoderConfig& cfg,
-                                                     int layers, Backend& backend) {
+                                                     int layers, Backend& backend,
+                                                     const TextEncoderLoadProgressFn& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
   VORTEX_ASSIGN_OR_RETURN(std::vector<TextEncoderTensorSpec> specs, text_encoder_tensor_specs(cfg, layers));
   VORTEX_ASSIGN_OR_RETURN(std::string path, resolve_checkpoint_path(folder));
   VORTEX_ASSIGN_OR_RETURN(SafetensorsSet set, SafetensorsSet::open(path));
@@ -106,16 +111,40 @@ Result<TextEncoderWeights> load_text_encoder_weights(const std::string& folder, 
                         " problem" + (n_problems > 1 ? "s" : "") + "; keys are Qwen3VLForConditionalGeneration's, " +
                         kTextEncoderKeyPrefix + "*):" + problems);
   }
+  // Uploaded in checkpoint order (embedding, layer 0, 1, ...) so progress counts whole layers.
+  TextEncoderLoadProgress p;
+  p.layers_total = layers;
+  for (const auto& [name, t] : host) p.bytes_total += t.nbytes();
+  const std::string layer_prefix = std::string(kTextEncoderKeyPrefix) + "layers.";
+  auto report = [&]() {
+    if (!progress) return;
+    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    progress(p);
+  };
   std::map<std::string, Tensor> loaded;
-  for (auto& [name, t] : host) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::string& name = specs[i].name;
+    Tensor& t = host[name];
+    p.bytes_done += t.nbytes();
     if (is_embedding(name)) {
       loaded[name] = t;  // host view onto the mapping: rows are gathered per request
+      report();
       continue;
     }
     Result<Tensor> dev = backend.upload(t);
     if (!dev.ok()) return dev.status().with_context("uploading " + name);
     loaded[name] = std::move(*dev);
+    t = Tensor();  // the mapping's view is no longer needed
+    const bool last_of_layer = name.rfind(layer_prefix, 0) == 0 &&
+                               (i + 1 == specs.size() || specs[i + 1].name.rfind(layer_prefix, 0) != 0 ||
+                                specs[i + 1].name.substr(0, specs[i + 1].name.find('.', layer_prefix.size())) !=
+                                    name.substr(0, name.find('.', layer_prefix.size())));
+    if (last_of_layer) {
+      ++p.layers_done;
+      report();
+    }
   }
+  if (p.layers_done != layers) report();
   return assemble(cfg, layers, loaded);
 }
 
@@ -136,6 +165,30 @@ Result<TextEncoderWeights> synthesize_text_encoder_weights(const TextEncoderConf
     t[spec.name] = std::move(dev);
   }
   return assemble(cfg, layers, t);
+}
+
+Status write_synthetic_text_encoder(const std::string& dir, const TextEncoderConfig& cfg, uint64_t seed) {
+  namespace fs = std::filesystem;
+  VORTEX_RETURN_IF_ERROR(cfg.validate());
+  const fs::path d(dir), config = d / "config.json", weights = d / "model.safetensors";
+  std::error_code ec;
+  for (const fs::path& p : {config, weights})
+    if (fs::exists(p, ec)) return invalid_argument(p.string() + " exists; the synthetic text encoder is written only into a new folder");
+  fs::create_directories(d, ec);
+  if (ec) return io_error("cannot create " + d.string() + ": " + ec.message());
+  VORTEX_ASSIGN_OR_RETURN(std::vector<TextEncoderTensorSpec> specs, text_encoder_tensor_specs(cfg, cfg.num_layers));
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const TextEncoderTensorSpec& spec : specs) {
+    Tensor host = Tensor::empty(spec.shape, DType::kBF16);  // the values synthesize_text_encoder_weights makes
+    VORTEX_RETURN_IF_ERROR(fill_synthetic_host(host, synthetic_seed(seed, spec.name), spec.scale, spec.offset));
+    tensors.emplace_back(spec.name, std::move(host));
+  }
+  {
+    std::ofstream out(config, std::ios::binary);
+    out << cfg.to_config_json();
+    if (!out) return io_error("cannot write " + config.string());
+  }
+  return write_safetensors(weights.string(), tensors, {{"vortex.synthetic_seed", std::to_string(seed)}});
 }
 
 }  // namespace vortex

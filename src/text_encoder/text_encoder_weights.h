@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,15 +52,31 @@ struct TextEncoderTensorSpec {
 // checkpoint order. layers in [0, cfg.num_layers].
 Result<std::vector<TextEncoderTensorSpec>> text_encoder_tensor_specs(const TextEncoderConfig& cfg, int layers);
 
+// Where a load stands, reported after the embedding and after each decoder layer's tensors are on the backend.
+struct TextEncoderLoadProgress {
+  uint64_t bytes_done = 0, bytes_total = 0;  // tensor bytes read from the files (the embedding counts as read)
+  int layers_done = 0, layers_total = 0;
+  double seconds = 0.0;  // since the load began
+};
+using TextEncoderLoadProgressFn = std::function<void(const TextEncoderLoadProgress&)>;
+
 // Reads the tensors of text_encoder_tensor_specs(cfg, layers) from a transformers folder (config.json beside
 // model.safetensors.index.json + shards, or one model.safetensors): every other tensor (the vision tower,
 // later layers, lm_head) is never read. Each tensor is uploaded from its mmap view (one copy, on the device);
 // the embedding stays a host view. All missing / mis-shaped / non-BF16 tensors are listed in one kFormat error.
 Result<TextEncoderWeights> load_text_encoder_weights(const std::string& folder, const TextEncoderConfig& cfg,
-                                                     int layers, Backend& backend);
+                                                     int layers, Backend& backend,
+                                                     const TextEncoderLoadProgressFn& progress = nullptr);
 // Deterministic synthetic weights with the real names and shapes (for benchmarks): per-tensor seeds from
 // synthetic_seed(seed, name), so a tensor's values do not depend on how many layers are built.
 Result<TextEncoderWeights> synthesize_text_encoder_weights(const TextEncoderConfig& cfg, int layers, uint64_t seed,
                                                            Backend& backend);
+
+// Writes a transformers folder with the weights `synthesize_text_encoder_weights(cfg, cfg.num_layers, seed)`
+// holds (same values, bit for bit): DIR/config.json (cfg.to_config_json()) and DIR/model.safetensors with
+// every tensor of text_encoder_tensor_specs(cfg, cfg.num_layers), BF16, metadata `vortex.synthetic_seed`.
+// Host memory: the whole model at once, so this is for tiny configs (tests, `vortex synth --snapshot tiny`).
+// DIR must not hold config.json or model.safetensors already.
+Status write_synthetic_text_encoder(const std::string& dir, const TextEncoderConfig& cfg, uint64_t seed);
 
 }  // namespace vortex

@@ -14,3 +14,18 @@ endif()
 add_executable(nvfp4_deviation ${CMAKE_SOURCE_DIR}/bench/nvfp4_deviation.cpp)
 target_link_libraries(nvfp4_deviation PRIVATE vortex_engine)
 target_compile_options(nvfp4_deviation PRIVATE ${VORTEX_CXX_FLAGS})
+# The model folder as one argument and the prompt path: layout detection (model_folder_test), the t2va prompt
+# presentation against diffusers with the conditioner cache on a Pipeline (prompt_encoder_test; fixtures made by
+# tests/engine/make_prompt_fixtures.py), and the CLI on a tiny synthetic snapshot (model_folder_cli_test).
+vortex_test(NAME model_folder_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/model_folder_test.cpp LIBS vortex)
+vortex_test(NAME prompt_encoder_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/prompt_encoder_test.cpp LIBS vortex)
+target_compile_definitions(prompt_encoder_test PRIVATE VORTEX_ENGINE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/engine/fixtures"
+                                                       VORTEX_TEXT_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text/fixtures")
+if(TARGET vortex_cli)
+  vortex_test(NAME model_folder_cli_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/model_folder_cli_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(model_folder_cli_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
+                                                           VORTEX_TEXT_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text/fixtures"
+                                                           VORTEX_VAE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vae/fixtures")
+  add_dependencies(model_folder_cli_test vortex_cli)
+endif()

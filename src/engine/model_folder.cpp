@@ -1,0 +1,311 @@
+// Model folder detection and part resolution (see model_folder.h). The snapshot layout is the one of the
+// MiniMax-H3 repository (model_index.json, transformer/ with 14 diffusers shards, text_encoder/ with 14
+// transformers shards, tokenizer/, vae/, audio_vae/, FL2VA/ and Ref2VA/ partitions): docs/checkpoints.md.
+#include "engine/model_folder.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/memory_estimate.h"
+#include "text_encoder/text_encoder.h"
+
+namespace vortex {
+namespace fs = std::filesystem;
+namespace {
+
+std::optional<nlohmann::json> read_json_object(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) return std::nullopt;
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  return j;
+}
+
+// The MiniMaxH3 pipeline config of `d`: model_index.json, else modular_model_index.json.
+std::optional<nlohmann::json> pipeline_index(const fs::path& d) {
+  for (const char* name : {"model_index.json", "modular_model_index.json"}) {
+    std::optional<nlohmann::json> j = read_json_object(d / name);
+    if (j && j->value("_class_name", "").rfind("MiniMaxH3", 0) == 0) return j;
+  }
+  return std::nullopt;
+}
+
+bool is_qwen3_vl_config(const fs::path& p) {
+  std::optional<nlohmann::json> j = read_json_object(p);
+  return j && (j->contains("text_config") || j->value("model_type", "") == "qwen3_vl_text");
+}
+
+uint64_t file_bytes(const fs::path& p) {
+  std::error_code ec;
+  const uintmax_t n = fs::file_size(p, ec);
+  return ec ? 0 : static_cast<uint64_t>(n);
+}
+
+// A weights folder: config.json and one of `index_names` (every shard it names present) or `file_names`.
+ModelPart weights_part(const std::string& name, const fs::path& dir, const std::vector<std::string>& index_names,
+                       const std::vector<std::string>& file_names) {
+  ModelPart part;
+  part.name = name;
+  part.path = dir.string();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    part.problem = "folder " + dir.string() + " is missing";
+    return part;
+  }
+  std::vector<std::string> problems;
+  if (!fs::is_regular_file(dir / "config.json", ec)) problems.push_back((dir / "config.json").string() + " is missing");
+  bool weights = false;
+  for (const std::string& index_name : index_names) {
+    const fs::path index = dir / index_name;
+    if (!fs::is_regular_file(index, ec)) continue;
+    weights = true;
+    std::optional<nlohmann::json> j = read_json_object(index);
+    if (!j || !j->contains("weight_map") || !(*j)["weight_map"].is_object()) {
+      problems.push_back(index.string() + " has no weight_map");
+      break;
+    }
+    std::set<std::string> shards;
+    for (const auto& [tensor, shard] : (*j)["weight_map"].items())
+      if (shard.is_string()) shards.insert(shard.get<std::string>());
+    int missing = 0;
+    std::string first;
+    for (const std::string& s : shards) {
+      if (fs::is_regular_file(dir / s, ec)) {
+        part.bytes += file_bytes(dir / s);
+      } else if (missing++ == 0) {
+        first = (dir / s).string();
+      }
+    }
+    if (missing > 0)
+      problems.push_back(std::to_string(missing) + " of the " + std::to_string(shards.size()) + " shards " + index_name +
+                         " names are missing (first: " + first + ")");
+    break;
+  }
+  if (!weights) {
+    for (const std::string& file_name : file_names) {
+      if (fs::is_regular_file(dir / file_name, ec)) {
+        weights = true;
+        part.bytes = file_bytes(dir / file_name);
+        break;
+      }
+    }
+  }
+  if (!weights) {
+    std::string expected;
+    for (const std::string& n : index_names) expected += (expected.empty() ? "" : " or ") + n;
+    for (const std::string& n : file_names) expected += " or " + n;
+    problems.push_back("no weights in " + dir.string() + " (expected " + expected + ")");
+  }
+  part.present = problems.empty();
+  for (size_t i = 0; i < problems.size(); ++i) part.problem += (i ? "; " : "") + problems[i];
+  return part;
+}
+
+ModelPart tokenizer_part(const std::vector<fs::path>& candidates) {
+  std::error_code ec;
+  for (const fs::path& p : candidates) {
+    if (fs::is_regular_file(p, ec)) return ModelPart{"tokenizer", p.string(), true, "", file_bytes(p)};
+  }
+  std::string tried;
+  for (const fs::path& p : candidates) tried += (tried.empty() ? "" : ", ") + p.string();
+  return ModelPart{"tokenizer", candidates.front().string(), false, "no tokenizer.json (tried " + tried + ")", 0};
+}
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes >= 1000000000ull) return format_gb(bytes);
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return b;
+}
+
+const std::vector<std::string> kDiffusersIndex = {"diffusion_pytorch_model.safetensors.index.json"};
+const std::vector<std::string> kDiffusersFile = {"diffusion_pytorch_model.safetensors"};
+const std::vector<std::string> kTransformersIndex = {"model.safetensors.index.json"};
+const std::vector<std::string> kTransformersFile = {"model.safetensors"};
+
+}  // namespace
+
+const char* model_folder_layout_name(ModelFolderLayout layout) {
+  switch (layout) {
+    case ModelFolderLayout::kDiffusers: return "diffusers";
+    case ModelFolderLayout::kPartition: return "partition";
+    case ModelFolderLayout::kTransformers: return "transformers";
+  }
+  return "?";
+}
+
+const ModelPart* ModelFolder::part(const std::string& name) const {
+  for (const ModelPart& p : parts)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::string ModelFolder::path_of(const std::string& name) const {
+  const ModelPart* p = part(name);
+  return p != nullptr && p->present ? p->path : std::string();
+}
+
+bool is_model_folder(const std::string& dir) {
+  const fs::path d(dir);
+  std::error_code ec;
+  if (!fs::is_directory(d, ec)) return false;
+  return pipeline_index(d).has_value() || is_qwen3_vl_config(d / "config.json");
+}
+
+Result<ModelFolder> open_model_folder(const std::string& dir) {
+  const fs::path d(dir);
+  std::error_code ec;
+  if (!fs::exists(d, ec)) return not_found("--model " + dir + " does not exist");
+  if (!fs::is_directory(d, ec))
+    return invalid_argument("--model " + dir + " is not a folder: pass the model snapshot folder (the one holding "
+                            "model_index.json), or --checkpoint FILE for a transformer file alone");
+  ModelFolder f;
+  f.dir = dir;
+  if (std::optional<nlohmann::json> index = pipeline_index(d)) {
+    f.pipeline_class = index->value("_class_name", "");
+    const nlohmann::json* h3 = index->contains("_minimax_h3") ? &(*index)["_minimax_h3"] : nullptr;
+    if (h3 != nullptr && h3->is_object()) {
+      f.layout = ModelFolderLayout::kPartition;
+      f.partition = h3->value("partition", "");
+      std::transform(f.partition.begin(), f.partition.end(), f.partition.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (f.partition != "fl2va") {
+        return invalid_argument("--model " + dir + " is the '" + f.partition + "' partition; text-to-video runs on the "
+                                "FL2VA transformer: pass the snapshot root or its FL2VA/ folder");
+      }
+      f.parts.push_back(weights_part("transformer", d / "transformer", kTransformersIndex, kTransformersFile));
+      f.parts.push_back(weights_part("text_encoder", d / "text_encoder", kTransformersIndex, kTransformersFile));
+      f.parts.push_back(tokenizer_part({d / "tokenizer" / "tokenizer.json", d / "text_encoder" / "tokenizer.json",
+                                        d / "processor" / "tokenizer.json"}));
+      // The partition's own video_vae/ and audio_vae/ are the release's format; the root's are diffusers'.
+      fs::path self = fs::absolute(d, ec).lexically_normal();
+      if (self.filename().empty()) self = self.parent_path();  // "FL2VA/"
+      const fs::path root = self.parent_path();
+      ModelPart vae = weights_part("vae", root / "vae", kDiffusersIndex, kDiffusersFile);
+      ModelPart audio = weights_part("audio_vae", root / "audio_vae", kDiffusersIndex, kDiffusersFile);
+      if (vae.present || audio.present)
+        f.notes.push_back("VAEs from the snapshot root (" + root.string() + "): the partition's video_vae/ and "
+                          "audio_vae/ are in the release's own format, which Vortex does not read");
+      for (ModelPart* p : {&vae, &audio})
+        if (!p->present) p->problem += " (the partition's own " + std::string(p == &vae ? "video_vae/" : "audio_vae/") +
+                                       " is in the release's format, which Vortex does not read)";
+      f.parts.push_back(vae);
+      f.parts.push_back(audio);
+    } else {
+      f.layout = ModelFolderLayout::kDiffusers;
+      f.parts.push_back(weights_part("transformer", d / "transformer", kDiffusersIndex, kDiffusersFile));
+      f.parts.push_back(weights_part("text_encoder", d / "text_encoder", kTransformersIndex, kTransformersFile));
+      f.parts.push_back(tokenizer_part({d / "tokenizer" / "tokenizer.json", d / "text_encoder" / "tokenizer.json",
+                                        d / "processor" / "tokenizer.json"}));
+      f.parts.push_back(weights_part("vae", d / "vae", kDiffusersIndex, kDiffusersFile));
+      f.parts.push_back(weights_part("audio_vae", d / "audio_vae", kDiffusersIndex, kDiffusersFile));
+    }
+    Result<int> layer = pipeline_text_layer(d.string());
+    if (!layer.ok()) return layer.status();
+    f.text_layer = *layer;
+    return f;
+  }
+  if (is_qwen3_vl_config(d / "config.json")) {
+    f.layout = ModelFolderLayout::kTransformers;
+    ModelPart te = weights_part("text_encoder", d, kTransformersIndex, kTransformersFile);
+    f.parts.push_back(te);
+    f.parts.push_back(tokenizer_part({d / "tokenizer.json"}));
+    Result<int> layer = pipeline_text_layer(d.string());
+    f.text_layer = layer.ok() ? *layer : -1;
+    return f;
+  }
+  std::string hint;
+  if (fs::is_directory(d / "FL2VA", ec)) hint = "; the FL2VA partition is " + (d / "FL2VA").string();
+  return invalid_argument("--model " + dir + " is not a model folder: expected the MiniMax-H3 snapshot (model_index.json "
+                          "of a MiniMaxH3 pipeline, with transformer/, text_encoder/, tokenizer/, vae/, audio_vae/), "
+                          "its FL2VA/ partition, or a transformers Qwen3-VL folder (config.json with text_config)" + hint);
+}
+
+Status require_parts(const ModelFolder& folder, const std::vector<std::string>& needed, const std::string& purpose) {
+  std::vector<std::string> lines;
+  for (const std::string& name : needed) {
+    const ModelPart* p = folder.part(name);
+    if (p == nullptr) {
+      lines.push_back(name + ": a " + model_folder_layout_name(folder.layout) + " folder has none");
+    } else if (!p->present) {
+      lines.push_back(name + ": " + p->problem);
+    }
+  }
+  if (lines.empty()) return Status::Ok();
+  std::string m = "--model " + folder.dir + " (" + model_folder_layout_name(folder.layout) + " layout) lacks " +
+                  std::to_string(lines.size()) + " part" + (lines.size() > 1 ? "s" : "") + " " + purpose + ":";
+  for (const std::string& l : lines) m += "\n  " + l;
+  return not_found(m);
+}
+
+std::vector<std::string> generate_parts() { return {"transformer", "text_encoder", "tokenizer"}; }
+
+Status apply_model_folder(const ModelFolder& folder, int text_layer_override, PipelineOptions& options) {
+  VORTEX_RETURN_IF_ERROR(require_parts(folder, generate_parts(), "needed to generate from a prompt"));
+  options.model_dir = folder.dir;
+  options.checkpoint_path = folder.path_of("transformer");
+  options.text_encoder_dir = folder.path_of("text_encoder");
+  options.tokenizer_path = folder.path_of("tokenizer");
+  options.text_layer = text_layer_override >= 0 ? text_layer_override : folder.text_layer;
+  if (options.text_layer < 0)
+    return not_found("--model " + folder.dir + " has no pipeline config naming the text layer; pass --text-layer K");
+  return Status::Ok();
+}
+
+DecoderPaths decoder_paths(const ModelFolder& folder) {
+  DecoderPaths d{folder.path_of("vae"), folder.path_of("audio_vae")};
+  if (!d.present()) return {};
+  return d;
+}
+
+std::string describe_model_folder(const ModelFolder& folder) {
+  std::ostringstream o;
+  o << "model folder: " << folder.dir << "\n";
+  o << "layout: " << model_folder_layout_name(folder.layout);
+  if (!folder.pipeline_class.empty()) o << " (" << folder.pipeline_class << ")";
+  if (!folder.partition.empty()) o << ", partition " << folder.partition;
+  o << "\n";
+  int missing = 0;
+  for (const ModelPart& p : folder.parts) {
+    char line[64];
+    std::snprintf(line, sizeof line, "  %-13s", p.name.c_str());
+    o << line << (p.present ? "ok       " : "MISSING  ") << p.path;
+    if (p.present && p.bytes > 0) o << "  (" << format_bytes(p.bytes) << ")";
+    if (!p.present) {
+      o << "\n                 " << p.problem;
+      ++missing;
+    }
+    o << "\n";
+  }
+  if (folder.text_layer >= 0) {
+    o << "text layer: hidden_states[" << folder.text_layer << "]";
+    if (folder.text_layer == kH3TextEncoderLayer) o << " (MiniMax-H3: the pre-norm output of decoder layer 49)";
+    o << "\n";
+  } else {
+    o << "text layer: not named by a pipeline config (pass --text-layer K)\n";
+  }
+  for (const std::string& n : folder.notes) o << "note: " << n << "\n";
+  if (missing == 0) {
+    o << "complete: generate --model " << folder.dir << " --prompt \"...\" can run"
+      << (folder.layout == ModelFolderLayout::kTransformers ? " (a text encoder folder: encode-text only)" : "") << "\n";
+  } else {
+    const bool t2v = folder.path_of("transformer").size() && folder.path_of("text_encoder").size() &&
+                     folder.path_of("tokenizer").size();
+    o << missing << " part" << (missing > 1 ? "s" : "") << " missing"
+      << (t2v ? " (prompt -> latents can run; decoding needs vae/ and audio_vae/)" : "") << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace vortex

@@ -1,0 +1,83 @@
+// ModelFolder: the official MiniMax-H3 Hugging Face snapshot (or a part of it) given as one argument, as
+// `vortex generate --model DIR`, `vortex encode-text --model DIR` and `vortex inspect DIR` take it. Detects
+// the layout, resolves each part's path and lists every missing part in one message (docs/checkpoints.md
+// "Model folders"). Layouts, first that applies:
+//   diffusers    DIR/model_index.json (or modular_model_index.json) of a MiniMaxH3 pipeline without a
+//                `_minimax_h3` block: the snapshot root. transformer/ (the FL2VA partition, diffusers keys),
+//                text_encoder/, tokenizer/tokenizer.json, vae/, audio_vae/ (transformer_ref/ is Ref2VA's).
+//   partition    DIR/model_index.json with `_minimax_h3.partition` (the snapshot's FL2VA/ folder):
+//                transformer/ (original keys), text_encoder/, tokenizer/, video_vae/ and audio_vae/ in the
+//                release's own format, which `vortex decode` does not read (it reads the root's vae/,
+//                audio_vae/; taken from DIR/.. when present). A `ref2va` partition is refused: t2va runs
+//                on FL2VA's transformer.
+//   transformers DIR/config.json of Qwen3-VL: a text encoder alone (tokenizer.json beside it).
+// Only existence is checked here (files, and every shard an index names); the loaders check the contents.
+// Tested in tests/engine/model_folder_test.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/pipeline.h"
+#include "vortex/status.h"
+
+namespace vortex {
+
+enum class ModelFolderLayout { kDiffusers, kPartition, kTransformers };
+const char* model_folder_layout_name(ModelFolderLayout layout);  // "diffusers" | "partition" | "transformers"
+
+// One part of a model folder: where it is expected, and whether it is complete there.
+struct ModelPart {
+  std::string name;     // "transformer" | "text_encoder" | "tokenizer" | "vae" | "audio_vae"
+  std::string path;     // the folder (or tokenizer.json) used, or where it was expected
+  bool present = false;
+  std::string problem;  // why it is not usable (missing files), empty when present
+  uint64_t bytes = 0;   // bytes of its weight files, when present
+};
+
+struct ModelFolder {
+  std::string dir;  // as given
+  ModelFolderLayout layout = ModelFolderLayout::kDiffusers;
+  std::string pipeline_class;  // model_index.json `_class_name` ("" for a transformers folder)
+  std::string partition;       // "fl2va" for a partition folder, "" otherwise
+  std::vector<ModelPart> parts;
+  int text_layer = -1;         // hidden-state index from the pipeline config (pipeline_text_layer); -1: none
+  std::vector<std::string> notes;  // e.g. VAEs taken from the snapshot root
+
+  const ModelPart* part(const std::string& name) const;
+  // The part's path when present, else "".
+  std::string path_of(const std::string& name) const;
+};
+
+// Recognizes `dir` and resolves its parts; missing parts are recorded, not errors. kNotFound when `dir`
+// does not exist, kInvalidArgument when it is none of the layouts above (the message says what each holds).
+Result<ModelFolder> open_model_folder(const std::string& dir);
+
+// OK when every part in `needed` is present; otherwise one kNotFound message listing each missing part,
+// where it was expected and why (e.g. "transformer: transformer/diffusion_pytorch_model-00003-of-00014.safetensors
+// is missing (named by its index)"), then `purpose`.
+Status require_parts(const ModelFolder& folder, const std::vector<std::string>& needed, const std::string& purpose);
+
+// The text-to-video parts: transformer, text_encoder, tokenizer.
+std::vector<std::string> generate_parts();
+
+// Points `options` at the folder's transformer (checkpoint_path), text encoder, tokenizer and text layer
+// (`text_layer_override` >= 0 replaces the pipeline config's). Call after require_parts(generate_parts()).
+Status apply_model_folder(const ModelFolder& folder, int text_layer_override, PipelineOptions& options);
+
+// The decoders a folder brings, for `generate --vae/--audio-vae` and `vortex decode`: both folders when both
+// are present, else both empty.
+struct DecoderPaths {
+  std::string vae_dir, audio_vae_dir;
+  bool present() const { return !vae_dir.empty() && !audio_vae_dir.empty(); }
+};
+DecoderPaths decoder_paths(const ModelFolder& folder);
+
+// `vortex inspect DIR` for a model folder: layout, each part with its path and size, the text layer, and
+// the missing parts.
+std::string describe_model_folder(const ModelFolder& folder);
+// True when `dir` looks like a model folder (model_index.json / modular_model_index.json of a MiniMaxH3
+// pipeline, or a Qwen3-VL config.json); cheap, for inspect's dispatch.
+bool is_model_folder(const std::string& dir);
+
+}  // namespace vortex

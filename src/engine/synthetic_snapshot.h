@@ -1,0 +1,40 @@
+// A tiny synthetic MiniMax-H3 snapshot on disk (`vortex synth --snapshot tiny`): every part of the official
+// layout (engine/model_folder.h, diffusers layout) with deterministic weights and tiny configs, so that
+// `vortex generate --model DIR --prompt "a cat"` runs end to end on the CPU in CI:
+//   model_index.json        MiniMaxH3ModularPipeline, text_encoder_layer = kTinyTextLayer
+//   transformer/            h3-tiny, diffusers keys (io/synth_checkpoint.h), config.json
+//   text_encoder/           a 4-layer Qwen3-VL text model of width 128 (= h3-tiny's text_dim), real key names
+//                           (text_encoder_weights.h write_synthetic_text_encoder), config.json
+//   tokenizer/tokenizer.json  a copy of the given tokenizer.json (the vocabulary sizes the text encoder)
+//   vae/, audio_vae/        copies of the given VAE folders, when given
+// Full-size synthetic conditioner weights for benchmarks are made on the backend instead
+// (TextEncoder::synthesize): the 33B transformer plus 50 conditioner layers would be ~116 GB on disk.
+// Tested in tests/engine/model_folder_cli_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "text_encoder/text_encoder_config.h"
+#include "vortex/status.h"
+
+namespace vortex {
+
+// The tiny snapshot's conditioner reads hidden_states[3] of 4 layers: pre-norm, like H3's 50 of 64.
+constexpr int kTinyTextLayer = 3;
+
+struct SyntheticSnapshotOptions {
+  std::string out;             // a folder that does not exist yet, or an empty one
+  uint64_t seed = 0;           // transformer and text-encoder weights
+  std::string tokenizer_json;  // required
+  std::string vae_dir, audio_vae_dir;  // optional: copied as vae/ and audio_vae/
+};
+
+// The tiny text encoder config for a tokenizer of `vocab` ids (rounded up to a multiple of 64).
+TextEncoderConfig tiny_text_encoder_config(int vocab);
+
+// Writes the snapshot; returns the files written. Refuses an existing non-empty `out`.
+Result<std::vector<std::string>> write_synthetic_snapshot(const SyntheticSnapshotOptions& options);
+
+}  // namespace vortex
