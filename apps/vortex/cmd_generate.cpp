@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "decoder_options.h"
 #include "engine/generate.h"
 #include "lora/lora.h"
 
@@ -45,6 +46,7 @@ struct GenerateArgs {
   std::string lora_mode = "merge";
   std::string preset;  // "" | "turbo4"
   bool quiet = false;
+  DecoderArgs decoders;  // --vae --audio-vae ... (decoder_options.h)
 };
 
 std::optional<long long> parse_integer(const std::string& s) {
@@ -137,6 +139,25 @@ class StderrProgress : public ProgressSink {
     std::fflush(stderr);
   }
 
+  // Decode progress: video tile forwards then audio channels, the same bar (or lines) with an ETA.
+  void decode(std::string_view stage, int64_t done, int64_t total, double elapsed_seconds) override {
+    if (quiet_) return;
+    const double eta = done > 0 ? elapsed_seconds / static_cast<double>(done) * static_cast<double>(total - done) : 0.0;
+    const char* unit = stage == "video" ? "tile" : "channel";
+    if (tty_) {
+      std::fprintf(stderr, "\rdecode %.*s %s %lld/%lld  elapsed %s  eta %s   ", static_cast<int>(stage.size()),
+                   stage.data(), unit, static_cast<long long>(done), static_cast<long long>(total),
+                   format_seconds(elapsed_seconds).c_str(), format_seconds(eta).c_str());
+      bar_open_ = done < total;
+      if (!bar_open_) std::fprintf(stderr, "\n");
+    } else {
+      std::fprintf(stderr, "decode %.*s %s %lld/%lld elapsed %s eta %s\n", static_cast<int>(stage.size()), stage.data(),
+                   unit, static_cast<long long>(done), static_cast<long long>(total),
+                   format_seconds(elapsed_seconds).c_str(), format_seconds(eta).c_str());
+    }
+    std::fflush(stderr);
+  }
+
  private:
   void finish_bar() {
     if (bar_open_) std::fprintf(stderr, "\n");
@@ -214,6 +235,10 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
     q.audio_shift = turbo.audio_shift;
   }
 
+  apply_decoder_args(a.decoders, p);
+  q.frames_dir = a.decoders.frames_dir;
+  q.frames_overwrite = a.overwrite;
+
   StderrProgress progress(a.quiet);
   Result<GenerateResult> result = generate(r, progress);
   if (!result.ok()) {
@@ -273,6 +298,7 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--preset", args->preset,
                   "turbo4: 4 steps, shift 6 / 3, euler, for the Turbo LoRA given with --lora")
       ->type_name("NAME");
+  add_decoder_options(sub, args->decoders, /*frames_dir=*/true);
   sub->add_flag("--quiet", args->quiet, "No progress output");
   sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub); });
 }
