@@ -11,6 +11,7 @@
 #include <string>
 
 #include "commands.h"
+#include "decoder_options.h"
 #include "serve/server.h"
 
 namespace vortex::cli {
@@ -37,6 +38,7 @@ struct ServeArgs {
   int max_upload_mb = 64;
   int http_threads = 16;
   bool quiet = false;
+  DecoderArgs decoders;  // --vae --audio-vae ... (decoder_options.h)
 };
 
 int fail(int code, const std::string& message) {
@@ -67,6 +69,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub) {
   o.pipeline.backend = a.backend;
   o.pipeline.threads = a.threads;
   o.pipeline.precision = a.precision;
+  apply_decoder_args(a.decoders, o.pipeline);
   o.host = a.host;
   o.port = a.port;
   o.data_dir = a.data;
@@ -128,6 +131,7 @@ void register_serve(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--memory-limit-gb", a->memory_limit_gb, "Admit only requests estimated below this (default: free memory)")->type_name("GB");
   sub->add_option("--max-upload-mb", a->max_upload_mb, "Largest text_embeddings upload (default 64)")->type_name("MB");
   sub->add_option("--http-threads", a->http_threads, "Concurrent connections (default 16)")->type_name("INT");
+  add_decoder_options(sub, a->decoders, /*frames_dir=*/false);
   sub->add_flag("--quiet", a->quiet, "No log lines on stderr");
   sub->callback([a, sub, &ctx]() { ctx.exit_code = run_serve(*a, *sub); });
 }
