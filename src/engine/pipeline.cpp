@@ -416,6 +416,16 @@ Status Pipeline::load_decoders(ProgressSink& progress) {
                             std::to_string(audio->config().latent_channels) + "-channel latents; this model makes " +
                             std::to_string(cfg_.audio_in_channels));
   video->mutable_config().tiling = options_.vae_tiling;
+  // The smallest decode the VAEs accept, on this backend: an op the backend lacks fails here, before any
+  // sampling, not after it.
+  int64_t probe_t = 1;
+  while (probe_t < 64 && video->frames_for(probe_t) <= 0) ++probe_t;
+  auto probe = [&]() -> Status {
+    VORTEX_RETURN_IF_ERROR(video->decode(Tensor::zeros({cfg_.in_channels, probe_t, 1, 1}, DType::kF32)).status());
+    return audio->decode(Tensor::zeros({2, cfg_.audio_in_channels, 1}, DType::kF32)).status();
+  };
+  if (Status s = probe(); !s.ok())
+    return Status(s.code(), "the " + options_.backend + " backend cannot run the VAE decoders: " + s.message());
   VORTEX_RETURN_IF_ERROR(backend_->synchronize());
   video_vae_ = std::move(video);
   audio_vae_ = std::move(audio);
