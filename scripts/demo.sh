@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The demo: bootstrap, build, then one h3-tiny generation on the CPU with synthetic weights and text
-# into out/demo (replaced on every run), then `vortex decode` with synthetic decoders into out/demo-decode
-# (video.mp4 + audio.wav; noise, since the decoder weights are random). docs/outputs.md explains the files.
+# The demo: bootstrap, build, then one h3-tiny generation on the CPU with synthetic weights and text,
+# decoded at the end by synthetic decoders, into out/demo (replaced on every run): the latents, run.json
+# and video.mp4 + audio.wav (noise, since the decoder weights are random). docs/outputs.md explains the files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
@@ -9,12 +9,8 @@ bash scripts/build.sh
 start=$(date +%s%N)
 build/bin/vortex generate --config h3-tiny --synthetic --synthetic-text 16 \
   --width 448 --height 256 --frames 22 --steps 12 --sampler res_multistep --seed 42 \
-  --backend cpu --out out/demo --overwrite
+  --backend cpu --synthetic-vae tiny --out out/demo --overwrite
 elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "demo: generate took $((elapsed_ms / 1000)).$(printf '%03d' $((elapsed_ms % 1000))) s;" \
-  "open out/demo/preview.png (a latent preview, not a VAE decode) and out/demo/run.json"
-start=$(date +%s%N)
-build/bin/vortex decode out/demo --synthetic-vae tiny --out out/demo-decode --overwrite
-elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "demo: decode took $((elapsed_ms / 1000)).$(printf '%03d' $((elapsed_ms % 1000))) s;" \
-  "out/demo-decode/video.mp4 (H.264 + AAC) and audio.wav are noise: synthetic decoder weights"
+echo "demo: generate + decode took $((elapsed_ms / 1000)).$(printf '%03d' $((elapsed_ms % 1000))) s;" \
+  "out/demo/video.mp4 (H.264 + AAC) and audio.wav are noise (synthetic decoder weights);" \
+  "out/demo/preview.png is a latent preview, out/demo/run.json the manifest"

@@ -73,8 +73,8 @@ void register_decode(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<DecodeArgs>();
   CLI::App* sub = app.add_subcommand("decode", "Latents -> video.mp4 (H.264 + AAC) and audio.wav through the H3 VAEs");
   sub->add_option("LATENTS_DIR", args->latents_dir, "A `vortex generate` output folder")->required();
-  sub->add_option("--vae", args->vae, "Video VAE folder (config.json + diffusion_pytorch_model.safetensors)");
-  sub->add_option("--audio-vae", args->audio_vae, "Audio VAE folder (config.json + diffusion_pytorch_model.safetensors)");
+  sub->add_option("--vae", args->vae, "Video VAE folder: diffusers (vae/) or original (FL2VA/video_vae) layout");
+  sub->add_option("--audio-vae", args->audio_vae, "Audio VAE folder: diffusers (audio_vae/) or original (FL2VA/audio_vae) layout");
   sub->add_option("--synthetic-vae", args->synthetic_vae, "tiny | full: deterministic synthetic decoders (output is noise)");
   sub->add_option("--vae-seed", args->seed, "Seed of the synthetic decoders (default 0)");
   sub->add_option("--out", args->out, "Output directory (required)")->required();

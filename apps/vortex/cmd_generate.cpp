@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "decoder_options.h"
 #include "engine/generate.h"
 #include "engine/model_folder.h"
 #include "lora/lora.h"
@@ -52,6 +53,8 @@ struct GenerateArgs {
   std::string model;
   std::string prompt;
   int text_layer = -1;
+  DecoderArgs decoders;  // --vae --audio-vae ... (decoder_options.h)
+  bool latents_only = false;  // --model DIR: do not decode with the folder's VAEs
 };
 
 std::optional<long long> parse_integer(const std::string& s) {
@@ -154,6 +157,25 @@ class StderrProgress : public ProgressSink {
     } else {
       std::fprintf(stderr, "step %d/%d %s eta %s\n", done, total, format_seconds(step_seconds).c_str(),
                    format_seconds(eta).c_str());
+    }
+    std::fflush(stderr);
+  }
+
+  // Decode progress: video tile forwards then audio channels, the same bar (or lines) with an ETA.
+  void decode(std::string_view stage, int64_t done, int64_t total, double elapsed_seconds) override {
+    if (quiet_) return;
+    const double eta = done > 0 ? elapsed_seconds / static_cast<double>(done) * static_cast<double>(total - done) : 0.0;
+    const char* unit = stage == "video" ? "tile" : "channel";
+    if (tty_) {
+      std::fprintf(stderr, "\rdecode %.*s %s %lld/%lld  elapsed %s  eta %s   ", static_cast<int>(stage.size()),
+                   stage.data(), unit, static_cast<long long>(done), static_cast<long long>(total),
+                   format_seconds(elapsed_seconds).c_str(), format_seconds(eta).c_str());
+      bar_open_ = done < total;
+      if (!bar_open_) std::fprintf(stderr, "\n");
+    } else {
+      std::fprintf(stderr, "decode %.*s %s %lld/%lld elapsed %s eta %s\n", static_cast<int>(stage.size()), stage.data(),
+                   unit, static_cast<long long>(done), static_cast<long long>(total),
+                   format_seconds(elapsed_seconds).c_str(), format_seconds(eta).c_str());
     }
     std::fflush(stderr);
   }
@@ -270,6 +292,18 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
 
   DecoderPaths decoders;
   if (Status s = apply_model_args(a, sub, r, decoders); !s.ok()) return fail(exit_code_for(s), s.message());
+  // The folder's VAEs decode the run unless decoders were named explicitly or --latents-only was given.
+  DecoderArgs decoder_args = a.decoders;
+  const bool decoders_named = !a.decoders.vae.empty() || !a.decoders.audio_vae.empty() || !a.decoders.synthetic_vae.empty();
+  if (a.latents_only && decoders_named)
+    return fail(2, "--latents-only excludes --vae, --audio-vae and --synthetic-vae");
+  if (!a.latents_only && !decoders_named && decoders.present()) {
+    decoder_args.vae = decoders.vae_dir;
+    decoder_args.audio_vae = decoders.audio_vae_dir;
+  }
+  apply_decoder_args(decoder_args, p);
+  q.frames_dir = a.decoders.frames_dir;
+  q.frames_overwrite = a.overwrite;
 
   StderrProgress progress(a.quiet);
   Result<GenerateResult> result = generate(r, progress);
@@ -283,7 +317,7 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
               format_seconds(g.sampling_seconds).c_str(), format_seconds(g.total_seconds).c_str());
   std::printf("outputs in %s:\n", g.out_dir.c_str());
   for (const std::string& f : g.files) std::printf("  %s/%s\n", g.out_dir.c_str(), f.c_str());
-  if (decoders.present()) {
+  if (decoders.present() && a.latents_only) {
     std::printf("decode with the folder's VAEs: vortex decode %s --vae %s --audio-vae %s --out DIR\n", g.out_dir.c_str(),
                 decoders.vae_dir.c_str(), decoders.audio_vae_dir.c_str());
   }
@@ -346,6 +380,9 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
                   "hidden_states index the transformer reads (default: the pipeline config's, 50 for H3)")
       ->type_name("K")
       ->check(CLI::NonNegativeNumber);
+  add_decoder_options(sub, args->decoders, /*frames_dir=*/true);
+  sub->add_flag("--latents-only", args->latents_only,
+                "With --model DIR: stop at the latents instead of decoding with the folder's vae/ and audio_vae/");
   sub->add_flag("--quiet", args->quiet, "No progress output");
   sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub); });
 }

@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "engine/model_folder.h"
+#include "decoder_options.h"
 #include "serve/server.h"
 
 namespace vortex::cli {
@@ -38,6 +39,7 @@ struct ServeArgs {
   int max_upload_mb = 64;
   int http_threads = 16;
   bool quiet = false;
+  DecoderArgs decoders;  // --vae --audio-vae ... (decoder_options.h)
 };
 
 int fail(int code, const std::string& message) {
@@ -74,6 +76,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub) {
     if (!folder.ok()) return fail(exit_code_for(folder.status()), folder.status().message());
     if (Status s = apply_model_folder(*folder, -1, o.pipeline); !s.ok()) return fail(exit_code_for(s), s.message());
   }
+  apply_decoder_args(a.decoders, o.pipeline);
   o.host = a.host;
   o.port = a.port;
   o.data_dir = a.data;
@@ -135,6 +138,7 @@ void register_serve(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--memory-limit-gb", a->memory_limit_gb, "Admit only requests estimated below this (default: free memory)")->type_name("GB");
   sub->add_option("--max-upload-mb", a->max_upload_mb, "Largest text_embeddings upload (default 64)")->type_name("MB");
   sub->add_option("--http-threads", a->http_threads, "Concurrent connections (default 16)")->type_name("INT");
+  add_decoder_options(sub, a->decoders, /*frames_dir=*/false);
   sub->add_flag("--quiet", a->quiet, "No log lines on stderr");
   sub->callback([a, sub, &ctx]() { ctx.exit_code = run_serve(*a, *sub); });
 }

@@ -127,12 +127,60 @@ Result<DecodedMedia> decode_latents(const Tensor& video_latents, const Tensor& a
   return media;
 }
 
+Result<nlohmann::json> write_media_files(const DecodedMedia& media, const std::string& dir, const Mp4Options& opts) {
+  const fs::path d(dir);
+  Mp4Options o = opts;
+  o.fps = media.fps;
+  VORTEX_RETURN_IF_ERROR(write_mp4((d / "video.mp4").string(), media.frames, media.audio, media.sample_rate, o));
+  VORTEX_RETURN_IF_ERROR(write_wav_f32((d / "audio.wav").string(), media.audio, media.sample_rate));
+  nlohmann::json m;
+  m["video.mp4"] = {{"codec", "h264"}, {"pixel_format", "yuv420p"}, {"crf", o.crf}, {"preset", o.preset},
+                    {"fps", o.fps}, {"frames", media.frames.dim(0)}, {"height", media.frames.dim(1)},
+                    {"width", media.frames.dim(2)}, {"audio_codec", "aac"}, {"audio_bitrate", o.audio_bitrate}};
+  m["audio.wav"] = {{"format", "IEEE float 32-bit"}, {"sample_rate", media.sample_rate}, {"channels", 2},
+                    {"samples", media.audio.dim(1)}};
+  return m;
+}
+
+Status check_frames_dir(const std::string& frames_dir, bool overwrite) {
+  return check_target(frames_dir, "--frames-dir", overwrite, is_frames_output);
+}
+
+Status write_frames_dir(const DecodedMedia& media, const std::string& frames_dir) {
+  const fs::path fstaged = staging_path(frames_dir);
+  std::error_code ec;
+  fs::remove_all(fstaged, ec);  // a stale staging folder of this pid can only be ours
+  fs::create_directories(fstaged, ec);
+  if (ec) return io_error("cannot create " + fstaged.string() + ": " + ec.message());
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code e;
+      if (!p.empty()) fs::remove_all(p, e);
+    }
+  } cleanup{fstaged};
+  const int64_t nf = media.frames.dim(0), h = media.frames.dim(1), w = media.frames.dim(2);
+  PreviewImage img;
+  img.width = static_cast<int>(w);
+  img.height = static_cast<int>(h);
+  for (int64_t i = 0; i < nf; ++i) {
+    const uint8_t* src = media.frames.data<uint8_t>() + i * h * w * 3;
+    img.rgb.assign(src, src + h * w * 3);
+    char name[48];
+    std::snprintf(name, sizeof(name), "frame_%05lld.png", static_cast<long long>(i));
+    VORTEX_RETURN_IF_ERROR(write_png_rgb(img, (fstaged / name).string()));
+  }
+  VORTEX_RETURN_IF_ERROR(publish(fstaged, fs::absolute(frames_dir).lexically_normal()));
+  cleanup.p.clear();
+  return Status::Ok();
+}
+
 Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir, const std::string& frames_dir,
                            bool overwrite, const Mp4Options& opts, const nlohmann::json& manifest,
                            std::vector<std::string>* files) {
   if (out_dir.empty()) return invalid_argument("--out is required");
   VORTEX_RETURN_IF_ERROR(check_target(out_dir, "--out", overwrite, is_own_output));
-  if (!frames_dir.empty()) VORTEX_RETURN_IF_ERROR(check_target(frames_dir, "--frames-dir", overwrite, is_frames_output));
+  if (!frames_dir.empty()) VORTEX_RETURN_IF_ERROR(check_frames_dir(frames_dir, overwrite));
   const fs::path staged = staging_path(out_dir);
   std::error_code ec;
   fs::remove_all(staged, ec);  // a stale staging folder of this pid can only be ours
@@ -144,45 +192,21 @@ Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir
       std::error_code e;
       if (!p.empty()) fs::remove_all(p, e);
     }
-  } cleanup{staged}, frames_cleanup{};
-  Mp4Options o = opts;
-  o.fps = media.fps;
-  VORTEX_RETURN_IF_ERROR(write_mp4((staged / "video.mp4").string(), media.frames, media.audio, media.sample_rate, o));
-  VORTEX_RETURN_IF_ERROR(write_wav_f32((staged / "audio.wav").string(), media.audio, media.sample_rate));
+  } cleanup{staged};
+  VORTEX_ASSIGN_OR_RETURN(nlohmann::json described, write_media_files(media, staged.string(), opts));
   nlohmann::json m = manifest;
   m["schema"] = "vortex.decode/1";
-  m["video"] = {{"file", "video.mp4"}, {"codec", "h264"}, {"pixel_format", "yuv420p"}, {"crf", o.crf},
-                {"preset", o.preset}, {"fps", o.fps}, {"frames", media.frames.dim(0)},
-                {"height", media.frames.dim(1)}, {"width", media.frames.dim(2)}};
-  m["audio"] = {{"file", "audio.wav"}, {"format", "IEEE float 32-bit"}, {"mp4_codec", "aac"},
-                {"mp4_bitrate", o.audio_bitrate}, {"sample_rate", media.sample_rate}, {"channels", 2},
-                {"samples", media.audio.dim(1)}};
+  m["video"] = described["video.mp4"];
+  m["video"]["file"] = "video.mp4";
+  m["audio"] = described["audio.wav"];
+  m["audio"]["file"] = "audio.wav";
   {
     const std::string path = (staged / "decode.json").string();
     std::ofstream out(path, std::ios::binary);
     out << m.dump(2) << "\n";
     if (!out) return io_error("cannot write " + path);
   }
-  if (!frames_dir.empty()) {
-    const fs::path fstaged = staging_path(frames_dir);
-    fs::remove_all(fstaged, ec);
-    fs::create_directories(fstaged, ec);
-    if (ec) return io_error("cannot create " + fstaged.string() + ": " + ec.message());
-    frames_cleanup.p = fstaged;
-    const int64_t nf = media.frames.dim(0), h = media.frames.dim(1), w = media.frames.dim(2);
-    PreviewImage img;
-    img.width = static_cast<int>(w);
-    img.height = static_cast<int>(h);
-    for (int64_t i = 0; i < nf; ++i) {
-      const uint8_t* src = media.frames.data<uint8_t>() + i * h * w * 3;
-      img.rgb.assign(src, src + h * w * 3);
-      char name[48];
-      std::snprintf(name, sizeof(name), "frame_%05lld.png", static_cast<long long>(i));
-      VORTEX_RETURN_IF_ERROR(write_png_rgb(img, (fstaged / name).string()));
-    }
-    VORTEX_RETURN_IF_ERROR(publish(fstaged, fs::absolute(frames_dir).lexically_normal()));
-    frames_cleanup.p.clear();
-  }
+  if (!frames_dir.empty()) VORTEX_RETURN_IF_ERROR(write_frames_dir(media, frames_dir));
   VORTEX_RETURN_IF_ERROR(publish(staged, fs::absolute(out_dir).lexically_normal()));
   cleanup.p.clear();
   if (files) *files = {"video.mp4", "audio.wav", "decode.json"};

@@ -64,6 +64,15 @@ Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir
                            bool overwrite, const Mp4Options& opts, const nlohmann::json& manifest,
                            std::vector<std::string>* files = nullptr);
 
+// Writes video.mp4 (H.264 + AAC) and audio.wav into the existing directory `dir` (a caller's staging folder,
+// published atomically by that caller) and returns their run.json / decode.json descriptions keyed by file.
+Result<nlohmann::json> write_media_files(const DecodedMedia& media, const std::string& dir, const Mp4Options& opts);
+// --frames-dir: may not exist, may be empty, or (overwrite) may hold only frame_*.png a previous decode wrote.
+Status check_frames_dir(const std::string& frames_dir, bool overwrite);
+// Writes every frame as frame_00000.png ... into a staging sibling of `frames_dir`, then renames it into place
+// (replacing, with overwrite, only a folder check_frames_dir accepts).
+Status write_frames_dir(const DecodedMedia& media, const std::string& frames_dir);
+
 // The whole command. Invalid input (paths, shapes, NaN latents, a size the VAE cannot decode) is
 // kInvalidArgument / kNotFound / kFormat and nothing is written.
 Result<DecodeResult> decode(const DecodeRequest& req, const VaeProgressFn& progress = nullptr);

@@ -239,6 +239,10 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   // ---- 2. backend, then the device-memory check and the staging directory before any weight ----
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> pipeline, Pipeline::open(req.pipeline));
   VORTEX_RETURN_IF_ERROR(pipeline->check_device_fit(plan));
+  // The decoders (when asked for) load first: a bad --vae / --audio-vae, or latents they cannot decode, fail
+  // before the transformer's weights and any sampling.
+  VORTEX_RETURN_IF_ERROR(pipeline->load_decoders(progress));
+  VORTEX_RETURN_IF_ERROR(pipeline->check_decodable(plan, FieldStyle::kFlag));
   // Created now so an unwritable --out fails before the weights are loaded.
   const fs::path out = normalized_out_path(req.out_dir);
   VORTEX_ASSIGN_OR_RETURN(const fs::path staged, create_staging_dir(out, req.out_dir));

@@ -15,6 +15,7 @@
 
 #include "core/rng.h"
 #include "core/strings.h"
+#include "engine/decode.h"
 #include "engine/precision.h"
 #include "engine/prompt_encoder.h"
 #include "engine/preview.h"
@@ -190,6 +191,23 @@ Status validate_pipeline_options(const PipelineOptions& o) {
     return unsupported("the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention sdpa "
                        "(fp8/nvfp4/sage2 are approximate CUDA modes, --backend cuda)");
   }
+  // Decoders: both folders, or synthetic ones; the folders themselves are read (and fully checked) by
+  // load_decoders, before the transformer's weights.
+  if (!o.synthetic_vae.empty()) {
+    if (o.synthetic_vae != "tiny" && o.synthetic_vae != "full")
+      return invalid_argument("--synthetic-vae must be 'tiny' or 'full', got '" + o.synthetic_vae + "'");
+    if (!o.vae_dir.empty() || !o.audio_vae_dir.empty())
+      return invalid_argument("--synthetic-vae replaces --vae / --audio-vae; pass one or the other");
+  } else if (o.vae_dir.empty() != o.audio_vae_dir.empty()) {
+    return invalid_argument(std::string("pass both --vae DIR and --audio-vae DIR (an MP4 carries the video and its "
+                                        "sound); missing ") + (o.vae_dir.empty() ? "--vae" : "--audio-vae"));
+  }
+  for (const auto& [flag, dir] : {std::pair<const char*, const std::string&>{"--vae", o.vae_dir}, {"--audio-vae", o.audio_vae_dir}}) {
+    std::error_code ec;
+    if (!dir.empty() && !fs::is_directory(dir, ec))
+      return not_found(std::string(flag) + " " + dir + " is not a directory (pass the VAE folder: config.json + weights)");
+  }
+  if (o.mp4_crf < 0 || o.mp4_crf > 51) return invalid_argument("--crf must be in [0, 51], got " + std::to_string(o.mp4_crf));
   return Status::Ok();
 }
 
@@ -242,6 +260,17 @@ std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineO
     return bad("attention",
                unsupported("the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention "
                            "sdpa (fp8/nvfp4/sage2 are approximate CUDA modes, --backend cuda)"));
+  }
+  if (r.media.value_or(false) && !o.wants_decoders()) {
+    return bad("media", invalid_argument(style == FieldStyle::kFlag
+                                             ? std::string("decoded media needs the decoders: pass --vae DIR --audio-vae DIR")
+                                             : std::string("media needs the decoders, which this server has not loaded "
+                                                           "(start it with --vae DIR --audio-vae DIR)")));
+  }
+  if (!r.frames_dir.empty()) {
+    if (!o.wants_decoders() || !r.media.value_or(true))
+      return bad("frames_dir", invalid_argument("--frames-dir needs the decoders (--vae DIR --audio-vae DIR)"));
+    if (Status s = check_frames_dir(r.frames_dir, r.frames_overwrite); !s.ok()) return bad("frames_dir", s);
   }
   if (r.fail_alloc_after < -1) {
     return bad("fail_alloc_after", invalid_argument("fail_alloc_after must be >= 0 (or -1: off), got " +
@@ -392,7 +421,53 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const PipelineOptions& options,
   return p;
 }
 
+Status Pipeline::load_decoders(ProgressSink& progress) {
+  if (has_decoders() || !options_.wants_decoders()) return Status::Ok();
+  const auto t_load = Clock::now();
+  std::unique_ptr<VideoVae> video;
+  std::unique_ptr<AudioVae> audio;
+  if (!options_.synthetic_vae.empty()) {
+    progress.stage("synthesizing decoders");
+    const bool tiny = options_.synthetic_vae == "tiny";
+    VORTEX_ASSIGN_OR_RETURN(video, VideoVae::synthetic(tiny ? VideoVaeConfig::tiny() : VideoVaeConfig::full(), *backend_,
+                                                       options_.synthetic_vae_seed));
+    VORTEX_ASSIGN_OR_RETURN(audio, AudioVae::synthetic(tiny ? AudioVaeConfig::tiny() : AudioVaeConfig::full(), *backend_,
+                                                       options_.synthetic_vae_seed));
+    decoders_source_ = "synthetic-" + options_.synthetic_vae;
+  } else {
+    progress.stage("loading decoders");
+    VORTEX_ASSIGN_OR_RETURN(video, VideoVae::load(options_.vae_dir, *backend_));
+    VORTEX_ASSIGN_OR_RETURN(audio, AudioVae::load(options_.audio_vae_dir, *backend_));
+    decoders_source_.clear();
+  }
+  // The decoders take the transformer's latents as they are: same channel counts.
+  if (video->config().latent_channels != cfg_.in_channels)
+    return invalid_argument("--vae " + options_.vae_dir + " decodes " + std::to_string(video->config().latent_channels) +
+                            "-channel latents; this model makes " + std::to_string(cfg_.in_channels));
+  if (audio->config().latent_channels != cfg_.audio_in_channels)
+    return invalid_argument("--audio-vae " + options_.audio_vae_dir + " decodes " +
+                            std::to_string(audio->config().latent_channels) + "-channel latents; this model makes " +
+                            std::to_string(cfg_.audio_in_channels));
+  video->mutable_config().tiling = options_.vae_tiling;
+  // The smallest decode the VAEs accept, on this backend: an op the backend lacks fails here, before any
+  // sampling, not after it.
+  int64_t probe_t = 1;
+  while (probe_t < 64 && video->frames_for(probe_t) <= 0) ++probe_t;
+  auto probe = [&]() -> Status {
+    VORTEX_RETURN_IF_ERROR(video->decode(Tensor::zeros({cfg_.in_channels, probe_t, 1, 1}, DType::kF32)).status());
+    return audio->decode(Tensor::zeros({2, cfg_.audio_in_channels, 1}, DType::kF32)).status();
+  };
+  if (Status s = probe(); !s.ok())
+    return Status(s.code(), "the " + options_.backend + " backend cannot run the VAE decoders: " + s.message());
+  VORTEX_RETURN_IF_ERROR(backend_->synchronize());
+  video_vae_ = std::move(video);
+  audio_vae_ = std::move(audio);
+  decoders_load_seconds_ = seconds_since(t_load);
+  return Status::Ok();
+}
+
 Status Pipeline::load_weights(ProgressSink& progress) {
+  VORTEX_RETURN_IF_ERROR(load_decoders(progress));
   if (model_) return Status::Ok();
   progress.stage(options_.synthetic_weights ? "synthesizing weights" : "loading weights");
   const auto t_load = Clock::now();
@@ -437,7 +512,24 @@ Result<RunPlan> Pipeline::plan(const RunRequest& request, ProgressSink& progress
     if (failed_field != nullptr) failed_field->clear();
     return fit;
   }
+  if (Status dec = check_decodable(plan, style); !dec.ok()) {
+    if (failed_field != nullptr) *failed_field = "frames";
+    return dec;
+  }
   return plan;
+}
+
+Status Pipeline::check_decodable(const RunPlan& plan, FieldStyle style) const {
+  if (!has_decoders() || !plan.request.media.value_or(true)) return Status::Ok();
+  if (video_vae_->frames_for(plan.geo.latent_frames) > 0) return Status::Ok();
+  // The fewest pixel frames on the 17n + 5 grid (src/model/packing.h) whose latents the VAE decodes.
+  const int pt = video_vae_->config().patch_t;
+  int min_frames = 5;
+  while (min_frames < 17 * 64 && video_vae_->frames_for((min_frames - 1) / pt + 1) <= 0) min_frames += 17;
+  return invalid_argument(std::to_string(plan.geo.frames) + " frames (" + std::to_string(plan.geo.latent_frames) +
+                          " latent) are fewer than the video VAE decodes: ask for at least " + std::to_string(min_frames) +
+                          " frames, or " + (style == FieldStyle::kFlag ? "leave out --vae/--audio-vae" : "\"media\": false") +
+                          " for latents only");
 }
 
 Status Pipeline::check_device_fit(const RunPlan& plan) const {
@@ -546,6 +638,10 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
     text = encoded.text;
   }
   if (cancel.cancelled()) return cancelled("cancelled before sampling");
+  const bool media = has_decoders() && req.media.value_or(true);
+  if (req.media.value_or(false) && !has_decoders()) return invalid_argument("media requested but no decoders are loaded");
+  VORTEX_RETURN_IF_ERROR(check_decodable(plan, FieldStyle::kFlag));  // a size the VAE cannot decode: before sampling
+
   progress.stage("preparing text and positions");
   const auto t_prepare = Clock::now();
   VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, text));
@@ -613,6 +709,60 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
                                                         {"note", "fixed linear latent->RGB map, NOT a VAE decode"}}));
 
   using J = nlohmann::ordered_json;
+  J decode_manifest = nullptr;
+  if (media) {
+    if (cancel.cancelled()) return cancelled("cancelled before decoding");
+    progress.stage("decoding video and audio");
+    const auto t_decode = Clock::now();
+    // Elapsed per stage (a stage starts when the previous one reported last), so each ETA is its own.
+    std::string stage_now;
+    auto t_stage = t_decode, t_last = t_decode;
+    VaeProgressFn on_tile = [&](const VaeProgress& p) {
+      if (p.stage != stage_now) stage_now = p.stage, t_stage = t_last;
+      progress.decode(p.stage, p.done, p.total, seconds_since(t_stage));
+      t_last = Clock::now();
+    };
+    const int64_t tiles = video_vae_->tile_forwards(video.shape());
+    auto t0 = Clock::now();
+    VORTEX_RETURN_IF_ERROR(video_vae_->check_latents(video).with_context("sampled video latents"));
+    VORTEX_RETURN_IF_ERROR(audio_vae_->check_latents(audio).with_context("sampled audio latents"));
+    DecodedMedia decoded;
+    VORTEX_ASSIGN_OR_RETURN(Tensor pixels, video_vae_->decode(video, on_tile));
+    VORTEX_ASSIGN_OR_RETURN(decoded.frames, video_to_rgb8(pixels));
+    const double video_s = seconds_since(t0);
+    t0 = Clock::now();
+    VORTEX_ASSIGN_OR_RETURN(decoded.audio, audio_vae_->decode(audio, on_tile));
+    decoded.sample_rate = audio_vae_->config().sampling_rate;
+    const double audio_s = seconds_since(t0);
+    t0 = Clock::now();
+    Mp4Options mp4;
+    mp4.crf = options_.mp4_crf;
+    VORTEX_ASSIGN_OR_RETURN(nlohmann::json described, write_media_files(decoded, staged.string(), mp4));
+    for (const char* f : {"video.mp4", "audio.wav"}) VORTEX_RETURN_IF_ERROR(describe_output(f, J::parse(described[f].dump())));
+    if (!req.frames_dir.empty()) VORTEX_RETURN_IF_ERROR(write_frames_dir(decoded, req.frames_dir));
+    const double write_s = seconds_since(t0);
+    result.decode_seconds = seconds_since(t_decode);
+    const VideoVaeConfig& vc = video_vae_->config();
+    decode_manifest = {
+        {"vae", decoders_source_.empty() ? J(options_.vae_dir) : J(decoders_source_)},
+        {"audio_vae", decoders_source_.empty() ? J(options_.audio_vae_dir) : J(decoders_source_)},
+        {"vae_layout", decoders_source_.empty() ? J(vae_layout_name(video_vae_->layout())) : J(nullptr)},
+        {"audio_vae_layout", decoders_source_.empty() ? J(vae_layout_name(audio_vae_->layout())) : J(nullptr)},
+        {"synthetic_seed", decoders_source_.empty() ? J(nullptr) : J(options_.synthetic_vae_seed)},
+        {"backend", std::string(backend_->name())},
+        {"program", "video: BF16 activations, FP32 residual stream and pinned modules; audio: FP32 "
+                    "(docs/numerics.md \"VAE decoders\")"},
+        {"tiling", vc.tiling ? J{{"tile", vc.tile}, {"min_overlap", vc.tile_overlap}} : J(false)},
+        {"clip", {{"latent_frames", vc.tokens_chunk_size()}, {"overlap", vc.token_overlap()}}},
+        {"tile_forwards", tiles},
+        {"video_parameters", video_vae_->parameter_count()},
+        {"audio_parameters", audio_vae_->parameter_count()},
+        {"frames_dir", req.frames_dir.empty() ? J(nullptr) : J(req.frames_dir)},
+        {"timing", {{"load_decoders_seconds", decoders_load_seconds_},
+                    {"video_decode_seconds", video_s},
+                    {"audio_decode_seconds", audio_s},
+                    {"write_media_seconds", write_s}}}};
+  }
   const bool from_file = plan.text_source == "embeddings";
   const bool encoded = plan.text_source == "prompt" && has_text_encoder();
   J text_sha = nullptr;
@@ -677,6 +827,7 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
                           {"sigma_audio", plan.schedule.sigma_audio},
                           {"timesteps_video", timesteps_from_sigmas_f32(plan.schedule.sigma_video)},
                           {"timesteps_audio", timesteps_from_sigmas_f32(plan.schedule.sigma_audio)}};
+  manifest["decode"] = decode_manifest;
   manifest["outputs"] = outputs;
   result.run_seconds = seconds_since(t_run);
   manifest["timing"] = {{"load_weights_seconds", load_seconds_},
@@ -684,9 +835,12 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
                         {"prepare_seconds", result.prepare_seconds},
                         {"step_seconds", result.step_seconds},
                         {"sampling_seconds", result.sampling_seconds},
+                        {"decode_seconds", result.decode_seconds},
                         {"total_seconds", seconds_before + result.run_seconds}};
   VORTEX_RETURN_IF_ERROR(write_json_file(manifest, (staged / manifest_file).string()));
-  result.files = {video_file, audio_file, preview_file, manifest_file};
+  result.files = {video_file, audio_file, preview_file};
+  if (media) result.files.insert(result.files.end(), {"video.mp4", "audio.wav"});
+  result.files.push_back(manifest_file);
   return result;
 }
 

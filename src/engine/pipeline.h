@@ -21,6 +21,8 @@
 #include "model/h3_model.h"
 #include "model/packing.h"
 #include "sampler/sampler.h"
+#include "vae/audio_vae.h"
+#include "vae/video_vae.h"
 #include "vortex/config.h"
 #include "vortex/status.h"
 
@@ -54,6 +56,15 @@ struct PipelineOptions {
   std::string text_encoder_dir;
   std::string tokenizer_path;
   int text_layer = -1;
+  // Decoders (docs/outputs.md "Decoded media"): the video and audio VAE folders (diffusers or original
+  // layout, src/vae/vae_checkpoint.h), or synthetic decoders ("tiny" | "full", output is noise). Loaded,
+  // and so fully validated, before the transformer's weights; a run then also writes video.mp4 + audio.wav.
+  std::string vae_dir, audio_vae_dir;
+  std::string synthetic_vae;
+  uint64_t synthetic_vae_seed = 0;
+  bool vae_tiling = true;  // the released spatial tiling; off changes the pixels
+  int mp4_crf = 18;        // x264 constant rate factor of video.mp4
+  bool wants_decoders() const { return !vae_dir.empty() || !audio_vae_dir.empty() || !synthetic_vae.empty(); }
 };
 
 // One request on a loaded pipeline.
@@ -76,6 +87,11 @@ struct RunRequest {
   std::string precision;                       // empty or the loaded precision (a load-time choice)
   // > 0: the flow shifts instead of the config's (--preset turbo4: video 6, audio 3).
   double video_shift = 0.0, audio_shift = 0.0;
+  // Decoded media (video.mp4, audio.wav) beside the latents: unset = whenever the pipeline holds decoders;
+  // true without decoders is a request error; false keeps a run to latents.
+  std::optional<bool> media;
+  std::string frames_dir;  // with media: also every frame as frame_00000.png ... (published on its own)
+  bool frames_overwrite = false;
   // Fault injection: the allocation after this many successful ones fails with kOutOfMemory, through
   // the backend's own allocation path (Backend::inject_alloc_failure). -1: off.
   int fail_alloc_after = -1;
@@ -141,6 +157,10 @@ class ProgressSink {
   virtual void loading(std::string_view what, uint64_t bytes_done, uint64_t bytes_total, int layers_done,
                        int layers_total, double seconds) {
     (void)what, (void)bytes_done, (void)bytes_total, (void)layers_done, (void)layers_total, (void)seconds;
+  // Decode progress: `stage` "video" (tile forwards) or "audio" (stereo channels), `done` of `total`,
+  // `elapsed_seconds` since decoding began.
+  virtual void decode(std::string_view stage, int64_t done, int64_t total, double elapsed_seconds) {
+    (void)stage, (void)done, (void)total, (void)elapsed_seconds;
   }
 };
 
@@ -170,6 +190,7 @@ struct RunOutputs {
   std::vector<double> step_seconds;  // one per denoising step
   double prepare_seconds = 0.0;
   double sampling_seconds = 0.0;
+  double decode_seconds = 0.0;  // video + audio decode and media writing; 0 without media
   double run_seconds = 0.0;  // prepare + sampling + outputs
 };
 
@@ -180,8 +201,12 @@ class Pipeline {
   // open + load_weights.
   static Result<std::unique_ptr<Pipeline>> load(const PipelineOptions& options, ProgressSink& progress);
 
-  // Loads (or synthesizes) the weights, applies the precision and builds the resident model.
+  // Loads (or synthesizes) the decoders the options name, then the weights; applies the precision and builds
+  // the resident model.
   Status load_weights(ProgressSink& progress);
+  // The decoders alone (load_weights calls it first, so a bad VAE folder fails before the transformer loads).
+  Status load_decoders(ProgressSink& progress);
+  bool has_decoders() const { return video_vae_ != nullptr && audio_vae_ != nullptr; }
 
   const PipelineOptions& options() const { return options_; }
   const ModelConfig& config() const { return cfg_; }
@@ -195,12 +220,15 @@ class Pipeline {
   // free device memory.
   Result<RunPlan> plan(const RunRequest& request, ProgressSink& progress, FieldStyle style,
                        std::string* failed_field = nullptr) const;
+  // With decoders loaded and media wanted (RunRequest::media unset or true): kInvalidArgument when the video
+  // VAE cannot decode the plan's latent frames (fewer than one clip), before any sampling.
+  Status check_decodable(const RunPlan& plan, FieldStyle style) const;
   // kInvalidArgument with the numbers when the plan does not fit the backend's free device memory (no-op
   // on the CPU backend, whose host memory plan_run checked).
   Status check_device_fit(const RunPlan& plan) const;
 
   // Samples `plan` on the resident model and writes the outputs of docs/outputs.md (video and audio
-  // latents, preview.png, run.json) into `dir`, an existing empty directory the caller publishes
+  // latents, preview.png, with decoders and media video.mp4 + audio.wav, run.json) into `dir`, an existing empty directory the caller publishes
   // atomically (it renames `dir` into place only on success). kCancelled when `cancel` fires.
   // run.json's total_seconds is `seconds_before` (the caller's time spent on this request before run)
   // plus run's own.
@@ -223,10 +251,12 @@ class Pipeline {
   std::unique_ptr<Backend> backend_;
   ExecOptions exec_;
   double load_seconds_ = 0.0;
-  // The resident denoiser. The text encoder and the video/audio decoders belong beside it as optional
-  // members: with a text encoder plan() conditions on prompts for real weights too, with decoders run()
-  // adds the MP4 to the outputs.
+  // The resident denoiser and, when the options name them, the decoders (run() then adds the MP4 and WAV).
   std::unique_ptr<H3Model> model_;
+  std::unique_ptr<VideoVae> video_vae_;
+  std::unique_ptr<AudioVae> audio_vae_;
+  std::string decoders_source_;  // run.json decode.vae: the folders or "synthetic-tiny|full"
+  double decoders_load_seconds_ = 0.0;
   nlohmann::ordered_json lora_manifest_ = nlohmann::ordered_json::array();  // run.json "lora"
   // Encodings by token ids (the layer is fixed for the pipeline): host [L, hidden] bf16, a few entries
   // (oldest dropped first) so a server alternating prompts does not re-run the conditioner each time.

@@ -17,7 +17,7 @@ using json = nlohmann::json;
 
 const char* const kKnownFields[] = {"prompt", "width", "height", "size", "aspect_ratio", "short_edge", "frames",
                                     "seconds", "steps", "seed", "schedule", "sampler", "attention", "precision",
-                                    "fail_alloc_after"};
+                                    "media", "fail_alloc_after"};
 
 std::string known_fields_help() {
   std::string s;
@@ -211,6 +211,10 @@ Result<RunRequest> parse_video_request(std::string_view body_text, const Request
   if (has("sampler")) VORTEX_RETURN_IF_ERROR(get_string(body, "sampler", 32, r.sampler, field));
   if (has("attention")) VORTEX_RETURN_IF_ERROR(get_string(body, "attention", 32, r.attention, field));
   if (has("precision")) VORTEX_RETURN_IF_ERROR(get_string(body, "precision", 32, r.precision, field));
+  if (has("media")) {
+    if (!body.at("media").is_boolean()) return bad(field, "media", "media must be true or false");
+    r.media = body.at("media").get<bool>();
+  }
   if (has("fail_alloc_after")) {
     VORTEX_RETURN_IF_ERROR(get_int(body, "fail_alloc_after", 0, std::numeric_limits<int>::max(), v, field));
     r.fail_alloc_after = static_cast<int>(v);

@@ -128,11 +128,14 @@ json job_json(const Job& j) {
   o["notes"] = j.notes;
   o["timing"] = t;
   if (j.state == JobState::kSucceeded) {
-    // No decoder is loaded yet, so the content is the latents (safetensors), not an MP4.
-    o["content"] = {{"kind", "latents"},
-                    {"format", "safetensors"},
+    // With decoders the content is the MP4 (and its WAV); the latents stay available as variants.
+    const bool media = std::find(j.files.begin(), j.files.end(), "video.mp4") != j.files.end();
+    json variants = media ? json{"video", "audio", "video_latents", "audio_latents", "preview", "run_json"}
+                          : json{"video_latents", "audio_latents", "preview", "run_json"};
+    o["content"] = {{"kind", media ? "video" : "latents"},
+                    {"format", media ? "mp4" : "safetensors"},
                     {"url", "/v1/videos/" + j.id + "/content"},
-                    {"variants", {"video_latents", "audio_latents", "preview", "run_json"}}};
+                    {"variants", variants}};
   } else {
     o["content"] = nullptr;
   }
@@ -194,6 +197,7 @@ struct Server::Impl {
   std::unique_ptr<Pipeline> pipeline;  // owned and used by the worker thread only
   ModelConfig cfg;                     // copies for the HTTP threads (immutable after load)
   ExecOptions exec;
+  bool decoders = false;               // the pipeline holds the VAE decoders (jobs get video.mp4 + audio.wav)
   fs::path jobs_dir;
   httplib::Server http;
   int bound_port = -1;
@@ -375,6 +379,7 @@ struct Server::Impl {
     }
     pipeline = std::move(*p);
     cfg = pipeline->config();
+    decoders = pipeline->has_decoders();
     exec = pipeline->exec_options();
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -503,6 +508,10 @@ struct Server::Impl {
       const bool memory = plan.status().message().rfind("not enough memory", 0) == 0;
       return reject(400, field, plan.status(), memory ? "insufficient_memory" : "invalid_request");
     }
+    // Decodable frames: check_decodable reads only the decoders' config, fixed since load.
+    if (Status dec = pipeline->check_decodable(*plan, FieldStyle::kJson); !dec.ok()) {
+      return reject(400, "frames", dec, "invalid_request");
+    }
     if (const std::optional<uint64_t> budget = admission_budget(); budget && plan->memory.total() > *budget) {
       return reject(400, "",
                     invalid_argument("not enough memory: this request needs about " + format_gb(plan->memory.total()) +
@@ -529,6 +538,7 @@ struct Server::Impl {
                     {"sampler", sampler_kind_name(p.sampler_kind)},
                     {"attention", run.attention.empty() ? exec.attention : run.attention},
                     {"precision", exec.precision},
+                    {"media", decoders && run.media.value_or(true)},
                     {"memory_estimate_bytes", p.memory.total()}};
     job->plan = std::make_unique<RunPlan>(std::move(*plan));
     json out;
@@ -611,6 +621,7 @@ struct Server::Impl {
   void handle_content(const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
     fs::path out;
+    bool media = false;
     {
       std::lock_guard<std::mutex> lock(mu);
       std::shared_ptr<Job> j = find(id);
@@ -620,22 +631,31 @@ struct Server::Impl {
                                              "; its content exists once it has succeeded", "conflict");
       }
       out = j->dir / "output";
+      media = std::find(j->files.begin(), j->files.end(), "video.mp4") != j->files.end();
     }
-    const std::string variant = req.has_param("variant") ? req.get_param_value("variant") : "video_latents";
+    // The MP4 by default when the job was decoded, else the video latents.
+    const std::string variant = req.has_param("variant") ? req.get_param_value("variant") : media ? "video" : "video_latents";
     static const std::map<std::string, std::pair<const char*, const char*>> kFiles = {
+        {"video", {"video.mp4", "video/mp4"}},
+        {"audio", {"audio.wav", "audio/wav"}},
         {"video_latents", {"video_latents.safetensors", "application/octet-stream"}},
         {"audio_latents", {"audio_latents.safetensors", "application/octet-stream"}},
         {"preview", {"preview.png", "image/png"}},
         {"run_json", {"run.json", "application/json"}}};
     auto it = kFiles.find(variant);
     if (it == kFiles.end()) {
-      return set_error(res, 400, "variant", "variant must be video_latents, audio_latents, preview or run_json",
+      return set_error(res, 400, "variant", "variant must be video, audio, video_latents, audio_latents, preview or run_json",
                        "invalid_request");
+    }
+    if ((variant == "video" || variant == "audio") && !media) {
+      return set_error(res, 404, "variant", "job " + id + " was not decoded (the server has no decoders, or the request "
+                       "set \"media\": false); its content is the latents: variant=video_latents", "not_found");
     }
     std::ifstream f(out / it->second.first, std::ios::binary);
     if (!f) return set_error(res, 404, "id", "job " + id + "'s outputs were removed", "not_found");
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    res.set_header("X-Vortex-Content-Kind", variant == "preview" || variant == "run_json" ? variant : "latents");
+    const bool latents = variant == "video_latents" || variant == "audio_latents";
+    res.set_header("X-Vortex-Content-Kind", latents ? "latents" : variant);
     res.set_header("Content-Disposition", std::string("attachment; filename=\"") + id + "_" + it->second.first + "\"");
     res.set_content(std::move(bytes), it->second.second);
   }
@@ -683,7 +703,7 @@ struct Server::Impl {
               {"attention", exec.attention},
               {"queue_length", queue.size()},
               {"running", running ? json(running->id) : json(nullptr)},
-              {"content_kind", "latents"}};
+              {"content_kind", decoders ? "video" : "latents"}};
     res.status = stopping ? 503 : 200;
     res.set_content(h.dump(), "application/json");
   }

@@ -112,12 +112,50 @@ AudioVaeConfig AudioVaeConfig::tiny() {
   return c;
 }
 
+Result<AudioVaeConfig> AudioVaeConfig::from_original_json(const nlohmann::json& wrapper, const nlohmann::json& kwargs) {
+  // metadata.json's constructor kwargs + the MiniMaxH3AudioVAE wrapper, cross-checked where they repeat each
+  // other, with the kernel sizes the reference derives from the rates (2u for even u, 2u - 1 for odd u) and
+  // its fixed resblock tables (diffusers' conversion script, get_audio_vae_config).
+  if (kwargs.contains("decoder_type") && kwargs["decoder_type"] != "bigvgan")
+    return invalid_argument("metadata.json: decoder_type " + kwargs["decoder_type"].dump() +
+                            "; only the BigVGAN decoder is supported");
+  nlohmann::json j;
+  auto copy = [&](const nlohmann::json& from, const char* key, const char* as) {
+    if (from.contains(key)) j[as] = from[key];
+  };
+  copy(kwargs, "vae_latent_channels", "latent_channels");
+  copy(kwargs, "latent_dim", "latent_dim");
+  copy(kwargs, "decoder_dim", "decoder_dim");
+  copy(kwargs, "decoder_rates", "decoder_rates");
+  copy(kwargs, "sample_rate", "sampling_rate");
+  copy(wrapper, "latents_mean", "latents_mean");
+  copy(wrapper, "latents_std", "latents_std");
+  for (const auto& [w, k] : {std::pair<const char*, const char*>{"latent_channels", "vae_latent_channels"},
+                             {"sample_rate", "sample_rate"}})
+    if (wrapper.contains(w) && kwargs.contains(k) && wrapper[w] != kwargs[k])
+      return format_error(std::string("config.json says ") + w + " " + wrapper[w].dump() + ", metadata.json " + k +
+                          " " + kwargs[k].dump());
+  if (!wrapper.contains("latents_mean") || !wrapper.contains("latents_std"))
+    return format_error("config.json has no latents_mean / latents_std (the per-channel latent normalization)");
+  VORTEX_ASSIGN_OR_RETURN(std::vector<int> rates, config_ints(j, "decoder_rates", AudioVaeConfig{}.decoder_rates));
+  nlohmann::json kernels = nlohmann::json::array();
+  for (int u : rates) kernels.push_back(2 * u - (u % 2));
+  j["decoder_kernel_sizes"] = kernels;
+  return from_json(j);
+}
+
 Result<std::unique_ptr<AudioVae>> AudioVae::load(const std::string& dir, Backend& backend) {
-  VORTEX_ASSIGN_OR_RETURN(VaeFolder folder, open_vae_folder(dir, "audio VAE (--audio-vae)"));
-  auto cfg = AudioVaeConfig::from_json(folder.config);
-  if (!cfg.ok()) return cfg.status().with_context(dir + "/config.json");
+  VORTEX_ASSIGN_OR_RETURN(VaeFolder folder, open_vae_folder(dir, "audio VAE (--audio-vae)", "MiniMaxH3AudioVAE"));
+  // The original layout's key names are diffusers' own (the conversion is an identity on names).
+  auto cfg = folder.layout == VaeLayout::kOriginal ? AudioVaeConfig::from_original_json(folder.config, folder.source_config)
+                                                   : AudioVaeConfig::from_json(folder.config);
+  if (!cfg.ok()) return cfg.status().with_context("audio VAE " + dir);
   auto vae = from_source(*cfg, folder_tensor_source(folder), backend, false);
   if (!vae.ok()) return vae.status().with_context("audio VAE " + dir);
+  // The encoder, its causal-attention projection and the posterior heads are not read by decode.
+  const std::vector<std::string> ignored = {"encoder.", "pre_block.", "mean_proj.", "logs_proj."};
+  VORTEX_RETURN_IF_ERROR(check_unexpected_vae_tensors(folder, ignored).with_context("audio VAE " + dir));
+  (*vae)->layout_ = folder.layout;
   return vae;
 }
 

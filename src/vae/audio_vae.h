@@ -36,6 +36,8 @@ struct AudioVaeConfig {
   int hop() const;  // samples per latent frame: prod(decoder_rates)
   Status validate() const;
   static Result<AudioVaeConfig> from_json(const nlohmann::json& cfg);
+  // The official original layout: the MiniMaxH3AudioVAE wrapper config.json and metadata.json's kwargs.
+  static Result<AudioVaeConfig> from_original_json(const nlohmann::json& wrapper, const nlohmann::json& kwargs);
   static AudioVaeConfig full();  // the released decoder (~65M parameters)
   static AudioVaeConfig tiny();  // released rates and channels, narrow widths (demos, CLI tests)
 };
@@ -68,6 +70,8 @@ struct AudioVaeWeights {
 
 class AudioVae {
  public:
+  // Loads a VAE folder in the diffusers layout or the official original one (FL2VA/audio_vae: config.json +
+  // metadata.json + model.safetensors); checked as VideoVae::load checks.
   static Result<std::unique_ptr<AudioVae>> load(const std::string& dir, Backend& backend);
   static Result<std::unique_ptr<AudioVae>> synthetic(const AudioVaeConfig& cfg, Backend& backend, uint64_t seed);
   // compute_filters: build the Kaiser-sinc filters instead of reading the `filter` buffers.
@@ -76,6 +80,7 @@ class AudioVae {
 
   const AudioVaeConfig& config() const { return cfg_; }
   int64_t parameter_count() const { return params_; }
+  VaeLayout layout() const { return layout_; }  // of the folder loaded (kDiffusers for synthetic weights)
   // [2, C, Ta] f32 host, finite, Ta >= 1.
   Status check_latents(const Tensor& latents) const;
   // Normalized latents [B, C, Ta] -> waveform [B, Ta * hop] f32 host in [-1, 1] (B = 2: left, right).
@@ -90,6 +95,7 @@ class AudioVae {
   Backend& backend_;
   AudioVaeWeights w_;
   int64_t params_ = 0;
+  VaeLayout layout_ = VaeLayout::kDiffusers;
 };
 
 }  // namespace vortex

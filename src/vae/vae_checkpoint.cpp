@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "core/synthetic.h"
 
@@ -56,41 +57,125 @@ Tensor to_bf16_host(const Tensor& f32) {
   return out;
 }
 
-Result<VaeFolder> open_vae_folder(const std::string& dir, std::string_view what) {
+const char* vae_layout_name(VaeLayout layout) { return layout == VaeLayout::kOriginal ? "original" : "diffusers"; }
+
+namespace {
+
+Result<nlohmann::json> read_json_object(const std::string& path, std::string_view what, bool* missing = nullptr) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (missing) *missing = true;
+    return not_found(std::string(what) + ": " + path + " does not exist");
+  }
+  auto j = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return format_error(std::string(what) + ": " + path + " is not a JSON object");
+  return j;
+}
+
+Result<std::string> config_string(const nlohmann::json& cfg, const char* key, const std::string& fallback,
+                                  const std::string& file) {
+  if (!cfg.contains(key)) return fallback;
+  if (!cfg[key].is_string()) return format_error(file + ": '" + key + "' must be a string");
+  const std::string v = cfg[key].get<std::string>();
+  // A relative path inside the folder: never '..' or absolute (the folder is the unit a user points at).
+  if (v.empty() || v.front() == '/' || v.find("..") != std::string::npos)
+    return format_error(file + ": '" + key + "' must be a relative path inside the folder, got '" + v + "'");
+  return v;
+}
+
+}  // namespace
+
+Result<VaeFolder> open_vae_folder(const std::string& dir, std::string_view what, std::string_view original_class) {
   namespace fs = std::filesystem;
   VaeFolder folder;
   folder.dir = dir;
   const std::string cfg_path = dir + "/config.json";
-  std::ifstream in(cfg_path, std::ios::binary);
-  if (!in)
-    return not_found(std::string(what) + ": no config.json in " + dir +
-                     " (pass the VAE folder itself: config.json + diffusion_pytorch_model.safetensors)");
-  folder.config = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}), nullptr, false);
-  if (folder.config.is_discarded() || !folder.config.is_object())
-    return format_error(std::string(what) + ": " + cfg_path + " is not a JSON object");
-  std::string weights = dir + "/diffusion_pytorch_model.safetensors";
-  if (!fs::exists(weights)) weights += ".index.json";
-  if (!fs::exists(weights))
-    return not_found(std::string(what) + ": " + dir + " has neither diffusion_pytorch_model.safetensors nor " +
-                     "diffusion_pytorch_model.safetensors.index.json");
+  bool missing = false;
+  auto cfg = read_json_object(cfg_path, what, &missing);
+  if (!cfg.ok() && missing) {
+    std::error_code ec;
+    std::string hint = " (pass the VAE folder itself: config.json + diffusion_pytorch_model.safetensors, or the "
+                       "original layout's config.json + weights)";
+    if (fs::exists(dir + "/model_index.json", ec) || fs::exists(dir + "/modular_model_index.json", ec))
+      hint = " (" + dir + " looks like a whole snapshot; pass its vae/ or audio_vae/ folder)";
+    return not_found(std::string(what) + ": no config.json in " + dir + hint);
+  }
+  if (!cfg.ok()) return cfg.status();
+  folder.config = std::move(*cfg);
+  const auto cls = folder.config.find("_class_name");
+  const bool original = folder.config.contains("source_safetensors_path") ||
+                        (cls != folder.config.end() && cls->is_string() && cls->get<std::string>() == original_class);
+  std::string weights;
+  if (!original) {
+    weights = dir + "/diffusion_pytorch_model.safetensors";
+    if (!fs::exists(weights)) weights += ".index.json";
+    if (!fs::exists(weights))
+      return not_found(std::string(what) + ": " + dir + " has neither diffusion_pytorch_model.safetensors nor " +
+                       "diffusion_pytorch_model.safetensors.index.json");
+  } else {
+    folder.layout = VaeLayout::kOriginal;
+    // Video: weights and the model config one level down (source_path); audio: beside config.json, with the
+    // constructor kwargs in metadata.json.
+    const bool video = folder.config.contains("source_path");
+    VORTEX_ASSIGN_OR_RETURN(const std::string sub, config_string(folder.config, "source_path", ".", cfg_path));
+    const std::string base = video ? dir + "/" + sub : dir;
+    VORTEX_ASSIGN_OR_RETURN(const std::string file,
+                            config_string(folder.config, "source_safetensors_path", "model.safetensors", cfg_path));
+    weights = base + "/" + file;
+    if (!fs::exists(weights))
+      return not_found(std::string(what) + ": " + cfg_path + " names the weights " + weights +
+                       ", which does not exist (an incomplete download?)");
+    if (video) {
+      VORTEX_ASSIGN_OR_RETURN(folder.source_config, read_json_object(base + "/config.json", what));
+    } else {
+      VORTEX_ASSIGN_OR_RETURN(const std::string meta,
+                              config_string(folder.config, "source_metadata_path", "metadata.json", cfg_path));
+      VORTEX_ASSIGN_OR_RETURN(nlohmann::json m, read_json_object(dir + "/" + meta, what));
+      if (!m.contains("metadata") || !m["metadata"].is_object() || !m["metadata"].contains("kwargs") ||
+          !m["metadata"]["kwargs"].is_object())
+        return format_error(std::string(what) + ": " + dir + "/" + meta + " has no metadata.kwargs object");
+      folder.source_config = m["metadata"]["kwargs"];
+    }
+  }
+  folder.weights_path = weights;
   VORTEX_ASSIGN_OR_RETURN(folder.weights, SafetensorsSet::open(weights));
   return folder;
 }
 
+Result<Tensor> read_vae_tensor(const VaeFolder& f, const std::string& name, const Shape& shape) {
+  if (!f.weights.find(name))
+    return not_found("tensor '" + name + "' is missing from " + f.weights.path() +
+                     " (is this the right VAE folder, and a complete download?)");
+  VORTEX_ASSIGN_OR_RETURN(Tensor t, f.weights.tensor(name));
+  if (t.shape() != shape)
+    return format_error("tensor '" + name + "' in " + f.weights.path() + " has shape " + shape_to_string(t.shape()) +
+                        ", expected " + shape_to_string(shape) + " for this config");
+  auto r = to_f32_host(t, name);
+  if (!r.ok()) return r.status().with_context(f.weights.path());
+  f.consumed->insert(name);
+  return r;
+}
+
 VaeTensorSource folder_tensor_source(const VaeFolder& folder) {
   const VaeFolder* f = &folder;
-  return [f](const std::string& name, const Shape& shape) -> Result<Tensor> {
-    if (!f->weights.find(name))
-      return not_found("tensor '" + name + "' is missing from " + f->weights.path() +
-                       " (is this the right VAE folder, and a complete download?)");
-    VORTEX_ASSIGN_OR_RETURN(Tensor t, f->weights.tensor(name));
-    if (t.shape() != shape)
-      return format_error("tensor '" + name + "' in " + f->weights.path() + " has shape " + shape_to_string(t.shape()) +
-                          ", expected " + shape_to_string(shape) + " for this config.json");
-    auto r = to_f32_host(t, name);
-    if (!r.ok()) return r.status().with_context(f->weights.path());
-    return r;
-  };
+  return [f](const std::string& name, const Shape& shape) { return read_vae_tensor(*f, name, shape); };
+}
+
+Status check_unexpected_vae_tensors(const VaeFolder& folder, const std::vector<std::string>& ignored_prefixes) {
+  std::vector<std::string> unexpected;
+  for (const std::string& n : folder.weights.names()) {
+    if (folder.consumed->count(n)) continue;
+    bool ignored = false;
+    for (const std::string& p : ignored_prefixes) ignored = ignored || n.rfind(p, 0) == 0;
+    if (!ignored) unexpected.push_back(n);
+  }
+  if (unexpected.empty()) return Status::Ok();
+  std::string list;
+  for (size_t i = 0; i < unexpected.size() && i < 5; ++i) list += (i ? ", '" : "'") + unexpected[i] + "'";
+  if (unexpected.size() > 5) list += ", ...";
+  return format_error(folder.weights.path() + " holds " + std::to_string(unexpected.size()) +
+                      " tensor(s) this decoder does not use: " + list + " (a " + vae_layout_name(folder.layout) +
+                      "-layout folder of another model, or a config.json that does not match the weights?)");
 }
 
 VaeTensorSource synthetic_tensor_source(uint64_t seed,

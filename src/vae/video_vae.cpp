@@ -130,12 +130,114 @@ TileSplit split_tiles(int length, int tile, int min_overlap, int ratio) {
   return s;
 }
 
+Result<VideoVaeConfig> VideoVaeConfig::from_original_json(const nlohmann::json& wrapper, const nlohmann::json& source) {
+  // The original AutoencoderKLLegacy config (source/config.json) and the MiniMaxH3VideoVAE wrapper, mapped
+  // field for field as diffusers' conversion script documents; options the port bakes in must have their
+  // released value.
+  auto need = [&](const nlohmann::json& j, const char* key, const nlohmann::json& want) -> Status {
+    if (j.contains(key) && j[key] != want)
+      return invalid_argument(std::string("source/config.json: '") + key + "' is " + j[key].dump() + "; only " +
+                              want.dump() + " (the released decoder) is supported");
+    return Status::Ok();
+  };
+  VORTEX_RETURN_IF_ERROR(need(source, "use_vit_decoder", true));
+  VORTEX_RETURN_IF_ERROR(need(source, "causal_decoder", false));
+  nlohmann::json vit = source.contains("vit_decoder_kwargs") ? source["vit_decoder_kwargs"] : nlohmann::json::object();
+  if (!vit.is_object()) return format_error("source/config.json: 'vit_decoder_kwargs' must be an object");
+  VORTEX_RETURN_IF_ERROR(need(vit, "norm_type", "rms_norm"));
+  VORTEX_RETURN_IF_ERROR(need(vit, "qk_norm_type", "rms_norm"));
+  VORTEX_RETURN_IF_ERROR(need(vit, "qk_norm_affine", false));
+  VORTEX_RETURN_IF_ERROR(need(vit, "ffn_use_gated", true));
+  VORTEX_RETURN_IF_ERROR(need(vit, "ffn_activation_fn", "silu"));
+  nlohmann::json j;  // the diffusers spelling, then the shared reader
+  auto copy = [&](const nlohmann::json& from, const char* key, const char* as) {
+    if (from.contains(key)) j[as] = from[key];
+  };
+  copy(source, "embed_dim", "latent_channels");
+  copy(source, "out_ch", "out_channels");
+  copy(source, "space_down", "spatial_downsample_factors");
+  copy(source, "time_down", "temporal_downsample_factors");
+  copy(vit, "num_layers", "decoder_num_layers");
+  copy(vit, "heads", "decoder_num_attention_heads");
+  copy(vit, "dim_head", "decoder_attention_head_dim");
+  copy(vit, "rope_theta", "decoder_rope_theta");
+  copy(vit, "rope_dim_ratio", "decoder_rope_dim_ratio");
+  copy(wrapper, "vae_clip_length", "clip_length");
+  copy(wrapper, "vae_token_drop", "token_drop");
+  copy(wrapper, "latents_mean", "latents_mean");
+  copy(wrapper, "latents_std", "latents_std");
+  if (wrapper.contains("latent_channels") && j.contains("latent_channels") && wrapper["latent_channels"] != j["latent_channels"])
+    return format_error("config.json says latent_channels " + wrapper["latent_channels"].dump() +
+                        ", source/config.json embed_dim " + j["latent_channels"].dump());
+  if (!wrapper.contains("latents_mean") || !wrapper.contains("latents_std"))
+    return format_error("config.json has no latents_mean / latents_std (the per-channel latent normalization)");
+  VORTEX_ASSIGN_OR_RETURN(VideoVaeConfig c, from_json(j));
+  VORTEX_ASSIGN_OR_RETURN(c.tile, config_int(wrapper, "vae_tile_size", c.tile));
+  VORTEX_ASSIGN_OR_RETURN(c.tile_overlap, config_int(wrapper, "vae_tile_overlap_min", c.tile_overlap));
+  VORTEX_ASSIGN_OR_RETURN(const int tiling, config_int(wrapper, "vae_decoder_tiling", 1));
+  c.tiling = tiling != 0;
+  VORTEX_RETURN_IF_ERROR(c.validate());
+  return c;
+}
+
+namespace {
+
+// The original layout (FL2VA/video_vae/source/model.safetensors) read under diffusers' names, inverting
+// nothing but what diffusers' conversion script does: decoder.x_embedder -> decoder.proj_in, attn.to_out ->
+// attn.to_out.0, ff.w2 -> ff.net.2; the per-head interleaved attn.to_qkv [h: q k v] split into to_q / to_k /
+// to_v; ff.w1 [gate; up] -> ff.net.0.proj [up; gate]. No transposes.
+VaeTensorSource original_video_source(const VaeFolder& folder, const VideoVaeConfig& cfg) {
+  const VaeFolder* f = &folder;
+  return [f, cfg](const std::string& name, const Shape& shape) -> Result<Tensor> {
+    auto replace = [](std::string s, const std::string& from, const std::string& to) {
+      const size_t at = s.find(from);
+      if (at != std::string::npos) s.replace(at, from.size(), to);
+      return s;
+    };
+    for (const char* part : {".attn.to_q.", ".attn.to_k.", ".attn.to_v."}) {
+      const size_t at = name.find(part);
+      if (at == std::string::npos) continue;
+      const int which = part[9] == 'q' ? 0 : part[9] == 'k' ? 1 : 2;
+      const std::string file_name = name.substr(0, at) + ".attn.to_qkv." + name.substr(at + std::strlen(part));
+      Shape fused = shape;
+      fused[0] *= 3;
+      VORTEX_ASSIGN_OR_RETURN(Tensor qkv, read_vae_tensor(*f, file_name, fused));  // [3I, ...] per-head interleaved
+      Tensor out = Tensor::empty(shape, DType::kF32);                             // [I, ...]
+      const int64_t hd = cfg.head_dim, row = shape_numel(shape) / shape[0];
+      for (int64_t h = 0; h < cfg.heads; ++h)
+        std::memcpy(out.data<float>() + h * hd * row, qkv.data<float>() + (h * 3 + which) * hd * row,
+                    static_cast<size_t>(hd * row) * sizeof(float));
+      return out;
+    }
+    if (name.find(".ff.net.0.proj.") != std::string::npos) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor w1, read_vae_tensor(*f, replace(name, ".ff.net.0.proj.", ".ff.w1."), shape));
+      const int64_t half = shape_numel(shape) / 2;  // [gate; up] -> [up; gate]
+      Tensor out = Tensor::empty(shape, DType::kF32);
+      std::memcpy(out.data<float>(), w1.data<float>() + half, static_cast<size_t>(half) * sizeof(float));
+      std::memcpy(out.data<float>() + half, w1.data<float>(), static_cast<size_t>(half) * sizeof(float));
+      return out;
+    }
+    std::string file_name = replace(name, "decoder.proj_in.", "decoder.x_embedder.");
+    file_name = replace(file_name, ".attn.to_out.0.", ".attn.to_out.");
+    file_name = replace(file_name, ".ff.net.2.", ".ff.w2.");
+    return read_vae_tensor(*f, file_name, shape);
+  };
+}
+
+}  // namespace
+
 Result<std::unique_ptr<VideoVae>> VideoVae::load(const std::string& dir, Backend& backend) {
-  VORTEX_ASSIGN_OR_RETURN(VaeFolder folder, open_vae_folder(dir, "video VAE (--vae)"));
-  auto cfg = VideoVaeConfig::from_json(folder.config);
-  if (!cfg.ok()) return cfg.status().with_context(dir + "/config.json");
-  auto vae = from_source(*cfg, folder_tensor_source(folder), backend);
+  VORTEX_ASSIGN_OR_RETURN(VaeFolder folder, open_vae_folder(dir, "video VAE (--vae)", "MiniMaxH3VideoVAE"));
+  const bool original = folder.layout == VaeLayout::kOriginal;
+  auto cfg = original ? VideoVaeConfig::from_original_json(folder.config, folder.source_config)
+                      : VideoVaeConfig::from_json(folder.config);
+  if (!cfg.ok()) return cfg.status().with_context("video VAE " + dir);
+  auto vae = from_source(*cfg, original ? original_video_source(folder, *cfg) : folder_tensor_source(folder), backend);
   if (!vae.ok()) return vae.status().with_context("video VAE " + dir);
+  // Encoder-side tensors are not read; decoder.mask_token is a training-only buffer the decoder never uses.
+  const std::vector<std::string> ignored = {"encoder.", "quant_conv.", "decoder.mask_token"};
+  VORTEX_RETURN_IF_ERROR(check_unexpected_vae_tensors(folder, ignored).with_context("video VAE " + dir));
+  (*vae)->layout_ = folder.layout;
   return vae;
 }
 

@@ -55,6 +55,9 @@ struct VideoVaeConfig {
   Status validate() const;
   // diffusers config.json keys (missing keys keep the released values).
   static Result<VideoVaeConfig> from_json(const nlohmann::json& cfg);
+  // The official original layout: the MiniMaxH3VideoVAE wrapper config.json (latent normalization, clip and
+  // tile geometry) and source/config.json (AutoencoderKLLegacy: vit_decoder_kwargs, space_down, time_down).
+  static Result<VideoVaeConfig> from_original_json(const nlohmann::json& wrapper, const nlohmann::json& source);
   static VideoVaeConfig full();  // the released decoder (~2.4B parameters)
   static VideoVaeConfig tiny();  // released geometry, 2 layers of width 32 (demos, CLI tests)
 };
@@ -105,8 +108,10 @@ using VaeProgressFn = std::function<void(const VaeProgress&)>;
 class VideoVae {
  public:
   ~VideoVae();
-  // Loads a VAE folder (config.json + diffusion_pytorch_model.safetensors[.index.json]); the encoder's
-  // tensors are not read. Every decoder tensor is checked by name and shape.
+  // Loads a VAE folder in the diffusers layout (config.json + diffusion_pytorch_model.safetensors[.index.json])
+  // or the official original one (FL2VA/video_vae: config.json + source/config.json + source/model.safetensors);
+  // the encoder's tensors are not read. Every decoder tensor is checked by name and shape, and a tensor
+  // nothing reads is an error.
   static Result<std::unique_ptr<VideoVae>> load(const std::string& dir, Backend& backend);
   // Deterministic synthetic weights with the real names and shapes (for demos and benchmarks).
   static Result<std::unique_ptr<VideoVae>> synthetic(const VideoVaeConfig& cfg, Backend& backend, uint64_t seed);
@@ -117,6 +122,7 @@ class VideoVae {
   const VideoVaeConfig& config() const { return cfg_; }
   VideoVaeConfig& mutable_config() { return cfg_; }  // tiling switches only
   int64_t parameter_count() const { return params_; }
+  VaeLayout layout() const { return layout_; }  // of the folder loaded (kDiffusers for synthetic weights)
 
   // Checks a [C, T, H, W] f32 host tensor of normalized latents: shape, finiteness, decodable T.
   Status check_latents(const Tensor& latents) const;
@@ -148,6 +154,7 @@ class VideoVae {
   int64_t params_ = 0;
   std::unique_ptr<Workspace> ws_;
   std::map<std::array<int64_t, 3>, RopeTables> rope_cache_;
+  VaeLayout layout_ = VaeLayout::kDiffusers;
 };
 
 // ImageNet de-normalization, clamp and 8-bit conversion (MiniMaxH3VideoDecodeStep + VideoProcessor):

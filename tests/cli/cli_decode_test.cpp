@@ -4,6 +4,7 @@
 // exit 2 with a clear message and nothing written; runtime failures exit 1.
 #include <png.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -134,6 +135,17 @@ TEST(CliDecode, DiffusersFixtureFoldersThroughTheCli) {
   auto info = vortex::probe_media(tmp.str("dec/video.mp4"));
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->video_frames, f);
+  // The official original layout of the same weights: the same frames and WAV, byte for byte.
+  RunResult o = run_vortex("decode " + tmp.str("lat") + " --vae " + fixtures() + "/original/video_vae --audio-vae " +
+                           fixtures() + "/original/audio_vae --quiet --out " + tmp.str("dec_orig") + " --frames-dir " +
+                           tmp.str("frames_orig"));
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(read_file(tmp.str("dec_orig/audio.wav")), read_file(tmp.str("dec/audio.wav")));
+  for (int64_t fi = 0; fi < f; ++fi) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "/frame_%05lld.png", static_cast<long long>(fi));
+    EXPECT_EQ(read_file(tmp.str("frames_orig") + name), read_file(tmp.str("frames") + name)) << name;
+  }
 }
 
 // FFmpeg is loaded at run time: where it cannot be, decode says what to install before decoding anything
@@ -162,7 +174,12 @@ TEST(CliDecode, BadInputExitsTwoAndWritesNothing) {
   make("channels", Tensor::zeros({16, 7, 2, 2}, DType::kF32), good_a);
   make("frames", Tensor::zeros({24, 2, 2, 2}, DType::kF32), good_a);
   make("audio", Tensor::zeros({24, 7, 2, 2}, DType::kF32), Tensor::zeros({2, 8, 8}, DType::kF32));
-  for (const char* c : {"nan", "channels", "frames", "audio"}) {
+  Tensor inf_a = Tensor::zeros({2, 32, 8}, DType::kF32);
+  inf_a.data<float>()[5] = -INFINITY;
+  make("inf", Tensor::zeros({24, 7, 2, 2}, DType::kF32), inf_a);
+  make("rank", Tensor::zeros({24, 7, 4}, DType::kF32), good_a);
+  make("dtype", Tensor::zeros({24, 7, 2, 2}, DType::kBF16), good_a);
+  for (const char* c : {"nan", "channels", "frames", "audio", "inf", "rank", "dtype"}) {
     RunResult r = run_vortex("decode " + tmp.str(c) + " --synthetic-vae tiny --quiet --out " + tmp.str(std::string("out_") + c));
     EXPECT_EQ(r.exit_code, 2) << c << ": " << r.output;
     EXPECT_FALSE(fs::exists(tmp.str(std::string("out_") + c))) << c;
@@ -187,6 +204,106 @@ TEST(CliDecode, BadInputExitsTwoAndWritesNothing) {
   EXPECT_EQ(here.exit_code, 2) << here.output;
   EXPECT_NE(here.output.find("is the current directory"), std::string::npos) << here.output;
   EXPECT_EQ(read_file(tmp.str("cwd/frame_00000.png")), "mine?");
+}
+
+// ---- generate --vae / --audio-vae: decoding at the end of the run ----
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(CliGenerateDecode, MediaBesideTheLatentsAsVortexDecodeWritesThem) {
+  ScratchDir tmp;
+  const std::string args = "generate --config h3-tiny --synthetic --synthetic-text 8 --width 448 --height 256 "
+                           "--frames 22 --steps 1 --seed 3 --backend cpu --synthetic-vae tiny ";
+  RunResult g = run_vortex(args + "--out " + tmp.str("gen") + " --frames-dir " + tmp.str("frames"));
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  // Progress: tiles done with an ETA (plain lines off a terminal), after sampling.
+  EXPECT_NE(g.output.find("decode video tile 2/2"), std::string::npos) << g.output;
+  EXPECT_NE(g.output.find("eta"), std::string::npos) << g.output;
+  EXPECT_LT(g.output.find("vortex generate: sampling"), g.output.find("decode video tile"));
+  EXPECT_EQ(names_in(tmp.str("gen")),
+            (std::vector<std::string>{"audio.wav", "audio_latents.safetensors", "preview.png", "run.json", "video.mp4",
+                                      "video_latents.safetensors"}));
+  auto info = vortex::probe_media(tmp.str("gen/video.mp4"));
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->streams, 2);
+  EXPECT_EQ(info->video_frames, 22);
+  EXPECT_EQ(info->width, 448);
+  auto run = nlohmann::json::parse(read_file(tmp.str("gen/run.json")));
+  const auto& dec = run["decode"];
+  EXPECT_EQ(dec["vae"], "synthetic-tiny");
+  EXPECT_EQ(dec["backend"], "cpu");
+  EXPECT_EQ(dec["tiling"]["tile"], 256);
+  EXPECT_EQ(dec["tile_forwards"], 2);
+  EXPECT_TRUE(dec["program"].is_string());
+  for (const char* k : {"load_decoders_seconds", "video_decode_seconds", "audio_decode_seconds", "write_media_seconds"})
+    EXPECT_TRUE(dec["timing"][k].is_number()) << k;
+  EXPECT_TRUE(run["timing"]["decode_seconds"].is_number());
+  EXPECT_EQ(run["outputs"]["video.mp4"]["codec"], "h264");
+  EXPECT_EQ(run["outputs"]["audio.wav"]["sample_rate"], 32000);
+  EXPECT_EQ(run["outputs"]["video.mp4"]["sha256"].get<std::string>().size(), 64u);
+  // The same latents through `vortex decode` give the same frames and WAV.
+  RunResult d = run_vortex("decode " + tmp.str("gen") + " --synthetic-vae tiny --quiet --out " + tmp.str("dec") +
+                           " --frames-dir " + tmp.str("frames2"));
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_EQ(read_file(tmp.str("dec/audio.wav")), read_file(tmp.str("gen/audio.wav")));
+  EXPECT_EQ(names_in(tmp.str("frames")).size(), 22u);
+  for (const std::string& n : names_in(tmp.str("frames")))
+    EXPECT_EQ(read_file(tmp.str("frames/" + n)), read_file(tmp.str("frames2/" + n))) << n;
+  // run.json lists the media, so --overwrite recognises the folder as a Vortex run and replaces it.
+  RunResult again = run_vortex(args + "--quiet --overwrite --out " + tmp.str("gen"));
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  // Latents only: no decoder flags, no media.
+  RunResult plain = run_vortex("generate --config h3-tiny --synthetic --frames 22 --steps 1 --quiet --out " + tmp.str("plain"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_FALSE(fs::exists(tmp.str("plain/video.mp4")));
+  EXPECT_TRUE(nlohmann::json::parse(read_file(tmp.str("plain/run.json")))["decode"].is_null());
+}
+
+TEST(CliGenerateDecode, OriginalLayoutFoldersThroughGenerate) {
+  ScratchDir tmp;
+  // The fixture audio VAE is a tiny 8-channel one, h3-tiny makes 32-channel audio latents: refused at load,
+  // before the transformer loads or anything samples, and nothing is written.
+  RunResult r = run_vortex("generate --config h3-tiny --synthetic --frames 22 --steps 1 --vae " + fixtures() +
+                           "/original/video_vae --audio-vae " + fixtures() + "/original/audio_vae --out " + tmp.str("g"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("8-channel latents"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("synthesizing weights"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("vortex generate: sampling"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(tmp.str("g")));
+  for (const auto& e : fs::directory_iterator(tmp.path()))
+    EXPECT_EQ(e.path().filename().string().find(".partial-"), std::string::npos) << e.path();
+}
+
+TEST(CliGenerateDecode, BadDecoderInputFailsBeforeSampling) {
+  ScratchDir tmp;
+  const std::string base = "generate --config h3-tiny --synthetic --steps 1 --backend cpu ";
+  struct Case {
+    std::string name, flags, message;
+  };
+  fs::create_directories(tmp.str("empty_vae"));
+  const std::vector<Case> cases = {
+      {"only_vae", "--frames 22 --vae " + fixtures() + "/video_vae", "--audio-vae"},
+      {"missing_dir", "--frames 22 --vae " + tmp.str("nope") + " --audio-vae " + tmp.str("nope"), "is not a directory"},
+      {"no_config", "--frames 22 --vae " + tmp.str("empty_vae") + " --audio-vae " + fixtures() + "/audio_vae", "config.json"},
+      {"both_kinds", "--frames 22 --synthetic-vae tiny --vae " + fixtures() + "/video_vae", "one or the other"},
+      {"bad_name", "--frames 22 --synthetic-vae huge", "tiny"},
+      {"too_few_frames", "--frames 5 --synthetic-vae tiny", "at least 22 frames"},
+      {"frames_dir_alone", "--frames 22 --frames-dir " + tmp.str("fr"), "--frames-dir needs the decoders"},
+      {"bad_crf", "--frames 22 --synthetic-vae tiny --crf 99", "--crf"},
+  };
+  for (const Case& c : cases) {
+    RunResult r = run_vortex(base + c.flags + " --out " + tmp.str("out_" + c.name));
+    EXPECT_EQ(r.exit_code, 2) << c.name << ": " << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.name << ": " << r.output;
+    EXPECT_EQ(r.output.find("vortex generate: sampling"), std::string::npos) << c.name << ": " << r.output;
+    EXPECT_FALSE(fs::exists(tmp.str("out_" + c.name))) << c.name;
+  }
+  EXPECT_FALSE(fs::exists(tmp.str("fr")));
 }
 
 }  // namespace

@@ -30,6 +30,13 @@ TEST(ServeRequest, DefaultsAndFields) {
   EXPECT_EQ(r->fail_alloc_after, -1);
   Result<RunRequest> d = parse(R"({"prompt": "x"})");
   ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->media.has_value());  // unset: decoded whenever the server holds decoders
+  Result<RunRequest> m = parse(R"({"prompt": "x", "media": false})");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->media, std::optional<bool>(false));
+  std::string mf;
+  EXPECT_FALSE(parse(R"({"prompt": "x", "media": 1})", &mf).ok());
+  EXPECT_EQ(mf, "media");
   EXPECT_EQ(d->width, RunRequest{}.width);
   EXPECT_EQ(d->steps, RunRequest{}.steps);
 }

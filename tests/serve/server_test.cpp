@@ -121,7 +121,9 @@ std::string embeddings_file(int rows, int cols) {
 
 TEST(ServeDoc, CurlExamplesAnswerAsDocumented) {
   ScratchDir dir;
-  TestServer s(tiny_options(dir.path() / "data"));
+  vortex::serve::ServeOptions o = tiny_options(dir.path() / "data");
+  o.pipeline.synthetic_vae = "tiny";  // the doc's server: --synthetic-vae tiny
+  TestServer s(o);
   ASSERT_TRUE(s.server);
   auto c = s.client();
   const std::vector<Curl> examples = doc_examples();
@@ -158,6 +160,88 @@ TEST(ServeDoc, CurlExamplesAnswerAsDocumented) {
       EXPECT_NE(r->body.find("event: done"), std::string::npos) << r->body;
     }
   }
+}
+
+// ---- decoded media ----
+
+// With decoders loaded a job's content is its MP4 (and WAV), the latents stay as variants, run.json records
+// the decode; "media": false keeps a job to latents; media on a server without decoders is refused.
+TEST(ServeMedia, DecodedJobsServeTheMp4AndKeepTheLatents) {
+  ScratchDir dir;
+  vortex::serve::ServeOptions o = tiny_options(dir.path() / "data");
+  o.pipeline.synthetic_vae = "tiny";
+  TestServer s(o);
+  ASSERT_TRUE(s.server);
+  auto c = s.client();
+  auto h = c->Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(body_json(h)["content_kind"], "video");
+  auto r = c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 22, "steps": 2})", "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string id = body_json(r)["id"];
+  json done = wait_for(*c, id, is_terminal);
+  ASSERT_EQ(done["status"], "succeeded") << done.dump();
+  EXPECT_EQ(done["content"]["kind"], "video");
+  EXPECT_EQ(done["request"]["media"], true);
+  auto mp4 = c->Get("/v1/videos/" + id + "/content");
+  ASSERT_TRUE(mp4);
+  ASSERT_EQ(mp4->status, 200);
+  EXPECT_EQ(mp4->get_header_value("Content-Type"), "video/mp4");
+  EXPECT_EQ(mp4->get_header_value("X-Vortex-Content-Kind"), "video");
+  ASSERT_GT(mp4->body.size(), 8u);
+  EXPECT_EQ(mp4->body.substr(4, 4), "ftyp");
+  auto wav = c->Get("/v1/videos/" + id + "/content?variant=audio");
+  ASSERT_TRUE(wav);
+  ASSERT_EQ(wav->status, 200);
+  EXPECT_EQ(wav->body.substr(0, 4), "RIFF");
+  auto lat = c->Get("/v1/videos/" + id + "/content?variant=video_latents");
+  ASSERT_TRUE(lat);
+  EXPECT_EQ(lat->status, 200);
+  EXPECT_EQ(lat->get_header_value("X-Vortex-Content-Kind"), "latents");
+  auto run = c->Get("/v1/videos/" + id + "/content?variant=run_json");
+  ASSERT_TRUE(run);
+  json manifest = body_json(run);
+  EXPECT_EQ(manifest["decode"]["vae"], "synthetic-tiny");
+  EXPECT_TRUE(manifest["outputs"].contains("video.mp4")) << manifest["outputs"].dump();
+  EXPECT_GT(manifest["decode"]["tile_forwards"].get<int>(), 0);
+
+  // Too few frames to decode: refused at submission, naming frames; "media": false runs it to latents.
+  auto few = c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 5, "steps": 2})", "application/json");
+  ASSERT_TRUE(few);
+  EXPECT_EQ(few->status, 400);
+  EXPECT_EQ(body_json(few)["error"]["field"], "frames") << few->body;
+  auto lat_only = c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 5, "steps": 2, "media": false})",
+                          "application/json");
+  ASSERT_TRUE(lat_only);
+  ASSERT_EQ(lat_only->status, 201) << lat_only->body;
+  const std::string id2 = body_json(lat_only)["id"];
+  json done2 = wait_for(*c, id2, is_terminal);
+  ASSERT_EQ(done2["status"], "succeeded") << done2.dump();
+  EXPECT_EQ(done2["content"]["kind"], "latents");
+  auto none = c->Get("/v1/videos/" + id2 + "/content?variant=video");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 404);
+  auto def = c->Get("/v1/videos/" + id2 + "/content");
+  ASSERT_TRUE(def);
+  EXPECT_EQ(def->status, 200);
+  EXPECT_EQ(def->get_header_value("X-Vortex-Content-Kind"), "latents");
+}
+
+TEST(ServeMedia, MediaWithoutDecodersIsRefused) {
+  ScratchDir dir;
+  TestServer s(tiny_options(dir.path() / "data"));
+  ASSERT_TRUE(s.server);
+  auto c = s.client();
+  auto r = c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 22, "steps": 2, "media": true})",
+                   "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(body_json(r)["error"]["field"], "media") << r->body;
+  auto bad = c->Post("/v1/videos", R"({"prompt": "x", "media": "yes"})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(body_json(bad)["error"]["field"], "media") << bad->body;
 }
 
 // ---- routes and errors ----

@@ -2,6 +2,9 @@
 // with a clear message, synthetic weights are deterministic, and the tile layout follows diffusers.
 #include <filesystem>
 #include <fstream>
+#include <functional>
+
+#include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
@@ -63,6 +66,150 @@ TEST(VaeLoader, MissingAndMisshapenTensorsAreNamed) {
   auto none = VideoVae::load("/nonexistent/vae", **backend);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("config.json"), std::string::npos);
+}
+
+// The official original layout (tests/vae/fixtures/original, made by make_original_layout_fixtures.py and
+// checked there with diffusers' own conversion script) decodes exactly as the diffusers layout of the same
+// weights, and that one is checked against diffusers' decode in vae_parity_test.cpp.
+TEST(VaeLoader, OriginalLayoutDecodesAsTheDiffusersLayout) {
+  auto backend = make_backend("cpu", 2);
+  ASSERT_TRUE(backend.ok());
+  auto orig = VideoVae::load(fixtures() + "/original/video_vae", **backend);
+  ASSERT_TRUE(orig.ok()) << orig.status().to_string();
+  auto diff = VideoVae::load(fixtures() + "/video_vae", **backend);
+  ASSERT_TRUE(diff.ok()) << diff.status().to_string();
+  EXPECT_EQ((*orig)->layout(), VaeLayout::kOriginal);
+  EXPECT_EQ((*diff)->layout(), VaeLayout::kDiffusers);
+  EXPECT_EQ((*orig)->parameter_count(), (*diff)->parameter_count());
+  EXPECT_EQ((*orig)->config().tile, 256);  // from the wrapper's vae_tile_size
+  EXPECT_EQ((*orig)->config().latents_std, (*diff)->config().latents_std);
+  auto cases = SafetensorsFile::open(fixtures() + "/video_cases.safetensors");
+  ASSERT_TRUE(cases.ok());
+  Tensor z = *cases->tensor("odd_single_tile.latents");
+  Tensor zc = Tensor::empty(z.shape(), DType::kF32);
+  std::memcpy(zc.raw_data(), z.raw_data(), zc.nbytes());
+  auto a = (*orig)->decode(zc), b = (*diff)->decode(zc);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
+  ASSERT_EQ(a->shape(), b->shape());
+  EXPECT_EQ(std::memcmp(a->raw_data(), b->raw_data(), a->nbytes()), 0);
+
+  auto aorig = AudioVae::load(fixtures() + "/original/audio_vae", **backend);
+  ASSERT_TRUE(aorig.ok()) << aorig.status().to_string();
+  auto adiff = AudioVae::load(fixtures() + "/audio_vae", **backend);
+  ASSERT_TRUE(adiff.ok()) << adiff.status().to_string();
+  EXPECT_EQ((*aorig)->layout(), VaeLayout::kOriginal);
+  // Kernel sizes derived from the rates as the reference does (metadata.json carries only the rates).
+  EXPECT_EQ((*aorig)->config().decoder_kernel_sizes, (*adiff)->config().decoder_kernel_sizes);
+  auto acases = SafetensorsFile::open(fixtures() + "/audio_cases.safetensors");
+  ASSERT_TRUE(acases.ok());
+  Tensor az = *acases->tensor("odd.latents");
+  Tensor azc = Tensor::empty(az.shape(), DType::kF32);
+  std::memcpy(azc.raw_data(), az.raw_data(), azc.nbytes());
+  auto aa = (*aorig)->decode(azc), ab = (*adiff)->decode(azc);
+  ASSERT_TRUE(aa.ok() && ab.ok()) << aa.status().to_string() << ab.status().to_string();
+  EXPECT_EQ(std::memcmp(aa->raw_data(), ab->raw_data(), aa->nbytes()), 0);
+}
+
+// Copies an original-layout video folder with its model.safetensors rewritten by `edit`.
+std::string edited_original_copy(const std::string& tag,
+                                 const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) {
+  const std::string src = fixtures() + "/original/video_vae";
+  const std::string dir = (fs::temp_directory_path() / ("vortex_vae_orig_" + std::to_string(::getpid()) + tag)).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/source");
+  fs::copy_file(src + "/config.json", dir + "/config.json");
+  fs::copy_file(src + "/source/config.json", dir + "/source/config.json");
+  auto f = SafetensorsFile::open(src + "/source/model.safetensors");
+  EXPECT_TRUE(f.ok());
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& e : f->entries()) {
+    Tensor t = *f->tensor(e.name);
+    Tensor c = Tensor::empty(t.shape(), t.dtype());
+    std::memcpy(c.raw_data(), t.raw_data(), c.nbytes());
+    out.emplace_back(e.name, c);
+  }
+  edit(out);
+  EXPECT_TRUE(write_safetensors(dir + "/source/model.safetensors", out).ok());
+  return dir;
+}
+
+TEST(VaeLoader, OriginalLayoutErrorsNameTheStoredTensor) {
+  auto backend = make_backend("cpu", 0);
+  ASSERT_TRUE(backend.ok());
+  const std::string qkv = "decoder.transformer_blocks.1.attn.to_qkv.weight";
+  auto dropped = VideoVae::load(edited_original_copy("_drop", [&](auto& ts) {
+    std::erase_if(ts, [&](const auto& p) { return p.first == qkv; });
+  }), **backend);
+  ASSERT_FALSE(dropped.ok());
+  EXPECT_EQ(dropped.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(dropped.status().message().find(qkv), std::string::npos) << dropped.status().message();
+  const std::string w1 = "decoder.transformer_blocks.0.ff.w1.weight";
+  auto reshaped = VideoVae::load(edited_original_copy("_shape", [&](auto& ts) {
+    for (auto& [n, t] : ts)
+      if (n == w1) {
+        Tensor c = Tensor::empty({t.dim(0) - 2, t.dim(1)}, t.dtype());
+        std::memcpy(c.raw_data(), t.raw_data(), c.nbytes());
+        t = c;
+      }
+  }), **backend);
+  ASSERT_FALSE(reshaped.ok());
+  EXPECT_EQ(reshaped.status().code(), ErrorCode::kFormat);
+  EXPECT_NE(reshaped.status().message().find(w1), std::string::npos) << reshaped.status().message();
+  // A tensor the decoder does not know (outside the encoder and mask_token) is refused by name.
+  auto extra = VideoVae::load(edited_original_copy("_extra", [&](auto& ts) {
+    ts.emplace_back("decoder.transformer_blocks.0.attn.norm_q.weight", Tensor::zeros({16}, DType::kF32));
+  }), **backend);
+  ASSERT_FALSE(extra.ok());
+  EXPECT_EQ(extra.status().code(), ErrorCode::kFormat);
+  EXPECT_NE(extra.status().message().find("attn.norm_q.weight"), std::string::npos) << extra.status().message();
+  // An unsupported variant in source/config.json is named before any tensor is read.
+  const std::string dir = edited_original_copy("_cfg", [](auto&) {});
+  {
+    std::ifstream in(dir + "/source/config.json");
+    auto j = nlohmann::json::parse(in);
+    j["vit_decoder_kwargs"]["qk_norm_affine"] = true;
+    std::ofstream(dir + "/source/config.json") << j.dump();
+  }
+  auto variant = VideoVae::load(dir, **backend);
+  ASSERT_FALSE(variant.ok());
+  EXPECT_NE(variant.status().message().find("qk_norm_affine"), std::string::npos) << variant.status().message();
+  // The wrapper naming weights that are not there.
+  {
+    std::ifstream in(dir + "/config.json");
+    auto j = nlohmann::json::parse(in);
+    j["source_safetensors_path"] = "missing.safetensors";
+    std::ofstream(dir + "/config.json") << j.dump();
+  }
+  auto gone = VideoVae::load(dir, **backend);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(gone.status().message().find("missing.safetensors"), std::string::npos) << gone.status().message();
+  // A whole snapshot passed instead of its vae/ folder gets pointed at the subfolder.
+  const std::string snap = dir + "_snapshot";
+  fs::create_directories(snap);
+  std::ofstream(snap + "/model_index.json") << "{}";
+  auto whole = VideoVae::load(snap, **backend);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_NE(whole.status().message().find("vae/"), std::string::npos) << whole.status().message();
+}
+
+TEST(VaeLoader, AudioOriginalLayoutCrossChecksItsTwoConfigs) {
+  auto backend = make_backend("cpu", 0);
+  ASSERT_TRUE(backend.ok());
+  const std::string src = fixtures() + "/original/audio_vae";
+  const std::string dir = (fs::temp_directory_path() / ("vortex_avae_orig_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "metadata.json", "model.safetensors"}) fs::copy_file(src + "/" + f, dir + "/" + f);
+  {
+    std::ifstream in(dir + "/config.json");
+    auto j = nlohmann::json::parse(in);
+    j["sample_rate"] = 16000;
+    std::ofstream(dir + "/config.json") << j.dump();
+  }
+  auto bad = AudioVae::load(dir, **backend);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("sample_rate"), std::string::npos) << bad.status().message();
 }
 
 TEST(VaeLoader, BadLatentsAreRejected) {
