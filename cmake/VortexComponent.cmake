@@ -1,6 +1,9 @@
 # vortex_component(name SOURCES a.cpp ... [CUDA_SOURCES k.cu ...] [DEPS vortex_core ...] [LIBS ...])
-# One static library per component (src/<name>/CMakeLists.txt), so a component's tests link only what
-# they need. CUDA_SOURCES are compiled only when the CUDA backend is enabled.
+# One static library per component (src/<name>/CMakeLists.txt), position-independent: src/CMakeLists.txt
+# joins them whole into the shared libvortex.so that the CLI, tests and benchmarks link (one copy of the
+# kernels for every executable). CUDA_SOURCES are compiled only when the CUDA backend is enabled.
+# The CUDA runtime is the shared libcudart, so that libvortex.so and executables calling the runtime
+# directly (GPU tests) share one runtime.
 function(vortex_component name)
   cmake_parse_arguments(VC "" "" "SOURCES;CUDA_SOURCES;DEPS;LIBS;CUDA_LIBS" ${ARGN})
   set(srcs ${VC_SOURCES})
@@ -12,9 +15,12 @@ function(vortex_component name)
                                                    ${CMAKE_BINARY_DIR}/generated)
   target_compile_options(vortex_${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${VORTEX_CXX_FLAGS}>
                                                 $<$<COMPILE_LANGUAGE:CUDA>:${VORTEX_CUDA_FLAGS}>)
+  list(TRANSFORM VC_CUDA_LIBS REPLACE "^CUDA::cudart_static$" "CUDA::cudart")
   target_link_libraries(vortex_${name} PUBLIC ${VC_DEPS} ${VC_LIBS})
+  set_property(GLOBAL APPEND PROPERTY VORTEX_THIRD_PARTY_LIBS ${VC_LIBS})
   if(VORTEX_HAVE_CUDA)
     target_link_libraries(vortex_${name} PUBLIC ${VC_CUDA_LIBS})
+    set_property(GLOBAL APPEND PROPERTY VORTEX_THIRD_PARTY_LIBS ${VC_CUDA_LIBS})
     target_compile_definitions(vortex_${name} PUBLIC VORTEX_WITH_CUDA=1)
   endif()
   add_dependencies(vortex_${name} vortex_build_info)
