@@ -1,3 +1,10 @@
 # dist: communicators (in-process world, rendezvous) and Ulysses sequence parallelism on the CPU backend.
 vortex_test(NAME communicator_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/communicator_test.cpp LIBS vortex_dist)
 vortex_test(NAME ulysses_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/ulysses_test.cpp)
+# Launcher (spawns shell children that succeed, fail, crash and hang).
+vortex_test(NAME launcher_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/launcher_test.cpp LIBS vortex_dist)
+if(VORTEX_HAVE_CUDA)
+  # One GPU: an NCCL world of size 1, Ulysses over it vs the plain CUDA path, GEMM row independence.
+  vortex_test(NAME nccl_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/nccl_test.cpp GPU)
+  vortex_test(NAME gemm_rows_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/gemm_rows_test.cpp LIBS vortex_gemm vortex_dist GPU)
+endif()
