@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/rendezvous.h"
-#if defined(VORTEX_WITH_CUDA) && __has_include("cuda/cuda_backend.h")
+#if defined(VORTEX_WITH_CUDA) && defined(VORTEX_WITH_NCCL) && __has_include("cuda/cuda_backend.h")
 #include "cuda/cuda_backend.h"
 #include "dist/nccl.h"
 #define VORTEX_GENERATE_HAS_NCCL 1
@@ -249,8 +249,15 @@ Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const Comm
   return make_nccl_communicator(id, rank.rank, rank.world, cuda->stream(), comm);
 #else
   (void)rank, (void)comm;
-  return unsupported("multi-GPU ranks need the CUDA backend with NCCL; this build has no CUDA backend (--backend " +
-                     std::string(backend.name()) + ")");
+  return unsupported("multi-GPU ranks need the CUDA backend with NCCL; this build has " +
+                     std::string(
+#if defined(VORTEX_WITH_CUDA)
+                         "no NCCL (nccl.h was not found at configure time: install libnccl-dev or the nvidia-nccl-cu13 wheel)"
+#else
+                         "no CUDA backend"
+#endif
+                         ) +
+                     " (--backend " + std::string(backend.name()) + ")");
 #endif
 }
 

@@ -3,8 +3,14 @@ vortex_test(NAME communicator_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/commun
 vortex_test(NAME ulysses_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/ulysses_test.cpp)
 # Launcher (spawns shell children that succeed, fail, crash and hang).
 vortex_test(NAME launcher_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/launcher_test.cpp LIBS vortex_dist)
-if(VORTEX_HAVE_CUDA)
+if(VORTEX_HAVE_NCCL)
   # One GPU: an NCCL world of size 1, Ulysses over it vs the plain CUDA path, GEMM row independence.
   vortex_test(NAME nccl_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/nccl_test.cpp GPU)
   vortex_test(NAME gemm_rows_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/gemm_rows_test.cpp LIBS vortex_gemm vortex_dist GPU)
+endif()
+if(VORTEX_HAVE_NCCL)
+  # Multi-GPU communication benchmark (bench/ulysses_scaling.py runs it).
+  add_executable(ulysses_comm_bench ${CMAKE_SOURCE_DIR}/bench/ulysses_comm_bench.cpp)
+  target_link_libraries(ulysses_comm_bench PRIVATE vortex_cuda vortex_dist)
+  target_compile_options(ulysses_comm_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()
