@@ -6,6 +6,7 @@
 #include <exception>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 namespace vortex {
 namespace {
@@ -19,20 +20,20 @@ class InProcessCommunicator final : public Communicator {
 
   Status all_to_all(const std::vector<Tensor>& send, const std::vector<Tensor>& recv) override {
     const size_t n = static_cast<size_t>(size());
-    VORTEX_RETURN_IF_ERROR(check_comm_tensors(send, n, Device::kCpu, "all_to_all send"));
-    VORTEX_RETURN_IF_ERROR(check_comm_tensors(recv, n, Device::kCpu, "all_to_all recv"));
+    VORTEX_RETURN_IF_ERROR(check_comm_tensors(send, n, world_.memory().device, "all_to_all send"));
+    VORTEX_RETURN_IF_ERROR(check_comm_tensors(recv, n, world_.memory().device, "all_to_all recv"));
     return world_.exchange(rank_, {"all_to_all", seq_++, &send, &recv});
   }
   Status all_gather(const Tensor& send, const std::vector<Tensor>& recv) override {
     const size_t n = static_cast<size_t>(size());
-    VORTEX_RETURN_IF_ERROR(check_comm_tensor(send, Device::kCpu, "all_gather send"));
-    VORTEX_RETURN_IF_ERROR(check_comm_tensors(recv, n, Device::kCpu, "all_gather recv"));
+    VORTEX_RETURN_IF_ERROR(check_comm_tensor(send, world_.memory().device, "all_gather send"));
+    VORTEX_RETURN_IF_ERROR(check_comm_tensors(recv, n, world_.memory().device, "all_gather recv"));
     std::vector<Tensor> sends(n, send);  // the same buffer for every peer
     return world_.exchange(rank_, {"all_gather", seq_++, &sends, &recv});
   }
   Status broadcast(const Tensor& buf, int root) override {
     if (root < 0 || root >= size()) return invalid_argument("broadcast: root " + std::to_string(root) + " outside the world");
-    VORTEX_RETURN_IF_ERROR(check_comm_tensor(buf, Device::kCpu, "broadcast"));
+    VORTEX_RETURN_IF_ERROR(check_comm_tensor(buf, world_.memory().device, "broadcast"));
     const size_t n = static_cast<size_t>(size());
     // The root sends `buf` to everyone; every rank receives only from the root (empty chunks elsewhere).
     Tensor empty = Tensor::empty({0}, buf.dtype());
@@ -55,8 +56,8 @@ std::string collective_name(const InProcessWorld::Post& p) { return p.kind + " #
 
 }  // namespace
 
-InProcessWorld::InProcessWorld(int size, CommOptions options)
-    : size_(size), options_(options), present_(static_cast<size_t>(size), 0), posts_(static_cast<size_t>(size)) {}
+InProcessWorld::InProcessWorld(int size, CommOptions options, InProcessMemory memory)
+    : size_(size), options_(options), memory_(std::move(memory)), present_(static_cast<size_t>(size), 0), posts_(static_cast<size_t>(size)) {}
 
 std::unique_ptr<Communicator> InProcessWorld::communicator(int r) {
   return std::make_unique<InProcessCommunicator>(*this, r);
@@ -125,7 +126,12 @@ Status InProcessWorld::exchange(int r, const Post& post) {
                               " bytes to rank " + std::to_string(r) + ", which expects " + std::to_string(dst.nbytes()));
         break;
       }
-      if (dst.nbytes() > 0) std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
+      if (dst.nbytes() == 0) continue;
+      if (memory_.copy) {
+        st = memory_.copy(dst.raw_data(), src.raw_data(), dst.nbytes()).with_context(what + ": copy from rank " + std::to_string(j));
+      } else {
+        std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
+      }
     }
     lock.lock();
   }
@@ -137,9 +143,10 @@ Status InProcessWorld::exchange(int r, const Post& post) {
   return rendezvous(lock, r, what + " (completion)");
 }
 
-Status run_in_process_ranks(int size, CommOptions options, const std::function<Status(Communicator&)>& fn) {
+Status run_in_process_ranks(int size, CommOptions options, const std::function<Status(Communicator&)>& fn,
+                            InProcessMemory memory) {
   if (size < 1) return invalid_argument("run_in_process_ranks: size must be >= 1, got " + std::to_string(size));
-  InProcessWorld world(size, options);
+  InProcessWorld world(size, options, std::move(memory));
   std::vector<Status> results(static_cast<size_t>(size));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r)

@@ -3,7 +3,8 @@
 // (rendezvous 1), copies what its peers posted for it, and waits again (rendezvous 2) so no sender
 // reuses a buffer a peer is still reading. A rank that fails (abort(), or an exception in
 // run_in_process_ranks) or does not arrive within the timeout fails the collective on every rank with a
-// message naming it. CI runs Ulysses on the CPU backend through it (tests/dist/ulysses_test.cpp).
+// message naming it. CI runs Ulysses on the CPU backend through it (tests/dist/ulysses_test.cpp); with a
+// device copy function the ranks can be threads sharing one GPU (tests/dist/ulysses_cuda_test.cpp).
 #pragma once
 
 #include <condition_variable>
@@ -17,9 +18,18 @@
 
 namespace vortex {
 
+// Where the exchanged tensors live and how bytes move between ranks' buffers (host memcpy by default).
+// A device copy must be complete when it returns; the caller makes the sent bytes ready before each
+// collective (e.g. synchronizes its stream).
+struct InProcessMemory {
+  Device device = Device::kCpu;
+  std::function<Status(void* dst, const void* src, size_t bytes)> copy;  // empty: std::memcpy
+};
+
 class InProcessWorld {
  public:
-  InProcessWorld(int size, CommOptions options);
+  InProcessWorld(int size, CommOptions options, InProcessMemory memory = {});
+  const InProcessMemory& memory() const { return memory_; }
   int size() const { return size_; }
   // The communicator of rank r (one per rank; the world must outlive it).
   std::unique_ptr<Communicator> communicator(int r);
@@ -43,6 +53,7 @@ class InProcessWorld {
 
   int size_;
   CommOptions options_;
+  InProcessMemory memory_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t generation_ = 0;
@@ -55,6 +66,7 @@ class InProcessWorld {
 // Runs fn(comm) on `size` threads, one per rank, and joins them. Returns OK when every rank succeeded,
 // else the first failure to happen (the root cause; peers' follow-on errors are dropped): a rank's error
 // Status or an exception it threw, each prefixed with "rank r".
-Status run_in_process_ranks(int size, CommOptions options, const std::function<Status(Communicator&)>& fn);
+Status run_in_process_ranks(int size, CommOptions options, const std::function<Status(Communicator&)>& fn,
+                            InProcessMemory memory = {});
 
 }  // namespace vortex

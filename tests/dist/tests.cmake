@@ -3,6 +3,10 @@ vortex_test(NAME communicator_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/commun
 vortex_test(NAME ulysses_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/ulysses_test.cpp)
 # Launcher (spawns shell children that succeed, fail, crash and hang).
 vortex_test(NAME launcher_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/launcher_test.cpp LIBS vortex_dist)
+if(VORTEX_HAVE_CUDA)
+  # One GPU, U rank threads with their own CUDA backends (no NCCL): the GPU sequence-parallel program.
+  vortex_test(NAME ulysses_cuda_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/ulysses_cuda_test.cpp GPU)
+endif()
 if(VORTEX_HAVE_NCCL)
   # One GPU: an NCCL world of size 1, Ulysses over it vs the plain CUDA path, GEMM row independence.
   vortex_test(NAME nccl_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/nccl_test.cpp GPU)
