@@ -75,4 +75,16 @@ else
   fi
   rm -f "$pip_log"
 fi
+# NCCL header for the multi-GPU build (src/dist/nccl.cpp), only where the CUDA backend is built: the
+# toolkit's or libnccl-dev's nccl.h when present, else the nvidia-nccl-cu13 wheel (its nvidia/nccl/include;
+# CMake finds it through python3). libnccl.so.2 is loaded at run time, so nothing links against it.
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  cuda_inc=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/../include
+  if [[ -f "$cuda_inc/nccl.h" || -f /usr/include/nccl.h ]] || python3 -c "import nvidia.nccl" >/dev/null 2>&1; then
+    log "nccl.h present"
+  else
+    log "installing nvidia-nccl-cu13 (pip, user site) for nccl.h"
+    python3 -m pip install --user nvidia-nccl-cu13 || python3 -m pip install --user --break-system-packages nvidia-nccl-cu13
+  fi
+fi
 log "done"

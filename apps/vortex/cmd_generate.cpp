@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include <fstream>
+#include <iterator>
+
 #include "commands.h"
 #include "decoder_options.h"
 #include "engine/generate.h"
@@ -55,6 +58,8 @@ struct GenerateArgs {
   int text_layer = -1;
   DecoderArgs decoders;  // --vae --audio-vae ... (decoder_options.h)
   bool latents_only = false;  // --model DIR: do not decode with the folder's VAEs
+  std::string gpus;          // --gpus N: one rank process per GPU
+  std::string comm_timeout;  // --comm-timeout S
 };
 
 std::optional<long long> parse_integer(const std::string& s) {
@@ -227,9 +232,82 @@ Status apply_model_args(const GenerateArgs& a, CLI::App& sub, GenerateRequest& r
   return Status::Ok();
 }
 
+// This process's own command line (/proc/self/cmdline) without `--gpus N`: what each rank runs.
+std::vector<std::string> rank_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (size_t pos = 0; pos < all.size();) {
+    size_t end = all.find('\0', pos);
+    if (end == std::string::npos) end = all.size();
+    args.push_back(all.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--gpus") {
+      ++i;
+      continue;
+    }
+    if (args[i].rfind("--gpus=", 0) == 0) continue;
+    out.push_back(args[i]);
+  }
+  if (!out.empty()) out[0] = "/proc/self/exe";  // the same binary, whatever the caller's PATH
+  return out;
+}
+
 int run_generate(const GenerateArgs& a, CLI::App& sub) {
   GenerateRequest r;
   std::string error;
+  // ---- multi-GPU: the launcher (--gpus N) or one rank of a world (VORTEX_RANK / RANK in the environment) ----
+  Result<std::optional<RankEnv>> rank_env = rank_env_from_environment();
+  if (!rank_env.ok()) return fail(2, rank_env.status().message());
+  if (!a.comm_timeout.empty()) {
+    char* end = nullptr;
+    const double t = std::strtod(a.comm_timeout.c_str(), &end);
+    if (end == a.comm_timeout.c_str() || *end != '\0' || !(t > 0.0) || t > 86400.0)
+      return fail(2, "--comm-timeout expects seconds in (0, 86400], got '" + a.comm_timeout + "'");
+    r.comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(t * 1000.0));
+  }
+  if (!a.gpus.empty() && !rank_env->has_value()) {
+    int n = 0;
+    if (!to_int("--gpus", a.gpus, n, error)) return fail(2, error);
+    if (n < 1 || n > 64) return fail(2, "--gpus must be between 1 and 64, got " + std::to_string(n));
+    if (a.backend != "cuda") return fail(2, "--gpus needs --backend cuda (one rank process per GPU, over NCCL)");
+    if (!a.quiet) std::fprintf(stderr, "vortex generate: starting %d rank processes, one per GPU\n", n);
+    LaunchOptions lo;
+    lo.argv = rank_command_line();
+    lo.world = n;
+    Result<LaunchResult> launched = launch_ranks(lo);
+    if (!launched.ok()) return fail(exit_code_for(launched.status()), launched.status().message());
+    return launched->exit_code;
+  }
+  if (rank_env->has_value()) {
+    RankEnv e = **rank_env;
+    // torchrun-style: every rank sees all devices and LOCAL_RANK picks one; narrow the view before CUDA starts.
+    if (e.local_rank != 0) {
+      std::string dev = std::to_string(e.local_rank);
+      if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
+        std::vector<std::string> list;
+        std::string item;
+        for (const char* c = v;; ++c) {
+          if (*c == ',' || *c == '\0') {
+            if (!item.empty()) list.push_back(item);
+            item.clear();
+            if (*c == '\0') break;
+          } else {
+            item += *c;
+          }
+        }
+        if (e.local_rank >= static_cast<int>(list.size()))
+          return fail(2, "LOCAL_RANK " + std::to_string(e.local_rank) + " but CUDA_VISIBLE_DEVICES lists " +
+                             std::to_string(list.size()) + " devices");
+        dev = list[static_cast<size_t>(e.local_rank)];
+      }
+      ::setenv("CUDA_VISIBLE_DEVICES", dev.c_str(), 1);
+    }
+    r.rank = e;
+  }
   const bool has_config = sub.count("--config") > 0;
   if (!a.checkpoint.empty() && has_config) {
     return fail(2, "--config and --checkpoint exclude each other: a checkpoint brings its own config");
@@ -305,12 +383,14 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
   q.frames_dir = a.decoders.frames_dir;
   q.frames_overwrite = a.overwrite;
 
-  StderrProgress progress(a.quiet);
+  // Ranks other than 0 sample the same latents silently; rank 0 reports.
+  StderrProgress progress(a.quiet || (r.rank && r.rank->rank != 0));
   Result<GenerateResult> result = generate(r, progress);
   if (!result.ok()) {
     return fail(exit_code_for(result.status()), result.status().message());
   }
   const GenerateResult& g = *result;
+  if (r.rank && r.rank->rank != 0) return 0;
   std::printf("vortex generate: %dx%d, %d frames (%d latent), %lld rows, %zu steps in %s (total %s)\n",
               g.geometry.width, g.geometry.height, g.geometry.frames, g.geometry.latent_frames,
               static_cast<long long>(g.geometry.total_rows()), g.step_seconds.size(),
@@ -384,6 +464,13 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_flag("--latents-only", args->latents_only,
                 "With --model DIR: stop at the latents instead of decoding with the folder's vae/ and audio_vae/");
   sub->add_flag("--quiet", args->quiet, "No progress output");
+  sub->add_option("--gpus", args->gpus,
+                  "N GPUs: one rank process per GPU, Ulysses sequence parallelism over NCCL, latents identical to one "
+                  "GPU (--backend cuda; docs/multi_gpu.md)")
+      ->type_name("N");
+  sub->add_option("--comm-timeout", args->comm_timeout,
+                  "Seconds one collective may wait for the other ranks before the run fails (default 300)")
+      ->type_name("S");
   sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub); });
 }
 

@@ -20,6 +20,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/rendezvous.h"
+#if defined(VORTEX_WITH_CUDA) && defined(VORTEX_WITH_NCCL) && __has_include("cuda/cuda_backend.h")
+#include "cuda/cuda_backend.h"
+#include "dist/nccl.h"
+#define VORTEX_GENERATE_HAS_NCCL 1
+#endif
+
 namespace vortex {
 namespace fs = std::filesystem;
 namespace {
@@ -223,6 +230,37 @@ Status publish_outputs(const fs::path& staged, const fs::path& out, bool overwri
   return replace_with_staged(staged, out, remove_replaced_run);
 }
 
+// This rank's communicator: rank 0 makes the NCCL unique id and publishes it in the rendezvous file,
+// the others read it; then all join (bounded by the communicator timeout).
+Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const CommOptions& comm, Backend& backend) {
+#if defined(VORTEX_GENERATE_HAS_NCCL)
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  if (cuda == nullptr)
+    return invalid_argument("multi-GPU ranks (--gpus, VORTEX_RANK/RANK) need --backend cuda; got --backend " +
+                            std::string(backend.name()));
+  NcclUniqueIdBytes id;
+  if (rank.rank == 0) {
+    VORTEX_ASSIGN_OR_RETURN(id, nccl_unique_id());
+    VORTEX_RETURN_IF_ERROR(publish_rendezvous(rank.rendezvous, std::string(id.data(), id.size())));
+  } else {
+    VORTEX_ASSIGN_OR_RETURN(std::string bytes, await_rendezvous(rank.rendezvous, id.size(), comm.timeout));
+    std::copy(bytes.begin(), bytes.end(), id.begin());
+  }
+  return make_nccl_communicator(id, rank.rank, rank.world, cuda->stream(), comm);
+#else
+  (void)rank, (void)comm;
+  return unsupported("multi-GPU ranks need the CUDA backend with NCCL; this build has " +
+                     std::string(
+#if defined(VORTEX_WITH_CUDA)
+                         "no NCCL (nccl.h was not found at configure time: install libnccl-dev or the nvidia-nccl-cu13 wheel)"
+#else
+                         "no CUDA backend"
+#endif
+                         ) +
+                     " (--backend " + std::string(backend.name()) + ")");
+#endif
+}
+
 }  // namespace
 
 Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progress) {
@@ -250,13 +288,27 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   // The memory plan: the conditioner is loaded, run and freed before the transformer is loaded, so a device
   // smaller than the two together works.
   VORTEX_RETURN_IF_ERROR(pipeline->encode_prompt(plan, progress));
+  std::unique_ptr<Communicator> comm;
+  if (req.rank) {
+    progress.stage("joining the world of " + std::to_string(req.rank->world) + " ranks");
+    VORTEX_ASSIGN_OR_RETURN(comm, join_world(*req.rank, req.comm, pipeline->backend()));
+  }
   VORTEX_RETURN_IF_ERROR(pipeline->load_weights(progress));
+  if (comm) pipeline->model().set_communicator(comm.get());
 
-  // ---- 3. the run, then the staged outputs renamed into place ----
+  // ---- 3. the run, then the staged outputs renamed into place (rank 0 only: the others hold the same bytes) ----
   const CancelToken never;
-  VORTEX_ASSIGN_OR_RETURN(RunOutputs run, pipeline->run(plan, progress, never, staged.string(), seconds_since(t_start)));
-  VORTEX_RETURN_IF_ERROR(publish_outputs(staged, out, req.overwrite));
-  guard.release();
+  Result<RunOutputs> ran = pipeline->run(plan, progress, never, staged.string(), seconds_since(t_start));
+  if (!ran.ok()) {
+    if (comm) comm->abort(ran.status().message());  // peers fail at their next collective instead of waiting
+    return ran.status();
+  }
+  RunOutputs run = std::move(ran).value();
+  if (comm) VORTEX_RETURN_IF_ERROR(comm->barrier().with_context("final barrier"));
+  if (!req.rank || req.rank->rank == 0) {
+    VORTEX_RETURN_IF_ERROR(publish_outputs(staged, out, req.overwrite));
+    guard.release();
+  }
   GenerateResult result;
   result.out_dir = out.string();
   result.files = run.files;

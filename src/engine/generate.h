@@ -9,10 +9,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "dist/communicator.h"
+#include "dist/launcher.h"
 #include "engine/pipeline.h"
 #include "model/packing.h"
 #include "vortex/status.h"
@@ -24,6 +27,10 @@ struct GenerateRequest {
   RunRequest run;            // the request: text, size, frames, steps, schedule, seed, attention
   std::string out_dir;
   bool overwrite = false;    // replace an out_dir holding a previous run (check_replaceable_run_dir)
+  // One rank of a multi-GPU world (docs/multi_gpu.md): Ulysses sequence parallelism over NCCL on
+  // --backend cuda; every rank samples the same latents, rank 0 alone publishes the outputs.
+  std::optional<RankEnv> rank;
+  CommOptions comm;
 };
 
 struct GenerateResult {

@@ -99,11 +99,100 @@ Result<BlockScratch> BlockScratch::first_rows(int64_t rows) const {
   return s;
 }
 
+// ---- Ulysses sequence parallelism ------------------------------------------------------------
+
+Status check_sequence_parallel(const ModelConfig& cfg, int world, int64_t rows) {
+  if (world < 1) return invalid_argument("sequence parallelism: the world size must be >= 1, got " + std::to_string(world));
+  if (rows < world)
+    return invalid_argument("sequence parallelism over " + std::to_string(world) + " ranks needs at least one packed row per rank; the request has " +
+                            std::to_string(rows) + " rows");
+  return Status::Ok();
+}
+
+namespace {
+
+// Steps 4-5 under Ulysses: qkv [rows_r, 3I] of my rows -> all-to-all -> [S, 3 I_r] of my heads ->
+// q/k norm + RoPE + attention on all rows -> all-to-all back -> attn_out [rows_r, I] of my rows.
+// Heads are independent in steps 4-5 and every op here is per (row, head), so the bytes equal the
+// single-rank program's.
+Status ulysses_attention(Backend& backend, const ModelConfig& cfg, const ExecOptions& opts,
+                         const H3BlockWeights& block, const RopeTables* rope, BlockScratch& sc, UlyssesPlan& sp) {
+  const int u = sp.world();
+  const int64_t inner = cfg.inner(), hd = cfg.head_dim;
+  const int64_t s_me = sp.my_rows().size(), s_all = sp.rows.back().end;
+  const int64_t i_me = sp.my_heads().size() * hd;
+  std::vector<Tensor> send(static_cast<size_t>(u)), recv(static_cast<size_t>(u));
+  {
+    BackendRegion region(backend, "sp_pack");
+    int64_t off = 0;
+    for (int j = 0; j < u; ++j) {
+      const Span& hj = sp.heads[static_cast<size_t>(j)];
+      const int64_t ij = hj.size() * hd;
+      VORTEX_ASSIGN_OR_RETURN(Tensor flat, sp.send.narrow(0, off, s_me * 3 * ij));
+      VORTEX_ASSIGN_OR_RETURN(send[static_cast<size_t>(j)], flat.reshape({s_me, 3 * ij}));  // [rows_r, 3 I_j]
+      off += s_me * 3 * ij;
+      if (ij == 0) continue;
+      for (int part = 0; part < 3; ++part) {  // q, k, v columns of heads j
+        VORTEX_ASSIGN_OR_RETURN(Tensor src, sc.qkv.as_strided({s_me, ij}, {3 * inner, 1}, part * inner + hj.begin * hd));
+        VORTEX_ASSIGN_OR_RETURN(Tensor dst, send[static_cast<size_t>(j)].as_strided({s_me, ij}, {3 * ij, 1}, part * ij));
+        VORTEX_RETURN_IF_ERROR(backend.copy(src, dst));
+      }
+    }
+    for (int j = 0; j < u; ++j) {
+      const Span& rj = sp.rows[static_cast<size_t>(j)];
+      VORTEX_ASSIGN_OR_RETURN(recv[static_cast<size_t>(j)], sp.qkv_heads.narrow(0, rj.begin, rj.size()));  // [rows_j, 3 I_r]
+    }
+  }
+  {
+    BackendRegion region(backend, "sp_all_to_all_qkv");
+    VORTEX_RETURN_IF_ERROR(sp.comm->all_to_all(send, recv).with_context("all-to-all of q/k/v (rows -> heads)"));
+  }
+  if (i_me > 0) {
+    const int heads_me = static_cast<int>(sp.my_heads().size());
+    VORTEX_ASSIGN_OR_RETURN(Tensor q, sp.qkv_heads.as_strided({s_all, i_me}, {3 * i_me, 1}, 0));         // [S, I_r] view
+    VORTEX_ASSIGN_OR_RETURN(Tensor k, sp.qkv_heads.as_strided({s_all, i_me}, {3 * i_me, 1}, i_me));      // [S, I_r] view
+    VORTEX_ASSIGN_OR_RETURN(Tensor v, sp.qkv_heads.as_strided({s_all, i_me}, {3 * i_me, 1}, 2 * i_me));  // [S, I_r] view
+    {
+      BackendRegion region(backend, "qk_norm_rope");
+      VORTEX_RETURN_IF_ERROR(backend.qk_norm_rope(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight,
+                                                  cfg.qk_norm_eps, rope, heads_me, cfg.head_dim)
+                                 .with_context("qk_norm_rope"));
+    }
+    BackendRegion region(backend, "attention");
+    VORTEX_RETURN_IF_ERROR(
+        backend.attention(q, k, v, heads_me, cfg.head_dim, sp.attn_heads, opts).with_context("attention"));
+  }
+  int64_t off = 0;
+  for (int j = 0; j < u; ++j) {
+    const Span& rj = sp.rows[static_cast<size_t>(j)];
+    const int64_t ij = sp.heads[static_cast<size_t>(j)].size() * hd;
+    VORTEX_ASSIGN_OR_RETURN(send[static_cast<size_t>(j)], sp.attn_heads.narrow(0, rj.begin, rj.size()));  // [rows_j, I_r]
+    VORTEX_ASSIGN_OR_RETURN(Tensor flat, sp.recv.narrow(0, off, s_me * ij));
+    VORTEX_ASSIGN_OR_RETURN(recv[static_cast<size_t>(j)], flat.reshape({s_me, ij}));  // [rows_r, I_j]
+    off += s_me * ij;
+  }
+  {
+    BackendRegion region(backend, "sp_all_to_all_out");
+    VORTEX_RETURN_IF_ERROR(sp.comm->all_to_all(send, recv).with_context("all-to-all of the attention output (heads -> rows)"));
+  }
+  BackendRegion region(backend, "sp_unpack");
+  for (int j = 0; j < u; ++j) {
+    const Span& hj = sp.heads[static_cast<size_t>(j)];
+    if (hj.size() == 0) continue;
+    VORTEX_ASSIGN_OR_RETURN(Tensor dst, sc.attn_out.as_strided({s_me, hj.size() * hd}, {inner, 1}, hj.begin * hd));
+    VORTEX_RETURN_IF_ERROR(backend.copy(recv[static_cast<size_t>(j)], dst));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 // ---- one block ----------------------------------------------------------------------------------
 
 Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const ExecOptions& opts,
                              const H3BlockWeights& block, Tensor& x, const Tensor* table,
-                             const SegmentTable* segments, const RopeTables* rope, BlockScratch& scratch) {
+                             const SegmentTable* segments, const RopeTables* rope, BlockScratch& scratch,
+                             UlyssesPlan* sp) {
   if ((table == nullptr) != (segments == nullptr))
     return invalid_argument("run_transformer_block: pass both the AdaLN table and its segments, or neither (refiner)");
   const int64_t s = x.dim(0), inner = cfg.inner();
@@ -156,17 +245,21 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
     VORTEX_RETURN_IF_ERROR(
         timed("qkv", [&] { return linear_call(backend, sc.norm_out, block.attn_qkv_proj, nullptr, sc.qkv); }).with_context("qkv_proj"));
   }
-  VORTEX_ASSIGN_OR_RETURN(Tensor q, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 0));          // [S, I] view
-  VORTEX_ASSIGN_OR_RETURN(Tensor k, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, inner));      // [S, I] view
-  VORTEX_ASSIGN_OR_RETURN(Tensor v, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 2 * inner));  // [S, I] view
-  // 4. per-head Q/K RMSNorm, then RoPE (main blocks only)
-  VORTEX_RETURN_IF_ERROR(timed("qk_norm_rope", [&] {
-                           return backend.qk_norm_rope(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight,
-                                                       cfg.qk_norm_eps, rope, heads, hd);
-                         }).with_context("qk_norm_rope"));
-  // 5. o = R(SDPA(q, k, v))                                           // [S, I] bf16, token-major
-  VORTEX_RETURN_IF_ERROR(
-      timed("attention", [&] { return backend.attention(q, k, v, heads, hd, sc.attn_out, opts); }).with_context("attention"));
+  if (sp != nullptr) {
+    VORTEX_RETURN_IF_ERROR(ulysses_attention(backend, cfg, opts, block, rope, sc, *sp));
+  } else {
+    VORTEX_ASSIGN_OR_RETURN(Tensor q, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 0));          // [S, I] view
+    VORTEX_ASSIGN_OR_RETURN(Tensor k, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, inner));      // [S, I] view
+    VORTEX_ASSIGN_OR_RETURN(Tensor v, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 2 * inner));  // [S, I] view
+    // 4. per-head Q/K RMSNorm, then RoPE (main blocks only)
+    VORTEX_RETURN_IF_ERROR(timed("qk_norm_rope", [&] {
+                             return backend.qk_norm_rope(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight,
+                                                         cfg.qk_norm_eps, rope, heads, hd);
+                           }).with_context("qk_norm_rope"));
+    // 5. o = R(SDPA(q, k, v))                                           // [S, I] bf16, token-major
+    VORTEX_RETURN_IF_ERROR(
+        timed("attention", [&] { return backend.attention(q, k, v, heads, hd, sc.attn_out, opts); }).with_context("attention"));
+  }
   // Gated residual in the FP8 GEMM epilogue (switch fp8_gate_epilogue, E2): x = R(x + gate * (q(in) @ q(W)^T)).
   auto gate_epilogue = [&](const LinearWeight& w) {
     return opts.fp8_gate_epilogue && table != nullptr && backend.has_gate_epilogue(w);
@@ -302,7 +395,32 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
   VORTEX_ASSIGN_OR_RETURN(rope_.cos, backend_.upload(host_rope.cos));  // [S, rope_dims/2] bf16
   VORTEX_ASSIGN_OR_RETURN(rope_.sin, backend_.upload(host_rope.sin));  // [S, rope_dims/2] bf16
 
-  VORTEX_ASSIGN_OR_RETURN(scratch_, BlockScratch::allocate(backend_, cfg_, s));
+  if (sequence_parallel()) {
+    // Each rank keeps its own rows of the residual stream and block activations; the head-parallel
+    // buffers hold all S rows of its heads (docs/multi_gpu.md "Memory").
+    const int u = comm_->size();
+    VORTEX_RETURN_IF_ERROR(check_sequence_parallel(cfg_, u, s));
+    sp_ = UlyssesPlan{};
+    sp_.comm = comm_;
+    for (int j = 0; j < u; ++j) {
+      sp_.rows.push_back(even_split(s, u, j));
+      sp_.heads.push_back(even_split(cfg_.num_heads, u, j));
+    }
+    const int64_t s_me = sp_.my_rows().size(), i_me = sp_.my_heads().size() * cfg_.head_dim, inner = cfg_.inner();
+    VORTEX_ASSIGN_OR_RETURN(sp_.send, backend_.alloc({s_me * 3 * inner}, DType::kBF16));
+    VORTEX_ASSIGN_OR_RETURN(sp_.qkv_heads, backend_.alloc({s, 3 * i_me}, DType::kBF16));  // [S, 3 I_r]
+    VORTEX_ASSIGN_OR_RETURN(sp_.attn_heads, backend_.alloc({s, i_me}, DType::kBF16));    // [S, I_r]
+    VORTEX_ASSIGN_OR_RETURN(sp_.recv, backend_.alloc({s_me * inner}, DType::kBF16));
+    VORTEX_ASSIGN_OR_RETURN(x_shard_, backend_.alloc({s_me, cfg_.hidden}, DType::kBF16));  // [rows_r, D]
+    VORTEX_ASSIGN_OR_RETURN(final_norm_, backend_.alloc({s, cfg_.hidden}, DType::kBF16));  // [S, D]
+    // The refiner runs on all L text rows on every rank (its blocks are not split).
+    VORTEX_ASSIGN_OR_RETURN(scratch_, BlockScratch::allocate(backend_, cfg_, std::max(s_me, l)));
+  } else {
+    sp_ = UlyssesPlan{};
+    x_shard_ = Tensor();
+    final_norm_ = Tensor();
+    VORTEX_ASSIGN_OR_RETURN(scratch_, BlockScratch::allocate(backend_, cfg_, s));
+  }
 
   // Text: upload as BF16 rows; raw states go through condition_proj -> refiner blocks -> final_norm.
   if (l == 0) {  // no text rows: nothing to refine (attention over zero keys is undefined)
@@ -349,6 +467,7 @@ Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
   st.audio_slot = static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), ta) - st.timesteps.begin());
   st.block_segments = layout_.block_segments(st.video_slot, st.audio_slot);
   st.final_segments = layout_.final_segments(st.video_slot, st.audio_slot);
+  if (sp_.comm != nullptr) st.shard_segments = st.block_segments.slice(sp_.my_rows().begin, sp_.my_rows().end);
   const int64_t m = static_cast<int64_t>(st.timesteps.size()), d = cfg_.hidden;
 
   VORTEX_ASSIGN_OR_RETURN(Tensor silu_host, adaln_input_host(cfg_, time_host_, st.timesteps));  // [M, E] bf16
@@ -378,6 +497,17 @@ Status H3Model::run_block(int index, Tensor& x, const StepTables& tables) {
   return run_transformer_block(backend_, cfg_, opts_, weights_.blocks[static_cast<size_t>(index)], x,
                                &tables.block_tables[static_cast<size_t>(index)], &tables.block_segments, &rope_, scratch_)
       .with_context("blocks." + std::to_string(index));
+}
+
+Status H3Model::run_block_shard(int index, Tensor& x_shard, const StepTables& tables) {
+  if (sp_.comm == nullptr) return invalid_argument("run_block_shard: sequence parallelism is off (prepare() with a communicator first)");
+  if (index < 0 || index >= cfg_.num_layers || static_cast<size_t>(index) >= tables.block_tables.size())
+    return invalid_argument("run_block_shard: block " + std::to_string(index) + " outside [0, " + std::to_string(cfg_.num_layers) + ")");
+  return run_transformer_block(backend_, cfg_, opts_, weights_.blocks[static_cast<size_t>(index)], x_shard,
+                               &tables.block_tables[static_cast<size_t>(index)], &tables.shard_segments, &rope_, scratch_,
+                               &sp_)
+      .with_context("blocks." + std::to_string(index) + " (rank " + std::to_string(sp_.rank()) + " of " +
+                    std::to_string(sp_.world()) + ")");
 }
 
 Result<Tensor> H3Model::embed_inputs(const AvLatents& x) {
@@ -422,8 +552,13 @@ Result<AvLatents> H3Model::final_layer(const Tensor& x, const StepTables& tables
   const RequestGeometry& g = layout_.geo;
   const int64_t d = cfg_.hidden;
   backend_.configure(opts_);
-  VORTEX_ASSIGN_OR_RETURN(BlockScratch sc, scratch_.first_rows(x.dim(0)));
-  Tensor& n = sc.norm_out;  // [S, D] bf16
+  // [S, D] bf16: the block scratch, or under sequence parallelism (whose scratch holds one rank's rows)
+  // its own buffer.
+  Tensor n = final_norm_;
+  if (sp_.comm == nullptr) {
+    VORTEX_ASSIGN_OR_RETURN(BlockScratch sc, scratch_.first_rows(x.dim(0)));
+    n = sc.norm_out;
+  }
   if (opts_.fused_norm_modulate) {
     VORTEX_RETURN_IF_ERROR(backend_.rms_norm_modulate(x, weights_.final_layer_norm_weight, cfg_.final_norm_eps,
                                                       tables.final_table, 0, 1, tables.final_segments, n));
@@ -457,9 +592,29 @@ Result<AvLatents> H3Model::forward(const AvLatents& x, double sigma_v, double si
   auto cancel_requested = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
   VORTEX_ASSIGN_OR_RETURN(StepTables tables, make_step_tables(sigma_v, sigma_a));
   VORTEX_ASSIGN_OR_RETURN(Tensor h, embed_inputs(x));  // [S, D] bf16
-  for (int i = 0; i < cfg_.num_layers; ++i) {
-    if (cancel_requested()) return cancelled("cancelled before block " + std::to_string(i));
-    VORTEX_RETURN_IF_ERROR(run_block(i, h, tables));
+  if (sp_.comm != nullptr) {
+    // Sequence parallel: every rank embeds all rows (the same bytes everywhere), keeps its own, runs the
+    // blocks on them, and the all-gather rebuilds h for the final layer, which every rank runs whole so
+    // the sampler state stays identical on every rank.
+    const Span mine = sp_.my_rows();
+    VORTEX_ASSIGN_OR_RETURN(Tensor h_mine, h.narrow(0, mine.begin, mine.size()));
+    VORTEX_RETURN_IF_ERROR(backend_.copy(h_mine, x_shard_));
+    for (int i = 0; i < cfg_.num_layers; ++i) {
+      // A rank that stops here leaves its peers' next collective to fail (abort or timeout).
+      if (cancel_requested()) return cancelled("cancelled before block " + std::to_string(i));
+      VORTEX_RETURN_IF_ERROR(run_block_shard(i, x_shard_, tables));
+    }
+    std::vector<Tensor> parts;
+    for (const Span& r : sp_.rows) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor part, h.narrow(0, r.begin, r.size()));  // [rows_j, D], contiguous
+      parts.push_back(part);
+    }
+    VORTEX_RETURN_IF_ERROR(sp_.comm->all_gather(x_shard_, parts).with_context("all-gather of the residual stream"));
+  } else {
+    for (int i = 0; i < cfg_.num_layers; ++i) {
+      if (cancel_requested()) return cancelled("cancelled before block " + std::to_string(i));
+      VORTEX_RETURN_IF_ERROR(run_block(i, h, tables));
+    }
   }
   if (cancel_requested()) return cancelled("cancelled before the final layer");
   return final_layer(h, tables);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "model/backend.h"
 #include "model/h3_weights.h"
 #include "model/packing.h"
@@ -23,6 +24,7 @@ struct StepTables {
   int video_slot = 0, audio_slot = 0;
   SegmentTable block_segments;      // row -> slot * 3 + modality
   SegmentTable final_segments;      // row -> slot
+  SegmentTable shard_segments;      // sequence parallel: block_segments of this rank's rows, from 0
   std::vector<Tensor> block_tables; // per block [slots * 3, 6 * D] bf16, on the backend
   Tensor final_table;               // [slots, 2 * D] bf16, on the backend
 };
@@ -41,13 +43,36 @@ struct BlockScratch {
   Result<BlockScratch> first_rows(int64_t rows) const;
 };
 
+// Ulysses sequence parallelism of one request (docs/multi_gpu.md): rank r holds packed rows rows[r]
+// of x for every GEMM and elementwise op; around attention an all-to-all trades rows for heads, so rank
+// r sees all S rows of heads heads[r] (an uneven split when U does not divide the head count).
+struct UlyssesPlan {
+  Communicator* comm = nullptr;
+  std::vector<Span> rows;   // [U] packed-row ranges, even_split(S, U, r)
+  std::vector<Span> heads;  // [U] head ranges, even_split(num_heads, U, r)
+  Tensor send;        // [rows[r] * 3I] bf16 flat: chunk j = [rows[r], 3 * I_j] = [q_j | k_j | v_j] of my rows
+  Tensor qkv_heads;   // [S, 3 * I_r] bf16: every row, my heads, [q | k | v]
+  Tensor attn_heads;  // [S, I_r] bf16: attention output of my heads
+  Tensor recv;        // [rows[r] * I] bf16 flat: chunk j = [rows[r], I_j] (heads j of my rows)
+  int rank() const { return comm->rank(); }
+  int world() const { return comm->size(); }
+  const Span& my_rows() const { return rows[static_cast<size_t>(rank())]; }
+  const Span& my_heads() const { return heads[static_cast<size_t>(rank())]; }
+};
+// Checks that a world of `world` ranks can split `rows` packed rows (>= 1 row per rank); kInvalidArgument
+// with the numbers otherwise. Any head count splits: a rank may hold no heads (h3-tiny's 4 over 7).
+Status check_sequence_parallel(const ModelConfig& cfg, int world, int64_t rows);
+
 // One H3 transformer block (NUMERICS.md steps 1-10) on x [S, D] bf16 in place.
 // Main blocks: `table` [slots * 3, 6D] bf16 with `segments` (row -> table row) and `rope` (may be null).
 // Refiner blocks: table == nullptr and segments == nullptr (no AdaLN: plain RMSNorm and residual adds)
 // and rope == nullptr. ExecOptions choose the fused or composed norm+modulate (E0 either way).
 Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const ExecOptions& opts,
                              const H3BlockWeights& block, Tensor& x, const Tensor* table,
-                             const SegmentTable* segments, const RopeTables* rope, BlockScratch& scratch);
+                             const SegmentTable* segments, const RopeTables* rope, BlockScratch& scratch,
+                             UlyssesPlan* sp = nullptr);
+// With `sp`: x [rows[r], D] holds this rank's rows and `segments` their table (SegmentTable::slice);
+// `rope` covers all S rows (attention runs over the full sequence for this rank's heads).
 
 // Host FP32 time embedding pieces (computed identically for every backend):
 // sinusoid [freq_dim] of t: freq_k = fp32(exp(-ln(10000) * k / half)) evaluated in FP64, arg = fp32(t * freq_k),
@@ -71,6 +96,12 @@ class H3Model {
   // For switching run-time LoRA branches between requests (src/lora attach/detach); the base tensors stay.
   H3Weights& mutable_weights() { return weights_; }
   ExecOptions& options() { return opts_; }
+  // Ulysses sequence parallelism over `comm` (nullptr: off; a world of 1 runs the same path, exchanging
+  // with itself, which is how one GPU checks it). Takes effect at the next
+  // prepare(); every rank must call it with its own communicator of the same world and then run the
+  // same requests. forward() returns the same bytes on every rank, equal to one rank's.
+  void set_communicator(Communicator* comm) { comm_ = comm; }
+  bool sequence_parallel() const { return comm_ != nullptr; }
 
   // Once per request. `text` is host [L, text_dim] (Qwen3-VL layer-50 states, refined here) or
   // [L, hidden] (already refined), f32 or bf16. L must equal layout.geo.text_rows.
@@ -90,6 +121,8 @@ class H3Model {
   Result<Tensor> embed_inputs(const AvLatents& x);
   // Final layer + heads: x [S, D] bf16 -> velocity latents (host FP32).
   Result<AvLatents> final_layer(const Tensor& x, const StepTables& tables);
+  // Sequence parallel only: x_shard [rows[r], D] updated in place by block `index`.
+  Status run_block_shard(int index, Tensor& x_shard, const StepTables& tables);
 
  private:
   ModelConfig cfg_;
@@ -102,6 +135,10 @@ class H3Model {
   // Scratch buffers reused by every block (allocated in prepare()).
   BlockScratch scratch_;
   TimeEmbedderHost time_host_;  // downloaded once (first prepare())
+  Communicator* comm_ = nullptr;
+  UlyssesPlan sp_;     // built by prepare() when sequence_parallel()
+  Tensor x_shard_;     // [rows[r], D] bf16: this rank's rows of the residual stream
+  Tensor final_norm_;  // [S, D] bf16: the final layer's normed rows (the shard scratch is smaller)
   bool prepared_ = false;
 };
 

@@ -1,6 +1,7 @@
 // SegmentTable checks and lookup (src/model/segments.h): the (start, stop, table_row) runs that map
 // packed rows to AdaLN table rows. validate() guards every backend against malformed tables; row_of()
 // is the linear reference lookup used by tests and CPU references. Tested in tests/model/packing_test.cpp.
+#include <algorithm>
 #include <string>
 
 #include "model/segments.h"
@@ -35,6 +36,16 @@ int32_t SegmentTable::row_of(int64_t r) const {
     if (r >= s.start && r < s.stop) return s.table_row;
   }
   return -1;
+}
+
+SegmentTable SegmentTable::slice(int64_t begin, int64_t end) const {
+  SegmentTable out;
+  out.rows = end - begin;
+  for (const Segment& s : segments) {
+    const int64_t lo = std::max(s.start, begin), hi = std::min(s.stop, end);
+    if (lo < hi) out.segments.push_back({lo - begin, hi - begin, s.table_row});
+  }
+  return out;
 }
 
 }  // namespace vortex

@@ -24,6 +24,9 @@ struct SegmentTable {
   Status validate(int64_t table_rows) const;
   // Table row of one packed row (linear scan; for tests and references); -1 when r is not covered.
   int32_t row_of(int64_t r) const;
+  // The table of rows [begin, end) renumbered from 0: one rank's rows under sequence parallelism
+  // (each rank modulates its own rows with the segments that overlap them).
+  SegmentTable slice(int64_t begin, int64_t end) const;
 };
 
 // RoPE cos/sin tables for a request, computed once on the host (NUMERICS.md step 4) and uploaded.
