@@ -1,7 +1,7 @@
 // GPU FP8 E4M3 activation quantizers for the cuBLASLt FP8 GEMMs: per tensor (exact amax reduction,
 // then scale = amax/448 and q = cvt.rn.satfinite.e4m3(x / scale)) and 1x128 per (row, channel group).
 // Divisions are __fdiv_rn so the bytes equal the host reference (gemm/fp8_reference.cpp, E0).
-// Tested in tests/gemm/fp8_quantize_test.cpp (bytes and scales vs the reference, ragged sizes).
+// Tested in tests/gemm/gemm_test.cpp (Fp8Quantize) (bytes and scales vs the reference, ragged sizes).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 

@@ -2,7 +2,7 @@
 // *.safetensors.index.json), the layout of both the official snapshot's vae/ and audio_vae/ folders and of
 // diffusers' save_pretrained. Every tensor is checked by name, shape and dtype with errors naming the tensor
 // and the file; values come back as contiguous host FP32 (f32, bf16 and f16 files accepted).
-// Tested in tests/vae/video_vae_test.cpp and audio_vae_test.cpp (fixture folders, corrupted copies).
+// Tested in tests/vae/vae_loader_test.cpp (fixture folders, corrupted copies) and tests/vae/vae_parity_test.cpp.
 #pragma once
 
 #include <functional>
