@@ -11,3 +11,6 @@ set_tests_properties(evidence_py_test evidence_files_in_schema results_md_up_to_
 # Every repository path a comment or doc cites ("Tested in tests/...", evidence files) exists.
 add_test(NAME doc_paths_exist COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tools/check_doc_paths.py ${CMAKE_SOURCE_DIR})
 set_tests_properties(doc_paths_exist PROPERTIES LABELS cpu TIMEOUT 120)
+# scripts/gpu-check.sh exits non-zero when a GPU test fails or skips for want of a device (stand-in binaries).
+add_test(NAME gpu_check_exit_code COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tools/gpu_check_test.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(gpu_check_exit_code PROPERTIES LABELS cpu TIMEOUT 120)
