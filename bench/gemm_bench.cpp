@@ -3,15 +3,12 @@
 //   gemm_bench bench [M] [reps] [precisions]        -> evidence rows (docs/evidence.md), one JSON line each;
 //     an FP8 row's same-run baseline is the BF16 row of its shape.
 // Precisions/shapes are comma lists (bf16,fp8_per_tensor,fp8_blockwise / qkv,out,fc1,fc2).
-#include <cublasLt.h>
-
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <string>
 
-#include "bench_env.h"
 #include "core/strings.h"
+#include "gemm/gemm_evidence.h"
 #include "gemm/gemm_tune.h"
 #include "vortex/build_info.h"
 
@@ -49,29 +46,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: %s\n", rows.status().to_string().c_str());
       return 1;
     }
-    RunEnvironment env = bench::cuda_environment();  // clocks right after the timed GEMMs
-    std::map<std::string, double> bf16_p50;         // shape -> the BF16 row's p50 (the FP8 rows' baseline)
-    for (const auto& r : *rows)
-      if (r.precision == GemmPrecision::kBf16 && r.error.empty()) bf16_p50[r.shape] = r.ms.p50;
-    for (const auto& r : *rows) {
-      Percentiles p;
-      p.p10 = r.ms.p10;
-      p.p50 = r.ms.p50;
-      p.p90 = r.ms.p90;
-      p.p95 = r.ms.p95;
-      p.n = r.ms.n;
-      EvidenceBaseline base;
-      if (r.precision != GemmPrecision::kBf16 && bf16_p50.count(r.shape))
-        base = {"cublaslt_bf16 (same shape, same run)", bf16_p50[r.shape], 0};
-      nlohmann::json extra = {{"m", r.m}, {"n", r.n}, {"k", r.k}, {"tflops", r.tflops_p50}, {"algo", r.algo},
-                              {"pinned", r.pinned}, {"cublaslt_version", cublasLtGetVersion()}};
-      if (!r.error.empty()) extra["error"] = r.error;  // this (shape, precision) cannot run on this GPU
-      const std::string config = "m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);
-      std::printf("%s\n", evidence_row(env, "gemm_" + r.shape, std::string("cublaslt_") + gemm_precision_name(r.precision),
-                                        config, p, base, extra)
-                              .dump()
-                              .c_str());
-    }
+    const RunEnvironment env = cuda_run_environment();  // clocks right after the timed GEMMs
+    for (const auto& row : gemm_bench_evidence(*rows, env)) std::printf("%s\n", row.dump().c_str());
     return 0;
   }
   if (mode == "tune") {

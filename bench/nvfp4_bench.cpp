@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "bench_env.h"
 #include "cuda/ops/nvfp4_quantize.h"
 #include "cuda/ops/ops.h"
+#include "gemm/gemm_evidence.h"
 #include "ref/nvfp4_quantize.h"
 
 using namespace vortex;
@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
                VORTEX_RETURN_IF_ERROR(cuda_ops::swiglu(ut, mt, silu_dev, nullptr));
                return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, f, f, gs, out, nullptr, o);
              });
-  RunEnvironment env = bench::cuda_environment();  // clocks right after the timed runs
+  RunEnvironment env = cuda_run_environment();  // clocks right after the timed runs
   std::vector<nlohmann::json> evidence;
   bool ok = true;
   auto gbs = [](double bytes, double ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0.0; };

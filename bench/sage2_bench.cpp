@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "attention/sage2_test_util.h"
-#include "bench_env.h"
 #include "cuda/attention/sage2_attention.h"
 #include "cuda/attention/sdpa.h"
 #include "core/strings.h"
+#include "gemm/gemm_evidence.h"
 #include "profiling/evidence.h"
 
 namespace {
@@ -183,7 +183,7 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
                 dev.str().c_str());
   }
   if (evidence) {
-    RunEnvironment env = bench::cuda_environment();
+    RunEnvironment env = cuda_run_environment();
     env.clock_sm_mhz = clock_after_sage2;  // the clock the Sage2 timings ran at (the SDPA one is in extra)
     const std::string config = std::string("mainloop=") + ml_name + " inputs=" +
                                (kind == sage2_test::InputKind::kRandom ? "random" : "realistic");

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "bench_env.h"
 #include "cuda/attention/sdpa.h"
+#include "gemm/gemm_evidence.h"
 
 int main(int argc, char** argv) {
   using namespace vortex;
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", r.status().to_string().c_str());
     return 1;
   }
-  RunEnvironment env = bench::cuda_environment();  // clocks right after the timed runs
+  RunEnvironment env = cuda_run_environment();  // clocks right after the timed runs
   Percentiles p;
   p.p10 = r->ms_p10;
   p.p50 = r->ms_p50;
