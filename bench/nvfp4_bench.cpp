@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
       amax_only.pack_pass = false;
       pack_only.amax_pass = false;
       Row r{name + "/" + cuda_ops::nvfp4_variant_name(v), 0, 2 * in_bytes + q_bytes(l), 0, in_bytes, 0,
-            in_bytes + q_bytes(l), 0, "-"};
+            in_bytes + q_bytes(l), 0, "-", 0, {}};
       cudaMemset(data.p, 0xA5, l.data_bytes());  // poison: every byte must be rewritten
       cudaMemset(scales.p, 0x5A, l.scale_bytes());
       cudaMemset(g.p, 0xFF, 4);
