@@ -1,12 +1,14 @@
 // gemm_bench: the `vortex gemm-tune` work without the CLI (so it runs where the full CLI is not built):
 //   gemm_bench tune  [M] [max_configs] [reps] [precisions] [shapes] [evidence.json] [table.json]
-//   gemm_bench bench [M] [reps] [precisions]        -> JSON lines (bench_gemm rows)
+//   gemm_bench bench [M] [reps] [precisions]        -> evidence rows (docs/evidence.md), one JSON line each;
+//     an FP8 row's same-run baseline is the BF16 row of its shape.
 // Precisions/shapes are comma lists (bf16,fp8_per_tensor,fp8_blockwise / qkv,out,fc1,fc2).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "core/strings.h"
+#include "gemm/gemm_evidence.h"
 #include "gemm/gemm_tune.h"
 #include "vortex/build_info.h"
 
@@ -44,8 +46,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: %s\n", rows.status().to_string().c_str());
       return 1;
     }
-    const std::string env = gemm_environment_json(VORTEX_GIT_COMMIT_STRING, VORTEX_GIT_DIRTY);
-    for (const auto& r : *rows) std::printf("{\"environment\":%s,\"row\":%s}\n", env.c_str(), r.json().c_str());
+    const RunEnvironment env = cuda_run_environment();  // clocks right after the timed GEMMs
+    for (const auto& row : gemm_bench_evidence(*rows, env)) std::printf("%s\n", row.dump().c_str());
     return 0;
   }
   if (mode == "tune") {

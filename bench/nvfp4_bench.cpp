@@ -1,18 +1,19 @@
 // nvfp4_bench: times the NVFP4 producers at the canonical shape (S = 37,810): (b) plain quantize at K = 5376 and
 // 14336, (c) modulation -> NVFP4 at D = 5376 vs the unfused path (modulate kernel + quantize), (d) SwiGLU -> NVFP4
 // from the [S, 28672] FC1 output vs the unfused path (swiglu kernel + quantize), for every main-path kernel variant
-// (variant 0 "warp_chunks" = the session-7 baseline, "fma_rev", the default "fma_rev_smem") in one run. Per row: the
-// median of --reps CUDA-event timings after warm-up, GB/s on bytes read + written (both passes: the input is read
-// twice) and the fraction of 4.18 TB/s, each pass alone with its own bytes (amax: the input read; pack: input read
-// + NVFP4 written), the unfused/fused ratio, the speedup over the baseline, and the check column: bytes (data,
+// (variant 0 "warp_chunks" is the baseline variant, "fma_rev", the default "fma_rev_smem") in one run. Per row:
+// p10/p50/p90 of --reps CUDA-event timings after warm-up, GB/s on bytes read + written (both passes: the input is
+// read twice) and the fraction of 4.18 TB/s, each pass alone with its own bytes (amax: the input read; pack: input
+// read + NVFP4 written), the unfused/fused ratio, the speedup over the baseline, and the check column: bytes (data,
 // scales, g) == the baseline's on the same input. Inputs: device Philox fills.
-// Usage: nvfp4_bench [--rows 37810] [--reps 20] [--evidence-dir DIR] (appends DIR/nvfp4_bench.jsonl).
+// Usage: nvfp4_bench [--rows 37810] [--reps 20] [--evidence-dir DIR] (appends evidence rows, docs/evidence.md, to
+// DIR/<date>-<gpu>-nvfp4-bench.jsonl). A fused producer's same-run baseline is its unfused path (kernel + quantize);
+// a plain quantizer's is variant 0.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "cuda/ops/nvfp4_quantize.h"
 #include "cuda/ops/ops.h"
+#include "gemm/gemm_evidence.h"
 #include "ref/nvfp4_quantize.h"
 
 using namespace vortex;
@@ -47,8 +49,8 @@ Tensor view(const DeviceMem& m, Shape shape, DType dtype) {
   return Tensor::from_storage(st, 0, std::move(shape), dtype);
 }
 
-// Median milliseconds of fn over reps (after 3 warm-ups); negative on error.
-double time_ms(const std::function<Status()>& fn, int reps) {
+// Percentiles of fn's milliseconds over reps (after 3 warm-ups); n = 0 on error.
+Percentiles time_ms(const std::function<Status()>& fn, int reps) {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
@@ -59,7 +61,7 @@ double time_ms(const std::function<Status()>& fn, int reps) {
     cudaEventRecord(b);
     if (!s.ok() || cudaEventSynchronize(b) != cudaSuccess) {
       std::fprintf(stderr, "nvfp4_bench: %s %s\n", s.message().c_str(), cudaGetErrorString(cudaGetLastError()));
-      return -1.0;
+      return Percentiles{};
     }
     float t = 0.0f;
     cudaEventElapsedTime(&t, a, b);
@@ -67,9 +69,10 @@ double time_ms(const std::function<Status()>& fn, int reps) {
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return percentiles(ms);
 }
+// The p50 of a timing, -1 when it failed.
+double p50_or_fail(const Percentiles& p) { return p.n > 0 ? p.p50 : -1.0; }
 
 }  // namespace
 
@@ -146,6 +149,7 @@ int main(int argc, char** argv) {
     double ms, bytes, amax_ms, amax_bytes, pack_ms, pack_bytes, unfused_ms;
     std::string check;
     double baseline_ms = 0;  // variant 0's full run, for the speedup column (0: this is the baseline)
+    Percentiles full;        // the full run's timings (ms is its p50)
   };
   std::vector<Row> rowsout;
   // One case: run(options) launches the producer; unfused(options) the materialize-then-quantize path (or null).
@@ -160,7 +164,7 @@ int main(int argc, char** argv) {
       amax_only.pack_pass = false;
       pack_only.amax_pass = false;
       Row r{name + "/" + cuda_ops::nvfp4_variant_name(v), 0, 2 * in_bytes + q_bytes(l), 0, in_bytes, 0,
-            in_bytes + q_bytes(l), 0, "-"};
+            in_bytes + q_bytes(l), 0, "-", 0, {}};
       cudaMemset(data.p, 0xA5, l.data_bytes());  // poison: every byte must be rewritten
       cudaMemset(scales.p, 0x5A, l.scale_bytes());
       cudaMemset(g.p, 0xFF, 4);
@@ -174,10 +178,11 @@ int main(int argc, char** argv) {
       Output o = fetch(l);
       if (v == 0) first = std::move(o);
       else r.check = std::string("bytes == ") + cuda_ops::nvfp4_variant_name(0) + (same(o, first) ? ": pass" : ": FAIL");
-      r.ms = time_ms([&] { return run(full); }, reps);
-      r.amax_ms = time_ms([&] { return run(amax_only); }, reps);
-      r.pack_ms = time_ms([&] { return run(pack_only); }, reps);  // reads the amax word the full runs left
-      if (unfused) r.unfused_ms = time_ms([&] { return unfused(full); }, reps);
+      r.full = time_ms([&] { return run(full); }, reps);
+      r.ms = p50_or_fail(r.full);
+      r.amax_ms = p50_or_fail(time_ms([&] { return run(amax_only); }, reps));
+      r.pack_ms = p50_or_fail(time_ms([&] { return run(pack_only); }, reps));  // reads the amax word the full runs left
+      if (unfused) r.unfused_ms = p50_or_fail(time_ms([&] { return unfused(full); }, reps));
       if (v == 0) first_ms = r.ms;
       else r.baseline_ms = first_ms;
       rowsout.push_back(r);
@@ -209,8 +214,8 @@ int main(int argc, char** argv) {
                VORTEX_RETURN_IF_ERROR(cuda_ops::swiglu(ut, mt, silu_dev, nullptr));
                return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, f, f, gs, out, nullptr, o);
              });
-  std::string json = "{\"bench\": \"nvfp4\", \"device\": \"" + std::string(prop.name) + "\", \"rows\": " +
-                     std::to_string(rows) + ", \"reps\": " + std::to_string(reps) + ", \"results\": [";
+  RunEnvironment env = cuda_run_environment();  // clocks right after the timed runs
+  std::vector<nlohmann::json> evidence;
   bool ok = true;
   auto gbs = [](double bytes, double ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0.0; };
   for (size_t i = 0; i < rowsout.size(); ++i) {
@@ -222,16 +227,27 @@ int main(int argc, char** argv) {
     if (r.unfused_ms > 0) std::printf("  unfused %7.3f ms %.2fx", r.unfused_ms, r.unfused_ms / r.ms);
     if (r.baseline_ms > 0 && r.ms > 0) std::printf("  %.2fx %s", r.baseline_ms / r.ms, cuda_ops::nvfp4_variant_name(0));
     std::printf("  %s\n", r.check.c_str());
-    char buf[512];
-    std::snprintf(buf, sizeof(buf),
-                  "%s{\"name\": \"%s\", \"ms\": %.4f, \"bytes\": %.0f, \"gb_s\": %.1f, \"amax_ms\": %.4f, "
-                  "\"pack_ms\": %.4f, \"unfused_ms\": %.4f, \"baseline_ms\": %.4f, \"check\": \"%s\"}",
-                  i ? ", " : "", r.name.c_str(), r.ms, r.bytes, gbs(r.bytes, r.ms), r.amax_ms, r.pack_ms, r.unfused_ms,
-                  r.baseline_ms, r.check.c_str());
-    json += buf;
+    const size_t slash = r.name.find('/');
+    EvidenceBaseline base;
+    if (r.unfused_ms > 0) base = {"unfused: the op's kernel + nvfp4_quantize (same run)", r.unfused_ms, 0};
+    else if (r.baseline_ms > 0) base = {std::string("variant ") + cuda_ops::nvfp4_variant_name(0) + " (same run)", r.baseline_ms, 0};
+    const nlohmann::json extra = {{"bytes", r.bytes},       {"gb_s", gbs(r.bytes, r.ms)},
+                                  {"amax_ms_p50", r.amax_ms}, {"pack_ms_p50", r.pack_ms},
+                                  {"unfused_ms_p50", r.unfused_ms}, {"variant0_ms_p50", r.baseline_ms},
+                                  {"check", r.check}};
+    evidence.push_back(evidence_row(env, "nvfp4 " + r.name.substr(0, slash) + " S=" + std::to_string(rows),
+                                    "vortex nvfp4 producer " + r.name.substr(slash + 1), "reps=" + std::to_string(reps),
+                                    r.full, base, extra));
+    std::printf("%s\n", evidence.back().dump().c_str());
   }
-  json += "]}";
-  if (!evidence_dir.empty()) std::ofstream(evidence_dir + "/nvfp4_bench.jsonl", std::ios::app) << json << "\n";
-  std::printf("%s\n", json.c_str());
+  if (!evidence_dir.empty()) {
+    const std::string path = evidence_path(evidence_dir, env, "nvfp4-bench");
+    const Status st = append_jsonl(path, evidence);
+    if (!st.ok()) {
+      std::fprintf(stderr, "nvfp4_bench: %s\n", st.to_string().c_str());
+      return 1;
+    }
+    std::printf("evidence: %s\n", path.c_str());
+  }
   return ok ? 0 : 1;
 }

@@ -377,8 +377,8 @@ Status run(int argc, char** argv) {
 }  // namespace vortex
 
 int main(int argc, char** argv) {
-  // Line-buffered progress: the H200 run of session 7 was stopped at its 130 s limit with nothing printed
-  // (block-buffered stdout into a pipe). Expect several minutes at h3 scale: every probed GEMM output
+  // Line-buffered progress: with block-buffered stdout into a pipe, an H200 run stopped at a 130 s limit had
+  // printed nothing. Expect several minutes at h3 scale: every probed GEMM output
   // (up to [37810, 28672]) is downloaded and compared on the host, twice per block.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   vortex::Status st = vortex::run(argc, argv);

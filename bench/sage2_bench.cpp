@@ -21,9 +21,8 @@
 #include "cuda/attention/sage2_attention.h"
 #include "cuda/attention/sdpa.h"
 #include "core/strings.h"
-#include "gemm/gemm_tune.h"
+#include "gemm/gemm_evidence.h"
 #include "profiling/evidence.h"
-#include "vortex/build_info.h"
 
 namespace {
 
@@ -38,15 +37,6 @@ namespace sage2_test = vortex::sage2_test;
       return 1;                                                                              \
     }                                                                                        \
   } while (0)
-
-struct Percentiles {
-  double p10, p50, p90;
-};
-Percentiles percentiles(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  auto at = [&](double f) { return ms[static_cast<size_t>(f * static_cast<double>(ms.size() - 1) + 0.5)]; };
-  return {at(0.1), at(0.5), at(0.9)};
-}
 
 template <typename Fn>
 int time_it(Fn&& fn, int reps, std::vector<double>& ms) {
@@ -105,7 +95,8 @@ sage2_test::ErrorStats compare_bf16(const std::vector<uint16_t>& got, const std:
   return e;
 }
 
-// Evidence rows (PERFORMANCE.md schema) go to `evidence` when set: one per (mainloop, seq, part).
+// Evidence rows (docs/evidence.md) go to `evidence` when set: one per (mainloop, seq, part). The mainloop and
+// total rows name the cuDNN SDPA timing of the same run as their baseline.
 std::FILE* evidence = nullptr;
 
 int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bool with_sdpa,
@@ -192,23 +183,31 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
                 dev.str().c_str());
   }
   if (evidence) {
-    const std::string env = gemm_environment_json(VORTEX_GIT_COMMIT_STRING, VORTEX_GIT_DIRTY);
-    auto row = [&](const char* part, const std::vector<double>& ms) {
+    RunEnvironment env = cuda_run_environment();
+    env.clock_sm_mhz = clock_after_sage2;  // the clock the Sage2 timings ran at (the SDPA one is in extra)
+    const std::string config = std::string("mainloop=") + ml_name + " inputs=" +
+                               (kind == sage2_test::InputKind::kRandom ? "random" : "realistic");
+    const std::string workload = "sage2_attention S=" + std::to_string(seq) + " H=" + std::to_string(heads) + " D=128";
+    auto row = [&](const char* part, const std::vector<double>& ms, bool vs_sdpa) {
       const Percentiles p = percentiles(ms);
-      std::fprintf(evidence,
-                   "{\"environment\":%s,\"row\":{\"workload\":\"sage2_attention\",\"mainloop\":\"%s\",\"part\":\"%s\","
-                   "\"seq_len\":%lld,\"num_heads\":%d,\"head_dim\":128,\"n\":%zu,\"ms_p10\":%.4f,\"ms_p50\":%.4f,"
-                   "\"ms_p90\":%.4f,\"tops_p50\":%.2f,\"cudnn_sdpa_ms_p50_same_run\":%.4f,\"ratio_vs_sdpa\":%.4f,"
-                   "\"inputs\":\"%s\",\"vs_sdpa_rel_l2\":%.4e,\"vs_sdpa_cos\":%.6f,\"vs_sdpa_max_abs\":%.4e,"
-                   "\"sm_clock_mhz_after_sage2\":%d,\"sm_clock_mhz_after_sdpa\":%d}}\n",
-                   env.c_str(), ml_name, part, static_cast<long long>(seq), heads, ms.size(), p.p10, p.p50, p.p90,
-                   flop / (p.p50 * 1e-3) / 1e12, sdpa_p50, sdpa_p50 > 0 ? sdpa_p50 / p.p50 : 0.0,
-                   kind == sage2_test::InputKind::kRandom ? "random" : "realistic", with_sdpa ? dev.rel_l2 : -1.0,
-                   with_sdpa ? dev.cosine : 0.0, with_sdpa ? dev.max_abs : -1.0, clock_after_sage2, clock_after_sdpa);
+      EvidenceBaseline base;
+      if (vs_sdpa && with_sdpa) base = {"cudnn_sdpa bf16 (same inputs, same run)", sdpa_p50, 0};
+      nlohmann::json extra = {{"part", part}, {"seq_len", seq}, {"num_heads", heads}, {"head_dim", 128},
+                              {"tops_p50", flop / (p.p50 * 1e-3) / 1e12},
+                              {"sm_clock_mhz_after_sdpa", clock_after_sdpa}};
+      if (with_sdpa) {
+        extra["vs_sdpa_rel_l2"] = dev.rel_l2;
+        extra["vs_sdpa_cos"] = dev.cosine;
+        extra["vs_sdpa_max_abs"] = dev.max_abs;
+      }
+      const std::string line = evidence_row(env, workload + " " + part, std::string("vortex sage2 ") + ml_name, config,
+                                            p, base, extra)
+                                   .dump();
+      std::fprintf(evidence, "%s\n", line.c_str());
     };
-    row("quantize", t_quant);
-    row("mainloop", t_main);
-    row("total", t_both);
+    row("quantize", t_quant, false);
+    row("mainloop", t_main, true);
+    row("total", t_both, true);
     std::fflush(evidence);
   }
   std::fflush(stdout);

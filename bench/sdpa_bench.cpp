@@ -1,12 +1,13 @@
-// sdpa_bench: times the cuDNN SDPA baseline at one shape (default canonical S = 37,810, 56 heads,
-// D = 128) and prints one JSON evidence row (bench_sdpa; peer PyTorch cuDNN SDPA 71.9 ms on the H200).
+// sdpa_bench: times the cuDNN SDPA baseline at one shape (default canonical S = 37,810, 56 heads, D = 128) and
+// prints one evidence row (docs/evidence.md). It has no same-run baseline of its own: the PyTorch peer
+// (scripts/peer_torch.py) times the same shape in the same gpu-check run.
 //   sdpa_bench [S] [heads] [reps]
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "cuda/attention/sdpa.h"
-#include "gemm/gemm_tune.h"
-#include "vortex/build_info.h"
+#include "gemm/gemm_evidence.h"
 
 int main(int argc, char** argv) {
   using namespace vortex;
@@ -23,7 +24,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", r.status().to_string().c_str());
     return 1;
   }
-  std::printf("{\"environment\":%s,\"row\":%s}\n",
-              gemm_environment_json(VORTEX_GIT_COMMIT_STRING, VORTEX_GIT_DIRTY).c_str(), r->json().c_str());
+  RunEnvironment env = cuda_run_environment();  // clocks right after the timed runs
+  Percentiles p;
+  p.p10 = r->ms_p10;
+  p.p50 = r->ms_p50;
+  p.p90 = r->ms_p90;
+  p.p95 = r->ms_p95;
+  p.n = r->reps;
+  const std::string workload = "sdpa S=" + std::to_string(s) + " H=" + std::to_string(heads) + " D=128";
+  const nlohmann::json extra = {{"seq_len", s}, {"num_heads", heads}, {"head_dim", 128}, {"tflops", r->tflops_p50}};
+  std::printf("%s\n", evidence_row(env, workload, "cudnn_sdpa", r->plan, p, {}, extra).dump().c_str());
   return 0;
 }

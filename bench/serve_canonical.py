@@ -4,10 +4,15 @@
 Starts `vortex serve --config h3 --synthetic --backend cuda`, waits for /health, then on the resident model:
 two consecutive canonical jobs (1344x768, 124 frames, 12 steps) to show that the second one reloads nothing
 (its wall time over its sampling time), and a third job cancelled while running (cancel latency from the
-job's own timing). Writes one evidence JSON (--out) with every job status, /health and /metrics.
+job's own timing). Writes one report JSON (--out) with every job status, /health and /metrics, and with
+--evidence FILE.jsonl appends one evidence row (docs/evidence.md, bench/evidence.py): the second job's step times.
 Standard library only. Usage: bench/serve_canonical.py --vortex build/bin/vortex --out FILE [--steps 12]
+  [--evidence benchmarks/<date>-<gpu>-serve.jsonl]
 """
 import argparse, json, os, signal, subprocess, sys, tempfile, time, urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import evidence  # noqa: E402  (bench/evidence.py)
 
 def call(port, method, path, body=None):
     data = json.dumps(body).encode() if body is not None else None
@@ -35,6 +40,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--port", type=int, default=18431)
+    ap.add_argument("--evidence", help="append the evidence row to this .jsonl")
     a = ap.parse_args()
     data = tempfile.mkdtemp(prefix="vortex-serve-")
     srv = subprocess.Popen([a.vortex, "serve", "--config", "h3", "--synthetic", "--backend", "cuda",
@@ -77,6 +83,16 @@ def main():
         second = jobs[1]["timing"]
         ev["second_job_overhead_fraction"] = (second["wall_seconds"] - second["sampling_seconds"]) / second["sampling_seconds"]
         ev["cancel_latency_seconds"] = cancelled["timing"].get("cancel_latency_seconds")
+        if a.evidence:
+            gpu = evidence.command_output(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).split("\n")[0]
+            h = ev["health"]
+            r = evidence.row(evidence.environment(gpu=gpu), f"serve canonical job 1344x768x124 {a.steps} steps",
+                             "vortex serve (resident model, second job)", [1e3 * t for t in second["step_seconds"]],
+                             config=f"precision={h.get('precision')} attention={h.get('attention')}",
+                             wall_seconds=second["wall_seconds"], sampling_seconds=second["sampling_seconds"],
+                             second_job_overhead_fraction=ev["second_job_overhead_fraction"],
+                             cancel_latency_seconds=ev["cancel_latency_seconds"])
+            evidence.append_jsonl(a.evidence, [r])
     finally:
         srv.send_signal(signal.SIGTERM)
         try:

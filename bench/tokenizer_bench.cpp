@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
                   {"tokenizer_load_ms", load_ms},
                   {"check", std::string("ids == HF tokenizers ids (fixture) on the timed inputs: ") + (ok ? "pass" : "FAIL")}};
     rows.push_back(vortex::evidence_row(env, "tokenize " + name + " (Qwen vocab, " + std::to_string(bytes) + " bytes)",
-                                        "vortex text: pcre2 jit split + rank-table bpe", p, extra));
+                                        "vortex text: pcre2 jit split + rank-table bpe", "threads=1", p, {}, extra));
     std::printf("%s\n", rows.back().dump().c_str());
     std::fprintf(stderr, "tokenize %-12s %8zu bytes %7zu tokens  p50 %8.3f ms  %7.2f MB/s  %s\n", name.c_str(), bytes,
                  tokens, p.p50, mb_s, ok ? "ids match" : "IDS DIFFER");

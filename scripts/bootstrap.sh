@@ -6,7 +6,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libcli11-dev libpng-dev libssl-dev
-              libpcre2-dev libicu-dev libcpp-httplib-dev python3 python3-pip clang
+              libpcre2-dev libicu-dev libcpp-httplib-dev python3 python3-pip clang clang-format
               pkg-config libavformat-dev libavcodec-dev libswscale-dev libswresample-dev libavutil-dev libx264-dev)
 
 log() { echo "bootstrap: $*"; }
@@ -28,7 +28,7 @@ if command -v dpkg-query >/dev/null 2>&1; then
   done
 else
   log "no dpkg here: not a Debian/Ubuntu system; checking tools only"
-  for tool in cmake ninja g++ python3; do
+  for tool in cmake ninja g++ python3 clang-format; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
   done
   if [[ ${#missing[@]} -gt 0 ]]; then

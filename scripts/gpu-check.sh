@@ -9,7 +9,8 @@
 #                 trajectory) | deviation (fp8/nvfp4 vs bf16 latents, nvfp4 per-op) | gemm (GEMM bench + FC2 algorithm search)
 #                 | all (default)
 #     --quick     skip the 12-step trajectories
-# Evidence rows are appended to benchmarks/<date>-<gpu>-*.jsonl: commit them.
+# Evidence rows (docs/evidence.md) are appended to benchmarks/<date>-<gpu>-*.jsonl: commit them, then regenerate
+# docs/results.md (python3 tools/results_md.py).
 # Exit code: 0 only if every step passed; a GPU test that skips for want of a device (the message after
 # gtest's 'Skipped' names no CUDA device / no GPU / nvidia-smi) fails its step, since this is a GPU machine.
 set -uo pipefail
@@ -130,6 +131,8 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
         run_step text_encoder_bench 400 "$b" --out benchmarks --baseline "$work/text_encoder_transformers.json" ;;
       text_encoder_load_bench) run_step text_encoder_load_bench 500 "$b" --dir "$work/te-load-$$" --out benchmarks ;;
       lora_merge_bench) run_step lora_merge_bench 400 "$b" --out benchmarks ;;
+      nvfp4_bench) run_step nvfp4_bench 200 "$b" --evidence-dir benchmarks ;;
+      sdpa_bench) run_step sdpa_bench 200 bash -c "'$b' >> benchmarks/$(date -u +%F)-h200-sdpa-cudnn.jsonl" ;;
       *) run_step "$(basename "$b")" 200 "$b" ;;
     esac
   done

@@ -11,6 +11,7 @@
 
 #if VORTEX_WITH_CUDA
 #include "core/strings.h"
+#include "gemm/gemm_evidence.h"
 #include "gemm/gemm_tune.h"
 
 namespace vortex::cli {
@@ -58,8 +59,8 @@ int run(const GemmTuneArgs& a) {
       std::fprintf(stderr, "vortex gemm-tune --bench: error: %s\n", rows.status().to_string().c_str());
       return 1;
     }
-    const std::string env = gemm_environment_json(VORTEX_GIT_COMMIT_STRING, VORTEX_GIT_DIRTY);
-    for (const auto& r : *rows) std::printf("{\"environment\":%s,\"row\":%s}\n", env.c_str(), r.json().c_str());
+    const RunEnvironment env = cuda_run_environment();  // clocks right after the timed GEMMs
+    for (const auto& row : gemm_bench_evidence(*rows, env)) std::printf("%s\n", row.dump().c_str());
     return 0;
   }
   GemmTuneRunOptions opt;

@@ -507,7 +507,7 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
 #endif
   }
   if (opts.attention == "sage2") {
-    // Sage2-compatible INT8 QK / FP8 PV program (E2 vs the BF16 program; see bench/sage2_results.md).
+    // Sage2-compatible INT8 QK / FP8 PV program (E2 vs the BF16 program; deviation in docs/results.md).
     if (!sage2_) {
       sage2_ = std::make_unique<Sage2Workspace>();
       std::shared_ptr<CachingAllocator> allocator = allocator_;  // counted in memory_in_use / memory_peak

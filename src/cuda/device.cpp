@@ -23,8 +23,9 @@ const std::vector<PolicySwitch>& policy_table() {
        "benchmarks/2026-11-29-h200-gate.jsonl, benchmarks/2026-11-29-h200-bench-ab.jsonl",
        "one-pass gate_add (E0 vs gate multiply + residual add); flip after gate 2 + benchmark"},
       {"attention", "sdpa", "sdpa", "sdpa", "sdpa", "",
-       "sdpa = cuDNN BF16 program; sage2 is E2 (1.39x cuDNN at the canonical shape, session 8; deviation table in "
-       "bench/sage2_results.md) and stays opt-in until a quality gate on real weights passes (NUMERICS.md gate 5)"},
+       "sdpa = cuDNN BF16 program; sage2 is E2 (speed vs cuDNN and deviation: docs/results.md, "
+       "benchmarks/2026-11-29-h200-precision-deviation.jsonl) and stays opt-in until a quality gate on real weights "
+       "passes (NUMERICS.md gate 5)"},
       {"fp8_gemm", "off", "off", "off", "off", "",
        "FP8 E4M3 GEMMs are E2; need the measured deviation table and a quality gate"},
       // What FC2 runs in precision nvfp4: off (W4A4 like the other GEMMs) | weight-only | bf16

@@ -5,7 +5,8 @@
 //   decode_latents + write_decoded_media   the same on tensors already in memory.
 // Output rules as `vortex generate` (docs/outputs.md): the out folder appears complete or not at all
 // (staged, then renamed); --overwrite replaces only a folder holding nothing but decode outputs.
-// Tested in tests/engine/decode_test.cpp and tests/cli/cli_decode_test.cpp.
+// Tested in tests/cli/cli_decode_test.cpp (the built binary) and, for the VAEs it drives,
+// tests/vae/vae_parity_test.cpp.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 // Load-time choices (weights, precision, backend, threads) live in PipelineOptions; per-request choices
 // (size, frames, steps, seed, schedule, attention, text) in RunRequest, checked by the same functions for
 // the CLI and the HTTP API (only the field names in messages differ: FieldStyle).
-// Tested through generate (tests/cli/cli_test.cpp) and directly in tests/engine/pipeline_test.cpp.
+// Tested through generate (tests/cli/cli_test.cpp).
 #pragma once
 
 #include <atomic>

@@ -1,7 +1,7 @@
 // Weight precision modes at load (see precision.h): one job per main-block GEMM weight, run by host workers
 // (download -> exact host quantizer / expander -> upload; transfers serialized, quantization in parallel).
 // Tested in tests/engine/precision_test.cpp (CPU: weight-only bytes, NVFP4 bytes vs the reference quantizer,
-// FC2 switch values, errors) and tests/cuda/nvfp4_mode_test.cpp (GPU: h3-tiny in nvfp4 mode).
+// FC2 switch values, errors) and tests/engine/nvfp4_mode_test.cpp (GPU: h3-tiny in nvfp4 mode).
 #include "engine/precision.h"
 
 #include <algorithm>

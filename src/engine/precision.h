@@ -13,7 +13,7 @@
 //          (w = R(e2m1 * (e4m3 * g)), io's dequantize_linear_bf16), BF16 activations, plain BF16 GEMMs.
 //          Runs on every backend (the weights are ordinary BF16 afterwards). E2.
 // Other layers (refiner, AdaLN, patch projections, heads) keep their release dtypes.
-// Tested in tests/engine/precision_test.cpp (CPU) and tests/cuda/nvfp4_mode_test.cpp (GPU).
+// Tested in tests/engine/precision_test.cpp (CPU) and tests/engine/nvfp4_mode_test.cpp (GPU).
 #pragma once
 
 #include <string>

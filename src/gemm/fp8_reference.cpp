@@ -1,6 +1,6 @@
 // Host FP8 quantizer reference (see fp8_reference.h). Plain loops in one obvious order; every rounding
 // is a dtype.h conversion or an IEEE division, so GPU kernels can match the bytes exactly.
-// Tested in tests/gemm/fp8_reference_test.cpp and (GPU vs this) tests/gemm/fp8_quantize_test.cpp.
+// Tested in tests/gemm/fp8_reference_test.cpp and (GPU vs this) tests/gemm/gemm_test.cpp (Fp8Quantize).
 #include "gemm/fp8_reference.h"
 
 #include <algorithm>

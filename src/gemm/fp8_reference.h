@@ -1,7 +1,7 @@
 // Host reference for the FP8 E4M3 quantizers (per tensor, 1x128 activations, 128x128 weights) and
 // for GEMM checking (FP64 and same-program FP32 dot products). The GPU quantizers in fp8_quantize.cu
 // must reproduce these bytes and scales exactly (E0); the conversions are dtype.h's exact ones.
-// Tested in tests/gemm/fp8_quantize_test.cpp (GPU vs this) and tests/gemm/fp8_reference_test.cpp.
+// Tested in tests/gemm/gemm_test.cpp (Fp8Quantize) (GPU vs this) and tests/gemm/fp8_reference_test.cpp.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Pinned GEMM table (de)serialisation; see gemm_table.h. Strict parsing: a malformed file is a
-// kFormat error naming the entry, never a silently ignored pin. Tested in tests/gemm/gemm_table_test.cpp.
+// kFormat error naming the entry, never a silently ignored pin. Tested in tests/gemm/fp8_reference_test.cpp (GemmTable).
 #include "gemm/gemm_table.h"
 
 #include <fstream>

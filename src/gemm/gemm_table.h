@@ -1,7 +1,7 @@
 // The pinned GEMM algorithm table: JSON written by `vortex gemm-tune`, read by GemmEngine. An entry is
 // used ONLY for the exact (precision, M, N, K, ldx, ldw, ldd, bias) it was proven on, and only on the
 // same GPU name and cuBLASLt version (cuBLAS promises identical results only there, docs §2.1.4).
-// Everything else runs the heuristic top-1. Tested in tests/gemm/gemm_table_test.cpp (round trip).
+// Everything else runs the heuristic top-1. Tested in tests/gemm/fp8_reference_test.cpp (GemmTable) (round trip).
 #pragma once
 
 #include <cstdint>

@@ -16,6 +16,7 @@
 #include <random>
 
 #include "gemm/fp8_reference.h"
+#include "profiling/evidence.h"
 #include "vortex/dtype.h"
 
 namespace vortex {
@@ -53,19 +54,13 @@ const std::vector<GemmShape>& h3_gemm_shapes() {
 }
 
 TimingStats timing_stats(std::vector<double> ms) {
+  const Percentiles p = percentiles(std::move(ms));
   TimingStats t;
-  t.n = static_cast<int>(ms.size());
-  if (ms.empty()) return t;
-  std::sort(ms.begin(), ms.end());
-  auto pct = [&](double p) {
-    const double pos = p * static_cast<double>(ms.size() - 1);
-    const size_t lo = static_cast<size_t>(std::floor(pos)), hi = std::min(lo + 1, ms.size() - 1);
-    return ms[lo] + (ms[hi] - ms[lo]) * (pos - static_cast<double>(lo));
-  };
-  t.p10 = pct(0.10);
-  t.p50 = pct(0.50);
-  t.p90 = pct(0.90);
-  t.p95 = pct(0.95);
+  t.n = p.n;
+  t.p10 = p.p10;
+  t.p50 = p.p50;
+  t.p90 = p.p90;
+  t.p95 = p.p95;
   return t;
 }
 

@@ -25,6 +25,7 @@ struct GemmShape {
 const std::vector<GemmShape>& h3_gemm_shapes();
 constexpr int64_t kCanonicalTokens = 37810;
 
+// Timing percentiles of one measurement, by vortex::percentiles (docs/evidence.md).
 struct TimingStats {
   double p10 = 0, p50 = 0, p90 = 0, p95 = 0;
   int n = 0;

@@ -2,7 +2,7 @@
 // Key styles are recognised by module name, the prefix being optional, as diffusers'
 // _convert_non_diffusers_minimax_h3_lora_to_diffusers does; the diffusers names of each layer come from
 // io/checkpoint.h's diffusers_key_for, so the checkpoint loader and the LoRA loader share one mapping.
-// Tested in tests/lora/lora_test.cpp and tests/lora/lora_parity_test.cpp.
+// Tested in tests/lora/lora_test.cpp (PEFT/diffusers fixtures included).
 #include "lora/lora.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Percentiles, run environment and JSONL evidence writer. See evidence.h.
+// Percentiles, run environment and JSONL evidence writer. See evidence.h and docs/evidence.md.
 #include "profiling/evidence.h"
 
 #include <unistd.h>
@@ -56,6 +56,11 @@ std::vector<std::string> split_csv(const std::string& line) {
 
 }  // namespace
 
+double quantile(std::vector<double> samples, double q) {
+  std::sort(samples.begin(), samples.end());
+  return quantile_sorted(samples, q);
+}
+
 Percentiles percentiles(std::vector<double> samples) {
   Percentiles p;
   if (samples.empty()) return p;
@@ -108,7 +113,8 @@ RunEnvironment collect_environment(const std::string& gpu_name, const std::strin
 }
 
 nlohmann::json evidence_row(const RunEnvironment& env, const std::string& workload, const std::string& impl,
-                            const Percentiles& ms, const nlohmann::json& extra) {
+                            const std::string& config, const Percentiles& ms, const EvidenceBaseline& baseline,
+                            const nlohmann::json& extra) {
   nlohmann::json row = {
       {"schema", "vortex-evidence-1"},
       {"commit", env.commit},
@@ -121,12 +127,22 @@ nlohmann::json evidence_row(const RunEnvironment& env, const std::string& worklo
       {"clocks_mhz", {{"sm", env.clock_sm_mhz}, {"mem", env.clock_mem_mhz}}},
       {"workload", workload},
       {"impl", impl},
+      {"config", config},
       {"ms_p10", ms.p10},
       {"ms_p50", ms.p50},
       {"ms_p90", ms.p90},
       {"ms_p95", ms.p95},
       {"n", ms.n},
+      {"baseline", nullptr},
+      {"baseline_ms_p50", nullptr},
+      {"ratio", nullptr},
   };
+  if (!baseline.what.empty()) {
+    row["baseline"] = baseline.what;
+    row["baseline_ms_p50"] = baseline.ms_p50;
+    if (baseline.ratio != 0) row["ratio"] = baseline.ratio;
+    else if (baseline.ms_p50 > 0) row["ratio"] = ms.p50 / baseline.ms_p50;
+  }
   for (auto it = extra.begin(); it != extra.end(); ++it) row[it.key()] = it.value();
   return row;
 }

@@ -1,6 +1,7 @@
-// Benchmark statistics and evidence rows (PERFORMANCE.md "Evidence files"): percentiles over repeated
-// timings, the environment of a run (commit, dirty flag, GPU, driver, CUDA, clocks) and a JSONL writer
-// for benchmarks/<yyyy-mm-dd>-<gpu>-<what>.jsonl. Tested in tests/core/evidence_test.cpp.
+// Benchmark statistics and evidence rows (docs/evidence.md): the one percentile definition, the environment of
+// a run (commit, dirty flag, GPU, driver, CUDA, clocks) and a JSONL writer for
+// benchmarks/<yyyy-mm-dd>-<gpu>-<what>.jsonl. The Python twin is bench/evidence.py.
+// Tested in tests/core/evidence_test.cpp (percentiles against hand-computed values, row fields).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -15,8 +16,11 @@ struct Percentiles {
   double p10 = 0, p50 = 0, p90 = 0, p95 = 0, mean = 0, min = 0, max = 0;
   int n = 0;
 };
-// Linear-interpolated percentiles (numpy's default) of `samples`; n = 0 when empty.
+// Linear interpolation between closest ranks (numpy's default `linear` method): sorted samples sit at
+// positions 0..n-1 and the q-quantile is read at position q * (n - 1). n = 0 and all fields 0 when empty.
 Percentiles percentiles(std::vector<double> samples);
+// One quantile (q in [0, 1]) by the same definition; 0 when `samples` is empty.
+double quantile(std::vector<double> samples, double q);
 
 struct RunEnvironment {
   std::string commit;      // git commit the binary was built from
@@ -37,9 +41,18 @@ std::string utc_now_iso8601();
 // Re-reads the SM and memory clocks (they move between idle and load; record them next to timings).
 void refresh_clocks(RunEnvironment& env);
 
-// One evidence row with the schema fields; `extra` is merged in (tflops/gbps, check, components...).
+// The same-run baseline of a row: what it is (impl and config) and its p50. `ratio` is ms_p50 / baseline
+// p50 unless the caller measured it otherwise (alternating A/B pairs: the median of per-pair ratios).
+struct EvidenceBaseline {
+  std::string what;  // empty: the row has no same-run baseline (baseline, baseline_ms_p50, ratio are null)
+  double ms_p50 = 0;
+  double ratio = 0;  // 0: computed as ms.p50 / ms_p50
+};
+// One evidence row with every schema field (docs/evidence.md); `extra` is merged in (tflops/gbps, check,
+// components...). The clocks are env's: refresh_clocks(env) right after the timed work.
 nlohmann::json evidence_row(const RunEnvironment& env, const std::string& workload, const std::string& impl,
-                            const Percentiles& ms, const nlohmann::json& extra = nlohmann::json::object());
+                            const std::string& config, const Percentiles& ms, const EvidenceBaseline& baseline = {},
+                            const nlohmann::json& extra = nlohmann::json::object());
 // Appends rows to a .jsonl file (creating directories); never rewrites existing lines.
 Status append_jsonl(const std::string& path, const std::vector<nlohmann::json>& rows);
 // benchmarks/<yyyy-mm-dd>-<gpu-slug>-<what>.jsonl under `dir`.

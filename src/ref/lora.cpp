@@ -1,7 +1,7 @@
 // Reference LoRA ops: the merge of one low-rank part into a BF16 weight (two named programs) and the
 // run-time branch linear. Both are plain loops in a fixed order so every backend and thread count gives the
 // same bytes. docs/lora.md states the programs and how they compare with diffusers/PEFT and ComfyUI.
-// Tested in tests/lora/lora_ops_test.cpp (FP64 re-derivations, PEFT fixtures) and tests/lora/lora_parity_test.cpp.
+// Tested in tests/lora/lora_test.cpp (FP64 re-derivations, PEFT fixtures).
 #include <cmath>
 #include <string>
 #include <vector>

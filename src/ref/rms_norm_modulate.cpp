@@ -1,6 +1,6 @@
 // Reference of the fused RMSNorm + modulation (Component 1): by definition the composition of the two
 // unfused references (CONVENTIONS.md: a fused op's reference is never a copy of the kernel's logic).
-// Tested in tests/ref/rms_norm_modulate_test.cpp (byte-exact against rms_norm then modulate).
+// Tested in tests/ref/modulate_test.cpp (RmsNormModulate) (byte-exact against rms_norm then modulate).
 #include "ref/ref_ops.h"
 
 namespace vortex::ref {

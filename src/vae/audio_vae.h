@@ -3,7 +3,8 @@
 // anti-aliased SnakeBeta activations (2x Kaiser-sinc up/down sampling around each activation), the mean over the
 // parallel resblocks, activation_post, conv_post (no bias) and a clamp to [-1, 1]. FP32 throughout, as diffusers
 // pins it (docs/numerics.md "VAE decoders"). Weight-norm (weight_g, weight_v) is folded at load in FP64.
-// Weights are named after the checkpoint keys (dec_in_proj.*, decoder.*). Tested in tests/vae/audio_vae_test.cpp.
+// Weights are named after the checkpoint keys (dec_in_proj.*, decoder.*). Tested in
+// tests/vae/vae_parity_test.cpp (AudioParity) and tests/vae/vae_loader_test.cpp.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,8 @@
 // and the temporal clips of 5 + 2 latent frames cross-faded over 5 pixel frames. Written once against the
 // Backend; the numerical program (BF16 activations, FP32 residual stream and pinned modules) is
 // docs/numerics.md "VAE decoders". Weights are named after the checkpoint keys (decoder.*, post_quant_conv.*).
-// Tested in tests/vae/video_vae_test.cpp (diffusers fixtures: PSNR, uint8 agreement; tiling geometry; errors).
+// Tested in tests/vae/vae_parity_test.cpp (diffusers fixtures: PSNR, uint8 agreement) and
+// tests/vae/vae_loader_test.cpp (tiling geometry, errors).
 #pragma once
 
 #include <array>

@@ -14,6 +14,7 @@
 
 #include "attention/sage2_test_util.h"
 #include "cuda/attention/sage2_attention.h"
+#include "gpu_test.h"
 #include "ref/sage2_attention.h"
 #include "vortex/dtype.h"
 
@@ -21,14 +22,6 @@ namespace vortex {
 namespace {
 
 using sage2_test::InputKind;
-
-bool have_device() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define SKIP_WITHOUT_DEVICE() \
-  if (!have_device()) GTEST_SKIP() << "no CUDA device: the sage2 sm90 kernels cannot run here"
 
 #define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
 
@@ -95,7 +88,7 @@ std::string case_name(const ::testing::TestParamInfo<GpuCase>& info) {
 class Sage2Sm90Case : public ::testing::TestWithParam<GpuCase> {};
 
 TEST_P(Sage2Sm90Case, QuantizedBytesAndOutput) {
-  SKIP_WITHOUT_DEVICE();
+  VORTEX_REQUIRE_GPU();
   const GpuCase gc = GetParam();
   const uint64_t seed = sage2_test::fresh_seed();
   char trace[128];
@@ -223,7 +216,7 @@ std::vector<GpuCase> all_cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, Sage2Sm90Case, ::testing::ValuesIn(all_cases()), case_name);
 
 TEST(Sage2Sm90, RejectsWorkspaceQuantizedForAnotherMainloop) {
-  SKIP_WITHOUT_DEVICE();
+  VORTEX_REQUIRE_GPU();
   const int64_t S = 64;
   auto qkv = sage2_test::make_qkv(S, 1, InputKind::kRandom, sage2_test::fresh_seed());
   auto qkv_dev = device_storage(qkv.size() * 2);

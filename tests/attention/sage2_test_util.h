@@ -13,6 +13,7 @@
 
 #include "ref/sage2_attention.h"
 #include "vortex/dtype.h"
+#include "seed.h"
 
 namespace vortex::sage2_test {
 
@@ -108,9 +109,6 @@ ErrorStats compare(const std::vector<A>& got, const std::vector<double>& want) {
   return e;
 }
 
-inline uint64_t fresh_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-}
+using ::vortex::testing::fresh_seed;
 
 }  // namespace vortex::sage2_test

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cuda/attention/sdpa.h"
-#include "gemm/gpu_test_util.h"
+#include "gpu_test.h"
 #include "vortex/dtype.h"
 
 namespace vortex {

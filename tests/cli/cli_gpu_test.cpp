@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "cli/cli_test_util.h"
+#include "gpu_test.h"
 
 namespace {
 using namespace vortex_cli_test;
@@ -31,10 +32,10 @@ using namespace vortex_cli_test;
 
 TEST(CliGenerateGpu, CudaMatchesCpuAndIsReproducible) {
 #if !VORTEX_BUILD_HAS_CUDA
-  GTEST_SKIP() << "no CUDA device: this build has no CUDA backend (nvcc was not found at configure time)";
+  VORTEX_SKIP_NO_GPU("this build has no CUDA backend (nvcc was not found at configure time)");
 #else
   if (std::system("nvidia-smi -L >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "no CUDA device: nvidia-smi -L finds no GPU";
+    VORTEX_SKIP_NO_GPU("nvidia-smi -L finds no GPU");
   }
   ScratchDir dir;
   std::random_device rd;

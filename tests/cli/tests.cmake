@@ -32,6 +32,7 @@ if(TARGET vortex_cli)
 
   vortex_test(NAME cli_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_gpu_test.cpp
               LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto GPU)
+  target_include_directories(cli_gpu_test PRIVATE ${CMAKE_SOURCE_DIR}/include)  # vortex/status.h (tests/gpu_test.h)
   if(VORTEX_HAVE_CUDA)
     set(cli_has_cuda 1)
   else()

@@ -19,6 +19,7 @@
 
 #include "core/parallel.h"
 #include "core/philox.h"
+#include "gpu_test.h"
 #include "vortex/dtype.h"
 
 #if defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL) || \
@@ -35,25 +36,6 @@ namespace {
     ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_);     \
   } while (0)
 
-bool have_device(std::string* why) {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    *why = cudaGetErrorString(err);
-    return false;
-  }
-  if (count == 0) {
-    *why = "cudaGetDeviceCount returned 0";
-    return false;
-  }
-  return true;
-}
-
-#define REQUIRE_DEVICE()                                              \
-  do {                                                                \
-    std::string why_;                                                 \
-    if (!have_device(&why_)) GTEST_SKIP() << "no CUDA device: " << why_; \
-  } while (0)
 
 __global__ void cvt_sweep_kernel(uint64_t first, uint32_t count, uint16_t* bf16_out, uint8_t* e4m3_out,
                                  uint8_t* e5m2_out) {
@@ -106,7 +88,7 @@ __global__ void philox_kernel(uint64_t seed, uint32_t count, float scale, float 
 }
 
 TEST(DTypeCuda, AllF32PatternsMatchCvt) {
-  REQUIRE_DEVICE();
+  VORTEX_REQUIRE_GPU();
   constexpr uint32_t kChunk = 1u << 26;
   uint16_t* d_bf16;
   uint8_t *d_e4m3, *d_e5m2;
@@ -151,7 +133,7 @@ TEST(DTypeCuda, AllF32PatternsMatchCvt) {
 }
 
 TEST(DTypeCuda, Fp8DecodeMatchesCvt) {
-  REQUIRE_DEVICE();
+  VORTEX_REQUIRE_GPU();
   float *d4, *d5;
   CUDA_OK(cudaMalloc(&d4, 256 * 4));
   CUDA_OK(cudaMalloc(&d5, 256 * 4));
@@ -172,7 +154,7 @@ TEST(DTypeCuda, Fp8DecodeMatchesCvt) {
 }
 
 TEST(DTypeCuda, E2m1AndUe8m0MatchCvt) {
-  REQUIRE_DEVICE();
+  VORTEX_REQUIRE_GPU();
   std::random_device rd;
   uint64_t seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   std::mt19937_64 rng(seed);
@@ -225,7 +207,7 @@ TEST(DTypeCuda, E2m1AndUe8m0MatchCvt) {
 }
 
 TEST(PhiloxCuda, DeviceMatchesHost) {
-  REQUIRE_DEVICE();
+  VORTEX_REQUIRE_GPU();
   std::random_device rd;
   uint64_t seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   constexpr uint32_t kN = 1u << 22;

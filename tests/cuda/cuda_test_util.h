@@ -1,4 +1,4 @@
-// Helpers for the CUDA op tests: backends (CUDA skips visibly without a device), seeded random BF16
+// Helpers for the CUDA op tests: backends (the skip of tests/gpu_test.h without a device), seeded random BF16
 // data with adversarial modes, guarded device buffers (output poisoned before the run, padding and a
 // sentinel tail checked untouched after it) and byte comparison with readable mismatch reports.
 // Used by tests/cuda/ops_test.cpp.
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda/cuda_backend.h"
+#include "gpu_test.h"
 #include "ref/cpu_backend.h"
 #include "vortex/dtype.h"
 #include "vortex/tensor.h"
@@ -26,21 +27,16 @@ constexpr uint16_t kPoisonBf16 = 0xFFBF;  // a NaN payload no kernel produces (c
 constexpr uint32_t kPoisonF32 = 0xFFBADBADu;
 constexpr int64_t kGuardElements = 64;    // sentinel tail after every output
 
-// Creates the CUDA backend or records why it cannot (the caller skips with that message).
-inline std::unique_ptr<CudaBackend> cuda_or_null(std::string* why) {
-  Result<std::unique_ptr<CudaBackend>> b = CudaBackend::create(0);
-  if (!b.ok()) {
-    *why = b.status().message();
-    return nullptr;
-  }
-  return std::move(b).value();
-}
+// Creates the CUDA backend, or the Status saying why it cannot (the caller skips only for "no device").
+inline Result<std::unique_ptr<CudaBackend>> create_cuda() { return CudaBackend::create(0); }
 
-#define VORTEX_REQUIRE_CUDA(backend_ptr)                                        \
-  do {                                                                          \
-    std::string vortex_why_;                                                    \
-    backend_ptr = ::vortex::cuda_test::cuda_or_null(&vortex_why_);              \
-    if (!backend_ptr) GTEST_SKIP() << vortex_why_;        \
+// Sets `backend_ptr` to a CUDA backend on device 0; skips (VORTEX_SKIP_NO_GPU) without a device and fails on
+// any other reason (an unsupported GPU is a failure, not a skip).
+#define VORTEX_REQUIRE_CUDA(backend_ptr)                                     \
+  do {                                                                       \
+    auto vortex_b_ = ::vortex::cuda_test::create_cuda();                     \
+    VORTEX_SKIP_NO_GPU_OR_FAIL(vortex_b_.status());                          \
+    backend_ptr = std::move(vortex_b_).value();                              \
   } while (0)
 
 #define ASSERT_OK(expr)                                              \
@@ -49,10 +45,7 @@ inline std::unique_ptr<CudaBackend> cuda_or_null(std::string* why) {
     ASSERT_TRUE(vortex_st_.ok()) << #expr << ": " << vortex_st_.to_string(); \
   } while (0)
 
-inline uint64_t fresh_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-}
+using ::vortex::testing::fresh_seed;
 
 enum class Fill {
   kNormal,        // N(0, 1)-ish

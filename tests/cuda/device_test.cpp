@@ -13,6 +13,7 @@
 #include "cuda/check.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/device.h"
+#include "gpu_test.h"
 
 namespace vortex {
 namespace {
@@ -124,7 +125,7 @@ TEST(CudaBackendCreate, UnsupportedWithoutDeviceOtherwiseWorks) {
 }
 
 TEST(CudaAllocator, CachesAndTracksPeak) {
-  if (!query_device(0).ok()) GTEST_SKIP() << query_device(0).status().message();
+  VORTEX_SKIP_NO_GPU_OR_FAIL(query_device(0).status());
   CachingAllocator a;
   Result<void*> p1 = a.allocate(1000);
   ASSERT_TRUE(p1.ok()) << p1.status().to_string();

@@ -21,7 +21,7 @@
 
 #include "cuda/ops/nvfp4_quantize.h"
 #include "cuda/ops/ops.h"
-#include "gemm/gpu_test_util.h"
+#include "gpu_test.h"
 #include "ref/nvfp4_quantize.h"
 #include "ref/nvfp4_test_inputs.h"
 #include "ref/ref_ops.h"

@@ -20,7 +20,7 @@
 #include "engine/precision.h"
 #include "engine/workload.h"
 #include "model/h3_model.h"
-#include "gemm/gpu_test_util.h"
+#include "gpu_test.h"
 #include "io/quantized_layers.h"
 #include "model/h3_spec.h"
 #include "ref/nvfp4_quantize.h"

@@ -15,7 +15,7 @@
 #include "gemm/fp8_reference.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_tune.h"
-#include "gemm/gpu_test_util.h"
+#include "gpu_test.h"
 #include "vortex/dtype.h"
 
 namespace vortex {

@@ -7,7 +7,7 @@
 
 #include "core/philox.h"
 #include "gemm/gemm_tune.h"
-#include "gemm/gpu_test_util.h"
+#include "gpu_test.h"
 #include "vortex/dtype.h"
 
 namespace vortex {

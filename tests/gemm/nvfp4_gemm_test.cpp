@@ -15,7 +15,7 @@
 
 #include "gemm/gemm.h"
 #include "gemm/gemm_tune.h"
-#include "gemm/gpu_test_util.h"
+#include "gpu_test.h"
 #include "gemm/nvfp4_gemm.h"
 #include "ref/nvfp4_quantize.h"
 #include "vortex/dtype.h"

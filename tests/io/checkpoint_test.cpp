@@ -488,7 +488,9 @@ TEST(H3SpecTest, FullModelNumbers) {
     if (s.name.rfind("blocks.0.", 0) == 0 && s.name.find("adaln") == std::string::npos && s.shape.size() == 2)
       gemm += shape_numel(s.shape);
   }
-  EXPECT_EQ(gemm, 385351680);  // research §2.1: qkv 115.6M + out 38.5M + fc1 154.1M + fc2 77.1M
+  // One block's four GEMM weights from the model's widths (D 5376, inner 7168, FFN 14336; research §2.1):
+  // qkv [3 * 7168, 5376] + out [5376, 7168] + fc1 [2 * 14336, 5376] + fc2 [5376, 14336] = 385,351,680.
+  EXPECT_EQ(gemm, 3LL * 7168 * 5376 + 5376LL * 7168 + 2LL * 14336 * 5376 + 5376LL * 14336);
   EXPECT_GT(params, 32'500'000'000LL);
   EXPECT_LT(params, 33'500'000'000LL);
   const TensorSpec* ada = nullptr;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu_test.h"
 #include "io/checkpoint.h"
 #include "io/synth_checkpoint.h"
 #include "model/h3_spec.h"
@@ -23,22 +24,11 @@
 namespace vortex {
 namespace {
 
-std::unique_ptr<Backend> backend_or_skip_reason(std::string& reason) {
-  Result<std::unique_ptr<Backend>> b = make_backend(VORTEX_TEST_BACKEND);
-  if (!b.ok()) {
-    reason = b.status().to_string();
-    return nullptr;
-  }
-  return std::move(b).value();
-}
-
 TEST(VORTEX_SYNTH_SUITE, SynthesizedEqualsSynthFileLoaded) {
-  std::string reason;
-  std::unique_ptr<Backend> backend = backend_or_skip_reason(reason);
-  if (!backend) {
-    if (std::string(VORTEX_TEST_BACKEND) == "cuda") GTEST_SKIP() << "no CUDA device: " << reason;
-    FAIL() << "backend " << VORTEX_TEST_BACKEND << " unavailable: " << reason;
-  }
+  Result<std::unique_ptr<Backend>> made = make_backend(VORTEX_TEST_BACKEND);
+  if (std::string(VORTEX_TEST_BACKEND) == "cuda") VORTEX_SKIP_NO_GPU_OR_FAIL(made.status());
+  ASSERT_TRUE(made.ok()) << "backend " << VORTEX_TEST_BACKEND << " unavailable: " << made.status().to_string();
+  std::unique_ptr<Backend> backend = std::move(made).value();
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " backend " + VORTEX_TEST_BACKEND);
   const ModelConfig config = ModelConfig::h3_tiny();

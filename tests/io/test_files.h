@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "seed.h"
+
 #include <gtest/gtest.h>
 
 namespace vortex::testing {
@@ -55,11 +57,6 @@ inline std::string read_file_bytes(const std::string& path) {
 inline void write_file_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-inline uint64_t fresh_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
 // Temp dir removed at the end of the test.

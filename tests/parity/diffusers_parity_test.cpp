@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 
+#include "gpu_test.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/h3_model.h"
@@ -116,17 +117,9 @@ Result<Loaded> load(Fixture& fx, const std::string& file, CheckpointLayout layou
 
 // Skips only for an absent device or a build without the CUDA backend; an unsupported GPU or any other
 // failure is a failure.
-bool no_cuda_device(const Status& s) {
-  const std::string& m = s.message();
-  return s.code() == ErrorCode::kUnsupported &&
-         (m.find("no CUDA device") != std::string::npos || m.find("no CUDA backend") != std::string::npos);
-}
-
 #define SKIP_WITHOUT_BACKEND(result)                                                          \
   do {                                                                                       \
-    if (!(result).ok() && no_cuda_device((result).status()))                                 \
-      GTEST_SKIP() << "no CUDA device: " << (result).status().message();                    \
-    ASSERT_TRUE((result).ok()) << (result).status().to_string();                            \
+    VORTEX_SKIP_NO_GPU_OR_FAIL((result).status());                                           \
   } while (0)
 
 struct LayoutCase {

@@ -14,12 +14,11 @@
 #include "vortex/dtype.h"
 #include "vortex/tensor.h"
 
+#include "seed.h"
+
 namespace vortex::test {
 
-inline uint64_t fresh_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-}
+using ::vortex::testing::fresh_seed;
 
 inline std::string seed_msg(uint64_t seed) { return "seed=" + std::to_string(seed); }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test.h"
 #include "io/safetensors.h"
 #include "text_encoder/text_encoder.h"
 #include "vortex/dtype.h"
@@ -46,16 +47,9 @@ double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
   return std::sqrt(num / den);
 }
 
-bool no_cuda_device(const Status& s) {
-  const std::string& m = s.message();
-  return s.code() == ErrorCode::kUnsupported &&
-         (m.find("no CUDA device") != std::string::npos || m.find("no CUDA backend") != std::string::npos);
-}
-
 TEST(TE_SUITE(TextEncoderParity), EveryHiddenStateWithinTwiceTheBf16Floor) {
   Result<std::unique_ptr<Backend>> backend = make_backend(VORTEX_TE_PARITY_BACKEND, 0);
-  if (!backend.ok() && no_cuda_device(backend.status())) GTEST_SKIP() << "no CUDA device: " << backend.status().message();
-  ASSERT_TRUE(backend.ok()) << backend.status().to_string();
+  VORTEX_SKIP_NO_GPU_OR_FAIL(backend.status());
   Result<std::unique_ptr<TextEncoder>> enc = TextEncoder::load(kDir + "/model", **backend, kLayers);
   ASSERT_TRUE(enc.ok()) << enc.status().to_string();
   Result<SafetensorsFile> fx = SafetensorsFile::open(kDir + "/hidden_states.safetensors");

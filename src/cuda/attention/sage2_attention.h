@@ -26,21 +26,21 @@ namespace vortex {
 //             are issued together, and one warpgroup's softmax overlaps the other's GEMMs (ptxas places the
 //             PV wait right after the QK wait). Operands in the tiled layout (sage2_tiled_pos /
 //             sage2_tiled_v_pos). 928 TOPS mainloop, 888-890 TOPS with quantization at the canonical
-//             shape (H200, session 9 runs 1 and 3; the session-8 kernel, 839 / 805 in run 1, rebuilt
-//             its wgmma descriptors per instruction and converted int -> float in two instructions).
-//             Measured in session 9 and not kept: no producer warpgroup (256 threads, 255 registers,
-//             the last releasing warp refills the stage) 667 TOPS; FlashAttention-3's scheduler
+//             shape (H200: benchmarks/2026-11-29-h200-s9/run1-sage2_bench.log, run3-sage2_bench.log); building
+//             the wgmma descriptors per instruction and converting int -> float in two instructions gave
+//             839 / 805 (run1-sage2_bench.log).
+//             Measured slower, not kept (same logs; run7-sage2_bench.log): no producer warpgroup (256 threads,
+//             255 registers, the last releasing warp refills the stage) 667 TOPS; FlashAttention-3's scheduler
 //             barriers (a warpgroup issues on its turn, passes it right after issuing) 918 vs 928; a
 //             3-stage ring 911 vs 906 and, with staggered scheduler barriers, 908; a quarter of the
-//             exponentials as an FMA-pipe polynomial 792 (run 7: the kernel pays per instruction).
-//             Measured slower in the same runs and not kept (session 8,
-//             benchmarks/2026-11-29-h200-s8/sage2-variants-run3-4.jsonl): the warpgroups taking turns on the
-//             tensor core (ping-pong, 685 TOPS) and P through shared memory so softmax(j) overlaps PV(j-1)
-//             (stmatrix + SS wgmma, 765 TOPS; ptxas hoists the PV wait into the softmax when P is in
+//             exponentials as an FMA-pipe polynomial 792 (the kernel pays per instruction).
+//             Also slower (benchmarks/2026-11-29-h200-s8/sage2-variants-run3-4.jsonl): the warpgroups taking
+//             turns on the tensor core (ping-pong, 685 TOPS) and P through shared memory so softmax(j) overlaps
+//             PV(j-1) (stmatrix + SS wgmma, 765 TOPS; ptxas hoists the PV wait into the softmax when P is in
 //             registers, and writing P early into registers is unsafe).
-// (The first wgmma prototype kept the Q fragments in registers across the key loop; ptxas gave the
-// P fragments the same registers, so every block after the first multiplied garbage — SASS of H200
-// session 7 run 2. Q now stays in shared memory, which also frees 16 registers.)
+// Q stays in shared memory across the key loop: with Q fragments in registers ptxas gave the P fragments the
+// same registers, so every block after the first multiplied garbage
+// (benchmarks/2026-11-29-h200-sage2-s7/old-wgmma-sass-register-reuse.txt); shared memory also frees 16 registers.
 enum class Sage2Mainloop : uint8_t { kMmaSync, kWgmma };
 const char* sage2_mainloop_name(Sage2Mainloop m);
 // True when the quantized operands are stored in the tiled layout (the wgmma mainloop).

@@ -218,8 +218,8 @@ __device__ __forceinline__ void online_softmax_probs(const int (&acc)[16][4], bo
 //  - The same per-element arithmetic as the CPU program: float(S) exactly (exact_int_to_float), then
 //    ex2(fma(float(S), c, -m)). Folding the int -> float magic into the FFMA (X * c - (1.5 * 2^23 * c + m))
 //    saved 64 FADDs per block but rounds that bias once per row and block: on realistic inputs (large Q/K
-//    scales, c ~ 2e-2) the output moved from <= 1.2e-3 to 3.3e-3 rel-L2 away from the CPU program (H200
-//    session 8 run 2), so it was not kept.
+//    scales, c ~ 2e-2) the output moved from <= 1.2e-3 to 3.3e-3 rel-L2 away from the CPU program
+//    (benchmarks/2026-11-29-h200-s8/run2-sage2_test.log), so the FFMA keeps the unfolded form.
 __device__ __forceinline__ int row_max_s32(const int (&acc)[16][4], int e0) {
   // 32 values acc[nt][e0], acc[nt][e0 + 1] in 16 three-input max operations.
   int l1[8];
@@ -234,7 +234,7 @@ __device__ __forceinline__ int row_max_s32(const int (&acc)[16][4], int e0) {
 }
 // The conversion is one I2FP.F32.S32 (sm_90 emits I2FP, not the 16/clk I2F, for __int2float_rn; exact below
 // 2^24, so the same value as exact_int_to_float's two instructions): with the uniform descriptors below, 15%
-// fewer instructions per key block and 928 vs 839 TOPS mainloop (H200 session 9 run 1).
+// fewer instructions per key block and 928 vs 839 TOPS mainloop (benchmarks/2026-11-29-h200-s9/run1-sage2_bench.log).
 __device__ __forceinline__ void online_softmax_probs_full(const int (&acc)[16][4], float c, float& m_r, float& m_r8,
                                                           float& d_r, float& d_r8, float& alpha_r, float& alpha_r8,
                                                           float (&s)[16][4]) {
@@ -411,10 +411,11 @@ __global__ void __launch_bounds__(kThreads, 1) sage2_attention_mma_kernel(const 
 // P(j) to FP8 (after PV(j-1) has read P(j-1): packing earlier made ptxas serialize the wgmmas, C7513).
 // Live registers (S, the PV accumulator, O, P: ~230) exceed the 168 that 3 warps per SM sub-partition
 // allow, so the producer warpgroup gives its registers away: setmaxnreg 24 / 240 (R237 used, no local
-// memory). Measured on the H200 (session 7, benchmarks/2026-11-29-h200-sage2-s7/): 827-834 TOPS vs
-// 744 without the overlap; 3 stages = 2 stages; ping-pong turns between the warpgroups cost 2-7%. Session 9:
-// descriptors from a base plus constants and I2FP conversion, 928 TOPS (vs 839 in the same run); the softmax now
-// runs ~480 instructions per warp and key block against ~1,024 tensor cycles per warpgroup pair.
+// memory). Measured on the H200 (benchmarks/2026-11-29-h200-sage2-s7/bench-variants-runs4-9.txt): 827-834 TOPS
+// vs 744 without the overlap; 3 stages = 2 stages; ping-pong turns between the warpgroups cost 2-7%. Descriptors
+// from a base plus constants and the I2FP conversion: 928 TOPS vs 839 without them
+// (benchmarks/2026-11-29-h200-s9/run1-sage2_bench.log); the softmax runs ~480 instructions per warp and key
+// block against ~1,024 tensor cycles per warpgroup pair.
 constexpr uint32_t kCoreLbo = 128, kCoreSbo = 1024;  // sage2_tiled_pos: LBO along K, SBO per 8 rows
 constexpr int kTileBytes16K = 16384;                 // one 128-row x 128-byte tiled operand tile
 constexpr int kWsConsumerWarpgroups = 2;
@@ -520,7 +521,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
 
   // Descriptor of (tile base + kk * 256 bytes) = base descriptor + kk * 16 (the address field is bytes >> 4;
   // shared addresses < 256 KB never carry out of it); stage s adds s * 2 * 16 KB >> 4. Built per wgmma from
-  // the address, the descriptors cost ~70 uniform-datapath instructions per key block (SASS, session 9).
+  // the address, the descriptors cost ~70 uniform-datapath instructions per key block (cuobjdump -sass).
   const uint64_t q_desc0 = smem_desc(q_rows, kCoreLbo, kCoreSbo);
   const uint64_t k_desc0 = smem_desc(k_tile(0), kCoreLbo, kCoreSbo);
   const uint64_t v_desc0 = smem_desc(v_tile(0), kCoreLbo, kCoreSbo);
@@ -579,10 +580,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
   }
   float ks_next = blocks > 1 ? k_scale_head[kSage2KGroupsPerBlock + t] : 0.0f;
   // Key block j >= 1: QK(j) and PV(j-1) issued together as two groups; ptxas places the PV wait right
-  // after the QK wait (SASS, session 8), so the softmax overlaps the other warpgroup's GEMMs rather than
+  // after the QK wait (cuobjdump -sass), so the softmax overlaps the other warpgroup's GEMMs rather than
   // this warpgroup's PV (a shared-memory-P variant that overlaps both measured slower). P(j) goes into the
   // A registers only after PV(j-1) has been waited for: the PTX rule for register A operands; written
-  // earlier, ptxas coalesced the next P with the in-flight A registers (session 8 SASS). The last block
+  // earlier, ptxas coalesced the next P with the in-flight A registers (cuobjdump -sass). The last block
   // (masked keys) is peeled off: with its branch inside the loop ptxas spilled 28 bytes.
   auto key_block = [&](int j, auto last_block) {
     constexpr bool kLast = decltype(last_block)::value;

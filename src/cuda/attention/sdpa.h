@@ -33,8 +33,8 @@ class SdpaAttention {
 };
 
 // Times the SDPA at one shape on device-random Q/K/V read from a [S, 3*I] buffer (the canonical
-// shape: S = 37,810, 56 heads, D = 128; FLOP = 4 * S^2 * heads * D). Peer: PyTorch cuDNN SDPA
-// 71.9 ms on the H200 (PERFORMANCE.md).
+// shape: S = 37,810, 56 heads, D = 128; FLOP = 4 * S^2 * heads * D). bench/sdpa_bench.cpp writes it as an
+// evidence row; the PyTorch peer (scripts/peer_torch.py) times the same shape in the same gpu-check run.
 struct SdpaBenchResult {
   int64_t seq_len = 0;
   int num_heads = 0, head_dim = 0;
@@ -42,7 +42,6 @@ struct SdpaBenchResult {
   int reps = 0;
   double tflops_p50 = 0;
   std::string plan;
-  std::string json() const;
 };
 Result<SdpaBenchResult> bench_sdpa(SdpaAttention& sdpa, int64_t seq_len = 37810, int num_heads = 56,
                                    int head_dim = 128, int reps = 20);

@@ -403,14 +403,4 @@ Result<std::unique_ptr<SdpaAttention>> SdpaAttention::create() {
   return std::unique_ptr<SdpaAttention>(std::move(sdpa));
 }
 
-std::string SdpaBenchResult::json() const {
-  nlohmann::json j = {{"workload", "sdpa"},       {"impl", "cudnn_sdpa"},  {"seq_len", seq_len},
-                      {"num_heads", num_heads},   {"head_dim", head_dim},  {"ms_p10", ms_p10},
-                      {"ms_p50", ms_p50},         {"ms_p90", ms_p90},      {"ms_p95", ms_p95},
-                      {"n", reps},                {"tflops", tflops_p50},  {"plan", plan},
-                      {"baseline", "pytorch_cudnn_sdpa_h200"}, {"baseline_ms_p50", 71.9},
-                      {"ratio", ms_p50 > 0 ? ms_p50 / 71.9 : 0.0}};
-  return j.dump();
-}
-
 }  // namespace vortex

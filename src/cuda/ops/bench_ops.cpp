@@ -11,17 +11,10 @@
 
 #include "cuda/check.h"
 #include "cuda/cuda_backend.h"
+#include "profiling/evidence.h"
 
 namespace vortex {
 namespace {
-
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  const double idx = p * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(idx);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
-}
 
 // Times body(rep) with CUDA events on the backend stream.
 Result<std::vector<double>> time_reps(CudaBackend& b, int warmup, int reps, const std::function<Status(int)>& body) {
@@ -53,10 +46,11 @@ OpsBenchRow make_row(std::string op, int64_t rows, int64_t cols, const std::vect
   r.rows = rows;
   r.cols = cols;
   r.reps = static_cast<int>(ms.size());
-  r.ms_p10 = percentile(ms, 0.10);
-  r.ms_p50 = percentile(ms, 0.50);
-  r.ms_p90 = percentile(ms, 0.90);
-  r.ms_p95 = percentile(ms, 0.95);
+  const Percentiles p = percentiles(ms);
+  r.ms_p10 = p.p10;
+  r.ms_p50 = p.p50;
+  r.ms_p90 = p.p90;
+  r.ms_p95 = p.p95;
   r.bytes_moved = bytes;
   r.gbps_p50 = bytes / (r.ms_p50 * 1e-3) / 1e9;
   r.fraction_of_peak = r.gbps_p50 / peak_gbps;

@@ -26,7 +26,7 @@ namespace cuda_ops {
 //   kWarpRow: one warp per row, scale/shift/weight from L2 per chunk; 0.269 ms, 72.3%. The measured baseline the
 //       bench compares against, and the path taken when the table kernel cannot be resident.
 // Evidence: benchmarks/2026-11-29-h200-s8/run5-rms-norm-modulate-variants.txt (smem 0.239, smem_prefetch 0.242,
-// smem_bf16x2 0.229, smem_prefetch_bf16x2_intcvt 0.228 ms: deleted in session 8).
+// smem_bf16x2 0.229, smem_prefetch_bf16x2_intcvt 0.228 ms: not kept).
 enum class RmsNormModulateVariant : int {
   kSmemPrefetchBf16x2 = 0,
   kWarpRow = 1,

@@ -27,8 +27,8 @@ __device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to
 // range (where both paths give the same BF16: the FP32 rounding step 2^-149 cannot create a BF16 tie), and a
 // sum rounded to FP32 (24 bits >= 2 * 8 + 2) then to BF16 equals the sum rounded once (double rounding is
 // innocuous at that margin; a host emulation agreed on 97.5M random BF16 pairs, subnormal and overflow ranges
-// included). NaN results: the same bytes as the scalar path in the inf/NaN test cases on the H200 (session 8
-// run 6). Used by rms_norm_modulate.cu and the NVFP4 modulated producer.
+// included). NaN results: the same bytes as the scalar path in the inf/NaN test cases on the H200
+// (benchmarks/2026-11-29-h200-s8/cuda_ops_test.log). Used by rms_norm_modulate.cu and the NVFP4 modulated producer.
 __device__ __forceinline__ uint32_t bf16x2_mul_rn(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));

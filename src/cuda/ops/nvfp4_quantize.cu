@@ -2,8 +2,8 @@
 // scales in the 128x4 tile. Main path (cols % 16 == 0, 16-byte aligned rows): one lane per 16-byte chunk (half a
 // block), warp-contiguous loads/stores, three kernel variants with the same bytes (Nvfp4RunOptions::variant):
 // "fma_rev_smem" (default: E2M1 on the FP32 pipe, rows last-first, the modulated producer's AdaLN table slice
-// staged in shared memory), "fma_rev" (the same without the staging) and "warp_chunks" (session 7, the baseline).
-// Modulated producer at D = 5376 (session 9 run 3): fma_rev_smem 0.276 ms = 80.3% of copy BW, 1.57x unfused, vs
+// staged in shared memory), "fma_rev" (the same without the staging) and "warp_chunks" (the baseline).
+// Modulated producer at D = 5376 (benchmarks/2026-11-29-h200-s9/run3-nvfp4_bench.log): fma_rev_smem 0.276 ms = 80.3% of copy BW, 1.57x unfused, vs
 // fma_rev 0.340 ms (65.2%). H200,
 // S = 37810 (benchmarks/2026-11-29-h200-s8/run5-nvfp4-producer-variants.txt, bytes equal): plain K 5376 fma_rev
 // 0.225-0.229 ms = 97-99% of copy BW vs warp_chunks 0.363-0.367 (60-61%, ALU-bound integer E2M1); K 14336 0.580-
@@ -474,7 +474,7 @@ __global__ void __launch_bounds__(kChunkWarps * 32)
   block_amax_atomic(max(m2 & 0xFFFFu, m2 >> 16), amax);
 }
 
-// ---- main path, variant "fma_rev" (session 8; its kernels serve "fma_rev_smem" too): E2M1 codes on the FP32 pipe ----
+// ---- main path, variant "fma_rev" (its kernels serve "fma_rev_smem" too): E2M1 codes on the FP32 pipe ----
 // Limiter of pack_chunks_kernel (sm_90a SASS, fast path): ~235 instructions per lane and 16-byte chunk, ~155 of
 // them on the integer ALU pipe (16 lanes/clk per SM sub-partition, half the issue rate): e2m1_code_arith alone is
 // ~15 integer ops per element. At S = 37810, K = 5376 that is ~0.24-0.27 ms of ALU-pipe time, twice the 0.125 ms
@@ -678,7 +678,7 @@ __global__ void __launch_bounds__(kChunkWarps * 32, 4)  // <= 64 registers: 4 CT
   if constexpr (kDynamicG) get_g();  // block (0, 0) writes g even when it had no row group
 }
 
-// ---- main path, variant "fma_rev_smem" (session 8 late): the modulated producer with its table in shared memory ----
+// ---- main path, variant "fma_rev_smem": the modulated producer with its table in shared memory ----
 // Why: modulate_D5376 under fma_rev ran at 66% of copy BW (amax 0.146 ms, pack 0.197 ms) vs 99% for the plain
 // producer: per 16-byte chunk of n both passes also load the row's scale and shift chunks (two L2 loads) and round
 // t = R(1 + scale). As rms_norm_modulate's table kernel (72% -> 87%), each CTA here owns one task column (chunks
@@ -692,7 +692,7 @@ constexpr int kSliceChunks = kTaskGroups * 32;     // chunks of one task column 
 // CTAs per SM each kernel is sized for (launch bounds and its one-wave grid). ptxas hoists a task's 14 shared loads
 // next to its 7 global ones (21 live uint4); with fma_rev's budget (4 CTAs, <= 64 registers) both kernels spilled,
 // also when the staged modulation was applied chunk by chunk inside the quantize loop. With the native bf16x2
-// modulation (session 9) both spill at 3 CTAs (pack 32 bytes, amax 16), so both run 2 (<= 128 registers; 111-113
+// modulation both spill at 3 CTAs (pack 32 bytes, amax 16), so both run 2 (<= 128 registers; 111-113
 // used, no spills).
 constexpr int kPackModBlocksPerSm = 2;
 constexpr int kAmaxModBlocksPerSm = 2;
@@ -726,7 +726,7 @@ struct ModulatedSourceStaged : ModulatedSourcePacked {
 // load_task_fma for the staged source. All kTaskGroups loads of n are issued first, then the row's table row is
 // read (row_map) and the staged / global choice is made once per task (warp-uniform): with the row_map load first,
 // the n loads waited behind it (two dependent L2 latencies per task; pack pass 0.194 ms vs 0.137 for the plain
-// producer, session 9 run 2), and with the choice per chunk, the compiler put a branch between consecutive chunks
+// producer, benchmarks/2026-11-29-h200-s9/run2-nvfp4_bench.log), and with the choice per chunk, the compiler put a branch between consecutive chunks
 // and each chunk's arithmetic waited for its load before the next load issued (PTX of the first draft).
 template <bool kFull>
 __device__ __forceinline__ void load_task_mod_smem(ModulatedSourceStaged& src, int64_t r, int64_t c0, int lane,
@@ -872,15 +872,15 @@ __global__ void __launch_bounds__(kChunkWarps * 32, kPackModBlocksPerSm)
 }
 
 // Main-path variants (Nvfp4RunOptions::variant), same bytes:
-//   "warp_chunks" (session 7; the measured baseline): pack_chunks_kernel, then g by global_scale_kernel;
-//   "fma_rev" (session 8): pack_fma_kernel, g computed in the pack.
-// Measured and deleted in session 8 (benchmarks/2026-11-29-h200-s8/run5-nvfp4-producer-variants.txt, plain K 5376):
+//   "warp_chunks" (the measured baseline): pack_chunks_kernel, then g by global_scale_kernel;
+//   "fma_rev": pack_fma_kernel, g computed in the pack.
+// Measured slower, not kept (benchmarks/2026-11-29-h200-s8/run5-nvfp4-producer-variants.txt, plain K 5376):
 // "fma" (rows first-to-last, 0.231-0.235 ms), "fma_pdl" (programmatic dependent launches, 0.231-0.235 ms),
 // "fma_pipe" (persistent, next task's loads in flight, 0.238-0.244 ms) vs fma_rev 0.225-0.229 ms.
-//   "fma_rev_smem" (session 9; the default): the modulated producer's amax and pack with the AdaLN table slice
+//   "fma_rev_smem" (the default): the modulated producer's amax and pack with the AdaLN table slice
 //   staged in shared memory (amax_mod_smem_kernel, pack_mod_smem_kernel); the plain and SwiGLU producers run
-//   fma_rev's kernels under this name. Modulate D = 5376 (benchmarks/2026-11-29-h200-s9/): 0.311 ms (71.4%) as
-//   written in session 8 (run 1), 0.301 ms (73.8%) with native bf16x2 modulation (run 2), 0.276 ms (80.3%; amax
+//   fma_rev's kernels under this name. Modulate D = 5376 (benchmarks/2026-11-29-h200-s9/): 0.311 ms (71.4%) without
+//   the native bf16x2 modulation (run 1), 0.301 ms (73.8%) with native bf16x2 modulation (run 2), 0.276 ms (80.3%; amax
 //   0.104, pack 0.176 ms) once the n loads go out before the row_map load (run 3); fma_rev 0.334-0.340 ms.
 enum Variant : int { kWarpChunks = 0, kFmaRev = 1, kFmaRevSmem = 2, kVariantCount = 3 };
 constexpr const char* kVariantNames[kVariantCount] = {"warp_chunks", "fma_rev", "fma_rev_smem"};

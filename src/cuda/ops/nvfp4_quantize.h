@@ -51,8 +51,8 @@ Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t
 
 // ---- main-path kernel variants (benchmarks and tests) -----------------------------------------------
 // The main path (cols % 16 == 0, 16-byte aligned rows) has kernel variants that write the same bytes; the entry
-// points above run the default one. Variant i < nvfp4_variant_count() is named nvfp4_variant_name(i): since
-// session 8 "warp_chunks" (0, the measured baseline) and "fma_rev" (1; ~1.6x faster on H200); since session 9
+// points above run the default one. Variant i < nvfp4_variant_count() is named nvfp4_variant_name(i):
+// "warp_chunks" (0, the measured baseline), "fma_rev" (1; ~1.6x faster on H200) and
 // "fma_rev_smem" (2, the default): fma_rev with the modulated producer's AdaLN table slice staged in shared memory
 // (plain / SwiGLU run fma_rev's kernels under that name; modulate 0.276 vs 0.340 ms on H200).
 struct Nvfp4RunOptions {
