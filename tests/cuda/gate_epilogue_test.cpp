@@ -15,7 +15,8 @@
 #include "cuda/cuda_test_util.h"
 #include "gemm/fp8_reference.h"
 #include "gemm/gemm.h"
-#include "gemm/gpu_test_util.h"
+#include "gpu_test.h"
+#include "seed.h"
 #include "vortex/config.h"
 #include "vortex/dtype.h"
 

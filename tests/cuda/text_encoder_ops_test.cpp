@@ -12,7 +12,8 @@
 #include <limits>
 
 #include "cuda_test_util.h"
-#include "gemm/gpu_test_util.h"
+#include "gpu_test.h"
+#include "seed.h"
 #include "ref/ref_ops.h"
 
 namespace vortex {

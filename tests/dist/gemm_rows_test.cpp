@@ -13,7 +13,8 @@
 #include "dist/communicator.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_tune.h"
-#include "gemm/gpu_test_util.h"
+#include "gpu_test.h"
+#include "seed.h"
 
 namespace vortex {
 namespace {

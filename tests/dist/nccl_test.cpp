@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "gpu_test.h"
 #include "cuda/cuda_backend.h"
 #include "dist/nccl.h"
 #include "engine/pipeline.h"
@@ -28,7 +29,7 @@ uint64_t fresh_seed() {
 #define VORTEX_REQUIRE_CUDA_AND_NCCL(backend)                                  \
   do {                                                                         \
     auto b_ = CudaBackend::create(0);                                          \
-    if (!b_.ok()) GTEST_SKIP() << "no usable CUDA device: " << b_.status().message(); \
+    VORTEX_SKIP_NO_GPU_OR_FAIL(b_.status());                                  \
     backend = std::move(b_).value();                                           \
     Status n_ = nccl_load();                                                   \
     if (!n_.ok()) GTEST_SKIP() << n_.message();                                \

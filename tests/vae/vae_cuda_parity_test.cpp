@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu_test.h"
 #include "io/safetensors.h"
 #include "model/backend.h"
 #include "vae/audio_vae.h"
@@ -34,7 +35,7 @@ Tensor get(const SafetensorsFile& f, const std::string& name) {
 
 #define VORTEX_REQUIRE_CUDA_BACKEND(var)                                                   \
   auto var = make_backend("cuda", 0);                                                      \
-  if (!var.ok()) GTEST_SKIP() << "no CUDA backend: " << var.status().to_string();
+  VORTEX_SKIP_NO_GPU_OR_FAIL(var.status());
 
 // PSNR (peak 1) of two ImageNet-space videos on de-normalized, clamped [0, 1] pixels.
 double video_psnr(const Tensor& a, const Tensor& b) {
