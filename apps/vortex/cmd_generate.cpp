@@ -152,7 +152,7 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
-int run_generate(const GenerateArgs& a, CLI::App& sub) {
+int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
   GenerateRequest r;
   std::string error;
   const bool has_config = sub.count("--config") > 0;
@@ -188,6 +188,7 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
   q.sampler = a.sampler;
   q.schedule = a.schedule;
   p.backend = a.backend;
+  p.device = device;
   r.out_dir = a.out;
   r.overwrite = a.overwrite;
   p.precision = a.precision;
@@ -274,7 +275,7 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
                   "turbo4: 4 steps, shift 6 / 3, euler, for the Turbo LoRA given with --lora")
       ->type_name("NAME");
   sub->add_flag("--quiet", args->quiet, "No progress output");
-  sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub); });
+  sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub, ctx.device); });
 }
 
 }  // namespace vortex::cli
