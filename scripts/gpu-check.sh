@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check: builds if needed, runs every GPU test, the gates and the canonical benchmarks on a CUDA
 # machine in one call, and leaves evidence files. Usage:
-#   scripts/gpu-check.sh [--bin DIR] [--work DIR] [--part tests|gate|bench|all] [--quick]
+#   scripts/gpu-check.sh [--bin DIR] [--work DIR] [--part tests|gate|bench|all] [--quick] [--policies LIST]
 #     --bin DIR   prebuilt binaries (vortex + *_test + *_bench) for sm_90a (default build/bin; built if missing)
 #     --work DIR  logs and per-test JSON (default out/gpu-check); when $OUT is set (the lent device) the
 #                 log and a tarball of the work dir are also written there
@@ -9,6 +9,10 @@
 #                 trajectory) | deviation (fp8/nvfp4 vs bf16 latents, nvfp4 per-op) | gemm (GEMM bench + FC2 algorithm search)
 #                 | all (default)
 #     --quick     skip the 12-step trajectories
+#     --policies  the CUDA policies the GPU tests run under (default "sm90 sm120": the device's own, then the
+#                 sm120 row forced on this GPU, VORTEX_POLICY=sm120: cuDNN, the mma.sync Sage2 mainloop and the
+#                 non-FP4 GEMMs; cuBLASLt FP4 is compiled, never run here, and its tests skip naming the policy)
+# The tests part first prints `cuobjdump --list-elf` of the vortex binary (the SASS targets it carries).
 # Evidence rows (docs/evidence.md) are appended to benchmarks/<date>-<gpu>-*.jsonl: commit them, then regenerate
 # docs/results.md (python3 tools/results_md.py).
 # Exit code: 0 only if every step passed; a GPU test that skips for want of a device (the message after
@@ -20,12 +24,14 @@ bin=build/bin
 work=out/gpu-check
 part=all
 quick=0
+policies="sm90 sm120"
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) bin=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --part) part=$2; shift 2 ;;
     --quick) quick=1; shift ;;
+    --policies) policies=$2; shift 2 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -62,9 +68,9 @@ run_step() {  # run_step NAME TIMEOUT CMD...
   return $rc
 }
 # A GPU test binary on this GPU machine: any test that skips for want of a device is a failure here.
-run_gpu_test() {  # run_gpu_test NAME BINARY
-  local name=$1 t=$2 out="$work/$1.out"
-  VORTEX_RUN_BENCH=1 VORTEX_CLI="$v" run_step "$name" 300 "$t" --gtest_brief=1 --gtest_output=json:"$work/$name.json" \
+run_gpu_test() {  # run_gpu_test NAME BINARY [POLICY]
+  local name=$1 t=$2 policy=${3:-} out="$work/$1.out"
+  VORTEX_POLICY="$policy" VORTEX_RUN_BENCH=1 VORTEX_CLI="$v" run_step "$name" 300 "$t" --gtest_brief=1 --gtest_output=json:"$work/$name.json" \
     > >(tee "$out") 2>&1
   sleep 0.2  # let tee flush
   local skipped
@@ -78,6 +84,10 @@ v="$bin/vortex"
 canon=(--config h3 --backend cuda)
 
 if [ "$part" = all ] || [ "$part" = tests ]; then
+  # The fat binary's SASS targets (expected: sm_90a, sm_100a, sm_120a, sm_121a; the PTX is listed by --list-ptx).
+  echo "== cuobjdump --list-elf $v"
+  cuobjdump --list-elf "$v" "$bin/libvortex.so" | sed 's/^/  /'
+  cuobjdump --list-elf "$bin/libvortex.so" | grep -o 'sm_[0-9]*a' | sort -u | tr '\n' ' '; echo
   # The GPU-labelled test executables (bin/gpu-tests.txt, written by tests/CMakeLists.txt); every *_test
   # when the list is absent. CPU-only tests are CI's (scripts/test.sh).
   if [ -f "$bin/gpu-tests.txt" ]; then
@@ -86,14 +96,18 @@ if [ "$part" = all ] || [ "$part" = tests ]; then
     gpu_tests=()
     for t in "$bin"/*_test; do gpu_tests+=("$(basename "$t")"); done
   fi
-  for n in "${gpu_tests[@]}"; do
-    t="$bin/$n"
-    if [ ! -x "$t" ]; then
-      summary+=("$(printf '%-34s FAILED: listed in gpu-tests.txt but not in %s' "$n" "$bin")")
-      failed=1
-      continue
-    fi
-    run_gpu_test "$n" "$t"
+  for p in $policies; do
+    own=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
+    forced=$p; [ "sm$own" = "$p" ] && forced=""  # the device's own row: no VORTEX_POLICY
+    for n in "${gpu_tests[@]}"; do
+      t="$bin/$n"
+      if [ ! -x "$t" ]; then
+        summary+=("$(printf '%-34s FAILED: listed in gpu-tests.txt but not in %s' "$n" "$bin")")
+        failed=1
+        continue
+      fi
+      run_gpu_test "${n}_$p" "$t" "$forced"
+    done
   done
 fi
 if [ "$part" = all ] || [ "$part" = gate ]; then

@@ -86,7 +86,10 @@ void register_bench(CLI::App& app, CommandContext& ctx) {
       sub->add_option("--b", args.opts.b, "candidate switches, e.g. fused")->required();
     }
     std::string name = what;
-    sub->callback([&ctx, name]() { ctx.exit_code = run_bench(name, args); });
+    sub->callback([&ctx, name]() {
+      args.spec.device = ctx.device;
+      ctx.exit_code = run_bench(name, args);
+    });
   }
 }
 

@@ -25,6 +25,7 @@ void register_gate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--out", out, "also write the verdict JSON here");
   sub->callback([&ctx]() {
     auto log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
+    spec.device = ctx.device;
     auto w = load_workload(spec, log);
     if (!w.ok()) {
       std::fprintf(stderr, "vortex gate: error: %s\n", w.status().to_string().c_str());

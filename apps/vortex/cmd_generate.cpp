@@ -256,7 +256,7 @@ std::vector<std::string> rank_command_line() {
   return out;
 }
 
-int run_generate(const GenerateArgs& a, CLI::App& sub) {
+int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
   GenerateRequest r;
   std::string error;
   // ---- multi-GPU: the launcher (--gpus N) or one rank of a world (VORTEX_RANK / RANK in the environment) ----
@@ -341,6 +341,7 @@ int run_generate(const GenerateArgs& a, CLI::App& sub) {
   q.sampler = a.sampler;
   q.schedule = a.schedule;
   p.backend = a.backend;
+  p.device = device;
   r.out_dir = a.out;
   r.overwrite = a.overwrite;
   p.precision = a.precision;
@@ -471,7 +472,7 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--comm-timeout", args->comm_timeout,
                   "Seconds one collective may wait for the other ranks before the run fails (default 300)")
       ->type_name("S");
-  sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub); });
+  sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub, ctx.device); });
 }
 
 }  // namespace vortex::cli

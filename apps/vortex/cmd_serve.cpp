@@ -47,7 +47,7 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
-int run_serve(const ServeArgs& a, CLI::App& sub) {
+int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   const int sources = (a.model.empty() ? 0 : 1) + (a.checkpoint.empty() ? 0 : 1) + (a.synthetic ? 1 : 0);
   if (sources != 1) return fail(2, "give the weights one way: --model DIR, --checkpoint FILE|DIR or --synthetic");
   if (!a.model.empty() && !std::filesystem::is_directory(a.model)) {
@@ -68,6 +68,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub) {
   o.pipeline.synthetic_weights = a.synthetic;
   o.pipeline.weights_seed = a.weights_seed;
   o.pipeline.backend = a.backend;
+  o.pipeline.device = device;
   o.pipeline.threads = a.threads;
   o.pipeline.precision = a.precision;
   // The official snapshot (engine/model_folder.h): its transformer, and its text encoder for real prompts.
@@ -140,7 +141,7 @@ void register_serve(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--http-threads", a->http_threads, "Concurrent connections (default 16)")->type_name("INT");
   add_decoder_options(sub, a->decoders, /*frames_dir=*/false);
   sub->add_flag("--quiet", a->quiet, "No log lines on stderr");
-  sub->callback([a, sub, &ctx]() { ctx.exit_code = run_serve(*a, *sub); });
+  sub->callback([a, sub, &ctx]() { ctx.exit_code = run_serve(*a, *sub, ctx.device); });
 }
 
 }  // namespace vortex::cli

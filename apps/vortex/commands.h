@@ -12,6 +12,7 @@ namespace vortex::cli {
 
 struct CommandContext {
   int exit_code = 0;
+  int device = 0;  // --device N (any command that makes a backend): the CUDA device ordinal
 };
 
 // The exit code of a failed command: 2 for bad arguments or bad input (a wrong flag value, a missing or

@@ -1,9 +1,11 @@
 // vortex CLI entry point: registers every subcommand (apps/vortex/cmd_*.cpp) and runs one.
 // Exit codes: 0 success, 2 bad arguments or bad input, 1 runtime failure (gate verdicts: 3 = fail).
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "commands.h"
+#include "core/arch.h"
 #include "engine/run_manifest.h"
 
 int main(int argc, char** argv) {
@@ -14,6 +16,20 @@ int main(int argc, char** argv) {
                                         build["git_commit"].get<std::string>() + ")");
   app.require_subcommand(1);
   vortex::cli::CommandContext ctx;
+  // Backend placement for every command (accepted before or after the command name).
+  app.fallthrough();
+  app.add_option("--device", ctx.device, "CUDA device ordinal (default 0)")->check(CLI::NonNegativeNumber);
+  // --policy ARCH: run the policy row of another architecture on this GPU (the portable kernels of sm120 on an
+  // H200); the CUDA backend reads it from VORTEX_POLICY, the one route for the CLI and the GPU tests.
+  app.add_option_function<std::string>(
+         "--policy",
+         [](const std::string& v) {
+           if (!vortex::parse_gpu_arch(v).ok())
+             throw CLI::ValidationError("--policy", "must be sm90, sm100, sm120 or sm121, got '" + v + "'");
+           ::setenv("VORTEX_POLICY", v.c_str(), 1);
+         },
+         "force the CUDA policy of another architecture: sm90 | sm100 | sm120 | sm121 (default: the device's own)")
+      ->type_name("ARCH");
   vortex::cli::register_generate(app, ctx);
   vortex::cli::register_inspect(app, ctx);
   vortex::cli::register_synth(app, ctx);

@@ -10,6 +10,7 @@
 #include "cuda/attention/sage2_attention.h"
 #include "cuda/attention/sdpa.h"
 #include "cuda/check.h"
+#include "cuda/nvfp4_activation_slots.h"
 #include "cuda/ops/nvfp4_quantize.h"
 #include "cuda/ops/ops.h"
 #include "cuda/ops/vae_ops.h"
@@ -31,54 +32,35 @@ Status expect_dense_host(const Tensor& t, const char* what) {
 
 }  // namespace
 
-// NVFP4 linear state: the GEMM runner and two scratch slots [data | scales | g | amax] for quantized
-// activations (slot 0: linear()'s own quantization and the QKV/FC1 producers; slot 1: the FC2 producer),
-// each sized at first use for the shape and grown only for a larger one; from the backend's caching
-// allocator, so they count in memory_in_use / memory_peak.
-struct CudaBackend::Nvfp4State {
-  struct Slot {
-    void* scratch = nullptr;
-    size_t bytes = 0;
-    uint64_t generation = 0;  // producer calls into this slot (QuantizedActivation::generation)
-  };
-  std::shared_ptr<CachingAllocator> allocator;
-  std::unique_ptr<Nvfp4Gemm> gemm;
-  Slot slots[CudaBackend::kNvfp4Slots];
-  ~Nvfp4State() {
-    for (Slot& s : slots)
-      if (s.scratch) allocator->release(s.scratch, s.bytes);
-  }
-};
-
-// Where one producer call writes (pointers into a slot).
-struct CudaBackend::Nvfp4Target {
-  cuda_ops::Nvfp4Buffers buffers;
-  cuda_ops::Nvfp4GlobalScale g;
-};
-
-Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal, GpuArch policy) {
   std::unique_ptr<CudaBackend> b(new CudaBackend());
-  VORTEX_RETURN_IF_ERROR(b->init(ordinal));
+  VORTEX_RETURN_IF_ERROR(b->init(ordinal, policy));
   return b;
 }
 
-Status CudaBackend::init(int ordinal) {
+Status CudaBackend::init(int ordinal, GpuArch policy) {
   VORTEX_ASSIGN_OR_RETURN(info_, query_device(ordinal));
   VORTEX_RETURN_IF_ERROR(check_device_supported(info_));
+  if (policy == GpuArch::kUnknown) {
+    VORTEX_ASSIGN_OR_RETURN(policy, policy_from_env());
+  }
+  policy_ = make_device_policy(info_.name, info_.cc_major, info_.cc_minor, policy);
+  fp8_gemm_ = select_gemm(policy_, Precision::kFp8).status();
   VORTEX_CUDA_CHECK(cudaSetDevice(ordinal));
   VORTEX_RETURN_IF_ERROR(cuda_ops::check_kernel_image());
   VORTEX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   allocator_ = std::make_shared<CachingAllocator>();
   pinned_ = std::make_unique<PinnedBuffer>();
   segments_ = std::make_unique<cuda_ops::SegmentRowMapCache>(allocator_);
-  const ExecOptions defaults = policy_exec_options(info_.facts.arch);
+  const ExecOptions defaults = policy_exec_options(policy_.policy_arch);
   debug_sync_ = defaults.debug_sync;
   debug_sync_env_ = debug_sync_from_env();
   fused_gate_add_ = defaults.fused_gate_add;
   // SiLU table: the CPU reference's scalar SiLU for all 65,536 BF16 inputs (see src/cuda/ops/swiglu.cu).
   const std::vector<uint16_t> table = cuda_ops::silu_bf16_table_host();
-  VORTEX_CUDA_CHECK(cudaMalloc(&silu_table_, table.size() * sizeof(uint16_t)));
-  VORTEX_CUDA_CHECK(cudaMemcpy(silu_table_, table.data(), table.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  VORTEX_ASSIGN_OR_RETURN(silu_table_, DeviceBuffer::allocate(allocator_, table.size() * sizeof(uint16_t)));
+  VORTEX_CUDA_CHECK(
+      cudaMemcpy(silu_table_.data(), table.data(), table.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
   return Status::Ok();
 }
 
@@ -91,11 +73,18 @@ CudaBackend::~CudaBackend() {
   for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
   sdpa_.reset();
   sage2_.reset();
-  nvfp4_.reset();
+  nvfp4_slots_.reset();
+  nvfp4_gemm_.reset();
   gemm_.reset();
   segments_.reset();
-  if (silu_table_) (void)cudaFree(silu_table_);
+  silu_table_.reset();
   if (stream_) (void)cudaStreamDestroy(stream_);
+}
+
+GemmEngineOptions CudaBackend::gemm_options() const {
+  GemmEngineOptions o;
+  o.memory = allocator_;  // cuBLASLt workspace and FP8 scratch count in memory_in_use / memory_peak
+  return o;
 }
 
 Status CudaBackend::after_op(const char* op, bool force_sync) {
@@ -275,107 +264,53 @@ Status CudaBackend::fill_synthetic(Tensor& dst, uint64_t seed, float scale, floa
 // ---- ops ---------------------------------------------------------------------------------------
 Status CudaBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
   if (!gemm_) {  // created on first use: backends used only for elementwise work need no cuBLASLt
-    VORTEX_ASSIGN_OR_RETURN(gemm_, GemmEngine::create());
+    VORTEX_ASSIGN_OR_RETURN(gemm_, GemmEngine::create(gemm_options()));
   }
   if (w.format == QuantFormat::kNvfp4) return linear_nvfp4(x, w, bias, out);
+  if (w.format == QuantFormat::kFp8Scaled && !fp8_gemm_.ok()) return fp8_gemm_;  // select_gemm at init
   VORTEX_RETURN_IF_ERROR(gemm_->linear(x, w, bias, out, stream_));
   return after_op("linear");
 }
 
-// ---- NVFP4: quantize into a slot, then GEMM from it ---------------------------------------------
-Status CudaBackend::nvfp4_prepare_slot(int slot, int64_t rows, int64_t cols, const LinearWeight& consumer, const char* op,
-                                       Nvfp4Target& target, QuantizedActivation& out) {
-  if (slot < 0 || slot >= kNvfp4Slots)
-    return invalid_argument(std::string(op) + ": slot " + std::to_string(slot) + " outside [0, " +
-                            std::to_string(kNvfp4Slots) + ")");
-  if (consumer.format != QuantFormat::kNvfp4)
-    return invalid_argument(std::string(op) + ": the consuming layer is " + quant_format_name(consumer.format) +
-                            ", not nvfp4 (only NVFP4 weights take a quantized activation; use the eager path)");
-  if (cols != consumer.in_features)
-    return invalid_argument(std::string(op) + ": the activation has K=" + std::to_string(cols) +
-                            ", the consuming weight K=" + std::to_string(consumer.in_features));
-  if (!gemm_) {
-    VORTEX_ASSIGN_OR_RETURN(gemm_, GemmEngine::create());
-  }
-  if (!nvfp4_) {
-    nvfp4_ = std::make_unique<Nvfp4State>();
-    nvfp4_->allocator = allocator_;
-  }
-  if (!nvfp4_->gemm) {
-    VORTEX_ASSIGN_OR_RETURN(nvfp4_->gemm, Nvfp4Gemm::create(*gemm_));
-  }
-  Nvfp4State::Slot& sl = nvfp4_->slots[slot];
-  const ref::Nvfp4Layout layout = ref::nvfp4_layout(rows, cols);
-  auto up = [](size_t v) { return (v + 255) / 256 * 256; };
-  const size_t data_bytes = up(layout.data_bytes()), scale_bytes = up(layout.scale_bytes());
-  const size_t need = data_bytes + scale_bytes + 256;
-  if (need > sl.bytes) {
-    if (sl.scratch) {
-      VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no kernel may still use the old block
-      nvfp4_->allocator->release(sl.scratch, sl.bytes);
+// ---- NVFP4: quantize into an activation slot, then GEMM from it ------------------------------------
+Status CudaBackend::nvfp4_prepare(Nvfp4ActivationSlots::Role role, int64_t rows, int64_t cols,
+                                  const LinearWeight& consumer, const char* op, Nvfp4ActivationSlots::Target& target,
+                                  QuantizedActivation& out) {
+  if (!nvfp4_gemm_) {  // the path follows the policy (cuBLASLt FP4 or the exact BF16 emulation)
+    VORTEX_ASSIGN_OR_RETURN(Nvfp4GemmPath path, select_nvfp4(policy_));
+    if (!gemm_) {
+      VORTEX_ASSIGN_OR_RETURN(gemm_, GemmEngine::create(gemm_options()));
     }
-    sl.scratch = nullptr;
-    sl.bytes = 0;
-    VORTEX_ASSIGN_OR_RETURN(sl.scratch, nvfp4_->allocator->allocate(need));
-    sl.bytes = need;
+    VORTEX_ASSIGN_OR_RETURN(nvfp4_gemm_, Nvfp4Gemm::create(*gemm_, path, allocator_));  // counted in memory_peak
   }
-  ++sl.generation;
-  char* base = static_cast<char*>(sl.scratch);
-  target.buffers.data = reinterpret_cast<uint8_t*>(base);                // [M16, K16/2] e2m1 pairs
-  target.buffers.scales = reinterpret_cast<uint8_t*>(base + data_bytes);  // [M128, C4] e4m3, 128x4 tiles
-  target.g = cuda_ops::Nvfp4GlobalScale{};
-  target.g.g = reinterpret_cast<float*>(base + data_bytes + scale_bytes);
-  target.g.amax_workspace = reinterpret_cast<uint32_t*>(base + data_bytes + scale_bytes + 16);
-  if (consumer.input_scale.defined()) {  // static activation scale from the checkpoint
-    const Tensor& is = consumer.input_scale;
-    if (is.device() != Device::kCuda || is.dtype() != DType::kF32 || is.numel() != 1)
-      return invalid_argument(std::string(op) + ": input_scale must be one f32 on the device, got " + is.describe());
-    VORTEX_CUDA_CHECK(cudaMemcpyAsync(target.g.g, is.raw_data(), sizeof(float), cudaMemcpyDeviceToDevice, stream_));
-    target.g.dynamic = false;
-  }
-  // Non-owning views of the slot (the backend keeps the memory; valid until the slot's next producer call).
-  auto storage = std::make_shared<Storage>();
-  storage->ptr = sl.scratch;
-  storage->bytes = sl.bytes;
-  storage->device = Device::kCuda;
-  out = QuantizedActivation{};
-  out.format = QuantFormat::kNvfp4;
-  out.data = Tensor::from_storage(storage, 0, {layout.data_rows, layout.data_row_bytes}, DType::kU8);
-  out.scales = Tensor::from_storage(storage, data_bytes, {layout.scale_rows, layout.scale_cols}, DType::kF8E4M3);
-  out.global_scale = Tensor::from_storage(storage, data_bytes + scale_bytes, {1}, DType::kF32);
-  out.static_global_scale = !target.g.dynamic;
-  out.rows = rows;
-  out.cols = cols;
-  out.slot = slot;
-  out.generation = sl.generation;
-  return Status::Ok();
+  if (!nvfp4_slots_) nvfp4_slots_ = std::make_unique<Nvfp4ActivationSlots>(allocator_);
+  return nvfp4_slots_->prepare(role, rows, cols, consumer, op, stream_, target, out);
 }
 
-Status CudaBackend::quantize_nvfp4(const Tensor& x, const LinearWeight& consumer, int slot, QuantizedActivation& out) {
+Status CudaBackend::quantize_nvfp4(const Tensor& x, const LinearWeight& consumer, QuantizedActivation& out) {
   if (!x.defined() || x.device() != Device::kCuda || x.dtype() != DType::kBF16 || x.ndim() != 2 || x.stride(1) != 1)
     return invalid_argument("nvfp4 linear: x must be a device bf16 [M, K] with unit column stride, got " +
                             (x.defined() ? x.describe() : std::string("undefined")));
   const int64_t m = x.dim(0), k = x.dim(1);
-  Nvfp4Target t;
-  VORTEX_RETURN_IF_ERROR(nvfp4_prepare_slot(slot, m, k, consumer, "nvfp4 linear", t, out));
+  Nvfp4ActivationSlots::Target t;
+  VORTEX_RETURN_IF_ERROR(nvfp4_prepare(Nvfp4ActivationSlots::Role::kLinearInput, m, k, consumer, "nvfp4 linear", t, out));
   if (m == 0) return Status::Ok();
   VORTEX_RETURN_IF_ERROR(
       cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.raw_data()), m, k, x.stride(0), t.g, t.buffers, stream_));
   return after_op("linear(nvfp4 activation quantize)");
 }
 
-// out = R(g_x * g_w * q(x) @ w'^T + bias): x quantized by the GPU producer into slot 0 (dynamic g =
+// out = R(g_x * g_w * q(x) @ w'^T + bias): x quantized by the GPU producer into its slot (dynamic g =
 // amax/2688 in comfy-kitchen's BF16 rounding, or the layer's static input_scale), then the NVFP4 GEMM.
 Status CudaBackend::linear_nvfp4(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
   QuantizedActivation q;
-  VORTEX_RETURN_IF_ERROR(quantize_nvfp4(x, w, 0, q));
+  VORTEX_RETURN_IF_ERROR(quantize_nvfp4(x, w, q));
   if (q.rows == 0) return Status::Ok();
   return linear_quantized(q, w, bias, out);
 }
 
 Status CudaBackend::modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk,
-                                      const SegmentTable& seg, const LinearWeight& consumer, int slot,
-                                      QuantizedActivation& out) {
+                                      const SegmentTable& seg, const LinearWeight& consumer, QuantizedActivation& out) {
   if (!n.defined() || n.device() != Device::kCuda || n.dtype() != DType::kBF16 || n.ndim() != 2 || n.stride(1) != 1)
     return invalid_argument("modulate_quantize: n must be a device bf16 [S, D] with unit column stride, got " +
                             (n.defined() ? n.describe() : std::string("undefined")));
@@ -387,8 +322,9 @@ Status CudaBackend::modulate_quantize(const Tensor& n, const Tensor& table, int 
     return invalid_argument("modulate_quantize: table " + table.describe() + " must hold whole rows of chunks of D=" +
                             std::to_string(d) + " covering chunks " + std::to_string(shift_chunk) + "/" +
                             std::to_string(scale_chunk));
-  Nvfp4Target t;
-  VORTEX_RETURN_IF_ERROR(nvfp4_prepare_slot(slot, rows, d, consumer, "modulate_quantize", t, out));
+  Nvfp4ActivationSlots::Target t;
+  VORTEX_RETURN_IF_ERROR(
+      nvfp4_prepare(Nvfp4ActivationSlots::Role::kLinearInput, rows, d, consumer, "modulate_quantize", t, out));
   if (rows == 0) return Status::Ok();
   VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map, segments_->get(seg, table.dim(0), stream_));
   VORTEX_RETURN_IF_ERROR(cuda_ops::nvfp4_quantize_modulated(
@@ -397,17 +333,17 @@ Status CudaBackend::modulate_quantize(const Tensor& n, const Tensor& table, int 
   return after_op("modulate_quantize");
 }
 
-Status CudaBackend::swiglu_quantize(const Tensor& u, const LinearWeight& consumer, int slot, QuantizedActivation& out) {
+Status CudaBackend::swiglu_quantize(const Tensor& u, const LinearWeight& consumer, QuantizedActivation& out) {
   if (!u.defined() || u.device() != Device::kCuda || u.dtype() != DType::kBF16 || u.ndim() != 2 || u.stride(1) != 1 ||
       u.dim(1) % 2 != 0)
     return invalid_argument("swiglu_quantize: u must be a device bf16 [S, 2F] with unit column stride, got " +
                             (u.defined() ? u.describe() : std::string("undefined")));
   const int64_t rows = u.dim(0), f = u.dim(1) / 2;
-  Nvfp4Target t;
-  VORTEX_RETURN_IF_ERROR(nvfp4_prepare_slot(slot, rows, f, consumer, "swiglu_quantize", t, out));
+  Nvfp4ActivationSlots::Target t;
+  VORTEX_RETURN_IF_ERROR(nvfp4_prepare(Nvfp4ActivationSlots::Role::kFfnHidden, rows, f, consumer, "swiglu_quantize", t, out));
   if (rows == 0) return Status::Ok();
   VORTEX_RETURN_IF_ERROR(cuda_ops::nvfp4_quantize_swiglu(static_cast<const uint16_t*>(u.raw_data()), rows, f, u.stride(0),
-                                                         silu_table_, t.g, t.buffers, stream_));
+                                                         silu_table_.as<uint16_t>(), t.g, t.buffers, stream_));
   return after_op("swiglu_quantize");
 }
 
@@ -415,11 +351,9 @@ Status CudaBackend::linear_quantized(const QuantizedActivation& x, const LinearW
   if (x.format != QuantFormat::kNvfp4 || w.format != QuantFormat::kNvfp4)
     return invalid_argument(std::string("linear_quantized: activation ") + quant_format_name(x.format) + " and weight " +
                             quant_format_name(w.format) + ": both must be nvfp4");
-  if (!nvfp4_ || !nvfp4_->gemm || x.slot < 0 || x.slot >= kNvfp4Slots ||
-      x.generation != nvfp4_->slots[x.slot].generation || !x.data.defined() ||
-      x.data.raw_data() != nvfp4_->slots[x.slot].scratch)
-    return invalid_argument("linear_quantized: the activation of slot " + std::to_string(x.slot) +
-                            " is not this backend's latest producer output for that slot (produce it again)");
+  if (!nvfp4_slots_ || !nvfp4_gemm_)
+    return invalid_argument("linear_quantized: this backend has produced no NVFP4 activation (call a producer first)");
+  VORTEX_RETURN_IF_ERROR(nvfp4_slots_->check_current(x, "linear_quantized"));
   if (x.cols != w.in_features)
     return invalid_argument("linear_quantized: the activation has K=" + std::to_string(x.cols) + ", the weight K=" +
                             std::to_string(w.in_features));
@@ -434,7 +368,7 @@ Status CudaBackend::linear_quantized(const QuantizedActivation& x, const LinearW
   xo.global_scale = static_cast<const float*>(x.global_scale.raw_data());
   xo.rows = x.rows;
   xo.cols = x.cols;
-  VORTEX_RETURN_IF_ERROR(nvfp4_->gemm->linear(xo, w, bias, out, stream_));
+  VORTEX_RETURN_IF_ERROR(nvfp4_gemm_->linear(xo, w, bias, out, stream_));
   return after_op("linear(nvfp4)");
 }
 
@@ -494,30 +428,36 @@ Status CudaBackend::lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int6
 
 Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
                               const ExecOptions& opts) {
-  if (opts.attention == "sdpa") {
+  VORTEX_ASSIGN_OR_RETURN(const AttentionKernel kernel,
+                          select_attention(policy_, opts, AttentionShape{q.defined() ? q.dim(0) : 0, num_heads, head_dim}));
+  switch (kernel) {
+    case AttentionKernel::kCudnnSdpa: {
 #if defined(VORTEX_CUDA_HAVE_SDPA)
-    if (!sdpa_) {
-      VORTEX_ASSIGN_OR_RETURN(sdpa_, SdpaAttention::create());
-    }
-    VORTEX_RETURN_IF_ERROR(sdpa_->run(q, k, v, num_heads, head_dim, out, stream_));
-    return after_op("attention(sdpa)", opts.debug_sync);
+      if (!sdpa_) {
+        VORTEX_ASSIGN_OR_RETURN(sdpa_, SdpaAttention::create(allocator_));  // counted in memory_peak
+      }
+      VORTEX_RETURN_IF_ERROR(sdpa_->run(q, k, v, num_heads, head_dim, out, stream_));
+      return after_op("attention(sdpa)", opts.debug_sync);
 #else
-    return unsupported("attention 'sdpa': this build has no cuDNN SDPA sources (src/cuda/attention/sdpa_sm90.*); "
-                       "rebuild with them listed in src/cuda/CMakeLists.txt");
+      return unsupported("attention sdpa: this build has no cuDNN SDPA sources (src/cuda/attention/sdpa_sm90.*); "
+                         "rebuild with them listed in src/cuda/CMakeLists.txt");
 #endif
-  }
-  if (opts.attention == "sage2") {
-    // Sage2-compatible INT8 QK / FP8 PV program (E2 vs the BF16 program; deviation in docs/results.md).
-    if (!sage2_) {
-      sage2_ = std::make_unique<Sage2Workspace>();
-      std::shared_ptr<CachingAllocator> allocator = allocator_;  // counted in memory_in_use / memory_peak
-      sage2_->device_alloc = [allocator](size_t bytes) { return allocator->allocate(bytes); };
-      sage2_->device_free = [allocator](void* ptr, size_t bytes) { allocator->release(ptr, bytes); };
     }
-    VORTEX_RETURN_IF_ERROR(sage2_attention(q, k, v, num_heads, head_dim, out, stream_, *sage2_));
-    return after_op("attention(sage2)", opts.debug_sync);
+    case AttentionKernel::kSage2Wgmma:
+    case AttentionKernel::kSage2MmaSync: {
+      // Sage2-compatible INT8 QK / FP8 PV program (E2 vs the BF16 program; deviation in docs/results.md).
+      if (!sage2_) {
+        sage2_ = std::make_unique<Sage2Workspace>();
+        std::shared_ptr<CachingAllocator> allocator = allocator_;  // counted in memory_in_use / memory_peak
+        sage2_->device_alloc = [allocator](size_t bytes) { return allocator->allocate(bytes); };
+        sage2_->device_free = [allocator](void* ptr, size_t bytes) { allocator->release(ptr, bytes); };
+      }
+      sage2_->mainloop = kernel == AttentionKernel::kSage2Wgmma ? Sage2Mainloop::kWgmma : Sage2Mainloop::kMmaSync;
+      VORTEX_RETURN_IF_ERROR(sage2_attention(q, k, v, num_heads, head_dim, out, stream_, *sage2_));
+      return after_op("attention(sage2)", opts.debug_sync);
+    }
   }
-  return invalid_argument("attention: unknown backend '" + opts.attention + "' (valid: sdpa, sage2)");
+  return internal_error("attention: unknown kernel");
 }
 
 Status CudaBackend::gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) {
@@ -540,7 +480,7 @@ Status CudaBackend::gate_add(Tensor& x, const Tensor& a, const Tensor* table, in
 }
 
 Status CudaBackend::swiglu(const Tensor& u, Tensor& m) {
-  VORTEX_RETURN_IF_ERROR(cuda_ops::swiglu(u, m, silu_table_, stream_));
+  VORTEX_RETURN_IF_ERROR(cuda_ops::swiglu(u, m, silu_table_.as<uint16_t>(), stream_));
   return after_op("swiglu");
 }
 
@@ -597,8 +537,8 @@ Status CudaBackend::downsample1d(const Tensor& x, const Tensor& filter, int rati
   return after_op("downsample1d");
 }
 
-Result<std::unique_ptr<Backend>> make_cuda_backend() {
-  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::create(0));
+Result<std::unique_ptr<Backend>> make_cuda_backend(int ordinal) {
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::create(ordinal));
   return std::unique_ptr<Backend>(std::move(b));
 }
 

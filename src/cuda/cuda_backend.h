@@ -1,9 +1,11 @@
-// CudaBackend: the Backend interface on one NVIDIA GPU (sm_90a build). Memory through the caching
+// CudaBackend: the Backend interface on one NVIDIA GPU. Memory through the caching
 // allocator, uploads/downloads through pinned staging, linear layers through GemmEngine (cuBLASLt),
-// attention through SdpaAttention (cuDNN) for opts.attention == "sdpa", every other op through the E0
-// kernels of src/cuda/ops. NVFP4 weights (precision nvfp4): the activation is quantized per call by
-// cuda_ops::nvfp4_quantize (or a fused producer: modulate_quantize / swiglu_quantize) into one of two
-// backend-owned scratch slots, then Nvfp4Gemm (FP4 on Blackwell, exact BF16 emulation on Hopper). All work runs on one stream; `debug_sync` (VORTEX_DEBUG_SYNC=1 or
+// attention through the kernel select_attention picks (cuDNN SDPA or a Sage2 mainloop; src/cuda/policy.h),
+// every other op through the E0 kernels of src/cuda/ops. NVFP4 weights (precision nvfp4): the activation is
+// quantized per call by cuda_ops::nvfp4_quantize (or a fused producer: modulate_quantize / swiglu_quantize)
+// into the backend's Nvfp4ActivationSlots, then Nvfp4Gemm on the path select_nvfp4 picks (cuBLASLt FP4 on
+// Blackwell, exact BF16 emulation on Hopper). The policy row is the device's own, or the one forced by
+// create(ordinal, policy) / VORTEX_POLICY. All work runs on one stream; `debug_sync` (VORTEX_DEBUG_SYNC=1 or
 // set_debug_sync) synchronizes and checks after every op. Tested in tests/cuda/ops_test.cpp against the CPU backend.
 #pragma once
 
@@ -16,11 +18,15 @@
 #include <vector>
 
 #include "cuda/device.h"
+#include "cuda/nvfp4_activation_slots.h"
+#include "cuda/policy.h"
 #include "model/backend.h"
 
 namespace vortex {
 
 class GemmEngine;
+struct GemmEngineOptions;
+class Nvfp4Gemm;
 class SdpaAttention;
 class Sage2Workspace;
 namespace cuda_ops {
@@ -29,8 +35,9 @@ class SegmentRowMapCache;
 
 class CudaBackend : public Backend {
  public:
-  // Device `ordinal`; kUnsupported when there is no device, it is not sm_90, or the kernels are missing.
-  static Result<std::unique_ptr<CudaBackend>> create(int ordinal = 0);
+  // Device `ordinal` under the policy row of `policy` (kUnknown: VORTEX_POLICY if set, else the device's own);
+  // kUnsupported when there is no device or this build has no kernels it can run.
+  static Result<std::unique_ptr<CudaBackend>> create(int ordinal = 0, GpuArch policy = GpuArch::kUnknown);
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
@@ -64,11 +71,11 @@ class CudaBackend : public Backend {
   Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) override;
   Status swiglu(const Tensor& u, Tensor& m) override;
   Status cast(const Tensor& src, Tensor& dst) override;
-  // Fused NVFP4 producers (two scratch slots; see Backend). E0 vs linear()'s own quantization.
+  // Fused NVFP4 producers (Nvfp4ActivationSlots; see Backend). E0 vs linear()'s own quantization.
   bool has_quantized_producers(QuantFormat format) const override { return format == QuantFormat::kNvfp4; }
   Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg,
-                           const LinearWeight& consumer, int slot, QuantizedActivation& out) override;
-  Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, int slot, QuantizedActivation& out) override;
+                           const LinearWeight& consumer, QuantizedActivation& out) override;
+  Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, QuantizedActivation& out) override;
   Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
   // Gated residual in the FP8 GEMM epilogue (src/cuda/gate_epilogue.cpp): per-tensor FP8 weights without
   // a static input_scale or LoRA, on sm_90+ (cuBLASLt OUTER_VEC_32F scales).
@@ -87,7 +94,7 @@ class CudaBackend : public Backend {
   Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta) override;
   Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;
   Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;
-  ExecOptions default_options() const override { return policy_exec_options(info_.facts.arch); }
+  ExecOptions default_options() const override { return policy_exec_options(policy_.policy_arch); }
   // fused_gate_add and debug_sync follow the model's ExecOptions.
   void configure(const ExecOptions& opts) override {
     fused_gate_add_ = opts.fused_gate_add;
@@ -106,6 +113,7 @@ class CudaBackend : public Backend {
 
   // ---- CUDA-specific ----
   const vortex::DeviceInfo& gpu_info() const { return info_; }
+  const DevicePolicy& policy() const { return policy_; }
   cudaStream_t stream() const { return stream_; }
   AllocatorStats memory_stats() const;  // current / peak bytes for reports
   void reset_peak_memory();
@@ -116,23 +124,20 @@ class CudaBackend : public Backend {
   void set_fused_gate_add(bool on) { fused_gate_add_ = on; }
   bool fused_gate_add() const { return fused_gate_add_; }
   uint64_t segment_map_builds() const;
-  const uint16_t* silu_table_device() const { return silu_table_; }
-  // The eager NVFP4 producer alone: x [M, K] bf16 quantized into `slot` exactly as linear() of the
-  // consumer quantizes it (the first half of an NVFP4 linear; tests compare the fused producers' bytes).
-  Status quantize_nvfp4(const Tensor& x, const LinearWeight& consumer, int slot, QuantizedActivation& out);
-  static constexpr int kNvfp4Slots = 2;
+  const uint16_t* silu_table_device() const { return silu_table_.as<uint16_t>(); }
+  // The eager NVFP4 producer alone: x [M, K] bf16 quantized exactly as linear() of the consumer quantizes it,
+  // into linear()'s slot (the first half of an NVFP4 linear; tests compare the fused producers' bytes).
+  Status quantize_nvfp4(const Tensor& x, const LinearWeight& consumer, QuantizedActivation& out);
 
  private:
   CudaBackend() = default;
-  Status init(int ordinal);
+  Status init(int ordinal, GpuArch policy);
   Status after_op(const char* op, bool force_sync = false);
+  GemmEngineOptions gemm_options() const;
   Status linear_nvfp4(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
-  struct Nvfp4State;  // Nvfp4Gemm + activation scratch slots (cuda_backend.cpp)
-  struct Nvfp4Target;  // one producer call's buffers in a slot
-  // Creates the GEMM engines on first use; grows `slot` for [rows, cols] and points `target` / `out` at it;
-  // a static input_scale of the consumer is copied into the slot's g (the producers then read it).
-  Status nvfp4_prepare_slot(int slot, int64_t rows, int64_t cols, const LinearWeight& consumer, const char* op,
-                            Nvfp4Target& target, QuantizedActivation& out);
+  // Creates the GEMM runners on first use (the NVFP4 path from select_nvfp4), then prepares the role's slot.
+  Status nvfp4_prepare(Nvfp4ActivationSlots::Role role, int64_t rows, int64_t cols, const LinearWeight& consumer,
+                       const char* op, Nvfp4ActivationSlots::Target& target, QuantizedActivation& out);
 
   struct Region {
     std::string name;
@@ -141,6 +146,8 @@ class CudaBackend : public Backend {
   Result<cudaEvent_t> take_event();
 
   vortex::DeviceInfo info_;
+  DevicePolicy policy_;
+  Status fp8_gemm_;  // select_gemm(policy_, kFp8): whether FP8 weights may run
   std::vector<Region> regions_;
   std::vector<cudaEvent_t> free_events_;
   Status region_error_;
@@ -151,14 +158,15 @@ class CudaBackend : public Backend {
   std::unique_ptr<GemmEngine> gemm_;
   std::unique_ptr<SdpaAttention> sdpa_;
   std::unique_ptr<Sage2Workspace> sage2_;  // quantized Q/K/V buffers, grown on demand
-  std::unique_ptr<Nvfp4State> nvfp4_;      // NVFP4 activation scratch, grown on demand
-  uint16_t* silu_table_ = nullptr;  // [65536] bf16 bits, device
+  std::unique_ptr<Nvfp4Gemm> nvfp4_gemm_;
+  std::unique_ptr<Nvfp4ActivationSlots> nvfp4_slots_;  // NVFP4 activation scratch, grown on demand
+  DeviceBuffer silu_table_;  // [65536] bf16 bits, device
   bool debug_sync_ = false;
   bool debug_sync_env_ = false;  // VORTEX_DEBUG_SYNC=1 forces synchronization whatever the options say
   bool fused_gate_add_ = false;
 };
 
-// The `cuda` entry of make_backend (src/engine/backend_registry.cpp).
-Result<std::unique_ptr<Backend>> make_cuda_backend();
+// The `cuda` entry of make_backend (src/engine/backend_registry.cpp): device `ordinal` (--device N).
+Result<std::unique_ptr<Backend>> make_cuda_backend(int ordinal = 0);
 
 }  // namespace vortex

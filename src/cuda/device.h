@@ -1,5 +1,4 @@
-// CUDA device runtime: device context (properties, arch facts, stream), the per-arch POLICY TABLE of
-// optimization switches, a caching device allocator (size-bucketed free lists, current/peak bytes) and
+// CUDA device runtime: device context (properties, arch facts, stream), a caching device allocator (size-bucketed free lists, current/peak bytes) and
 // pinned host staging buffers for uploads/downloads. Everything returns Status; nothing exits.
 // Single-stream model: memory returned to the cache is reused by later work on the same stream, so
 // no cross-stream events are needed. Tested in tests/cuda/device_test.cpp (GPU label, skips visibly).
@@ -15,33 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "cuda/arch.h"
+#include "core/arch.h"
+#include "core/device_buffer.h"
 #include "model/backend.h"
 #include "vortex/status.h"
 
 namespace vortex {
-
-// ---- policy table ------------------------------------------------------------------------------
-// One row per optimization switch: its default on each architecture and the evidence file that
-// justified the default. Defaults stay off/eager until a gate (NUMERICS.md "Gates") and a benchmark
-// produce evidence on that architecture; `evidence` names the file that must exist to flip it.
-struct PolicySwitch {
-  const char* name;
-  const char* sm90;
-  const char* sm100;
-  const char* sm120;
-  const char* sm121;
-  const char* evidence;  // "" = no evidence yet: default is the eager / exact program
-  const char* note;
-};
-const std::vector<PolicySwitch>& policy_table();
-// The default value of `name` on `arch` ("off", "on", "sdpa", ...); kNotFound for an unknown switch.
-Result<std::string> policy_default(const std::string& name, GpuArch arch);
-// ExecOptions with every switch at its `arch` default (debug_sync from VORTEX_DEBUG_SYNC).
-ExecOptions policy_exec_options(GpuArch arch);
-
-// VORTEX_DEBUG_SYNC=1 in the environment: synchronize and check after every op.
-bool debug_sync_from_env();
 
 // ---- device context ----------------------------------------------------------------------------
 struct DeviceInfo {
@@ -59,7 +37,8 @@ struct DeviceInfo {
 
 // Queries device `ordinal`; kUnsupported (with the reason) when there is no usable CUDA device.
 Result<DeviceInfo> query_device(int ordinal = 0);
-// kUnsupported unless the device runs this build's kernels (sm_90 for the sm_90a build).
+// kUnsupported unless the device runs this build's kernels: exact SASS for its capability, or the embedded PTX
+// (JIT-compiled by the driver) at or below it (core/arch.h check_build_runs_on).
 Status check_device_supported(const DeviceInfo& info);
 
 // ---- caching allocator -------------------------------------------------------------------------
@@ -73,10 +52,10 @@ struct AllocatorStats {
   uint64_t device_mallocs = 0;  // cudaMalloc calls
 };
 
-class CachingAllocator {
+class CachingAllocator final : public DeviceMemoryResource {
  public:
   CachingAllocator() = default;
-  ~CachingAllocator();
+  ~CachingAllocator() override;
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
@@ -84,8 +63,8 @@ class CachingAllocator {
   static size_t bucket_bytes(size_t bytes);
   // A block of at least `bytes` (256-byte aligned). On cudaMalloc failure frees the cache and retries;
   // then kOutOfMemory with the sizes involved.
-  Result<void*> allocate(size_t bytes);
-  void release(void* ptr, size_t bytes);  // back to the free list of its bucket
+  Result<void*> allocate(size_t bytes) override;
+  void release(void* ptr, size_t bytes) override;  // back to the free list of its bucket
   Status empty_cache();                   // cudaFree every cached block
   AllocatorStats stats() const;
   void reset_peak();

@@ -22,7 +22,7 @@ int max_cpu_threads() {
   return kMaxThreadsPerCore * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-Result<std::unique_ptr<Backend>> make_backend(std::string_view name, int threads) {
+Result<std::unique_ptr<Backend>> make_backend(std::string_view name, int threads, int device) {
   if (threads < 0) return invalid_argument("--threads must be >= 0 (0 = all cores), got " + std::to_string(threads));
   if (threads > max_cpu_threads()) {
     return invalid_argument("--threads " + std::to_string(threads) + " is more than " +
@@ -31,6 +31,7 @@ Result<std::unique_ptr<Backend>> make_backend(std::string_view name, int threads
                             " cores; use at most " + std::to_string(max_cpu_threads()) + " (0 = all cores)");
   }
   if (name == "cpu") {
+    if (device != 0) return invalid_argument("--device " + std::to_string(device) + " names a GPU; the cpu backend has none");
     try {
       return make_cpu_backend(threads);
     } catch (const std::system_error& e) {
@@ -38,9 +39,10 @@ Result<std::unique_ptr<Backend>> make_backend(std::string_view name, int threads
                                               e.what() + "); use fewer --threads");
     }
   }
+  if (device < 0) return invalid_argument("--device must be >= 0 (a CUDA device ordinal), got " + std::to_string(device));
   if (name == "cuda") {
 #if defined(VORTEX_REGISTRY_HAS_CUDA)
-    return make_cuda_backend();
+    return make_cuda_backend(device);
 #elif defined(VORTEX_WITH_CUDA)
     return unsupported("this build has the CUDA toolchain but no CUDA backend yet (src/cuda/cuda_backend.h is missing); use --backend cpu");
 #else

@@ -393,7 +393,7 @@ Result<RunPlan> plan_run(const ModelConfig& cfg, const PipelineOptions& options,
 Result<ExecOptions> resolve_exec_options(const ExecOptions& policy, const std::string& precision,
                                          const std::string& switches) {
   ExecOptions opts = policy;
-  opts.precision = precision;
+  VORTEX_ASSIGN_OR_RETURN(opts.precision, parse_precision(precision));
   VORTEX_RETURN_IF_ERROR(apply_switches(switches, opts));
   return opts;
 }
@@ -403,7 +403,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::open(const PipelineOptions& options)
   std::unique_ptr<Pipeline> p(new Pipeline());
   p->options_ = options;
   VORTEX_ASSIGN_OR_RETURN(p->cfg_, resolve_model_config(options));
-  Result<std::unique_ptr<Backend>> made = make_backend(options.backend, options.threads);
+  Result<std::unique_ptr<Backend>> made = make_backend(options.backend, options.threads, options.device);
   if (!made.ok()) {
     // No CUDA build or device is this machine's limitation, not bad input: a runtime failure.
     if (made.status().code() == ErrorCode::kUnsupported) return Status(ErrorCode::kCuda, made.status().message());
@@ -486,13 +486,13 @@ Status Pipeline::load_weights(ProgressSink& progress) {
     LoraApplyOptions lora_options;
     lora_options.allow_unmatched = options_.lora_allow_unmatched;
     lora_options.mode = options_.lora_mode;
-    lora_options.precision = exec_.precision;
+    lora_options.precision = precision_name(exec_.precision);
     VORTEX_RETURN_IF_ERROR(apply_lora_adapters(
         weights, options_.loras, lora_options, cfg_, *backend_, [&](std::string_view m) { progress.note(m); },
         [&](std::string_view m) { progress.warning(m); }, &lora_manifest_));
   }
   PrecisionOptions precision;
-  precision.precision = exec_.precision;
+  precision.precision = precision_name(exec_.precision);
   precision.nvfp4_fc2 = options_.nvfp4_fc2;
   VORTEX_RETURN_IF_ERROR(apply_precision(weights, *backend_, precision));
   VORTEX_RETURN_IF_ERROR(backend_->synchronize());
@@ -627,7 +627,9 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   InjectedFailureGuard injected(*backend_, req.fail_alloc_after);
 
   ExecOptions exec = exec_;
-  if (!req.attention.empty()) exec.attention = req.attention;
+  if (!req.attention.empty()) {
+    VORTEX_ASSIGN_OR_RETURN(exec.attention, parse_attention(req.attention));  // checked by check_run_request
+  }
   model_->options() = exec;
 
   Tensor text = plan.text;  // [L, text_dim] host
@@ -803,8 +805,8 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
       {"backend", std::string(backend_->name())},
       {"threads", o.threads},
       {"hardware_threads", std::thread::hardware_concurrency()},
-      {"precision", exec.precision},
-      {"attention", exec.attention},
+      {"precision", precision_name(exec.precision)},
+      {"attention", attention_name(exec.attention)},
       {"fused_norm_modulate", exec.fused_norm_modulate},
       {"fused_gate_add", exec.fused_gate_add},
       {"fp8_gate_epilogue", exec.fp8_gate_epilogue}};

@@ -38,6 +38,7 @@ struct PipelineOptions {
   uint64_t weights_seed = 0;
   std::string backend = "cpu";  // "cpu" | "cuda"
   int threads = 0;              // CPU workers, 0 = all cores; results never depend on it
+  int device = 0;               // CUDA device ordinal (--device N); the cpu backend takes only 0
   // GEMM precision: converts the weights at load, so a request can only restate it.
   std::string precision = "bf16";
   std::string nvfp4_fc2;  // precision nvfp4 only: PrecisionOptions::nvfp4_fc2 ("" = the policy's)

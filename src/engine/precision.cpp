@@ -16,7 +16,6 @@
 #include "ref/nvfp4_quantize.h"
 
 #if defined(VORTEX_WITH_CUDA)
-#include "cuda/cuda_backend.h"
 #include "gemm/gemm.h"
 #endif
 
@@ -90,17 +89,8 @@ Result<LinearWeight> transform(const LinearWeight& host, Action action) {
   return internal_error("unknown precision action");
 }
 
-// The backend's default for FC2 in nvfp4 mode: the CUDA policy table, "off" elsewhere.
-std::string default_fc2_mode(Backend& backend) {
-#if defined(VORTEX_WITH_CUDA)
-  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) {
-    Result<std::string> v = policy_default("nvfp4_fc2_fallback", cuda->gpu_info().facts.arch);
-    if (v.ok()) return v.value();
-  }
-#endif
-  (void)backend;
-  return "off";
-}
+// The backend's default for FC2 in nvfp4 mode (the CUDA policy table through default_options(); "off" elsewhere).
+std::string default_fc2_mode(Backend& backend) { return nvfp4_fc2_name(backend.default_options().nvfp4_fc2); }
 
 Status run_jobs(std::vector<Job>& jobs, Backend& backend, int threads, const std::string& what) {
   std::atomic<size_t> next{0};

@@ -50,15 +50,15 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fp8_gate_epilogue));
     } else if (key == "precision") {
       // Precision converts the weights at load: a run-time switch can only restate it.
-      if (value != opts.precision)
-        return invalid_argument("precision is applied to the weights at load (currently '" + opts.precision +
+      if (value != precision_name(opts.precision))
+        return invalid_argument("precision is applied to the weights at load (currently '" +
+                                std::string(precision_name(opts.precision)) +
                                 "'); it cannot be switched to '" + value + "' here: use --precision " + value +
                                 " (gates and A/B benches then flip only run-time switches on the loaded weights)");
     } else if (key == "debug_sync") {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.debug_sync));
     } else if (key == "attention") {
-      if (value != "sdpa" && value != "sage2") return invalid_argument("attention takes sdpa|sage2");
-      opts.attention = value;
+      VORTEX_ASSIGN_OR_RETURN(opts.attention, parse_attention(value));
     } else {
       return invalid_argument("unknown switch '" + key +
                               "' (known: fused_norm_modulate, fused_gate_add, fused_nvfp4_producers, fp8_gate_epilogue, attention, debug_sync, "
@@ -71,9 +71,9 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
 std::string describe_switches(const ExecOptions& opts) {
   std::ostringstream os;
   os << "fused_norm_modulate=" << opts.fused_norm_modulate << ",fused_gate_add=" << opts.fused_gate_add
-     << ",attention=" << opts.attention << ",precision=" << opts.precision;
-  if (opts.precision == "nvfp4") os << ",fused_nvfp4_producers=" << opts.fused_nvfp4_producers;
-  if (opts.precision == "fp8") os << ",fp8_gate_epilogue=" << opts.fp8_gate_epilogue;
+     << ",attention=" << attention_name(opts.attention) << ",precision=" << precision_name(opts.precision);
+  if (opts.precision == Precision::kNvfp4) os << ",fused_nvfp4_producers=" << opts.fused_nvfp4_producers;
+  if (opts.precision == Precision::kFp8) os << ",fp8_gate_epilogue=" << opts.fp8_gate_epilogue;
   return os.str();
 }
 
@@ -115,6 +115,7 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   options.weights_seed = spec.weights_seed;
   options.backend = spec.backend;
   options.threads = spec.threads;
+  options.device = spec.device;
   options.precision = spec.precision;
   // nvfp4_fc2_fallback=off|weight-only|bf16 is a load-time precision switch (engine/precision.h), not an
   // ExecOptions field: taken out here and passed to the precision conversion.

@@ -22,6 +22,7 @@ struct WorkloadSpec {
   std::string checkpoint;  // empty: synthetic weights generated on the backend
   std::string backend = "cuda";
   int threads = 0;
+  int device = 0;  // CUDA device ordinal (--device N)
   int width = 1344, height = 768, frames = 124;
   int text_rows = 100;  // synthetic refined text [text_rows, hidden]
   uint64_t weights_seed = 0;  // same default as `vortex generate` and `vortex synth`

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "model/h3_weights.h"
+#include "core/device_buffer.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 
@@ -79,8 +80,14 @@ struct GemmAlgoConfig {
   std::string describe() const;
 };
 
+// Device memory straight from cudaMalloc / cudaFree (not counted by any backend): for engines made outside a
+// backend (benchmarks, gemm-tune). A backend passes its caching allocator instead.
+std::shared_ptr<DeviceMemoryResource> cuda_malloc_resource();
+
 struct GemmEngineOptions {
   size_t workspace_bytes = size_t{32} << 20;
+  // Where the cuBLASLt workspace and the FP8 scratch come from (null: cuda_malloc_resource()).
+  std::shared_ptr<DeviceMemoryResource> memory;
   // Pinned algorithm table written by `vortex gemm-tune` (JSON). Empty: $VORTEX_GEMM_TABLE if set,
   // else the built-in table (src/gemm/tables/, compiled in) when use_builtin_table, else none
   // (heuristic top-1 for every shape). An entry cuBLASLt no longer accepts falls back to the heuristic.

@@ -156,16 +156,15 @@ class CublasLtGemmEngine final : public GemmEngine {
  public:
   ~CublasLtGemmEngine() override {
     plans_.clear();
-    if (workspace_) cudaFree(workspace_);
-    if (scratch_) cudaFree(scratch_);
     if (device_zero_) cudaFree(device_zero_);
     if (handle_) cublasLtDestroy(handle_);
   }
 
   Status init(const GemmEngineOptions& options) {
     workspace_bytes_ = options.workspace_bytes;
+    memory_ = options.memory ? options.memory : cuda_malloc_resource();
     VORTEX_CUBLAS(cublasLtCreate(&handle_));
-    if (workspace_bytes_ > 0) VORTEX_CUDA_OK(cudaMalloc(&workspace_, workspace_bytes_));
+    if (workspace_bytes_ > 0) VORTEX_RETURN_IF_ERROR(workspace_.reserve(memory_, workspace_bytes_));
     // beta = 0 in device memory for the device-pointer-mode (NVFP4) plans: alpha and beta share one mode.
     VORTEX_CUDA_OK(cudaMalloc(&device_zero_, 256));
     VORTEX_CUDA_OK(cudaMemset(device_zero_, 0, 256));
@@ -511,28 +510,23 @@ class CublasLtGemmEngine final : public GemmEngine {
     const void* alpha_ptr = call.alpha ? static_cast<const void*>(call.alpha) : static_cast<const void*>(&alpha);
     const void* beta_ptr = call.alpha ? static_cast<const void*>(device_zero_) : static_cast<const void*>(&beta);
     VORTEX_CUBLAS(cublasLtMatmul(handle_, plan.op, alpha_ptr, call.w, plan.a, call.x, plan.b, beta_ptr,
-                                 call.d, plan.d, call.d, plan.d, &algo, workspace_,
+                                 call.d, plan.d, call.d, plan.d, &algo, workspace_.data(),
                                  workspace_bytes_, stream));
     return Status::Ok();
   }
 
   // Scratch for linear()'s FP8 activation path (quantized x, scales, padded output).
   Result<char*> scratch(size_t bytes) {
-    if (bytes > scratch_bytes_) {
-      if (scratch_) VORTEX_CUDA_OK(cudaFree(scratch_));
-      scratch_ = nullptr;
-      scratch_bytes_ = 0;
-      VORTEX_CUDA_OK(cudaMalloc(&scratch_, bytes));
-      scratch_bytes_ = bytes;
-    }
-    return static_cast<char*>(scratch_);
+    // A replaced block goes back to the resource; only later work on the same stream reuses it.
+    VORTEX_RETURN_IF_ERROR(scratch_.reserve(memory_, bytes));
+    return scratch_.as<char>();
   }
 
   cublasLtHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
+  std::shared_ptr<DeviceMemoryResource> memory_;
+  DeviceBuffer workspace_;  // [workspace_bytes_] cuBLASLt workspace
   size_t workspace_bytes_ = 0;
-  void* scratch_ = nullptr;
-  size_t scratch_bytes_ = 0;
+  DeviceBuffer scratch_;  // FP8 quantized activation, scales, amax (grown on demand)
   void* device_zero_ = nullptr;  // 256 bytes of zeros: beta for device-pointer-mode plans
   std::string device_name_;
   int sm_count_ = 0;
@@ -699,6 +693,28 @@ std::string GemmAlgoConfig::describe() const {
     << splitk_num << " reduction " << reduction_scheme << " swizzle " << cta_swizzling
     << " custom " << custom_option << " inner " << inner_shape_id << " cluster " << cluster_shape_id;
   return s.str();
+}
+
+namespace {
+class CudaMallocResource final : public DeviceMemoryResource {
+ public:
+  Result<void*> allocate(size_t bytes) override {
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return Status(err == cudaErrorMemoryAllocation ? ErrorCode::kOutOfMemory : ErrorCode::kCuda,
+                    "cudaMalloc(" + std::to_string(bytes) + " bytes) failed: " + cudaGetErrorString(err));
+    }
+    return p;
+  }
+  void release(void* ptr, size_t) override { (void)cudaFree(ptr); }  // cudaFree waits for the device
+};
+}  // namespace
+
+std::shared_ptr<DeviceMemoryResource> cuda_malloc_resource() {
+  static const std::shared_ptr<DeviceMemoryResource> kResource = std::make_shared<CudaMallocResource>();
+  return kResource;
 }
 
 Result<std::unique_ptr<GemmEngine>> GemmEngine::create() { return create(GemmEngineOptions{}); }

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "cuda/arch.h"
+#include "core/arch.h"
 #include "ref/nvfp4_quantize.h"
 
 namespace vortex {
@@ -19,7 +19,7 @@ Status cuda_fail(cudaError_t err, const char* what) {
   return Status(ErrorCode::kCuda, std::string(what) + " failed: " + cudaGetErrorString(err));
 }
 
-// The architecture facts (cuda/arch.h, header-only) say which GPUs have block-scaled E2M1 MMA; sm_103 (B300)
+// The architecture facts (core/arch.h, no CUDA headers) say which GPUs have block-scaled E2M1 MMA; sm_103 (B300)
 // is not in that table yet but runs cuBLASLt's VEC16_UE4M3 kernels like sm_100.
 bool has_fp4_tensor_cores(int major, int minor) {
   return arch_facts(major, minor).has_nvfp4_mma || (major == 10 && minor == 3);
@@ -75,7 +75,8 @@ Result<std::unique_ptr<Nvfp4Gemm>> Nvfp4Gemm::create(GemmEngine& engine) {
   return create(engine, select_nvfp4_gemm_path(prop.major, prop.minor));
 }
 
-Result<std::unique_ptr<Nvfp4Gemm>> Nvfp4Gemm::create(GemmEngine& engine, Nvfp4GemmPath path) {
+Result<std::unique_ptr<Nvfp4Gemm>> Nvfp4Gemm::create(GemmEngine& engine, Nvfp4GemmPath path,
+                                                   std::shared_ptr<DeviceMemoryResource> memory) {
   if (path == Nvfp4GemmPath::kNativeFp4) {
     if (!nvfp4_native_compiled())
       return unsupported("NVFP4 native FP4 GEMM: this build's CUDA headers predate FP4 (need CUDA >= 12.8); "
@@ -87,31 +88,17 @@ Result<std::unique_ptr<Nvfp4Gemm>> Nvfp4Gemm::create(GemmEngine& engine, Nvfp4Ge
                          " — use the exact BF16 emulation (the default selection on this GPU)");
   }
   std::unique_ptr<Nvfp4Gemm> g(new Nvfp4Gemm(engine, path));
-  cudaError_t err = cudaMalloc(&g->alpha_, 256);
-  if (err != cudaSuccess) return cuda_fail(err, "cudaMalloc(NVFP4 alpha)");
+  g->memory_ = memory ? std::move(memory) : cuda_malloc_resource();
+  VORTEX_RETURN_IF_ERROR(g->alpha_.reserve(g->memory_, 256).with_context("NVFP4 alpha"));
   return g;
 }
 
-Nvfp4Gemm::~Nvfp4Gemm() {
-  if (scratch_) (void)cudaFree(scratch_);
-  if (alpha_) (void)cudaFree(alpha_);
-}
+Nvfp4Gemm::~Nvfp4Gemm() = default;
 
 Result<char*> Nvfp4Gemm::scratch(size_t bytes) {
-  if (bytes > scratch_bytes_) {
-    if (scratch_) {
-      cudaError_t err = cudaFree(scratch_);  // synchronizes the device: no in-flight user of the old buffer
-      if (err != cudaSuccess) return cuda_fail(err, "cudaFree(NVFP4 scratch)");
-    }
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
-    cudaError_t err = cudaMalloc(&scratch_, bytes);
-    if (err != cudaSuccess)
-      return Status(ErrorCode::kOutOfMemory, "NVFP4 GEMM scratch of " + std::to_string(bytes) +
-                                                 " bytes (dequantized operands): " + cudaGetErrorString(err));
-    scratch_bytes_ = bytes;
-  }
-  return static_cast<char*>(scratch_);
+  // A replaced block goes back to the resource; only later work on the same stream reuses it.
+  VORTEX_RETURN_IF_ERROR(scratch_.reserve(memory_, bytes).with_context("NVFP4 GEMM scratch (dequantized operands)"));
+  return scratch_.as<char>();
 }
 
 Status Nvfp4Gemm::run(const Nvfp4Operand& x, const Nvfp4Operand& w, const void* bias, void* out, int64_t ldd,
@@ -123,14 +110,14 @@ Status Nvfp4Gemm::run(const Nvfp4Operand& x, const Nvfp4Operand& w, const void* 
   if (!out || ldd < w.rows) return invalid_argument("NVFP4 GEMM: null output or ldd < N");
   const int64_t m = x.rows, n = w.rows;
   const int64_t k16 = (x.cols + 15) / 16 * 16;  // padding columns hold zero codes in both operands
-  VORTEX_RETURN_IF_ERROR(nvfp4_alpha(x.global_scale, w.global_scale, alpha_, stream));
+  VORTEX_RETURN_IF_ERROR(nvfp4_alpha(x.global_scale, w.global_scale, alpha_.as<float>(), stream));
   GemmCall call;
   call.m = m;
   call.n = n;
   call.d = out;
   call.ldd = ldd;
   call.bias = bias;
-  call.alpha = alpha_;
+  call.alpha = alpha_.as<float>();
   // cuBLASLt FP4 needs K % 32 (16 bytes of packed E2M1 per row) and a 16-byte aligned BF16 output row; a
   // shape outside that (never an H3 GEMM) takes the emulation, which computes the same operands.
   const bool native_ok = k16 % 32 == 0 && ldd % 8 == 0 && (reinterpret_cast<uintptr_t>(out) & 15u) == 0;

@@ -60,8 +60,9 @@ class Nvfp4Gemm {
   // The path picked by select_nvfp4_gemm_path for the current device.
   static Result<std::unique_ptr<Nvfp4Gemm>> create(GemmEngine& engine);
   // An explicit path; kNativeFp4 on a device without FP4 tensor cores (or a build without the FP4
-  // headers) is kUnsupported with the reason.
-  static Result<std::unique_ptr<Nvfp4Gemm>> create(GemmEngine& engine, Nvfp4GemmPath path);
+  // headers) is kUnsupported with the reason. Scratch and alpha come from `memory` (null: cudaMalloc).
+  static Result<std::unique_ptr<Nvfp4Gemm>> create(GemmEngine& engine, Nvfp4GemmPath path,
+                                                   std::shared_ptr<DeviceMemoryResource> memory = nullptr);
   ~Nvfp4Gemm();
   Nvfp4Gemm(const Nvfp4Gemm&) = delete;
   Nvfp4Gemm& operator=(const Nvfp4Gemm&) = delete;
@@ -83,9 +84,9 @@ class Nvfp4Gemm {
 
   GemmEngine& engine_;
   Nvfp4GemmPath path_;
-  void* scratch_ = nullptr;
-  size_t scratch_bytes_ = 0;
-  float* alpha_ = nullptr;  // device f32 [1] (own allocation: stays valid while the scratch grows)
+  std::shared_ptr<DeviceMemoryResource> memory_;
+  DeviceBuffer scratch_;  // dequantized operands (emulation), grown on demand
+  DeviceBuffer alpha_;    // device f32 [1] (own block: stays valid while the scratch grows)
 };
 
 // Validates a device NVFP4 LinearWeight (dtypes, padded shapes, global scale) and returns its operand view.

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/exec_options.h"
 #include "model/h3_weights.h"
 #include "model/segments.h"
 #include "vortex/status.h"
@@ -23,25 +24,9 @@
 
 namespace vortex {
 
-// Switches that select between exact-equivalent (E0) or approximate (E2) programs. Each has a
-// per-architecture default (see the CUDA policy table); the CPU backend ignores performance switches.
-struct ExecOptions {
-  bool fused_norm_modulate = false;  // Component 1: rms_norm_modulate instead of rms_norm + modulate
-  bool fused_gate_add = false;       // Component 1: one gate_add kernel
-  std::string attention = "sdpa";    // "sdpa" (BF16 program) | "sage2" (E2)
-  std::string precision = "bf16";    // "bf16" | "fp8" | "nvfp4" (GEMM operand precision; E2 if not bf16)
-  bool debug_sync = false;           // synchronize and check after every op
-  // precision nvfp4 only: QKV/FC1 activations quantized straight from the RMSNorm output with the
-  // modulation recomputed (modulate_quantize), FC2's from the FC1 output with SwiGLU recomputed
-  // (swiglu_quantize); E0 vs the eager producers. Used only where backend.has_quantized_producers().
-  bool fused_nvfp4_producers = false;
-  // precision fp8 only (E2 vs linear + gate_add): out_proj + gate_msa and FC2 + gate_mlp as one row-scaled
-  // FP8 GEMM per AdaLN segment that adds into x in its epilogue. Used only where backend.has_gate_epilogue(w).
-  bool fp8_gate_epilogue = false;
-};
-
-// A quantized GEMM activation owned by the backend: views into backend scratch, valid until the next
-// producer call on the same slot (linear() of an NVFP4 weight reuses slot 0).
+// A quantized GEMM activation owned by the backend: views into backend scratch, valid until the backend
+// reuses that scratch (it keeps the two most recent producer outputs alive; linear() of an NVFP4 weight
+// is a producer call too). Stale views are rejected by linear_quantized.
 struct QuantizedActivation {
   QuantFormat format = QuantFormat::kNone;  // kNvfp4
   Tensor data;          // u8 [roundup(S,16), roundup(K,16)/2] e2m1 pairs (even element in the high nibble)
@@ -49,8 +34,7 @@ struct QuantizedActivation {
   Tensor global_scale;  // f32 [1]: the dynamic g of this call, or a copy of the consumer's input_scale
   bool static_global_scale = false;  // true: g is the consumer's static input_scale
   int64_t rows = 0, cols = 0;        // logical S, K
-  int slot = 0;                      // 0: QKV/FC1 input, 1: FC2 input (both can be alive at once)
-  uint64_t generation = 0;           // the slot's producer count when written (stale views are rejected)
+  uint64_t generation = 0;           // the backend's producer count when written (stale views are rejected)
 };
 
 class Backend {
@@ -151,15 +135,14 @@ class Backend {
   // x = R(R(n * R(1 + scale)) + shift) quantized to consumer.format without writing x: the bytes and g
   // that linear(x, consumer) quantizes (dynamic g, or the consumer's static input_scale). n [S, D] bf16.
   virtual Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk,
-                                   const SegmentTable& seg, const LinearWeight& consumer, int slot,
-                                   QuantizedActivation& out) {
-    (void)n, (void)table, (void)shift_chunk, (void)scale_chunk, (void)seg, (void)consumer, (void)slot, (void)out;
+                                   const SegmentTable& seg, const LinearWeight& consumer, QuantizedActivation& out) {
+    (void)n, (void)table, (void)shift_chunk, (void)scale_chunk, (void)seg, (void)consumer, (void)out;
     return unsupported("modulate_quantize: not provided by the " + std::string(name()) +
                        " backend (fused NVFP4 producers need --backend cuda; leave fused_nvfp4_producers=0)");
   }
   // m = R(R(silu(u[:, :F])) * u[:, F:]) quantized to consumer.format without writing m. u [S, 2F] bf16.
-  virtual Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, int slot, QuantizedActivation& out) {
-    (void)u, (void)consumer, (void)slot, (void)out;
+  virtual Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, QuantizedActivation& out) {
+    (void)u, (void)consumer, (void)out;
     return unsupported("swiglu_quantize: not provided by the " + std::string(name()) +
                        " backend (fused NVFP4 producers need --backend cuda; leave fused_nvfp4_producers=0)");
   }
@@ -329,10 +312,10 @@ class BackendRegion {
   bool active_;
 };
 
-// "cpu" or "cuda". `threads` is the CPU worker count (0 = hardware concurrency, at most
+// "cpu" or "cuda" on CUDA device `device` (--device N; the cpu backend takes only 0). `threads` is the CPU worker count (0 = hardware concurrency, at most
 // max_cpu_threads()); results never depend on it. Returns kUnsupported when Vortex was built without the
 // requested backend or no device exists, kInvalidArgument for a thread count outside [0, max_cpu_threads()].
-Result<std::unique_ptr<Backend>> make_backend(std::string_view name, int threads = 0);
+Result<std::unique_ptr<Backend>> make_backend(std::string_view name, int threads = 0, int device = 0);
 // More workers than cores only adds switching; beyond 4x it is a typo (--threads 100000).
 constexpr int kMaxThreadsPerCore = 4;
 int max_cpu_threads();  // kMaxThreadsPerCore x std::thread::hardware_concurrency() (>= 1)

@@ -216,20 +216,20 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
     return op();
   };
   // Fused NVFP4 producers (precision nvfp4, switch on, backend provides them, consumer weight NVFP4):
-  // the modulated / SwiGLU BF16 tensors are never written; the producer quantizes straight into a
-  // backend slot (E0 vs the eager "materialize, then linear() quantizes" program).
-  const bool fused_q = opts.precision == "nvfp4" && opts.fused_nvfp4_producers &&
+  // the modulated / SwiGLU BF16 tensors are never written; the producer quantizes straight into
+  // backend scratch (E0 vs the eager "materialize, then linear() quantizes" program).
+  const bool fused_q = opts.precision == Precision::kNvfp4 && opts.fused_nvfp4_producers &&
                        backend.has_quantized_producers(QuantFormat::kNvfp4);
   auto fused_input = [&](const LinearWeight& w) {
     return fused_q && table != nullptr && w.format == QuantFormat::kNvfp4 && !w.lora;
   };
-  // n = RMSNorm(x) [S, D] bf16 (unmodulated) -> modulate_quantize into slot 0 -> the NVFP4 GEMM.
+  // n = RMSNorm(x) [S, D] bf16 (unmodulated) -> modulate_quantize -> the NVFP4 GEMM.
   auto norm_quantize_linear = [&](const Tensor& norm_weight, int shift_chunk, int scale_chunk, const char* norm_region,
                                   const char* linear_region, const LinearWeight& w, Tensor& out) -> Status {
     VORTEX_RETURN_IF_ERROR(timed(norm_region, [&] { return backend.rms_norm(x, norm_weight, cfg.norm_eps, sc.norm_out); }));
     return timed(linear_region, [&]() -> Status {
       QuantizedActivation qa;
-      VORTEX_RETURN_IF_ERROR(backend.modulate_quantize(sc.norm_out, *table, shift_chunk, scale_chunk, seg, w, 0, qa));
+      VORTEX_RETURN_IF_ERROR(backend.modulate_quantize(sc.norm_out, *table, shift_chunk, scale_chunk, seg, w, qa));
       return backend.linear_quantized(qa, w, nullptr, out);
     });
   };
@@ -294,10 +294,10 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
         timed("fc1", [&] { return linear_call(backend, sc.norm_out, block.mlp_fc1, nullptr, sc.fc1_out); }).with_context("fc1"));
   }
   if (fused_q && block.mlp_fc2.format == QuantFormat::kNvfp4 && !block.mlp_fc2.lora) {
-    // 9-10 fused: f = R(q(R(R(silu(gate)) * value)) @ Wfc2^T) [S, D]; m is never written (slot 1).
+    // 9-10 fused: f = R(q(R(R(silu(gate)) * value)) @ Wfc2^T) [S, D]; m is never written.
     VORTEX_RETURN_IF_ERROR(timed("fc2", [&]() -> Status {
                              QuantizedActivation qa;
-                             VORTEX_RETURN_IF_ERROR(backend.swiglu_quantize(sc.fc1_out, block.mlp_fc2, 1, qa));
+                             VORTEX_RETURN_IF_ERROR(backend.swiglu_quantize(sc.fc1_out, block.mlp_fc2, qa));
                              return backend.linear_quantized(qa, block.mlp_fc2, nullptr, sc.proj_out);
                            }).with_context("swiglu + fc2 (fused nvfp4 producer)"));
   } else {

@@ -82,8 +82,8 @@ Status CpuBackend::qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, co
 
 Status CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
                              Tensor& out, const ExecOptions& opts) {
-  if (opts.attention != "sdpa")
-    return unsupported("attention mode '" + opts.attention +
+  if (opts.attention != AttentionKind::kSdpa)
+    return unsupported(std::string("attention mode '") + attention_name(opts.attention) +
                        "' is not implemented on the cpu backend; use --attention sdpa (the BF16 reference program)");
   return ref::attention(q, k, v, num_heads, head_dim, out, run_);
 }

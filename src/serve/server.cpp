@@ -536,8 +536,8 @@ struct Server::Impl {
                     {"seed", run.seed},
                     {"schedule", av_schedule_mode_name(p.schedule_mode)},
                     {"sampler", sampler_kind_name(p.sampler_kind)},
-                    {"attention", run.attention.empty() ? exec.attention : run.attention},
-                    {"precision", exec.precision},
+                    {"attention", run.attention.empty() ? std::string(attention_name(exec.attention)) : run.attention},
+                    {"precision", precision_name(exec.precision)},
                     {"media", decoders && run.media.value_or(true)},
                     {"memory_estimate_bytes", p.memory.total()}};
     job->plan = std::make_unique<RunPlan>(std::move(*plan));
@@ -699,8 +699,8 @@ struct Server::Impl {
     json h = {{"status", stopping ? "stopping" : "ok"},
               {"model", cfg.name},
               {"backend", opt.pipeline.backend},
-              {"precision", exec.precision},
-              {"attention", exec.attention},
+              {"precision", precision_name(exec.precision)},
+              {"attention", attention_name(exec.attention)},
               {"queue_length", queue.size()},
               {"running", running ? json(running->id) : json(nullptr)},
               {"content_kind", decoders ? "video" : "latents"}};

@@ -1,5 +1,6 @@
 // Tests of the CUDA device runtime that also run without a GPU: the policy table (defaults stay
-// eager/exact without evidence), allocator bucket sizes, the VORTEX_CUDA_CHECK message, arch facts,
+// eager/exact without evidence), the selectors (own and forced policy), allocator bucket sizes, the
+// VORTEX_CUDA_CHECK message, arch facts and the build's targets,
 // and make_cuda_backend's kUnsupported answer when no device is present. Allocator behaviour on a real
 // device (cache reuse, current/peak bytes) runs when a GPU is present and skips visibly otherwise.
 #include <gtest/gtest.h>
@@ -9,48 +10,46 @@
 
 #include <cstdlib>
 
-#include "cuda/arch.h"
+#include "core/arch.h"
 #include "cuda/check.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/device.h"
 #include "gpu_test.h"
+#include "cuda/policy.h"
 
 namespace vortex {
 namespace {
 
-TEST(CudaPolicy, EverySwitchHasAnEagerDefaultUntilEvidenceExists) {
-  ASSERT_FALSE(policy_table().empty());
-  for (const PolicySwitch& s : policy_table()) {
-    SCOPED_TRACE(s.name);
-    if (std::string(s.evidence).empty()) {
-      for (const char* v : {s.sm90, s.sm100, s.sm120, s.sm121})
-        EXPECT_TRUE(std::string(v) == "off" || std::string(v) == "sdpa") << "default '" << v << "' without evidence";
+TEST(CudaPolicy, EveryArchHasARowAndEveryNonEagerDefaultNamesCommittedEvidence) {
+  for (GpuArch a : {GpuArch::kSm90, GpuArch::kSm100, GpuArch::kSm120, GpuArch::kSm121})
+    EXPECT_EQ(arch_policy(a).arch, a) << gpu_arch_name(a);
+  for (const ArchPolicy& p : policy_table()) {
+    SCOPED_TRACE(gpu_arch_name(p.arch));
+    // The BF16 program is the default everywhere: sage2 / fp8 / nvfp4 are E2 and opt-in.
+    EXPECT_EQ(p.attention, AttentionKind::kSdpa);
+    EXPECT_EQ(p.precision, Precision::kBf16);
+    EXPECT_EQ(p.nvfp4_fc2, Nvfp4Fc2::kW4A4);
+    const bool eager = !p.fused_norm_modulate && !p.fused_gate_add && !p.fused_nvfp4_producers;
+    if (std::string(p.evidence).empty()) {
+      EXPECT_TRUE(eager) << "a fused default without evidence";
     } else {
-      // Every evidence file named by a non-eager default is committed in the repository.
-      std::stringstream files(s.evidence);
+      std::stringstream files(p.evidence);
       std::string f;
       while (std::getline(files, f, ',')) {
         f.erase(0, f.find_first_not_of(' '));
         EXPECT_TRUE(std::filesystem::exists(std::string(VORTEX_SOURCE_DIR) + "/" + f)) << "missing evidence " << f;
       }
     }
-    // Architectures without evidence stay eager.
-    for (const char* v : {s.sm100, s.sm120, s.sm121})
-      EXPECT_TRUE(std::string(v) == "off" || std::string(v) == "sdpa") << "default '" << v << "' on an ungated arch";
   }
-  for (const char* name : {"fused_norm_modulate", "fused_gate_add", "attention", "fp8_gemm", "fused_nvfp4_producers"})
-    EXPECT_TRUE(policy_default(name, GpuArch::kSm90).ok()) << name;
-  EXPECT_EQ(policy_default("no_such_switch", GpuArch::kSm90).status().code(), ErrorCode::kNotFound);
+  // sm90: gated on the H200 (the row's evidence); the other architectures stay eager until gated there.
   const ExecOptions o = policy_exec_options(GpuArch::kSm90);
-  EXPECT_TRUE(o.fused_norm_modulate);  // gated on the H200 (see the table's evidence)
+  EXPECT_TRUE(o.fused_norm_modulate);
   EXPECT_TRUE(o.fused_gate_add);
-  const ExecOptions b = policy_exec_options(GpuArch::kSm100);
-  EXPECT_FALSE(b.fused_norm_modulate);
-  EXPECT_FALSE(b.fused_gate_add);
-  EXPECT_EQ(o.attention, "sdpa");
-  EXPECT_EQ(o.precision, "bf16");
-  EXPECT_TRUE(o.fused_nvfp4_producers);  // gated on the H200 (gate.jsonl row 3, bench-ab.jsonl)
-  EXPECT_FALSE(b.fused_nvfp4_producers);
+  EXPECT_TRUE(o.fused_nvfp4_producers);
+  for (GpuArch a : {GpuArch::kSm100, GpuArch::kSm120, GpuArch::kSm121}) {
+    const ExecOptions b = policy_exec_options(a);
+    EXPECT_FALSE(b.fused_norm_modulate || b.fused_gate_add || b.fused_nvfp4_producers) << gpu_arch_name(a);
+  }
 }
 
 TEST(CudaPolicy, DebugSyncFromEnvironment) {
@@ -62,12 +61,86 @@ TEST(CudaPolicy, DebugSyncFromEnvironment) {
   EXPECT_FALSE(debug_sync_from_env());
 }
 
-TEST(CudaArch, Facts) {
+TEST(CudaPolicy, ForcedPolicyFromEnvironment) {
+  const char* before = std::getenv("VORTEX_POLICY");
+  const std::string saved = before ? before : "";
+  ::setenv("VORTEX_POLICY", "sm120", 1);
+  ASSERT_TRUE(policy_from_env().ok());
+  EXPECT_EQ(*policy_from_env(), GpuArch::kSm120);
+  ::setenv("VORTEX_POLICY", "sm_120", 1);
+  EXPECT_EQ(policy_from_env().status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(policy_from_env().status().message().find("sm90, sm100, sm120, sm121"), std::string::npos);
+  ::unsetenv("VORTEX_POLICY");
+  EXPECT_EQ(*policy_from_env(), GpuArch::kUnknown);
+  if (before) ::setenv("VORTEX_POLICY", saved.c_str(), 1);
+}
+
+TEST(CudaPolicy, SelectorsAnswerKernelAndSupport) {
+  const AttentionShape canonical{37810, 56, 128};
+  ExecOptions sdpa, sage2;
+  sage2.attention = AttentionKind::kSage2;
+  // H200 under its own policy.
+  const DevicePolicy h200 = make_device_policy("NVIDIA H200", 9, 0);
+  EXPECT_FALSE(h200.forced);
+  EXPECT_EQ(h200.policy_arch, GpuArch::kSm90);
+  EXPECT_EQ(*select_attention(h200, sdpa, canonical), AttentionKernel::kCudnnSdpa);
+  Result<AttentionKernel> s = select_attention(h200, sage2, canonical);
+  if (build_has_sm90_kernels()) {
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(*s, AttentionKernel::kSage2Wgmma);
+  } else {
+    EXPECT_EQ(s.status().code(), ErrorCode::kUnsupported);
+  }
+  Result<AttentionKernel> hd64 = select_attention(h200, sage2, AttentionShape{1024, 8, 64});
+  EXPECT_EQ(hd64.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(hd64.status().message().find("head_dim 64"), std::string::npos) << hd64.status().message();
+  EXPECT_EQ(select_attention(h200, sdpa, AttentionShape{16, 0, 128}).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(*select_nvfp4(h200), Nvfp4GemmPath::kEmulatedBf16);
+  EXPECT_EQ(*select_gemm(h200, Precision::kFp8), GemmPath::kCublasLtFp8);
+  EXPECT_EQ(*select_gemm(h200, Precision::kBf16), GemmPath::kCublasLtBf16);
+  // The sm120 policy forced on the H200: the portable mainloop, and cuBLASLt FP4 refused (compiled, not run).
+  const DevicePolicy forced = make_device_policy("NVIDIA H200", 9, 0, GpuArch::kSm120);
+  EXPECT_TRUE(forced.forced);
+  EXPECT_EQ(forced.policy_arch, GpuArch::kSm120);
+  EXPECT_EQ(*select_attention(forced, sage2, canonical), AttentionKernel::kSage2MmaSync);
+  EXPECT_EQ(*select_attention(forced, sdpa, canonical), AttentionKernel::kCudnnSdpa);
+  Result<Nvfp4GemmPath> fp4 = select_nvfp4(forced);
+  EXPECT_EQ(fp4.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(fp4.status().message().find("compiled, not run here"), std::string::npos) << fp4.status().message();
+  EXPECT_NE(fp4.status().message().find("forced on NVIDIA H200"), std::string::npos) << fp4.status().message();
+  EXPECT_TRUE(select_gemm(forced, Precision::kFp8).ok());
+  // The seeds' GPUs under their own rows.
+  const DevicePolicy gb10 = make_device_policy("NVIDIA GB10", 12, 1);
+  EXPECT_EQ(gb10.policy_arch, GpuArch::kSm121);
+  EXPECT_EQ(*select_attention(gb10, sage2, canonical), AttentionKernel::kSage2MmaSync);
+  const DevicePolicy b200 = make_device_policy("NVIDIA B200", 10, 0);
+  EXPECT_EQ(select_attention(b200, sage2, canonical).status().code(), ErrorCode::kUnsupported);
+  if (nvfp4_native_compiled()) {
+    EXPECT_EQ(*select_nvfp4(b200), Nvfp4GemmPath::kNativeFp4);
+    EXPECT_EQ(*select_nvfp4(gb10), Nvfp4GemmPath::kNativeFp4);
+  }
+  // A GPU newer than the table (sm_103 running the PTX) follows the nearest row below it.
+  EXPECT_EQ(make_device_policy("NVIDIA B300", 10, 3).policy_arch, GpuArch::kSm100);
+  // Fusions are portable: the options decide; nvfp4 producers only in precision nvfp4.
+  ExecOptions f = policy_exec_options(GpuArch::kSm90);
+  EXPECT_FALSE(select_fusion(forced, f).fused_nvfp4_producers);
+  f.precision = Precision::kNvfp4;
+  EXPECT_TRUE(select_fusion(forced, f).fused_nvfp4_producers);
+  EXPECT_TRUE(select_fusion(forced, f).fused_gate_add);
+}
+
+TEST(CudaArch, FactsAndBuildTargets) {
   EXPECT_EQ(arch_facts(9, 0).arch, GpuArch::kSm90);
   EXPECT_TRUE(arch_facts(9, 0).has_wgmma);
   EXPECT_EQ(arch_facts(10, 0).arch, GpuArch::kSm100);
   EXPECT_EQ(arch_facts(12, 1).arch, GpuArch::kSm121);
   EXPECT_EQ(arch_facts(8, 0).arch, GpuArch::kUnknown);
+  EXPECT_EQ(*parse_gpu_arch("sm121"), GpuArch::kSm121);
+  EXPECT_EQ(parse_gpu_arch("hopper").status().code(), ErrorCode::kInvalidArgument);
+  // This build runs on the H200 (sm_90a SASS or the PTX), and never on a GPU older than its PTX.
+  EXPECT_TRUE(build_has_sass_for(9, 0) || build_can_jit_for(9, 0)) << build_cuda_targets();
+  EXPECT_FALSE(build_has_sass_for(8, 0));
+  EXPECT_FALSE(build_can_jit_for(8, 9));
   DeviceInfo ampere;
   ampere.name = "A100";
   ampere.cc_major = 8;
@@ -75,9 +148,18 @@ TEST(CudaArch, Facts) {
   Status st = check_device_supported(ampere);
   EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
   EXPECT_NE(st.message().find("sm_80"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(build_cuda_targets()), std::string::npos) << st.message();
   DeviceInfo hopper = ampere;
   hopper.cc_major = 9;
   EXPECT_TRUE(check_device_supported(hopper).ok());
+  // Each seed GPU runs the build exactly when its SASS or a PTX at or below it is there.
+  for (auto [major, minor] : {std::pair{10, 0}, std::pair{12, 0}, std::pair{12, 1}, std::pair{10, 3}}) {
+    DeviceInfo d = ampere;
+    d.cc_major = major;
+    d.cc_minor = minor;
+    EXPECT_EQ(check_device_supported(d).ok(), build_has_sass_for(major, minor) || build_can_jit_for(major, minor))
+        << major << "." << minor;
+  }
 }
 
 Status failing_call() {
@@ -122,6 +204,29 @@ TEST(CudaBackendCreate, UnsupportedWithoutDeviceOtherwiseWorks) {
   }
   ASSERT_TRUE(b.ok()) << b.status().to_string();
   EXPECT_EQ(b.value()->name(), "cuda");
+}
+
+TEST(CudaDeviceBuffer, CountsInTheAllocatorAndReleasesOnDestructionAndGrowth) {
+  if (!query_device(0).ok()) GTEST_SKIP() << query_device(0).status().message();
+  auto a = std::make_shared<CachingAllocator>();
+  {
+    Result<DeviceBuffer> b = DeviceBuffer::allocate(a, 3000);
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    EXPECT_EQ(b->size(), 3000u);
+    EXPECT_EQ(a->stats().current_bytes, CachingAllocator::bucket_bytes(3000));
+    DeviceBuffer moved = std::move(*b);  // ownership moves; one release
+    EXPECT_TRUE(b->empty());
+    ASSERT_TRUE(moved.reserve(a, 1000).ok());  // large enough: kept
+    EXPECT_EQ(moved.size(), 3000u);
+    ASSERT_TRUE(moved.reserve(a, size_t{3} << 20).ok());  // grown: the old block goes back to the cache
+    EXPECT_EQ(moved.size(), size_t{3} << 20);
+    EXPECT_EQ(a->stats().current_bytes, CachingAllocator::bucket_bytes(size_t{3} << 20));
+    EXPECT_EQ(a->stats().cached_bytes, CachingAllocator::bucket_bytes(3000));
+    // reserve releases the small block before taking the large one.
+    EXPECT_EQ(a->stats().peak_bytes, CachingAllocator::bucket_bytes(size_t{3} << 20));
+  }
+  EXPECT_EQ(a->stats().current_bytes, 0u);
+  EXPECT_EQ(a->stats().allocations, 2u);
 }
 
 TEST(CudaAllocator, CachesAndTracksPeak) {

@@ -40,7 +40,7 @@ TEST(FusedNvfp4Switch, ParsesAndDescribes) {
   // describe_switches names it in precision nvfp4 (evidence rows of the other modes are unchanged).
   o.fused_nvfp4_producers = true;
   EXPECT_EQ(describe_switches(o).find("fused_nvfp4_producers"), std::string::npos);
-  o.precision = "nvfp4";
+  o.precision = Precision::kNvfp4;
   EXPECT_NE(describe_switches(o).find("precision=nvfp4,fused_nvfp4_producers=1"), std::string::npos) << describe_switches(o);
   // precision=... may only restate the loaded precision.
   EXPECT_TRUE(apply_switches("precision=nvfp4,fused_nvfp4_producers=0", o).ok());
@@ -48,7 +48,7 @@ TEST(FusedNvfp4Switch, ParsesAndDescribes) {
   Status change = apply_switches("precision=bf16", o);
   EXPECT_EQ(change.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(change.message().find("--precision bf16"), std::string::npos) << change.to_string();
-  EXPECT_EQ(o.precision, "nvfp4");
+  EXPECT_EQ(o.precision, Precision::kNvfp4);
 }
 
 TEST(FusedNvfp4Switch, CpuBackendReportsTheOpsUnsupported) {
@@ -63,8 +63,8 @@ TEST(FusedNvfp4Switch, CpuBackendReportsTheOpsUnsupported) {
   w.format = QuantFormat::kNvfp4;
   QuantizedActivation qa;
   Tensor out = Tensor::empty({4, 8}, DType::kBF16);
-  const Status s1 = cpu.modulate_quantize(n, table, kShiftMsa, kScaleMsa, seg, w, 0, qa);
-  const Status s2 = cpu.swiglu_quantize(n, w, 1, qa);
+  const Status s1 = cpu.modulate_quantize(n, table, kShiftMsa, kScaleMsa, seg, w, qa);
+  const Status s2 = cpu.swiglu_quantize(n, w, qa);
   const Status s3 = cpu.linear_quantized(qa, w, nullptr, out);
   int i = 0;
   for (const Status* s : {&s1, &s2, &s3}) {
@@ -85,13 +85,13 @@ class CountingCpuBackend : public CpuBackend {
   explicit CountingCpuBackend(bool claim) : CpuBackend(2), claim_(claim) {}
   bool has_quantized_producers(QuantFormat f) const override { return claim_ && f == QuantFormat::kNvfp4; }
   Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg,
-                           const LinearWeight& consumer, int slot, QuantizedActivation& out) override {
+                           const LinearWeight& consumer, QuantizedActivation& out) override {
     ++fused_calls;
-    return Backend::modulate_quantize(n, table, shift_chunk, scale_chunk, seg, consumer, slot, out);
+    return Backend::modulate_quantize(n, table, shift_chunk, scale_chunk, seg, consumer, out);
   }
-  Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, int slot, QuantizedActivation& out) override {
+  Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, QuantizedActivation& out) override {
     ++fused_calls;
-    return Backend::swiglu_quantize(u, consumer, slot, out);
+    return Backend::swiglu_quantize(u, consumer, out);
   }
   Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override {
     ++fused_calls;
@@ -142,7 +142,7 @@ TEST(FusedNvfp4Switch, ModelTakesTheFusedPathOnlyWhereItApplies) {
   TinyBlock t;
   make_tiny_block(claiming, t, seed);
   ExecOptions off;
-  off.precision = "nvfp4";
+  off.precision = Precision::kNvfp4;
   ExecOptions on = off;
   on.fused_nvfp4_producers = true;
   auto a = run_tiny_block(claiming, t, off, t.weights.blocks[0]);
@@ -160,7 +160,7 @@ TEST(FusedNvfp4Switch, ModelTakesTheFusedPathOnlyWhereItApplies) {
   EXPECT_NE(st.to_string().find("modulate_quantize"), std::string::npos) << st.to_string();
   claiming.fused_calls = 0;
   ExecOptions on_bf16 = on;  // switch on, another precision
-  on_bf16.precision = "bf16";
+  on_bf16.precision = Precision::kBf16;
   for (const ExecOptions& opts : {off, on_bf16}) {
     st = run_tiny_block(claiming, t, opts, marked).status();
     EXPECT_EQ(claiming.fused_calls, 0) << st.to_string();
@@ -191,37 +191,38 @@ class IdentityProducerCpuBackend : public CpuBackend {
     return CpuBackend::linear(x, plain, bias, out);
   }
   Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg,
-                           const LinearWeight& consumer, int slot, QuantizedActivation& out) override {
+                           const LinearWeight& consumer, QuantizedActivation& out) override {
     ++producer_calls;
     if (consumer.format != QuantFormat::kNvfp4) return invalid_argument("modulate_quantize: consumer is not nvfp4");
     VORTEX_ASSIGN_OR_RETURN(Tensor x, alloc(n.shape(), DType::kBF16));  // [S, D] bf16
     VORTEX_RETURN_IF_ERROR(copy(n, x));
     VORTEX_RETURN_IF_ERROR(modulate(x, table, shift_chunk, scale_chunk, seg));
-    return fill(x, slot, out);
+    return fill(x, kFromModulate, out);
   }
-  Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, int slot, QuantizedActivation& out) override {
+  Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, QuantizedActivation& out) override {
     ++producer_calls;
     if (consumer.format != QuantFormat::kNvfp4) return invalid_argument("swiglu_quantize: consumer is not nvfp4");
     VORTEX_ASSIGN_OR_RETURN(Tensor m, alloc({u.dim(0), u.dim(1) / 2}, DType::kBF16));  // [S, F] bf16
     VORTEX_RETURN_IF_ERROR(swiglu(u, m));
-    return fill(m, slot, out);
+    return fill(m, kFromSwiglu, out);
   }
   Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override {
     ++gemm_calls;
-    slots_seen.push_back(x.slot);
+    producers_seen.push_back(x.generation);
     return linear(x.data, w, bias, out);
   }
   int producer_calls = 0, gemm_calls = 0;
-  std::vector<int> slots_seen;
+  std::vector<uint64_t> producers_seen;  // which producer made each GEMM input (kFromModulate / kFromSwiglu)
+  static constexpr uint64_t kFromModulate = 1, kFromSwiglu = 2;
 
  private:
-  static Status fill(const Tensor& values, int slot, QuantizedActivation& out) {
+  static Status fill(const Tensor& values, uint64_t producer, QuantizedActivation& out) {
     out = QuantizedActivation{};
     out.format = QuantFormat::kNvfp4;
     out.data = values;  // identity "quantization": the BF16 values themselves
     out.rows = values.dim(0);
     out.cols = values.dim(1);
-    out.slot = slot;
+    out.generation = producer;  // tags the producer (the CUDA backend's producer count)
     return Status::Ok();
   }
 };
@@ -239,13 +240,13 @@ TEST(FusedNvfp4Switch, ModelWiringEqualsTheEagerBlockWithIdentityProducers) {
       w->format = QuantFormat::kNvfp4;
     if (!fc2_nvfp4) blk.mlp_fc2.format = QuantFormat::kNone;
     ExecOptions eager;
-    eager.precision = "nvfp4";
+    eager.precision = Precision::kNvfp4;
     ExecOptions fused = eager;
     fused.fused_nvfp4_producers = true;
     for (const bool fused_norm_modulate : {false, true}) {
       eager.fused_norm_modulate = fused.fused_norm_modulate = fused_norm_modulate;
       be.producer_calls = be.gemm_calls = 0;
-      be.slots_seen.clear();
+      be.producers_seen.clear();
       auto a = run_tiny_block(be, t, eager, blk);
       ASSERT_TRUE(a.ok()) << a.status().to_string();
       EXPECT_EQ(be.producer_calls + be.gemm_calls, 0);
@@ -254,7 +255,8 @@ TEST(FusedNvfp4Switch, ModelWiringEqualsTheEagerBlockWithIdentityProducers) {
       EXPECT_EQ(std::memcmp(a->raw_data(), b->raw_data(), a->nbytes()), 0) << "fused wiring differs from the eager block";
       EXPECT_EQ(be.producer_calls, fc2_nvfp4 ? 3 : 2);
       EXPECT_EQ(be.gemm_calls, fc2_nvfp4 ? 3 : 2);
-      EXPECT_EQ(be.slots_seen, (fc2_nvfp4 ? std::vector<int>{0, 0, 1} : std::vector<int>{0, 0}));
+      const uint64_t m = IdentityProducerCpuBackend::kFromModulate, sw = IdentityProducerCpuBackend::kFromSwiglu;
+      EXPECT_EQ(be.producers_seen, (fc2_nvfp4 ? std::vector<uint64_t>{m, m, sw} : std::vector<uint64_t>{m, m}));
     }
   }
   // A refiner block (no AdaLN table): QKV/FC1 have nothing to modulate and stay eager; FC2 may fuse.
@@ -262,7 +264,7 @@ TEST(FusedNvfp4Switch, ModelWiringEqualsTheEagerBlockWithIdentityProducers) {
   for (LinearWeight* w : {&blk.attn_qkv_proj, &blk.attn_out_proj, &blk.mlp_fc1, &blk.mlp_fc2})
     w->format = QuantFormat::kNvfp4;
   ExecOptions fused;
-  fused.precision = "nvfp4";
+  fused.precision = Precision::kNvfp4;
   fused.fused_nvfp4_producers = true;
   ExecOptions eager = fused;
   eager.fused_nvfp4_producers = false;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda/cuda_backend.h"
+#include "cuda/policy.h"
 #include "engine/bench.h"
 #include "engine/gate.h"
 #include "engine/precision.h"
@@ -52,6 +53,24 @@ struct ModeSetup {
   H3Weights weights;
 };
 
+// precision nvfp4 needs the policy's NVFP4 GEMM path to run on this device. Under a forced policy it may not
+// (VORTEX_POLICY=sm120 on an H200 selects cuBLASLt FP4, compiled and never run there): such a run skips with
+// select_nvfp4's reason, which names the forced policy.
+bool nvfp4_path_runs(std::string* why) {
+  Result<DeviceInfo> dev = query_device(0);
+  Result<GpuArch> forced = policy_from_env();
+  if (!dev.ok() || !forced.ok()) return true;  // the test itself reports these
+  Result<Nvfp4GemmPath> path = select_nvfp4(make_device_policy(dev->name, dev->cc_major, dev->cc_minor, *forced));
+  if (path.ok()) return true;
+  *why = path.status().message();
+  return false;
+}
+#define VORTEX_REQUIRE_NVFP4_PATH()                   \
+  do {                                                \
+    std::string vortex_why_;                          \
+    if (!nvfp4_path_runs(&vortex_why_)) GTEST_SKIP() << vortex_why_; \
+  } while (0)
+
 bool make_setup(ModeSetup& s, uint64_t seed) {
   auto b = make_backend("cuda", 0);
   EXPECT_TRUE(b.ok()) << b.status().to_string();
@@ -66,6 +85,7 @@ bool make_setup(ModeSetup& s, uint64_t seed) {
 
 TEST(Nvfp4Mode, LinearMatchesCpuQuantizedFp64Dot) {
   VORTEX_REQUIRE_GPU();
+  VORTEX_REQUIRE_NVFP4_PATH();
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -159,6 +179,7 @@ Result<Workload> tiny_nvfp4_workload(const std::string& fc2) {
 
 TEST(Nvfp4Mode, H3TinyForwardIsFinite) {
   VORTEX_REQUIRE_GPU();
+  VORTEX_REQUIRE_NVFP4_PATH();
   for (const char* fc2 : {"", "weight-only"}) {
     SCOPED_TRACE(std::string("fc2 switch '") + fc2 + "'");
     auto w = tiny_nvfp4_workload(fc2);
@@ -182,6 +203,7 @@ TEST(Nvfp4Mode, H3TinyForwardIsFinite) {
 
 TEST(Nvfp4Mode, WeightOnlyEqualsBf16GemmOnTheExpandedWeight) {
   VORTEX_REQUIRE_GPU();
+  VORTEX_REQUIRE_NVFP4_PATH();
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -215,6 +237,7 @@ TEST(Nvfp4Mode, WeightOnlyEqualsBf16GemmOnTheExpandedWeight) {
 
 TEST(Nvfp4Mode, Fc2SwitchReachesTheWeights) {
   VORTEX_REQUIRE_GPU();
+  VORTEX_REQUIRE_NVFP4_PATH();
   ModeSetup s;
   ASSERT_TRUE(make_setup(s, testing::fresh_seed()));
   Tensor fc2_before = to_host(*s.backend, s.weights.blocks[0].mlp_fc2.weight);
@@ -258,24 +281,37 @@ bool same_bytes(Backend& b, const Tensor& x, const Tensor& y) {
   return hx.nbytes() == hy.nbytes() && std::memcmp(hx.raw_data(), hy.raw_data(), hx.nbytes()) == 0;
 }
 
-// Bytes of one quantized activation: data, scales and g (every byte, padding included).
-void expect_same_activation(Backend& b, const QuantizedActivation& e, const QuantizedActivation& f, const char* what) {
+// One quantized activation's bytes on the host (data, scales, g: every byte, padding included), taken before
+// the next producer call may reuse its scratch.
+struct HostActivation {
+  Tensor data, scales, global_scale;
+  int64_t rows = 0, cols = 0;
+  bool static_global_scale = false;
+};
+HostActivation to_host_activation(Backend& b, const QuantizedActivation& a) {
+  EXPECT_EQ(a.format, QuantFormat::kNvfp4);
+  return HostActivation{to_host(b, a.data), to_host(b, a.scales), to_host(b, a.global_scale), a.rows, a.cols,
+                        a.static_global_scale};
+}
+bool same_host_bytes(const Tensor& x, const Tensor& y) {
+  return x.nbytes() == y.nbytes() && std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
+}
+
+void expect_same_activation(const HostActivation& e, const HostActivation& f, const char* what) {
   SCOPED_TRACE(what);
-  ASSERT_EQ(e.format, QuantFormat::kNvfp4);
-  ASSERT_EQ(f.format, QuantFormat::kNvfp4);
   EXPECT_EQ(e.rows, f.rows);
   EXPECT_EQ(e.cols, f.cols);
   EXPECT_EQ(e.static_global_scale, f.static_global_scale);
-  EXPECT_NE(e.slot, f.slot) << "the test must keep both activations alive in different slots";
-  EXPECT_TRUE(same_bytes(b, e.data, f.data)) << "NVFP4 data bytes differ";
-  EXPECT_TRUE(same_bytes(b, e.scales, f.scales)) << "E4M3 block scales differ";
-  EXPECT_TRUE(same_bytes(b, e.global_scale, f.global_scale)) << "global scale g differs";
-  const float g = to_host(b, f.global_scale).data<float>()[0];
+  EXPECT_TRUE(same_host_bytes(e.data, f.data)) << "NVFP4 data bytes differ";
+  EXPECT_TRUE(same_host_bytes(e.scales, f.scales)) << "E4M3 block scales differ";
+  EXPECT_TRUE(same_host_bytes(e.global_scale, f.global_scale)) << "global scale g differs";
+  const float g = f.global_scale.data<float>()[0];
   EXPECT_TRUE(std::isfinite(g) && g > 0.0f) << "g = " << g;
 }
 
 TEST(Nvfp4FusedProducers, GemmInputsAndOutputsEqualTheEagerProducers) {
   VORTEX_REQUIRE_GPU();
+  VORTEX_REQUIRE_NVFP4_PATH();
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -319,24 +355,27 @@ TEST(Nvfp4FusedProducers, GemmInputsAndOutputsEqualTheEagerProducers) {
       for (const LinearWeight* consumer : {w, static_cast<const LinearWeight*>(&with_static)}) {
         SCOPED_TRACE(consumer == w ? "dynamic g" : "static input_scale");
         QuantizedActivation eager, fused;
-        Status st = cuda->quantize_nvfp4(nm, *consumer, 0, eager);
+        Status st = cuda->quantize_nvfp4(nm, *consumer, eager);
         ASSERT_TRUE(st.ok()) << st.to_string();
-        st = cuda->modulate_quantize(n, table, kShiftMsa, kScaleMsa, seg, *consumer, 1, fused);
+        const HostActivation eager_bytes = to_host_activation(*s.backend, eager);
+        st = cuda->modulate_quantize(n, table, kShiftMsa, kScaleMsa, seg, *consumer, fused);
         ASSERT_TRUE(st.ok()) << st.to_string();
         EXPECT_EQ(fused.static_global_scale, consumer != w);
-        expect_same_activation(*s.backend, eager, fused, "modulate -> nvfp4");
-        // GEMM outputs: eager linear() (quantizes again into slot 0), linear_quantized of the fused slot.
+        expect_same_activation(eager_bytes, to_host_activation(*s.backend, fused), "modulate -> nvfp4");
+        // The fused producer wrote the scratch the eager view points into: that view is stale now.
         Tensor out_e = poisoned_bf16(*s.backend, {rows, w->out_features});
         Tensor out_f = poisoned_bf16(*s.backend, {rows, w->out_features});
-        ASSERT_TRUE(s.backend->linear(nm, *consumer, nullptr, out_e).ok());
-        st = s.backend->linear_quantized(fused, *consumer, nullptr, out_f);
-        ASSERT_TRUE(st.ok()) << st.to_string();
-        EXPECT_TRUE(same_bytes(*s.backend, out_e, out_f)) << "GEMM outputs differ";
+        EXPECT_EQ(s.backend->linear_quantized(eager, *consumer, nullptr, out_e).code(), ErrorCode::kInvalidArgument);
         // The consumer must match how the activation was quantized.
         const LinearWeight* other = consumer == w ? &with_static : w;
         EXPECT_EQ(s.backend->linear_quantized(fused, *other, nullptr, out_f).code(), ErrorCode::kInvalidArgument);
-        // linear() above re-used slot 0: the eager view is stale now and must be rejected.
-        EXPECT_EQ(s.backend->linear_quantized(eager, *consumer, nullptr, out_e).code(), ErrorCode::kInvalidArgument);
+        // GEMM outputs: linear_quantized of the fused activation, then eager linear() (quantizes again).
+        st = s.backend->linear_quantized(fused, *consumer, nullptr, out_f);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        ASSERT_TRUE(s.backend->linear(nm, *consumer, nullptr, out_e).ok());
+        EXPECT_TRUE(same_bytes(*s.backend, out_e, out_f)) << "GEMM outputs differ";
+        // linear() re-used the scratch of the fused view: it is stale too.
+        EXPECT_EQ(s.backend->linear_quantized(fused, *consumer, nullptr, out_f).code(), ErrorCode::kInvalidArgument);
       }
     }
     // FC2: swiglu(u) materialized + quantized vs swiglu_quantize(u).
@@ -346,25 +385,31 @@ TEST(Nvfp4FusedProducers, GemmInputsAndOutputsEqualTheEagerProducers) {
     const LinearWeight& fc2 = blk.mlp_fc2;
     ASSERT_EQ(fc2.format, QuantFormat::kNvfp4);
     QuantizedActivation eager, fused;
-    ASSERT_TRUE(cuda->quantize_nvfp4(m, fc2, 0, eager).ok());
-    Status st = cuda->swiglu_quantize(u, fc2, 1, fused);
+    ASSERT_TRUE(cuda->quantize_nvfp4(m, fc2, eager).ok());
+    Status st = cuda->swiglu_quantize(u, fc2, fused);
     ASSERT_TRUE(st.ok()) << st.to_string();
-    expect_same_activation(*s.backend, eager, fused, "swiglu -> nvfp4");
+    // The FC2 producer has scratch of its own: both views stay alive (the model holds them at once).
+    EXPECT_NE(eager.data.raw_data(), fused.data.raw_data());
+    expect_same_activation(to_host_activation(*s.backend, eager), to_host_activation(*s.backend, fused),
+                           "swiglu -> nvfp4");
     Tensor out_e = poisoned_bf16(*s.backend, {rows, d}), out_f = poisoned_bf16(*s.backend, {rows, d});
     ASSERT_TRUE(s.backend->linear(m, fc2, nullptr, out_e).ok());
     ASSERT_TRUE(s.backend->linear_quantized(fused, fc2, nullptr, out_f).ok());
     EXPECT_TRUE(same_bytes(*s.backend, out_e, out_f)) << "FC2 GEMM outputs differ";
   }
-  // Wrong consumers and slots are errors with a message, not silent fallbacks.
+  // Wrong consumers are errors with a message, not silent fallbacks.
   QuantizedActivation qa;
   Tensor u = poisoned_bf16(*s.backend, {4, 2 * s.cfg.ffn});
-  EXPECT_EQ(cuda->swiglu_quantize(u, blk.mlp_fc2, 2, qa).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(cuda->swiglu_quantize(u, blk.attn_qkv_proj, 1, qa).code(), ErrorCode::kInvalidArgument);  // K mismatch
+  EXPECT_EQ(cuda->swiglu_quantize(u, blk.attn_qkv_proj, qa).code(), ErrorCode::kInvalidArgument);  // K mismatch
+  LinearWeight bf16_fc2 = blk.mlp_fc2;
+  bf16_fc2.format = QuantFormat::kNone;
+  EXPECT_EQ(cuda->swiglu_quantize(u, bf16_fc2, qa).code(), ErrorCode::kInvalidArgument);  // not an NVFP4 consumer
 }
 
 
 TEST(Nvfp4FusedProducers, BlockForwardAndTrajectoryAreByteIdentical) {
   VORTEX_REQUIRE_GPU();
+  VORTEX_REQUIRE_NVFP4_PATH();
   for (const char* fc2 : {"off", "weight-only"}) {
     SCOPED_TRACE(std::string("nvfp4_fc2_fallback=") + fc2);
     auto w = tiny_nvfp4_workload(fc2);

@@ -16,7 +16,7 @@
 #include "vortex/dtype.h"
 
 #if defined(VORTEX_WITH_CUDA)
-#include "cuda/device.h"
+#include "cuda/policy.h"
 #endif
 
 namespace vortex {
@@ -34,7 +34,15 @@ std::vector<uint8_t> bytes_of(const Tensor& t) {
 }
 
 TEST(Precision, Names) {
-  for (const char* n : {"bf16", "fp8", "nvfp4", "nvfp4-weight-only"}) EXPECT_TRUE(is_precision_name(n)) << n;
+  for (const char* n : {"bf16", "fp8", "nvfp4", "nvfp4-weight-only"}) {
+    EXPECT_TRUE(is_precision_name(n)) << n;
+    ASSERT_TRUE(parse_precision(n).ok()) << n;
+    EXPECT_STREQ(precision_name(*parse_precision(n)), n);  // parse and print round-trip at the edge
+  }
+  EXPECT_EQ(parse_precision("fp4").status().code(), ErrorCode::kInvalidArgument);
+  for (const char* n : {"sdpa", "sage2"}) EXPECT_STREQ(attention_name(*parse_attention(n)), n);
+  EXPECT_EQ(parse_attention("flash9").status().code(), ErrorCode::kInvalidArgument);
+  for (const char* n : {"off", "weight-only", "bf16"}) EXPECT_STREQ(nvfp4_fc2_name(*parse_nvfp4_fc2(n)), n);
   for (const char* n : {"", "fp4", "nvfp4_weight_only", "BF16"}) EXPECT_FALSE(is_precision_name(n)) << n;
 }
 
@@ -146,11 +154,8 @@ TEST(Precision, Bf16RefusesNvfp4CheckpointLayers) {
 
 #if defined(VORTEX_WITH_CUDA)
 TEST(Precision, Fc2FallbackPolicyDefaultIsW4a4Everywhere) {
-  for (GpuArch a : {GpuArch::kSm90, GpuArch::kSm100, GpuArch::kSm120, GpuArch::kSm121}) {
-    auto v = policy_default("nvfp4_fc2_fallback", a);
-    ASSERT_TRUE(v.ok()) << v.status().to_string();
-    EXPECT_EQ(*v, "off");
-  }
+  for (GpuArch a : {GpuArch::kSm90, GpuArch::kSm100, GpuArch::kSm120, GpuArch::kSm121})
+    EXPECT_EQ(policy_exec_options(a).nvfp4_fc2, Nvfp4Fc2::kW4A4) << gpu_arch_name(a);
 }
 #endif
 

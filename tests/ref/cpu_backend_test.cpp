@@ -102,7 +102,7 @@ TEST(CpuBackend, DispatchEqualsRefOps) {
   EXPECT_EQ(0, std::memcmp(s1.raw_data(), s2.raw_data(), s1.nbytes()));
   // sage2 is refused with kUnsupported, never silently run as something else.
   ExecOptions sage;
-  sage.attention = "sage2";
+  sage.attention = AttentionKind::kSage2;
   Tensor o = be.alloc({9, 16}, DType::kBF16).value();
   EXPECT_EQ(be.attention(up, up, up, 1, 16, o, sage).code(), ErrorCode::kUnsupported);
 }

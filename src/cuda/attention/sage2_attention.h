@@ -1,4 +1,4 @@
-// Sage2-compatible attention for sm_90a (backend option `attention = "sage2"`, an E2 approximate mode):
+// Sage2-compatible attention (AttentionKind::kSage2, an E2 approximate mode; mainloops: wgmma on sm_90a, mma.sync anywhere):
 // INT8 Q/K with per-thread scales and K smoothing, FP8 E4M3 P and per-channel V, exp2 online softmax
 // with the 448 offset, two-level FP32 PV accumulation (research/sage2-attention.md §1.7, §1.12).
 // Reads q, k, v as strided [S, heads*128] bf16 views of the QKV buffer and writes token-major out.
@@ -76,6 +76,9 @@ class Sage2Workspace {
   // Chosen by the caller before sage2_quantize; the operand layout written follows it.
   Sage2Mainloop mainloop = Sage2Mainloop::kWgmma;
   Sage2Mainloop quantized_for = Sage2Mainloop::kWgmma;  // set by sage2_quantize
+  // cudaFuncSetAttribute (shared-memory limit) done for this workspace's device, per mainloop kernel.
+  bool mma_smem_configured = false;
+  bool wgmma_smem_configured = false;
 
   int heads = 0;
   int64_t seq = 0;      // tokens of the last quantize call

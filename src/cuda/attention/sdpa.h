@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "core/device_buffer.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 
@@ -17,7 +18,8 @@ namespace vortex {
 
 class SdpaAttention {
  public:
-  static Result<std::unique_ptr<SdpaAttention>> create();
+  // cuDNN's workspace comes from `memory` (the backend's caching allocator; null: cudaMalloc).
+  static Result<std::unique_ptr<SdpaAttention>> create(std::shared_ptr<DeviceMemoryResource> memory = nullptr);
   virtual ~SdpaAttention() = default;
   // q, k, v: [S, num_heads*head_dim] bf16 views (row stride may exceed the width); out: [S, I] bf16.
   virtual Status run(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,

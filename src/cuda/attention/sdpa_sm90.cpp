@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda/attention/sdpa.h"
+#include "gemm/gemm.h"  // cuda_malloc_resource
 
 namespace vortex {
 namespace {
@@ -292,10 +293,11 @@ class CudnnSdpa final : public SdpaAttention {
  public:
   ~CudnnSdpa() override {
     plans_.clear();
-    if (workspace_) cudaFree(workspace_);
+    workspace_.reset();
     if (handle_) cudnnDestroy(handle_);
   }
-  Status init() {
+  Status init(std::shared_ptr<DeviceMemoryResource> memory) {
+    memory_ = std::move(memory);
     VORTEX_CUDNN(cudnnCreate(&handle_), "cudnnCreate (is libcudnn.so.9 on the library path?)");
     return Status::Ok();
   }
@@ -333,16 +335,9 @@ class CudnnSdpa final : public SdpaAttention {
       return invalid_argument("sdpa: row strides must be multiples of 8 elements (16 bytes)");
     std::lock_guard<std::mutex> lock(mu_);
     VORTEX_ASSIGN_OR_RETURN(Plan * plan, get_plan({seq_len, num_heads, head_dim, ld_qkv, ld_out}));
-    if (plan->workspace > static_cast<int64_t>(workspace_bytes_)) {
-      if (workspace_) cudaFree(workspace_);
-      workspace_ = nullptr;
-      workspace_bytes_ = 0;
-      cudaError_t err = cudaMalloc(&workspace_, static_cast<size_t>(plan->workspace));
-      if (err != cudaSuccess)
-        return Status(ErrorCode::kOutOfMemory, "sdpa workspace of " + std::to_string(plan->workspace) +
-                                                   " bytes: " + cudaGetErrorString(err));
-      workspace_bytes_ = static_cast<size_t>(plan->workspace);
-    }
+    if (plan->workspace > 0)  // a replaced block is reused only by later work on the same stream
+      VORTEX_RETURN_IF_ERROR(
+          workspace_.reserve(memory_, static_cast<size_t>(plan->workspace)).with_context("sdpa workspace"));
     VORTEX_CUDNN(cudnnSetStream(handle_, stream), "cudnnSetStream");
     float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
     int64_t uids[5] = {kUidQ, kUidK, kUidV, kUidO, kUidScale};
@@ -350,7 +345,7 @@ class CudnnSdpa final : public SdpaAttention {
     VORTEX_ASSIGN_OR_RETURN(Desc pack, Desc::make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
     VORTEX_RETURN_IF_ERROR(pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 5, uids, "variant uids"));
     VORTEX_RETURN_IF_ERROR(pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 5, ptrs, "variant pointers"));
-    void* ws = workspace_;
+    void* ws = workspace_.data();
     VORTEX_RETURN_IF_ERROR(pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, "variant workspace"));
     VORTEX_RETURN_IF_ERROR(pack.finalize("variant pack"));
     VORTEX_CUDNN(cudnnBackendExecute(handle_, plan->plan.get(), pack.get()), "cudnnBackendExecute (sdpa)");
@@ -384,22 +379,22 @@ class CudnnSdpa final : public SdpaAttention {
   }
 
   cudnnHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
-  size_t workspace_bytes_ = 0;
+  std::shared_ptr<DeviceMemoryResource> memory_;
+  DeviceBuffer workspace_;  // cuDNN workspace, grown to the largest plan's
   std::map<Shape, std::unique_ptr<Plan>> plans_;
   std::mutex mu_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<SdpaAttention>> SdpaAttention::create() {
+Result<std::unique_ptr<SdpaAttention>> SdpaAttention::create(std::shared_ptr<DeviceMemoryResource> memory) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0)
     return Status(ErrorCode::kCuda, std::string("SdpaAttention needs a CUDA device: ") +
                                         (err != cudaSuccess ? cudaGetErrorString(err) : "none found"));
   auto sdpa = std::make_unique<CudnnSdpa>();
-  VORTEX_RETURN_IF_ERROR(sdpa->init());
+  VORTEX_RETURN_IF_ERROR(sdpa->init(memory ? std::move(memory) : cuda_malloc_resource()));
   return std::unique_ptr<SdpaAttention>(std::move(sdpa));
 }
 

@@ -2,6 +2,7 @@
 // over 2-D row views (the final layer casts [S, D] rows before the FP32 heads). Kernel -> launcher ->
 // validating entry point. Also check_kernel_image(): fails loudly when this binary carries no kernel
 // for the running GPU. E0 against the CPU reference in tests/cuda/ops_test.cpp (incl. NaN/inf/ties).
+#include "core/arch.h"
 #include "cuda/ops/ops_internal.h"
 #include "cuda/ops/row_kernels.cuh"
 
@@ -58,7 +59,7 @@ Status check_kernel_image() {
   if (err == cudaSuccess) return Status::Ok();
   (void)cudaGetLastError();
   return unsupported(std::string("this Vortex binary has no CUDA kernels for the running GPU (") + cudaGetErrorName(err) +
-                     ": " + cudaGetErrorString(err) + "); it was built for " + kBuiltArchName +
+                     ": " + cudaGetErrorString(err) + "); it was built for " + build_cuda_targets() +
                      " — rebuild with -DVORTEX_CUDA_ARCHS matching your GPU or use --backend cpu");
 }
 

@@ -1,0 +1,45 @@
+// Parse / print of the ExecOptions enums; see exec_options.h.
+#include "model/exec_options.h"
+
+namespace vortex {
+
+const char* attention_name(AttentionKind a) { return a == AttentionKind::kSage2 ? "sage2" : "sdpa"; }
+
+Result<AttentionKind> parse_attention(std::string_view name) {
+  if (name == "sdpa") return AttentionKind::kSdpa;
+  if (name == "sage2") return AttentionKind::kSage2;
+  return invalid_argument("unknown attention '" + std::string(name) + "' (valid: sdpa, sage2)");
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp8: return "fp8";
+    case Precision::kNvfp4: return "nvfp4";
+    case Precision::kNvfp4WeightOnly: return "nvfp4-weight-only";
+  }
+  return "?";
+}
+
+Result<Precision> parse_precision(std::string_view name) {
+  for (Precision p : {Precision::kBf16, Precision::kFp8, Precision::kNvfp4, Precision::kNvfp4WeightOnly})
+    if (name == precision_name(p)) return p;
+  return invalid_argument("unknown precision '" + std::string(name) + "' (valid: bf16, fp8, nvfp4, nvfp4-weight-only)");
+}
+
+const char* nvfp4_fc2_name(Nvfp4Fc2 f) {
+  switch (f) {
+    case Nvfp4Fc2::kW4A4: return "off";
+    case Nvfp4Fc2::kWeightOnly: return "weight-only";
+    case Nvfp4Fc2::kBf16: return "bf16";
+  }
+  return "?";
+}
+
+Result<Nvfp4Fc2> parse_nvfp4_fc2(std::string_view name) {
+  for (Nvfp4Fc2 f : {Nvfp4Fc2::kW4A4, Nvfp4Fc2::kWeightOnly, Nvfp4Fc2::kBf16})
+    if (name == nvfp4_fc2_name(f)) return f;
+  return invalid_argument("nvfp4_fc2_fallback must be off, weight-only or bf16, got '" + std::string(name) + "'");
+}
+
+}  // namespace vortex

@@ -1,0 +1,47 @@
+// Run-time switches that select between exact-equivalent (E0) or approximate (E2) programs, as enums: they
+// arrive by one route (parse_* at the CLI / serve / workload edge, print with *_name), so no op compares
+// strings. Each has a per-architecture default (the CUDA policy table, src/cuda/policy.h); the CPU backend
+// ignores the performance switches. Tested in tests/engine/precision_test.cpp (parse/print round trips).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "vortex/status.h"
+
+namespace vortex {
+
+// Which attention program: kSdpa = the BF16 program (cuDNN SDPA on CUDA), kSage2 = INT8 QK / FP8 PV (E2).
+enum class AttentionKind : uint8_t { kSdpa, kSage2 };
+// GEMM operand precision: bf16 (the BF16 program), fp8 (per-tensor W8A8, E2), nvfp4 (W4A4, E2),
+// nvfp4-weight-only (NVFP4 weights expanded to BF16, as ComfyUI on Hopper).
+enum class Precision : uint8_t { kBf16, kFp8, kNvfp4, kNvfp4WeightOnly };
+// What FC2 runs in precision nvfp4: kW4A4 ("off": like the other GEMMs), kWeightOnly, kBf16.
+enum class Nvfp4Fc2 : uint8_t { kW4A4, kWeightOnly, kBf16 };
+
+const char* attention_name(AttentionKind a);  // "sdpa" | "sage2"
+Result<AttentionKind> parse_attention(std::string_view name);
+const char* precision_name(Precision p);      // "bf16" | "fp8" | "nvfp4" | "nvfp4-weight-only"
+Result<Precision> parse_precision(std::string_view name);
+const char* nvfp4_fc2_name(Nvfp4Fc2 f);       // "off" | "weight-only" | "bf16"
+Result<Nvfp4Fc2> parse_nvfp4_fc2(std::string_view name);
+
+struct ExecOptions {
+  bool fused_norm_modulate = false;  // Component 1: rms_norm_modulate instead of rms_norm + modulate
+  bool fused_gate_add = false;       // Component 1: one gate_add kernel
+  AttentionKind attention = AttentionKind::kSdpa;
+  Precision precision = Precision::kBf16;  // GEMM operand precision (E2 if not bf16)
+  bool debug_sync = false;                 // synchronize and check after every op
+  // precision nvfp4 only: QKV/FC1 activations quantized straight from the RMSNorm output with the
+  // modulation recomputed (modulate_quantize), FC2's from the FC1 output with SwiGLU recomputed
+  // (swiglu_quantize); E0 vs the eager producers. Used only where backend.has_quantized_producers().
+  bool fused_nvfp4_producers = false;
+  // precision nvfp4 only: what FC2 runs (the policy default; applied to the weights at load).
+  Nvfp4Fc2 nvfp4_fc2 = Nvfp4Fc2::kW4A4;
+  // precision fp8 only (E2 vs linear + gate_add): out_proj + gate_msa and FC2 + gate_mlp as one row-scaled
+  // FP8 GEMM per AdaLN segment that adds into x in its epilogue. Used only where backend.has_gate_epilogue(w).
+  bool fp8_gate_epilogue = false;
+};
+
+}  // namespace vortex
