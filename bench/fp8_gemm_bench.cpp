@@ -440,14 +440,10 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--m")
-      opt.m = std::atoll(next().c_str());
-    else if (a == "--configs")
-      opt.configs = std::atoi(next().c_str());
-    else if (a == "--reps")
-      opt.reps = std::atoi(next().c_str());
-    else if (a == "--evidence-ref")
-      opt.evidence_ref = next();
+    if (a == "--m") opt.m = std::atoll(next().c_str());
+    else if (a == "--configs") opt.configs = std::atoi(next().c_str());
+    else if (a == "--reps") opt.reps = std::atoi(next().c_str());
+    else if (a == "--evidence-ref") opt.evidence_ref = next();
     else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr,
                    "error: unknown option %s\nusage: fp8_gemm_bench OUT_DIR "
@@ -455,8 +451,7 @@ int main(int argc, char** argv) {
                    "[--evidence-ref PATH]\n",
                    a.c_str());
       return 2;
-    } else
-      opt.out_dir = a;
+    } else opt.out_dir = a;
   }
   if (opt.out_dir.empty() || opt.m <= 0 || opt.configs <= 0 || opt.reps <= 0) {
     std::fprintf(stderr,

@@ -86,11 +86,13 @@ int main(int argc, char** argv) {
       vortex::LoraPart p;
       p.layer = "blocks." + std::to_string(b) + "." + d.layer;
       p.source = p.layer;
-      p.a = vortex::Tensor::empty({rank, d.in}, vortex::DType::kF32);    // [r, in] f32 host
-      p.b = vortex::Tensor::empty({d.out, rank}, vortex::DType::kF32);   // [out, r] f32 host
-      if (vortex::Status s = vortex::fill_synthetic_host(p.a, vortex::synthetic_seed(2, p.layer + ".A"), 0.02f, 0.0f); !s.ok())
+      p.a = vortex::Tensor::empty({rank, d.in}, vortex::DType::kF32);   // [r, in] f32 host
+      p.b = vortex::Tensor::empty({d.out, rank}, vortex::DType::kF32);  // [out, r] f32 host
+      if (vortex::Status s = vortex::fill_synthetic_host(p.a, vortex::synthetic_seed(2, p.layer + ".A"), 0.02f, 0.0f);
+          !s.ok())
         return fail(s);
-      if (vortex::Status s = vortex::fill_synthetic_host(p.b, vortex::synthetic_seed(2, p.layer + ".B"), 0.02f, 0.0f); !s.ok())
+      if (vortex::Status s = vortex::fill_synthetic_host(p.b, vortex::synthetic_seed(2, p.layer + ".B"), 0.02f, 0.0f);
+          !s.ok())
         return fail(s);
       factor_elems += p.a.numel() + p.b.numel();
       merged_elems += d.out * d.in;
@@ -133,15 +135,18 @@ int main(int argc, char** argv) {
       vortex::Tensor b_rows = vortex::Tensor::empty({check_rows, rank}, vortex::DType::kF32);
       std::memcpy(b_rows.raw_data(), p.b.raw_data(), b_rows.nbytes());
       vortex::Tensor expect = before;
-      if (vortex::Status s = vortex::ref::lora_merge(expect, p.a, b_rows, 0, 1.0, vortex::LoraMergeProgram::kSingleRounding);
+      if (vortex::Status s =
+              vortex::ref::lora_merge(expect, p.a, b_rows, 0, 1.0, vortex::LoraMergeProgram::kSingleRounding);
           !s.ok())
         return fail(s);
       check = std::memcmp(expect.raw_data(), got.raw_data(), got.nbytes()) == 0 ? "identical" : "DIFFERENT";
-      std::fprintf(stderr, "lora_merge_bench: blocks.0.attn.qkv_proj rows [0, 64) vs ref::lora_merge: %s\n", check.c_str());
+      std::fprintf(stderr, "lora_merge_bench: blocks.0.attn.qkv_proj rows [0, 64) vs ref::lora_merge: %s\n",
+                   check.c_str());
     }
   }
   t0 = Clock::now();
-  if (vortex::Status s = vortex::merge_lora(weights, ad, 1.0, be, vortex::LoraMergeProgram::kPeft); !s.ok()) return fail(s);
+  if (vortex::Status s = vortex::merge_lora(weights, ad, 1.0, be, vortex::LoraMergeProgram::kPeft); !s.ok())
+    return fail(s);
   const double peft_ms = since(t0) * 1e3;
 
   // Kernels alone: factors uploaded first, then every part's Backend::lora_merge and one synchronize.
@@ -162,8 +167,8 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < ad.parts.size(); ++i) {
     auto it = slot.find(ad.parts[i].layer);
     if (it == slot.end()) return fail(vortex::invalid_argument("no layer " + ad.parts[i].layer));
-    if (vortex::Status s = be.lora_merge(*it->second, dev[i].first, dev[i].second, 0, 1.0,
-                                         vortex::LoraMergeProgram::kSingleRounding);
+    if (vortex::Status s =
+            be.lora_merge(*it->second, dev[i].first, dev[i].second, 0, 1.0, vortex::LoraMergeProgram::kSingleRounding);
         !s.ok())
       return fail(s);
   }
@@ -192,7 +197,8 @@ int main(int argc, char** argv) {
   if (vortex::Status s = vortex::append_jsonl(path, {row}); !s.ok()) return fail(s);
   const std::string title = "lora merge (50 blocks, rank " + std::to_string(rank) + ")";
   std::printf("%-34s %10s %10s %10s\n", title.c_str(), "p10 ms", "p50 ms", "p90 ms");
-  std::printf("%-34s %10.1f %10.1f %10.1f  target <= 10000 ms\n", "merge_lora single-rounding e2e", p.p10, p.p50, p.p90);
+  std::printf("%-34s %10.1f %10.1f %10.1f  target <= 10000 ms\n", "merge_lora single-rounding e2e", p.p10, p.p50,
+              p.p90);
   std::printf("%-34s %10.1f\n", "merge_lora peft e2e", peft_ms);
   std::printf("%-34s %10.1f  (%.1f FP64 TFLOPS)\n", "lora_merge kernels only", kernels_ms,
               extra["fp64_tflops_kernels"].get<double>());

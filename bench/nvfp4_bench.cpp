@@ -38,7 +38,9 @@ struct DeviceMem {
   }
   ~DeviceMem() { cudaFree(p); }
   template <typename T>
-  T* as() const { return static_cast<T*>(p); }
+  T* as() const {
+    return static_cast<T*>(p);
+  }
 };
 
 Tensor view(const DeviceMem& m, Shape shape, DType dtype) {
@@ -107,7 +109,8 @@ int main(int argc, char** argv) {
   Tensor ut = view(u, {rows, 2 * f}, DType::kBF16), mt = view(m, {rows, f}, DType::kBF16);
   Tensor nt = view(n, {rows, d}, DType::kBF16), nmt = view(nm, {rows, d}, DType::kBF16);
   Tensor tt = view(table, {3, 6 * d}, DType::kBF16);
-  for (auto [t, seed, scale] : {std::tuple{&ut, 1ull, 3.0f}, {&mt, 2ull, 2.0f}, {&nt, 3ull, 2.0f}, {&tt, 4ull, 0.01f}}) {
+  for (auto [t, seed, scale] :
+       {std::tuple{&ut, 1ull, 3.0f}, {&mt, 2ull, 2.0f}, {&nt, 3ull, 2.0f}, {&tt, 4ull, 0.01f}}) {
     const Status s = cuda_ops::fill_synthetic(*t, seed, scale, 0.0f, nullptr);
     if (!s.ok()) {
       std::fprintf(stderr, "nvfp4_bench: %s\n", s.message().c_str());
@@ -163,8 +166,17 @@ int main(int argc, char** argv) {
       full.variant = amax_only.variant = pack_only.variant = v;
       amax_only.pack_pass = false;
       pack_only.amax_pass = false;
-      Row r{name + "/" + cuda_ops::nvfp4_variant_name(v), 0, 2 * in_bytes + q_bytes(l), 0, in_bytes, 0,
-            in_bytes + q_bytes(l), 0, "-", 0, {}};
+      Row r{name + "/" + cuda_ops::nvfp4_variant_name(v),
+            0,
+            2 * in_bytes + q_bytes(l),
+            0,
+            in_bytes,
+            0,
+            in_bytes + q_bytes(l),
+            0,
+            "-",
+            0,
+            {}};
       cudaMemset(data.p, 0xA5, l.data_bytes());  // poison: every byte must be rewritten
       cudaMemset(scales.p, 0x5A, l.scale_bytes());
       cudaMemset(g.p, 0xFF, 4);
@@ -177,7 +189,8 @@ int main(int argc, char** argv) {
       }
       Output o = fetch(l);
       if (v == 0) first = std::move(o);
-      else r.check = std::string("bytes == ") + cuda_ops::nvfp4_variant_name(0) + (same(o, first) ? ": pass" : ": FAIL");
+      else
+        r.check = std::string("bytes == ") + cuda_ops::nvfp4_variant_name(0) + (same(o, first) ? ": pass" : ": FAIL");
       r.full = time_ms([&] { return run(full); }, reps);
       r.ms = p50_or_fail(r.full);
       r.amax_ms = p50_or_fail(time_ms([&] { return run(amax_only); }, reps));
@@ -189,31 +202,34 @@ int main(int argc, char** argv) {
     }
   };
   for (int64_t k : {d, f}) {
-    bench_case("plain_K" + std::to_string(k), ref::nvfp4_layout(rows, k), 2.0 * rows * k,
-               [&](const cuda_ops::Nvfp4RunOptions& o) {
-                 return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, k, k, gs, out, nullptr, o);
-               },
-               nullptr);
+    bench_case(
+        "plain_K" + std::to_string(k), ref::nvfp4_layout(rows, k), 2.0 * rows * k,
+        [&](const cuda_ops::Nvfp4RunOptions& o) {
+          return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, k, k, gs, out, nullptr, o);
+        },
+        nullptr);
   }
   cudaMemcpy(nm.p, n.p, n.bytes, cudaMemcpyDeviceToDevice);
-  bench_case("modulate_D5376", ld, 2.0 * rows * d,
-             [&](const cuda_ops::Nvfp4RunOptions& o) {
-               return cuda_ops::nvfp4_quantize_modulated(n.as<uint16_t>(), rows, d, d, table.as<uint16_t>(), 6 * d, 3, 4,
-                                                         row_map, gs, out, nullptr, o);
-             },
-             [&](const cuda_ops::Nvfp4RunOptions& o) {
-               VORTEX_RETURN_IF_ERROR(cuda_ops::modulate(nmt, tt, 3, 4, row_map, nullptr));
-               return cuda_ops::nvfp4_quantize(nm.as<uint16_t>(), rows, d, d, gs, out, nullptr, o);
-             });
+  bench_case(
+      "modulate_D5376", ld, 2.0 * rows * d,
+      [&](const cuda_ops::Nvfp4RunOptions& o) {
+        return cuda_ops::nvfp4_quantize_modulated(n.as<uint16_t>(), rows, d, d, table.as<uint16_t>(), 6 * d, 3, 4,
+                                                  row_map, gs, out, nullptr, o);
+      },
+      [&](const cuda_ops::Nvfp4RunOptions& o) {
+        VORTEX_RETURN_IF_ERROR(cuda_ops::modulate(nmt, tt, 3, 4, row_map, nullptr));
+        return cuda_ops::nvfp4_quantize(nm.as<uint16_t>(), rows, d, d, gs, out, nullptr, o);
+      });
   const uint16_t* silu_dev = silu.as<uint16_t>();
-  bench_case("swiglu_F14336", lw, 2.0 * rows * 2 * f,
-             [&](const cuda_ops::Nvfp4RunOptions& o) {
-               return cuda_ops::nvfp4_quantize_swiglu(u.as<uint16_t>(), rows, f, 2 * f, silu_dev, gs, out, nullptr, o);
-             },
-             [&](const cuda_ops::Nvfp4RunOptions& o) {
-               VORTEX_RETURN_IF_ERROR(cuda_ops::swiglu(ut, mt, silu_dev, nullptr));
-               return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, f, f, gs, out, nullptr, o);
-             });
+  bench_case(
+      "swiglu_F14336", lw, 2.0 * rows * 2 * f,
+      [&](const cuda_ops::Nvfp4RunOptions& o) {
+        return cuda_ops::nvfp4_quantize_swiglu(u.as<uint16_t>(), rows, f, 2 * f, silu_dev, gs, out, nullptr, o);
+      },
+      [&](const cuda_ops::Nvfp4RunOptions& o) {
+        VORTEX_RETURN_IF_ERROR(cuda_ops::swiglu(ut, mt, silu_dev, nullptr));
+        return cuda_ops::nvfp4_quantize(m.as<uint16_t>(), rows, f, f, gs, out, nullptr, o);
+      });
   RunEnvironment env = cuda_run_environment();  // clocks right after the timed runs
   std::vector<nlohmann::json> evidence;
   bool ok = true;
@@ -230,11 +246,12 @@ int main(int argc, char** argv) {
     const size_t slash = r.name.find('/');
     EvidenceBaseline base;
     if (r.unfused_ms > 0) base = {"unfused: the op's kernel + nvfp4_quantize (same run)", r.unfused_ms, 0};
-    else if (r.baseline_ms > 0) base = {std::string("variant ") + cuda_ops::nvfp4_variant_name(0) + " (same run)", r.baseline_ms, 0};
-    const nlohmann::json extra = {{"bytes", r.bytes},       {"gb_s", gbs(r.bytes, r.ms)},
-                                  {"amax_ms_p50", r.amax_ms}, {"pack_ms_p50", r.pack_ms},
-                                  {"unfused_ms_p50", r.unfused_ms}, {"variant0_ms_p50", r.baseline_ms},
-                                  {"check", r.check}};
+    else if (r.baseline_ms > 0)
+      base = {std::string("variant ") + cuda_ops::nvfp4_variant_name(0) + " (same run)", r.baseline_ms, 0};
+    const nlohmann::json extra = {
+        {"bytes", r.bytes},         {"gb_s", gbs(r.bytes, r.ms)},     {"amax_ms_p50", r.amax_ms},
+        {"pack_ms_p50", r.pack_ms}, {"unfused_ms_p50", r.unfused_ms}, {"variant0_ms_p50", r.baseline_ms},
+        {"check", r.check}};
     evidence.push_back(evidence_row(env, "nvfp4 " + r.name.substr(0, slash) + " S=" + std::to_string(rows),
                                     "vortex nvfp4 producer " + r.name.substr(slash + 1), "reps=" + std::to_string(reps),
                                     r.full, base, extra));

@@ -28,10 +28,10 @@
 #include "engine/bench.h"
 #include "engine/precision.h"
 #include "engine/workload.h"
-#include "profiling/evidence.h"
 #include "io/quantized_layers.h"
 #include "model/h3_spec.h"
 #include "model/packing.h"
+#include "profiling/evidence.h"
 #include "vortex/dtype.h"
 
 namespace vortex {
@@ -55,7 +55,8 @@ Stats compare(const Tensor& ref, const Tensor& cand) {
     int64_t nonfinite = 0;
   };
   const int64_t n = ref.numel();
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), n / (1 << 20) + 1));
+  const int64_t workers =
+      std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), n / (1 << 20) + 1));
   std::vector<Partial> parts(static_cast<size_t>(workers));
   std::vector<std::thread> pool;
   for (int64_t w = 0; w < workers; ++w) {
@@ -96,7 +97,7 @@ Stats compare(const Tensor& ref, const Tensor& cand) {
 }
 
 struct Probe {
-  std::string name;                          // "block24.qkv"
+  std::string name;                              // "block24.qkv"
   std::map<std::string, LinearWeight> variants;  // variant -> device weight
 };
 
@@ -227,17 +228,13 @@ Status run(int argc, char** argv) {
     else if (a == "--evidence") evidence = next();
     else if (a == "--width") {
       VORTEX_ASSIGN_OR_RETURN(width, parse_int(next(), "--width"));
-    }
-    else if (a == "--height") {
+    } else if (a == "--height") {
       VORTEX_ASSIGN_OR_RETURN(height, parse_int(next(), "--height"));
-    }
-    else if (a == "--frames") {
+    } else if (a == "--frames") {
       VORTEX_ASSIGN_OR_RETURN(frames, parse_int(next(), "--frames"));
-    }
-    else if (a == "--text") {
+    } else if (a == "--text") {
       VORTEX_ASSIGN_OR_RETURN(text_rows, parse_int(next(), "--text"));
-    }
-    else return invalid_argument("unknown argument '" + a + "' (see the header of bench/nvfp4_deviation.cpp)");
+    } else return invalid_argument("unknown argument '" + a + "' (see the header of bench/nvfp4_deviation.cpp)");
   }
   VORTEX_ASSIGN_OR_RETURN(const std::vector<int> blocks, parse_blocks(blocks_arg));
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Backend> inner, make_backend(backend_name, 0));
@@ -324,9 +321,15 @@ Status run(int argc, char** argv) {
   gaussian_noise(noise_seed, video_n, w.noise.audio.data(), audio_n);
 
   const Backend::DeviceInfo di = dev->device_info();
-  dev->row_base = {{"schema", "vortex-nvfp4-deviation-1"}, {"time_utc", utc_now_iso8601()}, {"config", w.cfg.name},
-                   {"backend", std::string(dev->name())}, {"device", di.name}, {"sm", di.sm},
-                   {"rows", geo.total_rows()}, {"weights", "synthetic seed 0"}, {"reference", "bf16 program"}};
+  dev->row_base = {{"schema", "vortex-nvfp4-deviation-1"},
+                   {"time_utc", utc_now_iso8601()},
+                   {"config", w.cfg.name},
+                   {"backend", std::string(dev->name())},
+                   {"device", di.name},
+                   {"sm", di.sm},
+                   {"rows", geo.total_rows()},
+                   {"weights", "synthetic seed 0"},
+                   {"reference", "bf16 program"}};
   for (int b : blocks) {
     std::printf("block %d (%lld rows)\n", b, static_cast<long long>(geo.total_rows()));
     dev->mode = DeviationBackend::Mode::kPassThrough;
@@ -358,8 +361,8 @@ Status run(int argc, char** argv) {
       row["ref_rms"] = s.ref_rms;
       row["nonfinite"] = s.nonfinite;
       std::printf("  %-14s %-18s rel-L2 %.4e  cos %.6f  max-abs %.4e  (ref rms %.3e, nonfinite %lld)\n",
-                  ("block" + std::to_string(b) + ".output").c_str(), v.c_str(), s.rel_l2, s.cosine, s.max_abs, s.ref_rms,
-                  static_cast<long long>(s.nonfinite));
+                  ("block" + std::to_string(b) + ".output").c_str(), v.c_str(), s.rel_l2, s.cosine, s.max_abs,
+                  s.ref_rms, static_cast<long long>(s.nonfinite));
       dev->rows.push_back(std::move(row));
     }
     dev->mode = DeviationBackend::Mode::kPassThrough;

@@ -3,24 +3,24 @@
 // (included). CUDA events, p10/p50/p90 over --reps (>= 20) after warm-up; TOPS = 4*S^2*128*H / time.
 // Inputs: random bf16 rows (a 2,048-row random block tiled over S; timing does not depend on values).
 // Usage: sage2_bench [--seq 37810,8192,16384,32768] [--heads 56] [--reps 20] [--mainloop mma|wgmma|all]
-// [--sdpa 1|0] [--inputs random|realistic] [--evidence FILE.jsonl] (defaults: all = mma.sync and the warp-specialized wgmma kernel;
-// cuDNN BF16 SDPA timed on the same inputs in the same run, with the ratio and the whole-tensor deviation
+// [--sdpa 1|0] [--inputs random|realistic] [--evidence FILE.jsonl] (defaults: all = mma.sync and the warp-specialized
+// wgmma kernel; cuDNN BF16 SDPA timed on the same inputs in the same run, with the ratio and the whole-tensor deviation
 // of the Sage2 output from it; evidence rows appended).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "attention/sage2_test_util.h"
+#include "core/strings.h"
 #include "cuda/attention/sage2_attention.h"
 #include "cuda/attention/sdpa.h"
-#include "core/strings.h"
 #include "gemm/gemm_evidence.h"
 #include "profiling/evidence.h"
 
@@ -29,13 +29,13 @@ namespace {
 using vortex::Status;
 namespace sage2_test = vortex::sage2_test;
 
-#define BENCH_CHECK(expr)                                                                    \
-  do {                                                                                       \
-    cudaError_t e_ = (expr);                                                                 \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(e_));                \
-      return 1;                                                                              \
-    }                                                                                        \
+#define BENCH_CHECK(expr)                                                     \
+  do {                                                                        \
+    cudaError_t e_ = (expr);                                                  \
+    if (e_ != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(e_)); \
+      return 1;                                                               \
+    }                                                                         \
   } while (0)
 
 template <typename Fn>
@@ -113,8 +113,8 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
   st->release = [](void* p, size_t) { cudaFree(p); };
   for (int64_t r = 0; r < seq; r += block_rows) {
     const int64_t n = std::min(block_rows, seq - r);
-    BENCH_CHECK(cudaMemcpy(static_cast<uint16_t*>(st->ptr) + r * width, block.data(), static_cast<size_t>(n * width) * 2,
-                           cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemcpy(static_cast<uint16_t*>(st->ptr) + r * width, block.data(),
+                           static_cast<size_t>(n * width) * 2, cudaMemcpyHostToDevice));
   }
   auto ost = std::make_shared<Storage>();
   BENCH_CHECK(cudaMalloc(&ost->ptr, static_cast<size_t>(seq * heads * 128) * 2));
@@ -122,8 +122,10 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
   ost->device = Device::kCuda;
   ost->release = [](void* p, size_t) { cudaFree(p); };
   Tensor q = Tensor::from_storage(st, 0, {seq, heads * 128}, DType::kBF16, {width, 1});
-  Tensor k = Tensor::from_storage(st, static_cast<size_t>(heads) * 128 * 2, {seq, heads * 128}, DType::kBF16, {width, 1});
-  Tensor v = Tensor::from_storage(st, static_cast<size_t>(heads) * 256 * 2, {seq, heads * 128}, DType::kBF16, {width, 1});
+  Tensor k =
+      Tensor::from_storage(st, static_cast<size_t>(heads) * 128 * 2, {seq, heads * 128}, DType::kBF16, {width, 1});
+  Tensor v =
+      Tensor::from_storage(st, static_cast<size_t>(heads) * 256 * 2, {seq, heads * 128}, DType::kBF16, {width, 1});
   Tensor out = Tensor::from_storage(ost, 0, {seq, heads * 128}, DType::kBF16);
   Sage2Workspace ws;
   ws.mainloop = mainloop;
@@ -142,8 +144,8 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
   auto report = [&](const char* what, const std::vector<double>& ms, bool tops) {
     const Percentiles p = percentiles(ms);
     if (tops)
-      std::printf("%-8s S=%-6lld H=%-3d %-22s p10 %9.3f ms  p50 %9.3f ms  p90 %9.3f ms  -> %7.1f TOPS (p50)\n",
-                  ml_name, static_cast<long long>(seq), heads, what, p.p10, p.p50, p.p90, flop / (p.p50 * 1e-3) / 1e12);
+      std::printf("%-8s S=%-6lld H=%-3d %-22s p10 %9.3f ms  p50 %9.3f ms  p90 %9.3f ms  -> %7.1f TOPS (p50)\n", ml_name,
+                  static_cast<long long>(seq), heads, what, p.p10, p.p50, p.p90, flop / (p.p50 * 1e-3) / 1e12);
     else
       std::printf("%-8s S=%-6lld H=%-3d %-22s p10 %9.3f ms  p50 %9.3f ms  p90 %9.3f ms\n", ml_name,
                   static_cast<long long>(seq), heads, what, p.p10, p.p50, p.p90);
@@ -172,8 +174,9 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
   report("total (quant incl)", t_both, true);
   const double sdpa_p50 = with_sdpa ? percentiles(t_sdpa).p50 : 0.0;
   const int clock_after_sdpa = with_sdpa ? clocks.clock_sm_mhz : 0;
-  std::printf("%-8s S=%-6lld H=%-3d SM clock after the Sage2 timing %d MHz, after the SDPA timing %d MHz (nvidia-smi)\n",
-              ml_name, static_cast<long long>(seq), heads, clock_after_sage2, clock_after_sdpa);
+  std::printf(
+      "%-8s S=%-6lld H=%-3d SM clock after the Sage2 timing %d MHz, after the SDPA timing %d MHz (nvidia-smi)\n",
+      ml_name, static_cast<long long>(seq), heads, clock_after_sage2, clock_after_sdpa);
   if (with_sdpa) {
     report("cuDNN SDPA (bf16)", t_sdpa, true);
     std::printf("%-8s S=%-6lld H=%-3d speed-up vs cuDNN SDPA in this run: %.3fx (total incl. quantization)\n", ml_name,
@@ -185,14 +188,17 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
   if (evidence) {
     RunEnvironment env = cuda_run_environment();
     env.clock_sm_mhz = clock_after_sage2;  // the clock the Sage2 timings ran at (the SDPA one is in extra)
-    const std::string config = std::string("mainloop=") + ml_name + " inputs=" +
-                               (kind == sage2_test::InputKind::kRandom ? "random" : "realistic");
+    const std::string config = std::string("mainloop=") + ml_name +
+                               " inputs=" + (kind == sage2_test::InputKind::kRandom ? "random" : "realistic");
     const std::string workload = "sage2_attention S=" + std::to_string(seq) + " H=" + std::to_string(heads) + " D=128";
     auto row = [&](const char* part, const std::vector<double>& ms, bool vs_sdpa) {
       const Percentiles p = percentiles(ms);
       EvidenceBaseline base;
       if (vs_sdpa && with_sdpa) base = {"cudnn_sdpa bf16 (same inputs, same run)", sdpa_p50, 0};
-      nlohmann::json extra = {{"part", part}, {"seq_len", seq}, {"num_heads", heads}, {"head_dim", 128},
+      nlohmann::json extra = {{"part", part},
+                              {"seq_len", seq},
+                              {"num_heads", heads},
+                              {"head_dim", 128},
                               {"tops_p50", flop / (p.p50 * 1e-3) / 1e12},
                               {"sm_clock_mhz_after_sdpa", clock_after_sdpa}};
       if (with_sdpa) {
@@ -200,9 +206,9 @@ int run_one(int64_t seq, int heads, int reps, vortex::Sage2Mainloop mainloop, bo
         extra["vs_sdpa_cos"] = dev.cosine;
         extra["vs_sdpa_max_abs"] = dev.max_abs;
       }
-      const std::string line = evidence_row(env, workload + " " + part, std::string("vortex sage2 ") + ml_name, config,
-                                            p, base, extra)
-                                   .dump();
+      const std::string line =
+          evidence_row(env, workload + " " + part, std::string("vortex sage2 ") + ml_name, config, p, base, extra)
+              .dump();
       std::fprintf(evidence, "%s\n", line.c_str());
     };
     row("quantize", t_quant, false);
@@ -263,7 +269,8 @@ int main(int argc, char** argv) {
     } else if (flag == "--reps") {
       reps = std::max(20, std::atoi(val.c_str()));
     } else {
-      std::fprintf(stderr, "unknown flag %s (use --seq a,b,c --heads N --reps N --mainloop M --sdpa 0|1 --evidence F)\n",
+      std::fprintf(stderr,
+                   "unknown flag %s (use --seq a,b,c --heads N --reps N --mainloop M --sdpa 0|1 --evidence F)\n",
                    flag.c_str());
       return 1;
     }

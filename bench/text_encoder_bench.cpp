@@ -27,8 +27,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int usage(const char* why) {
-  std::fprintf(stderr, "text_encoder_bench: %s\nusage: text_encoder_bench --out DIR [--layers 50] [--tokens 500] "
-                       "[--reps 20] [--warmup 3] [--baseline transformers.json]\n", why);
+  std::fprintf(stderr,
+               "text_encoder_bench: %s\nusage: text_encoder_bench --out DIR [--layers 50] [--tokens 500] "
+               "[--reps 20] [--warmup 3] [--baseline transformers.json]\n",
+               why);
   return 2;
 }
 

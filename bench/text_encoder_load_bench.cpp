@@ -125,11 +125,13 @@ int main(int argc, char** argv) {
     else if (a == "--layers") layers = std::atoi(v.c_str());
     else return fail("unknown option " + a);
   }
-  if (dir.empty() || out_dir.empty()) return fail("usage: text_encoder_load_bench --dir DIR --out OUTDIR [--layers 16] [--keep]");
+  if (dir.empty() || out_dir.empty())
+    return fail("usage: text_encoder_load_bench --dir DIR --out OUTDIR [--layers 16] [--keep]");
   vortex::TextEncoderConfig cfg = vortex::TextEncoderConfig::qwen3_vl_32b();
   if (layers < 1 || layers > cfg.num_layers) return fail("--layers must be in [1, 64]");
   std::error_code ec;
-  if (fs::exists(dir, ec)) return fail(dir + " exists; pass a new folder (the bench writes and removes only its own files)");
+  if (fs::exists(dir, ec))
+    return fail(dir + " exists; pass a new folder (the bench writes and removes only its own files)");
   auto specs = vortex::text_encoder_tensor_specs(cfg, layers);
   if (!specs.ok()) return fail(specs.status().to_string());
   int64_t layer_bytes = 0, file_bytes = 0;
@@ -139,7 +141,8 @@ int main(int argc, char** argv) {
     if (s.name.find(".layers.") != std::string::npos) layer_bytes += b;
   }
   if (file_bytes > int64_t{20000000000}) return fail("the file would exceed the 20 GB disk budget; lower --layers");
-  const fs::space_info sp = fs::space(fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path(), ec);
+  const fs::space_info sp =
+      fs::space(fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path(), ec);
   if (!ec && sp.available < static_cast<uintmax_t>(file_bytes) + (uintmax_t{2} << 30))
     return fail("not enough free disk for " + std::to_string(file_bytes / 1e9) + " GB");
   fs::create_directories(dir, ec);
@@ -160,22 +163,34 @@ int main(int argc, char** argv) {
     std::vector<std::pair<std::string, vortex::Tensor>> tensors;
     for (const auto& s : *specs) {
       vortex::Tensor t = vortex::Tensor::empty(s.shape, vortex::DType::kBF16);
-      if (vortex::Status st = vortex::fill_synthetic_host(t, vortex::synthetic_seed(3, s.name), s.scale, s.offset); !st.ok())
+      if (vortex::Status st = vortex::fill_synthetic_host(t, vortex::synthetic_seed(3, s.name), s.scale, s.offset);
+          !st.ok())
         return cleanup(), fail(st.to_string());
       tensors.emplace_back(s.name, std::move(t));
     }
-    if (vortex::Status st = vortex::write_safetensors(st_path, tensors); !st.ok()) return cleanup(), fail(st.to_string());
+    if (vortex::Status st = vortex::write_safetensors(st_path, tensors); !st.ok())
+      return cleanup(), fail(st.to_string());
   }
-  nlohmann::json text = {{"model_type", "qwen3_vl_text"},      {"hidden_size", cfg.hidden},
-                         {"num_hidden_layers", cfg.num_layers}, {"num_attention_heads", cfg.num_heads},
-                         {"num_key_value_heads", cfg.num_kv_heads}, {"head_dim", cfg.head_dim},
-                         {"intermediate_size", cfg.ffn},        {"vocab_size", cfg.vocab},
+  nlohmann::json text = {{"model_type", "qwen3_vl_text"},
+                         {"hidden_size", cfg.hidden},
+                         {"num_hidden_layers", cfg.num_layers},
+                         {"num_attention_heads", cfg.num_heads},
+                         {"num_key_value_heads", cfg.num_kv_heads},
+                         {"head_dim", cfg.head_dim},
+                         {"intermediate_size", cfg.ffn},
+                         {"vocab_size", cfg.vocab},
                          {"rms_norm_eps", cfg.rms_norm_eps},
-                         {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", cfg.rope_theta},
-                                              {"mrope_section", cfg.mrope_section}, {"mrope_interleaved", true}}}};
+                         {"rope_parameters",
+                          {{"rope_type", "default"},
+                           {"rope_theta", cfg.rope_theta},
+                           {"mrope_section", cfg.mrope_section},
+                           {"mrope_interleaved", true}}}};
   {
     std::ofstream f(cfg_path);
-    f << nlohmann::json{{"architectures", {"Qwen3VLForConditionalGeneration"}}, {"model_type", "qwen3_vl"}, {"text_config", text}}.dump(1);
+    f << nlohmann::json{{"architectures", {"Qwen3VLForConditionalGeneration"}},
+                        {"model_type", "qwen3_vl"},
+                        {"text_config", text}}
+             .dump(1);
     if (!f) return cleanup(), fail("cannot write " + cfg_path);
   }
   const double write_s = since(t0);

@@ -1,5 +1,6 @@
 // tokenizer_bench: single-thread tokenizer throughput (MB/s of UTF-8 input) on the parity corpus (all of it,
-// its ordinary strings, its long single-character runs) and on the 100 KB corpus prompt, with the ids checked against the fixture's HF/tiktoken ids on the same inputs.
+// its ordinary strings, its long single-character runs) and on the 100 KB corpus prompt, with the ids checked against
+// the fixture's HF/tiktoken ids on the same inputs.
 //   tokenizer_bench [tokenizer.json] [corpus.json] [long_corpus.json] [evidence.jsonl]
 // Defaults: the Qwen fixture extracted by tests/text/tests.cmake. Prints one vortex-evidence-1 JSON line
 // per workload (and appends them to evidence.jsonl when given). Run it pinned: taskset -c 0 tokenizer_bench.
@@ -110,9 +111,9 @@ int main(int argc, char** argv) {
   std::vector<json> rows;
   bool all_ok = true;
   using Workload = std::tuple<std::string, const std::vector<Case>*, int>;
-  for (const auto& [name, cases, reps] : {Workload{"corpus", &corpus, 200}, Workload{"corpus_text", &text, 200},
-                                          Workload{"corpus_runs", &runs, 200},
-                                          Workload{"prompt_100k", &long_prompt, 100}}) {
+  for (const auto& [name, cases, reps] :
+       {Workload{"corpus", &corpus, 200}, Workload{"corpus_text", &text, 200}, Workload{"corpus_runs", &runs, 200},
+        Workload{"prompt_100k", &long_prompt, 100}}) {
     size_t bytes = 0, tokens = 0;
     for (const Case& c : *cases) {
       bytes += c.text.size();
@@ -122,17 +123,18 @@ int main(int argc, char** argv) {
     const vortex::Percentiles p = vortex::percentiles(time_cases(*tok, *cases, reps, &ok));
     all_ok = all_ok && ok;
     const double mb_s = static_cast<double>(bytes) / 1e6 / (p.p50 / 1e3);
-    json extra = {{"bytes", bytes},
-                  {"tokens", tokens},
-                  {"strings", cases->size()},
-                  {"mb_per_s", mb_s},
-                  {"threads", 1},
-                  {"loadavg_1min", load_average()},
-                  {"mb_per_s_at_p10", static_cast<double>(bytes) / 1e6 / (p.p10 / 1e3)},
-                  {"cpu", cpu_model()},
-                  {"host", env.host},
-                  {"tokenizer_load_ms", load_ms},
-                  {"check", std::string("ids == HF tokenizers ids (fixture) on the timed inputs: ") + (ok ? "pass" : "FAIL")}};
+    json extra = {
+        {"bytes", bytes},
+        {"tokens", tokens},
+        {"strings", cases->size()},
+        {"mb_per_s", mb_s},
+        {"threads", 1},
+        {"loadavg_1min", load_average()},
+        {"mb_per_s_at_p10", static_cast<double>(bytes) / 1e6 / (p.p10 / 1e3)},
+        {"cpu", cpu_model()},
+        {"host", env.host},
+        {"tokenizer_load_ms", load_ms},
+        {"check", std::string("ids == HF tokenizers ids (fixture) on the timed inputs: ") + (ok ? "pass" : "FAIL")}};
     rows.push_back(vortex::evidence_row(env, "tokenize " + name + " (Qwen vocab, " + std::to_string(bytes) + " bytes)",
                                         "vortex text: pcre2 jit split + rank-table bpe", "threads=1", p, {}, extra));
     std::printf("%s\n", rows.back().dump().c_str());

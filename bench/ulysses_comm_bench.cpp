@@ -39,7 +39,8 @@ Pct percentiles(std::vector<double> v) {
 template <typename F>
 Result<std::vector<double>> time_on(cudaStream_t s, int iters, F&& fn) {
   cudaEvent_t a, b;
-  if (cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess) return internal_error("cudaEventCreate");
+  if (cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess)
+    return internal_error("cudaEventCreate");
   std::vector<double> ms;
   for (int i = 0; i < iters + 3; ++i) {
     cudaEventRecord(a, s);
@@ -65,11 +66,13 @@ Status rank_main(const RankEnv& e, int64_t rows, int iters) {
     VORTEX_ASSIGN_OR_RETURN(std::string bytes, await_rendezvous(e.rendezvous, id.size(), opts.timeout));
     std::copy(bytes.begin(), bytes.end(), id.begin());
   }
-  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, make_nccl_communicator(id, e.rank, e.world, be->stream(), opts));
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                          make_nccl_communicator(id, e.rank, e.world, be->stream(), opts));
   const int u = e.world, heads = 56, hd = 128;
   const int64_t inner = heads * hd;
   std::vector<Span> r(static_cast<size_t>(u)), h(static_cast<size_t>(u));
-  for (int j = 0; j < u; ++j) r[static_cast<size_t>(j)] = even_split(rows, u, j), h[static_cast<size_t>(j)] = even_split(heads, u, j);
+  for (int j = 0; j < u; ++j)
+    r[static_cast<size_t>(j)] = even_split(rows, u, j), h[static_cast<size_t>(j)] = even_split(heads, u, j);
   const int64_t s_me = r[static_cast<size_t>(e.rank)].size(), i_me = h[static_cast<size_t>(e.rank)].size() * hd;
   VORTEX_ASSIGN_OR_RETURN(Tensor send_qkv, be->alloc({s_me * 3 * inner}, DType::kBF16));
   VORTEX_ASSIGN_OR_RETURN(Tensor recv_qkv, be->alloc({rows * 3 * i_me}, DType::kBF16));
@@ -98,18 +101,20 @@ Status rank_main(const RankEnv& e, int64_t rows, int iters) {
   std::vector<Tensor> ls(static_cast<size_t>(u), none), lr(static_cast<size_t>(u), none);
   if (u > 1 && e.rank == 0) ls[1] = big;
   if (u > 1 && e.rank == 1) lr[0] = big;
-  VORTEX_ASSIGN_OR_RETURN(auto t_link, time_on(be->stream(), std::max(3, iters / 4), [&] { return comm->all_to_all(ls, lr); }));
+  VORTEX_ASSIGN_OR_RETURN(auto t_link,
+                          time_on(be->stream(), std::max(3, iters / 4), [&] { return comm->all_to_all(ls, lr); }));
   if (e.rank == 0) {
     const Pct q = percentiles(t_qkv), o = percentiles(t_out), l = percentiles(t_link);
     const auto info = be->device_info();
-    std::printf("{\"ranks\": %d, \"rows\": %lld, \"gpu\": \"%s\", \"nccl\": \"%s\", "
-                "\"all_to_all_qkv_ms\": {\"p10\": %.4f, \"p50\": %.4f, \"p90\": %.4f}, "
-                "\"all_to_all_out_ms\": {\"p10\": %.4f, \"p50\": %.4f, \"p90\": %.4f}, "
-                "\"block_comm_ms_p50\": %.4f, \"qkv_bytes_sent_per_rank\": %lld, \"all_to_all_qkv_GBps_p50\": %.2f, "
-                "\"link_p2p_ms\": {\"p10\": %.4f, \"p50\": %.4f, \"p90\": %.4f}, \"link_p2p_GBps_p50\": %.2f}\n",
-                u, static_cast<long long>(rows), info.name.c_str(), nccl_version().ok() ? nccl_version()->c_str() : "?",
-                q.p10, q.p50, q.p90, o.p10, o.p50, o.p90, q.p50 + o.p50, static_cast<long long>(bytes_out),
-                bytes_out / (q.p50 * 1e6), l.p10, l.p50, l.p90, u > 1 ? link_bytes / (l.p50 * 1e6) : 0.0);
+    std::printf(
+        "{\"ranks\": %d, \"rows\": %lld, \"gpu\": \"%s\", \"nccl\": \"%s\", "
+        "\"all_to_all_qkv_ms\": {\"p10\": %.4f, \"p50\": %.4f, \"p90\": %.4f}, "
+        "\"all_to_all_out_ms\": {\"p10\": %.4f, \"p50\": %.4f, \"p90\": %.4f}, "
+        "\"block_comm_ms_p50\": %.4f, \"qkv_bytes_sent_per_rank\": %lld, \"all_to_all_qkv_GBps_p50\": %.2f, "
+        "\"link_p2p_ms\": {\"p10\": %.4f, \"p50\": %.4f, \"p90\": %.4f}, \"link_p2p_GBps_p50\": %.2f}\n",
+        u, static_cast<long long>(rows), info.name.c_str(), nccl_version().ok() ? nccl_version()->c_str() : "?", q.p10,
+        q.p50, q.p90, o.p10, o.p50, o.p90, q.p50 + o.p50, static_cast<long long>(bytes_out), bytes_out / (q.p50 * 1e6),
+        l.p10, l.p50, l.p90, u > 1 ? link_bytes / (l.p50 * 1e6) : 0.0);
   }
   return comm->barrier();
 }

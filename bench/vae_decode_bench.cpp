@@ -6,11 +6,11 @@
 // peak device memory) to OUT/<date>-<gpu>-vae-decode.jsonl and prints a table. The diffusers baseline of the same
 // shape is bench/vae_decode_diffusers.py, which reads these rows for the ratio.
 //   vae_decode_bench OUT_DIR [--reps N] [--audio-reps N] [--frames T] [--no-mux] [--seed S]
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -37,7 +37,8 @@ int fail(const Status& s, const char* what) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: vae_decode_bench OUT_DIR [--reps N] [--audio-reps N] [--frames T] [--no-mux] [--seed S]\n");
+    std::fprintf(stderr,
+                 "usage: vae_decode_bench OUT_DIR [--reps N] [--audio-reps N] [--frames T] [--no-mux] [--seed S]\n");
     return 2;
   }
   const std::string out_dir = argv[1];
@@ -82,8 +83,8 @@ int main(int argc, char** argv) {
   if (!avae.ok()) return fail(avae.status(), "synthetic audio VAE");
   const double load_s = seconds_since(t_load);
   std::printf("synthetic VAEs: video %.3fB, audio %.1fM parameters, built and uploaded in %.1f s\n",
-              static_cast<double>((*vvae)->parameter_count()) / 1e9, static_cast<double>((*avae)->parameter_count()) / 1e6,
-              load_s);
+              static_cast<double>((*vvae)->parameter_count()) / 1e9,
+              static_cast<double>((*avae)->parameter_count()) / 1e6, load_s);
 
   // The canonical latents: [24, T, 48, 84] (1344x768) and [2, 32, round(frames / 24 * 40)], uniform in [-1, 1).
   const VideoVaeConfig& vc = (*vvae)->config();
@@ -130,14 +131,21 @@ int main(int argc, char** argv) {
   const std::string shape = "video " + shape_to_string(vlat.shape()) + ", audio " + shape_to_string(alat.shape());
   const Percentiles pv = percentiles(video_ms), pa = percentiles(audio_ms);
   rows.push_back(evidence_row(env_decode, "vae_decode_video", "vortex-cuda", pv,
-                              {{"latents", shape_to_string(vlat.shape())}, {"frames", frames}, {"tile_forwards", tiles},
-                               {"tiling", vc.tiling}, {"weights", "synthetic (released shapes)"},
-                               {"peak_device_bytes", peak_video}, {"target_ms", 2000.0},
+                              {{"latents", shape_to_string(vlat.shape())},
+                               {"frames", frames},
+                               {"tile_forwards", tiles},
+                               {"tiling", vc.tiling},
+                               {"weights", "synthetic (released shapes)"},
+                               {"peak_device_bytes", peak_video},
+                               {"target_ms", 2000.0},
                                {"reps", reps}}));
   rows.push_back(evidence_row(env_decode, "vae_decode_audio", "vortex-cuda", pa,
-                              {{"latents", shape_to_string(alat.shape())}, {"samples", audio.dim(1)},
-                               {"weights", "synthetic (released shapes)"}, {"peak_device_bytes", be.memory_peak()},
-                               {"target_ms", 200.0}, {"reps", audio_reps}}));
+                              {{"latents", shape_to_string(alat.shape())},
+                               {"samples", audio.dim(1)},
+                               {"weights", "synthetic (released shapes)"},
+                               {"peak_device_bytes", be.memory_peak()},
+                               {"target_ms", 200.0},
+                               {"reps", audio_reps}}));
   double rgb_ms = 0.0, mux_ms = 0.0;
   if (mux) {
     auto t0 = Clock::now();
@@ -145,8 +153,8 @@ int main(int argc, char** argv) {
     if (!rgb.ok()) return fail(rgb.status(), "video_to_rgb8");
     rgb_ms = seconds_since(t0) * 1e3;
     // A scratch file this program creates and removes (the clip is noise; only the time is kept).
-    const std::filesystem::path tmp = std::filesystem::temp_directory_path() /
-                                      ("vae_decode_bench_" + std::to_string(::getpid()) + ".mp4");
+    const std::filesystem::path tmp =
+        std::filesystem::temp_directory_path() / ("vae_decode_bench_" + std::to_string(::getpid()) + ".mp4");
     t0 = Clock::now();
     Status s = write_mp4(tmp.string(), *rgb, audio, (*avae)->config().sampling_rate);
     mux_ms = seconds_since(t0) * 1e3;
@@ -157,13 +165,16 @@ int main(int argc, char** argv) {
     Percentiles pr = percentiles({rgb_ms}), pm = percentiles({mux_ms});
     rows.push_back(evidence_row(env, "video_to_rgb8", "vortex-cpu", pr, {{"frames", frames}}));
     rows.push_back(evidence_row(env, "mp4_mux", "vortex-cpu (libx264 medium crf 18 + aac)", pm,
-                                {{"frames", frames}, {"mp4_bytes", static_cast<int64_t>(ec ? 0 : bytes)},
-                                 {"target_ms", 3000.0}, {"note", "synthetic-weight output (noise): a worst case for x264"}}));
+                                {{"frames", frames},
+                                 {"mp4_bytes", static_cast<int64_t>(ec ? 0 : bytes)},
+                                 {"target_ms", 3000.0},
+                                 {"note", "synthetic-weight output (noise): a worst case for x264"}}));
   }
   const std::string path = evidence_path(out_dir, env, "vae-decode");
   if (Status s = append_jsonl(path, rows); !s.ok()) return fail(s, "evidence");
   std::printf("\n| what | p10 ms | p50 ms | p90 ms | target ms |\n|---|---|---|---|---|\n");
-  std::printf("| video decode (%lld tiles) | %.1f | %.1f | %.1f | 2000 |\n", static_cast<long long>(tiles), pv.p10, pv.p50, pv.p90);
+  std::printf("| video decode (%lld tiles) | %.1f | %.1f | %.1f | 2000 |\n", static_cast<long long>(tiles), pv.p10,
+              pv.p50, pv.p90);
   std::printf("| audio decode | %.1f | %.1f | %.1f | 200 |\n", pa.p10, pa.p50, pa.p90);
   if (mux) {
     std::printf("| RGB8 conversion (CPU) | %.1f | | | |\n", rgb_ms);

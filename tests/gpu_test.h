@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "vortex/status.h"
 #include "seed.h"
+#include "vortex/status.h"
 
 namespace vortex::testing {
 
@@ -46,13 +46,13 @@ inline bool is_no_device(const Status& s) {
 #define VORTEX_SKIP_NO_GPU(why) GTEST_SKIP() << ::vortex::testing::no_gpu_reason(why)
 
 // Skips when `status` (of creating a backend, querying a device) means "no device"; fails on any other error.
-#define VORTEX_SKIP_NO_GPU_OR_FAIL(status)                                           \
-  do {                                                                               \
-    const ::vortex::Status vortex_st_ = (status);                                    \
-    if (!vortex_st_.ok()) {                                                          \
+#define VORTEX_SKIP_NO_GPU_OR_FAIL(status)                                                       \
+  do {                                                                                           \
+    const ::vortex::Status vortex_st_ = (status);                                                \
+    if (!vortex_st_.ok()) {                                                                      \
       if (::vortex::testing::is_no_device(vortex_st_)) VORTEX_SKIP_NO_GPU(vortex_st_.message()); \
-      GTEST_FAIL() << "GPU test cannot run: " << vortex_st_.to_string();            \
-    }                                                                                \
+      GTEST_FAIL() << "GPU test cannot run: " << vortex_st_.to_string();                         \
+    }                                                                                            \
   } while (0)
 
 namespace vortex::testing {
@@ -69,13 +69,12 @@ inline bool have_cuda_device(std::string* why) {
   return true;
 }
 
-#define VORTEX_REQUIRE_GPU()                                              \
-  do {                                                                    \
-    std::string vortex_why_;                                              \
+#define VORTEX_REQUIRE_GPU()                                                                 \
+  do {                                                                                       \
+    std::string vortex_why_;                                                                 \
     if (!::vortex::testing::have_cuda_device(&vortex_why_)) VORTEX_SKIP_NO_GPU(vortex_why_); \
   } while (0)
 #endif
-
 
 #ifdef VORTEX_GPU_TEST_HAS_CUDA_RUNTIME
 // Device allocation of `bytes` plus a 4 KiB sentinel tail (0xA5) checked by sentinel_intact().

@@ -20,21 +20,21 @@
 
 using namespace vortex;
 
-#define PROBE_CHECK(expr)                                                                          \
-  do {                                                                                             \
-    cudaError_t e_ = (expr);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(e_));                      \
-      return 1;                                                                                    \
-    }                                                                                              \
+#define PROBE_CHECK(expr)                                                     \
+  do {                                                                        \
+    cudaError_t e_ = (expr);                                                  \
+    if (e_ != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(e_)); \
+      return 1;                                                               \
+    }                                                                         \
   } while (0)
-#define PROBE_STATUS(expr)                                                                         \
-  do {                                                                                             \
-    Status s_ = (expr);                                                                            \
-    if (!s_.ok()) {                                                                                \
-      std::fprintf(stderr, "%s failed: %s\n", #expr, s_.message().c_str());                        \
-      return 1;                                                                                    \
-    }                                                                                              \
+#define PROBE_STATUS(expr)                                                  \
+  do {                                                                      \
+    Status s_ = (expr);                                                     \
+    if (!s_.ok()) {                                                         \
+      std::fprintf(stderr, "%s failed: %s\n", #expr, s_.message().c_str()); \
+      return 1;                                                             \
+    }                                                                       \
   } while (0)
 
 int main(int argc, char** argv) {
@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
   }
   const std::vector<uint8_t> file = ref::encode_rcp_approx_table(binade);
   const std::string bin_path = out + "/rcp_approx_" + arch + ".bin";
-  std::ofstream(bin_path, std::ios::binary).write(reinterpret_cast<const char*>(file.data()),
-                                                  static_cast<std::streamsize>(file.size()));
+  std::ofstream(bin_path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(file.size()));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   char json[2048];
   std::snprintf(json, sizeof(json),
@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
                 "  \"rcp_binade\": {\"file\": \"%s\", \"bytes\": %zu, \"fnv1a64\": \"%016llx\",\n"
                 "    \"correctly_rounded\": %lld, \"plus_one_ulp\": %lld, \"minus_one_ulp\": %lld, \"other\": %lld},\n"
                 "  \"rcp_model_all_2pow32\": {\"mismatches\": %llu, \"example_input_plus1\": %llu},\n"
-                "  \"div_approx_vs_mul_rcp_model\": {\"pairs\": %llu, \"seed\": %llu, \"mismatches\": %llu, \"example_pair_plus1\": %llu},\n"
+                "  \"div_approx_vs_mul_rcp_model\": {\"pairs\": %llu, \"seed\": %llu, \"mismatches\": %llu, "
+                "\"example_pair_plus1\": %llu},\n"
                 "  \"mul_rn_ftz_flush_model\": {\"pairs\": %llu, \"mismatches\": %llu, \"example_pair_plus1\": %llu},\n"
                 "  \"e2m1_device_vs_cuda_fp4_all_2pow32\": {\"mismatches\": %llu, \"example_input_plus1\": %llu}\n}\n",
                 prop.name, arch.c_str(), seconds, bin_path.c_str(), file.size(),

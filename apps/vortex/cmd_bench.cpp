@@ -60,7 +60,8 @@ void add_workload_options(CLI::App* sub, WorkloadSpec& spec) {
   sub->add_option("--weights-seed", spec.weights_seed)->capture_default_str();
   sub->add_option("--seed", spec.noise_seed)->capture_default_str();
   sub->add_option("--precision", spec.precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only")->capture_default_str();
-  sub->add_option("--switches", spec.switches, "over the policy defaults, e.g. fused, eager, attention=sage2, fused_gate_add=0");
+  sub->add_option("--switches", spec.switches,
+                  "over the policy defaults, e.g. fused, eager, attention=sage2, fused_gate_add=0");
 }
 
 void register_bench(CLI::App& app, CommandContext& ctx) {
@@ -78,7 +79,8 @@ void register_bench(CLI::App& app, CommandContext& ctx) {
     sub->add_option("--evidence-dir", args.evidence_dir)->capture_default_str();
     sub->add_option("--reps", args.opts.reps)->capture_default_str();
     sub->add_option("--warmup", args.opts.warmup)->capture_default_str();
-    sub->add_option("--steps", args.opts.steps, "sampler steps (run; schedule for block inputs)")->capture_default_str();
+    sub->add_option("--steps", args.opts.steps, "sampler steps (run; schedule for block inputs)")
+        ->capture_default_str();
     if (std::string(what) == "block" || std::string(what) == "ab")
       sub->add_option("--block", args.opts.block)->capture_default_str();
     if (std::string(what) == "ab") {

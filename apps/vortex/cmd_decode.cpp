@@ -51,16 +51,17 @@ int run_decode(const DecodeArgs& a) {
   auto res = decode(r, progress);
   if (!res.ok()) {
     const Status& s = res.status();
-    const bool bad_input = s.code() == ErrorCode::kInvalidArgument || s.code() == ErrorCode::kNotFound ||
-                           s.code() == ErrorCode::kFormat;
+    const bool bad_input =
+        s.code() == ErrorCode::kInvalidArgument || s.code() == ErrorCode::kNotFound || s.code() == ErrorCode::kFormat;
     std::fprintf(stderr, "vortex decode: %s\n", s.message().c_str());
     return bad_input ? 2 : 1;
   }
   const DecodeResult& d = *res;
-  std::printf("vortex decode: %lldx%lld, %lld frames at 24 fps, %lld samples at %d Hz stereo "
-              "(video %.2fs, audio %.2fs, write %.2fs)\n",
-              static_cast<long long>(d.width), static_cast<long long>(d.height), static_cast<long long>(d.frames),
-              static_cast<long long>(d.samples), d.sample_rate, d.video_decode_s, d.audio_decode_s, d.write_s);
+  std::printf(
+      "vortex decode: %lldx%lld, %lld frames at 24 fps, %lld samples at %d Hz stereo "
+      "(video %.2fs, audio %.2fs, write %.2fs)\n",
+      static_cast<long long>(d.width), static_cast<long long>(d.height), static_cast<long long>(d.frames),
+      static_cast<long long>(d.samples), d.sample_rate, d.video_decode_s, d.audio_decode_s, d.write_s);
   std::printf("outputs in %s:\n", d.out_dir.c_str());
   for (const std::string& f : d.files) std::printf("  %s/%s\n", d.out_dir.c_str(), f.c_str());
   if (!d.frames_dir.empty()) std::printf("frames in %s (frame_00000.png ...)\n", d.frames_dir.c_str());
@@ -74,8 +75,10 @@ void register_decode(CLI::App& app, CommandContext& ctx) {
   CLI::App* sub = app.add_subcommand("decode", "Latents -> video.mp4 (H.264 + AAC) and audio.wav through the H3 VAEs");
   sub->add_option("LATENTS_DIR", args->latents_dir, "A `vortex generate` output folder")->required();
   sub->add_option("--vae", args->vae, "Video VAE folder: diffusers (vae/) or original (FL2VA/video_vae) layout");
-  sub->add_option("--audio-vae", args->audio_vae, "Audio VAE folder: diffusers (audio_vae/) or original (FL2VA/audio_vae) layout");
-  sub->add_option("--synthetic-vae", args->synthetic_vae, "tiny | full: deterministic synthetic decoders (output is noise)");
+  sub->add_option("--audio-vae", args->audio_vae,
+                  "Audio VAE folder: diffusers (audio_vae/) or original (FL2VA/audio_vae) layout");
+  sub->add_option("--synthetic-vae", args->synthetic_vae,
+                  "tiny | full: deterministic synthetic decoders (output is noise)");
   sub->add_option("--vae-seed", args->seed, "Seed of the synthetic decoders (default 0)");
   sub->add_option("--out", args->out, "Output directory (required)")->required();
   sub->add_option("--frames-dir", args->frames_dir, "Also write every frame as 8-bit RGB PNG here");

@@ -7,8 +7,8 @@
 // An existing --out is kept unless --overwrite, and then only replaced if encode-text wrote it.
 // Exit 2 on bad arguments or input, 1 on runtime failures. Tested in tests/text_encoder/encode_text_cli_test.cpp.
 #include <charconv>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -63,7 +63,8 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text, const std::strin
 }
 
 Result<std::vector<int32_t>> token_ids(const EncodeTextArgs& a) {
-  if (a.ids.empty() == a.ids_file.empty()) return invalid_argument("pass exactly one of --ids \"1 2 3\" and --ids-file F");
+  if (a.ids.empty() == a.ids_file.empty())
+    return invalid_argument("pass exactly one of --ids \"1 2 3\" and --ids-file F");
   if (!a.ids.empty()) return parse_ids(a.ids, "--ids");
   std::ifstream in(a.ids_file);
   if (!in) return not_found("--ids-file " + a.ids_file + " cannot be opened");
@@ -79,7 +80,8 @@ Status check_out(const EncodeTextArgs& a) {
   if (!a.overwrite) return invalid_argument("--out " + a.out + " exists; pass --overwrite to replace it");
   Result<SafetensorsFile> f = SafetensorsFile::open(a.out);
   if (!f.ok() || f->metadata().count(kWrittenByKey) == 0)
-    return invalid_argument("--out " + a.out + " exists and was not written by vortex encode-text; it is left untouched");
+    return invalid_argument("--out " + a.out +
+                            " exists and was not written by vortex encode-text; it is left untouched");
   return Status::Ok();
 }
 
@@ -93,13 +95,15 @@ Status run(const EncodeTextArgs& a, int& exit_code) {
     return fail(invalid_argument("--prompt excludes --ids and --ids-file: give one text source"), 2);
   Result<std::vector<int32_t>> ids = std::vector<int32_t>{};
   if (from_prompt) {
-    if (Status s = validate_prompt_field(a.prompt, PromptLimits{}, "--prompt"); !s.ok()) return fail(s, 2);  // before any file
+    if (Status s = validate_prompt_field(a.prompt, PromptLimits{}, "--prompt"); !s.ok())
+      return fail(s, 2);  // before any file
   } else {
     ids = token_ids(a);
     if (!ids.ok()) return fail(ids.status(), 2);
   }
   if (Status s = check_out(a); !s.ok()) return fail(s, 2);
-  if (a.model.empty()) return fail(invalid_argument("--model DIR is required (a Qwen3-VL folder or an H3 pipeline folder)"), 2);
+  if (a.model.empty())
+    return fail(invalid_argument("--model DIR is required (a Qwen3-VL folder or an H3 pipeline folder)"), 2);
   int layer = a.text_layer;
   std::string tokenizer_path;
   if (from_prompt) {
@@ -109,7 +113,9 @@ Status run(const EncodeTextArgs& a, int& exit_code) {
       return fail(s, 2);
     tokenizer_path = folder->path_of("tokenizer");
     if (layer < 0) layer = folder->text_layer;
-    if (layer < 0) return fail(not_found("--model " + a.model + " has no pipeline config naming the text layer; pass --text-layer K"), 2);
+    if (layer < 0)
+      return fail(
+          not_found("--model " + a.model + " has no pipeline config naming the text layer; pass --text-layer K"), 2);
   }
   if (layer < 0) {
     Result<int> l = pipeline_text_layer(a.model);
@@ -152,9 +158,8 @@ Status run(const EncodeTextArgs& a, int& exit_code) {
   Result<Tensor> hidden = (*enc)->encode(*ids, layer);
   if (!hidden.ok()) return fail(hidden.status(), exit_code_for(hidden.status()));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::map<std::string, std::string> meta = {{kWrittenByKey, "1"},
-                                             {"vortex.text_layer", std::to_string(layer)},
-                                             {"vortex.text_encoder", *folder}};
+  std::map<std::string, std::string> meta = {
+      {kWrittenByKey, "1"}, {"vortex.text_layer", std::to_string(layer)}, {"vortex.text_encoder", *folder}};
   if (from_prompt) {
     meta["vortex.prompt"] = a.prompt;
     meta["vortex.tokenizer"] = tokenizer_path;
@@ -172,19 +177,24 @@ Status run(const EncodeTextArgs& a, int& exit_code) {
 
 void register_encode_text(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<EncodeTextArgs>();
-  CLI::App* sub = app.add_subcommand("encode-text", "Run the Qwen3-VL conditioner on a prompt or token ids -> --text-embeddings file");
-  sub->add_option("--model", args->model, "Qwen3-VL folder (config.json + safetensors) or an H3 pipeline folder with text_encoder/")
+  CLI::App* sub = app.add_subcommand("encode-text",
+                                     "Run the Qwen3-VL conditioner on a prompt or token ids -> --text-embeddings file");
+  sub->add_option("--model", args->model,
+                  "Qwen3-VL folder (config.json + safetensors) or an H3 pipeline folder with text_encoder/")
       ->type_name("DIR");
-  sub->add_option("--prompt", args->prompt, "The prompt, tokenized with the folder's tokenizer.json as diffusers' MiniMax-H3 t2va step does")
+  sub->add_option("--prompt", args->prompt,
+                  "The prompt, tokenized with the folder's tokenizer.json as diffusers' MiniMax-H3 t2va step does")
       ->type_name("TEXT");
   sub->add_option("--ids", args->ids, "Token ids, space or comma separated")->type_name("\"1 2 3\"");
-  sub->add_option("--ids-file", args->ids_file, "File of token ids, space, comma or newline separated")->type_name("FILE");
+  sub->add_option("--ids-file", args->ids_file, "File of token ids, space, comma or newline separated")
+      ->type_name("FILE");
   sub->add_option("--text-layer", args->text_layer,
                   "hidden_states index (default: the pipeline config's, 50 for H3); 0 = embedding")
       ->type_name("K")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)")->type_name("NAME");
-  sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores; results never depend on it")->type_name("INT");
+  sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores; results never depend on it")
+      ->type_name("INT");
   sub->add_option("--out", args->out, "Output .safetensors: one [L, hidden] bf16 tensor")->type_name("FILE");
   sub->add_flag("--overwrite", args->overwrite, "Replace --out if vortex encode-text wrote it");
   sub->add_flag("--quiet", args->quiet, "No summary on stderr");

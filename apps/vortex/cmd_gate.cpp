@@ -12,7 +12,8 @@
 namespace vortex::cli {
 
 void register_gate(CLI::App& app, CommandContext& ctx) {
-  auto* sub = app.add_subcommand("gate", "Bit-exact gates: gate blocks, one step, 2-step and N-step trajectories, A vs B");
+  auto* sub =
+      app.add_subcommand("gate", "Bit-exact gates: gate blocks, one step, 2-step and N-step trajectories, A vs B");
   static WorkloadSpec spec;
   static GateOptions opts;
   static std::string evidence_dir = "benchmarks", out;

@@ -93,10 +93,12 @@ int run(const GemmTuneArgs& a) {
 
 void register_gemm_tune(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<GemmTuneArgs>();
-  CLI::App* sub = app.add_subcommand("gemm-tune", "Enumerate, check, time and pin cuBLASLt GEMM algorithms (H3 shapes)");
+  CLI::App* sub =
+      app.add_subcommand("gemm-tune", "Enumerate, check, time and pin cuBLASLt GEMM algorithms (H3 shapes)");
   sub->add_option("--m", args->m, "token rows M")->capture_default_str();
   sub->add_option("--shapes", args->shapes, "comma list of qkv,out,fc1,fc2")->capture_default_str();
-  sub->add_option("--precisions", args->precisions, "comma list of bf16,f32,fp8_per_tensor,fp8_blockwise,nvfp4_emulated")
+  sub->add_option("--precisions", args->precisions,
+                  "comma list of bf16,f32,fp8_per_tensor,fp8_blockwise,nvfp4_emulated")
       ->capture_default_str();
   sub->add_option("--max-configs", args->max_configs, "candidates per shape")->capture_default_str();
   sub->add_option("--reps", args->reps, "timed runs per candidate (alternating)")->capture_default_str();
@@ -116,11 +118,13 @@ void register_gemm_tune(CLI::App& app, CommandContext& ctx) {
 namespace vortex::cli {
 
 void register_gemm_tune(CLI::App& app, CommandContext& ctx) {
-  CLI::App* sub = app.add_subcommand("gemm-tune", "Enumerate, check, time and pin cuBLASLt GEMM algorithms (needs CUDA)");
+  CLI::App* sub =
+      app.add_subcommand("gemm-tune", "Enumerate, check, time and pin cuBLASLt GEMM algorithms (needs CUDA)");
   sub->allow_extras();
   sub->callback([&ctx]() {
-    std::fprintf(stderr, "vortex gemm-tune: error: this vortex was built without CUDA (VORTEX_CUDA=OFF); "
-                         "rebuild with the CUDA toolkit to tune cuBLASLt GEMMs\n");
+    std::fprintf(stderr,
+                 "vortex gemm-tune: error: this vortex was built without CUDA (VORTEX_CUDA=OFF); "
+                 "rebuild with the CUDA toolkit to tune cuBLASLt GEMMs\n");
     ctx.exit_code = 1;
   });
 }

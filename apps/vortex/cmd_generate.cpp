@@ -22,8 +22,8 @@
 #include "decoder_options.h"
 #include "engine/generate.h"
 #include "engine/model_folder.h"
-#include "lora/lora.h"
 #include "engine/prompt_encoder.h"
+#include "lora/lora.h"
 
 namespace vortex::cli {
 namespace {
@@ -36,17 +36,17 @@ struct GenerateArgs {
   std::string text_embeddings;
   std::string synthetic_text;  // empty: default 16 rows unless --text-embeddings is given
   std::string width = "448", height = "256", frames = "22", steps = "12";
-  std::string seconds;   // empty: use --frames
+  std::string seconds;  // empty: use --frames
   std::string schedule = "comfyui";
-  std::string sampler;   // empty: the schedule's default
+  std::string sampler;  // empty: the schedule's default
   std::string seed = "42";
   std::string backend = "cpu";
   std::string threads = "0";
   std::string out;
   bool overwrite = false;
   std::string precision = "bf16";
-  std::string attention;  // empty: the backend policy's (sdpa on the CPU)
-  std::string switches;   // run-time switches over the backend policy (apply_switches syntax)
+  std::string attention;           // empty: the backend policy's (sdpa on the CPU)
+  std::string switches;            // run-time switches over the backend policy (apply_switches syntax)
   std::vector<std::string> loras;  // FILE[:SCALE], repeatable
   bool lora_allow_unmatched = false;
   std::string lora_mode = "merge";
@@ -56,10 +56,10 @@ struct GenerateArgs {
   std::string model;
   std::string prompt;
   int text_layer = -1;
-  DecoderArgs decoders;  // --vae --audio-vae ... (decoder_options.h)
+  DecoderArgs decoders;       // --vae --audio-vae ... (decoder_options.h)
   bool latents_only = false;  // --model DIR: do not decode with the folder's VAEs
-  std::string gpus;          // --gpus N: one rank process per GPU
-  std::string comm_timeout;  // --comm-timeout S
+  std::string gpus;           // --gpus N: one rank process per GPU
+  std::string comm_timeout;   // --comm-timeout S
 };
 
 std::optional<long long> parse_integer(const std::string& s) {
@@ -211,7 +211,9 @@ Status apply_model_args(const GenerateArgs& a, CLI::App& sub, GenerateRequest& r
     return Status::Ok();
   }
   for (const char* flag : {"--checkpoint", "--config", "--synthetic", "--weights-seed"})
-    if (sub.count(flag) > 0) return invalid_argument(std::string("--model and ") + flag + " exclude each other: the model folder brings the transformer and its config");
+    if (sub.count(flag) > 0)
+      return invalid_argument(std::string("--model and ") + flag +
+                              " exclude each other: the model folder brings the transformer and its config");
   if (!has_prompt && a.text_embeddings.empty())
     return invalid_argument("--model DIR needs the text: pass --prompt \"...\" (or --text-embeddings FILE)");
   if (has_prompt && (!a.text_embeddings.empty() || !a.synthetic_text.empty()))
@@ -221,7 +223,8 @@ Status apply_model_args(const GenerateArgs& a, CLI::App& sub, GenerateRequest& r
   VORTEX_ASSIGN_OR_RETURN(ModelFolder folder, open_model_folder(a.model));
   decoders = decoder_paths(folder);
   if (!has_prompt) {  // --text-embeddings: the folder's transformer alone
-    if (a.text_layer >= 0) return invalid_argument("--text-layer K applies to --prompt; --text-embeddings are already encoded");
+    if (a.text_layer >= 0)
+      return invalid_argument("--text-layer K applies to --prompt; --text-embeddings are already encoded");
     VORTEX_RETURN_IF_ERROR(require_parts(folder, {"transformer"}, "needed to generate"));
     r.pipeline.model_dir = folder.dir;
     r.pipeline.checkpoint_path = folder.path_of("transformer");
@@ -358,8 +361,9 @@ int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
   if (!a.preset.empty()) {
     if (a.preset != "turbo4") return fail(2, "--preset must be turbo4, got '" + a.preset + "'");
     if (p.loras.empty())
-      return fail(2, "--preset turbo4 is the 4-step schedule of the Turbo LoRA: pass the adapter with --lora FILE "
-                     "(docs/lora.md names the files)");
+      return fail(2,
+                  "--preset turbo4 is the 4-step schedule of the Turbo LoRA: pass the adapter with --lora FILE "
+                  "(docs/lora.md names the files)");
     // SamplerSpec::turbo4: the adapter's published settings (4 steps, shift 6 / 3, euler, simple schedule).
     const SamplerSpec turbo = SamplerSpec::turbo4();
     if (sub.count("--steps") == 0) q.steps = turbo.steps;
@@ -373,7 +377,8 @@ int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
   if (Status s = apply_model_args(a, sub, r, decoders); !s.ok()) return fail(exit_code_for(s), s.message());
   // The folder's VAEs decode the run unless decoders were named explicitly or --latents-only was given.
   DecoderArgs decoder_args = a.decoders;
-  const bool decoders_named = !a.decoders.vae.empty() || !a.decoders.audio_vae.empty() || !a.decoders.synthetic_vae.empty();
+  const bool decoders_named =
+      !a.decoders.vae.empty() || !a.decoders.audio_vae.empty() || !a.decoders.synthetic_vae.empty();
   if (a.latents_only && decoders_named)
     return fail(2, "--latents-only excludes --vae, --audio-vae and --synthetic-vae");
   if (!a.latents_only && !decoders_named && decoders.present()) {
@@ -399,8 +404,8 @@ int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
   std::printf("outputs in %s:\n", g.out_dir.c_str());
   for (const std::string& f : g.files) std::printf("  %s/%s\n", g.out_dir.c_str(), f.c_str());
   if (decoders.present() && a.latents_only) {
-    std::printf("decode with the folder's VAEs: vortex decode %s --vae %s --audio-vae %s --out DIR\n", g.out_dir.c_str(),
-                decoders.vae_dir.c_str(), decoders.audio_vae_dir.c_str());
+    std::printf("decode with the folder's VAEs: vortex decode %s --vae %s --audio-vae %s --out DIR\n",
+                g.out_dir.c_str(), decoders.vae_dir.c_str(), decoders.audio_vae_dir.c_str());
   }
   return 0;
 }
@@ -411,13 +416,16 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* sub = app.add_subcommand("generate", "Text -> video + stereo audio latents (+ run.json, preview.png)");
   sub->add_option("--config", args->config, "Built-in config: h3-tiny | h3 (default h3-tiny)")->type_name("NAME");
-  sub->add_option("--checkpoint", args->checkpoint, "Weights: a .safetensors file, a .safetensors.index.json, or a folder (original or diffusers layout)")
+  sub->add_option("--checkpoint", args->checkpoint,
+                  "Weights: a .safetensors file, a .safetensors.index.json, or a folder (original or diffusers layout)")
       ->type_name("FILE|DIR");
   sub->add_flag("--synthetic", args->synthetic, "Deterministic synthetic weights for --config (no file)");
   sub->add_option("--weights-seed", args->weights_seed, "Seed of the synthetic weights (default 0)")->type_name("INT");
   sub->add_option("--text-embeddings", args->text_embeddings,
-                  "safetensors with one [L, text_dim] or [L, hidden] tensor, f32/bf16")->type_name("FILE");
-  sub->add_option("--synthetic-text", args->synthetic_text, "N deterministic synthetic text rows (default 16)")->type_name("INT");
+                  "safetensors with one [L, text_dim] or [L, hidden] tensor, f32/bf16")
+      ->type_name("FILE");
+  sub->add_option("--synthetic-text", args->synthetic_text, "N deterministic synthetic text rows (default 16)")
+      ->type_name("INT");
   sub->add_option("--width", args->width, "Pixels, a multiple of 32, at most 8192 (default 448)")->type_name("INT");
   sub->add_option("--height", args->height, "Pixels, a multiple of 32, at most 8192 (default 256)")->type_name("INT");
   sub->add_option("--frames", args->frames, "Pixel frames, snapped up to 17n + 5 (default 22)")->type_name("INT");
@@ -432,14 +440,19 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
       ->type_name("NAME");
   sub->add_option("--seed", args->seed, "Noise seed (default 42)")->type_name("INT");
   sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)")->type_name("NAME");
-  sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores, at most 4x the cores; results never depend on it")->type_name("INT");
+  sub->add_option("--threads", args->threads,
+                  "CPU threads, 0 = all cores, at most 4x the cores; results never depend on it")
+      ->type_name("INT");
   sub->add_option("--out", args->out, "Output directory (required)")->type_name("DIR");
   sub->add_flag("--overwrite", args->overwrite, "Replace an --out directory holding a previous Vortex run (only that)");
-  sub->add_option("--precision", args->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only (GEMM precision; default bf16)")->type_name("NAME");
+  sub->add_option("--precision", args->precision,
+                  "bf16 | fp8 | nvfp4 | nvfp4-weight-only (GEMM precision; default bf16)")
+      ->type_name("NAME");
   sub->add_option("--switches", args->switches,
                   "run-time switches over the backend policy, e.g. fp8_gate_epilogue=1 (with --precision fp8)")
       ->type_name("LIST");
-  sub->add_option("--attention", args->attention, "sdpa | sage2 (default: the backend policy's; sdpa on the CPU)")->type_name("NAME");
+  sub->add_option("--attention", args->attention, "sdpa | sage2 (default: the backend policy's; sdpa on the CPU)")
+      ->type_name("NAME");
   sub->add_option("--lora", args->loras,
                   "LoRA adapter FILE[:SCALE], repeatable; SCALE multiplies alpha/rank (default 1), or is the whole "
                   "scale when the file's alpha is ambiguous (docs/lora.md)")
@@ -449,14 +462,14 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--lora-mode", args->lora_mode,
                   "merge (into the BF16 weights at load, default) | runtime (unmerged low-rank branch, BF16 only)")
       ->type_name("NAME");
-  sub->add_option("--preset", args->preset,
-                  "turbo4: 4 steps, shift 6 / 3, euler, for the Turbo LoRA given with --lora")
+  sub->add_option("--preset", args->preset, "turbo4: 4 steps, shift 6 / 3, euler, for the Turbo LoRA given with --lora")
       ->type_name("NAME");
   sub->add_option("--model", args->model,
                   "The model folder (the MiniMax-H3 snapshot, or its FL2VA/ partition): transformer, text encoder, "
                   "tokenizer (docs/checkpoints.md)")
       ->type_name("DIR");
-  sub->add_option("--prompt", args->prompt, "The prompt, encoded by the folder's Qwen3-VL text encoder")->type_name("TEXT");
+  sub->add_option("--prompt", args->prompt, "The prompt, encoded by the folder's Qwen3-VL text encoder")
+      ->type_name("TEXT");
   sub->add_option("--text-layer", args->text_layer,
                   "hidden_states index the transformer reads (default: the pipeline config's, 50 for H3)")
       ->type_name("K")

@@ -53,8 +53,7 @@ int run_inspect(const InspectArgs& args) {
       if (config.ok())
         std::cout << "config: " << config->name << " (" << config->num_layers << " blocks, hidden " << config->hidden
                   << ", " << config->num_heads << " x " << config->head_dim << " heads, ffn " << config->ffn << ")\n";
-      else
-        std::cout << "config: unknown (" << config.status().message() << ")\n";
+      else std::cout << "config: unknown (" << config.status().message() << ")\n";
     }
   }
   return 0;
@@ -64,8 +63,10 @@ int run_inspect(const InspectArgs& args) {
 
 void register_inspect(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* sub = app.add_subcommand("inspect", "List the tensors, layout and quantization of a checkpoint, or the parts of a model folder");
-  sub->add_option("file", args->file, "A .safetensors file, a .safetensors.index.json or a checkpoint folder")->required();
+  CLI::App* sub = app.add_subcommand(
+      "inspect", "List the tensors, layout and quantization of a checkpoint, or the parts of a model folder");
+  sub->add_option("file", args->file, "A .safetensors file, a .safetensors.index.json or a checkpoint folder")
+      ->required();
   sub->add_flag("--json", args->json, "Print the report as JSON");
   sub->add_option("--layout", args->layout, "Layout override: auto | original | comfy | diffusers (default auto)");
   sub->callback([args, &ctx]() { ctx.exit_code = run_inspect(*args); });

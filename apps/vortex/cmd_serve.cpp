@@ -11,8 +11,8 @@
 #include <string>
 
 #include "commands.h"
-#include "engine/model_folder.h"
 #include "decoder_options.h"
+#include "engine/model_folder.h"
 #include "serve/server.h"
 
 namespace vortex::cli {
@@ -120,23 +120,35 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
 void register_serve(CLI::App& app, CommandContext& ctx) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand("serve", "HTTP job API (/v1/videos) over one resident model (docs/serve.md)");
-  sub->add_option("--config", a->config, "Built-in config of --synthetic: h3-tiny | h3 (default h3-tiny)")->type_name("NAME");
-  sub->add_option("--model", a->model, "Model folder: the MiniMax-H3 snapshot (prompts encoded by its text encoder) or a transformer folder")->type_name("DIR");
-  sub->add_option("--checkpoint", a->checkpoint, "Weights: a .safetensors file, an index, or a folder")->type_name("FILE|DIR");
-  sub->add_flag("--synthetic", a->synthetic, "Deterministic synthetic weights for --config; prompts map to synthetic text rows");
+  sub->add_option("--config", a->config, "Built-in config of --synthetic: h3-tiny | h3 (default h3-tiny)")
+      ->type_name("NAME");
+  sub->add_option("--model", a->model,
+                  "Model folder: the MiniMax-H3 snapshot (prompts encoded by its text encoder) or a transformer folder")
+      ->type_name("DIR");
+  sub->add_option("--checkpoint", a->checkpoint, "Weights: a .safetensors file, an index, or a folder")
+      ->type_name("FILE|DIR");
+  sub->add_flag("--synthetic", a->synthetic,
+                "Deterministic synthetic weights for --config; prompts map to synthetic text rows");
   sub->add_option("--weights-seed", a->weights_seed, "Seed of the synthetic weights (default 0)")->type_name("INT");
   sub->add_option("--backend", a->backend, "cpu | cuda (default cpu)")->type_name("NAME");
   sub->add_option("--threads", a->threads, "CPU threads, 0 = all cores")->type_name("INT");
-  sub->add_option("--precision", a->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only, fixed at load (default bf16)")->type_name("NAME");
+  sub->add_option("--precision", a->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only, fixed at load (default bf16)")
+      ->type_name("NAME");
   sub->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)")->type_name("ADDR");
   sub->add_option("--port", a->port, "Port (default 8000; 0 = any free port, printed at start)")->type_name("INT");
   sub->add_option("--data", a->data, "Directory for job outputs (required)")->type_name("DIR");
   sub->add_option("--queue", a->queue, "Queued jobs before 429 (default 16)")->type_name("INT");
-  sub->add_option("--keep-jobs", a->keep_jobs, "Finished jobs kept, older ones deleted (default 100)")->type_name("INT");
-  sub->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' (or set VORTEX_API_KEY)")->type_name("KEY");
-  sub->add_option("--on-sigterm", a->on_sigterm, "finish | cancel the running job on SIGTERM (default finish)")->type_name("MODE");
-  sub->add_flag("--allow-fault-injection", a->allow_fault_injection, "Accept the fail_alloc_after request field (tests)");
-  sub->add_option("--memory-limit-gb", a->memory_limit_gb, "Admit only requests estimated below this (default: free memory)")->type_name("GB");
+  sub->add_option("--keep-jobs", a->keep_jobs, "Finished jobs kept, older ones deleted (default 100)")
+      ->type_name("INT");
+  sub->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' (or set VORTEX_API_KEY)")
+      ->type_name("KEY");
+  sub->add_option("--on-sigterm", a->on_sigterm, "finish | cancel the running job on SIGTERM (default finish)")
+      ->type_name("MODE");
+  sub->add_flag("--allow-fault-injection", a->allow_fault_injection,
+                "Accept the fail_alloc_after request field (tests)");
+  sub->add_option("--memory-limit-gb", a->memory_limit_gb,
+                  "Admit only requests estimated below this (default: free memory)")
+      ->type_name("GB");
   sub->add_option("--max-upload-mb", a->max_upload_mb, "Largest text_embeddings upload (default 64)")->type_name("MB");
   sub->add_option("--http-threads", a->http_threads, "Concurrent connections (default 16)")->type_name("INT");
   add_decoder_options(sub, a->decoders, /*frames_dir=*/false);

@@ -72,14 +72,10 @@ int run_synth(const SynthArgs& args) {
     if (ec != std::errc() || ptr != end || args.seed.empty())
       return fail_args("--seed expects a non-negative integer, got '" + args.seed + "'");
   }
-  if (args.layout == "original")
-    opt.layout = CheckpointLayout::kOriginal;
-  else if (args.layout == "comfy")
-    opt.layout = CheckpointLayout::kComfy;
-  else if (args.layout == "diffusers")
-    opt.layout = CheckpointLayout::kDiffusers;
-  else
-    return fail_args("--layout must be original, comfy or diffusers, got '" + args.layout + "'");
+  if (args.layout == "original") opt.layout = CheckpointLayout::kOriginal;
+  else if (args.layout == "comfy") opt.layout = CheckpointLayout::kComfy;
+  else if (args.layout == "diffusers") opt.layout = CheckpointLayout::kDiffusers;
+  else return fail_args("--layout must be original, comfy or diffusers, got '" + args.layout + "'");
   if (!args.shard_size_gb.empty()) {
     try {
       size_t used = 0;
@@ -111,17 +107,20 @@ void register_synth(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--config", args->config, "h3-tiny | h3 (default h3-tiny)");
   sub->add_option("--out", args->out, "Output .safetensors (or .safetensors.index.json for shards)");
   sub->add_option("--seed", args->seed, "Weights seed (default 0)")->type_name("INT");
-  sub->add_option("--layout", args->layout, "original (per-head interleaved QKV) | comfy | diffusers (default original)");
+  sub->add_option("--layout", args->layout,
+                  "original (per-head interleaved QKV) | comfy | diffusers (default original)");
   sub->add_option("--shard-size-gb", args->shard_size_gb, "Shard size in GiB (default: one file; 5 for h3)")
       ->type_name("FLOAT");
   sub->add_flag("--overwrite", args->overwrite,
                 "Replace existing outputs (checkpoint, index, config.json), only if Vortex wrote them");
   sub->add_flag("--quiet", args->quiet, "No progress output");
-  sub->add_option("--snapshot", args->snapshot, "tiny: a whole model folder (transformer, text encoder, tokenizer) into --out DIR")
+  sub->add_option("--snapshot", args->snapshot,
+                  "tiny: a whole model folder (transformer, text encoder, tokenizer) into --out DIR")
       ->type_name("NAME");
   sub->add_option("--tokenizer", args->tokenizer, "--snapshot: the tokenizer.json to put in it")->type_name("FILE");
   sub->add_option("--vae", args->vae, "--snapshot: a video VAE folder to copy in as vae/")->type_name("DIR");
-  sub->add_option("--audio-vae", args->audio_vae, "--snapshot: an audio VAE folder to copy in as audio_vae/")->type_name("DIR");
+  sub->add_option("--audio-vae", args->audio_vae, "--snapshot: an audio VAE folder to copy in as audio_vae/")
+      ->type_name("DIR");
   sub->callback([args, &ctx]() { ctx.exit_code = run_synth(*args); });
 }
 

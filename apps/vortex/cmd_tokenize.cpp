@@ -71,7 +71,8 @@ int run_tokenize(const TokenizeArgs& args) {
 
 void register_tokenize(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<TokenizeArgs>();
-  CLI::App* sub = app.add_subcommand("tokenize", "Print the token ids of a prompt (Qwen byte-level BPE tokenizer.json)");
+  CLI::App* sub =
+      app.add_subcommand("tokenize", "Print the token ids of a prompt (Qwen byte-level BPE tokenizer.json)");
   CLI::Option* text = sub->add_option("text", args->text, "The prompt (UTF-8); or use --file");
   sub->add_option("--file", args->file, "Read the prompt from this file (raw bytes, UTF-8 expected)");
   sub->add_option("--tokenizer", args->tokenizer, "A Hugging Face tokenizer.json");

@@ -12,21 +12,21 @@
 namespace vortex {
 
 struct ModelConfig {
-  std::string name;                // "h3" | "h3-tiny" | from config.json
-  int num_layers = 50;             // blocks.{i}
-  int num_refiner_layers = 2;      // token_refiner.blocks.{i}
-  int hidden = 5376;               // D
+  std::string name;            // "h3" | "h3-tiny" | from config.json
+  int num_layers = 50;         // blocks.{i}
+  int num_refiner_layers = 2;  // token_refiner.blocks.{i}
+  int hidden = 5376;           // D
   int num_heads = 56;
   int head_dim = 128;
-  int ffn = 14336;                 // F; fc1 emits 2F = [gate | value]
+  int ffn = 14336;  // F; fc1 emits 2F = [gate | value]
   int patch_t = 1, patch_h = 2, patch_w = 2;
-  int in_channels = 24;            // video latent channels
-  int audio_in_channels = 32;      // audio latent channels (no patching)
-  int text_dim = 5120;             // Qwen3-VL layer-50 width
-  int freq_dim = 256;              // sinusoid width of the time embedding
-  int time_embed_hidden = 5376;    // time_embedder.proj_in out
-  int time_embed_dim = 2688;       // time_embedder.proj_out out = AdaLN input width E
-  int rope_inv_freq_len = 16;      // per axis; rotated dims = 6 * this (96 of 128)
+  int in_channels = 24;          // video latent channels
+  int audio_in_channels = 32;    // audio latent channels (no patching)
+  int text_dim = 5120;           // Qwen3-VL layer-50 width
+  int freq_dim = 256;            // sinusoid width of the time embedding
+  int time_embed_hidden = 5376;  // time_embedder.proj_in out
+  int time_embed_dim = 2688;     // time_embedder.proj_out out = AdaLN input width E
+  int rope_inv_freq_len = 16;    // per axis; rotated dims = 6 * this (96 of 128)
   double rope_theta = 10000.0;
   float norm_eps = 1e-5f;
   float qk_norm_eps = 1e-5f;
@@ -34,10 +34,10 @@ struct ModelConfig {
   float video_shift = 12.0f;
   float audio_shift = 3.0f;
 
-  int inner() const { return num_heads * head_dim; }                      // 7168
+  int inner() const { return num_heads * head_dim; }                                 // 7168
   int video_patch_dim() const { return in_channels * patch_t * patch_h * patch_w; }  // 96
-  int rope_dims() const { return 6 * rope_inv_freq_len; }                 // 96 rotated dims per head
-  int adaln_features() const { return 18 * hidden; }                      // 6 chunks x 3 modalities
+  int rope_dims() const { return 6 * rope_inv_freq_len; }                            // 96 rotated dims per head
+  int adaln_features() const { return 18 * hidden; }                                 // 6 chunks x 3 modalities
   int final_adaln_features() const { return 2 * hidden; }
 
   static ModelConfig h3();

@@ -25,7 +25,7 @@ enum class ErrorCode : uint8_t {
   kCublas,
   kCudnn,
   kNccl,
-  kInternal,  // a bug in Vortex
+  kInternal,   // a bug in Vortex
   kCancelled,  // the caller asked the work to stop (checked between transformer blocks)
 };
 
@@ -61,7 +61,7 @@ inline Status cancelled(std::string m) { return {ErrorCode::kCancelled, std::mov
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result constructed from an ok Status");
   }
@@ -88,15 +88,15 @@ class [[nodiscard]] Result {
 #define VORTEX_CONCAT_INNER_(a, b) a##b
 #define VORTEX_CONCAT_(a, b) VORTEX_CONCAT_INNER_(a, b)
 
-#define VORTEX_RETURN_IF_ERROR(expr)           \
-  do {                                         \
-    ::vortex::Status vortex_status_ = (expr);  \
+#define VORTEX_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::vortex::Status vortex_status_ = (expr);        \
     if (!vortex_status_.ok()) return vortex_status_; \
   } while (0)
 
 #define VORTEX_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                                   \
-  if (!tmp.ok()) return tmp.status();                  \
+  auto tmp = (expr);                                  \
+  if (!tmp.ok()) return tmp.status();                 \
   lhs = std::move(tmp).value()
 
 // VORTEX_ASSIGN_OR_RETURN(auto x, make_x());  or  VORTEX_ASSIGN_OR_RETURN(x, make_x());

@@ -44,8 +44,8 @@ class Tensor {
   // Host tensor filled with zero bytes.
   static Tensor zeros(Shape shape, DType dtype);
   // View over an existing storage. Empty strides mean contiguous row-major.
-  static Tensor from_storage(std::shared_ptr<Storage> storage, size_t byte_offset, Shape shape,
-                             DType dtype, Shape strides = {});
+  static Tensor from_storage(std::shared_ptr<Storage> storage, size_t byte_offset, Shape shape, DType dtype,
+                             Shape strides = {});
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }

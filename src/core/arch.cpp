@@ -7,11 +7,16 @@ namespace vortex {
 
 ArchFacts arch_facts(GpuArch arch) {
   switch (arch) {
-    case GpuArch::kSm90: return arch_facts(9, 0);
-    case GpuArch::kSm100: return arch_facts(10, 0);
-    case GpuArch::kSm120: return arch_facts(12, 0);
-    case GpuArch::kSm121: return arch_facts(12, 1);
-    case GpuArch::kUnknown: break;
+    case GpuArch::kSm90:
+      return arch_facts(9, 0);
+    case GpuArch::kSm100:
+      return arch_facts(10, 0);
+    case GpuArch::kSm120:
+      return arch_facts(12, 0);
+    case GpuArch::kSm121:
+      return arch_facts(12, 1);
+    case GpuArch::kUnknown:
+      break;
   }
   return {};
 }

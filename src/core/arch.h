@@ -16,11 +16,11 @@ enum class GpuArch { kSm90, kSm100, kSm120, kSm121, kUnknown };
 
 struct ArchFacts {
   GpuArch arch = GpuArch::kUnknown;
-  const char* name = "unknown";   // "sm90"
-  bool has_wgmma = false;         // Hopper warpgroup MMA (sm_90a)
-  bool has_tcgen05 = false;       // Blackwell datacenter tensor cores
+  const char* name = "unknown";  // "sm90"
+  bool has_wgmma = false;        // Hopper warpgroup MMA (sm_90a)
+  bool has_tcgen05 = false;      // Blackwell datacenter tensor cores
   bool has_fp8_mma = false;
-  bool has_nvfp4_mma = false;     // native E2M1 block-scaled MMA
+  bool has_nvfp4_mma = false;        // native E2M1 block-scaled MMA
   int max_smem_per_block_optin = 0;  // bytes, from the architecture (device props give the exact value)
 };
 

@@ -15,11 +15,23 @@ namespace vortex {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::kF64: case DType::kI64: return 8;
-    case DType::kF32: case DType::kI32: return 4;
-    case DType::kF16: case DType::kBF16: case DType::kI16: return 2;
-    case DType::kF8E4M3: case DType::kF8E5M2: case DType::kF8E8M0: case DType::kI8: case DType::kU8:
-    case DType::kBool: return 1;
+    case DType::kF64:
+    case DType::kI64:
+      return 8;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI16:
+      return 2;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
+    case DType::kF8E8M0:
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool:
+      return 1;
   }
   return 0;
 }
@@ -31,12 +43,18 @@ struct DTypeNames {
   const char* short_name;
 };
 constexpr DTypeNames kNames[] = {
-    {DType::kF64, "F64", "f64"},         {DType::kF32, "F32", "f32"},
-    {DType::kF16, "F16", "f16"},         {DType::kBF16, "BF16", "bf16"},
-    {DType::kF8E4M3, "F8_E4M3", "f8e4m3"}, {DType::kF8E5M2, "F8_E5M2", "f8e5m2"},
-    {DType::kF8E8M0, "F8_E8M0", "f8e8m0"}, {DType::kI64, "I64", "i64"},
-    {DType::kI32, "I32", "i32"},         {DType::kI16, "I16", "i16"},
-    {DType::kI8, "I8", "i8"},            {DType::kU8, "U8", "u8"},
+    {DType::kF64, "F64", "f64"},
+    {DType::kF32, "F32", "f32"},
+    {DType::kF16, "F16", "f16"},
+    {DType::kBF16, "BF16", "bf16"},
+    {DType::kF8E4M3, "F8_E4M3", "f8e4m3"},
+    {DType::kF8E5M2, "F8_E5M2", "f8e5m2"},
+    {DType::kF8E8M0, "F8_E8M0", "f8e8m0"},
+    {DType::kI64, "I64", "i64"},
+    {DType::kI32, "I32", "i32"},
+    {DType::kI16, "I16", "i16"},
+    {DType::kI8, "I8", "i8"},
+    {DType::kU8, "U8", "u8"},
     {DType::kBool, "BOOL", "bool"},
 };
 }  // namespace
@@ -92,7 +110,7 @@ ExactMagnitude magnitude_of_f64_bits(uint64_t abs_bits) {
 // round-half-to-even of m / 2^shift (shift >= 0), exact.
 uint64_t shift_right_rne(uint64_t m, int shift) {
   if (shift == 0) return m;
-  if (shift > 64) return 0;  // m < 2^64 <= half of 2^shift: rounds to 0
+  if (shift > 64) return 0;                          // m < 2^64 <= half of 2^shift: rounds to 0
   if (shift == 64) return m > (1ull << 63) ? 1 : 0;  // tie (m == 2^63) goes to even 0
   uint64_t quotient = m >> shift;
   uint64_t remainder = m & ((1ull << shift) - 1);
@@ -120,9 +138,9 @@ struct MiniFloat {
   int mantissa_bits;
   int min_normal_exp;
   float max_finite;
-  uint32_t max_code;   // magnitude code of max_finite
-  uint32_t sign_bit;   // sign position in the code
-  uint32_t nan_code;   // returned for NaN input
+  uint32_t max_code;  // magnitude code of max_finite
+  uint32_t sign_bit;  // sign position in the code
+  uint32_t nan_code;  // returned for NaN input
 };
 
 constexpr MiniFloat kE4M3{3, -6, 448.0f, 0x7E, 0x80, 0x7F};
@@ -138,13 +156,10 @@ uint8_t minifloat_from_f32(float x, const MiniFloat& f) {
   if (abs_bits > 0x7F800000u) return static_cast<uint8_t>(f.nan_code);
   if (std::fabs(x) > f.max_finite) return static_cast<uint8_t>(sign | f.max_code);
   if (abs_bits == 0) return static_cast<uint8_t>(sign);
-  return static_cast<uint8_t>(sign | round_to_code(magnitude_of_f32_bits(abs_bits), f.mantissa_bits,
-                                                   f.min_normal_exp));
+  return static_cast<uint8_t>(sign | round_to_code(magnitude_of_f32_bits(abs_bits), f.mantissa_bits, f.min_normal_exp));
 }
 
-float quiet_nan_with_sign(bool negative) {
-  return std::bit_cast<float>(negative ? 0xFFC00000u : 0x7FC00000u);
-}
+float quiet_nan_with_sign(bool negative) { return std::bit_cast<float>(negative ? 0xFFC00000u : 0x7FC00000u); }
 
 }  // namespace
 

@@ -21,7 +21,7 @@ void gaussian_block(uint64_t seed, uint64_t block, float out[4]) {
   Philox4x32 r = philox_block(seed, block);
   for (int pair = 0; pair < 2; ++pair) {
     double u1 = (static_cast<double>(r.v[2 * pair]) + 1.0) * kTwoPow32Inv;  // (0, 1]
-    double u2 = static_cast<double>(r.v[2 * pair + 1]) * kTwoPow32Inv;       // [0, 1)
+    double u2 = static_cast<double>(r.v[2 * pair + 1]) * kTwoPow32Inv;      // [0, 1)
     double radius = std::sqrt(-2.0 * std::log(u1));
     double angle = 2.0 * std::numbers::pi * u2;
     out[2 * pair] = static_cast<float>(radius * std::cos(angle));

@@ -5,19 +5,32 @@ namespace vortex {
 
 const char* error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return "ok";
-    case ErrorCode::kInvalidArgument: return "invalid argument";
-    case ErrorCode::kNotFound: return "not found";
-    case ErrorCode::kIo: return "io";
-    case ErrorCode::kFormat: return "format";
-    case ErrorCode::kUnsupported: return "unsupported";
-    case ErrorCode::kOutOfMemory: return "out of memory";
-    case ErrorCode::kCuda: return "cuda";
-    case ErrorCode::kCublas: return "cublas";
-    case ErrorCode::kCudnn: return "cudnn";
-    case ErrorCode::kNccl: return "nccl";
-    case ErrorCode::kInternal: return "internal";
-    case ErrorCode::kCancelled: return "cancelled";
+    case ErrorCode::kOk:
+      return "ok";
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCode::kNotFound:
+      return "not found";
+    case ErrorCode::kIo:
+      return "io";
+    case ErrorCode::kFormat:
+      return "format";
+    case ErrorCode::kUnsupported:
+      return "unsupported";
+    case ErrorCode::kOutOfMemory:
+      return "out of memory";
+    case ErrorCode::kCuda:
+      return "cuda";
+    case ErrorCode::kCublas:
+      return "cublas";
+    case ErrorCode::kCudnn:
+      return "cudnn";
+    case ErrorCode::kNccl:
+      return "nccl";
+    case ErrorCode::kInternal:
+      return "internal";
+    case ErrorCode::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }

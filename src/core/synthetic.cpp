@@ -76,8 +76,8 @@ Status fill_synthetic_host(Tensor& t, uint64_t seed, float scale, float offset, 
       fill_typed<uint8_t>(t, seed, scale, offset, num_threads, [](float v) { return e4m3_from_f32(v); });
       return Status::Ok();
     default:
-      return unsupported("fill_synthetic_host: dtype " + std::string(dtype_short_name(t.dtype())) +
-                         " of " + t.describe() + " is not supported; use f32, bf16 or f8e4m3");
+      return unsupported("fill_synthetic_host: dtype " + std::string(dtype_short_name(t.dtype())) + " of " +
+                         t.describe() + " is not supported; use f32, bf16 or f8e4m3");
   }
 }
 

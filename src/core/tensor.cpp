@@ -54,8 +54,8 @@ Tensor Tensor::zeros(Shape shape, DType dtype) {
   return t;
 }
 
-Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, size_t byte_offset, Shape shape,
-                            DType dtype, Shape strides) {
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, size_t byte_offset, Shape shape, DType dtype,
+                            Shape strides) {
   Tensor t;
   t.storage_ = std::move(storage);
   t.offset_ = byte_offset;
@@ -102,8 +102,7 @@ Result<Tensor> Tensor::as_strided(Shape shape, Shape strides, int64_t element_of
   }
   size_t end = offset_ + static_cast<size_t>(last + 1) * dtype_size(dtype_);
   if (!storage_ || end > storage_->bytes)
-    return invalid_argument("as_strided: view " + shape_to_string(shape) + " runs past the buffer of " +
-                            describe());
+    return invalid_argument("as_strided: view " + shape_to_string(shape) + " runs past the buffer of " + describe());
   Tensor t = *this;
   t.offset_ += static_cast<size_t>(element_offset) * dtype_size(dtype_);
   t.shape_ = std::move(shape);

@@ -20,17 +20,16 @@ inline Status cuda_status(cudaError_t err, const char* call, const char* file, i
 }  // namespace vortex
 
 // Evaluates a cudaError_t expression; on failure returns a kCuda Status from the enclosing function.
-#define VORTEX_CUDA_CHECK(expr)                                                     \
-  do {                                                                              \
-    cudaError_t vortex_cuda_err_ = (expr);                                          \
-    if (vortex_cuda_err_ != cudaSuccess)                                            \
-      return ::vortex::cuda_status(vortex_cuda_err_, #expr, __FILE__, __LINE__);    \
+#define VORTEX_CUDA_CHECK(expr)                                                                                     \
+  do {                                                                                                              \
+    cudaError_t vortex_cuda_err_ = (expr);                                                                          \
+    if (vortex_cuda_err_ != cudaSuccess) return ::vortex::cuda_status(vortex_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: reports launch-configuration errors (and, with a sticky error, earlier faults).
-#define VORTEX_CUDA_LAUNCH_CHECK(kernel_name)                                       \
-  do {                                                                              \
-    cudaError_t vortex_cuda_err_ = cudaGetLastError();                              \
-    if (vortex_cuda_err_ != cudaSuccess)                                            \
+#define VORTEX_CUDA_LAUNCH_CHECK(kernel_name)                                                       \
+  do {                                                                                              \
+    cudaError_t vortex_cuda_err_ = cudaGetLastError();                                              \
+    if (vortex_cuda_err_ != cudaSuccess)                                                            \
       return ::vortex::cuda_status(vortex_cuda_err_, "launch of " kernel_name, __FILE__, __LINE__); \
   } while (0)

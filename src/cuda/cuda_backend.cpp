@@ -26,7 +26,8 @@ constexpr size_t kStagingChunk = size_t{64} << 20;  // pinned staging per transf
 Status expect_dense_host(const Tensor& t, const char* what) {
   if (t.device() != Device::kCpu) return invalid_argument(std::string(what) + " must be a host tensor");
   if (!t.is_contiguous())
-    return invalid_argument(std::string(what) + " " + t.describe() + " must be contiguous (copy the view into a dense tensor first)");
+    return invalid_argument(std::string(what) + " " + t.describe() +
+                            " must be contiguous (copy the view into a dense tensor first)");
   return Status::Ok();
 }
 
@@ -93,7 +94,8 @@ Status CudaBackend::after_op(const char* op, bool force_sync) {
   if (debug_sync_ || force_sync) {
     err = cudaStreamSynchronize(stream_);
     if (err != cudaSuccess)
-      return cuda_status(err, (std::string(op) + " (debug sync: the fault happened in this op)").c_str(), __FILE__, __LINE__);
+      return cuda_status(err, (std::string(op) + " (debug sync: the fault happened in this op)").c_str(), __FILE__,
+                         __LINE__);
   }
   return Status::Ok();
 }
@@ -118,14 +120,16 @@ void CudaBackend::region_begin(std::string_view name) {
     return;
   }
   cudaError_t err = cudaEventRecord(start.value(), stream_);
-  if (err != cudaSuccess && region_error_.ok()) region_error_ = cuda_status(err, "cudaEventRecord(region start)", __FILE__, __LINE__);
+  if (err != cudaSuccess && region_error_.ok())
+    region_error_ = cuda_status(err, "cudaEventRecord(region start)", __FILE__, __LINE__);
   regions_.push_back(Region{std::string(name), start.value(), stop.value()});
 }
 
 void CudaBackend::region_end() {
   if (regions_.empty()) return;
   cudaError_t err = cudaEventRecord(regions_.back().stop, stream_);
-  if (err != cudaSuccess && region_error_.ok()) region_error_ = cuda_status(err, "cudaEventRecord(region stop)", __FILE__, __LINE__);
+  if (err != cudaSuccess && region_error_.ok())
+    region_error_ = cuda_status(err, "cudaEventRecord(region stop)", __FILE__, __LINE__);
 }
 
 Result<std::vector<std::pair<std::string, double>>> CudaBackend::take_regions() {
@@ -138,7 +142,8 @@ Result<std::vector<std::pair<std::string, double>>> CudaBackend::take_regions() 
   for (Region& r : regions) {
     float ms = 0.0f;
     cudaError_t e = cudaEventElapsedTime(&ms, r.start, r.stop);
-    if (e != cudaSuccess && err.ok()) err = cuda_status(e, ("cudaEventElapsedTime(region " + r.name + ")").c_str(), __FILE__, __LINE__);
+    if (e != cudaSuccess && err.ok())
+      err = cuda_status(e, ("cudaEventElapsedTime(region " + r.name + ")").c_str(), __FILE__, __LINE__);
     out.emplace_back(r.name, static_cast<double>(ms));
     free_events_.push_back(r.start);
     free_events_.push_back(r.stop);
@@ -204,7 +209,8 @@ Status CudaBackend::download(const Tensor& src, Tensor& host_dst) {
   VORTEX_RETURN_IF_ERROR(expect_dense_host(host_dst, "download destination"));
   if (src.device() != Device::kCuda) return invalid_argument("download source must be a CUDA tensor");
   if (src.shape() != host_dst.shape() || src.dtype() != host_dst.dtype())
-    return invalid_argument("download: " + src.describe() + " -> " + host_dst.describe() + ": shape and dtype must match");
+    return invalid_argument("download: " + src.describe() + " -> " + host_dst.describe() +
+                            ": shape and dtype must match");
   const size_t es = dtype_size(src.dtype());
   char* out = static_cast<char*>(host_dst.raw_data());
   if (src.is_contiguous()) {
@@ -222,7 +228,8 @@ Status CudaBackend::download(const Tensor& src, Tensor& host_dst) {
   }
   VORTEX_ASSIGN_OR_RETURN(cuda_ops::RowView v, cuda_ops::row_view(src, "download source"));
   const size_t row_bytes = static_cast<size_t>(v.cols) * es;
-  const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kStagingChunk / std::max<size_t>(row_bytes, 1)));
+  const int64_t rows_per_chunk =
+      std::max<int64_t>(1, static_cast<int64_t>(kStagingChunk / std::max<size_t>(row_bytes, 1)));
   VORTEX_RETURN_IF_ERROR(pinned_->reserve(static_cast<size_t>(std::min(rows_per_chunk, v.rows)) * row_bytes));
   for (int64_t r = 0; r < v.rows; r += rows_per_chunk) {
     const int64_t n = std::min(rows_per_chunk, v.rows - r);
@@ -247,7 +254,8 @@ Status CudaBackend::copy(const Tensor& src, Tensor& dst) {
   VORTEX_ASSIGN_OR_RETURN(cuda_ops::RowView d, cuda_ops::row_view(dst, "copy dst"));
   if (s.rows == 0 || s.cols == 0) return Status::Ok();
   const size_t es = dtype_size(src.dtype());
-  VORTEX_CUDA_CHECK(cudaMemcpy2DAsync(d.ptr, d.ld * es, s.ptr, s.ld * es, s.cols * es, s.rows, cudaMemcpyDeviceToDevice, stream_));
+  VORTEX_CUDA_CHECK(
+      cudaMemcpy2DAsync(d.ptr, d.ld * es, s.ptr, s.ld * es, s.cols * es, s.rows, cudaMemcpyDeviceToDevice, stream_));
   return after_op("copy");
 }
 
@@ -293,7 +301,8 @@ Status CudaBackend::quantize_nvfp4(const Tensor& x, const LinearWeight& consumer
                             (x.defined() ? x.describe() : std::string("undefined")));
   const int64_t m = x.dim(0), k = x.dim(1);
   Nvfp4ActivationSlots::Target t;
-  VORTEX_RETURN_IF_ERROR(nvfp4_prepare(Nvfp4ActivationSlots::Role::kLinearInput, m, k, consumer, "nvfp4 linear", t, out));
+  VORTEX_RETURN_IF_ERROR(
+      nvfp4_prepare(Nvfp4ActivationSlots::Role::kLinearInput, m, k, consumer, "nvfp4 linear", t, out));
   if (m == 0) return Status::Ok();
   VORTEX_RETURN_IF_ERROR(
       cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.raw_data()), m, k, x.stride(0), t.g, t.buffers, stream_));
@@ -319,9 +328,9 @@ Status CudaBackend::modulate_quantize(const Tensor& n, const Tensor& table, int 
   const int64_t rows = n.dim(0), d = n.dim(1);
   if (d == 0 || table.dim(1) % d != 0 || table.stride(0) != table.dim(1) || shift_chunk < 0 || scale_chunk < 0 ||
       shift_chunk >= table.dim(1) / d || scale_chunk >= table.dim(1) / d)
-    return invalid_argument("modulate_quantize: table " + table.describe() + " must hold whole rows of chunks of D=" +
-                            std::to_string(d) + " covering chunks " + std::to_string(shift_chunk) + "/" +
-                            std::to_string(scale_chunk));
+    return invalid_argument("modulate_quantize: table " + table.describe() +
+                            " must hold whole rows of chunks of D=" + std::to_string(d) + " covering chunks " +
+                            std::to_string(shift_chunk) + "/" + std::to_string(scale_chunk));
   Nvfp4ActivationSlots::Target t;
   VORTEX_RETURN_IF_ERROR(
       nvfp4_prepare(Nvfp4ActivationSlots::Role::kLinearInput, rows, d, consumer, "modulate_quantize", t, out));
@@ -340,27 +349,31 @@ Status CudaBackend::swiglu_quantize(const Tensor& u, const LinearWeight& consume
                             (u.defined() ? u.describe() : std::string("undefined")));
   const int64_t rows = u.dim(0), f = u.dim(1) / 2;
   Nvfp4ActivationSlots::Target t;
-  VORTEX_RETURN_IF_ERROR(nvfp4_prepare(Nvfp4ActivationSlots::Role::kFfnHidden, rows, f, consumer, "swiglu_quantize", t, out));
+  VORTEX_RETURN_IF_ERROR(
+      nvfp4_prepare(Nvfp4ActivationSlots::Role::kFfnHidden, rows, f, consumer, "swiglu_quantize", t, out));
   if (rows == 0) return Status::Ok();
-  VORTEX_RETURN_IF_ERROR(cuda_ops::nvfp4_quantize_swiglu(static_cast<const uint16_t*>(u.raw_data()), rows, f, u.stride(0),
-                                                         silu_table_.as<uint16_t>(), t.g, t.buffers, stream_));
+  VORTEX_RETURN_IF_ERROR(cuda_ops::nvfp4_quantize_swiglu(static_cast<const uint16_t*>(u.raw_data()), rows, f,
+                                                         u.stride(0), silu_table_.as<uint16_t>(), t.g, t.buffers,
+                                                         stream_));
   return after_op("swiglu_quantize");
 }
 
-Status CudaBackend::linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+Status CudaBackend::linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias,
+                                     Tensor& out) {
   if (x.format != QuantFormat::kNvfp4 || w.format != QuantFormat::kNvfp4)
-    return invalid_argument(std::string("linear_quantized: activation ") + quant_format_name(x.format) + " and weight " +
-                            quant_format_name(w.format) + ": both must be nvfp4");
+    return invalid_argument(std::string("linear_quantized: activation ") + quant_format_name(x.format) +
+                            " and weight " + quant_format_name(w.format) + ": both must be nvfp4");
   if (!nvfp4_slots_ || !nvfp4_gemm_)
     return invalid_argument("linear_quantized: this backend has produced no NVFP4 activation (call a producer first)");
   VORTEX_RETURN_IF_ERROR(nvfp4_slots_->check_current(x, "linear_quantized"));
   if (x.cols != w.in_features)
-    return invalid_argument("linear_quantized: the activation has K=" + std::to_string(x.cols) + ", the weight K=" +
-                            std::to_string(w.in_features));
+    return invalid_argument("linear_quantized: the activation has K=" + std::to_string(x.cols) +
+                            ", the weight K=" + std::to_string(w.in_features));
   if (x.static_global_scale != w.input_scale.defined())
     return invalid_argument(std::string("linear_quantized: the activation was quantized with a ") +
                             (x.static_global_scale ? "static" : "dynamic") + " global scale but the weight " +
-                            (w.input_scale.defined() ? "has" : "has no") + " input_scale: produce it for this consumer");
+                            (w.input_scale.defined() ? "has" : "has no") +
+                            " input_scale: produce it for this consumer");
   if (x.rows == 0) return Status::Ok();
   Nvfp4Operand xo;
   xo.data = static_cast<const uint8_t*>(x.data.raw_data());
@@ -377,7 +390,8 @@ Status CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, T
   return after_op("rms_norm");
 }
 
-Status CudaBackend::modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg) {
+Status CudaBackend::modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk,
+                             const SegmentTable& seg) {
   if (table.ndim() != 2) return invalid_argument("modulate: table must be 2-D [rows, C * D], got " + table.describe());
   VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map, segments_->get(seg, table.dim(0), stream_));
   VORTEX_RETURN_IF_ERROR(cuda_ops::modulate(x, table, shift_chunk, scale_chunk, map, stream_));
@@ -386,9 +400,11 @@ Status CudaBackend::modulate(Tensor& x, const Tensor& table, int shift_chunk, in
 
 Status CudaBackend::rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table,
                                       int shift_chunk, int scale_chunk, const SegmentTable& seg, Tensor& out) {
-  if (table.ndim() != 2) return invalid_argument("rms_norm_modulate: table must be 2-D [rows, C * D], got " + table.describe());
+  if (table.ndim() != 2)
+    return invalid_argument("rms_norm_modulate: table must be 2-D [rows, C * D], got " + table.describe());
   VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map, segments_->get(seg, table.dim(0), stream_));
-  VORTEX_RETURN_IF_ERROR(cuda_ops::rms_norm_modulate(x, weight, eps, table, shift_chunk, scale_chunk, map, out, stream_));
+  VORTEX_RETURN_IF_ERROR(
+      cuda_ops::rms_norm_modulate(x, weight, eps, table, shift_chunk, scale_chunk, map, out, stream_));
   return after_op("rms_norm_modulate");
 }
 
@@ -421,15 +437,16 @@ Status CudaBackend::causal_attention(const Tensor& q, const Tensor& k, const Ten
 
 Status CudaBackend::lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offset, double scale,
                                LoraMergeProgram program) {
-  VORTEX_RETURN_IF_ERROR(cuda_ops::lora_merge(w, a, b, row_offset, scale, program == LoraMergeProgram::kSingleRounding,
-                                              stream_));
+  VORTEX_RETURN_IF_ERROR(
+      cuda_ops::lora_merge(w, a, b, row_offset, scale, program == LoraMergeProgram::kSingleRounding, stream_));
   return after_op("lora_merge");
 }
 
-Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
-                              const ExecOptions& opts) {
-  VORTEX_ASSIGN_OR_RETURN(const AttentionKernel kernel,
-                          select_attention(policy_, opts, AttentionShape{q.defined() ? q.dim(0) : 0, num_heads, head_dim}));
+Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
+                              Tensor& out, const ExecOptions& opts) {
+  VORTEX_ASSIGN_OR_RETURN(
+      const AttentionKernel kernel,
+      select_attention(policy_, opts, AttentionShape{q.defined() ? q.dim(0) : 0, num_heads, head_dim}));
   switch (kernel) {
     case AttentionKernel::kCudnnSdpa: {
 #if defined(VORTEX_CUDA_HAVE_SDPA)
@@ -439,8 +456,9 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
       VORTEX_RETURN_IF_ERROR(sdpa_->run(q, k, v, num_heads, head_dim, out, stream_));
       return after_op("attention(sdpa)", opts.debug_sync);
 #else
-      return unsupported("attention sdpa: this build has no cuDNN SDPA sources (src/cuda/attention/sdpa_sm90.*); "
-                         "rebuild with them listed in src/cuda/CMakeLists.txt");
+      return unsupported(
+          "attention sdpa: this build has no cuDNN SDPA sources (src/cuda/attention/sdpa_sm90.*); "
+          "rebuild with them listed in src/cuda/CMakeLists.txt");
 #endif
     }
     case AttentionKernel::kSage2Wgmma:
@@ -465,7 +483,8 @@ Status CudaBackend::gate_add(Tensor& x, const Tensor& a, const Tensor* table, in
     VORTEX_RETURN_IF_ERROR(cuda_ops::gate_add(x, a, nullptr, 0, nullptr, stream_));
     return after_op("gate_add");
   }
-  if (table->ndim() != 2) return invalid_argument("gate_add: table must be 2-D [rows, C * D], got " + table->describe());
+  if (table->ndim() != 2)
+    return invalid_argument("gate_add: table must be 2-D [rows, C * D], got " + table->describe());
   VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map, segments_->get(seg, table->dim(0), stream_));
   if (fused_gate_add_) {
     VORTEX_RETURN_IF_ERROR(cuda_ops::gate_add(x, a, table, gate_chunk, &map, stream_));

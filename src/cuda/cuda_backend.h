@@ -73,10 +73,11 @@ class CudaBackend : public Backend {
   Status cast(const Tensor& src, Tensor& dst) override;
   // Fused NVFP4 producers (Nvfp4ActivationSlots; see Backend). E0 vs linear()'s own quantization.
   bool has_quantized_producers(QuantFormat format) const override { return format == QuantFormat::kNvfp4; }
-  Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg,
-                           const LinearWeight& consumer, QuantizedActivation& out) override;
+  Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk,
+                           const SegmentTable& seg, const LinearWeight& consumer, QuantizedActivation& out) override;
   Status swiglu_quantize(const Tensor& u, const LinearWeight& consumer, QuantizedActivation& out) override;
-  Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
+  Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias,
+                          Tensor& out) override;
   // Gated residual in the FP8 GEMM epilogue (src/cuda/gate_epilogue.cpp): per-tensor FP8 weights without
   // a static input_scale or LoRA, on sm_90+ (cuBLASLt OUTER_VEC_32F scales).
   bool has_gate_epilogue(const LinearWeight& w) const override;
@@ -160,7 +161,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<Sage2Workspace> sage2_;  // quantized Q/K/V buffers, grown on demand
   std::unique_ptr<Nvfp4Gemm> nvfp4_gemm_;
   std::unique_ptr<Nvfp4ActivationSlots> nvfp4_slots_;  // NVFP4 activation scratch, grown on demand
-  DeviceBuffer silu_table_;  // [65536] bf16 bits, device
+  DeviceBuffer silu_table_;                            // [65536] bf16 bits, device
   bool debug_sync_ = false;
   bool debug_sync_env_ = false;  // VORTEX_DEBUG_SYNC=1 forces synchronization whatever the options say
   bool fused_gate_add_ = false;

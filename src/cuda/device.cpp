@@ -14,8 +14,8 @@ namespace vortex {
 std::string DeviceInfo::describe() const {
   std::ostringstream s;
   s << name << " (sm_" << cc_major << cc_minor << ", " << sm_count << " SMs, "
-    << static_cast<double>(total_global_bytes) / (1024.0 * 1024.0 * 1024.0) << " GiB, L2 "
-    << l2_bytes / (1024 * 1024) << " MiB, driver " << driver_version << ", runtime " << runtime_version << ")";
+    << static_cast<double>(total_global_bytes) / (1024.0 * 1024.0 * 1024.0) << " GiB, L2 " << l2_bytes / (1024 * 1024)
+    << " MiB, driver " << driver_version << ", runtime " << runtime_version << ")";
   return s.str();
 }
 
@@ -24,8 +24,8 @@ Result<DeviceInfo> query_device(int ordinal) {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return unsupported(std::string("no CUDA device: cudaGetDeviceCount returned ") + cudaGetErrorName(err) +
-                       " (" + cudaGetErrorString(err) + "); use --backend cpu or run on a machine with an NVIDIA GPU");
+    return unsupported(std::string("no CUDA device: cudaGetDeviceCount returned ") + cudaGetErrorName(err) + " (" +
+                       cudaGetErrorString(err) + "); use --backend cpu or run on a machine with an NVIDIA GPU");
   }
   if (count <= ordinal)
     return unsupported("no CUDA device: " + std::to_string(count) + " device(s) visible, ordinal " +

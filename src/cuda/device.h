@@ -1,7 +1,7 @@
-// CUDA device runtime: device context (properties, arch facts, stream), a caching device allocator (size-bucketed free lists, current/peak bytes) and
-// pinned host staging buffers for uploads/downloads. Everything returns Status; nothing exits.
-// Single-stream model: memory returned to the cache is reused by later work on the same stream, so
-// no cross-stream events are needed. Tested in tests/cuda/device_test.cpp (GPU label, skips visibly).
+// CUDA device runtime: device context (properties, arch facts, stream), a caching device allocator (size-bucketed free
+// lists, current/peak bytes) and pinned host staging buffers for uploads/downloads. Everything returns Status; nothing
+// exits. Single-stream model: memory returned to the cache is reused by later work on the same stream, so no
+// cross-stream events are needed. Tested in tests/cuda/device_test.cpp (GPU label, skips visibly).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -65,7 +65,7 @@ class CachingAllocator final : public DeviceMemoryResource {
   // then kOutOfMemory with the sizes involved.
   Result<void*> allocate(size_t bytes) override;
   void release(void* ptr, size_t bytes) override;  // back to the free list of its bucket
-  Status empty_cache();                   // cudaFree every cached block
+  Status empty_cache();                            // cudaFree every cached block
   AllocatorStats stats() const;
   void reset_peak();
 

@@ -26,8 +26,10 @@ bool CudaBackend::has_gate_epilogue(const LinearWeight& w) const {
 Status CudaBackend::linear_gate_residual(const Tensor& a, const LinearWeight& w, Tensor& x, const Tensor& table,
                                          int gate_chunk, const SegmentTable& seg) {
   if (!has_gate_epilogue(w))
-    return invalid_argument("linear_gate_residual: needs a per-tensor fp8_scaled weight without input_scale or LoRA "
-                            "on sm_90+; got " + std::string(quant_format_name(w.format)) + " " + w.weight.describe());
+    return invalid_argument(
+        "linear_gate_residual: needs a per-tensor fp8_scaled weight without input_scale or LoRA "
+        "on sm_90+; got " +
+        std::string(quant_format_name(w.format)) + " " + w.weight.describe());
   auto matrix = [](const Tensor& t, const char* name) -> Status {
     if (!t.defined() || t.device() != Device::kCuda || t.ndim() != 2 || t.dtype() != DType::kBF16 || t.stride(1) != 1)
       return invalid_argument(std::string("linear_gate_residual: ") + name +
@@ -50,17 +52,19 @@ Status CudaBackend::linear_gate_residual(const Tensor& a, const LinearWeight& w,
                             table.describe() + " of hidden size " + std::to_string(n));
   // Per-row quantizer and cuBLASLt FP8: 16-byte rows and pointers, K % 16 (checked again where used).
   if (k % 16 || lda % 16 || n % 8 || ldx % 8 || !aligned16(a.raw_data()) || !aligned16(x.raw_data()))
-    return invalid_argument("linear_gate_residual: needs K and a's row stride multiples of 16, N and x's row stride "
-                            "multiples of 8 and 16-byte aligned a and x; got a " + a.describe() + ", x " + x.describe());
+    return invalid_argument(
+        "linear_gate_residual: needs K and a's row stride multiples of 16, N and x's row stride "
+        "multiples of 8 and 16-byte aligned a and x; got a " +
+        a.describe() + ", x " + x.describe());
   VORTEX_RETURN_IF_ERROR(seg.validate(table.dim(0)));
   if (!gemm_) {
     VORTEX_ASSIGN_OR_RETURN(gemm_, GemmEngine::create());
   }
   const int64_t nseg = static_cast<int64_t>(seg.segments.size());
   // Scratch: q [S, K] e4m3 | per-row scales, each segment's run starting 16-byte aligned | w scales [nseg, N].
-  VORTEX_ASSIGN_OR_RETURN(Tensor q, alloc({s, k}, DType::kF8E4M3));                 // [S, K] e4m3
-  VORTEX_ASSIGN_OR_RETURN(Tensor a_scale, alloc({s + 4 * nseg}, DType::kF32));      // [S + 4 nseg] f32
-  VORTEX_ASSIGN_OR_RETURN(Tensor w_scale, alloc({nseg, n}, DType::kF32));           // [nseg, N] f32
+  VORTEX_ASSIGN_OR_RETURN(Tensor q, alloc({s, k}, DType::kF8E4M3));             // [S, K] e4m3
+  VORTEX_ASSIGN_OR_RETURN(Tensor a_scale, alloc({s + 4 * nseg}, DType::kF32));  // [S + 4 nseg] f32
+  VORTEX_ASSIGN_OR_RETURN(Tensor w_scale, alloc({nseg, n}, DType::kF32));       // [nseg, N] f32
   char* qp = static_cast<char*>(q.raw_data());
   float* asp = static_cast<float*>(a_scale.raw_data());
   float* wsp = static_cast<float*>(w_scale.raw_data());
@@ -71,11 +75,11 @@ Status CudaBackend::linear_gate_residual(const Tensor& a, const LinearWeight& w,
   for (int64_t i = 0; i < nseg; ++i) {
     const Segment& sg = seg.segments[static_cast<size_t>(i)];
     const int64_t rows = sg.stop - sg.start;
-    VORTEX_RETURN_IF_ERROR(quantize_fp8_per_row(ap + sg.start * lda * 2, rows, k, lda, qp + sg.start * k,
-                                                asp + scale_offset, stream_));
+    VORTEX_RETURN_IF_ERROR(
+        quantize_fp8_per_row(ap + sg.start * lda * 2, rows, k, lda, qp + sg.start * k, asp + scale_offset, stream_));
     const char* gate = tp + (static_cast<int64_t>(sg.table_row) * table.stride(0) + gate_chunk * n) * 2;
-    VORTEX_RETURN_IF_ERROR(fp8_gate_scale_vector(static_cast<const float*>(w.weight_scale.raw_data()), gate, n,
-                                                 wsp + i * n, stream_));
+    VORTEX_RETURN_IF_ERROR(
+        fp8_gate_scale_vector(static_cast<const float*>(w.weight_scale.raw_data()), gate, n, wsp + i * n, stream_));
     GemmCall call;
     call.precision = GemmPrecision::kFp8RowScaled;
     call.m = rows;
@@ -90,7 +94,8 @@ Status CudaBackend::linear_gate_residual(const Tensor& a, const LinearWeight& w,
     call.x_scale = asp + scale_offset;
     call.w_scale = wsp + i * n;
     call.accumulate = true;  // x += ..., in place
-    VORTEX_RETURN_IF_ERROR(gemm_->gemm(call, stream_).with_context("linear_gate_residual segment " + std::to_string(i)));
+    VORTEX_RETURN_IF_ERROR(
+        gemm_->gemm(call, stream_).with_context("linear_gate_residual segment " + std::to_string(i)));
     scale_offset += (rows + 3) / 4 * 4;
   }
   return after_op("linear_gate_residual");

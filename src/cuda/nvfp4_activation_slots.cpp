@@ -38,7 +38,7 @@ Status Nvfp4ActivationSlots::prepare(Role role, int64_t rows, int64_t cols, cons
   }
   sl.generation = ++producer_calls_;
   char* base = static_cast<char*>(sl.scratch);
-  target.buffers.data = reinterpret_cast<uint8_t*>(base);                // [M16, K16/2] e2m1 pairs
+  target.buffers.data = reinterpret_cast<uint8_t*>(base);                 // [M16, K16/2] e2m1 pairs
   target.buffers.scales = reinterpret_cast<uint8_t*>(base + data_bytes);  // [M128, C4] e4m3, 128x4 tiles
   target.g = cuda_ops::Nvfp4GlobalScale{};
   target.g.g = reinterpret_cast<float*>(base + data_bytes + scale_bytes);

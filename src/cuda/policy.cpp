@@ -13,8 +13,8 @@ const std::vector<ArchPolicy>& policy_table() {
   static const std::vector<ArchPolicy> kTable = {
       // sm90 (H100/H200): gate PASS (blocks 0/24/49, 1-, 2- and 12-step identical), block-24 A/B 0.9966 (fused
       // faster); fused NVFP4 producers: gate PASS (gate.jsonl row 3), bench ab p50 1.0006 (speed-neutral, identical).
-      {GpuArch::kSm90, true, true, true, AttentionKind::kSdpa, Precision::kBf16, Nvfp4Fc2::kW4A4,
-       Sage2Kernel::kWgmma, true, Nvfp4GemmPath::kEmulatedBf16,
+      {GpuArch::kSm90, true, true, true, AttentionKind::kSdpa, Precision::kBf16, Nvfp4Fc2::kW4A4, Sage2Kernel::kWgmma,
+       true, Nvfp4GemmPath::kEmulatedBf16,
        "benchmarks/2026-11-29-h200-gate.jsonl, benchmarks/2026-11-29-h200-bench-ab.jsonl",
        "sage2 runs the wgmma mainloop (bench/sage2_bench.cpp: both mainloops, cuDNN in the same run); NVFP4 through "
        "the exact BF16 emulation (no FP4 tensor cores)"},
@@ -64,7 +64,8 @@ DevicePolicy make_device_policy(const std::string& device_name, int cc_major, in
   d.cc_minor = cc_minor;
   d.device_arch = arch_facts(cc_major, cc_minor).arch;
   GpuArch own = d.device_arch;
-  if (own == GpuArch::kUnknown) own = cc_major == 10 ? GpuArch::kSm100 : cc_major >= 12 ? GpuArch::kSm120 : GpuArch::kSm90;
+  if (own == GpuArch::kUnknown)
+    own = cc_major == 10 ? GpuArch::kSm100 : cc_major >= 12 ? GpuArch::kSm120 : GpuArch::kSm90;
   d.forced = forced != GpuArch::kUnknown && forced != d.device_arch;
   d.policy_arch = forced != GpuArch::kUnknown ? forced : own;
   return d;
@@ -82,16 +83,20 @@ Result<GpuArch> policy_from_env() {
 namespace {
 std::string policy_label(const DevicePolicy& d) {
   std::string s = std::string(gpu_arch_name(d.policy_arch)) + " policy";
-  if (d.forced) s += " (forced on " + d.device_name + ", sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor) + ")";
+  if (d.forced)
+    s += " (forced on " + d.device_name + ", sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor) + ")";
   return s;
 }
 }  // namespace
 
 const char* attention_kernel_name(AttentionKernel k) {
   switch (k) {
-    case AttentionKernel::kCudnnSdpa: return "cudnn_sdpa";
-    case AttentionKernel::kSage2Wgmma: return "sage2_wgmma";
-    case AttentionKernel::kSage2MmaSync: return "sage2_mma_sync";
+    case AttentionKernel::kCudnnSdpa:
+      return "cudnn_sdpa";
+    case AttentionKernel::kSage2Wgmma:
+      return "sage2_wgmma";
+    case AttentionKernel::kSage2MmaSync:
+      return "sage2_mma_sync";
   }
   return "?";
 }
@@ -99,9 +104,9 @@ const char* attention_kernel_name(AttentionKernel k) {
 Result<AttentionKernel> select_attention(const DevicePolicy& device, const ExecOptions& options,
                                          const AttentionShape& shape) {
   if (shape.heads <= 0 || shape.head_dim <= 0 || shape.seq < 0)
-    return invalid_argument("attention: heads and head_dim must be positive and seq >= 0, got heads=" +
-                            std::to_string(shape.heads) + " head_dim=" + std::to_string(shape.head_dim) +
-                            " seq=" + std::to_string(shape.seq));
+    return invalid_argument(
+        "attention: heads and head_dim must be positive and seq >= 0, got heads=" + std::to_string(shape.heads) +
+        " head_dim=" + std::to_string(shape.head_dim) + " seq=" + std::to_string(shape.seq));
   if (options.attention == AttentionKind::kSdpa) return AttentionKernel::kCudnnSdpa;
   // kSage2
   if (shape.head_dim != 128)
@@ -114,8 +119,10 @@ Result<AttentionKernel> select_attention(const DevicePolicy& device, const ExecO
         return unsupported("attention sage2 under the " + policy_label(device) +
                            ": the wgmma mainloop needs an sm_90 device and a build with 90a in VORTEX_CUDA_ARCHS");
       return AttentionKernel::kSage2Wgmma;
-    case Sage2Kernel::kMmaSync: return AttentionKernel::kSage2MmaSync;
-    case Sage2Kernel::kNone: break;
+    case Sage2Kernel::kMmaSync:
+      return AttentionKernel::kSage2MmaSync;
+    case Sage2Kernel::kNone:
+      break;
   }
   return unsupported("attention sage2 is not offered under the " + policy_label(device) +
                      " (src/cuda/policy.cpp); use --attention sdpa");
@@ -124,7 +131,8 @@ Result<AttentionKernel> select_attention(const DevicePolicy& device, const ExecO
 Result<GemmPath> select_gemm(const DevicePolicy& device, Precision precision) {
   switch (precision) {
     case Precision::kBf16:
-    case Precision::kNvfp4WeightOnly: return GemmPath::kCublasLtBf16;
+    case Precision::kNvfp4WeightOnly:
+      return GemmPath::kCublasLtBf16;
     case Precision::kFp8:
       if (!arch_policy(device.policy_arch).fp8_gemm)
         return unsupported("precision fp8 is not offered under the " + policy_label(device));

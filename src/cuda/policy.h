@@ -23,7 +23,7 @@ namespace vortex {
 
 // The device the backend runs on and the architecture whose policy row it follows.
 struct DevicePolicy {
-  std::string device_name;      // "NVIDIA H200"
+  std::string device_name;  // "NVIDIA H200"
   int cc_major = 0, cc_minor = 0;
   GpuArch device_arch = GpuArch::kUnknown;  // arch_facts(cc).arch
   GpuArch policy_arch = GpuArch::kUnknown;  // == device_arch unless forced
@@ -48,10 +48,10 @@ struct ArchPolicy {
   Precision precision;
   Nvfp4Fc2 nvfp4_fc2;
   // What the arch offers when switched on.
-  Sage2Kernel sage2;          // attention = sage2 (opt-in everywhere: E2)
-  bool fp8_gemm;              // precision fp8 through cuBLASLt FP8
-  Nvfp4GemmPath nvfp4_gemm;   // precision nvfp4: cuBLASLt FP4 or the exact BF16 emulation
-  const char* evidence;       // comma-separated files under benchmarks/ behind the non-eager defaults ("" = none)
+  Sage2Kernel sage2;         // attention = sage2 (opt-in everywhere: E2)
+  bool fp8_gemm;             // precision fp8 through cuBLASLt FP8
+  Nvfp4GemmPath nvfp4_gemm;  // precision nvfp4: cuBLASLt FP4 or the exact BF16 emulation
+  const char* evidence;      // comma-separated files under benchmarks/ behind the non-eager defaults ("" = none)
   const char* note;
 };
 const std::vector<ArchPolicy>& policy_table();

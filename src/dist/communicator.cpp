@@ -3,16 +3,15 @@
 
 namespace vortex {
 
-Span even_split(int64_t total, int size, int r) {
-  return {total * r / size, total * (r + 1) / size};
-}
+Span even_split(int64_t total, int size, int r) { return {total * r / size, total * (r + 1) / size}; }
 
 Status check_comm_tensor(const Tensor& t, Device device, std::string_view what) {
   if (!t.defined()) return invalid_argument(std::string(what) + ": undefined tensor");
   if (t.device() != device)
-    return invalid_argument(std::string(what) + ": tensor on " + device_name(t.device()) + ", the communicator works on " +
-                            device_name(device));
-  if (!t.is_contiguous()) return invalid_argument(std::string(what) + ": tensor " + t.describe() + " is not contiguous");
+    return invalid_argument(std::string(what) + ": tensor on " + device_name(t.device()) +
+                            ", the communicator works on " + device_name(device));
+  if (!t.is_contiguous())
+    return invalid_argument(std::string(what) + ": tensor " + t.describe() + " is not contiguous");
   return Status::Ok();
 }
 

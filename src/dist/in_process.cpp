@@ -32,7 +32,8 @@ class InProcessCommunicator final : public Communicator {
     return world_.exchange(rank_, {"all_gather", seq_++, &sends, &recv});
   }
   Status broadcast(const Tensor& buf, int root) override {
-    if (root < 0 || root >= size()) return invalid_argument("broadcast: root " + std::to_string(root) + " outside the world");
+    if (root < 0 || root >= size())
+      return invalid_argument("broadcast: root " + std::to_string(root) + " outside the world");
     VORTEX_RETURN_IF_ERROR(check_comm_tensor(buf, world_.memory().device, "broadcast"));
     const size_t n = static_cast<size_t>(size());
     // The root sends `buf` to everyone; every rank receives only from the root (empty chunks elsewhere).
@@ -57,7 +58,11 @@ std::string collective_name(const InProcessWorld::Post& p) { return p.kind + " #
 }  // namespace
 
 InProcessWorld::InProcessWorld(int size, CommOptions options, InProcessMemory memory)
-    : size_(size), options_(options), memory_(std::move(memory)), present_(static_cast<size_t>(size), 0), posts_(static_cast<size_t>(size)) {}
+    : size_(size),
+      options_(options),
+      memory_(std::move(memory)),
+      present_(static_cast<size_t>(size), 0),
+      posts_(static_cast<size_t>(size)) {}
 
 std::unique_ptr<Communicator> InProcessWorld::communicator(int r) {
   return std::make_unique<InProcessCommunicator>(*this, r);
@@ -122,13 +127,15 @@ Status InProcessWorld::exchange(int r, const Post& post) {
       const Tensor& dst = (*post.recv)[static_cast<size_t>(j)];
       const Tensor& src = (*posts[static_cast<size_t>(j)].send)[static_cast<size_t>(r)];
       if (src.nbytes() != dst.nbytes()) {
-        st = invalid_argument(what + ": rank " + std::to_string(j) + " sends " + std::to_string(src.nbytes()) +
-                              " bytes to rank " + std::to_string(r) + ", which expects " + std::to_string(dst.nbytes()));
+        st =
+            invalid_argument(what + ": rank " + std::to_string(j) + " sends " + std::to_string(src.nbytes()) +
+                             " bytes to rank " + std::to_string(r) + ", which expects " + std::to_string(dst.nbytes()));
         break;
       }
       if (dst.nbytes() == 0) continue;
       if (memory_.copy) {
-        st = memory_.copy(dst.raw_data(), src.raw_data(), dst.nbytes()).with_context(what + ": copy from rank " + std::to_string(j));
+        st = memory_.copy(dst.raw_data(), src.raw_data(), dst.nbytes())
+                 .with_context(what + ": copy from rank " + std::to_string(j));
       } else {
         std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
       }

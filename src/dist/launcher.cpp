@@ -41,8 +41,9 @@ std::vector<std::string> split_list(const std::string& s) {
 
 std::string describe_exit(int status) {
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                  strsignal(WTERMSIG(status)) + ")";
+  if (WIFSIGNALED(status))
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
   return "stopped (status " + std::to_string(status) + ")";
 }
 
@@ -65,8 +66,9 @@ Result<std::optional<RankEnv>> rank_env_from_environment() {
   }
   auto rdv = env("VORTEX_RENDEZVOUS");
   if (!rdv)
-    return invalid_argument("VORTEX_RENDEZVOUS is not set: every rank needs the path of the file through which rank 0 "
-                            "publishes the NCCL unique id (a fresh path on a file system all ranks see)");
+    return invalid_argument(
+        "VORTEX_RENDEZVOUS is not set: every rank needs the path of the file through which rank 0 "
+        "publishes the NCCL unique id (a fresh path on a file system all ranks see)");
   e.rendezvous = *rdv;
   return std::optional<RankEnv>(e);
 }
@@ -78,7 +80,8 @@ Result<LaunchResult> launch_ranks(const LaunchOptions& o) {
   bool own_dir = false;
   if (dir.empty()) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "vortex-ranks-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) return io_error(std::string("cannot create the rendezvous folder: ") + std::strerror(errno));
+    if (!::mkdtemp(tmpl.data()))
+      return io_error(std::string("cannot create the rendezvous folder: ") + std::strerror(errno));
     dir = tmpl;
     own_dir = true;
   }
@@ -127,7 +130,8 @@ Result<LaunchResult> launch_ranks(const LaunchOptions& o) {
       ::setenv("VORTEX_WORLD_SIZE", std::to_string(o.world).c_str(), 1);
       ::setenv("LOCAL_RANK", "0", 1);  // each rank sees exactly one device, its own
       ::setenv("VORTEX_RENDEZVOUS", rendezvous.c_str(), 1);
-      ::setenv("CUDA_VISIBLE_DEVICES", devices.empty() ? std::to_string(r).c_str() : devices[static_cast<size_t>(r)].c_str(), 1);
+      ::setenv("CUDA_VISIBLE_DEVICES",
+               devices.empty() ? std::to_string(r).c_str() : devices[static_cast<size_t>(r)].c_str(), 1);
       std::vector<char*> args;
       for (const std::string& a : o.argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);

@@ -35,7 +35,8 @@ struct NcclApi {
   ncclResult_t (*Send)(const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*Recv)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*Broadcast)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
-  ncclResult_t (*AllReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*AllReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                            cudaStream_t) = nullptr;
 };
 
 NcclApi g_api;
@@ -58,18 +59,21 @@ Status load_library() {
                        "on LD_LIBRARY_PATH, or set VORTEX_NCCL_LIBRARY to libnccl.so.2's path");
   bool ok = resolve(lib, "ncclGetVersion", g_api.GetVersion) && resolve(lib, "ncclGetUniqueId", g_api.GetUniqueId) &&
             resolve(lib, "ncclCommInitRankConfig", g_api.CommInitRankConfig) &&
-            resolve(lib, "ncclCommFinalize", g_api.CommFinalize) && resolve(lib, "ncclCommDestroy", g_api.CommDestroy) &&
-            resolve(lib, "ncclCommAbort", g_api.CommAbort) &&
+            resolve(lib, "ncclCommFinalize", g_api.CommFinalize) &&
+            resolve(lib, "ncclCommDestroy", g_api.CommDestroy) && resolve(lib, "ncclCommAbort", g_api.CommAbort) &&
             resolve(lib, "ncclCommGetAsyncError", g_api.CommGetAsyncError) &&
-            resolve(lib, "ncclGetErrorString", g_api.GetErrorString) && resolve(lib, "ncclGetLastError", g_api.GetLastError) &&
-            resolve(lib, "ncclGroupStart", g_api.GroupStart) && resolve(lib, "ncclGroupEnd", g_api.GroupEnd) &&
-            resolve(lib, "ncclSend", g_api.Send) && resolve(lib, "ncclRecv", g_api.Recv) &&
-            resolve(lib, "ncclBroadcast", g_api.Broadcast) && resolve(lib, "ncclAllReduce", g_api.AllReduce);
-  if (!ok) return unsupported(path + " lacks an NCCL entry point Vortex needs (" + dlerror() + "); NCCL >= 2.18 is required");
+            resolve(lib, "ncclGetErrorString", g_api.GetErrorString) &&
+            resolve(lib, "ncclGetLastError", g_api.GetLastError) && resolve(lib, "ncclGroupStart", g_api.GroupStart) &&
+            resolve(lib, "ncclGroupEnd", g_api.GroupEnd) && resolve(lib, "ncclSend", g_api.Send) &&
+            resolve(lib, "ncclRecv", g_api.Recv) && resolve(lib, "ncclBroadcast", g_api.Broadcast) &&
+            resolve(lib, "ncclAllReduce", g_api.AllReduce);
+  if (!ok)
+    return unsupported(path + " lacks an NCCL entry point Vortex needs (" + dlerror() + "); NCCL >= 2.18 is required");
   int version = 0;
   if (g_api.GetVersion(&version) != ncclSuccess) return Status(ErrorCode::kNccl, "ncclGetVersion failed");
   if (version < 21800)
-    return unsupported("NCCL " + std::to_string(version) + " is too old: Vortex needs >= 2.18 (ncclCommFinalize, "
+    return unsupported("NCCL " + std::to_string(version) +
+                       " is too old: Vortex needs >= 2.18 (ncclCommFinalize, "
                        "non-blocking communicators)");
   return Status::Ok();
 }
@@ -84,11 +88,11 @@ Status nccl_error(ncclResult_t r, const char* call, ncclComm_t comm = nullptr) {
 }
 
 // In non-blocking mode a call may answer ncclInProgress: that is not an error.
-#define VORTEX_NCCL_CALL(expr, comm)                                                       \
-  do {                                                                                     \
-    ncclResult_t vortex_nccl_r_ = (expr);                                                  \
-    if (vortex_nccl_r_ != ncclSuccess && vortex_nccl_r_ != ncclInProgress)                 \
-      return nccl_error(vortex_nccl_r_, #expr, comm);                                      \
+#define VORTEX_NCCL_CALL(expr, comm)                                       \
+  do {                                                                     \
+    ncclResult_t vortex_nccl_r_ = (expr);                                  \
+    if (vortex_nccl_r_ != ncclSuccess && vortex_nccl_r_ != ncclInProgress) \
+      return nccl_error(vortex_nccl_r_, #expr, comm);                      \
   } while (0)
 
 class NcclCommunicator final : public Communicator {
@@ -142,11 +146,13 @@ class NcclCommunicator final : public Communicator {
     return exchange("all_gather", std::vector<Tensor>(n, send), recv);  // uneven sizes: grouped send/recv
   }
   Status broadcast(const Tensor& buf, int root) override {
-    if (root < 0 || root >= size_) return invalid_argument("broadcast: root " + std::to_string(root) + " outside the world");
+    if (root < 0 || root >= size_)
+      return invalid_argument("broadcast: root " + std::to_string(root) + " outside the world");
     VORTEX_RETURN_IF_ERROR(check_comm_tensor(buf, Device::kCuda, "broadcast"));
     VORTEX_RETURN_IF_ERROR(usable("broadcast"));
     const uint64_t seq = seq_++;
-    VORTEX_NCCL_CALL(g_api.Broadcast(buf.raw_data(), buf.raw_data(), buf.nbytes(), ncclChar, root, comm_, stream_), comm_);
+    VORTEX_NCCL_CALL(g_api.Broadcast(buf.raw_data(), buf.raw_data(), buf.nbytes(), ncclChar, root, comm_, stream_),
+                     comm_);
     return wait("broadcast #" + std::to_string(seq));
   }
   Status barrier() override {
@@ -188,8 +194,9 @@ class NcclCommunicator final : public Communicator {
     if (comm_ && !aborted_) g_api.CommAbort(comm_);
     aborted_ = true;
     abort_reason_ = what + ": " + st.message();
-    return Status(ErrorCode::kNccl, "rank " + std::to_string(rank_) + ": " + abort_reason_ +
-                                        "; a peer rank died, hung or called another collective; the communicator is aborted");
+    return Status(ErrorCode::kNccl,
+                  "rank " + std::to_string(rank_) + ": " + abort_reason_ +
+                      "; a peer rank died, hung or called another collective; the communicator is aborted");
   }
 
   // Waits for the work just enqueued on stream_ with the deadline, watching for asynchronous errors.
@@ -208,8 +215,8 @@ class NcclCommunicator final : public Communicator {
       if (r != ncclSuccess) return fail(what, nccl_error(r, "ncclCommGetAsyncError", comm_));
       if (state != ncclSuccess && state != ncclInProgress) return fail(what, nccl_error(state, "NCCL", comm_));
       if (std::chrono::steady_clock::now() > deadline)
-        return fail(what, Status(ErrorCode::kNccl, "timed out after " +
-                                                       std::to_string(options_.timeout.count() / 1000.0) + " s"));
+        return fail(what, Status(ErrorCode::kNccl,
+                                 "timed out after " + std::to_string(options_.timeout.count() / 1000.0) + " s"));
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }

@@ -32,7 +32,8 @@ Status publish_rendezvous(const std::string& path, const std::string& bytes) {
   return Status::Ok();
 }
 
-Result<std::string> await_rendezvous(const std::string& path, size_t expected_bytes, std::chrono::milliseconds timeout) {
+Result<std::string> await_rendezvous(const std::string& path, size_t expected_bytes,
+                                     std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     std::ifstream in(path, std::ios::binary);

@@ -27,11 +27,12 @@ Result<std::unique_ptr<Backend>> make_backend(std::string_view name, int threads
   if (threads > max_cpu_threads()) {
     return invalid_argument("--threads " + std::to_string(threads) + " is more than " +
                             std::to_string(kMaxThreadsPerCore) + "x this machine's " +
-                            std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
-                            " cores; use at most " + std::to_string(max_cpu_threads()) + " (0 = all cores)");
+                            std::to_string(std::max(1u, std::thread::hardware_concurrency())) + " cores; use at most " +
+                            std::to_string(max_cpu_threads()) + " (0 = all cores)");
   }
   if (name == "cpu") {
-    if (device != 0) return invalid_argument("--device " + std::to_string(device) + " names a GPU; the cpu backend has none");
+    if (device != 0)
+      return invalid_argument("--device " + std::to_string(device) + " names a GPU; the cpu backend has none");
     try {
       return make_cpu_backend(threads);
     } catch (const std::system_error& e) {
@@ -39,12 +40,15 @@ Result<std::unique_ptr<Backend>> make_backend(std::string_view name, int threads
                                               e.what() + "); use fewer --threads");
     }
   }
-  if (device < 0) return invalid_argument("--device must be >= 0 (a CUDA device ordinal), got " + std::to_string(device));
+  if (device < 0)
+    return invalid_argument("--device must be >= 0 (a CUDA device ordinal), got " + std::to_string(device));
   if (name == "cuda") {
 #if defined(VORTEX_REGISTRY_HAS_CUDA)
     return make_cuda_backend(device);
 #elif defined(VORTEX_WITH_CUDA)
-    return unsupported("this build has the CUDA toolchain but no CUDA backend yet (src/cuda/cuda_backend.h is missing); use --backend cpu");
+    return unsupported(
+        "this build has the CUDA toolchain but no CUDA backend yet (src/cuda/cuda_backend.h is missing); use --backend "
+        "cpu");
 #else
     return unsupported("this build has no CUDA backend (rebuild with nvcc present); use --backend cpu");
 #endif

@@ -42,7 +42,8 @@ Result<double> timed_block(Workload& w, int index, Tensor& x, const StepTables& 
 
 Result<BlockInput> make_block_input(Workload& w, int block, int sampler_steps) {
   if (block < 0 || block >= w.cfg.num_layers)
-    return invalid_argument("block " + std::to_string(block) + " outside [0, " + std::to_string(w.cfg.num_layers) + ")");
+    return invalid_argument("block " + std::to_string(block) + " outside [0, " + std::to_string(w.cfg.num_layers) +
+                            ")");
   VORTEX_ASSIGN_OR_RETURN(auto sigmas, second_step_sigmas(w, sampler_steps));
   BlockInput in;
   VORTEX_ASSIGN_OR_RETURN(in.tables, w.model->make_step_tables(sigmas.first, sigmas.second));
@@ -88,7 +89,8 @@ Result<std::vector<nlohmann::json>> bench_block(Workload& w, const BenchOptions&
   refresh_clocks(env);
   Percentiles tp = percentiles(totals);
   nlohmann::json components = nlohmann::json::array();
-  std::printf("\nblock %d  (%s, %s)\n", o.block, workload_name(w).c_str(), describe_switches(w.model->options()).c_str());
+  std::printf("\nblock %d  (%s, %s)\n", o.block, workload_name(w).c_str(),
+              describe_switches(w.model->options()).c_str());
   std::printf("%-16s %10s %10s %10s %7s\n", "component", "p10 ms", "p50 ms", "p90 ms", "share");
   for (const auto& n : order) {
     Percentiles p = percentiles(comp[n]);
@@ -173,8 +175,8 @@ Result<std::vector<nlohmann::json>> bench_run(Workload& w, const BenchOptions& o
   refresh_clocks(env);
   Percentiles p = percentiles(step_ms);
   std::printf("\nrun (%s, %d steps, %s): total %.2f s, per step p50 %.1f ms, peak memory %.2f GB\n",
-              workload_name(w).c_str(), spec.steps, describe_switches(w.model->options()).c_str(), total / 1000.0, p.p50,
-              static_cast<double>(be.memory_peak()) / 1e9);
+              workload_name(w).c_str(), spec.steps, describe_switches(w.model->options()).c_str(), total / 1000.0,
+              p.p50, static_cast<double>(be.memory_peak()) / 1e9);
   nlohmann::json extra = {{"steps", spec.steps},
                           {"total_ms", total},
                           {"step_ms", step_ms},
@@ -209,9 +211,11 @@ Result<std::vector<nlohmann::json>> bench_ab(Workload& w, const BenchOptions& o,
   w.model->options() = base;
   refresh_clocks(env);
   Percentiles pa = percentiles(ta), pb = percentiles(tb), pr = percentiles(ratio);
-  std::printf("\nab block %d (%s)\n  A [%s]: p50 %.3f ms\n  B [%s]: p50 %.3f ms\n  B/A per-pair ratio: p10 %.4f p50 %.4f p90 %.4f (n=%d)\n",
-              o.block, workload_name(w).c_str(), describe_switches(a).c_str(), pa.p50, describe_switches(b).c_str(), pb.p50,
-              pr.p10, pr.p50, pr.p90, pr.n);
+  std::printf(
+      "\nab block %d (%s)\n  A [%s]: p50 %.3f ms\n  B [%s]: p50 %.3f ms\n  B/A per-pair ratio: p10 %.4f p50 %.4f p90 "
+      "%.4f (n=%d)\n",
+      o.block, workload_name(w).c_str(), describe_switches(a).c_str(), pa.p50, describe_switches(b).c_str(), pb.p50,
+      pr.p10, pr.p50, pr.p90, pr.n);
   std::string wl = "ab block " + std::to_string(o.block) + " " + workload_name(w);
   // ratio: the median of per-pair B/A ratios (alternating pairs cancel clock drift between A and B).
   const EvidenceBaseline baseline{"vortex " + std::string(be.name()) + " A: " + describe_switches(a), pa.p50, pr.p50};
@@ -219,8 +223,8 @@ Result<std::vector<nlohmann::json>> bench_ab(Workload& w, const BenchOptions& o,
                             {"ratio_p10", pr.p10},
                             {"ratio_p90", pr.p90},
                             {"check", "alternating A,B pairs in one process; E0 checked by `vortex gate`"}};
-  return std::vector<nlohmann::json>{evidence_row(env, wl, "vortex " + std::string(be.name()) + " B", describe_switches(b), pb,
-                                                  baseline, extra_b)};
+  return std::vector<nlohmann::json>{
+      evidence_row(env, wl, "vortex " + std::string(be.name()) + " B", describe_switches(b), pb, baseline, extra_b)};
 }
 
 }  // namespace vortex

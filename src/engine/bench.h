@@ -16,11 +16,11 @@
 namespace vortex {
 
 struct BenchOptions {
-  int block = 24;       // block under test (block / ab)
+  int block = 24;  // block under test (block / ab)
   int reps = 20;
   int warmup = 3;
-  int steps = 12;       // run
-  std::string a, b;     // ab: switch settings (engine/workload.h apply_switches)
+  int steps = 12;              // run
+  std::string a, b;            // ab: switch settings (engine/workload.h apply_switches)
   std::string what = "block";  // ab: block | step
 };
 

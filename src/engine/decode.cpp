@@ -6,8 +6,8 @@
 
 #include <chrono>
 #include <filesystem>
-#include <vector>
 #include <fstream>
+#include <vector>
 
 #include "engine/preview.h"
 #include "io/safetensors.h"
@@ -51,7 +51,8 @@ Status check_target(const std::string& path, const char* flag, bool overwrite, b
   VORTEX_RETURN_IF_ERROR(check_output_location(p, flag, path));
   std::error_code ec;
   if (!fs::exists(p, ec)) return Status::Ok();
-  if (!fs::is_directory(p, ec)) return invalid_argument(std::string(flag) + " " + path + " exists and is not a directory");
+  if (!fs::is_directory(p, ec))
+    return invalid_argument(std::string(flag) + " " + path + " exists and is not a directory");
   if (fs::is_empty(p, ec)) return Status::Ok();
   if (!overwrite)
     return invalid_argument(std::string(flag) + " " + path + " exists and is not empty; pass --overwrite to replace " +
@@ -134,10 +135,19 @@ Result<nlohmann::json> write_media_files(const DecodedMedia& media, const std::s
   VORTEX_RETURN_IF_ERROR(write_mp4((d / "video.mp4").string(), media.frames, media.audio, media.sample_rate, o));
   VORTEX_RETURN_IF_ERROR(write_wav_f32((d / "audio.wav").string(), media.audio, media.sample_rate));
   nlohmann::json m;
-  m["video.mp4"] = {{"codec", "h264"}, {"pixel_format", "yuv420p"}, {"crf", o.crf}, {"preset", o.preset},
-                    {"fps", o.fps}, {"frames", media.frames.dim(0)}, {"height", media.frames.dim(1)},
-                    {"width", media.frames.dim(2)}, {"audio_codec", "aac"}, {"audio_bitrate", o.audio_bitrate}};
-  m["audio.wav"] = {{"format", "IEEE float 32-bit"}, {"sample_rate", media.sample_rate}, {"channels", 2},
+  m["video.mp4"] = {{"codec", "h264"},
+                    {"pixel_format", "yuv420p"},
+                    {"crf", o.crf},
+                    {"preset", o.preset},
+                    {"fps", o.fps},
+                    {"frames", media.frames.dim(0)},
+                    {"height", media.frames.dim(1)},
+                    {"width", media.frames.dim(2)},
+                    {"audio_codec", "aac"},
+                    {"audio_bitrate", o.audio_bitrate}};
+  m["audio.wav"] = {{"format", "IEEE float 32-bit"},
+                    {"sample_rate", media.sample_rate},
+                    {"channels", 2},
                     {"samples", media.audio.dim(1)}};
   return m;
 }
@@ -224,11 +234,15 @@ Result<DecodeResult> decode(const DecodeRequest& req, const VaeProgressFn& progr
   if (synthetic && (!req.vae_dir.empty() || !req.audio_vae_dir.empty()))
     return invalid_argument("--synthetic-vae replaces --vae / --audio-vae; pass one or the other");
   // Cheap checks first: inputs and the output folders, before loading gigabytes of weights.
-  VORTEX_ASSIGN_OR_RETURN(Tensor video_latents, read_latents(req.latents_dir, "video_latents.safetensors", "video_latents"));
-  VORTEX_ASSIGN_OR_RETURN(Tensor audio_latents, read_latents(req.latents_dir, "audio_latents.safetensors", "audio_latents"));
+  VORTEX_ASSIGN_OR_RETURN(Tensor video_latents,
+                          read_latents(req.latents_dir, "video_latents.safetensors", "video_latents"));
+  VORTEX_ASSIGN_OR_RETURN(Tensor audio_latents,
+                          read_latents(req.latents_dir, "audio_latents.safetensors", "audio_latents"));
   VORTEX_RETURN_IF_ERROR(check_target(req.out_dir, "--out", req.overwrite, is_own_output));
-  if (!req.frames_dir.empty()) VORTEX_RETURN_IF_ERROR(check_target(req.frames_dir, "--frames-dir", req.overwrite, is_frames_output));
-  VORTEX_RETURN_IF_ERROR(mp4_support());  // FFmpeg is loaded at run time: know before decoding that video.mp4 can be written
+  if (!req.frames_dir.empty())
+    VORTEX_RETURN_IF_ERROR(check_target(req.frames_dir, "--frames-dir", req.overwrite, is_frames_output));
+  VORTEX_RETURN_IF_ERROR(
+      mp4_support());  // FFmpeg is loaded at run time: know before decoding that video.mp4 can be written
   nlohmann::json manifest;
   manifest["latents_dir"] = req.latents_dir;
   {
@@ -257,14 +271,17 @@ Result<DecodeResult> decode(const DecodeRequest& req, const VaeProgressFn& progr
     manifest["audio_vae"] = req.audio_vae_dir;
   }
   vvae->mutable_config().tiling = req.tiling;
-  manifest["tiling"] = req.tiling ? nlohmann::json{{"tile", vvae->config().tile}, {"min_overlap", vvae->config().tile_overlap}}
-                                  : nlohmann::json(false);
+  manifest["tiling"] = req.tiling
+                           ? nlohmann::json{{"tile", vvae->config().tile}, {"min_overlap", vvae->config().tile_overlap}}
+                           : nlohmann::json(false);
   manifest["backend"] = req.backend;
   DecodeResult res;
   res.video_params = vvae->parameter_count();
   res.audio_params = avae->parameter_count();
-  VORTEX_RETURN_IF_ERROR(vvae->check_latents(video_latents).with_context(req.latents_dir + "/video_latents.safetensors"));
-  VORTEX_RETURN_IF_ERROR(avae->check_latents(audio_latents).with_context(req.latents_dir + "/audio_latents.safetensors"));
+  VORTEX_RETURN_IF_ERROR(
+      vvae->check_latents(video_latents).with_context(req.latents_dir + "/video_latents.safetensors"));
+  VORTEX_RETURN_IF_ERROR(
+      avae->check_latents(audio_latents).with_context(req.latents_dir + "/audio_latents.safetensors"));
   auto t0 = Clock::now();
   DecodedMedia media;
   VORTEX_ASSIGN_OR_RETURN(Tensor video, vvae->decode(video_latents, progress));
@@ -277,7 +294,8 @@ Result<DecodeResult> decode(const DecodeRequest& req, const VaeProgressFn& progr
   res.audio_decode_s = seconds_since(t0);
   manifest["timings_s"] = {{"video_decode", res.video_decode_s}, {"audio_decode", res.audio_decode_s}};
   t0 = Clock::now();
-  VORTEX_RETURN_IF_ERROR(write_decoded_media(media, req.out_dir, req.frames_dir, req.overwrite, req.mp4, manifest, &res.files));
+  VORTEX_RETURN_IF_ERROR(
+      write_decoded_media(media, req.out_dir, req.frames_dir, req.overwrite, req.mp4, manifest, &res.files));
   res.write_s = seconds_since(t0);
   res.out_dir = req.out_dir;
   res.frames_dir = req.frames_dir;

@@ -30,9 +30,9 @@ struct DecodeRequest {
   std::string synthetic_vae;  // "" | "tiny" | "full": deterministic synthetic decoders instead of folders
   uint64_t synthetic_seed = 0;
   std::string out_dir;
-  std::string frames_dir;     // optional: frame_00000.png ... (8-bit RGB, the MP4 encoder's input)
+  std::string frames_dir;  // optional: frame_00000.png ... (8-bit RGB, the MP4 encoder's input)
   bool overwrite = false;
-  bool tiling = true;         // the released spatial tiling; off changes the pixels
+  bool tiling = true;  // the released spatial tiling; off changes the pixels
   std::string backend = "cpu";
   int threads = 0;
   Mp4Options mp4;
@@ -40,8 +40,8 @@ struct DecodeRequest {
 
 // What the decoders produced, in memory.
 struct DecodedMedia {
-  Tensor frames;   // [F, H, W, 3] u8 RGB
-  Tensor audio;    // [2, N] f32 in [-1, 1]
+  Tensor frames;  // [F, H, W, 3] u8 RGB
+  Tensor audio;   // [2, N] f32 in [-1, 1]
   int fps = 24;
   int sample_rate = 32000;
 };

@@ -104,28 +104,30 @@ Status replace_with_staged(const std::filesystem::path& staged, const std::files
 // files.
 Status check_output_location(const std::filesystem::path& out, const std::string& flag, const std::string& shown) {
   const fs::path target = resolved(out);
-  if (target == target.root_path()) return invalid_argument(flag + " " + shown + " is the root directory; choose a new directory");
+  if (target == target.root_path())
+    return invalid_argument(flag + " " + shown + " is the root directory; choose a new directory");
   if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0' && target == resolved(home)) {
     return invalid_argument(flag + " " + shown + " is your home directory; choose a new directory");
   }
   std::error_code ec;
   const fs::path cwd = fs::current_path(ec);
   if (!ec && is_same_or_ancestor(target, resolved(cwd))) {
-    return invalid_argument(flag + " " + shown + (target == resolved(cwd) ? " is the current directory"
-                                                                        : " is an ancestor of the current directory") +
-                            "; choose a new directory, e.g. " + flag + " out/run1");
+    return invalid_argument(
+        flag + " " + shown +
+        (target == resolved(cwd) ? " is the current directory" : " is an ancestor of the current directory") +
+        "; choose a new directory, e.g. " + flag + " out/run1");
   }
   return Status::Ok();
 }
-
 
 Status check_replaceable_run_dir(const std::string& dir) {
   const fs::path d(dir);
   const fs::path manifest = d / "run.json";
   std::error_code ec;
   const auto manifest_status = fs::symlink_status(manifest, ec);
-  const std::string refuse = "; --overwrite replaces only a directory written by vortex generate (a run.json and "
-                             "the files it lists, nothing else). Move your files or choose another --out";
+  const std::string refuse =
+      "; --overwrite replaces only a directory written by vortex generate (a run.json and "
+      "the files it lists, nothing else). Move your files or choose another --out";
   if (!fs::is_regular_file(manifest_status)) {
     return invalid_argument("--out " + dir + " is not empty and has no run.json: Vortex did not write it" + refuse);
   }
@@ -135,14 +137,15 @@ Status check_replaceable_run_dir(const std::string& dir) {
   const auto schema = run.is_object() ? run.find("schema") : run.end();
   if (!run.is_object() || schema == run.end() || !schema->is_string() ||
       schema->get<std::string>().rfind("vortex.run/", 0) != 0) {
-    return invalid_argument("--out " + dir + "/run.json is not a Vortex run manifest (no \"schema\": \"vortex.run/...\")" +
-                            refuse);
+    return invalid_argument("--out " + dir +
+                            "/run.json is not a Vortex run manifest (no \"schema\": \"vortex.run/...\")" + refuse);
   }
   const auto outputs = run.find("outputs");
   for (const fs::directory_entry& e : fs::directory_iterator(d, ec)) {
     const std::string name = e.path().filename().string();
     const bool listed = name == "run.json" || (outputs != run.end() && outputs->is_object() && outputs->contains(name));
-    if (!listed) return invalid_argument("--out " + dir + " holds '" + name + "', which its run.json does not list" + refuse);
+    if (!listed)
+      return invalid_argument("--out " + dir + " holds '" + name + "', which its run.json does not list" + refuse);
     if (!fs::is_regular_file(e.symlink_status(ec))) {
       return invalid_argument("--out " + dir + ": '" + name + "' is not a regular file" + refuse);
     }
@@ -168,7 +171,8 @@ Status check_out_dir(const GenerateRequest& r) {
     }
     if (!fs::is_empty(out, ec)) {
       if (!r.overwrite) {
-        return invalid_argument("--out " + r.out_dir + " exists and is not empty; pass --overwrite to replace a "
+        return invalid_argument("--out " + r.out_dir +
+                                " exists and is not empty; pass --overwrite to replace a "
                                 "previous Vortex run there, or choose another directory");
       }
       VORTEX_RETURN_IF_ERROR(check_replaceable_run_dir(out.string()));
@@ -223,7 +227,8 @@ Status publish_outputs(const fs::path& staged, const fs::path& out, bool overwri
   std::error_code ec;
   if (fs::exists(fs::symlink_status(out, ec))) {
     if (!fs::is_empty(out, ec)) {
-      if (!overwrite) return invalid_argument(out.string() + " was filled by something else during the run; not replacing it");
+      if (!overwrite)
+        return invalid_argument(out.string() + " was filled by something else during the run; not replacing it");
       VORTEX_RETURN_IF_ERROR(check_replaceable_run_dir(out.string()));
     }
   }
@@ -249,15 +254,16 @@ Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const Comm
   return make_nccl_communicator(id, rank.rank, rank.world, cuda->stream(), comm);
 #else
   (void)rank, (void)comm;
-  return unsupported("multi-GPU ranks need the CUDA backend with NCCL; this build has " +
-                     std::string(
+  return unsupported(
+      "multi-GPU ranks need the CUDA backend with NCCL; this build has " +
+      std::string(
 #if defined(VORTEX_WITH_CUDA)
-                         "no NCCL (nccl.h was not found at configure time: install libnccl-dev or the nvidia-nccl-cu13 wheel)"
+          "no NCCL (nccl.h was not found at configure time: install libnccl-dev or the nvidia-nccl-cu13 wheel)"
 #else
-                         "no CUDA backend"
+          "no CUDA backend"
 #endif
-                         ) +
-                     " (--backend " + std::string(backend.name()) + ")");
+          ) +
+      " (--backend " + std::string(backend.name()) + ")");
 #endif
 }
 
@@ -270,8 +276,8 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   VORTEX_RETURN_IF_ERROR(validate_pipeline_options(req.pipeline));
   if (std::optional<FieldError> e = check_run_request(req.run, req.pipeline, FieldStyle::kFlag)) return e->status;
   VORTEX_ASSIGN_OR_RETURN(ModelConfig cfg, resolve_model_config(req.pipeline));
-  VORTEX_ASSIGN_OR_RETURN(RunPlan plan, plan_run(cfg, req.pipeline, req.run, progress, /*weights_resident=*/false,
-                                                 FieldStyle::kFlag));
+  VORTEX_ASSIGN_OR_RETURN(
+      RunPlan plan, plan_run(cfg, req.pipeline, req.run, progress, /*weights_resident=*/false, FieldStyle::kFlag));
   VORTEX_RETURN_IF_ERROR(check_out_dir(req));
 
   // ---- 2. backend, then the device-memory check and the staging directory before any weight ----

@@ -26,7 +26,7 @@ struct GenerateRequest {
   PipelineOptions pipeline;  // what to load: config or checkpoint, backend, threads, precision
   RunRequest run;            // the request: text, size, frames, steps, schedule, seed, attention
   std::string out_dir;
-  bool overwrite = false;    // replace an out_dir holding a previous run (check_replaceable_run_dir)
+  bool overwrite = false;  // replace an out_dir holding a previous run (check_replaceable_run_dir)
   // One rank of a multi-GPU world (docs/multi_gpu.md): Ulysses sequence parallelism over NCCL on
   // --backend cuda; every rank samples the same latents, rank 0 alone publishes the outputs.
   std::optional<RankEnv> rank;
@@ -34,10 +34,10 @@ struct GenerateRequest {
 };
 
 struct GenerateResult {
-  std::string out_dir;                   // final directory holding the four files
-  std::vector<std::string> files;        // file names inside out_dir
+  std::string out_dir;             // final directory holding the four files
+  std::vector<std::string> files;  // file names inside out_dir
   RequestGeometry geometry;
-  std::vector<double> step_seconds;      // one per denoising step
+  std::vector<double> step_seconds;  // one per denoising step
   double sampling_seconds = 0.0;
   double total_seconds = 0.0;
 };

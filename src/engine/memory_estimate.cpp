@@ -69,9 +69,8 @@ MemoryEstimate estimate_memory(const ModelConfig& cfg, const RequestGeometry& ge
     add("cpu attention (per-head K, V, K^T; scores)",
         3 * s * hd * kF32 + static_cast<uint64_t>(std::max(1, opt.threads)) * s * kF64);
   }
-  std::sort(e.items.begin(), e.items.end(), [](const MemoryEstimate::Item& a, const MemoryEstimate::Item& b) {
-    return a.bytes > b.bytes;
-  });
+  std::sort(e.items.begin(), e.items.end(),
+            [](const MemoryEstimate::Item& a, const MemoryEstimate::Item& b) { return a.bytes > b.bytes; });
   return e;
 }
 

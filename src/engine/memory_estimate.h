@@ -29,8 +29,8 @@ struct MemoryEstimate {
 
 struct MemoryEstimateOptions {
   bool cpu_backend = true;
-  int threads = 1;            // CPU workers (attention scores are per worker)
-  uint64_t weights_bytes = 0; // 0: the BF16/F32 spec bytes of the config (synthetic weights)
+  int threads = 1;             // CPU workers (attention scores are per worker)
+  uint64_t weights_bytes = 0;  // 0: the BF16/F32 spec bytes of the config (synthetic weights)
 };
 
 MemoryEstimate estimate_memory(const ModelConfig& cfg, const RequestGeometry& geo, const MemoryEstimateOptions& opt);

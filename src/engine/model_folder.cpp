@@ -88,8 +88,8 @@ ModelPart weights_part(const std::string& name, const fs::path& dir, const std::
       }
     }
     if (missing > 0)
-      problems.push_back(std::to_string(missing) + " of the " + std::to_string(shards.size()) + " shards " + index_name +
-                         " names are missing (first: " + first + ")");
+      problems.push_back(std::to_string(missing) + " of the " + std::to_string(shards.size()) + " shards " +
+                         index_name + " names are missing (first: " + first + ")");
     break;
   }
   if (!weights) {
@@ -138,9 +138,12 @@ const std::vector<std::string> kTransformersFile = {"model.safetensors"};
 
 const char* model_folder_layout_name(ModelFolderLayout layout) {
   switch (layout) {
-    case ModelFolderLayout::kDiffusers: return "diffusers";
-    case ModelFolderLayout::kPartition: return "partition";
-    case ModelFolderLayout::kTransformers: return "transformers";
+    case ModelFolderLayout::kDiffusers:
+      return "diffusers";
+    case ModelFolderLayout::kPartition:
+      return "partition";
+    case ModelFolderLayout::kTransformers:
+      return "transformers";
   }
   return "?";
 }
@@ -168,7 +171,8 @@ Result<ModelFolder> open_model_folder(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(d, ec)) return not_found("--model " + dir + " does not exist");
   if (!fs::is_directory(d, ec))
-    return invalid_argument("--model " + dir + " is not a folder: pass the model snapshot folder (the one holding "
+    return invalid_argument("--model " + dir +
+                            " is not a folder: pass the model snapshot folder (the one holding "
                             "model_index.json), or --checkpoint FILE for a transformer file alone");
   ModelFolder f;
   f.dir = dir;
@@ -181,7 +185,8 @@ Result<ModelFolder> open_model_folder(const std::string& dir) {
       std::transform(f.partition.begin(), f.partition.end(), f.partition.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
       if (f.partition != "fl2va") {
-        return invalid_argument("--model " + dir + " is the '" + f.partition + "' partition; text-to-video runs on the "
+        return invalid_argument("--model " + dir + " is the '" + f.partition +
+                                "' partition; text-to-video runs on the "
                                 "FL2VA transformer: pass the snapshot root or its FL2VA/ folder");
       }
       f.parts.push_back(weights_part("transformer", d / "transformer", kTransformersIndex, kTransformersFile));
@@ -195,11 +200,13 @@ Result<ModelFolder> open_model_folder(const std::string& dir) {
       ModelPart vae = weights_part("vae", root / "vae", kDiffusersIndex, kDiffusersFile);
       ModelPart audio = weights_part("audio_vae", root / "audio_vae", kDiffusersIndex, kDiffusersFile);
       if (vae.present || audio.present)
-        f.notes.push_back("VAEs from the snapshot root (" + root.string() + "): the partition's video_vae/ and "
+        f.notes.push_back("VAEs from the snapshot root (" + root.string() +
+                          "): the partition's video_vae/ and "
                           "audio_vae/ are in the release's own format, which Vortex does not read");
       for (ModelPart* p : {&vae, &audio})
-        if (!p->present) p->problem += " (the partition's own " + std::string(p == &vae ? "video_vae/" : "audio_vae/") +
-                                       " is in the release's format, which Vortex does not read)";
+        if (!p->present)
+          p->problem += " (the partition's own " + std::string(p == &vae ? "video_vae/" : "audio_vae/") +
+                        " is in the release's format, which Vortex does not read)";
       f.parts.push_back(vae);
       f.parts.push_back(audio);
     } else {
@@ -227,9 +234,11 @@ Result<ModelFolder> open_model_folder(const std::string& dir) {
   }
   std::string hint;
   if (fs::is_directory(d / "FL2VA", ec)) hint = "; the FL2VA partition is " + (d / "FL2VA").string();
-  return invalid_argument("--model " + dir + " is not a model folder: expected the MiniMax-H3 snapshot (model_index.json "
+  return invalid_argument("--model " + dir +
+                          " is not a model folder: expected the MiniMax-H3 snapshot (model_index.json "
                           "of a MiniMaxH3 pipeline, with transformer/, text_encoder/, tokenizer/, vae/, audio_vae/), "
-                          "its FL2VA/ partition, or a transformers Qwen3-VL folder (config.json with text_config)" + hint);
+                          "its FL2VA/ partition, or a transformers Qwen3-VL folder (config.json with text_config)" +
+                          hint);
 }
 
 Status require_parts(const ModelFolder& folder, const std::vector<std::string>& needed, const std::string& purpose) {
@@ -298,7 +307,8 @@ std::string describe_model_folder(const ModelFolder& folder) {
   for (const std::string& n : folder.notes) o << "note: " << n << "\n";
   if (missing == 0) {
     o << "complete: generate --model " << folder.dir << " --prompt \"...\" can run"
-      << (folder.layout == ModelFolderLayout::kTransformers ? " (a text encoder folder: encode-text only)" : "") << "\n";
+      << (folder.layout == ModelFolderLayout::kTransformers ? " (a text encoder folder: encode-text only)" : "")
+      << "\n";
   } else {
     const bool t2v = folder.path_of("transformer").size() && folder.path_of("text_encoder").size() &&
                      folder.path_of("tokenizer").size();

@@ -28,8 +28,8 @@ const char* model_folder_layout_name(ModelFolderLayout layout);  // "diffusers" 
 
 // One part of a model folder: where it is expected, and whether it is complete there.
 struct ModelPart {
-  std::string name;     // "transformer" | "text_encoder" | "tokenizer" | "vae" | "audio_vae"
-  std::string path;     // the folder (or tokenizer.json) used, or where it was expected
+  std::string name;  // "transformer" | "text_encoder" | "tokenizer" | "vae" | "audio_vae"
+  std::string path;  // the folder (or tokenizer.json) used, or where it was expected
   bool present = false;
   std::string problem;  // why it is not usable (missing files), empty when present
   uint64_t bytes = 0;   // bytes of its weight files, when present
@@ -41,7 +41,7 @@ struct ModelFolder {
   std::string pipeline_class;  // model_index.json `_class_name` ("" for a transformers folder)
   std::string partition;       // "fl2va" for a partition folder, "" otherwise
   std::vector<ModelPart> parts;
-  int text_layer = -1;         // hidden-state index from the pipeline config (pipeline_text_layer); -1: none
+  int text_layer = -1;             // hidden-state index from the pipeline config (pipeline_text_layer); -1: none
   std::vector<std::string> notes;  // e.g. VAEs taken from the snapshot root
 
   const ModelPart* part(const std::string& name) const;

@@ -17,8 +17,8 @@
 #include "core/strings.h"
 #include "engine/decode.h"
 #include "engine/precision.h"
-#include "engine/prompt_encoder.h"
 #include "engine/preview.h"
+#include "engine/prompt_encoder.h"
 #include "engine/run_manifest.h"
 #include "engine/workload.h"
 #include "io/checkpoint.h"
@@ -60,8 +60,8 @@ FieldError field_error(FieldStyle style, const char* json, Status s) {
 Result<Tensor> load_text_embeddings(const std::string& path, const std::string& shown, const ModelConfig& cfg) {
   std::error_code ec;
   if (!fs::exists(path, ec)) {
-    return not_found(shown + " does not exist (pass a safetensors file with one [L, " +
-                     std::to_string(cfg.text_dim) + "] tensor, or use --synthetic-text N)");
+    return not_found(shown + " does not exist (pass a safetensors file with one [L, " + std::to_string(cfg.text_dim) +
+                     "] tensor, or use --synthetic-text N)");
   }
   VORTEX_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
   if (file.entries().size() != 1) {
@@ -72,19 +72,17 @@ Result<Tensor> load_text_embeddings(const std::string& path, const std::string& 
   const std::string name = file.entries().front().name;
   VORTEX_ASSIGN_OR_RETURN(Tensor t, file.tensor(name));
   if (t.ndim() != 2) {
-    return invalid_argument(shown + ": tensor '" + name + "' is " + t.describe() +
-                            "; it must be 2-D [L, " + std::to_string(cfg.text_dim) + "] or [L, " +
-                            std::to_string(cfg.hidden) + "]");
+    return invalid_argument(shown + ": tensor '" + name + "' is " + t.describe() + "; it must be 2-D [L, " +
+                            std::to_string(cfg.text_dim) + "] or [L, " + std::to_string(cfg.hidden) + "]");
   }
   if (t.dim(1) != cfg.text_dim && t.dim(1) != cfg.hidden) {
-    return invalid_argument(shown + ": tensor '" + name + "' has width " +
-                            std::to_string(t.dim(1)) + "; config " + cfg.name + " expects text_dim " +
-                            std::to_string(cfg.text_dim) + " (raw text-encoder states) or hidden " +
-                            std::to_string(cfg.hidden) + " (already refined)");
+    return invalid_argument(shown + ": tensor '" + name + "' has width " + std::to_string(t.dim(1)) + "; config " +
+                            cfg.name + " expects text_dim " + std::to_string(cfg.text_dim) +
+                            " (raw text-encoder states) or hidden " + std::to_string(cfg.hidden) +
+                            " (already refined)");
   }
   if (t.dtype() != DType::kF32 && t.dtype() != DType::kBF16) {
-    return invalid_argument(shown + ": tensor '" + name + "' is " + t.describe() +
-                            "; only f32 and bf16 are accepted");
+    return invalid_argument(shown + ": tensor '" + name + "' is " + t.describe() + "; only f32 and bf16 are accepted");
   }
   if (t.dim(0) < 1) return invalid_argument(shown + ": tensor '" + name + "' has no rows");
   if (!t.is_contiguous()) return internal_error(shown + ": non-contiguous mapping view");
@@ -130,7 +128,6 @@ Result<uint64_t> weights_bytes_as_loaded(const PipelineOptions& req, const Model
   return bytes;
 }
 
-
 Status check_fits(const MemoryEstimate& need, std::optional<uint64_t> available, const std::string& what,
                   const std::string& backend, const ModelConfig& cfg, const RequestGeometry& geo) {
   if (!available || need.total() <= *available) return Status::Ok();
@@ -153,8 +150,9 @@ Result<std::vector<int32_t>> prompt_ids(const PipelineOptions& o, const ModelCon
                             std::to_string(cfg.text_dim) + " states: the parts belong to different models");
   }
   if (o.text_layer > te.num_layers) {
-    return invalid_argument("--text-layer " + std::to_string(o.text_layer) + ": the text encoder has hidden_states[0.." +
-                            std::to_string(te.num_layers) + "] (" + std::to_string(te.num_layers) + " layers)");
+    return invalid_argument("--text-layer " + std::to_string(o.text_layer) +
+                            ": the text encoder has hidden_states[0.." + std::to_string(te.num_layers) + "] (" +
+                            std::to_string(te.num_layers) + " layers)");
   }
   VORTEX_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tok, shared_tokenizer(o.tokenizer_path));
   return present_t2va_prompt(*tok, te, prompt, field);
@@ -164,13 +162,16 @@ Result<std::vector<int32_t>> prompt_ids(const PipelineOptions& o, const ModelCon
 
 Status validate_pipeline_options(const PipelineOptions& o) {
   if (o.checkpoint_path.empty() && !o.synthetic_weights) {
-    return invalid_argument("no weights: pass --checkpoint FILE, or --synthetic for deterministic synthetic weights "
-                            "of --config " + o.config_name);
+    return invalid_argument(
+        "no weights: pass --checkpoint FILE, or --synthetic for deterministic synthetic weights "
+        "of --config " +
+        o.config_name);
   }
   if (!o.checkpoint_path.empty() && o.synthetic_weights) {
     return invalid_argument("--checkpoint and --synthetic exclude each other: synthetic weights come from --config");
   }
-  if (o.threads < 0) return invalid_argument("--threads must be >= 0 (0 = all cores), got " + std::to_string(o.threads));
+  if (o.threads < 0)
+    return invalid_argument("--threads must be >= 0 (0 = all cores), got " + std::to_string(o.threads));
   if (o.threads > max_cpu_threads()) {
     return invalid_argument("--threads " + std::to_string(o.threads) + " is more than " +
                             std::to_string(kMaxThreadsPerCore) + "x this machine's " +
@@ -188,8 +189,9 @@ Status validate_pipeline_options(const PipelineOptions& o) {
     return invalid_argument("a text encoder needs its tokenizer.json and the hidden-state index (--text-layer K)");
   }
   if (o.backend == "cpu" && o.precision != "bf16" && o.precision != "nvfp4-weight-only") {
-    return unsupported("the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention sdpa "
-                       "(fp8/nvfp4/sage2 are approximate CUDA modes, --backend cuda)");
+    return unsupported(
+        "the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention sdpa "
+        "(fp8/nvfp4/sage2 are approximate CUDA modes, --backend cuda)");
   }
   // Decoders: both folders, or synthetic ones; the folders themselves are read (and fully checked) by
   // load_decoders, before the transformer's weights.
@@ -200,22 +202,28 @@ Status validate_pipeline_options(const PipelineOptions& o) {
       return invalid_argument("--synthetic-vae replaces --vae / --audio-vae; pass one or the other");
   } else if (o.vae_dir.empty() != o.audio_vae_dir.empty()) {
     return invalid_argument(std::string("pass both --vae DIR and --audio-vae DIR (an MP4 carries the video and its "
-                                        "sound); missing ") + (o.vae_dir.empty() ? "--vae" : "--audio-vae"));
+                                        "sound); missing ") +
+                            (o.vae_dir.empty() ? "--vae" : "--audio-vae"));
   }
-  for (const auto& [flag, dir] : {std::pair<const char*, const std::string&>{"--vae", o.vae_dir}, {"--audio-vae", o.audio_vae_dir}}) {
+  for (const auto& [flag, dir] :
+       {std::pair<const char*, const std::string&>{"--vae", o.vae_dir}, {"--audio-vae", o.audio_vae_dir}}) {
     std::error_code ec;
     if (!dir.empty() && !fs::is_directory(dir, ec))
-      return not_found(std::string(flag) + " " + dir + " is not a directory (pass the VAE folder: config.json + weights)");
+      return not_found(std::string(flag) + " " + dir +
+                       " is not a directory (pass the VAE folder: config.json + weights)");
   }
-  if (o.mp4_crf < 0 || o.mp4_crf > 51) return invalid_argument("--crf must be in [0, 51], got " + std::to_string(o.mp4_crf));
+  if (o.mp4_crf < 0 || o.mp4_crf > 51)
+    return invalid_argument("--crf must be in [0, 51], got " + std::to_string(o.mp4_crf));
   return Status::Ok();
 }
 
 std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineOptions& o, FieldStyle style) {
-  auto bad = [&](const char* json, Status s) { return std::optional<FieldError>(field_error(style, json, std::move(s))); };
+  auto bad = [&](const char* json, Status s) {
+    return std::optional<FieldError>(field_error(style, json, std::move(s)));
+  };
   if (r.steps < 1 || r.steps > kMaxSteps) {
-    return bad("steps", invalid_argument(fname(style, "steps", "steps") + " must be in [1, " + std::to_string(kMaxSteps) +
-                                         "], got " + std::to_string(r.steps)));
+    return bad("steps", invalid_argument(fname(style, "steps", "steps") + " must be in [1, " +
+                                         std::to_string(kMaxSteps) + "], got " + std::to_string(r.steps)));
   }
   const std::string wh = style == FieldStyle::kFlag ? "--width/--height" : "width/height";
   if (r.width <= 0 || r.height <= 0) {
@@ -243,9 +251,10 @@ std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineO
   }
   if (!r.prompt.empty() && !o.synthetic_weights && o.text_encoder_dir.empty()) {
     // Real weights need real conditioning, and no text encoder is loaded.
-    return bad("prompt", unsupported("a prompt needs the text encoder, which this pipeline has not loaded (give the model "
-                                     "folder: --model DIR); upload text_embeddings (a safetensors file with one "
-                                     "[L, text_dim] tensor) instead"));
+    return bad("prompt",
+               unsupported("a prompt needs the text encoder, which this pipeline has not loaded (give the model "
+                           "folder: --model DIR); upload text_embeddings (a safetensors file with one "
+                           "[L, text_dim] tensor) instead"));
   }
   if (!r.precision.empty() && r.precision != o.precision) {
     return bad("precision", invalid_argument(fname(style, "precision", "precision") + " '" + r.precision +
@@ -257,15 +266,17 @@ std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineO
                                              r.attention + "'"));
   }
   if (o.backend == "cpu" && r.attention == "sage2") {
-    return bad("attention",
-               unsupported("the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention "
-                           "sdpa (fp8/nvfp4/sage2 are approximate CUDA modes, --backend cuda)"));
+    return bad(
+        "attention",
+        unsupported("the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention "
+                    "sdpa (fp8/nvfp4/sage2 are approximate CUDA modes, --backend cuda)"));
   }
   if (r.media.value_or(false) && !o.wants_decoders()) {
-    return bad("media", invalid_argument(style == FieldStyle::kFlag
-                                             ? std::string("decoded media needs the decoders: pass --vae DIR --audio-vae DIR")
-                                             : std::string("media needs the decoders, which this server has not loaded "
-                                                           "(start it with --vae DIR --audio-vae DIR)")));
+    return bad("media",
+               invalid_argument(style == FieldStyle::kFlag
+                                    ? std::string("decoded media needs the decoders: pass --vae DIR --audio-vae DIR")
+                                    : std::string("media needs the decoders, which this server has not loaded "
+                                                  "(start it with --vae DIR --audio-vae DIR)")));
   }
   if (!r.frames_dir.empty()) {
     if (!o.wants_decoders() || !r.media.value_or(true))
@@ -319,7 +330,7 @@ Result<RunPlan> plan_run(const ModelConfig& cfg, const PipelineOptions& options,
 
   if (!req.text_embeddings_path.empty()) {
     const std::string shown = style == FieldStyle::kFlag ? "--text-embeddings " + req.text_embeddings_path
-                                                          : std::string("text_embeddings (the uploaded file)");
+                                                         : std::string("text_embeddings (the uploaded file)");
     Result<Tensor> t = load_text_embeddings(req.text_embeddings_path, shown, cfg);
     if (!t.ok()) return at("text_embeddings", t.status());
     plan.text = std::move(*t);
@@ -347,7 +358,8 @@ Result<RunPlan> plan_run(const ModelConfig& cfg, const PipelineOptions& options,
     char secs[32];
     std::snprintf(secs, sizeof(secs), "%g", req.seconds);
     progress.note(std::string(secs) + " s at 24 fps -> " + std::to_string(plan.geo.frames) +
-                  " frames (the next 17n + 5 at or above " + std::to_string(static_cast<int>(std::ceil(req.seconds * 24.0))) + ")");
+                  " frames (the next 17n + 5 at or above " +
+                  std::to_string(static_cast<int>(std::ceil(req.seconds * 24.0))) + ")");
   } else if (plan.geo.frames != req.frames) {
     progress.note("frames " + std::to_string(req.frames) + " snapped up to " + std::to_string(plan.geo.frames) +
                   ": the video VAE decodes 17n + 5 frames (as diffusers' align_num_frames)");
@@ -369,7 +381,8 @@ Result<RunPlan> plan_run(const ModelConfig& cfg, const PipelineOptions& options,
     std::erase_if(plan.memory.items, [](const MemoryEstimate::Item& i) { return i.what == "weights"; });
   }
   if (options.backend == "cpu") {
-    VORTEX_RETURN_IF_ERROR(at("", check_fits(plan.memory, available_host_memory(), "host memory", options.backend, cfg, g)));
+    VORTEX_RETURN_IF_ERROR(
+        at("", check_fits(plan.memory, available_host_memory(), "host memory", options.backend, cfg, g)));
     const double cpu_seconds = estimate_cpu_seconds(cfg, g, req.steps, plan.workers);
     if (cpu_seconds > kSlowCpuRunSeconds) {
       char line[256];
@@ -410,8 +423,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::open(const PipelineOptions& options)
     return made.status();
   }
   p->backend_ = std::move(*made);
-  VORTEX_ASSIGN_OR_RETURN(p->exec_, resolve_exec_options(p->backend_->default_options(), options.precision,
-                                                         options.switches));
+  VORTEX_ASSIGN_OR_RETURN(p->exec_,
+                          resolve_exec_options(p->backend_->default_options(), options.precision, options.switches));
   return p;
 }
 
@@ -429,10 +442,10 @@ Status Pipeline::load_decoders(ProgressSink& progress) {
   if (!options_.synthetic_vae.empty()) {
     progress.stage("synthesizing decoders");
     const bool tiny = options_.synthetic_vae == "tiny";
-    VORTEX_ASSIGN_OR_RETURN(video, VideoVae::synthetic(tiny ? VideoVaeConfig::tiny() : VideoVaeConfig::full(), *backend_,
-                                                       options_.synthetic_vae_seed));
-    VORTEX_ASSIGN_OR_RETURN(audio, AudioVae::synthetic(tiny ? AudioVaeConfig::tiny() : AudioVaeConfig::full(), *backend_,
-                                                       options_.synthetic_vae_seed));
+    VORTEX_ASSIGN_OR_RETURN(video, VideoVae::synthetic(tiny ? VideoVaeConfig::tiny() : VideoVaeConfig::full(),
+                                                       *backend_, options_.synthetic_vae_seed));
+    VORTEX_ASSIGN_OR_RETURN(audio, AudioVae::synthetic(tiny ? AudioVaeConfig::tiny() : AudioVaeConfig::full(),
+                                                       *backend_, options_.synthetic_vae_seed));
     decoders_source_ = "synthetic-" + options_.synthetic_vae;
   } else {
     progress.stage("loading decoders");
@@ -442,8 +455,9 @@ Status Pipeline::load_decoders(ProgressSink& progress) {
   }
   // The decoders take the transformer's latents as they are: same channel counts.
   if (video->config().latent_channels != cfg_.in_channels)
-    return invalid_argument("--vae " + options_.vae_dir + " decodes " + std::to_string(video->config().latent_channels) +
-                            "-channel latents; this model makes " + std::to_string(cfg_.in_channels));
+    return invalid_argument("--vae " + options_.vae_dir + " decodes " +
+                            std::to_string(video->config().latent_channels) + "-channel latents; this model makes " +
+                            std::to_string(cfg_.in_channels));
   if (audio->config().latent_channels != cfg_.audio_in_channels)
     return invalid_argument("--audio-vae " + options_.audio_vae_dir + " decodes " +
                             std::to_string(audio->config().latent_channels) + "-channel latents; this model makes " +
@@ -476,7 +490,8 @@ Status Pipeline::load_weights(ProgressSink& progress) {
     VORTEX_ASSIGN_OR_RETURN(weights, synthesize_weights(cfg_, *backend_, options_.weights_seed));
   } else {
     std::vector<std::string> load_notes;  // dtype conversions of a diffusers folder
-    Result<H3Weights> loaded = load_checkpoint(options_.checkpoint_path, cfg_, *backend_, CheckpointLayout::kAuto, &load_notes);
+    Result<H3Weights> loaded =
+        load_checkpoint(options_.checkpoint_path, cfg_, *backend_, CheckpointLayout::kAuto, &load_notes);
     for (const std::string& n : load_notes) progress.note(n);
     if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), options_.checkpoint_path);
     weights = std::move(*loaded);
@@ -507,7 +522,8 @@ Result<RunPlan> Pipeline::plan(const RunRequest& request, ProgressSink& progress
     if (failed_field != nullptr) *failed_field = e->field;
     return e->status;
   }
-  VORTEX_ASSIGN_OR_RETURN(RunPlan plan, plan_run(cfg_, options_, request, progress, weights_loaded(), style, failed_field));
+  VORTEX_ASSIGN_OR_RETURN(RunPlan plan,
+                          plan_run(cfg_, options_, request, progress, weights_loaded(), style, failed_field));
   if (Status fit = check_device_fit(plan); !fit.ok()) {
     if (failed_field != nullptr) failed_field->clear();
     return fit;
@@ -526,10 +542,10 @@ Status Pipeline::check_decodable(const RunPlan& plan, FieldStyle style) const {
   const int pt = video_vae_->config().patch_t;
   int min_frames = 5;
   while (min_frames < 17 * 64 && video_vae_->frames_for((min_frames - 1) / pt + 1) <= 0) min_frames += 17;
-  return invalid_argument(std::to_string(plan.geo.frames) + " frames (" + std::to_string(plan.geo.latent_frames) +
-                          " latent) are fewer than the video VAE decodes: ask for at least " + std::to_string(min_frames) +
-                          " frames, or " + (style == FieldStyle::kFlag ? "leave out --vae/--audio-vae" : "\"media\": false") +
-                          " for latents only");
+  return invalid_argument(
+      std::to_string(plan.geo.frames) + " frames (" + std::to_string(plan.geo.latent_frames) +
+      " latent) are fewer than the video VAE decodes: ask for at least " + std::to_string(min_frames) + " frames, or " +
+      (style == FieldStyle::kFlag ? "leave out --vae/--audio-vae" : "\"media\": false") + " for latents only");
 }
 
 Status Pipeline::check_device_fit(const RunPlan& plan) const {
@@ -547,14 +563,15 @@ Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSin
   }
   const auto t0 = Clock::now();
   const int layer = options_.text_layer;
-  VORTEX_ASSIGN_OR_RETURN(TextEncoderConfig te, TextEncoderConfig::from_file(
-                                                    (fs::path(options_.text_encoder_dir) / "config.json").string()));
+  VORTEX_ASSIGN_OR_RETURN(TextEncoderConfig te,
+                          TextEncoderConfig::from_file((fs::path(options_.text_encoder_dir) / "config.json").string()));
   // The first `layer` decoder layers, plus `norm` only for the last hidden state (TextEncoder::load).
   const int layers = std::max(layer, 0);
   VORTEX_ASSIGN_OR_RETURN(std::vector<TextEncoderTensorSpec> specs, text_encoder_tensor_specs(te, layers));
   uint64_t weight_bytes = 0;
   for (const TextEncoderTensorSpec& spec : specs)
-    if (spec.name.find("embed_tokens") == std::string::npos) weight_bytes += static_cast<uint64_t>(shape_numel(spec.shape)) * 2;
+    if (spec.name.find("embed_tokens") == std::string::npos)
+      weight_bytes += static_cast<uint64_t>(shape_numel(spec.shape)) * 2;
   // Activations of the prefill: the residual, q|k|v, the attention output and the two FFN halves in F32.
   const uint64_t act_bytes = static_cast<uint64_t>(ids.size()) *
                              static_cast<uint64_t>(4 * te.hidden + te.q_width() + 2 * te.kv_width() + 2 * te.ffn) * 4;
@@ -564,8 +581,9 @@ Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSin
     free = device ? std::optional<uint64_t>(*device) : std::nullopt;
   }
   if (free && weight_bytes + act_bytes > *free) {
-    return invalid_argument("not enough memory for the text encoder: " + std::to_string(layers) + " layers need about " +
-                            format_gb(weight_bytes + act_bytes) + " but only " + format_gb(*free) + " of " +
+    return invalid_argument("not enough memory for the text encoder: " + std::to_string(layers) +
+                            " layers need about " + format_gb(weight_bytes + act_bytes) + " but only " +
+                            format_gb(*free) + " of " +
                             (options_.backend == "cpu" ? "host memory" : "free GPU memory") + " is available");
   }
   progress.stage("loading the text encoder (" + std::to_string(layers) + " of " + std::to_string(te.num_layers) +
@@ -641,7 +659,8 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   }
   if (cancel.cancelled()) return cancelled("cancelled before sampling");
   const bool media = has_decoders() && req.media.value_or(true);
-  if (req.media.value_or(false) && !has_decoders()) return invalid_argument("media requested but no decoders are loaded");
+  if (req.media.value_or(false) && !has_decoders())
+    return invalid_argument("media requested but no decoders are loaded");
   VORTEX_RETURN_IF_ERROR(check_decodable(plan, FieldStyle::kFlag));  // a size the VAE cannot decode: before sampling
 
   progress.stage("preparing text and positions");
@@ -681,8 +700,8 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   // ---- outputs, into the caller's staging directory ----
   progress.stage("writing outputs");
   std::error_code ec;
-  Tensor video = latents_tensor(final_latents.video,
-                                {cfg.in_channels, geo.latent_frames, geo.latent_h, geo.latent_w});  // [24, T, H/16, W/16] f32
+  Tensor video = latents_tensor(final_latents.video, {cfg.in_channels, geo.latent_frames, geo.latent_h,
+                                                      geo.latent_w});  // [24, T, H/16, W/16] f32
   Tensor audio = latents_tensor(final_latents.audio, {2, cfg.audio_in_channels, geo.audio_latents});  // [2, 32, Ta] f32
   const std::string video_file = "video_latents.safetensors";
   const std::string audio_file = "audio_latents.safetensors";
@@ -702,11 +721,13 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
     outputs[file] = entry;
     return Status::Ok();
   };
-  VORTEX_RETURN_IF_ERROR(describe_output(video_file, {{"tensor", "video_latents"}, {"dtype", "F32"},
-                                                      {"shape", video.shape()}, {"layout", "[C, T, H/16, W/16]"}}));
-  VORTEX_RETURN_IF_ERROR(describe_output(audio_file, {{"tensor", "audio_latents"}, {"dtype", "F32"},
-                                                      {"shape", audio.shape()}, {"layout", "[2, C, Ta]"}}));
-  VORTEX_RETURN_IF_ERROR(describe_output(preview_file, {{"width", preview.width}, {"height", preview.height},
+  VORTEX_RETURN_IF_ERROR(describe_output(
+      video_file,
+      {{"tensor", "video_latents"}, {"dtype", "F32"}, {"shape", video.shape()}, {"layout", "[C, T, H/16, W/16]"}}));
+  VORTEX_RETURN_IF_ERROR(describe_output(
+      audio_file, {{"tensor", "audio_latents"}, {"dtype", "F32"}, {"shape", audio.shape()}, {"layout", "[2, C, Ta]"}}));
+  VORTEX_RETURN_IF_ERROR(describe_output(preview_file, {{"width", preview.width},
+                                                        {"height", preview.height},
                                                         {"frames_shown", preview_frame_indices(geo.latent_frames)},
                                                         {"note", "fixed linear latent->RGB map, NOT a VAE decode"}}));
 
@@ -740,7 +761,8 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
     Mp4Options mp4;
     mp4.crf = options_.mp4_crf;
     VORTEX_ASSIGN_OR_RETURN(nlohmann::json described, write_media_files(decoded, staged.string(), mp4));
-    for (const char* f : {"video.mp4", "audio.wav"}) VORTEX_RETURN_IF_ERROR(describe_output(f, J::parse(described[f].dump())));
+    for (const char* f : {"video.mp4", "audio.wav"})
+      VORTEX_RETURN_IF_ERROR(describe_output(f, J::parse(described[f].dump())));
     if (!req.frames_dir.empty()) VORTEX_RETURN_IF_ERROR(write_frames_dir(decoded, req.frames_dir));
     const double write_s = seconds_since(t0);
     result.decode_seconds = seconds_since(t_decode);
@@ -752,18 +774,20 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
         {"audio_vae_layout", decoders_source_.empty() ? J(vae_layout_name(audio_vae_->layout())) : J(nullptr)},
         {"synthetic_seed", decoders_source_.empty() ? J(nullptr) : J(options_.synthetic_vae_seed)},
         {"backend", std::string(backend_->name())},
-        {"program", "video: BF16 activations, FP32 residual stream and pinned modules; audio: FP32 "
-                    "(docs/numerics.md \"VAE decoders\")"},
+        {"program",
+         "video: BF16 activations, FP32 residual stream and pinned modules; audio: FP32 "
+         "(docs/numerics.md \"VAE decoders\")"},
         {"tiling", vc.tiling ? J{{"tile", vc.tile}, {"min_overlap", vc.tile_overlap}} : J(false)},
         {"clip", {{"latent_frames", vc.tokens_chunk_size()}, {"overlap", vc.token_overlap()}}},
         {"tile_forwards", tiles},
         {"video_parameters", video_vae_->parameter_count()},
         {"audio_parameters", audio_vae_->parameter_count()},
         {"frames_dir", req.frames_dir.empty() ? J(nullptr) : J(req.frames_dir)},
-        {"timing", {{"load_decoders_seconds", decoders_load_seconds_},
-                    {"video_decode_seconds", video_s},
-                    {"audio_decode_seconds", audio_s},
-                    {"write_media_seconds", write_s}}}};
+        {"timing",
+         {{"load_decoders_seconds", decoders_load_seconds_},
+          {"video_decode_seconds", video_s},
+          {"audio_decode_seconds", audio_s},
+          {"write_media_seconds", write_s}}}};
   }
   const bool from_file = plan.text_source == "embeddings";
   const bool encoded = plan.text_source == "prompt" && has_text_encoder();
@@ -810,15 +834,16 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
       {"fused_norm_modulate", exec.fused_norm_modulate},
       {"fused_gate_add", exec.fused_gate_add},
       {"fp8_gate_epilogue", exec.fp8_gate_epilogue}};
-  manifest["noise"] = {{"contract", "gaussian_noise (src/core/rng.h): one stream of `seed`, video elements first, "
-                                    "then audio"},
+  manifest["noise"] = {{"contract",
+                        "gaussian_noise (src/core/rng.h): one stream of `seed`, video elements first, "
+                        "then audio"},
                        {"seed", req.seed},
                        {"video_offset", 0},
                        {"audio_offset", video_n},
                        {"synthetic_text_seed", plan.text_source == "synthetic" ? J(synthetic_text_seed(req.seed))
                                                : plan.text_source == "prompt" && !encoded
                                                    ? J(synthetic_text_seed(prompt_hash(req.prompt)))
-                                                                              : J(nullptr)}};
+                                                   : J(nullptr)}};
   manifest["lora"] = lora_manifest_;
   manifest["model_config"] = model_config_json(cfg);
   manifest["geometry"] = geometry_json(geo);

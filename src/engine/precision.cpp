@@ -55,8 +55,7 @@ Result<LinearWeight> upload_linear(Backend& backend, const LinearWeight& h) {
 Result<LinearWeight> transform(const LinearWeight& host, Action action) {
   LinearWeight in = host;
   if (in.format == QuantFormat::kNone) {
-    if (in.weight.ndim() != 2)
-      return invalid_argument("a GEMM weight must be 2-D [N, K], got " + in.weight.describe());
+    if (in.weight.ndim() != 2) return invalid_argument("a GEMM weight must be 2-D [N, K], got " + in.weight.describe());
     in.out_features = in.weight.dim(0);
     in.in_features = in.weight.dim(1);
   }
@@ -157,13 +156,13 @@ Result<LinearWeight> quantize_weight_nvfp4(const Tensor& w, bool approx_encode) 
   out.format = QuantFormat::kNvfp4;
   out.out_features = n;
   out.in_features = k;
-  out.weight = Tensor::empty(nvfp4_weight_shape(n, k), DType::kU8);                // [N16, K16/2] e2m1 pairs
+  out.weight = Tensor::empty(nvfp4_weight_shape(n, k), DType::kU8);                  // [N16, K16/2] e2m1 pairs
   out.weight_scale = Tensor::empty(nvfp4_weight_scale_shape(n, k), DType::kF8E4M3);  // [N128, C4] tiled e4m3
-  out.weight_scale_2 = Tensor::empty({1}, DType::kF32);                            // g = amax / 2688
+  out.weight_scale_2 = Tensor::empty({1}, DType::kF32);                              // g = amax / 2688
   const float g = ref::nvfp4_global_scale_from_amax(ref::bf16_abs_max_bits(src, n, k, k));
   out.weight_scale_2.data<float>()[0] = g;
-  VORTEX_RETURN_IF_ERROR(ref::nvfp4_quantize(src, n, k, k, g, options, out.weight.data<uint8_t>(),
-                                             out.weight_scale.data<uint8_t>()));
+  VORTEX_RETURN_IF_ERROR(
+      ref::nvfp4_quantize(src, n, k, k, g, options, out.weight.data<uint8_t>(), out.weight_scale.data<uint8_t>()));
   return out;
 }
 
@@ -184,8 +183,9 @@ Status apply_precision(H3Weights& weights, Backend& backend, const PrecisionOpti
       for (const auto& b : *list)
         for (const LinearWeight* w : {&b.attn_qkv_proj, &b.attn_out_proj, &b.mlp_fc1, &b.mlp_fc2})
           if (w->format == QuantFormat::kNvfp4)
-            return invalid_argument("the checkpoint has NVFP4 layers, which have no BF16 program: use --precision "
-                                    "nvfp4 (W4A4) or nvfp4-weight-only (weights expanded to BF16, as ComfyUI on Hopper)");
+            return invalid_argument(
+                "the checkpoint has NVFP4 layers, which have no BF16 program: use --precision "
+                "nvfp4 (W4A4) or nvfp4-weight-only (weights expanded to BF16, as ComfyUI on Hopper)");
     return Status::Ok();
   }
   std::vector<Job> jobs;

@@ -16,12 +16,12 @@ namespace {
 constexpr int kLatentChannels = 24;
 // RGB from the 24 latent channels. NOT a VAE decode.
 constexpr float kPreviewRgbFromLatent[3][kLatentChannels] = {
-    {0.250f, 0.241f, 0.217f, 0.177f, 0.125f, 0.065f, 0.000f, -0.065f, -0.125f, -0.177f, -0.217f, -0.241f,
-     -0.250f, -0.241f, -0.217f, -0.177f, -0.125f, -0.065f, 0.000f, 0.065f, 0.125f, 0.177f, 0.217f, 0.241f},
+    {0.250f,  0.241f,  0.217f,  0.177f,  0.125f,  0.065f,  0.000f, -0.065f, -0.125f, -0.177f, -0.217f, -0.241f,
+     -0.250f, -0.241f, -0.217f, -0.177f, -0.125f, -0.065f, 0.000f, 0.065f,  0.125f,  0.177f,  0.217f,  0.241f},
     {-0.125f, -0.177f, -0.217f, -0.241f, -0.250f, -0.241f, -0.217f, -0.177f, -0.125f, -0.065f, 0.000f, 0.065f,
-     0.125f, 0.177f, 0.217f, 0.241f, 0.250f, 0.241f, 0.217f, 0.177f, 0.125f, 0.065f, 0.000f, -0.065f},
-    {-0.125f, -0.065f, 0.000f, 0.065f, 0.125f, 0.177f, 0.217f, 0.241f, 0.250f, 0.241f, 0.217f, 0.177f,
-     0.125f, 0.065f, 0.000f, -0.065f, -0.125f, -0.177f, -0.217f, -0.241f, -0.250f, -0.241f, -0.217f, -0.177f},
+     0.125f,  0.177f,  0.217f,  0.241f,  0.250f,  0.241f,  0.217f,  0.177f,  0.125f,  0.065f,  0.000f, -0.065f},
+    {-0.125f, -0.065f, 0.000f, 0.065f,  0.125f,  0.177f,  0.217f,  0.241f,  0.250f,  0.241f,  0.217f,  0.177f,
+     0.125f,  0.065f,  0.000f, -0.065f, -0.125f, -0.177f, -0.217f, -0.241f, -0.250f, -0.241f, -0.217f, -0.177f},
 };
 constexpr float kPreviewBias = 128.0f;
 constexpr float kPreviewGain = 64.0f;
@@ -46,9 +46,8 @@ std::vector<int> preview_frame_indices(int latent_frames) {
 }
 
 Result<PreviewImage> render_latent_preview(const Tensor& video_latents) {
-  if (video_latents.ndim() != 4 || video_latents.dim(0) != kLatentChannels ||
-      video_latents.dtype() != DType::kF32 || !video_latents.is_contiguous() ||
-      video_latents.device() != Device::kCpu) {
+  if (video_latents.ndim() != 4 || video_latents.dim(0) != kLatentChannels || video_latents.dtype() != DType::kF32 ||
+      !video_latents.is_contiguous() || video_latents.device() != Device::kCpu) {
     return invalid_argument("latent preview needs host video latents [24, T, H, W] f32 contiguous, got " +
                             video_latents.describe());
   }

@@ -39,10 +39,11 @@ Result<std::vector<int32_t>> present_t2va_prompt(const Tokenizer& tokenizer, con
   // split_special_tokens stays False, so "<|im_start|>" typed in a prompt is that one token, as in diffusers.
   VORTEX_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.encode(prompt));
   if (ids.size() > limits.max_tokens) {
-    return invalid_argument(field + ": the prompt is " + std::to_string(ids.size()) + " tokens; the conditioner has " +
-                            "positions for at most " + std::to_string(limits.max_tokens) +
-                            " (text_config.max_position_embeddings of the text encoder; diffusers' MiniMax-H3 "
-                            "pipeline neither truncates nor pads, so Vortex refuses instead of cutting it). Shorten it");
+    return invalid_argument(
+        field + ": the prompt is " + std::to_string(ids.size()) + " tokens; the conditioner has " +
+        "positions for at most " + std::to_string(limits.max_tokens) +
+        " (text_config.max_position_embeddings of the text encoder; diffusers' MiniMax-H3 "
+        "pipeline neither truncates nor pads, so Vortex refuses instead of cutting it). Shorten it");
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= config.vocab) {

@@ -56,7 +56,8 @@ Result<std::vector<std::string>> write_synthetic_snapshot(const SyntheticSnapsho
   const fs::path out(o.out);
   std::error_code ec;
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
-    return invalid_argument("--out " + o.out + " exists and is not an empty folder; the snapshot is written only into a new one");
+    return invalid_argument("--out " + o.out +
+                            " exists and is not an empty folder; the snapshot is written only into a new one");
   // Checked before anything is written: the vocabulary sizes the text encoder.
   VORTEX_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_json_file(o.tokenizer_json));
   fs::create_directories(out, ec);

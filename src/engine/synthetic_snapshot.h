@@ -25,9 +25,9 @@ namespace vortex {
 constexpr int kTinyTextLayer = 3;
 
 struct SyntheticSnapshotOptions {
-  std::string out;             // a folder that does not exist yet, or an empty one
-  uint64_t seed = 0;           // transformer and text-encoder weights
-  std::string tokenizer_json;  // required
+  std::string out;                     // a folder that does not exist yet, or an empty one
+  uint64_t seed = 0;                   // transformer and text-encoder weights
+  std::string tokenizer_json;          // required
   std::string vae_dir, audio_vae_dir;  // optional: copied as vae/ and audio_vae/
 };
 

@@ -52,8 +52,8 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
       // Precision converts the weights at load: a run-time switch can only restate it.
       if (value != precision_name(opts.precision))
         return invalid_argument("precision is applied to the weights at load (currently '" +
-                                std::string(precision_name(opts.precision)) +
-                                "'); it cannot be switched to '" + value + "' here: use --precision " + value +
+                                std::string(precision_name(opts.precision)) + "'); it cannot be switched to '" + value +
+                                "' here: use --precision " + value +
                                 " (gates and A/B benches then flip only run-time switches on the loaded weights)");
     } else if (key == "debug_sync") {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.debug_sync));
@@ -61,7 +61,8 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
       VORTEX_ASSIGN_OR_RETURN(opts.attention, parse_attention(value));
     } else {
       return invalid_argument("unknown switch '" + key +
-                              "' (known: fused_norm_modulate, fused_gate_add, fused_nvfp4_producers, fp8_gate_epilogue, attention, debug_sync, "
+                              "' (known: fused_norm_modulate, fused_gate_add, fused_nvfp4_producers, "
+                              "fp8_gate_epilogue, attention, debug_sync, "
                               "precision (restating the loaded one), eager, fused)");
     }
   }
@@ -140,11 +141,13 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
         std::string(w.backend->name()) + ")");
   }
 
-  VORTEX_ASSIGN_OR_RETURN(RequestGeometry geo, make_geometry(w.cfg, spec.width, spec.height, spec.frames, spec.text_rows));
+  VORTEX_ASSIGN_OR_RETURN(RequestGeometry geo,
+                          make_geometry(w.cfg, spec.width, spec.height, spec.frames, spec.text_rows));
   VORTEX_ASSIGN_OR_RETURN(w.layout, pack_request(w.cfg, geo));
-  if (log) log("request: " + std::to_string(geo.width) + "x" + std::to_string(geo.height) + ", " + std::to_string(geo.frames) +
-               " frames -> " + std::to_string(geo.total_rows()) + " rows (text " + std::to_string(geo.text_rows) + ", audio " +
-               std::to_string(geo.audio_rows) + ", video " + std::to_string(geo.video_rows) + ")");
+  if (log)
+    log("request: " + std::to_string(geo.width) + "x" + std::to_string(geo.height) + ", " + std::to_string(geo.frames) +
+        " frames -> " + std::to_string(geo.total_rows()) + " rows (text " + std::to_string(geo.text_rows) + ", audio " +
+        std::to_string(geo.audio_rows) + ", video " + std::to_string(geo.video_rows) + ")");
 
   // Synthetic refined text [L, D] (the seeds benchmark with refined synthetic tokens): N(0, 1), noise
   // stream 1 of the noise seed so it never overlaps the latent noise.

@@ -24,7 +24,7 @@ struct WorkloadSpec {
   int threads = 0;
   int device = 0;  // CUDA device ordinal (--device N)
   int width = 1344, height = 768, frames = 124;
-  int text_rows = 100;  // synthetic refined text [text_rows, hidden]
+  int text_rows = 100;        // synthetic refined text [text_rows, hidden]
   uint64_t weights_seed = 0;  // same default as `vortex generate` and `vortex synth`
   uint64_t noise_seed = 42;
   std::string precision = "bf16";  // bf16 | fp8 | nvfp4 | nvfp4-weight-only

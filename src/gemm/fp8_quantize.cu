@@ -30,11 +30,12 @@ __device__ __forceinline__ float bf16_bits_to_float(uint16_t b) {
 }
 
 // amax over [m, k] (row stride ldx) as max of (bits & 0x7FFF) — exact in any order, NaN sorts high.
-static __global__ void abs_max_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k,
-                                      int64_t ldx, uint32_t* __restrict__ amax) {
+static __global__ void abs_max_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k, int64_t ldx,
+                                      uint32_t* __restrict__ amax) {
   uint32_t best = 0;
   for (int64_t r = blockIdx.x; r < m; r += gridDim.x)
-    for (int64_t c = threadIdx.x; c < k; c += blockDim.x) best = max(best, static_cast<uint32_t>(x[r * ldx + c] & 0x7FFF));
+    for (int64_t c = threadIdx.x; c < k; c += blockDim.x)
+      best = max(best, static_cast<uint32_t>(x[r * ldx + c] & 0x7FFF));
   for (int off = 16; off > 0; off >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, off));
   __shared__ uint32_t warp_best[kThreads / 32];
   if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best;
@@ -47,9 +48,8 @@ static __global__ void abs_max_kernel(const uint16_t* __restrict__ x, int64_t m,
 
 // q = e4m3(x / scale); scale from the amax bits (dynamic) or given (static). Block 0 stores the
 // dynamic scale for the GEMM.
-static __global__ void quantize_per_tensor_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k,
-                                                  int64_t ldx, uint8_t* __restrict__ q,
-                                                  const uint32_t* __restrict__ amax,
+static __global__ void quantize_per_tensor_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k, int64_t ldx,
+                                                  uint8_t* __restrict__ q, const uint32_t* __restrict__ amax,
                                                   const float* __restrict__ static_scale,
                                                   float* __restrict__ scale_out) {
   const float scale = static_scale ? *static_scale : scale_from_amax_bits(*amax);
@@ -63,8 +63,8 @@ static __global__ void quantize_per_tensor_kernel(const uint16_t* __restrict__ x
 // aligned): lane t of a row loads 8 bf16 with one 16-byte load. The element path's 2-byte loads and
 // 1-byte stores moved ~1.6 TB/s inside block 24 (out_proj / FC2 region minus the GEMM, PERFORMANCE.md
 // 2026-12-01); `gemm_bench fp8` times both in the same run.
-static __global__ void abs_max_vec8_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k8,
-                                           int64_t ldx, uint32_t* __restrict__ amax) {
+static __global__ void abs_max_vec8_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k8, int64_t ldx,
+                                           uint32_t* __restrict__ amax) {
   uint32_t best = 0;
   for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
     const uint4* row = reinterpret_cast<const uint4*>(x + r * ldx);
@@ -112,9 +112,8 @@ static __global__ void quantize_per_tensor_vec8_kernel(const uint16_t* __restric
 // Per row: one block per row; the amax pass reads the row from DRAM and the quantize pass re-reads it
 // from L2 (a row is at most 28 KiB at H3 widths), so the tensor costs one DRAM read and one write.
 // Vector loads only (x 16-byte aligned, ldx % 8 == 0, K % 8 == 0, q 8-byte aligned).
-static __global__ void quantize_per_row_vec8_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k8,
-                                                    int64_t ldx, uint8_t* __restrict__ q,
-                                                    float* __restrict__ scales) {
+static __global__ void quantize_per_row_vec8_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k8, int64_t ldx,
+                                                    uint8_t* __restrict__ q, float* __restrict__ scales) {
   __shared__ uint32_t warp_best[kThreads / 32];
   for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
     const uint4* row = reinterpret_cast<const uint4*>(x + r * ldx);
@@ -157,9 +156,9 @@ static __global__ void gate_scale_vector_kernel(const float* __restrict__ w_scal
 }
 
 // One warp per (row, 128-channel group); lane l owns channels g*128 + 4l .. 4l+3 (k % 4 == 0).
-static __global__ void quantize_rowblock128_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k,
-                                                   int64_t ldx, uint8_t* __restrict__ q,
-                                                   float* __restrict__ scales, int64_t ld_scale) {
+static __global__ void quantize_rowblock128_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k, int64_t ldx,
+                                                   uint8_t* __restrict__ q, float* __restrict__ scales,
+                                                   int64_t ld_scale) {
   const int64_t groups = (k + 127) / 128;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
@@ -201,8 +200,8 @@ Status launch_check(const char* what) {
 Status check_args(const void* x, int64_t m, int64_t k, int64_t ldx, const void* q) {
   if (!x || !q) return invalid_argument("fp8 quantize: null pointer");
   if (m <= 0 || k <= 0 || ldx < k)
-    return invalid_argument("fp8 quantize: bad shape m=" + std::to_string(m) + " k=" +
-                            std::to_string(k) + " ldx=" + std::to_string(ldx));
+    return invalid_argument("fp8 quantize: bad shape m=" + std::to_string(m) + " k=" + std::to_string(k) +
+                            " ldx=" + std::to_string(ldx));
   return Status::Ok();
 }
 
@@ -216,8 +215,8 @@ bool vec8_ok(const void* x, int64_t k, int64_t ldx, const void* q) {
 
 }  // namespace
 
-Status quantize_fp8_per_tensor(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
-                               float* scale, uint32_t* amax_scratch, cudaStream_t stream) {
+Status quantize_fp8_per_tensor(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, float* scale,
+                               uint32_t* amax_scratch, cudaStream_t stream) {
   VORTEX_RETURN_IF_ERROR(check_args(x, m, k, ldx, q));
   if (!scale || !amax_scratch) return invalid_argument("fp8 quantize: null scale or amax scratch");
   if (!vec8_ok(x, k, ldx, q)) return quantize_fp8_per_tensor_element_path(x, m, k, ldx, q, scale, amax_scratch, stream);
@@ -231,8 +230,8 @@ Status quantize_fp8_per_tensor(const void* x, int64_t m, int64_t k, int64_t ldx,
   return launch_check("quantize_per_tensor_vec8_kernel");
 }
 
-Status quantize_fp8_per_tensor_element_path(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
-                                            float* scale, uint32_t* amax_scratch, cudaStream_t stream) {
+Status quantize_fp8_per_tensor_element_path(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, float* scale,
+                                            uint32_t* amax_scratch, cudaStream_t stream) {
   VORTEX_RETURN_IF_ERROR(check_args(x, m, k, ldx, q));
   if (!scale || !amax_scratch) return invalid_argument("fp8 quantize: null scale or amax scratch");
   cudaError_t err = cudaMemsetAsync(amax_scratch, 0, sizeof(uint32_t), stream);
@@ -240,13 +239,13 @@ Status quantize_fp8_per_tensor_element_path(const void* x, int64_t m, int64_t k,
   const uint16_t* xs = static_cast<const uint16_t*>(x);
   abs_max_kernel<<<grid_rows(m), kThreads, 0, stream>>>(xs, m, k, ldx, amax_scratch);
   VORTEX_RETURN_IF_ERROR(launch_check("abs_max_kernel"));
-  quantize_per_tensor_kernel<<<grid_rows(m), kThreads, 0, stream>>>(
-      xs, m, k, ldx, static_cast<uint8_t*>(q), amax_scratch, nullptr, scale);
+  quantize_per_tensor_kernel<<<grid_rows(m), kThreads, 0, stream>>>(xs, m, k, ldx, static_cast<uint8_t*>(q),
+                                                                    amax_scratch, nullptr, scale);
   return launch_check("quantize_per_tensor_kernel");
 }
 
-Status quantize_fp8_per_tensor_static(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
-                                      const float* scale, cudaStream_t stream) {
+Status quantize_fp8_per_tensor_static(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, const float* scale,
+                                      cudaStream_t stream) {
   VORTEX_RETURN_IF_ERROR(check_args(x, m, k, ldx, q));
   if (!scale) return invalid_argument("fp8 quantize: null static scale");
   if (vec8_ok(x, k, ldx, q)) {
@@ -254,8 +253,8 @@ Status quantize_fp8_per_tensor_static(const void* x, int64_t m, int64_t k, int64
         static_cast<const uint16_t*>(x), m, k / 8, ldx, static_cast<uint8_t*>(q), nullptr, scale, nullptr);
     return launch_check("quantize_per_tensor_vec8_kernel(static)");
   }
-  quantize_per_tensor_kernel<<<grid_rows(m), kThreads, 0, stream>>>(
-      static_cast<const uint16_t*>(x), m, k, ldx, static_cast<uint8_t*>(q), nullptr, scale, nullptr);
+  quantize_per_tensor_kernel<<<grid_rows(m), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), m, k, ldx,
+                                                                    static_cast<uint8_t*>(q), nullptr, scale, nullptr);
   return launch_check("quantize_per_tensor_kernel(static)");
 }
 
@@ -264,23 +263,26 @@ Status quantize_fp8_per_row(const void* x, int64_t m, int64_t k, int64_t ldx, vo
   VORTEX_RETURN_IF_ERROR(check_args(x, m, k, ldx, q));
   if (!scales) return invalid_argument("fp8 per-row quantize: null scales");
   if (!vec8_ok(x, k, ldx, q))
-    return invalid_argument("fp8 per-row quantize needs x 16-byte aligned, K and ldx multiples of 8 and q 8-byte "
-                            "aligned; got K=" + std::to_string(k) + " ldx=" + std::to_string(ldx));
+    return invalid_argument(
+        "fp8 per-row quantize needs x 16-byte aligned, K and ldx multiples of 8 and q 8-byte "
+        "aligned; got K=" +
+        std::to_string(k) + " ldx=" + std::to_string(ldx));
   quantize_per_row_vec8_kernel<<<grid_rows(m), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), m, k / 8, ldx,
                                                                       static_cast<uint8_t*>(q), scales);
   return launch_check("quantize_per_row_vec8_kernel");
 }
 
 Status fp8_gate_scale_vector(const float* w_scale, const void* gate_bf16, int64_t n, float* out, cudaStream_t stream) {
-  if (!w_scale || !gate_bf16 || !out || n <= 0) return invalid_argument("fp8_gate_scale_vector: null pointer or n <= 0");
+  if (!w_scale || !gate_bf16 || !out || n <= 0)
+    return invalid_argument("fp8_gate_scale_vector: null pointer or n <= 0");
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   gate_scale_vector_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       w_scale, static_cast<const uint16_t*>(gate_bf16), n, out);
   return launch_check("gate_scale_vector_kernel");
 }
 
-Status quantize_fp8_rowblock128(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
-                                float* scales, int64_t ld_scale, cudaStream_t stream) {
+Status quantize_fp8_rowblock128(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, float* scales,
+                                int64_t ld_scale, cudaStream_t stream) {
   VORTEX_RETURN_IF_ERROR(check_args(x, m, k, ldx, q));
   if (!scales || ld_scale < m) return invalid_argument("fp8 1x128 quantize: null scales or ld_scale < m");
   if (k % 4) return invalid_argument("fp8 1x128 quantize needs k % 4 == 0, got " + std::to_string(k));

@@ -20,11 +20,9 @@ float fp8_scale_from_amax(float amax) { return amax == 0.0f ? 1.0f : amax / kE4M
 
 uint8_t fp8_quantize_value(float x, float scale) { return e4m3_from_f32(x / scale); }
 
-void quantize_fp8_with_scale_ref(const uint16_t* x, int64_t m, int64_t k, int64_t ldx, float scale,
-                                 uint8_t* q) {
+void quantize_fp8_with_scale_ref(const uint16_t* x, int64_t m, int64_t k, int64_t ldx, float scale, uint8_t* q) {
   for (int64_t r = 0; r < m; ++r)
-    for (int64_t c = 0; c < k; ++c)
-      q[r * k + c] = fp8_quantize_value(f32_from_bf16_bits(x[r * ldx + c]), scale);
+    for (int64_t c = 0; c < k; ++c) q[r * k + c] = fp8_quantize_value(f32_from_bf16_bits(x[r * ldx + c]), scale);
 }
 
 float quantize_fp8_per_tensor_ref(const uint16_t* x, int64_t m, int64_t k, int64_t ldx, uint8_t* q) {
@@ -34,12 +32,11 @@ float quantize_fp8_per_tensor_ref(const uint16_t* x, int64_t m, int64_t k, int64
 }
 
 void quantize_fp8_per_row_ref(const uint16_t* x, int64_t m, int64_t k, int64_t ldx, uint8_t* q, float* scales) {
-  for (int64_t r = 0; r < m; ++r)
-    scales[r] = quantize_fp8_per_tensor_ref(x + r * ldx, 1, k, ldx, q + r * k);
+  for (int64_t r = 0; r < m; ++r) scales[r] = quantize_fp8_per_tensor_ref(x + r * ldx, 1, k, ldx, q + r * k);
 }
 
-void quantize_fp8_rowblock128_ref(const uint16_t* x, int64_t m, int64_t k, int64_t ldx, uint8_t* q,
-                                  float* scales, int64_t ld_scale) {
+void quantize_fp8_rowblock128_ref(const uint16_t* x, int64_t m, int64_t k, int64_t ldx, uint8_t* q, float* scales,
+                                  int64_t ld_scale) {
   const int64_t groups = (k + 127) / 128;
   for (int64_t r = 0; r < ld_scale; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
@@ -56,8 +53,7 @@ void quantize_fp8_rowblock128_ref(const uint16_t* x, int64_t m, int64_t k, int64
   }
 }
 
-void quantize_fp8_block128x128_ref(const uint16_t* w, int64_t n, int64_t k, uint8_t* q,
-                                   float* scales) {
+void quantize_fp8_block128x128_ref(const uint16_t* w, int64_t n, int64_t k, uint8_t* q, float* scales) {
   const int64_t kb = (k + 127) / 128, nb = (n + 127) / 128, cols = fp8_block_scale_cols(k);
   for (int64_t bn = 0; bn < nb; ++bn) {
     for (int64_t bk = 0; bk < cols; ++bk) {

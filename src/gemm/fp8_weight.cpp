@@ -9,8 +9,7 @@
 namespace vortex {
 
 Result<LinearWeight> quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling) {
-  if (!w.defined() || w.device() != Device::kCpu || w.dtype() != DType::kBF16 || w.ndim() != 2 ||
-      !w.is_contiguous())
+  if (!w.defined() || w.device() != Device::kCpu || w.dtype() != DType::kBF16 || w.ndim() != 2 || !w.is_contiguous())
     return invalid_argument("quantize_weight_fp8 needs a contiguous host [N, K] bf16 tensor, got " +
                             (w.defined() ? w.describe() : std::string("undefined")));
   const int64_t n = w.dim(0), k = w.dim(1);

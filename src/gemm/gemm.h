@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "model/h3_weights.h"
 #include "core/device_buffer.h"
+#include "model/h3_weights.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 
@@ -119,16 +119,14 @@ class GemmEngine {
   // (precision, M, N, K, lds, bias) entry for this GPU and cuBLASLt version, else heuristic top-1.
   virtual Status gemm(const GemmCall& call, cudaStream_t stream) = 0;
   // Same GEMM with an explicit algorithm (gemm-tune). kUnsupported when cuBLASLt rejects it.
-  virtual Status gemm_with_algo(const GemmCall& call, const GemmAlgoConfig& algo,
-                                cudaStream_t stream) = 0;
+  virtual Status gemm_with_algo(const GemmCall& call, const GemmAlgoConfig& algo, cudaStream_t stream) = 0;
   // The algorithm gemm() would run for `call` (pinned or heuristic top-1) and where it came from;
   // `pin_note` (optional) says why a matching table entry was not used (empty otherwise).
   virtual Result<GemmAlgoConfig> selected_algo(const GemmCall& call, bool* pinned) = 0;
   virtual std::string pin_note(const GemmCall& call) { return {}; }
   // Every valid configuration cuBLASLt offers for `call` (AlgoGetIds x tiles x stages x split-K x
   // reduction x swizzle, filtered by cublasLtMatmulAlgoCheck), at most `max_configs`.
-  virtual Result<std::vector<GemmAlgoConfig>> enumerate_algos(const GemmCall& call,
-                                                              int max_configs) = 0;
+  virtual Result<std::vector<GemmAlgoConfig>> enumerate_algos(const GemmCall& call, int max_configs) = 0;
   virtual size_t workspace_bytes() const = 0;
 };
 
@@ -145,14 +143,14 @@ Result<LinearWeight> quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling);
 //  [M, ld_scale) of q are written as zeros with scale 1 (padding so M can be rounded up to 4).
 // x: [M, K] bf16 (row stride ldx), q: [>= M, K] f8e4m3 (row stride K), scale on the device.
 // `amax_scratch` is one uint32 of device memory.
-Status quantize_fp8_per_tensor(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
-                               float* scale, uint32_t* amax_scratch, cudaStream_t stream);
+Status quantize_fp8_per_tensor(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, float* scale,
+                               uint32_t* amax_scratch, cudaStream_t stream);
 // The per-tensor quantizer's element path alone (2-byte loads), which quantize_fp8_per_tensor uses
 // when x/ldx/K/q rule out its 16-byte vector path; tests and `gemm_bench fp8` compare the two.
-Status quantize_fp8_per_tensor_element_path(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
-                                            float* scale, uint32_t* amax_scratch, cudaStream_t stream);
-Status quantize_fp8_per_tensor_static(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
-                                      const float* scale, cudaStream_t stream);
+Status quantize_fp8_per_tensor_element_path(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, float* scale,
+                                            uint32_t* amax_scratch, cudaStream_t stream);
+Status quantize_fp8_per_tensor_static(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, const float* scale,
+                                      cudaStream_t stream);
 // Per row (token): scales[r] = amax(row r)/448 (0 -> 1), f32 [M] on the device; the kFp8RowScaled
 // activation. Needs x 16-byte aligned, K and ldx multiples of 8, q 8-byte aligned (else kInvalidArgument).
 Status quantize_fp8_per_row(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, float* scales,
@@ -160,7 +158,7 @@ Status quantize_fp8_per_row(const void* x, int64_t m, int64_t k, int64_t ldx, vo
 // out[j] = fp32(s_w * gate[j]) for j < n: s_w one f32 (device), gate n bf16 (device, e.g. one AdaLN table row
 // chunk), out n f32: the kFp8RowScaled w_scale of a gated residual (x += gate * (a @ W^T)).
 Status fp8_gate_scale_vector(const float* w_scale, const void* gate_bf16, int64_t n, float* out, cudaStream_t stream);
-Status quantize_fp8_rowblock128(const void* x, int64_t m, int64_t k, int64_t ldx, void* q,
-                                float* scales, int64_t ld_scale, cudaStream_t stream);
+Status quantize_fp8_rowblock128(const void* x, int64_t m, int64_t k, int64_t ldx, void* q, float* scales,
+                                int64_t ld_scale, cudaStream_t stream);
 
 }  // namespace vortex

@@ -23,21 +23,20 @@ namespace vortex {
 namespace {
 
 Status cublas_error(cublasStatus_t st, const char* what) {
-  return Status(ErrorCode::kCublas, std::string(what) + " failed: " + cublasLtGetStatusString(st) +
-                                        " (" + std::to_string(static_cast<int>(st)) + ")");
+  return Status(ErrorCode::kCublas, std::string(what) + " failed: " + cublasLtGetStatusString(st) + " (" +
+                                        std::to_string(static_cast<int>(st)) + ")");
 }
 Status cuda_error(cudaError_t err, const char* what) {
   return Status(ErrorCode::kCuda, std::string(what) + " failed: " + cudaGetErrorString(err));
 }
-#define VORTEX_CUBLAS(expr)                                           \
-  do {                                                                \
-    cublasStatus_t vortex_cublas_st_ = (expr);                        \
-    if (vortex_cublas_st_ != CUBLAS_STATUS_SUCCESS)                   \
-      return cublas_error(vortex_cublas_st_, #expr);                  \
+#define VORTEX_CUBLAS(expr)                                                                        \
+  do {                                                                                             \
+    cublasStatus_t vortex_cublas_st_ = (expr);                                                     \
+    if (vortex_cublas_st_ != CUBLAS_STATUS_SUCCESS) return cublas_error(vortex_cublas_st_, #expr); \
   } while (0)
-#define VORTEX_CUDA_OK(expr)                                          \
-  do {                                                                \
-    cudaError_t vortex_cuda_err_ = (expr);                            \
+#define VORTEX_CUDA_OK(expr)                                                         \
+  do {                                                                               \
+    cudaError_t vortex_cuda_err_ = (expr);                                           \
     if (vortex_cuda_err_ != cudaSuccess) return cuda_error(vortex_cuda_err_, #expr); \
   } while (0)
 
@@ -95,10 +94,9 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 Status validate_call(const GemmCall& c) {
   std::ostringstream where;
-  where << gemm_precision_name(c.precision) << " GEMM M=" << c.m << " N=" << c.n << " K=" << c.k
-        << " ldx=" << c.ldx << " ldw=" << c.ldw << " ldd=" << c.ldd;
-  if (c.m <= 0 || c.n <= 0 || c.k <= 0)
-    return invalid_argument(where.str() + ": sizes must be positive");
+  where << gemm_precision_name(c.precision) << " GEMM M=" << c.m << " N=" << c.n << " K=" << c.k << " ldx=" << c.ldx
+        << " ldw=" << c.ldw << " ldd=" << c.ldd;
+  if (c.m <= 0 || c.n <= 0 || c.k <= 0) return invalid_argument(where.str() + ": sizes must be positive");
   if (!c.x || !c.w || !c.d) return invalid_argument(where.str() + ": null operand pointer");
   if (c.ldx < c.k || c.ldw < c.k || c.ldd < c.n)
     return invalid_argument(where.str() + ": a leading dimension is smaller than the row width");
@@ -132,8 +130,7 @@ Status validate_call(const GemmCall& c) {
     return invalid_argument(where.str() + ": accumulate (d += ...) is for the bf16-output host-alpha GEMMs only");
   if (nvfp4 && !c.alpha)
     return invalid_argument(where.str() + ": NVFP4 GEMMs need alpha (g_x * g_w) as one f32 in device memory");
-  if (!nvfp4 && c.alpha)
-    return invalid_argument(where.str() + ": a device alpha is only legal for the NVFP4 GEMMs");
+  if (!nvfp4 && c.alpha) return invalid_argument(where.str() + ": a device alpha is only legal for the NVFP4 GEMMs");
   if (c.precision == GemmPrecision::kNvfp4) {
 #if CUDA_VERSION < 12080
     return unsupported(where.str() + ": this build's CUDA headers predate FP4 (CUDA_R_4F_E2M1 needs CUDA >= 12.8)");
@@ -144,8 +141,9 @@ Status validate_call(const GemmCall& c) {
         !aligned16(c.w_block_scale))
       return invalid_argument(where.str() + ": NVFP4 GEMM operands and block scales must be 16-byte aligned");
     if (c.k % 32 || c.ldx % 32 || c.ldw % 32 || c.ldd % 8)
-      return invalid_argument(where.str() + ": NVFP4 GEMM needs K and ldx/ldw multiples of 32 elements "
-                                            "(16 bytes of packed E2M1) and ldd a multiple of 8");
+      return invalid_argument(where.str() +
+                              ": NVFP4 GEMM needs K and ldx/ldw multiples of 32 elements "
+                              "(16 bytes of packed E2M1) and ldd a multiple of 8");
   } else if (c.x_block_scale || c.w_block_scale) {
     return invalid_argument(where.str() + ": block scales are only legal for the NVFP4 (FP4) GEMM");
   }
@@ -200,8 +198,7 @@ class CublasLtGemmEngine final : public GemmEngine {
     return launch(*plan, plan->algo, call, stream);
   }
 
-  Status gemm_with_algo(const GemmCall& call, const GemmAlgoConfig& cfg,
-                        cudaStream_t stream) override {
+  Status gemm_with_algo(const GemmCall& call, const GemmAlgoConfig& cfg, cudaStream_t stream) override {
     VORTEX_RETURN_IF_ERROR(validate_call(call));
     VORTEX_ASSIGN_OR_RETURN(Plan * plan, get_plan(call));
     cublasLtMatmulAlgo_t algo;
@@ -222,16 +219,14 @@ class CublasLtGemmEngine final : public GemmEngine {
     return plan.ok() ? (*plan)->pin_note : std::string();
   }
 
-  Result<std::vector<GemmAlgoConfig>> enumerate_algos(const GemmCall& call,
-                                                      int max_configs) override {
+  Result<std::vector<GemmAlgoConfig>> enumerate_algos(const GemmCall& call, int max_configs) override {
     VORTEX_RETURN_IF_ERROR(validate_call(call));
     VORTEX_ASSIGN_OR_RETURN(Plan * plan, get_plan(call));
     const Types t = types_for(call.precision);
     std::vector<GemmAlgoConfig> out;
     int ids[256];
     int n_ids = 0;
-    VORTEX_CUBLAS(cublasLtMatmulAlgoGetIds(handle_, t.compute, CUDA_R_32F, t.ab, t.ab, t.d, t.d,
-                                           256, ids, &n_ids));
+    VORTEX_CUBLAS(cublasLtMatmulAlgoGetIds(handle_, t.compute, CUDA_R_32F, t.ab, t.ab, t.d, t.d, 256, ids, &n_ids));
     // The heuristic's own candidates first (they carry cluster/inner shapes the search fills in).
     VORTEX_ASSIGN_OR_RETURN(auto heuristic, heuristic_configs(*plan, 16));
     for (const auto& h : heuristic) out.push_back(h);
@@ -240,8 +235,8 @@ class CublasLtGemmEngine final : public GemmEngine {
     for (int i = 0; i < n_ids && static_cast<int>(out.size()) < max_configs; ++i) {
       int taken_for_id = 0;
       cublasLtMatmulAlgo_t algo;
-      if (cublasLtMatmulAlgoInit(handle_, t.compute, CUDA_R_32F, t.ab, t.ab, t.d, t.d, ids[i],
-                                 &algo) != CUBLAS_STATUS_SUCCESS)
+      if (cublasLtMatmulAlgoInit(handle_, t.compute, CUDA_R_32F, t.ab, t.ab, t.d, t.d, ids[i], &algo) !=
+          CUBLAS_STATUS_SUCCESS)
         continue;
       std::vector<uint32_t> tiles = cap_array(algo, CUBLASLT_ALGO_CAP_TILE_IDS);
       std::vector<uint32_t> stages = cap_array(algo, CUBLASLT_ALGO_CAP_STAGES_IDS);
@@ -252,10 +247,10 @@ class CublasLtGemmEngine final : public GemmEngine {
       size_t written = 0;
       cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splitk_support,
                                         sizeof(splitk_support), &written);
-      cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &red_mask,
-                                        sizeof(red_mask), &written);
-      cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT,
-                                        &swizzle_support, sizeof(swizzle_support), &written);
+      cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &red_mask, sizeof(red_mask),
+                                        &written);
+      cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzle_support,
+                                        sizeof(swizzle_support), &written);
       std::vector<std::pair<int, int>> splits = {{1, CUBLASLT_REDUCTION_SCHEME_NONE}};
       if (splitk_support) {
         for (int s : {2, 4})
@@ -285,20 +280,15 @@ class CublasLtGemmEngine final : public GemmEngine {
     return out;
   }
 
-  Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out,
-                cudaStream_t stream) override;
+  Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out, cudaStream_t stream) override;
 
  private:
-  std::vector<uint32_t> cap_array(const cublasLtMatmulAlgo_t& algo,
-                                  cublasLtMatmulAlgoCapAttributes_t attr) {
+  std::vector<uint32_t> cap_array(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
     size_t bytes = 0;
-    if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS)
-      return {};
+    if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS) return {};
     std::vector<uint32_t> v(bytes / sizeof(uint32_t));
     if (v.empty()) return v;
-    if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), bytes, &bytes) !=
-        CUBLAS_STATUS_SUCCESS)
-      return {};
+    if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), bytes, &bytes) != CUBLAS_STATUS_SUCCESS) return {};
     return v;
   }
 
@@ -310,20 +300,13 @@ class CublasLtGemmEngine final : public GemmEngine {
     uint16_t inner = 0, cluster = 0;
     cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &w);
     cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &w);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-                                         sizeof(splitk), &w);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
-                                         sizeof(red), &w);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz,
-                                         sizeof(swz), &w);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom,
-                                         sizeof(custom), &w);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
-                                         sizeof(stages), &w);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner,
-                                         sizeof(inner), &w);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
-                                         sizeof(cluster), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof(swz), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof(inner), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster), &w);
     c.algo_id = id;
     c.tile_id = static_cast<int>(tile);
     c.splitk_num = splitk;
@@ -336,11 +319,9 @@ class CublasLtGemmEngine final : public GemmEngine {
     return c;
   }
 
-  Status build_algo(const Plan& plan, const GemmCall& call, const GemmAlgoConfig& cfg,
-                    cublasLtMatmulAlgo_t* algo) {
+  Status build_algo(const Plan& plan, const GemmCall& call, const GemmAlgoConfig& cfg, cublasLtMatmulAlgo_t* algo) {
     const Types t = types_for(call.precision);
-    VORTEX_CUBLAS(cublasLtMatmulAlgoInit(handle_, t.compute, CUDA_R_32F, t.ab, t.ab, t.d, t.d,
-                                         cfg.algo_id, algo));
+    VORTEX_CUBLAS(cublasLtMatmulAlgoInit(handle_, t.compute, CUDA_R_32F, t.ab, t.ab, t.d, t.d, cfg.algo_id, algo));
     uint32_t tile = static_cast<uint32_t>(cfg.tile_id), red = static_cast<uint32_t>(cfg.reduction_scheme);
     uint32_t swz = static_cast<uint32_t>(cfg.cta_swizzling), custom = static_cast<uint32_t>(cfg.custom_option);
     uint32_t stages = static_cast<uint32_t>(cfg.stages_id);
@@ -352,19 +333,20 @@ class CublasLtGemmEngine final : public GemmEngine {
     VORTEX_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk)));
     VORTEX_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red)));
     VORTEX_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof(swz)));
-    VORTEX_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom)));
-    VORTEX_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof(inner)));
-    VORTEX_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster)));
+    VORTEX_CUBLAS(
+        cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom)));
+    VORTEX_CUBLAS(
+        cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof(inner)));
+    VORTEX_CUBLAS(
+        cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster)));
     cublasLtMatmulHeuristicResult_t check{};
-    cublasStatus_t st = cublasLtMatmulAlgoCheck(handle_, plan.op, plan.a, plan.b, plan.d, plan.d,
-                                                algo, &check);
+    cublasStatus_t st = cublasLtMatmulAlgoCheck(handle_, plan.op, plan.a, plan.b, plan.d, plan.d, algo, &check);
     if (st != CUBLAS_STATUS_SUCCESS)
-      return unsupported("cuBLASLt rejects algorithm " + cfg.describe() + " for this GEMM: " +
-                         cublasLtGetStatusString(st));
+      return unsupported("cuBLASLt rejects algorithm " + cfg.describe() +
+                         " for this GEMM: " + cublasLtGetStatusString(st));
     if (check.workspaceSize > workspace_bytes_)
-      return unsupported("algorithm " + cfg.describe() + " needs " +
-                         std::to_string(check.workspaceSize) + " workspace bytes, engine has " +
-                         std::to_string(workspace_bytes_));
+      return unsupported("algorithm " + cfg.describe() + " needs " + std::to_string(check.workspaceSize) +
+                         " workspace bytes, engine has " + std::to_string(workspace_bytes_));
     return Status::Ok();
   }
 
@@ -380,12 +362,11 @@ class CublasLtGemmEngine final : public GemmEngine {
     cublasLtMatmulPreference_t pref = nullptr;
     VORTEX_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = workspace_bytes_;
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    cublasStatus_t st =
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
     int n = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.d, plan.d, pref,
-                                          count, results, &n);
+      st = cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.d, plan.d, pref, count, results, &n);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || n == 0)
       return unsupported(std::string("cuBLASLt has no algorithm for this GEMM on this GPU (") +
@@ -396,8 +377,8 @@ class CublasLtGemmEngine final : public GemmEngine {
 
   Result<Plan*> get_plan(const GemmCall& call) {
     std::lock_guard<std::mutex> lock(mu_);
-    PlanKey key{static_cast<int>(call.precision), call.m, call.n, call.k, call.ldx, call.ldw,
-                call.ldd, call.bias != nullptr};
+    PlanKey key{
+        static_cast<int>(call.precision), call.m, call.n, call.k, call.ldx, call.ldw, call.ldd, call.bias != nullptr};
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second.get();
     auto plan = std::make_unique<Plan>();
@@ -410,8 +391,8 @@ class CublasLtGemmEngine final : public GemmEngine {
       cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
       VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
       cudaDataType_t bias_type = t.d;  // bf16 bias for bf16 outputs, f32 for f32
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                   &bias_type, sizeof(bias_type)));
+      VORTEX_CUBLAS(
+          cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     }
     if (call.alpha) {
       // NVFP4: alpha = g_x * g_w lives on the device (no host sync to read the dynamic activation scale).
@@ -425,10 +406,10 @@ class CublasLtGemmEngine final : public GemmEngine {
       cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3;
       VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
       VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                   &call.w_block_scale, sizeof(call.w_block_scale)));
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                                   &call.x_block_scale, sizeof(call.x_block_scale)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &call.w_block_scale,
+                                                   sizeof(call.w_block_scale)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &call.x_block_scale,
+                                                   sizeof(call.x_block_scale)));
     }
 #endif
     if (call.precision == GemmPrecision::kFp8Blockwise) {
@@ -436,8 +417,10 @@ class CublasLtGemmEngine final : public GemmEngine {
       // _scaled_mm reaches for a row-major output (it swaps mat1/mat2 the same way).
       cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
       cublasLtMatmulMatrixScale_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+      VORTEX_CUBLAS(
+          cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+      VORTEX_CUBLAS(
+          cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
     }
     if (call.precision == GemmPrecision::kFp8RowScaled) {
       // cuBLAS A = W: one scale per row of op(A) = output channel; B = x: one per column of op(B) = token.
@@ -449,10 +432,10 @@ class CublasLtGemmEngine final : public GemmEngine {
       // Scale pointers must be on the descriptor before the heuristic runs: with blockwise modes and
       // null scale pointers cuBLASLt 13.1 answered CUBLAS_STATUS_INVALID_VALUE on the H200
       // (2026-11-29 run); NVIDIA's LtBlk128x128Fp8Matmul sample and PyTorch also set them first.
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                   &call.w_scale, sizeof(call.w_scale)));
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                                   &call.x_scale, sizeof(call.x_scale)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &call.w_scale,
+                                                   sizeof(call.w_scale)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &call.x_scale,
+                                                   sizeof(call.x_scale)));
     }
     VORTEX_CUBLAS(cublasLtMatrixLayoutCreate(&plan->a, t.ab, static_cast<uint64_t>(call.k),
                                              static_cast<uint64_t>(call.n), call.ldw));
@@ -460,11 +443,10 @@ class CublasLtGemmEngine final : public GemmEngine {
                                              static_cast<uint64_t>(call.m), call.ldx));
     VORTEX_CUBLAS(cublasLtMatrixLayoutCreate(&plan->d, t.d, static_cast<uint64_t>(call.n),
                                              static_cast<uint64_t>(call.m), call.ldd));
-    const GemmTableEntry* pinned = table_ ? table_->find(call.precision, call.m, call.n, call.k,
-                                                         call.ldx, call.ldw, call.ldd,
-                                                         call.bias != nullptr, device_name_,
-                                                         cublasLtGetVersion())
-                                          : nullptr;
+    const GemmTableEntry* pinned =
+        table_ ? table_->find(call.precision, call.m, call.n, call.k, call.ldx, call.ldw, call.ldd,
+                              call.bias != nullptr, device_name_, cublasLtGetVersion())
+               : nullptr;
     Status pin_status = Status::Ok();
     if (pinned) pin_status = build_algo(*plan, call, pinned->algo, &plan->algo);
     if (pinned && pin_status.ok()) {
@@ -486,32 +468,30 @@ class CublasLtGemmEngine final : public GemmEngine {
     return raw;
   }
 
-  Status launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmCall& call,
-                cudaStream_t stream) {
+  Status launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmCall& call, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mu_);
     if (call.bias)
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                   &call.bias, sizeof(call.bias)));
+      VORTEX_CUBLAS(
+          cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias, sizeof(call.bias)));
     if (call.x_scale) {
       // cuBLAS A = W, B = x.
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                   &call.w_scale, sizeof(call.w_scale)));
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                                   &call.x_scale, sizeof(call.x_scale)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &call.w_scale,
+                                                   sizeof(call.w_scale)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &call.x_scale,
+                                                   sizeof(call.x_scale)));
     }
     if (call.x_block_scale) {
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                   &call.w_block_scale, sizeof(call.w_block_scale)));
-      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                                   &call.x_block_scale, sizeof(call.x_block_scale)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &call.w_block_scale,
+                                                   sizeof(call.w_block_scale)));
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &call.x_block_scale,
+                                                   sizeof(call.x_block_scale)));
     }
     const float alpha = 1.0f, beta = call.accumulate ? 1.0f : 0.0f;  // accumulate: C = D, in place
     // Device pointer mode (NVFP4 plans): alpha from the call, beta from the engine's device zero.
     const void* alpha_ptr = call.alpha ? static_cast<const void*>(call.alpha) : static_cast<const void*>(&alpha);
     const void* beta_ptr = call.alpha ? static_cast<const void*>(device_zero_) : static_cast<const void*>(&beta);
-    VORTEX_CUBLAS(cublasLtMatmul(handle_, plan.op, alpha_ptr, call.w, plan.a, call.x, plan.b, beta_ptr,
-                                 call.d, plan.d, call.d, plan.d, &algo, workspace_.data(),
-                                 workspace_bytes_, stream));
+    VORTEX_CUBLAS(cublasLtMatmul(handle_, plan.op, alpha_ptr, call.w, plan.a, call.x, plan.b, beta_ptr, call.d, plan.d,
+                                 call.d, plan.d, &algo, workspace_.data(), workspace_bytes_, stream));
     return Status::Ok();
   }
 
@@ -526,7 +506,7 @@ class CublasLtGemmEngine final : public GemmEngine {
   std::shared_ptr<DeviceMemoryResource> memory_;
   DeviceBuffer workspace_;  // [workspace_bytes_] cuBLASLt workspace
   size_t workspace_bytes_ = 0;
-  DeviceBuffer scratch_;  // FP8 quantized activation, scales, amax (grown on demand)
+  DeviceBuffer scratch_;         // FP8 quantized activation, scales, amax (grown on demand)
   void* device_zero_ = nullptr;  // 256 bytes of zeros: beta for device-pointer-mode plans
   std::string device_name_;
   int sm_count_ = 0;
@@ -551,20 +531,19 @@ Status check_matrix(const Tensor& t, const char* name, Device device) {
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-Status CublasLtGemmEngine::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias,
-                                  Tensor& out, cudaStream_t stream) {
+Status CublasLtGemmEngine::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out,
+                                  cudaStream_t stream) {
   VORTEX_RETURN_IF_ERROR(check_matrix(x, "linear input x", Device::kCuda));
   VORTEX_RETURN_IF_ERROR(check_matrix(w.weight, "linear weight", Device::kCuda));
   VORTEX_RETURN_IF_ERROR(check_matrix(out, "linear output", Device::kCuda));
   const int64_t m = x.dim(0), k = x.dim(1), n = w.weight.dim(0);
   if (w.weight.dim(1) != k || out.dim(0) != m || out.dim(1) != n)
-    return invalid_argument("linear shape mismatch: x " + x.describe() + ", weight " +
-                            w.weight.describe() + ", out " + out.describe());
+    return invalid_argument("linear shape mismatch: x " + x.describe() + ", weight " + w.weight.describe() + ", out " +
+                            out.describe());
   if (bias) {
-    if (!bias->defined() || bias->device() != Device::kCuda || bias->numel() != n ||
-        !bias->is_contiguous())
-      return invalid_argument("linear bias must be a contiguous device vector of " +
-                              std::to_string(n) + " elements, got " + bias->describe());
+    if (!bias->defined() || bias->device() != Device::kCuda || bias->numel() != n || !bias->is_contiguous())
+      return invalid_argument("linear bias must be a contiguous device vector of " + std::to_string(n) +
+                              " elements, got " + bias->describe());
   }
   GemmCall call;
   call.m = m;
@@ -581,37 +560,34 @@ Status CublasLtGemmEngine::linear(const Tensor& x, const LinearWeight& w, const 
     if (x.dtype() == DType::kBF16 && w.weight.dtype() == DType::kBF16 && out.dtype() == DType::kBF16) {
       if (bias && bias->dtype() != DType::kBF16) return invalid_argument("bf16 linear needs a bf16 bias");
       call.precision = GemmPrecision::kBf16;
-    } else if (x.dtype() == DType::kF32 && w.weight.dtype() == DType::kF32 &&
-               out.dtype() == DType::kF32) {
+    } else if (x.dtype() == DType::kF32 && w.weight.dtype() == DType::kF32 && out.dtype() == DType::kF32) {
       if (bias && bias->dtype() != DType::kF32) return invalid_argument("f32 linear needs an f32 bias");
       call.precision = GemmPrecision::kF32;
     } else {
-      return unsupported("linear: unsupported dtype combination x " + x.describe() + ", weight " +
-                         w.weight.describe() + ", out " + out.describe() +
-                         " (supported: bf16/bf16/bf16, f32/f32/f32, bf16 x fp8 -> bf16)");
+      return unsupported("linear: unsupported dtype combination x " + x.describe() + ", weight " + w.weight.describe() +
+                         ", out " + out.describe() + " (supported: bf16/bf16/bf16, f32/f32/f32, bf16 x fp8 -> bf16)");
     }
     return gemm(call, stream);
   }
   if (w.format == QuantFormat::kNvfp4)
-    return unsupported("linear: NVFP4 weights need a quantized activation: use Nvfp4Gemm (gemm/nvfp4_gemm.h), "
-                       "as CudaBackend::linear does, or expand the weight (--precision nvfp4-weight-only)");
+    return unsupported(
+        "linear: NVFP4 weights need a quantized activation: use Nvfp4Gemm (gemm/nvfp4_gemm.h), "
+        "as CudaBackend::linear does, or expand the weight (--precision nvfp4-weight-only)");
   if (w.format != QuantFormat::kFp8Scaled)
     return unsupported(std::string("linear: weight format ") + quant_format_name(w.format) +
                        " is not handled by the cuBLASLt engine on this GPU");
   if (x.dtype() != DType::kBF16 || out.dtype() != DType::kBF16 || w.weight.dtype() != DType::kF8E4M3)
-    return invalid_argument("fp8 linear needs bf16 x, f8e4m3 weight and bf16 out; got x " +
-                            x.describe() + ", weight " + w.weight.describe() + ", out " + out.describe());
+    return invalid_argument("fp8 linear needs bf16 x, f8e4m3 weight and bf16 out; got x " + x.describe() + ", weight " +
+                            w.weight.describe() + ", out " + out.describe());
   if (bias && bias->dtype() != DType::kBF16) return invalid_argument("fp8 linear needs a bf16 bias");
-  if (!w.weight_scale.defined() || w.weight_scale.device() != Device::kCuda ||
-      w.weight_scale.dtype() != DType::kF32)
+  if (!w.weight_scale.defined() || w.weight_scale.device() != Device::kCuda || w.weight_scale.dtype() != DType::kF32)
     return invalid_argument("fp8 linear needs weight_scale as f32 on the device");
   if (k % 16) return invalid_argument("fp8 linear needs K % 16 == 0, got K=" + std::to_string(k));
   const int64_t l_blocks = (k + 127) / 128, l4 = (l_blocks + 3) / 4 * 4;
   const bool blockwise = w.weight_scale.numel() != 1;
   if (blockwise && w.weight_scale.numel() != (n + 127) / 128 * l4)
     return invalid_argument("fp8 blockwise weight_scale must have ceil(N/128) x roundup(ceil(K/128),4) = " +
-                            std::to_string((n + 127) / 128 * l4) + " elements, got " +
-                            w.weight_scale.describe());
+                            std::to_string((n + 127) / 128 * l4) + " elements, got " + w.weight_scale.describe());
   call.w_scale = static_cast<const float*>(w.weight_scale.raw_data());
   const int64_t m_pad = blockwise ? (m + 3) / 4 * 4 : m;
   // Scratch: q [m_pad, K] e4m3 | scales | amax | padded output (blockwise with M % 4 != 0).
@@ -634,17 +610,15 @@ Status CublasLtGemmEngine::linear(const Tensor& x, const LinearWeight& w, const 
       if (w.input_scale.device() != Device::kCuda || w.input_scale.dtype() != DType::kF32)
         return invalid_argument("fp8 linear: input_scale must be f32 on the device");
       call.x_scale = static_cast<const float*>(w.input_scale.raw_data());
-      VORTEX_RETURN_IF_ERROR(quantize_fp8_per_tensor_static(x.raw_data(), m, k, row_stride(x), q,
-                                                            call.x_scale, stream));
-    } else {
       VORTEX_RETURN_IF_ERROR(
-          quantize_fp8_per_tensor(x.raw_data(), m, k, row_stride(x), q, scales, amax, stream));
+          quantize_fp8_per_tensor_static(x.raw_data(), m, k, row_stride(x), q, call.x_scale, stream));
+    } else {
+      VORTEX_RETURN_IF_ERROR(quantize_fp8_per_tensor(x.raw_data(), m, k, row_stride(x), q, scales, amax, stream));
     }
     return gemm(call, stream);
   }
   call.precision = GemmPrecision::kFp8Blockwise;
-  VORTEX_RETURN_IF_ERROR(
-      quantize_fp8_rowblock128(x.raw_data(), m, k, row_stride(x), q, scales, m_pad, stream));
+  VORTEX_RETURN_IF_ERROR(quantize_fp8_rowblock128(x.raw_data(), m, k, row_stride(x), q, scales, m_pad, stream));
   call.m = m_pad;
   if (pad_out) {
     call.d = padded_out;
@@ -652,9 +626,8 @@ Status CublasLtGemmEngine::linear(const Tensor& x, const LinearWeight& w, const 
   }
   VORTEX_RETURN_IF_ERROR(gemm(call, stream));
   if (pad_out)
-    VORTEX_CUDA_OK(cudaMemcpy2DAsync(out.raw_data(), static_cast<size_t>(row_stride(out)) * 2,
-                                     padded_out, static_cast<size_t>(n) * 2,
-                                     static_cast<size_t>(n) * 2, static_cast<size_t>(m),
+    VORTEX_CUDA_OK(cudaMemcpy2DAsync(out.raw_data(), static_cast<size_t>(row_stride(out)) * 2, padded_out,
+                                     static_cast<size_t>(n) * 2, static_cast<size_t>(n) * 2, static_cast<size_t>(m),
                                      cudaMemcpyDeviceToDevice, stream));
   return Status::Ok();
 }
@@ -667,31 +640,39 @@ const char* fp8_scaling_name(Fp8Scaling scaling) {
 
 const char* gemm_precision_name(GemmPrecision precision) {
   switch (precision) {
-    case GemmPrecision::kBf16: return "bf16";
-    case GemmPrecision::kF32: return "f32";
-    case GemmPrecision::kFp8PerTensor: return "fp8_per_tensor";
-    case GemmPrecision::kFp8Blockwise: return "fp8_blockwise";
-    case GemmPrecision::kNvfp4Emulated: return "nvfp4_emulated";
-    case GemmPrecision::kNvfp4: return "nvfp4";
-    case GemmPrecision::kFp8RowScaled: return "fp8_row_scaled";
+    case GemmPrecision::kBf16:
+      return "bf16";
+    case GemmPrecision::kF32:
+      return "f32";
+    case GemmPrecision::kFp8PerTensor:
+      return "fp8_per_tensor";
+    case GemmPrecision::kFp8Blockwise:
+      return "fp8_blockwise";
+    case GemmPrecision::kNvfp4Emulated:
+      return "nvfp4_emulated";
+    case GemmPrecision::kNvfp4:
+      return "nvfp4";
+    case GemmPrecision::kFp8RowScaled:
+      return "fp8_row_scaled";
   }
   return "unknown";
 }
 
 Result<GemmPrecision> gemm_precision_from_name(const std::string& name) {
-  for (GemmPrecision p : {GemmPrecision::kBf16, GemmPrecision::kF32, GemmPrecision::kFp8PerTensor,
-                          GemmPrecision::kFp8Blockwise, GemmPrecision::kNvfp4Emulated, GemmPrecision::kNvfp4,
-                          GemmPrecision::kFp8RowScaled})
+  for (GemmPrecision p :
+       {GemmPrecision::kBf16, GemmPrecision::kF32, GemmPrecision::kFp8PerTensor, GemmPrecision::kFp8Blockwise,
+        GemmPrecision::kNvfp4Emulated, GemmPrecision::kNvfp4, GemmPrecision::kFp8RowScaled})
     if (name == gemm_precision_name(p)) return p;
-  return invalid_argument("unknown GEMM precision '" + name +
-                          "' (expected bf16, f32, fp8_per_tensor, fp8_blockwise, fp8_row_scaled, nvfp4_emulated or nvfp4)");
+  return invalid_argument(
+      "unknown GEMM precision '" + name +
+      "' (expected bf16, f32, fp8_per_tensor, fp8_blockwise, fp8_row_scaled, nvfp4_emulated or nvfp4)");
 }
 
 std::string GemmAlgoConfig::describe() const {
   std::ostringstream s;
-  s << "algo " << algo_id << " tile " << tile_id << " stages " << stages_id << " splitk "
-    << splitk_num << " reduction " << reduction_scheme << " swizzle " << cta_swizzling
-    << " custom " << custom_option << " inner " << inner_shape_id << " cluster " << cluster_shape_id;
+  s << "algo " << algo_id << " tile " << tile_id << " stages " << stages_id << " splitk " << splitk_num << " reduction "
+    << reduction_scheme << " swizzle " << cta_swizzling << " custom " << custom_option << " inner " << inner_shape_id
+    << " cluster " << cluster_shape_id;
   return s.str();
 }
 

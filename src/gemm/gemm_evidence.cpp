@@ -37,8 +37,12 @@ std::vector<nlohmann::json> gemm_bench_evidence(const std::vector<GemmBenchRow>&
     EvidenceBaseline base;
     if (r.precision != GemmPrecision::kBf16 && bf16_p50.count(r.shape))
       base = {"cublaslt_bf16 (same shape, same run)", bf16_p50[r.shape], 0};
-    nlohmann::json extra = {{"m", r.m},          {"n_cols", r.n},        {"k", r.k},
-                            {"tflops", r.tflops_p50}, {"algo", r.algo},  {"pinned", r.pinned},
+    nlohmann::json extra = {{"m", r.m},
+                            {"n_cols", r.n},
+                            {"k", r.k},
+                            {"tflops", r.tflops_p50},
+                            {"algo", r.algo},
+                            {"pinned", r.pinned},
                             {"cublaslt_version", cublasLtGetVersion()}};
     if (!r.error.empty()) extra["error"] = r.error;  // this (shape, precision) cannot run on this GPU
     const std::string config = "m=" + std::to_string(r.m) + " n=" + std::to_string(r.n) + " k=" + std::to_string(r.k);

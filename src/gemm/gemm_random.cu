@@ -33,8 +33,7 @@ static __global__ void fill_u16_kernel(uint16_t* dst, int64_t count, uint16_t va
     dst[i] = value;
 }
 
-static __global__ void mismatch_kernel(const uint16_t* a, const uint16_t* b, int64_t count,
-                                       unsigned long long* out) {
+static __global__ void mismatch_kernel(const uint16_t* a, const uint16_t* b, int64_t count, unsigned long long* out) {
   unsigned long long local = 0;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -50,9 +49,9 @@ unsigned grid_for(int64_t count) {
 
 Status launched(const char* name) {
   cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? Status::Ok()
-                            : Status(ErrorCode::kCuda, std::string(name) + " launch failed: " +
-                                                           cudaGetErrorString(err));
+  return err == cudaSuccess
+             ? Status::Ok()
+             : Status(ErrorCode::kCuda, std::string(name) + " launch failed: " + cudaGetErrorString(err));
 }
 
 }  // namespace
@@ -62,8 +61,7 @@ Status fill_uniform_bf16_device(void* dst, int64_t count, uint64_t seed, float s
   return launched("fill_bf16_kernel");
 }
 
-Status fill_uniform_f32_device(float* dst, int64_t count, uint64_t seed, float lo, float hi,
-                               cudaStream_t s) {
+Status fill_uniform_f32_device(float* dst, int64_t count, uint64_t seed, float lo, float hi, cudaStream_t s) {
   fill_f32_kernel<<<grid_for(count), 256, 0, s>>>(dst, count, seed, lo, hi);
   return launched("fill_f32_kernel");
 }
@@ -73,12 +71,12 @@ Status fill_u16_device(void* dst, int64_t count, uint16_t value, cudaStream_t s)
   return launched("fill_u16_kernel");
 }
 
-Status count_u16_mismatches_device(const void* a, const void* b, int64_t count,
-                                   unsigned long long* mismatches, cudaStream_t s) {
+Status count_u16_mismatches_device(const void* a, const void* b, int64_t count, unsigned long long* mismatches,
+                                   cudaStream_t s) {
   cudaError_t err = cudaMemsetAsync(mismatches, 0, sizeof(unsigned long long), s);
   if (err != cudaSuccess) return Status(ErrorCode::kCuda, std::string("cudaMemsetAsync: ") + cudaGetErrorString(err));
-  mismatch_kernel<<<grid_for(count), 256, 0, s>>>(static_cast<const uint16_t*>(a),
-                                                  static_cast<const uint16_t*>(b), count, mismatches);
+  mismatch_kernel<<<grid_for(count), 256, 0, s>>>(static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
+                                                  count, mismatches);
   return launched("mismatch_kernel");
 }
 

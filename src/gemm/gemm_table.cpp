@@ -1,5 +1,6 @@
 // Pinned GEMM table (de)serialisation; see gemm_table.h. Strict parsing: a malformed file is a
-// kFormat error naming the entry, never a silently ignored pin. Tested in tests/gemm/fp8_reference_test.cpp (GemmTable).
+// kFormat error naming the entry, never a silently ignored pin. Tested in tests/gemm/fp8_reference_test.cpp
+// (GemmTable).
 #include "gemm/gemm_table.h"
 
 #include <fstream>
@@ -8,13 +9,12 @@
 
 namespace vortex {
 
-const GemmTableEntry* GemmTable::find(GemmPrecision precision, int64_t m, int64_t n, int64_t k,
-                                      int64_t ldx, int64_t ldw, int64_t ldd, bool bias,
-                                      const std::string& gpu, uint64_t cublaslt_version) const {
+const GemmTableEntry* GemmTable::find(GemmPrecision precision, int64_t m, int64_t n, int64_t k, int64_t ldx,
+                                      int64_t ldw, int64_t ldd, bool bias, const std::string& gpu,
+                                      uint64_t cublaslt_version) const {
   for (const auto& e : entries)
-    if (e.precision == precision && e.m == m && e.n == n && e.k == k && e.ldx == ldx &&
-        e.ldw == ldw && e.ldd == ldd && e.bias == bias && e.gpu == gpu &&
-        e.cublaslt_version == cublaslt_version)
+    if (e.precision == precision && e.m == m && e.n == n && e.k == k && e.ldx == ldx && e.ldw == ldw && e.ldd == ldd &&
+        e.bias == bias && e.gpu == gpu && e.cublaslt_version == cublaslt_version)
       return &e;
   return nullptr;
 }
@@ -28,8 +28,9 @@ Result<GemmTable> parse_gemm_table(const std::string& json_text) {
   }
   if (!j.is_object() || j.value("schema", "") != "vortex.gemm_table.v1" || !j.contains("entries") ||
       !j["entries"].is_array())
-    return format_error("GEMM table must be an object with schema \"vortex.gemm_table.v1\" and an "
-                        "\"entries\" array; regenerate it with `vortex gemm-tune`");
+    return format_error(
+        "GEMM table must be an object with schema \"vortex.gemm_table.v1\" and an "
+        "\"entries\" array; regenerate it with `vortex gemm-tune`");
   GemmTable table;
   size_t index = 0;
   for (const auto& e : j["entries"]) {
@@ -94,17 +95,27 @@ std::string gemm_table_to_json(const GemmTable& table) {
   j["schema"] = "vortex.gemm_table.v1";
   j["entries"] = nlohmann::json::array();
   for (const auto& e : table.entries) {
-    nlohmann::json a = {{"id", e.algo.algo_id},          {"tile", e.algo.tile_id},
-                        {"stages", e.algo.stages_id},     {"splitk", e.algo.splitk_num},
-                        {"reduction", e.algo.reduction_scheme}, {"swizzle", e.algo.cta_swizzling},
-                        {"custom", e.algo.custom_option}, {"inner_shape", e.algo.inner_shape_id},
+    nlohmann::json a = {{"id", e.algo.algo_id},
+                        {"tile", e.algo.tile_id},
+                        {"stages", e.algo.stages_id},
+                        {"splitk", e.algo.splitk_num},
+                        {"reduction", e.algo.reduction_scheme},
+                        {"swizzle", e.algo.cta_swizzling},
+                        {"custom", e.algo.custom_option},
+                        {"inner_shape", e.algo.inner_shape_id},
                         {"cluster_shape", e.algo.cluster_shape_id}};
     j["entries"].push_back({{"precision", gemm_precision_name(e.precision)},
-                            {"m", e.m}, {"n", e.n}, {"k", e.k},
-                            {"ldx", e.ldx}, {"ldw", e.ldw}, {"ldd", e.ldd},
-                            {"bias", e.bias}, {"gpu", e.gpu},
+                            {"m", e.m},
+                            {"n", e.n},
+                            {"k", e.k},
+                            {"ldx", e.ldx},
+                            {"ldw", e.ldw},
+                            {"ldd", e.ldd},
+                            {"bias", e.bias},
+                            {"gpu", e.gpu},
                             {"cublaslt_version", e.cublaslt_version},
-                            {"algo", a}, {"evidence", e.evidence}});
+                            {"algo", a},
+                            {"evidence", e.evidence}});
   }
   return j.dump(2) + "\n";
 }

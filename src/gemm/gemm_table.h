@@ -17,17 +17,16 @@ struct GemmTableEntry {
   GemmPrecision precision = GemmPrecision::kBf16;
   int64_t m = 0, n = 0, k = 0, ldx = 0, ldw = 0, ldd = 0;
   bool bias = false;
-  std::string gpu;               // cudaDeviceProp::name
+  std::string gpu;                // cudaDeviceProp::name
   uint64_t cublaslt_version = 0;  // cublasLtGetVersion()
   GemmAlgoConfig algo;
-  std::string evidence;          // benchmarks/ file that proved it (informational)
+  std::string evidence;  // benchmarks/ file that proved it (informational)
 };
 
 struct GemmTable {
   std::vector<GemmTableEntry> entries;
-  const GemmTableEntry* find(GemmPrecision precision, int64_t m, int64_t n, int64_t k, int64_t ldx,
-                             int64_t ldw, int64_t ldd, bool bias, const std::string& gpu,
-                             uint64_t cublaslt_version) const;
+  const GemmTableEntry* find(GemmPrecision precision, int64_t m, int64_t n, int64_t k, int64_t ldx, int64_t ldw,
+                             int64_t ldd, bool bias, const std::string& gpu, uint64_t cublaslt_version) const;
 };
 
 Result<GemmTable> parse_gemm_table(const std::string& json_text);

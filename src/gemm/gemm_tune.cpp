@@ -7,10 +7,10 @@
 #include <cublasLt.h>
 
 #include <algorithm>
-#include <ctime>
-#include <fstream>
 #include <cmath>
 #include <cstring>
+#include <ctime>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -22,10 +22,10 @@
 namespace vortex {
 namespace {
 
-#define VORTEX_TUNE_CUDA(expr)                                                            \
-  do {                                                                                    \
-    cudaError_t vortex_err_ = (expr);                                                     \
-    if (vortex_err_ != cudaSuccess)                                                       \
+#define VORTEX_TUNE_CUDA(expr)                                                                      \
+  do {                                                                                              \
+    cudaError_t vortex_err_ = (expr);                                                               \
+    if (vortex_err_ != cudaSuccess)                                                                 \
       return Status(ErrorCode::kCuda, std::string(#expr) + ": " + cudaGetErrorString(vortex_err_)); \
   } while (0)
 
@@ -35,10 +35,14 @@ bool is_fp8(GemmPrecision p) {
 size_t out_elem_size(GemmPrecision p) { return p == GemmPrecision::kF32 ? 4 : 2; }
 
 nlohmann::json algo_json(const GemmAlgoConfig& a) {
-  return {{"id", a.algo_id},          {"tile", a.tile_id},
-          {"stages", a.stages_id},     {"splitk", a.splitk_num},
-          {"reduction", a.reduction_scheme}, {"swizzle", a.cta_swizzling},
-          {"custom", a.custom_option}, {"inner_shape", a.inner_shape_id},
+  return {{"id", a.algo_id},
+          {"tile", a.tile_id},
+          {"stages", a.stages_id},
+          {"splitk", a.splitk_num},
+          {"reduction", a.reduction_scheme},
+          {"swizzle", a.cta_swizzling},
+          {"custom", a.custom_option},
+          {"inner_shape", a.inner_shape_id},
           {"cluster_shape", a.cluster_shape_id}};
 }
 nlohmann::json timing_json(const TimingStats& t) {
@@ -69,22 +73,22 @@ GemmOperands::~GemmOperands() {
   for (void* p : allocations_) cudaFree(p);
 }
 
-Result<std::unique_ptr<GemmOperands>> GemmOperands::create(GemmPrecision precision, int64_t m,
-                                                           int64_t n, int64_t k, uint64_t seed,
-                                                           cudaStream_t s) {
+Result<std::unique_ptr<GemmOperands>> GemmOperands::create(GemmPrecision precision, int64_t m, int64_t n, int64_t k,
+                                                           uint64_t seed, cudaStream_t s) {
   std::unique_ptr<GemmOperands> ops(new GemmOperands());
   auto alloc = [&](size_t bytes) -> Result<void*> {
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 256));
     if (err != cudaSuccess)
-      return Status(ErrorCode::kOutOfMemory, "cudaMalloc(" + std::to_string(bytes) +
-                                                 ") for GEMM operands: " + cudaGetErrorString(err));
+      return Status(ErrorCode::kOutOfMemory,
+                    "cudaMalloc(" + std::to_string(bytes) + ") for GEMM operands: " + cudaGetErrorString(err));
     ops->allocations_.push_back(p);
     return p;
   };
   if (precision == GemmPrecision::kNvfp4)
-    return unsupported("gemm-tune does not tune the Blackwell FP4 GEMM yet (no FP4 operand generator); tune "
-                       "nvfp4_emulated on Hopper");
+    return unsupported(
+        "gemm-tune does not tune the Blackwell FP4 GEMM yet (no FP4 operand generator); tune "
+        "nvfp4_emulated on Hopper");
   GemmCall& c = ops->call_;
   c.precision = precision;
   c.m = precision == GemmPrecision::kFp8Blockwise ? (m + 3) / 4 * 4 : m;
@@ -131,9 +135,11 @@ Result<std::unique_ptr<GemmOperands>> GemmOperands::create(GemmPrecision precisi
       VORTEX_ASSIGN_OR_RETURN(void* ws, alloc(256));
       VORTEX_ASSIGN_OR_RETURN(void* amax, alloc(256));
       st = fill_uniform_bf16_device(src, m * k, seed, 1.0f, s);
-      if (st.ok()) st = quantize_fp8_per_tensor(src, m, k, k, xq, static_cast<float*>(xs), static_cast<uint32_t*>(amax), s);
+      if (st.ok())
+        st = quantize_fp8_per_tensor(src, m, k, k, xq, static_cast<float*>(xs), static_cast<uint32_t*>(amax), s);
       if (st.ok()) st = fill_uniform_bf16_device(src, n * k, seed + 1, 0.05f, s);
-      if (st.ok()) st = quantize_fp8_per_tensor(src, n, k, k, wq, static_cast<float*>(ws), static_cast<uint32_t*>(amax), s);
+      if (st.ok())
+        st = quantize_fp8_per_tensor(src, n, k, k, wq, static_cast<float*>(ws), static_cast<uint32_t*>(amax), s);
       c.x_scale = static_cast<const float*>(xs);
       c.w_scale = static_cast<const float*>(ws);
     } else if (precision == GemmPrecision::kFp8RowScaled) {
@@ -176,10 +182,10 @@ Result<double> GemmOperands::reference_f64(int64_t i, int64_t j) const {
   const size_t uk = static_cast<size_t>(c.k);
   const size_t es = c.precision == GemmPrecision::kF32 ? 4 : (is_fp8(c.precision) ? 1 : 2);
   std::vector<uint8_t> xr(uk * es), wr(uk * es);
-  VORTEX_TUNE_CUDA(cudaMemcpy(xr.data(), static_cast<const char*>(c.x) + static_cast<size_t>(i * c.ldx) * es,
-                              uk * es, cudaMemcpyDeviceToHost));
-  VORTEX_TUNE_CUDA(cudaMemcpy(wr.data(), static_cast<const char*>(c.w) + static_cast<size_t>(j * c.ldw) * es,
-                              uk * es, cudaMemcpyDeviceToHost));
+  VORTEX_TUNE_CUDA(cudaMemcpy(xr.data(), static_cast<const char*>(c.x) + static_cast<size_t>(i * c.ldx) * es, uk * es,
+                              cudaMemcpyDeviceToHost));
+  VORTEX_TUNE_CUDA(cudaMemcpy(wr.data(), static_cast<const char*>(c.w) + static_cast<size_t>(j * c.ldw) * es, uk * es,
+                              cudaMemcpyDeviceToHost));
   double acc = 0;
   if (c.precision == GemmPrecision::kF32) {
     const float* x = reinterpret_cast<const float*>(xr.data());
@@ -209,8 +215,8 @@ Result<double> GemmOperands::reference_f64(int64_t i, int64_t j) const {
     std::vector<float> xs(static_cast<size_t>(groups)), ws(static_cast<size_t>(wcols));
     VORTEX_TUNE_CUDA(cudaMemcpy2D(xs.data(), 4, c.x_scale + i, static_cast<size_t>(scale_ld_) * 4, 4,
                                   static_cast<size_t>(groups), cudaMemcpyDeviceToHost));
-    VORTEX_TUNE_CUDA(cudaMemcpy(ws.data(), c.w_scale + (j / 128) * wcols, static_cast<size_t>(wcols) * 4,
-                                cudaMemcpyDeviceToHost));
+    VORTEX_TUNE_CUDA(
+        cudaMemcpy(ws.data(), c.w_scale + (j / 128) * wcols, static_cast<size_t>(wcols) * 4, cudaMemcpyDeviceToHost));
     for (size_t t = 0; t < uk; ++t)
       acc += static_cast<double>(f32_from_e4m3(xr[t])) * static_cast<double>(f32_from_e4m3(wr[t])) *
              static_cast<double>(xs[t / 128]) * static_cast<double>(ws[t / 128]);
@@ -258,8 +264,7 @@ Result<GemmTuneResult> tune_gemm(GemmEngine& engine, GemmPrecision precision, co
   GemmTuneResult result;
   result.shape = shape;
   result.precision = precision;
-  VORTEX_ASSIGN_OR_RETURN(auto ops, GemmOperands::create(precision, options.m, shape.n, shape.k,
-                                                         options.seed, s));
+  VORTEX_ASSIGN_OR_RETURN(auto ops, GemmOperands::create(precision, options.m, shape.n, shape.k, options.seed, s));
   GemmCall call = ops->call();
   result.m = call.m;
   const int64_t words = call.m * call.ldd * static_cast<int64_t>(out_elem_size(precision) / 2);
@@ -325,8 +330,8 @@ Result<GemmTuneResult> tune_gemm(GemmEngine& engine, GemmPrecision precision, co
     cudaEventElapsedTime(&check_ms, check_start, check_stop);
     cand.check_ms = check_ms;
     if (err != cudaSuccess)
-      return Status(ErrorCode::kCuda, "GEMM candidate " + cand.algo.describe() + " faulted: " +
-                                          cudaGetErrorString(err) + " (the CUDA context is lost)");
+      return Status(ErrorCode::kCuda, "GEMM candidate " + cand.algo.describe() +
+                                          " faulted: " + cudaGetErrorString(err) + " (the CUDA context is lost)");
     if (!st.ok()) {
       cand.error = st.to_string();
       result.candidates.push_back(cand);
@@ -379,8 +384,8 @@ Result<GemmTuneResult> tune_gemm(GemmEngine& engine, GemmPrecision precision, co
   // The pin is the heuristic default (freezing its numerics) unless a passing candidate is faster by
   // more than the 2% that alternating reps resolve; ties within noise keep the default.
   result.best = 0;
-  double best_ms = result.candidates.empty() || result.candidates[0].ms.n == 0 ? 1e30
-                                                                               : result.candidates[0].ms.p50 * 0.98;
+  double best_ms =
+      result.candidates.empty() || result.candidates[0].ms.n == 0 ? 1e30 : result.candidates[0].ms.p50 * 0.98;
   for (size_t c = 1; c < result.candidates.size(); ++c) {
     const auto& cand = result.candidates[c];
     if (passes(cand) && cand.ms.n > 0 && cand.ms.p50 < best_ms) {
@@ -408,13 +413,15 @@ std::string GemmTuneResult::json() const {
   j["best"] = best;
   nlohmann::json cands = nlohmann::json::array();
   for (const auto& c : candidates) {
-    nlohmann::json cj = {{"algo", algo_json(c.algo)}, {"from_heuristic", c.from_heuristic},
-                         {"ran", c.ran}, {"mismatches_vs_default", c.mismatches_vs_default},
-                         {"max_rel_err", c.max_rel_err}, {"check_ms", c.check_ms},
+    nlohmann::json cj = {{"algo", algo_json(c.algo)},
+                         {"from_heuristic", c.from_heuristic},
+                         {"ran", c.ran},
+                         {"mismatches_vs_default", c.mismatches_vs_default},
+                         {"max_rel_err", c.max_rel_err},
+                         {"check_ms", c.check_ms},
                          {"timing", timing_json(c.ms)}};
     if (!c.error.empty()) cj["error"] = c.error;
-    if (c.ms.n > 0)
-      cj["tflops_p50"] = j["flop"].get<double>() / (c.ms.p50 * 1e-3) / 1e12;
+    if (c.ms.n > 0) cj["tflops_p50"] = j["flop"].get<double>() / (c.ms.p50 * 1e-3) / 1e12;
     cands.push_back(cj);
   }
   j["candidates"] = cands;
@@ -422,8 +429,7 @@ std::string GemmTuneResult::json() const {
 }
 
 Result<GemmTableEntry> table_entry_from_tune(const GemmTuneResult& result, const std::string& evidence) {
-  if (result.candidates.empty() || result.best < 0 ||
-      result.best >= static_cast<int>(result.candidates.size()))
+  if (result.candidates.empty() || result.best < 0 || result.best >= static_cast<int>(result.candidates.size()))
     return internal_error("tune result has no best candidate");
   int dev = 0;
   cudaDeviceProp prop{};
@@ -488,8 +494,8 @@ Result<std::vector<GemmBenchRow>> bench_gemm(GemmEngine& engine, const GemmBench
         ms.push_back(t);
       }
       row.ms = timing_stats(ms);
-      row.tflops_p50 = 2.0 * static_cast<double>(row.m) * static_cast<double>(row.n) *
-                       static_cast<double>(row.k) / (row.ms.p50 * 1e-3) / 1e12;
+      row.tflops_p50 = 2.0 * static_cast<double>(row.m) * static_cast<double>(row.n) * static_cast<double>(row.k) /
+                       (row.ms.p50 * 1e-3) / 1e12;
       rows.push_back(row);
     }
   }
@@ -499,9 +505,17 @@ Result<std::vector<GemmBenchRow>> bench_gemm(GemmEngine& engine, const GemmBench
 std::string GemmBenchRow::json() const {
   nlohmann::json j = {{"workload", "gemm_" + shape},
                       {"impl", std::string("cublaslt_") + gemm_precision_name(precision)},
-                      {"m", m}, {"n", n}, {"k", k},
-                      {"ms_p10", ms.p10}, {"ms_p50", ms.p50}, {"ms_p90", ms.p90}, {"ms_p95", ms.p95},
-                      {"n_reps", ms.n}, {"tflops", tflops_p50}, {"algo", algo}, {"pinned", pinned}};
+                      {"m", m},
+                      {"n", n},
+                      {"k", k},
+                      {"ms_p10", ms.p10},
+                      {"ms_p50", ms.p50},
+                      {"ms_p90", ms.p90},
+                      {"ms_p95", ms.p95},
+                      {"n_reps", ms.n},
+                      {"tflops", tflops_p50},
+                      {"algo", algo},
+                      {"pinned", pinned}};
   if (!error.empty()) j["error"] = error;
   return j.dump();
 }
@@ -542,10 +556,11 @@ Status run_gemm_tune(const GemmTuneRunOptions& options, void (*log)(const std::s
   nlohmann::json evidence;
   evidence["schema"] = "vortex.gemm_tune.v1";
   evidence["environment"] = nlohmann::json::parse(gemm_environment_json(options.commit, options.dirty));
-  evidence["method"] = "candidates = heuristic top-16 + AlgoGetIds x tiles x stages x split-K {1,2,4} x reduction x "
-                       "swizzle, filtered by cublasLtMatmulAlgoCheck; each run on poisoned output, compared word for "
-                       "word with the heuristic default and vs FP64 on sampled elements; passing candidates timed "
-                       "alternating (1 warm-up + reps), CUDA events; best = lowest p50 that passes";
+  evidence["method"] =
+      "candidates = heuristic top-16 + AlgoGetIds x tiles x stages x split-K {1,2,4} x reduction x "
+      "swizzle, filtered by cublasLtMatmulAlgoCheck; each run on poisoned output, compared word for "
+      "word with the heuristic default and vs FP64 on sampled elements; passing candidates timed "
+      "alternating (1 warm-up + reps), CUDA events; best = lowest p50 that passes";
   evidence["results"] = nlohmann::json::array();
   evidence["failures"] = nlohmann::json::array();
   int failures = 0;
@@ -561,8 +576,8 @@ Status run_gemm_tune(const GemmTuneRunOptions& options, void (*log)(const std::s
       if (!tuned.ok()) {
         // Recorded and skipped: one unsupported precision must not hide the others' evidence.
         log("  " + name + " " + gemm_precision_name(p) + ": FAILED: " + tuned.status().to_string());
-        evidence["failures"].push_back({{"shape", name}, {"precision", gemm_precision_name(p)},
-                                        {"error", tuned.status().to_string()}});
+        evidence["failures"].push_back(
+            {{"shape", name}, {"precision", gemm_precision_name(p)}, {"error", tuned.status().to_string()}});
         failures++;
         continue;
       }
@@ -595,7 +610,8 @@ Status run_gemm_tune(const GemmTuneRunOptions& options, void (*log)(const std::s
   if (!options.table_path.empty())
     log("pinned table: " + options.table_path + " (load with VORTEX_GEMM_TABLE or GemmEngineOptions)");
   if (failures > 0)
-    return internal_error(std::to_string(failures) + " (shape, precision) tunes failed; see the log and the "
+    return internal_error(std::to_string(failures) +
+                          " (shape, precision) tunes failed; see the log and the "
                           "evidence file's \"failures\"");
   return Status::Ok();
 }

@@ -34,20 +34,19 @@ TimingStats timing_stats(std::vector<double> ms);
 
 // Device helpers (gemm_random.cu).
 Status fill_uniform_bf16_device(void* dst, int64_t count, uint64_t seed, float scale, cudaStream_t s);
-Status fill_uniform_f32_device(float* dst, int64_t count, uint64_t seed, float lo, float hi,
-                               cudaStream_t s);
+Status fill_uniform_f32_device(float* dst, int64_t count, uint64_t seed, float lo, float hi, cudaStream_t s);
 Status fill_u16_device(void* dst, int64_t count, uint16_t value, cudaStream_t s);
 // Number of differing 16-bit words between a and b (count in *mismatches, device uint64).
-Status count_u16_mismatches_device(const void* a, const void* b, int64_t count,
-                                   unsigned long long* mismatches, cudaStream_t s);
+Status count_u16_mismatches_device(const void* a, const void* b, int64_t count, unsigned long long* mismatches,
+                                   cudaStream_t s);
 
 // Device operands for one GEMM of a precision at (m, n, k): random data, FP8 quantized with the
 // engine's quantizers (weights: 1x128 bytes plus random 128x128 scales in [0.5, 1.5) — any valid
 // blockwise operand), output buffer d. Owns its memory.
 class GemmOperands {
  public:
-  static Result<std::unique_ptr<GemmOperands>> create(GemmPrecision precision, int64_t m, int64_t n,
-                                                      int64_t k, uint64_t seed, cudaStream_t s);
+  static Result<std::unique_ptr<GemmOperands>> create(GemmPrecision precision, int64_t m, int64_t n, int64_t k,
+                                                      uint64_t seed, cudaStream_t s);
   ~GemmOperands();
   GemmCall call() const { return call_; }
   void* d() const { return call_.d; }
@@ -64,8 +63,8 @@ class GemmOperands {
 struct GemmTuneOptions {
   int64_t m = kCanonicalTokens;
   int max_configs = 48;
-  int reps = 10;           // timed runs per candidate, alternating across candidates
-  int samples = 192;       // sampled output elements for the FP64 check
+  int reps = 10;      // timed runs per candidate, alternating across candidates
+  int samples = 192;  // sampled output elements for the FP64 check
   uint64_t seed = 1;
 };
 
@@ -87,7 +86,7 @@ struct GemmTuneResult {
   GemmAlgoConfig heuristic;
   double heuristic_max_rel_err = 0;
   std::vector<GemmTuneCandidate> candidates;  // [0] is the heuristic default
-  int best = 0;  // the pin: the default unless a passing candidate is > 2% faster (p50)
+  int best = 0;                               // the pin: the default unless a passing candidate is > 2% faster (p50)
   std::string json() const;
 };
 

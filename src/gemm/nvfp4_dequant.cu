@@ -23,7 +23,7 @@ __device__ __forceinline__ float e2m1_value(uint32_t code) {
 // 0x7F (NaN) never occurs in a valid scale tensor (the quantizer clamps to 448, the loader rejects NaN).
 __device__ __forceinline__ float ue4m3_value(uint32_t b) {
   const uint32_t e = (b >> 3) & 0xFu, m = b & 7u;
-  if (e == 0) return static_cast<float>(m) * 0.001953125f;  // m * 2^-9 (subnormal)
+  if (e == 0) return static_cast<float>(m) * 0.001953125f;                  // m * 2^-9 (subnormal)
   return __int_as_float(static_cast<int>(((e + 120u) << 23) | (m << 20)));  // 2^(e-7) * 1.mmm
 }
 
@@ -67,9 +67,10 @@ Status nvfp4_dequantize_unscaled_bf16(const Nvfp4Operand& a, uint16_t* out, int6
   if (!a.data || !a.scales || !out) return invalid_argument("nvfp4_dequantize_unscaled_bf16: null pointer");
   const ref::Nvfp4Layout layout = ref::nvfp4_layout(a.rows, a.cols);
   if (ld_out < layout.blocks * 16 || ld_out % 8 != 0 || !aligned(out, 16) || !aligned(a.data, 8))
-    return invalid_argument("nvfp4_dequantize_unscaled_bf16: out needs 16-byte aligned rows of at least roundup(K,16) = " +
-                            std::to_string(layout.blocks * 16) + " elements (ld_out=" + std::to_string(ld_out) +
-                            ") and data 8-byte aligned");
+    return invalid_argument(
+        "nvfp4_dequantize_unscaled_bf16: out needs 16-byte aligned rows of at least roundup(K,16) = " +
+        std::to_string(layout.blocks * 16) + " elements (ld_out=" + std::to_string(ld_out) +
+        ") and data 8-byte aligned");
   const int64_t work = a.rows * layout.blocks;
   const int threads = 256;
   const int64_t grid = (work + threads - 1) / threads;
@@ -83,10 +84,12 @@ Status nvfp4_dequantize_unscaled_bf16(const Nvfp4Operand& a, uint16_t* out, int6
 }
 
 Status nvfp4_alpha(const float* g_a, const float* g_b, float* alpha, cudaStream_t stream) {
-  if (!g_a || !g_b || !alpha) return invalid_argument("nvfp4_alpha: null pointer (global scales must be on the device)");
+  if (!g_a || !g_b || !alpha)
+    return invalid_argument("nvfp4_alpha: null pointer (global scales must be on the device)");
   nvfp4_alpha_kernel<<<1, 1, 0, stream>>>(g_a, g_b, alpha);
   const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Status(ErrorCode::kCuda, std::string("nvfp4_alpha_kernel launch: ") + cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    return Status(ErrorCode::kCuda, std::string("nvfp4_alpha_kernel launch: ") + cudaGetErrorString(err));
   return Status::Ok();
 }
 

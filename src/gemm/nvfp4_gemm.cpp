@@ -30,7 +30,8 @@ Status check_operand(const Nvfp4Operand& a, const char* what) {
     return invalid_argument(std::string("NVFP4 GEMM ") + what + ": rows and cols must be positive, got " +
                             std::to_string(a.rows) + " x " + std::to_string(a.cols));
   if (!a.data || !a.scales || !a.global_scale)
-    return invalid_argument(std::string("NVFP4 GEMM ") + what + ": data, block scales and global scale must all be set");
+    return invalid_argument(std::string("NVFP4 GEMM ") + what +
+                            ": data, block scales and global scale must all be set");
   if ((reinterpret_cast<uintptr_t>(a.data) & 15u) || (reinterpret_cast<uintptr_t>(a.scales) & 15u))
     return invalid_argument(std::string("NVFP4 GEMM ") + what + ": data and block scales must be 16-byte aligned");
   return Status::Ok();
@@ -76,11 +77,12 @@ Result<std::unique_ptr<Nvfp4Gemm>> Nvfp4Gemm::create(GemmEngine& engine) {
 }
 
 Result<std::unique_ptr<Nvfp4Gemm>> Nvfp4Gemm::create(GemmEngine& engine, Nvfp4GemmPath path,
-                                                   std::shared_ptr<DeviceMemoryResource> memory) {
+                                                     std::shared_ptr<DeviceMemoryResource> memory) {
   if (path == Nvfp4GemmPath::kNativeFp4) {
     if (!nvfp4_native_compiled())
-      return unsupported("NVFP4 native FP4 GEMM: this build's CUDA headers predate FP4 (need CUDA >= 12.8); "
-                         "use the BF16 emulation (Nvfp4GemmPath::kEmulatedBf16)");
+      return unsupported(
+          "NVFP4 native FP4 GEMM: this build's CUDA headers predate FP4 (need CUDA >= 12.8); "
+          "use the BF16 emulation (Nvfp4GemmPath::kEmulatedBf16)");
     VORTEX_ASSIGN_OR_RETURN(cudaDeviceProp prop, current_device_properties());
     if (!has_fp4_tensor_cores(prop.major, prop.minor))
       return unsupported("NVFP4 native FP4 GEMM needs FP4 tensor cores (sm_100/103/120/121); this device is sm_" +
@@ -106,7 +108,8 @@ Status Nvfp4Gemm::run(const Nvfp4Operand& x, const Nvfp4Operand& w, const void* 
   VORTEX_RETURN_IF_ERROR(check_operand(x, "activation"));
   VORTEX_RETURN_IF_ERROR(check_operand(w, "weight"));
   if (x.cols != w.cols)
-    return invalid_argument("NVFP4 GEMM: activation K=" + std::to_string(x.cols) + " != weight K=" + std::to_string(w.cols));
+    return invalid_argument("NVFP4 GEMM: activation K=" + std::to_string(x.cols) +
+                            " != weight K=" + std::to_string(w.cols));
   if (!out || ldd < w.rows) return invalid_argument("NVFP4 GEMM: null output or ldd < N");
   const int64_t m = x.rows, n = w.rows;
   const int64_t k16 = (x.cols + 15) / 16 * 16;  // padding columns hold zero codes in both operands
@@ -151,15 +154,16 @@ Status Nvfp4Gemm::run(const Nvfp4Operand& x, const Nvfp4Operand& w, const void* 
 
 Result<Nvfp4Operand> nvfp4_weight_operand(const LinearWeight& w) {
   if (w.format != QuantFormat::kNvfp4)
-    return invalid_argument(std::string("NVFP4 linear: weight format is ") + quant_format_name(w.format) + ", not nvfp4");
+    return invalid_argument(std::string("NVFP4 linear: weight format is ") + quant_format_name(w.format) +
+                            ", not nvfp4");
   const int64_t n = w.out_features, k = w.in_features;
   if (n <= 0 || k <= 0) return invalid_argument("NVFP4 linear: weight has no logical out/in features set");
   const ref::Nvfp4Layout layout = ref::nvfp4_layout(n, k);
   auto on_device = [](const Tensor& t) { return t.defined() && t.device() == Device::kCuda && t.is_contiguous(); };
   if (!on_device(w.weight) || w.weight.nbytes() != layout.data_bytes() || dtype_size(w.weight.dtype()) != 1)
-    return invalid_argument("NVFP4 linear: weight must be contiguous device bytes [" + std::to_string(layout.data_rows) +
-                            ", " + std::to_string(layout.data_row_bytes) + "], got " +
-                            (w.weight.defined() ? w.weight.describe() : std::string("undefined")));
+    return invalid_argument("NVFP4 linear: weight must be contiguous device bytes [" +
+                            std::to_string(layout.data_rows) + ", " + std::to_string(layout.data_row_bytes) +
+                            "], got " + (w.weight.defined() ? w.weight.describe() : std::string("undefined")));
   if (!on_device(w.weight_scale) || w.weight_scale.nbytes() != layout.scale_bytes() ||
       dtype_size(w.weight_scale.dtype()) != 1)
     return invalid_argument("NVFP4 linear: weight_scale must be contiguous device E4M3 bytes [" +

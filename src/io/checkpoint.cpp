@@ -25,10 +25,14 @@ namespace vortex {
 
 const char* checkpoint_layout_name(CheckpointLayout layout) {
   switch (layout) {
-    case CheckpointLayout::kAuto: return "auto";
-    case CheckpointLayout::kOriginal: return "original";
-    case CheckpointLayout::kComfy: return "comfy";
-    case CheckpointLayout::kDiffusers: return "diffusers";
+    case CheckpointLayout::kAuto:
+      return "auto";
+    case CheckpointLayout::kOriginal:
+      return "original";
+    case CheckpointLayout::kComfy:
+      return "comfy";
+    case CheckpointLayout::kDiffusers:
+      return "diffusers";
   }
   return "unknown";
 }
@@ -95,12 +99,9 @@ Result<std::string> resolve_checkpoint_path(const std::string& path) {
   std::vector<std::string> indexes, files, other;
   for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.size() > 23 && name.compare(name.size() - 23, 23, ".safetensors.index.json") == 0)
-      indexes.push_back(name);
-    else if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0)
-      files.push_back(name);
-    else
-      other.push_back(name);
+    if (name.size() > 23 && name.compare(name.size() - 23, 23, ".safetensors.index.json") == 0) indexes.push_back(name);
+    else if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) files.push_back(name);
+    else other.push_back(name);
   }
   if (ec) return io_error(path + ": cannot list the folder (" + ec.message() + ")");
   std::sort(indexes.begin(), indexes.end());
@@ -124,8 +125,8 @@ Result<std::string> resolve_checkpoint_path(const std::string& path) {
                             ") and no *.safetensors.index.json naming the shards: pass one file as --checkpoint FILE");
   std::string hint;
   if (fs::is_directory(dir + "/transformer", ec)) hint = " (a diffusers pipeline folder? pass " + dir + "/transformer)";
-  return not_found("checkpoint folder " + dir + " holds no *.safetensors or *.safetensors.index.json; found: " +
-                   listed(other) + hint);
+  return not_found("checkpoint folder " + dir +
+                   " holds no *.safetensors or *.safetensors.index.json; found: " + listed(other) + hint);
 }
 
 namespace {
@@ -161,14 +162,10 @@ Result<QuantFormat> quant_format_from_name(const std::string& name) {
 
 std::string format_bytes(uint64_t b) {
   char buf[64];
-  if (b >= (1ull << 30))
-    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1ull << 30));
-  else if (b >= (1ull << 20))
-    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1ull << 20));
-  else if (b >= 1024)
-    std::snprintf(buf, sizeof buf, "%.2f KiB", static_cast<double>(b) / 1024);
-  else
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1ull << 30));
+  else if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1ull << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.2f KiB", static_cast<double>(b) / 1024);
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
   return buf;
 }
 
@@ -252,7 +249,8 @@ Result<Opened> open_and_inspect(const std::string& given_path, CheckpointLayout 
     if (!ends_with(t.canonical, ".weight") || t.dtype != DType::kF8E4M3) continue;
     std::string layer = t.canonical.substr(0, t.canonical.size() - 7);
     if (quant.count(layer) == 0 && canon.count(layer + ".weight_scale"))
-      quant[layer] = LayerQuantInfo{layer, QuantFormat::kFp8Scaled, "float8_e4m3fn", "dtype (legacy scaled fp8)", false};
+      quant[layer] =
+          LayerQuantInfo{layer, QuantFormat::kFp8Scaled, "float8_e4m3fn", "dtype (legacy scaled fp8)", false};
   }
   for (auto& [layer, q] : quant) {
     Result<QuantFormat> f = quant_format_from_name(q.format_name);
@@ -270,10 +268,8 @@ Result<Opened> open_and_inspect(const std::string& given_path, CheckpointLayout 
     info.layout = CheckpointLayout::kDiffusers;
     info.layout_reason = "diffusers keys (transformer_blocks.N.attn.to_q.weight)";
   } else if (auto it = info.metadata.find(kQkvLayoutMetadataKey); it != info.metadata.end()) {
-    if (it->second == kQkvInterleavedValue)
-      info.layout = CheckpointLayout::kOriginal;
-    else if (it->second == kQkvBlockedValue)
-      info.layout = CheckpointLayout::kComfy;
+    if (it->second == kQkvInterleavedValue) info.layout = CheckpointLayout::kOriginal;
+    else if (it->second == kQkvBlockedValue) info.layout = CheckpointLayout::kComfy;
     else
       return format_error(path + ": __metadata__." + kQkvLayoutMetadataKey + " is '" + it->second + "'; expected '" +
                           kQkvInterleavedValue + "' or '" + kQkvBlockedValue + "'");
@@ -336,7 +332,8 @@ std::string checkpoint_report_text(const CheckpointInfo& info) {
       auto it = qmap.find(t.canonical.substr(0, dot));
       if (it != qmap.end()) os << "  [" << it->second->format_name << "]";
     }
-    if (info.files.size() > 1) os << "  (" << info.files[t.file].substr(info.files[t.file].find_last_of('/') + 1) << ")";
+    if (info.files.size() > 1)
+      os << "  (" << info.files[t.file].substr(info.files[t.file].find_last_of('/') + 1) << ")";
     os << "\n";
   }
   return os.str();
@@ -417,8 +414,8 @@ std::string list_some(const std::vector<std::string>& items, size_t max_items = 
 
 std::string mismatch_error(const std::string& path, const ModelConfig& config, const std::vector<std::string>& missing,
                            const std::vector<std::string>& unexpected, const std::vector<std::string>& mismatched) {
-  std::string msg = path + " does not match the '" + config.name + "' H3 config (" +
-                    std::to_string(config.num_layers) + " blocks, hidden " + std::to_string(config.hidden) + ")";
+  std::string msg = path + " does not match the '" + config.name + "' H3 config (" + std::to_string(config.num_layers) +
+                    " blocks, hidden " + std::to_string(config.hidden) + ")";
   if (!missing.empty()) msg += "; missing " + std::to_string(missing.size()) + ": " + list_some(missing);
   if (!unexpected.empty()) msg += "; unexpected " + std::to_string(unexpected.size()) + ": " + list_some(unexpected);
   if (!mismatched.empty())
@@ -454,8 +451,8 @@ Tensor convert_dtype_host(const Tensor& src, DType to, int64_t& inexact) {
 
 // diffusers layout (checkpoint.h): every spec tensor comes from one renamed key, QKV from three
 // (to_q, to_k, to_v rows = the [q|k|v] thirds), fc1 from ff.net.0.proj with its halves swapped.
-Result<H3Weights> load_diffusers(const std::string& path, const Opened& o, const ModelConfig& config,
-                                 Backend& backend, std::vector<std::string>* notes) {
+Result<H3Weights> load_diffusers(const std::string& path, const Opened& o, const ModelConfig& config, Backend& backend,
+                                 std::vector<std::string>* notes) {
   const SafetensorsSet& set = o.set;
   const CheckpointInfo& info = o.info;
   const std::string& prefix = info.key_prefix;
@@ -531,16 +528,15 @@ Result<H3Weights> load_diffusers(const std::string& path, const Opened& o, const
   }
   if (notes) {
     if (!widened.empty())
-      notes->push_back(std::to_string(widened.size()) + " BF16 tensors widened to the F32 the model keeps (exact): " +
-                       list_some(widened, 4));
+      notes->push_back(std::to_string(widened.size()) +
+                       " BF16 tensors widened to the F32 the model keeps (exact): " + list_some(widened, 4));
     if (!narrowed.empty())
       notes->push_back(std::to_string(narrowed.size()) + " F32 tensors rounded to the BF16 the model reads " +
-                       "(round to nearest even; " + std::to_string(inexact) + " values changed): " +
-                       list_some(narrowed, 4));
+                       "(round to nearest even; " + std::to_string(inexact) +
+                       " values changed): " + list_some(narrowed, 4));
   }
   return w;
 }
-
 
 }  // namespace
 
@@ -568,9 +564,7 @@ Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& co
     const SafetensorsSet::Ref* r = set.find(prefix + canonical);
     return r ? &set.entry(*r) : nullptr;
   };
-  auto describe_entry = [](const SafetensorsEntry& e) {
-    return shape_to_string(e.shape) + " " + dtype_name(e.dtype);
-  };
+  auto describe_entry = [](const SafetensorsEntry& e) { return shape_to_string(e.shape) + " " + dtype_name(e.dtype); };
 
   const bool interleaved_file = info.layout == CheckpointLayout::kOriginal;
   const QuantTensorLookup lookup = quant_lookup_in(set);
@@ -599,13 +593,14 @@ Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& co
       }
       // One validating reader for quantized layers (io/quantized_layers.h): dtypes, padded shapes, scales.
       std::string metadata_entry;  // layer names there may or may not carry a model prefix
-      for (const std::string& key : {prefix + layer, layer, "diffusion_model." + layer, "model.diffusion_model." + layer})
+      for (const std::string& key :
+           {prefix + layer, layer, "diffusion_model." + layer, "model.diffusion_model." + layer})
         if (auto m = quant_metadata.find(key); m != quant_metadata.end()) {
           metadata_entry = m->second;
           break;
         }
-      Result<LinearWeight> lw = read_quantized_linear(prefix + layer, lookup, spec.shape[0], spec.shape[1],
-                                                      metadata_entry);
+      Result<LinearWeight> lw =
+          read_quantized_linear(prefix + layer, lookup, spec.shape[0], spec.shape[1], metadata_entry);
       if (lw.ok() && interleaved_file && is_qkv_weight_name(spec.name))
         lw = permute_quantized_rows(*lw, qkv_interleaved_to_blocked_rows(config.num_heads, config.head_dim));
       if (!lw.ok()) {
@@ -801,14 +796,10 @@ Result<ModelConfig> infer_config_from_checkpoint(const SafetensorsSet& set, cons
       if (ends_with(n, ".norm1.weight") || ends_with(n, ".norm2.weight") || n == "token_refiner.final_norm.weight" ||
           n == "final_layer.norm.weight")
         hidden.add(rows);
-      else if (ends_with(n, ".attn.q_norm.weight") || ends_with(n, ".attn.k_norm.weight"))
-        head_dim.add(rows);
-      else if (n == "time_embedder.proj_in.bias")
-        time_hidden.add(rows);
-      else if (n == "time_embedder.proj_out.bias")
-        time_dim.add(rows);
-      else if (n == "rope.inv_freq")
-        rope.add(rows);
+      else if (ends_with(n, ".attn.q_norm.weight") || ends_with(n, ".attn.k_norm.weight")) head_dim.add(rows);
+      else if (n == "time_embedder.proj_in.bias") time_hidden.add(rows);
+      else if (n == "time_embedder.proj_out.bias") time_dim.add(rows);
+      else if (n == "rope.inv_freq") rope.add(rows);
       continue;
     }
     if (shape.size() != 2) continue;
@@ -854,15 +845,20 @@ Result<ModelConfig> infer_config_from_checkpoint(const SafetensorsSet& set, cons
     }
   }
   if (blocks == 0)
-    return format_error(set.path() + ": cannot infer the H3 config: no 'blocks.N.*' (or 'transformer_blocks.N.*') tensors");
+    return format_error(set.path() +
+                        ": cannot infer the H3 config: no 'blocks.N.*' (or 'transformer_blocks.N.*') tensors");
   c.num_layers = blocks;
   c.num_refiner_layers = refiner;
-  const std::pair<const char*, const Votes*> needed[] = {
-      {"blocks.N.norm1.weight", &hidden},          {"blocks.N.attn.q_norm.weight", &head_dim},
-      {"blocks.N.attn.qkv_proj.weight", &inner},   {"blocks.N.mlp.fc1.weight", &ffn},
-      {"video_patch_proj.weight", &video_patch},  {"audio_patch_proj.weight", &audio},
-      {"condition_proj.weight", &text},           {"time_embedder.proj_in.weight", &freq},
-      {"time_embedder.proj_out.weight", &time_hidden}, {"time_embedder.proj_out.weight", &time_dim}};
+  const std::pair<const char*, const Votes*> needed[] = {{"blocks.N.norm1.weight", &hidden},
+                                                         {"blocks.N.attn.q_norm.weight", &head_dim},
+                                                         {"blocks.N.attn.qkv_proj.weight", &inner},
+                                                         {"blocks.N.mlp.fc1.weight", &ffn},
+                                                         {"video_patch_proj.weight", &video_patch},
+                                                         {"audio_patch_proj.weight", &audio},
+                                                         {"condition_proj.weight", &text},
+                                                         {"time_embedder.proj_in.weight", &freq},
+                                                         {"time_embedder.proj_out.weight", &time_hidden},
+                                                         {"time_embedder.proj_out.weight", &time_dim}};
   for (const auto& [tensor, votes] : needed)
     if (votes->empty())
       return format_error(set.path() + ": cannot infer the H3 config: no tensor like '" + prefix + tensor + "'");
@@ -890,8 +886,7 @@ Result<ModelConfig> infer_config_from_checkpoint(const SafetensorsSet& set, cons
 
 Result<ModelConfig> config_for_checkpoint(const std::string& path) {
   std::error_code ec;
-  const std::string config_path =
-      (std::filesystem::is_directory(path, ec) ? path : parent_dir(path)) + "/config.json";
+  const std::string config_path = (std::filesystem::is_directory(path, ec) ? path : parent_dir(path)) + "/config.json";
   struct stat st {};
   if (::stat(config_path.c_str(), &st) == 0) {
     std::ifstream in(config_path);

@@ -42,7 +42,7 @@ constexpr const char* kQkvInterleavedValue = "per_head_interleaved";
 constexpr const char* kQkvBlockedValue = "qkv_blocked";
 
 struct LayerQuantInfo {
-  std::string layer;        // canonical layer prefix, e.g. "blocks.3.mlp.fc1"
+  std::string layer;  // canonical layer prefix, e.g. "blocks.3.mlp.fc1"
   QuantFormat format = QuantFormat::kNone;
   std::string format_name;  // as written in the file ("float8_e4m3fn", "nvfp4", ...)
   std::string source;       // "comfy_quant" | "_quantization_metadata" | "dtype (legacy scaled fp8)"
@@ -55,7 +55,7 @@ struct CheckpointTensorInfo {
   DType dtype = DType::kU8;
   Shape shape;
   uint64_t bytes = 0;
-  size_t file = 0;        // index into CheckpointInfo::files
+  size_t file = 0;  // index into CheckpointInfo::files
 };
 
 struct CheckpointInfo {

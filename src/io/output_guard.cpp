@@ -49,7 +49,8 @@ Status check_output_replaceable(const std::string& path, OutputKind kind, bool o
   const auto st = fs::symlink_status(path, ec);
   if (!fs::exists(st)) return Status::Ok();
   if (!overwrite) {
-    return invalid_argument(path + " exists; pass --overwrite to replace it (only files Vortex wrote are replaced) "
+    return invalid_argument(path +
+                            " exists; pass --overwrite to replace it (only files Vortex wrote are replaced) "
                             "or choose another --out");
   }
   if (!fs::is_regular_file(st)) return invalid_argument(path + " exists and is not a regular file; not replacing it");

@@ -150,7 +150,8 @@ Result<QuantizeSummary> quantize_checkpoint(const QuantizeOptions& opt,
   if (opt.format == QuantFormat::kNvfp4 && (!opt.nvfp4.global_scale || !opt.nvfp4.encode))
     return internal_error("quantize: nvfp4 requested but no NVFP4 weight encoder was provided");
   if (is_safetensors_index_path(opt.out))
-    return unsupported("quantize: --out " + opt.out + " is an index; write a single .safetensors file (the "
+    return unsupported("quantize: --out " + opt.out +
+                       " is an index; write a single .safetensors file (the "
                        "quantized h3 checkpoint is ~4x smaller than the BF16 one)");
 
   VORTEX_ASSIGN_OR_RETURN(CheckpointInfo info, inspect_checkpoint(opt.in));
@@ -263,9 +264,8 @@ Result<QuantizeSummary> quantize_checkpoint(const QuantizeOptions& opt,
       VORTEX_RETURN_IF_ERROR(writer->write_next(data));
       VORTEX_RETURN_IF_ERROR(writer->write_next(scales));
       VORTEX_RETURN_IF_ERROR(writer->write_next(g_t));
-      say(tag + ": quantized nvfp4 " + src.describe() + " -> " + data.describe() + " + scales " +
-          shape_to_string(ss) + ", amax " + fmt_float(f32_from_bf16_bits(amax_bits)) + ", weight_scale_2 " +
-          fmt_float(g));
+      say(tag + ": quantized nvfp4 " + src.describe() + " -> " + data.describe() + " + scales " + shape_to_string(ss) +
+          ", amax " + fmt_float(f32_from_bf16_bits(amax_bits)) + ", weight_scale_2 " + fmt_float(g));
     } else {
       const float scale = fp8_scaled_weight_scale(amax_bits);
       Tensor q = Tensor::empty({it.n, it.k}, DType::kF8E4M3);  // [N, K] e4m3
@@ -279,8 +279,8 @@ Result<QuantizeSummary> quantize_checkpoint(const QuantizeOptions& opt,
       std::memcpy(s_t.raw_data(), &scale, 4);
       VORTEX_RETURN_IF_ERROR(writer->write_next(q));
       VORTEX_RETURN_IF_ERROR(writer->write_next(s_t));
-      say(tag + ": quantized fp8_scaled " + src.describe() + ", amax " +
-          fmt_float(f32_from_bf16_bits(amax_bits)) + ", weight_scale " + fmt_float(scale));
+      say(tag + ": quantized fp8_scaled " + src.describe() + ", amax " + fmt_float(f32_from_bf16_bits(amax_bits)) +
+          ", weight_scale " + fmt_float(scale));
     }
     VORTEX_RETURN_IF_ERROR(writer->write_bytes(cq.data(), cq.size()));
     ++summary.layers_quantized;

@@ -66,8 +66,11 @@ Result<QuantMarker> marker_of(const std::string& layer, const QuantTensorLookup&
     m.source = "legacy scaled fp8 (no marker)";
     return m;
   }
-  return format_error(layer + " is not quantized: no " + layer + ".comfy_quant tensor, no _quantization_metadata "
-                      "entry, and the weight is " + describe(weight) + " (legacy scaled fp8 needs an F8_E4M3 weight "
+  return format_error(layer + " is not quantized: no " + layer +
+                      ".comfy_quant tensor, no _quantization_metadata "
+                      "entry, and the weight is " +
+                      describe(weight) +
+                      " (legacy scaled fp8 needs an F8_E4M3 weight "
                       "and a weight_scale)");
 }
 
@@ -92,10 +95,8 @@ Result<QuantMarker> parse_quant_marker(const std::string& layer, std::string_vie
   QuantMarker m;
   m.source = std::string(source);
   m.format_name = j["format"].get<std::string>();
-  if (m.format_name == "float8_e4m3fn")
-    m.format = QuantFormat::kFp8Scaled;
-  else if (m.format_name == "nvfp4")
-    m.format = QuantFormat::kNvfp4;
+  if (m.format_name == "float8_e4m3fn") m.format = QuantFormat::kFp8Scaled;
+  else if (m.format_name == "nvfp4") m.format = QuantFormat::kNvfp4;
   else
     return format_error(where + ": unknown quantization format '" + m.format_name +
                         "' (Vortex reads float8_e4m3fn and nvfp4; requantize the layer or keep it in BF16)");
@@ -111,8 +112,10 @@ Result<QuantMarker> parse_quant_marker(const std::string& layer, std::string_vie
 Result<std::map<std::string, std::string>> parse_quantization_metadata(std::string_view metadata_json) {
   nlohmann::json j = nlohmann::json::parse(metadata_json.begin(), metadata_json.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("layers") || !j["layers"].is_object())
-    return format_error("__metadata__._quantization_metadata must be JSON {\"layers\": {\"<layer>\": {\"format\": "
-                        "...}}}, got '" + std::string(metadata_json.substr(0, 200)) + "'");
+    return format_error(
+        "__metadata__._quantization_metadata must be JSON {\"layers\": {\"<layer>\": {\"format\": "
+        "...}}}, got '" +
+        std::string(metadata_json.substr(0, 200)) + "'");
   std::map<std::string, std::string> out;
   for (auto it = j["layers"].begin(); it != j["layers"].end(); ++it) out[it.key()] = it.value().dump();
   return out;
@@ -120,9 +123,12 @@ Result<std::map<std::string, std::string>> parse_quantization_metadata(std::stri
 
 std::string comfy_quant_json(QuantFormat format) {
   switch (format) {
-    case QuantFormat::kFp8Scaled: return "{\"format\": \"float8_e4m3fn\"}";
-    case QuantFormat::kNvfp4: return "{\"format\": \"nvfp4\"}";
-    case QuantFormat::kNone: break;
+    case QuantFormat::kFp8Scaled:
+      return "{\"format\": \"float8_e4m3fn\"}";
+    case QuantFormat::kNvfp4:
+      return "{\"format\": \"nvfp4\"}";
+    case QuantFormat::kNone:
+      break;
   }
   return "";
 }
@@ -149,22 +155,24 @@ Result<QuantizedLinear> read_quantized_layer(const std::string& layer, const Qua
     if (weight.dtype() != DType::kF8E4M3)
       return format_error(layer + ".weight: expected F8_E4M3" + fmt + ", got dtype " + dtype_name(weight.dtype()));
     VORTEX_RETURN_IF_ERROR(check_shape(layer + ".weight", weight, {N, K}, "[N, K]" + fmt));
-    VORTEX_ASSIGN_OR_RETURN(Tensor scale, need(lookup, layer + ".weight_scale", "fp8_scaled needs its per-tensor "
-                                                                                "F32 weight_scale"));
+    VORTEX_ASSIGN_OR_RETURN(Tensor scale, need(lookup, layer + ".weight_scale",
+                                               "fp8_scaled needs its per-tensor "
+                                               "F32 weight_scale"));
     VORTEX_RETURN_IF_ERROR(check_scalar_scale(layer + ".weight_scale", scale, false).status());
     lw.weight = weight;
     lw.weight_scale = scale;
     VORTEX_ASSIGN_OR_RETURN(Tensor s2, lookup(layer + ".weight_scale_2"));
     if (s2.defined())
-      return format_error(layer + ".weight_scale_2 present on an fp8_scaled layer (it belongs to nvfp4); the "
+      return format_error(layer +
+                          ".weight_scale_2 present on an fp8_scaled layer (it belongs to nvfp4); the "
                           "comfy_quant format and the tensors disagree");
   } else {
     if (weight.dtype() != DType::kU8)
       return format_error(layer + ".weight: expected U8 packed E2M1 pairs" + fmt + ", got dtype " +
                           dtype_name(weight.dtype()));
-    VORTEX_RETURN_IF_ERROR(check_shape(layer + ".weight", weight, nvfp4_weight_shape(N, K),
-                                       "[roundup(N,16), roundup(K,16)/2] for N=" + std::to_string(N) +
-                                           ", K=" + std::to_string(K)));
+    VORTEX_RETURN_IF_ERROR(
+        check_shape(layer + ".weight", weight, nvfp4_weight_shape(N, K),
+                    "[roundup(N,16), roundup(K,16)/2] for N=" + std::to_string(N) + ", K=" + std::to_string(K)));
     VORTEX_ASSIGN_OR_RETURN(Tensor scale, need(lookup, layer + ".weight_scale", "nvfp4 needs its E4M3 block scales"));
     if (scale.dtype() != DType::kF8E4M3 && scale.dtype() != DType::kU8)
       return format_error(layer + ".weight_scale: expected F8_E4M3 (or U8) block scales, got dtype " +
@@ -226,7 +234,8 @@ Result<LinearWeight> read_quantized_linear(const std::string& layer, const Quant
                                            int64_t K, std::string_view metadata_entry) {
   VORTEX_ASSIGN_OR_RETURN(QuantizedLinear q, read_quantized_layer(layer, lookup, N, K, metadata_entry));
   if (q.pre_quant_scale.defined())
-    return unsupported(layer + ".pre_quant_scale (ModelOpt/AWQ activation smoothing) is present, but Vortex's GEMMs "
+    return unsupported(layer +
+                       ".pre_quant_scale (ModelOpt/AWQ activation smoothing) is present, but Vortex's GEMMs "
                        "do not apply it; ignoring it would change the layer's output. Use a checkpoint without "
                        "pre_quant_scale (fold it into the previous layer) or keep this layer in BF16");
   return std::move(q.weight);
@@ -245,8 +254,8 @@ Result<LinearWeight> permute_quantized_rows(const LinearWeight& w, const std::ve
   const int64_t N = w.out_features;
   if (w.format == QuantFormat::kNone) return invalid_argument("permute_quantized_rows: the layer is not quantized");
   if (static_cast<int64_t>(new_to_old.size()) != N)
-    return invalid_argument("permute_quantized_rows: " + std::to_string(new_to_old.size()) + " row indices for N = " +
-                            std::to_string(N));
+    return invalid_argument("permute_quantized_rows: " + std::to_string(new_to_old.size()) +
+                            " row indices for N = " + std::to_string(N));
   std::vector<bool> seen(static_cast<size_t>(N), false);
   for (int64_t r : new_to_old) {
     if (r < 0 || r >= N || seen[static_cast<size_t>(r)])
@@ -255,8 +264,7 @@ Result<LinearWeight> permute_quantized_rows(const LinearWeight& w, const std::ve
     seen[static_cast<size_t>(r)] = true;
   }
   if (!w.weight.defined() || !w.weight_scale.defined() || w.weight.device() != Device::kCpu ||
-      !w.weight.is_contiguous() || !w.weight_scale.is_contiguous() || w.weight.ndim() != 2 ||
-      w.weight.dim(0) < N)
+      !w.weight.is_contiguous() || !w.weight_scale.is_contiguous() || w.weight.ndim() != 2 || w.weight.dim(0) < N)
     return invalid_argument("permute_quantized_rows: needs contiguous host tensors with at least N rows");
   LinearWeight out = w;
   out.weight = Tensor::empty(w.weight.shape(), w.weight.dtype());
@@ -290,9 +298,10 @@ Result<Tensor> dequantize_linear_bf16(const LinearWeight& w) {
   uint16_t* o = out.data<uint16_t>();
   if (w.format == QuantFormat::kFp8Scaled) {
     if (w.weight.shape() != Shape{N, K} || w.weight.dtype() != DType::kF8E4M3 || w.weight_scale.dtype() != DType::kF32)
-      return invalid_argument("dequantize_linear_bf16: fp8_scaled weight must be [N, K] F8_E4M3 with an F32 scale, "
-                              "got " +
-                              describe(w.weight));
+      return invalid_argument(
+          "dequantize_linear_bf16: fp8_scaled weight must be [N, K] F8_E4M3 with an F32 scale, "
+          "got " +
+          describe(w.weight));
     float scale = 0.0f;
     std::memcpy(&scale, w.weight_scale.raw_data(), 4);
     const uint8_t* q = static_cast<const uint8_t*>(w.weight.raw_data());  // [N, K] e4m3
@@ -305,7 +314,7 @@ Result<Tensor> dequantize_linear_bf16(const LinearWeight& w) {
                             ", K=" + std::to_string(K) + " (weight " + describe(w.weight) + ")");
   float g = 0.0f;
   std::memcpy(&g, w.weight_scale_2.raw_data(), 4);
-  const uint8_t* data = static_cast<const uint8_t*>(w.weight.raw_data());         // [N16, K16/2] u8, hi-first
+  const uint8_t* data = static_cast<const uint8_t*>(w.weight.raw_data());          // [N16, K16/2] u8, hi-first
   const uint8_t* scales = static_cast<const uint8_t*>(w.weight_scale.raw_data());  // [N128, C4] e4m3, tiled
   const int64_t row_bytes = w.weight.dim(1), scale_cols = w.weight_scale.dim(1);
   for (int64_t r = 0; r < N; ++r) {

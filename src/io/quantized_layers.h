@@ -48,9 +48,9 @@ Shape nvfp4_weight_shape(int64_t n, int64_t k);
 Shape nvfp4_weight_scale_shape(int64_t n, int64_t k);
 
 struct QuantizedLinear {
-  LinearWeight weight;      // format, weight, weight_scale, weight_scale_2, input_scale, N, K
+  LinearWeight weight;  // format, weight, weight_scale, weight_scale_2, input_scale, N, K
   QuantMarker marker;
-  Tensor pre_quant_scale;   // [K], optional (ModelOpt/AWQ smoothing of the activation)
+  Tensor pre_quant_scale;  // [K], optional (ModelOpt/AWQ smoothing of the activation)
 };
 
 // `layer` is the full key prefix as stored ("model.diffusion_model.blocks.3.mlp.fc1"); N, K the logical

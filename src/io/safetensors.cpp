@@ -47,7 +47,9 @@ Result<json> parse_json_strict(std::string_view text, std::string_view label, co
   json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
     if (depth > 64) throw DepthLimitExceeded();
     switch (event) {
-      case json::parse_event_t::object_start: keys.emplace_back(); break;
+      case json::parse_event_t::object_start:
+        keys.emplace_back();
+        break;
       case json::parse_event_t::object_end:
         if (!keys.empty()) keys.pop_back();
         break;
@@ -56,7 +58,8 @@ Result<json> parse_json_strict(std::string_view text, std::string_view label, co
             duplicate.empty())
           duplicate = parsed.get<std::string>();
         break;
-      default: break;
+      default:
+        break;
     }
     return true;
   };
@@ -172,8 +175,8 @@ Result<SafetensorsHeader> parse_safetensors_header(const uint8_t* data, size_t a
     if (e.bytes() == 0) continue;  // empty tensors occupy no bytes and cannot overlap
     if (e.begin < cursor)
       return format_error(lab + ": tensors " + quote(prev->name) + " [" + std::to_string(prev->begin) + ", " +
-                          std::to_string(prev->end) + ") and " + quote(e.name) + " [" + std::to_string(e.begin) +
-                          ", " + std::to_string(e.end) + ") overlap in the data section");
+                          std::to_string(prev->end) + ") and " + quote(e.name) + " [" + std::to_string(e.begin) + ", " +
+                          std::to_string(e.end) + ") overlap in the data section");
     if (e.begin > cursor)
       h.warnings.push_back("gap of " + std::to_string(e.begin - cursor) + " unused bytes before tensor " +
                            quote(e.name) + " (the format expects contiguous tensors)");
@@ -221,8 +224,8 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   storage->device = Device::kCpu;
   storage->release = [](void* q, size_t n) { ::munmap(q, n); };
   f.mapping_ = std::move(storage);
-  VORTEX_ASSIGN_OR_RETURN(f.header_, parse_safetensors_buffer(static_cast<const uint8_t*>(p),
-                                                              static_cast<size_t>(f.file_bytes_), path));
+  VORTEX_ASSIGN_OR_RETURN(
+      f.header_, parse_safetensors_buffer(static_cast<const uint8_t*>(p), static_cast<size_t>(f.file_bytes_), path));
   return f;
 }
 
@@ -373,8 +376,7 @@ Status SafetensorsStreamWriter::fail(Status s) {
 
 Status SafetensorsStreamWriter::write_bytes(const void* data, size_t bytes) {
   if (fd_ < 0) return invalid_argument(path_ + ": writer is closed (an earlier write failed or finish() ran)");
-  if (next_ >= tensors_.size())
-    return fail(invalid_argument(path_ + ": more tensor data than declared in the header"));
+  if (next_ >= tensors_.size()) return fail(invalid_argument(path_ + ": more tensor data than declared in the header"));
   const SafetensorsTensorInfo& info = tensors_[next_];
   if (written_in_current_ + bytes > info.bytes())
     return fail(invalid_argument(path_ + ": tensor " + quote(info.name) + " given more than its " +
@@ -395,8 +397,8 @@ Status SafetensorsStreamWriter::write_next(const Tensor& host) {
   if (written_in_current_ != 0)
     return fail(invalid_argument(path_ + ": tensor " + quote(info.name) + " is partially written"));
   if (!host.defined() || host.shape() != info.shape || host.dtype() != info.dtype)
-    return fail(invalid_argument(path_ + ": tensor " + quote(info.name) + " declared " +
-                                 shape_to_string(info.shape) + " " + dtype_short_name(info.dtype) + ", given " +
+    return fail(invalid_argument(path_ + ": tensor " + quote(info.name) + " declared " + shape_to_string(info.shape) +
+                                 " " + dtype_short_name(info.dtype) + ", given " +
                                  (host.defined() ? host.describe() : std::string("an undefined tensor"))));
   if (host.device() != Device::kCpu)
     return fail(invalid_argument(path_ + ": tensor " + quote(info.name) + " must be on the host to be written"));
@@ -410,8 +412,8 @@ Status SafetensorsStreamWriter::write_next(const Tensor& host) {
 Status SafetensorsStreamWriter::finish() {
   if (fd_ < 0) return invalid_argument(path_ + ": writer is closed (an earlier write failed or finish() ran)");
   if (next_ != tensors_.size())
-    return fail(invalid_argument(path_ + ": finish() before all tensors were written (next: " +
-                                 quote(tensors_[next_].name) + ")"));
+    return fail(invalid_argument(
+        path_ + ": finish() before all tensors were written (next: " + quote(tensors_[next_].name) + ")"));
   if (::fsync(fd_) != 0) return fail(io_error(temp_path_ + ": fsync failed (" + std::strerror(errno) + ")"));
   if (::close(fd_) != 0) {
     fd_ = -1;
@@ -493,8 +495,7 @@ Status write_safetensors_index(const std::string& path, const SafetensorsIndex& 
   for (const auto& [k, v] : index.metadata) {
     if (k == "total_size" && !v.empty() && v.find_first_not_of("0123456789") == std::string::npos)
       md[k] = std::stoull(v);
-    else
-      md[k] = v;
+    else md[k] = v;
   }
   j["metadata"] = md;
   j["weight_map"] = nlohmann::ordered_json::object();

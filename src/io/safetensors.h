@@ -32,9 +32,9 @@ struct SafetensorsEntry {
 };
 
 struct SafetensorsHeader {
-  uint64_t header_bytes = 0;  // N, the JSON length
-  uint64_t data_offset = 0;   // 8 + N: where the data section starts in the file
-  uint64_t data_bytes = 0;    // size of the data section
+  uint64_t header_bytes = 0;                    // N, the JSON length
+  uint64_t data_offset = 0;                     // 8 + N: where the data section starts in the file
+  uint64_t data_bytes = 0;                      // size of the data section
   std::vector<SafetensorsEntry> entries;        // sorted by begin offset
   std::map<std::string, std::string> metadata;  // __metadata__
   std::vector<std::string> warnings;            // gaps between tensors, trailing bytes

@@ -133,8 +133,8 @@ Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpoin
       config_up_to_date = text == config_text;  // same config: nothing to replace
     }
     if (!config_up_to_date)
-      VORTEX_RETURN_IF_ERROR(check_output_replaceable(config_path, OutputKind::kConfigJson, opt.overwrite,
-                                                      replacing_vortex_checkpoint));
+      VORTEX_RETURN_IF_ERROR(
+          check_output_replaceable(config_path, OutputKind::kConfigJson, opt.overwrite, replacing_vortex_checkpoint));
   }
 
   std::map<std::string, std::string> metadata = {
@@ -191,8 +191,8 @@ Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpoin
       if (progress && total > 0 && (done - last_report) * 50 >= total) {
         last_report = done;
         char line[160];
-        std::snprintf(line, sizeof line, "  %5.1f%%  %s", 100.0 * static_cast<double>(done) / static_cast<double>(total),
-                      spec.name.c_str());
+        std::snprintf(line, sizeof line, "  %5.1f%%  %s",
+                      100.0 * static_cast<double>(done) / static_cast<double>(total), spec.name.c_str());
         progress(line);
       }
     }

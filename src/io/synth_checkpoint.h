@@ -19,17 +19,17 @@ namespace vortex {
 
 struct SynthCheckpointOptions {
   ModelConfig config;
-  std::string out;              // "x.safetensors" (single file) or "x.safetensors.index.json" (sharded)
+  std::string out;  // "x.safetensors" (single file) or "x.safetensors.index.json" (sharded)
   uint64_t seed = 0;
   CheckpointLayout layout = CheckpointLayout::kOriginal;  // kOriginal, kComfy or kDiffusers
-  double shard_size_gb = 0.0;   // > 0: shard at this size (GiB); 0: single file unless `out` is an index
+  double shard_size_gb = 0.0;  // > 0: shard at this size (GiB); 0: single file unless `out` is an index
   // Existing outputs are refused unless set, and then replaced only if Vortex wrote them (io/output_guard.h).
   bool overwrite = false;
 };
 
 // Returns the files written (shards, index, config.json). `progress` (optional) gets one line per
 // shard and about every 2% of the bytes.
-Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpointOptions& options,
-                                                            const std::function<void(const std::string&)>& progress = {});
+Result<std::vector<std::string>> write_synthetic_checkpoint(
+    const SynthCheckpointOptions& options, const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace vortex

@@ -27,7 +27,9 @@ namespace {
 using nlohmann::json;
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool ends_with(std::string_view s, std::string_view x) { return s.size() >= x.size() && s.substr(s.size() - x.size()) == x; }
+bool ends_with(std::string_view s, std::string_view x) {
+  return s.size() >= x.size() && s.substr(s.size() - x.size()) == x;
+}
 
 std::string strip_weight(const std::string& key) { return key.substr(0, key.size() - std::strlen(".weight")); }
 
@@ -73,7 +75,8 @@ ModuleMap module_map(const ModelConfig& c) {
     if (whole.qkv) {
       const std::vector<std::string> parts = diffusers_qkv_keys(w);  // to_q, to_k, to_v
       for (size_t p = 0; p < parts.size(); ++p)
-        m.diffusers[strip_weight(parts[p])] = Target{d.layer, static_cast<int64_t>(p) * (d.out / 3), d.out / 3, d.in, false, false};
+        m.diffusers[strip_weight(parts[p])] =
+            Target{d.layer, static_cast<int64_t>(p) * (d.out / 3), d.out / 3, d.in, false, false};
     } else {
       Target t = whole;
       t.swap_halves = ends_with(d.layer, ".mlp.fc1");
@@ -105,7 +108,7 @@ struct ParsedKey {
   std::string module;
   Factor factor = Factor::kA;
   std::string prefix;
-  std::string names;     // "lora_A/lora_B" | "lora_down/lora_up" ("" for alpha)
+  std::string names;  // "lora_A/lora_B" | "lora_down/lora_up" ("" for alpha)
   bool default_infix = false;
 };
 
@@ -169,7 +172,9 @@ Result<Tensor> to_f32(const Tensor& t, const std::string& key) {
   float* o = out.data<float>();
   const int64_t n = t.numel();
   switch (t.dtype()) {
-    case DType::kF32: std::memcpy(o, t.raw_data(), static_cast<size_t>(n) * 4); break;
+    case DType::kF32:
+      std::memcpy(o, t.raw_data(), static_cast<size_t>(n) * 4);
+      break;
     case DType::kBF16:
       for (int64_t i = 0; i < n; ++i) o[i] = f32_from_bf16_bits(t.data<uint16_t>()[i]);
       break;
@@ -241,7 +246,8 @@ std::map<std::string, Slot> weight_slots(H3Weights& w) {
   for (size_t i = 0; i < w.blocks.size(); ++i)
     m["blocks." + std::to_string(i) + ".adaln_proj.linear"] =
         Slot{&w.blocks[i].adaln_proj_linear_weight, nullptr, &w.blocks[i].adaln_proj_lora};
-  m["final_layer.adaln_proj.linear"] = Slot{&w.final_layer_adaln_proj_linear_weight, nullptr, &w.final_layer_adaln_proj_lora};
+  m["final_layer.adaln_proj.linear"] =
+      Slot{&w.final_layer_adaln_proj_linear_weight, nullptr, &w.final_layer_adaln_proj_lora};
   return m;
 }
 
@@ -309,8 +315,10 @@ Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config
     if (!slot.empty()) duplicates.push_back(e.name + " (and " + slot + ")");
     slot = e.name;
   }
-  if (!duplicates.empty()) return format_error(path + ": more than one tensor for the same LoRA factor:" + join(duplicates));
-  if (names.size() > 1) return format_error(path + ": mixes lora_A/lora_B and lora_down/lora_up names; not one adapter");
+  if (!duplicates.empty())
+    return format_error(path + ": more than one tensor for the same LoRA factor:" + join(duplicates));
+  if (names.size() > 1)
+    return format_error(path + ": mixes lora_A/lora_B and lora_down/lora_up names; not one adapter");
   ad.factor_names = names.empty() ? "" : *names.begin();
   for (const std::string& p : prefixes) {
     if (!ad.prefix.empty()) ad.prefix += ",";
@@ -337,7 +345,8 @@ Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config
     (native ? any_native : any_diffusers) = true;
     if (g.a_key.empty() || g.b_key.empty()) {
       missing.push_back(module + ": has " + (g.a_key.empty() ? g.b_key : g.a_key) + " but no " +
-                        (g.a_key.empty() ? "lora_A / lora_down (A, [r, in])" : "lora_B / lora_up (B, [out, r])") + " half");
+                        (g.a_key.empty() ? "lora_A / lora_down (A, [r, in])" : "lora_B / lora_up (B, [out, r])") +
+                        " half");
       continue;
     }
     matched.push_back({module, native ? n->second : d->second, &g});
@@ -370,22 +379,24 @@ Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config
   for (const Matched& m : matched) {
     VORTEX_ASSIGN_OR_RETURN(Tensor a_raw, file.tensor(m.group->a_key));
     VORTEX_ASSIGN_OR_RETURN(Tensor b_raw, file.tensor(m.group->b_key));
-    const std::string where = m.target.layer + (m.target.rows != 0 && m.module != m.target.layer ? " (from " + m.module + ")" : "");
+    const std::string where =
+        m.target.layer + (m.target.rows != 0 && m.module != m.target.layer ? " (from " + m.module + ")" : "");
     if (a_raw.ndim() != 2 || b_raw.ndim() != 2) {
-      shape_errors.push_back(where + ": A " + shape_to_string(a_raw.shape()) + " and B " + shape_to_string(b_raw.shape()) +
-                             " must both be 2-D");
+      shape_errors.push_back(where + ": A " + shape_to_string(a_raw.shape()) + " and B " +
+                             shape_to_string(b_raw.shape()) + " must both be 2-D");
       continue;
     }
     const int64_t r = a_raw.dim(0);
     if (r == 0 || b_raw.dim(1) != r) {
-      shape_errors.push_back(where + ": wrong rank: A " + shape_to_string(a_raw.shape()) + " has rank " + std::to_string(r) +
-                             " but B " + shape_to_string(b_raw.shape()) + " has rank " + std::to_string(b_raw.dim(1)));
+      shape_errors.push_back(where + ": wrong rank: A " + shape_to_string(a_raw.shape()) + " has rank " +
+                             std::to_string(r) + " but B " + shape_to_string(b_raw.shape()) + " has rank " +
+                             std::to_string(b_raw.dim(1)));
       continue;
     }
     if (a_raw.dim(1) != m.target.in || b_raw.dim(0) != m.target.rows) {
       shape_errors.push_back(where + ": expected A [r, " + std::to_string(m.target.in) + "] and B [" +
-                             std::to_string(m.target.rows) + ", r], got A " + shape_to_string(a_raw.shape()) + " and B " +
-                             shape_to_string(b_raw.shape()));
+                             std::to_string(m.target.rows) + ", r], got A " + shape_to_string(a_raw.shape()) +
+                             " and B " + shape_to_string(b_raw.shape()));
       continue;
     }
     LoraPart part;
@@ -399,7 +410,8 @@ Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config
     double alpha = std::nan("");
     if (!m.group->alpha_key.empty()) {
       VORTEX_ASSIGN_OR_RETURN(Tensor at, file.tensor(m.group->alpha_key));
-      if (at.numel() != 1) return format_error(m.group->alpha_key + ": alpha must hold one value, got " + shape_to_string(at.shape()));
+      if (at.numel() != 1)
+        return format_error(m.group->alpha_key + ": alpha must hold one value, got " + shape_to_string(at.shape()));
       VORTEX_ASSIGN_OR_RETURN(Tensor af, to_f32(at, m.group->alpha_key));
       alpha = af.data<float>()[0];
     }
@@ -410,7 +422,8 @@ Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config
     return format_error(path + ": LoRA shapes do not fit " + config.name + ":" + join(shape_errors));
 
   // ---- alpha ----
-  const size_t with_alpha = static_cast<size_t>(std::count_if(alphas.begin(), alphas.end(), [](double a) { return !std::isnan(a); }));
+  const size_t with_alpha =
+      static_cast<size_t>(std::count_if(alphas.begin(), alphas.end(), [](double a) { return !std::isnan(a); }));
   std::optional<double> meta_alpha;
   std::string meta_key, ambiguity;
   for (const char* key : {"alpha", "lora_alpha", "ss_network_alpha"}) {
@@ -427,11 +440,13 @@ Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config
   if (!ambiguity.empty()) {
   } else if (with_alpha > 0) {
     if (with_alpha != alphas.size()) {
-      ambiguity = std::to_string(with_alpha) + " of " + std::to_string(alphas.size()) + " modules carry an .alpha tensor";
+      ambiguity =
+          std::to_string(with_alpha) + " of " + std::to_string(alphas.size()) + " modules carry an .alpha tensor";
     } else {
       for (size_t i = 0; i < alphas.size(); ++i) {
         if (meta_alpha && *meta_alpha != alphas[i]) {
-          ambiguity = "the .alpha tensors (" + fmt(alphas[i]) + ") and __metadata__ " + meta_key + " (" + fmt(*meta_alpha) + ") disagree";
+          ambiguity = "the .alpha tensors (" + fmt(alphas[i]) + ") and __metadata__ " + meta_key + " (" +
+                      fmt(*meta_alpha) + ") disagree";
           break;
         }
         scales[i] = alphas[i] / static_cast<double>(ad.parts[i].rank());
@@ -455,8 +470,8 @@ Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config
       const int64_t r = cfg["r"].get<int64_t>();
       for (size_t i = 0; i < ad.parts.size() && ambiguity.empty(); ++i) {
         if (ad.parts[i].rank() != r)
-          ambiguity = config_path.string() + " says r = " + std::to_string(r) + " but " + ad.parts[i].source + " has rank " +
-                      std::to_string(ad.parts[i].rank()) + " (alpha / r or alpha / rank?)";
+          ambiguity = config_path.string() + " says r = " + std::to_string(r) + " but " + ad.parts[i].source +
+                      " has rank " + std::to_string(ad.parts[i].rank()) + " (alpha / r or alpha / rank?)";
         scales[i] = lora_alpha / static_cast<double>(r);
       }
       ad.alpha_source = "adapter_config.json lora_alpha = " + fmt(lora_alpha) + ", r = " + std::to_string(r);
@@ -464,15 +479,20 @@ Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config
   } else if (ad.key_style == "native") {
     ad.alpha_source = "none in the file: alpha = rank (scale 1), ComfyUI's and diffusers' rule for alpha-less files";
   } else {
-    ambiguity = "PEFT/diffusers keys without .alpha tensors, __metadata__ alpha or adapter_config.json: PEFT's "
-                "default lora_alpha 8 gives 8 / rank, the alpha = rank convention gives 1";
+    ambiguity =
+        "PEFT/diffusers keys without .alpha tensors, __metadata__ alpha or adapter_config.json: PEFT's "
+        "default lora_alpha 8 gives 8 / rank, the alpha = rank convention gives 1";
   }
   if (!ambiguity.empty()) {
     if (!options.explicit_scale) {
       const int64_t r = ad.parts.empty() ? 0 : ad.parts.front().rank();
-      return invalid_argument(path + ": the LoRA alpha is ambiguous (" + ambiguity +
-                              "); Vortex does not guess: pass the effective scale explicitly, --lora " + path +
-                              ":SCALE (e.g. :1 for alpha = rank" + (r > 0 ? ", :" + fmt(8.0 / static_cast<double>(r)) + " for alpha 8 at rank " + std::to_string(r) : std::string()) + ")");
+      return invalid_argument(
+          path + ": the LoRA alpha is ambiguous (" + ambiguity +
+          "); Vortex does not guess: pass the effective scale explicitly, --lora " + path +
+          ":SCALE (e.g. :1 for alpha = rank" +
+          (r > 0 ? ", :" + fmt(8.0 / static_cast<double>(r)) + " for alpha 8 at rank " + std::to_string(r)
+                 : std::string()) +
+          ")");
     }
     std::fill(scales.begin(), scales.end(), 1.0);
     ad.alpha_source = "ambiguous (" + ambiguity + "): the explicit scale is the effective scale";
@@ -489,12 +509,14 @@ Status merge_lora(H3Weights& weights, const LoraAdapter& adapter, double strengt
     if (it == slots.end()) return invalid_argument("merge_lora: the weights have no layer " + part.layer);
     Slot& s = it->second;
     if (s.linear && s.linear->format != QuantFormat::kNone)
-      return unsupported("merge_lora: " + part.layer + " is stored as " + quant_format_name(s.linear->format) +
-                         "; merging needs its BF16 weight (load a BF16 checkpoint; --precision fp8/nvfp4 quantize after the merge)");
+      return unsupported(
+          "merge_lora: " + part.layer + " is stored as " + quant_format_name(s.linear->format) +
+          "; merging needs its BF16 weight (load a BF16 checkpoint; --precision fp8/nvfp4 quantize after the merge)");
     if (!s.weight->defined() || s.weight->dtype() != DType::kBF16)
       return invalid_argument("merge_lora: " + part.layer + " must be a BF16 weight, got " +
                               (s.weight->defined() ? s.weight->describe() : std::string("undefined")));
-    if (backup && std::none_of(backup->weights.begin(), backup->weights.end(), [&](const auto& b) { return b.first == part.layer; })) {
+    if (backup && std::none_of(backup->weights.begin(), backup->weights.end(),
+                               [&](const auto& b) { return b.first == part.layer; })) {
       VORTEX_ASSIGN_OR_RETURN(Tensor copy, host_copy(backend, *s.weight));
       backup->weights.emplace_back(part.layer, std::move(copy));
     }
@@ -505,7 +527,8 @@ Status merge_lora(H3Weights& weights, const LoraAdapter& adapter, double strengt
     if (st.code() == ErrorCode::kUnsupported) {
       // The CPU reference on a host copy: the same bytes as CpuBackend::lora_merge.
       VORTEX_ASSIGN_OR_RETURN(Tensor host, host_copy(backend, *s.weight));
-      VORTEX_RETURN_IF_ERROR(ref::lora_merge(host, part.a, part.b, part.row_offset, scale, program).with_context(part.layer));
+      VORTEX_RETURN_IF_ERROR(
+          ref::lora_merge(host, part.a, part.b, part.row_offset, scale, program).with_context(part.layer));
       VORTEX_ASSIGN_OR_RETURN(Tensor merged, backend.upload(host));
       st = backend.copy(merged, *s.weight);
     }
@@ -591,12 +614,13 @@ Status apply_lora_adapters(H3Weights& weights, const std::vector<LoraSpec>& spec
            rank_text + "), alpha: " + ad.alpha_source + "; strength " + fmt(strength) + " -> effective scale " +
            scale_text + " (" + options.mode + ")");
     if (!ad.unmatched_keys.empty() && warn)
-      warn("lora " + spec.path + ": skipped " + std::to_string(ad.unmatched_keys.size()) + " keys that match no layer:" +
-           join(ad.unmatched_keys, 10));
+      warn("lora " + spec.path + ": skipped " + std::to_string(ad.unmatched_keys.size()) +
+           " keys that match no layer:" + join(ad.unmatched_keys, 10));
     nlohmann::ordered_json e;
     e["path"] = spec.path;
     e["mode"] = options.mode;
-    e["merge_program"] = options.mode == "merge" ? nlohmann::ordered_json("single_rounding") : nlohmann::ordered_json(nullptr);
+    e["merge_program"] =
+        options.mode == "merge" ? nlohmann::ordered_json("single_rounding") : nlohmann::ordered_json(nullptr);
     e["key_style"] = ad.key_style;
     e["key_prefix"] = ad.prefix;
     e["factor_names"] = ad.factor_names;

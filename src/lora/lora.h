@@ -40,25 +40,25 @@ struct LoraLoadOptions {
 // A fused layer gets one part per file module: q/k/v of a split file are three parts over the thirds of the
 // [q | k | v] rows; a fused qkv_proj, out_proj, fc1 ([gate | value] rows), fc2 or AdaLN module is one part.
 struct LoraPart {
-  std::string layer;            // canonical layer name, e.g. "blocks.0.attn.qkv_proj"
+  std::string layer;  // canonical layer name, e.g. "blocks.0.attn.qkv_proj"
   int64_t row_offset = 0;
-  Tensor a;                     // [r, in] f32 host
-  Tensor b;                     // [rows, r] f32 host, rows in Vortex's order (QKV de-interleaved, fc1 [gate | value])
-  double alpha_scale = 1.0;     // alpha / r as resolved (1 when alpha = rank, or for an explicitly scaled file)
-  std::string source;           // the file's module name, e.g. "transformer_blocks.0.attn.to_q"
+  Tensor a;                  // [r, in] f32 host
+  Tensor b;                  // [rows, r] f32 host, rows in Vortex's order (QKV de-interleaved, fc1 [gate | value])
+  double alpha_scale = 1.0;  // alpha / r as resolved (1 when alpha = rank, or for an explicitly scaled file)
+  std::string source;        // the file's module name, e.g. "transformer_blocks.0.attn.to_q"
   int64_t rank() const { return a.dim(0); }
 };
 
 struct LoraAdapter {
   std::string path;
-  std::string key_style;     // "native" (release/ComfyUI names) | "diffusers" (PEFT split names)
-  std::string prefix;        // the key prefix found: "", "diffusion_model.", "lora_unet_", "transformer.", ...
-  std::string factor_names;  // "lora_A/lora_B" | "lora_down/lora_up"
-  std::string alpha_source;  // how alpha was resolved (printed and recorded in run.json)
+  std::string key_style;         // "native" (release/ComfyUI names) | "diffusers" (PEFT split names)
+  std::string prefix;            // the key prefix found: "", "diffusion_model.", "lora_unet_", "transformer.", ...
+  std::string factor_names;      // "lora_A/lora_B" | "lora_down/lora_up"
+  std::string alpha_source;      // how alpha was resolved (printed and recorded in run.json)
   bool qkv_interleaved = false;  // native qkv_proj B rows per-head interleaved (DiffSynth's .default. files)
   std::vector<LoraPart> parts;   // in h3_spec layer order
   std::vector<std::string> unmatched_keys;  // only with allow_unmatched
-  int64_t tensors = 0;           // tensors read from the file
+  int64_t tensors = 0;                      // tensors read from the file
 };
 
 // Reads a LoRA safetensors file for `config`. One error lists every key that matches no layer (unless

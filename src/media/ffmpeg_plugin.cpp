@@ -40,10 +40,10 @@ Error av_check(int ret, const std::string& what) {
   return {kIo, what + " failed: " + av_err(ret)};
 }
 
-#define RETURN_IF_FAILED(expr)     \
-  do {                             \
-    Error e_ = (expr);             \
-    if (!e_.ok()) return e_;       \
+#define RETURN_IF_FAILED(expr) \
+  do {                         \
+    Error e_ = (expr);         \
+    if (!e_.ok()) return e_;   \
   } while (0)
 
 int report(const Error& e, char* error, size_t error_size) {
@@ -90,12 +90,13 @@ Error write_mp4(const VortexMp4Request& r) {
   const bool with_audio = r.audio != nullptr;
   av_log_set_level(AV_LOG_ERROR);  // x264's banner and stats would clutter stderr; errors still print
   Muxer mux;
-  RETURN_IF_FAILED(av_check(avformat_alloc_output_context2(&mux.oc, nullptr, "mp4", r.path),
-                            "avformat_alloc_output_context2(mp4)"));
+  RETURN_IF_FAILED(
+      av_check(avformat_alloc_output_context2(&mux.oc, nullptr, "mp4", r.path), "avformat_alloc_output_context2(mp4)"));
   // ---- video: libx264 ----
   Encoder venc;
   const AVCodec* vcodec = avcodec_find_encoder_by_name("libx264");
-  if (!vcodec) return {kUnsupported, "this FFmpeg has no libx264 encoder; install FFmpeg with libx264 (scripts/bootstrap.sh)"};
+  if (!vcodec)
+    return {kUnsupported, "this FFmpeg has no libx264 encoder; install FFmpeg with libx264 (scripts/bootstrap.sh)"};
   venc.stream = avformat_new_stream(mux.oc, nullptr);
   venc.ctx = avcodec_alloc_context3(vcodec);
   if (!venc.stream || !venc.ctx) return {kOutOfMemory, "could not allocate the video stream"};
@@ -112,7 +113,8 @@ Error write_mp4(const VortexMp4Request& r) {
   av_opt_set(venc.ctx->priv_data, "crf", std::to_string(r.crf).c_str(), 0);
   av_opt_set(venc.ctx->priv_data, "preset", r.preset, 0);
   RETURN_IF_FAILED(av_check(avcodec_open2(venc.ctx, vcodec, nullptr), "avcodec_open2(libx264)"));
-  RETURN_IF_FAILED(av_check(avcodec_parameters_from_context(venc.stream->codecpar, venc.ctx), "avcodec_parameters_from_context"));
+  RETURN_IF_FAILED(
+      av_check(avcodec_parameters_from_context(venc.stream->codecpar, venc.ctx), "avcodec_parameters_from_context"));
   venc.stream->time_base = venc.ctx->time_base;
   venc.stream->avg_frame_rate = venc.ctx->framerate;
   // ---- audio: AAC ----
@@ -130,7 +132,8 @@ Error write_mp4(const VortexMp4Request& r) {
     aenc.ctx->time_base = AVRational{1, r.sample_rate};
     if (mux.oc->oformat->flags & AVFMT_GLOBALHEADER) aenc.ctx->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
     RETURN_IF_FAILED(av_check(avcodec_open2(aenc.ctx, acodec, nullptr), "avcodec_open2(aac)"));
-    RETURN_IF_FAILED(av_check(avcodec_parameters_from_context(aenc.stream->codecpar, aenc.ctx), "avcodec_parameters_from_context"));
+    RETURN_IF_FAILED(
+        av_check(avcodec_parameters_from_context(aenc.stream->codecpar, aenc.ctx), "avcodec_parameters_from_context"));
     aenc.stream->time_base = aenc.ctx->time_base;
   }
   RETURN_IF_FAILED(av_check(avio_open(&mux.oc->pb, r.path, AVIO_FLAG_WRITE), std::string("avio_open(") + r.path + ")"));
@@ -173,7 +176,8 @@ Error write_mp4(const VortexMp4Request& r) {
       aframe->format = AV_SAMPLE_FMT_FLTP;
       aframe->sample_rate = r.sample_rate;
       aframe->nb_samples = n;
-      RETURN_IF_FAILED(av_check(av_channel_layout_copy(&aframe->ch_layout, &aenc.ctx->ch_layout), "av_channel_layout_copy"));
+      RETURN_IF_FAILED(
+          av_check(av_channel_layout_copy(&aframe->ch_layout, &aenc.ctx->ch_layout), "av_channel_layout_copy"));
       RETURN_IF_FAILED(av_check(av_frame_get_buffer(aframe.get(), 0), "av_frame_get_buffer(audio)"));
       for (int c = 0; c < 2; ++c)
         std::memcpy(aframe->data[c], r.audio + c * samples + next_sample, static_cast<size_t>(n) * sizeof(float));
@@ -192,7 +196,8 @@ Error write_mp4(const VortexMp4Request& r) {
 
 Error probe(const char* path, VortexMediaInfo& info) {
   AVFormatContext* fc = nullptr;
-  RETURN_IF_FAILED(av_check(avformat_open_input(&fc, path, nullptr, nullptr), std::string("avformat_open_input(") + path + ")"));
+  RETURN_IF_FAILED(
+      av_check(avformat_open_input(&fc, path, nullptr, nullptr), std::string("avformat_open_input(") + path + ")"));
   std::unique_ptr<AVFormatContext*, void (*)(AVFormatContext**)> guard(&fc, avformat_close_input);
   RETURN_IF_FAILED(av_check(avformat_find_stream_info(fc, nullptr), "avformat_find_stream_info"));
   info = VortexMediaInfo{};
@@ -227,16 +232,19 @@ Error probe(const char* path, VortexMediaInfo& info) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_abi_version(void) { return VORTEX_FFMPEG_ABI_VERSION; }
+extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_abi_version(void) {
+  return VORTEX_FFMPEG_ABI_VERSION;
+}
 
 extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_write_mp4(const VortexMp4Request* request,
-                                                                               char* error, size_t error_size) {
-  if (!request || !request->path || !request->rgb) return report({kInternal, "vortex_ffmpeg_write_mp4: null request"}, error, error_size);
+                                                                              char* error, size_t error_size) {
+  if (!request || !request->path || !request->rgb)
+    return report({kInternal, "vortex_ffmpeg_write_mp4: null request"}, error, error_size);
   return report(write_mp4(*request), error, error_size);
 }
 
 extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_probe(const char* path, VortexMediaInfo* info,
-                                                                           char* error, size_t error_size) {
+                                                                          char* error, size_t error_size) {
   if (!path || !info) return report({kInternal, "vortex_ffmpeg_probe: null argument"}, error, error_size);
   return report(probe(path, *info), error, error_size);
 }

@@ -14,16 +14,16 @@ extern "C" {
 #define VORTEX_FFMPEG_ABI_VERSION 1
 
 typedef struct VortexMp4Request {
-  const char* path;       // written in place; the caller owns temp-file naming and the atomic rename
-  const uint8_t* rgb;     // [frames, height, width, 3] RGB, contiguous
+  const char* path;    // written in place; the caller owns temp-file naming and the atomic rename
+  const uint8_t* rgb;  // [frames, height, width, 3] RGB, contiguous
   int frames, height, width;
-  const float* audio;     // [2, samples] planar stereo, or NULL (no audio stream)
+  const float* audio;  // [2, samples] planar stereo, or NULL (no audio stream)
   int64_t samples;
   int sample_rate;
   int fps;
-  int crf;                // libx264 constant rate factor
-  const char* preset;     // libx264 preset
-  int audio_bitrate;      // AAC bits/s
+  int crf;             // libx264 constant rate factor
+  const char* preset;  // libx264 preset
+  int audio_bitrate;   // AAC bits/s
 } VortexMp4Request;
 
 typedef struct VortexMediaInfo {
@@ -31,7 +31,7 @@ typedef struct VortexMediaInfo {
   char video_codec[32], pixel_format[32];
   int width, height;
   double fps;
-  int64_t video_frames;   // demuxed video packets
+  int64_t video_frames;  // demuxed video packets
   char audio_codec[32];
   int sample_rate, channels;
   double duration_s, audio_duration_s;

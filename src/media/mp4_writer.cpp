@@ -62,7 +62,8 @@ Plugin load_plugin() {
     p.write_mp4 = reinterpret_cast<decltype(&vortex_ffmpeg_write_mp4)>(dlsym(handle, "vortex_ffmpeg_write_mp4"));
     p.probe = reinterpret_cast<decltype(&vortex_ffmpeg_probe)>(dlsym(handle, "vortex_ffmpeg_probe"));
     if (!abi || !p.write_mp4 || !p.probe || abi() != VORTEX_FFMPEG_ABI_VERSION) {
-      tried += "\n  " + path + ": not a matching Vortex FFmpeg module (ABI " + std::to_string(VORTEX_FFMPEG_ABI_VERSION) + ")";
+      tried += "\n  " + path + ": not a matching Vortex FFmpeg module (ABI " +
+               std::to_string(VORTEX_FFMPEG_ABI_VERSION) + ")";
       dlclose(handle);
       p = Plugin{};
       continue;
@@ -71,7 +72,8 @@ Plugin load_plugin() {
   }
   p.status = unsupported(
       "MP4 output needs FFmpeg's shared libraries (libavformat, libavcodec with libx264, libswscale; "
-      "Debian: apt install libavformat59 libavcodec59 libswscale6) and Vortex's " + std::string(kPluginName) +
+      "Debian: apt install libavformat59 libavcodec59 libswscale6) and Vortex's " +
+      std::string(kPluginName) +
       ", which could not be loaded:" + (tried.empty() ? std::string("\n  (no candidate found)") : tried) +
       "\nWAV and --frames-dir PNG output do not need FFmpeg.");
   return p;
@@ -97,9 +99,11 @@ Status write_mp4(const std::string& path, const Tensor& frames, const Tensor& au
       !frames.is_contiguous() || frames.dim(0) < 1)
     return invalid_argument("write_mp4: frames must be a contiguous [F, H, W, 3] u8 tensor, got " +
                             (frames.defined() ? frames.describe() : std::string("nothing")));
-  const int nf = static_cast<int>(frames.dim(0)), h = static_cast<int>(frames.dim(1)), w = static_cast<int>(frames.dim(2));
+  const int nf = static_cast<int>(frames.dim(0)), h = static_cast<int>(frames.dim(1)),
+            w = static_cast<int>(frames.dim(2));
   if (h % 2 || w % 2 || h < 2 || w < 2)
-    return invalid_argument("write_mp4: yuv420p needs an even frame size, got " + std::to_string(w) + "x" + std::to_string(h));
+    return invalid_argument("write_mp4: yuv420p needs an even frame size, got " + std::to_string(w) + "x" +
+                            std::to_string(h));
   const bool with_audio = audio.defined();
   if (with_audio && (audio.ndim() != 2 || audio.dim(0) != 2 || audio.dtype() != DType::kF32 || !audio.is_contiguous()))
     return invalid_argument("write_mp4: audio must be a contiguous [2, N] f32 tensor, got " + audio.describe());

@@ -15,9 +15,9 @@ namespace vortex {
 
 struct Mp4Options {
   int fps = 24;
-  int crf = 18;                  // x264 constant rate factor: 18 is visually lossless for most content
+  int crf = 18;  // x264 constant rate factor: 18 is visually lossless for most content
   std::string preset = "medium";
-  int audio_bitrate = 192000;    // bits/s
+  int audio_bitrate = 192000;  // bits/s
 };
 
 // Ok when MP4 output works here (the FFmpeg module and its libraries load); otherwise kUnsupported naming
@@ -36,7 +36,7 @@ struct MediaInfo {
   int64_t video_frames = 0;  // demuxed video packets
   std::string audio_codec;
   int sample_rate = 0, channels = 0;
-  double duration_s = 0.0;   // container duration
+  double duration_s = 0.0;  // container duration
   double audio_duration_s = 0.0;
 };
 Result<MediaInfo> probe_media(const std::string& path);

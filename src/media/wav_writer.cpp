@@ -33,7 +33,8 @@ Status write_wav_f32(const std::string& path, const Tensor& audio, int sample_ra
   const uint32_t ch = static_cast<uint32_t>(audio.dim(0));
   const uint64_t n = static_cast<uint64_t>(audio.dim(1));
   const uint64_t data_bytes = n * ch * 4;
-  if (data_bytes > 0xFFFFFF00ull) return invalid_argument("write_wav_f32: more than 4 GiB of samples does not fit a WAV file");
+  if (data_bytes > 0xFFFFFF00ull)
+    return invalid_argument("write_wav_f32: more than 4 GiB of samples does not fit a WAV file");
   std::vector<uint8_t> h;
   put_tag(h, "RIFF");
   put_u32(h, static_cast<uint32_t>(4 + (8 + 16) + (8 + 4) + 8 + data_bytes));

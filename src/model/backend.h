@@ -29,9 +29,9 @@ namespace vortex {
 // is a producer call too). Stale views are rejected by linear_quantized.
 struct QuantizedActivation {
   QuantFormat format = QuantFormat::kNone;  // kNvfp4
-  Tensor data;          // u8 [roundup(S,16), roundup(K,16)/2] e2m1 pairs (even element in the high nibble)
-  Tensor scales;        // f8e4m3 128x4 tiles [roundup(roundup(S,16),128), roundup(roundup(K,16)/16,4)]
-  Tensor global_scale;  // f32 [1]: the dynamic g of this call, or a copy of the consumer's input_scale
+  Tensor data;                       // u8 [roundup(S,16), roundup(K,16)/2] e2m1 pairs (even element in the high nibble)
+  Tensor scales;                     // f8e4m3 128x4 tiles [roundup(roundup(S,16),128), roundup(roundup(K,16)/16,4)]
+  Tensor global_scale;               // f32 [1]: the dynamic g of this call, or a copy of the consumer's input_scale
   bool static_global_scale = false;  // true: g is the consumer's static input_scale
   int64_t rows = 0, cols = 0;        // logical S, K
   uint64_t generation = 0;           // the backend's producer count when written (stale views are rejected)
@@ -45,8 +45,8 @@ class Backend {
 
   // ---- memory ----
   virtual Result<Tensor> alloc(const Shape& shape, DType dtype) = 0;  // contents undefined
-  virtual Result<Tensor> upload(const Tensor& host) = 0;             // host -> this device (copy)
-  virtual Status download(const Tensor& src, Tensor& host_dst) = 0;  // this device -> host, same shape
+  virtual Result<Tensor> upload(const Tensor& host) = 0;              // host -> this device (copy)
+  virtual Status download(const Tensor& src, Tensor& host_dst) = 0;   // this device -> host, same shape
   // dst = src, same shape and dtype, either may be strided (row views of a packed buffer).
   virtual Status copy(const Tensor& src, Tensor& dst) = 0;
   virtual Status synchronize() = 0;
@@ -87,16 +87,15 @@ class Backend {
                           const SegmentTable& seg) = 0;
   // Fused rms_norm + modulate; E0 against the two ops.
   virtual Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table,
-                                   int shift_chunk, int scale_chunk, const SegmentTable& seg,
-                                   Tensor& out) = 0;
+                                   int shift_chunk, int scale_chunk, const SegmentTable& seg, Tensor& out) = 0;
   // In place on the strided views q, k [S, I] of the QKV output: per head, RMSNorm over head_dim with
   // weight (one rounding), then (if rope != nullptr) rotate-half RoPE on dims < rope->rope_dims:
   // y = R(R(x * cos) + R(rot(x) * sin)), rot = [-x2, x1]. Dims >= rope_dims pass unchanged.
-  virtual Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight,
-                              float eps, const RopeTables* rope, int num_heads, int head_dim) = 0;
+  virtual Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                              const RopeTables* rope, int num_heads, int head_dim) = 0;
   // out[S, I] = R(softmax(q k^T / sqrt(head_dim)) v) per head; q, k, v may be strided views.
-  virtual Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
-                           Tensor& out, const ExecOptions& opts) = 0;
+  virtual Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
+                           const ExecOptions& opts) = 0;
   // ---- decoder ops (the Qwen3-VL conditioner, src/text_encoder); kUnsupported where not provided ----
   // out = R(fp32(R(fp32(x * r)) * w)), r as in rms_norm: transformers' Qwen3 RMSNorm (two roundings).
   virtual Status rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
@@ -121,8 +120,7 @@ class Backend {
                        " backend (the text encoder runs on --backend cpu)");
   }
   // x = R(x + R(gate * a)), gate = table[seg.table_row, gate_chunk*D : +D]; table == nullptr: x = R(x + a).
-  virtual Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk,
-                          const SegmentTable& seg) = 0;
+  virtual Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) = 0;
   // m[S, F] = R(R(silu(u[:, :F])) * u[:, F:]), silu evaluated in FP64 and rounded once.
   virtual Status swiglu(const Tensor& u, Tensor& m) = 0;
 
@@ -148,7 +146,8 @@ class Backend {
   }
   // out[S, N] = R(g_x * g_w * x' @ w'^T + bias) for an activation from the producers above: the same GEMM
   // that linear() runs after quantizing its input.
-  virtual Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  virtual Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias,
+                                  Tensor& out) {
     (void)x, (void)w, (void)bias, (void)out;
     return unsupported("linear_quantized: not provided by the " + std::string(name()) +
                        " backend (fused NVFP4 producers need --backend cuda; leave fused_nvfp4_producers=0)");
@@ -282,8 +281,8 @@ class Backend {
     while (n >= 0) {
       if (alloc_failure_countdown_.compare_exchange_weak(n, n == 0 ? -1 : n - 1)) {
         if (n > 0) return Status::Ok();
-        return Status(ErrorCode::kOutOfMemory, "allocation of " + std::to_string(bytes) +
-                                                   " bytes failed (injected allocation failure)");
+        return Status(ErrorCode::kOutOfMemory,
+                      "allocation of " + std::to_string(bytes) + " bytes failed (injected allocation failure)");
       }
     }
     return Status::Ok();
@@ -312,9 +311,10 @@ class BackendRegion {
   bool active_;
 };
 
-// "cpu" or "cuda" on CUDA device `device` (--device N; the cpu backend takes only 0). `threads` is the CPU worker count (0 = hardware concurrency, at most
-// max_cpu_threads()); results never depend on it. Returns kUnsupported when Vortex was built without the
-// requested backend or no device exists, kInvalidArgument for a thread count outside [0, max_cpu_threads()].
+// "cpu" or "cuda" on CUDA device `device` (--device N; the cpu backend takes only 0). `threads` is the CPU worker count
+// (0 = hardware concurrency, at most max_cpu_threads()); results never depend on it. Returns kUnsupported when Vortex
+// was built without the requested backend or no device exists, kInvalidArgument for a thread count outside [0,
+// max_cpu_threads()].
 Result<std::unique_ptr<Backend>> make_backend(std::string_view name, int threads = 0, int device = 0);
 // More workers than cores only adds switching; beyond 4x it is a typo (--threads 100000).
 constexpr int kMaxThreadsPerCore = 4;

@@ -94,8 +94,8 @@ Result<ModelConfig> ModelConfig::from_json_text(std::string_view json_text) {
   if (auto it = j.find("name"); it != j.end() && it->is_string()) c.name = it->get<std::string>();
   // Keys spelled differently by the original release and by diffusers (MiniMaxH3Transformer3DModel):
   // either spelling is accepted; a file carrying both with different values is refused.
-  if (auto it = j.find("_class_name"); it != j.end() && it->is_string() &&
-                                       it->get<std::string>() != "MiniMaxH3Transformer3DModel")
+  if (auto it = j.find("_class_name");
+      it != j.end() && it->is_string() && it->get<std::string>() != "MiniMaxH3Transformer3DModel")
     return format_error("config.json describes a diffusers '" + it->get<std::string>() +
                         "', not the H3 transformer (MiniMaxH3Transformer3DModel): point --checkpoint at the "
                         "transformer folder");
@@ -122,8 +122,8 @@ Result<ModelConfig> ModelConfig::from_json_text(std::string_view json_text) {
     if (it->is_number_integer()) {
       c.patch_t = 1;
       c.patch_h = c.patch_w = it->get<int>();
-    } else if (it->is_array() && it->size() == 3 && (*it)[0].is_number_integer() &&
-               (*it)[1].is_number_integer() && (*it)[2].is_number_integer()) {
+    } else if (it->is_array() && it->size() == 3 && (*it)[0].is_number_integer() && (*it)[1].is_number_integer() &&
+               (*it)[2].is_number_integer()) {
       c.patch_t = (*it)[0].get<int>();
       c.patch_h = (*it)[1].get<int>();
       c.patch_w = (*it)[2].get<int>();
@@ -132,8 +132,8 @@ Result<ModelConfig> ModelConfig::from_json_text(std::string_view json_text) {
     }
   }
   // Consistency between the two spellings of the AdaLN width, when a file carries it.
-  if (auto it = j.find("adaln_out_features"); it != j.end() && it->is_number_integer() &&
-                                              it->get<int64_t>() != 18LL * c.hidden)
+  if (auto it = j.find("adaln_out_features");
+      it != j.end() && it->is_number_integer() && it->get<int64_t>() != 18LL * c.hidden)
     return format_error("config.json: adaln_out_features " + it->dump() + " != 18 * hidden_size (" +
                         std::to_string(18LL * c.hidden) + ")");
   VORTEX_RETURN_IF_ERROR(c.validate().with_context("config.json"));
@@ -163,7 +163,8 @@ Status ModelConfig::validate() const {
   VORTEX_RETURN_IF_ERROR(positive("time_embed_dim", time_embed_dim));
   VORTEX_RETURN_IF_ERROR(positive("rope_inv_freq_len", rope_inv_freq_len));
   if (head_dim % 2 != 0) return invalid_argument("head_dim must be even, got " + std::to_string(head_dim));
-  if (freq_dim % 2 != 0) return invalid_argument("freq_dim must be even (cos | sin halves), got " + std::to_string(freq_dim));
+  if (freq_dim % 2 != 0)
+    return invalid_argument("freq_dim must be even (cos | sin halves), got " + std::to_string(freq_dim));
   if (rope_dims() > head_dim)
     return invalid_argument("rope_inv_freq_len " + std::to_string(rope_inv_freq_len) + " rotates " +
                             std::to_string(rope_dims()) + " dims, more than head_dim " + std::to_string(head_dim));

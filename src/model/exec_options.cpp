@@ -13,10 +13,14 @@ Result<AttentionKind> parse_attention(std::string_view name) {
 
 const char* precision_name(Precision p) {
   switch (p) {
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp8: return "fp8";
-    case Precision::kNvfp4: return "nvfp4";
-    case Precision::kNvfp4WeightOnly: return "nvfp4-weight-only";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp8:
+      return "fp8";
+    case Precision::kNvfp4:
+      return "nvfp4";
+    case Precision::kNvfp4WeightOnly:
+      return "nvfp4-weight-only";
   }
   return "?";
 }
@@ -29,9 +33,12 @@ Result<Precision> parse_precision(std::string_view name) {
 
 const char* nvfp4_fc2_name(Nvfp4Fc2 f) {
   switch (f) {
-    case Nvfp4Fc2::kW4A4: return "off";
-    case Nvfp4Fc2::kWeightOnly: return "weight-only";
-    case Nvfp4Fc2::kBf16: return "bf16";
+    case Nvfp4Fc2::kW4A4:
+      return "off";
+    case Nvfp4Fc2::kWeightOnly:
+      return "weight-only";
+    case Nvfp4Fc2::kBf16:
+      return "bf16";
   }
   return "?";
 }

@@ -22,9 +22,9 @@ enum class Nvfp4Fc2 : uint8_t { kW4A4, kWeightOnly, kBf16 };
 
 const char* attention_name(AttentionKind a);  // "sdpa" | "sage2"
 Result<AttentionKind> parse_attention(std::string_view name);
-const char* precision_name(Precision p);      // "bf16" | "fp8" | "nvfp4" | "nvfp4-weight-only"
+const char* precision_name(Precision p);  // "bf16" | "fp8" | "nvfp4" | "nvfp4-weight-only"
 Result<Precision> parse_precision(std::string_view name);
-const char* nvfp4_fc2_name(Nvfp4Fc2 f);       // "off" | "weight-only" | "bf16"
+const char* nvfp4_fc2_name(Nvfp4Fc2 f);  // "off" | "weight-only" | "bf16"
 Result<Nvfp4Fc2> parse_nvfp4_fc2(std::string_view name);
 
 struct ExecOptions {

@@ -102,10 +102,12 @@ Result<BlockScratch> BlockScratch::first_rows(int64_t rows) const {
 // ---- Ulysses sequence parallelism ------------------------------------------------------------
 
 Status check_sequence_parallel(const ModelConfig& cfg, int world, int64_t rows) {
-  if (world < 1) return invalid_argument("sequence parallelism: the world size must be >= 1, got " + std::to_string(world));
+  if (world < 1)
+    return invalid_argument("sequence parallelism: the world size must be >= 1, got " + std::to_string(world));
   if (rows < world)
-    return invalid_argument("sequence parallelism over " + std::to_string(world) + " ranks needs at least one packed row per rank; the request has " +
-                            std::to_string(rows) + " rows");
+    return invalid_argument("sequence parallelism over " + std::to_string(world) +
+                            " ranks needs at least one packed row per rank; the request has " + std::to_string(rows) +
+                            " rows");
   return Status::Ok();
 }
 
@@ -115,8 +117,8 @@ namespace {
 // q/k norm + RoPE + attention on all rows -> all-to-all back -> attn_out [rows_r, I] of my rows.
 // Heads are independent in steps 4-5 and every op here is per (row, head), so the bytes equal the
 // single-rank program's.
-Status ulysses_attention(Backend& backend, const ModelConfig& cfg, const ExecOptions& opts,
-                         const H3BlockWeights& block, const RopeTables* rope, BlockScratch& sc, UlyssesPlan& sp) {
+Status ulysses_attention(Backend& backend, const ModelConfig& cfg, const ExecOptions& opts, const H3BlockWeights& block,
+                         const RopeTables* rope, BlockScratch& sc, UlyssesPlan& sp) {
   const int u = sp.world();
   const int64_t inner = cfg.inner(), hd = cfg.head_dim;
   const int64_t s_me = sp.my_rows().size(), s_all = sp.rows.back().end;
@@ -133,14 +135,17 @@ Status ulysses_attention(Backend& backend, const ModelConfig& cfg, const ExecOpt
       off += s_me * 3 * ij;
       if (ij == 0) continue;
       for (int part = 0; part < 3; ++part) {  // q, k, v columns of heads j
-        VORTEX_ASSIGN_OR_RETURN(Tensor src, sc.qkv.as_strided({s_me, ij}, {3 * inner, 1}, part * inner + hj.begin * hd));
-        VORTEX_ASSIGN_OR_RETURN(Tensor dst, send[static_cast<size_t>(j)].as_strided({s_me, ij}, {3 * ij, 1}, part * ij));
+        VORTEX_ASSIGN_OR_RETURN(Tensor src,
+                                sc.qkv.as_strided({s_me, ij}, {3 * inner, 1}, part * inner + hj.begin * hd));
+        VORTEX_ASSIGN_OR_RETURN(Tensor dst,
+                                send[static_cast<size_t>(j)].as_strided({s_me, ij}, {3 * ij, 1}, part * ij));
         VORTEX_RETURN_IF_ERROR(backend.copy(src, dst));
       }
     }
     for (int j = 0; j < u; ++j) {
       const Span& rj = sp.rows[static_cast<size_t>(j)];
-      VORTEX_ASSIGN_OR_RETURN(recv[static_cast<size_t>(j)], sp.qkv_heads.narrow(0, rj.begin, rj.size()));  // [rows_j, 3 I_r]
+      VORTEX_ASSIGN_OR_RETURN(recv[static_cast<size_t>(j)],
+                              sp.qkv_heads.narrow(0, rj.begin, rj.size()));  // [rows_j, 3 I_r]
     }
   }
   {
@@ -149,13 +154,15 @@ Status ulysses_attention(Backend& backend, const ModelConfig& cfg, const ExecOpt
   }
   if (i_me > 0) {
     const int heads_me = static_cast<int>(sp.my_heads().size());
-    VORTEX_ASSIGN_OR_RETURN(Tensor q, sp.qkv_heads.as_strided({s_all, i_me}, {3 * i_me, 1}, 0));         // [S, I_r] view
-    VORTEX_ASSIGN_OR_RETURN(Tensor k, sp.qkv_heads.as_strided({s_all, i_me}, {3 * i_me, 1}, i_me));      // [S, I_r] view
-    VORTEX_ASSIGN_OR_RETURN(Tensor v, sp.qkv_heads.as_strided({s_all, i_me}, {3 * i_me, 1}, 2 * i_me));  // [S, I_r] view
+    VORTEX_ASSIGN_OR_RETURN(Tensor q, sp.qkv_heads.as_strided({s_all, i_me}, {3 * i_me, 1}, 0));     // [S, I_r] view
+    VORTEX_ASSIGN_OR_RETURN(Tensor k, sp.qkv_heads.as_strided({s_all, i_me}, {3 * i_me, 1}, i_me));  // [S, I_r] view
+    VORTEX_ASSIGN_OR_RETURN(Tensor v,
+                            sp.qkv_heads.as_strided({s_all, i_me}, {3 * i_me, 1}, 2 * i_me));  // [S, I_r] view
     {
       BackendRegion region(backend, "qk_norm_rope");
-      VORTEX_RETURN_IF_ERROR(backend.qk_norm_rope(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight,
-                                                  cfg.qk_norm_eps, rope, heads_me, cfg.head_dim)
+      VORTEX_RETURN_IF_ERROR(backend
+                                 .qk_norm_rope(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight,
+                                               cfg.qk_norm_eps, rope, heads_me, cfg.head_dim)
                                  .with_context("qk_norm_rope"));
     }
     BackendRegion region(backend, "attention");
@@ -166,14 +173,16 @@ Status ulysses_attention(Backend& backend, const ModelConfig& cfg, const ExecOpt
   for (int j = 0; j < u; ++j) {
     const Span& rj = sp.rows[static_cast<size_t>(j)];
     const int64_t ij = sp.heads[static_cast<size_t>(j)].size() * hd;
-    VORTEX_ASSIGN_OR_RETURN(send[static_cast<size_t>(j)], sp.attn_heads.narrow(0, rj.begin, rj.size()));  // [rows_j, I_r]
+    VORTEX_ASSIGN_OR_RETURN(send[static_cast<size_t>(j)],
+                            sp.attn_heads.narrow(0, rj.begin, rj.size()));  // [rows_j, I_r]
     VORTEX_ASSIGN_OR_RETURN(Tensor flat, sp.recv.narrow(0, off, s_me * ij));
     VORTEX_ASSIGN_OR_RETURN(recv[static_cast<size_t>(j)], flat.reshape({s_me, ij}));  // [rows_r, I_j]
     off += s_me * ij;
   }
   {
     BackendRegion region(backend, "sp_all_to_all_out");
-    VORTEX_RETURN_IF_ERROR(sp.comm->all_to_all(send, recv).with_context("all-to-all of the attention output (heads -> rows)"));
+    VORTEX_RETURN_IF_ERROR(
+        sp.comm->all_to_all(send, recv).with_context("all-to-all of the attention output (heads -> rows)"));
   }
   BackendRegion region(backend, "sp_unpack");
   for (int j = 0; j < u; ++j) {
@@ -190,9 +199,8 @@ Status ulysses_attention(Backend& backend, const ModelConfig& cfg, const ExecOpt
 // ---- one block ----------------------------------------------------------------------------------
 
 Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const ExecOptions& opts,
-                             const H3BlockWeights& block, Tensor& x, const Tensor* table,
-                             const SegmentTable* segments, const RopeTables* rope, BlockScratch& scratch,
-                             UlyssesPlan* sp) {
+                             const H3BlockWeights& block, Tensor& x, const Tensor* table, const SegmentTable* segments,
+                             const RopeTables* rope, BlockScratch& scratch, UlyssesPlan* sp) {
   if ((table == nullptr) != (segments == nullptr))
     return invalid_argument("run_transformer_block: pass both the AdaLN table and its segments, or neither (refiner)");
   const int64_t s = x.dim(0), inner = cfg.inner();
@@ -226,7 +234,8 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
   // n = RMSNorm(x) [S, D] bf16 (unmodulated) -> modulate_quantize -> the NVFP4 GEMM.
   auto norm_quantize_linear = [&](const Tensor& norm_weight, int shift_chunk, int scale_chunk, const char* norm_region,
                                   const char* linear_region, const LinearWeight& w, Tensor& out) -> Status {
-    VORTEX_RETURN_IF_ERROR(timed(norm_region, [&] { return backend.rms_norm(x, norm_weight, cfg.norm_eps, sc.norm_out); }));
+    VORTEX_RETURN_IF_ERROR(
+        timed(norm_region, [&] { return backend.rms_norm(x, norm_weight, cfg.norm_eps, sc.norm_out); }));
     return timed(linear_region, [&]() -> Status {
       QuantizedActivation qa;
       VORTEX_RETURN_IF_ERROR(backend.modulate_quantize(sc.norm_out, *table, shift_chunk, scale_chunk, seg, w, qa));
@@ -239,11 +248,13 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
                                                 block.attn_qkv_proj, sc.qkv)
                                .with_context("norm1 + qkv_proj (fused nvfp4 producer)"));
   } else {
-    VORTEX_RETURN_IF_ERROR(timed("norm1_modulate", [&] { return norm_modulate(block.norm1_weight, kShiftMsa, kScaleMsa); })
-                               .with_context("norm1"));
+    VORTEX_RETURN_IF_ERROR(timed("norm1_modulate", [&] {
+                             return norm_modulate(block.norm1_weight, kShiftMsa, kScaleMsa);
+                           }).with_context("norm1"));
     // 3. qkv = R(n @ Wqkv^T)                                            // [S, 3I] bf16, [q | k | v]
-    VORTEX_RETURN_IF_ERROR(
-        timed("qkv", [&] { return linear_call(backend, sc.norm_out, block.attn_qkv_proj, nullptr, sc.qkv); }).with_context("qkv_proj"));
+    VORTEX_RETURN_IF_ERROR(timed("qkv", [&] {
+                             return linear_call(backend, sc.norm_out, block.attn_qkv_proj, nullptr, sc.qkv);
+                           }).with_context("qkv_proj"));
   }
   if (sp != nullptr) {
     VORTEX_RETURN_IF_ERROR(ulysses_attention(backend, cfg, opts, block, rope, sc, *sp));
@@ -257,8 +268,9 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
                                                          cfg.qk_norm_eps, rope, heads, hd);
                            }).with_context("qk_norm_rope"));
     // 5. o = R(SDPA(q, k, v))                                           // [S, I] bf16, token-major
-    VORTEX_RETURN_IF_ERROR(
-        timed("attention", [&] { return backend.attention(q, k, v, heads, hd, sc.attn_out, opts); }).with_context("attention"));
+    VORTEX_RETURN_IF_ERROR(timed("attention", [&] {
+                             return backend.attention(q, k, v, heads, hd, sc.attn_out, opts);
+                           }).with_context("attention"));
   }
   // Gated residual in the FP8 GEMM epilogue (switch fp8_gate_epilogue, E2): x = R(x + gate * (q(in) @ q(W)^T)).
   auto gate_epilogue = [&](const LinearWeight& w) {
@@ -272,13 +284,14 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
                            }).with_context("out_proj + gate_msa (fp8 gate epilogue)"));
   } else {
     // 6. a = R(o @ Wout^T)                                              // [S, D] bf16
-    VORTEX_RETURN_IF_ERROR(
-        timed("out_proj", [&] { return linear_call(backend, sc.attn_out, block.attn_out_proj, nullptr, sc.proj_out); })
-            .with_context("out_proj"));
+    VORTEX_RETURN_IF_ERROR(timed("out_proj", [&] {
+                             return linear_call(backend, sc.attn_out, block.attn_out_proj, nullptr, sc.proj_out);
+                           }).with_context("out_proj"));
     // 7. x = R(x + R(gate_msa * a))  (refiner: x = R(x + a))
     // fused_gate_add is applied inside the backend (Backend::configure above); the model calls gate_add.
-    VORTEX_RETURN_IF_ERROR(
-        timed("gate_msa", [&] { return backend.gate_add(x, sc.proj_out, table, kGateMsa, seg); }).with_context("gate_add msa"));
+    VORTEX_RETURN_IF_ERROR(timed("gate_msa", [&] {
+                             return backend.gate_add(x, sc.proj_out, table, kGateMsa, seg);
+                           }).with_context("gate_add msa"));
   }
   if (fused_input(block.mlp_fc1)) {
     // 8-9 fused: u = R(q(modulate(RMSNorm2(x))) @ Wfc1^T)               // [S, 2F] bf16
@@ -287,11 +300,13 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
                                .with_context("norm2 + fc1 (fused nvfp4 producer)"));
   } else {
     // 8. n = modulate(RMSNorm2(x), shift_mlp, scale_mlp)
-    VORTEX_RETURN_IF_ERROR(timed("norm2_modulate", [&] { return norm_modulate(block.norm2_weight, kShiftMlp, kScaleMlp); })
-                               .with_context("norm2"));
+    VORTEX_RETURN_IF_ERROR(timed("norm2_modulate", [&] {
+                             return norm_modulate(block.norm2_weight, kShiftMlp, kScaleMlp);
+                           }).with_context("norm2"));
     // 9. u = R(n @ Wfc1^T) [S, 2F]
-    VORTEX_RETURN_IF_ERROR(
-        timed("fc1", [&] { return linear_call(backend, sc.norm_out, block.mlp_fc1, nullptr, sc.fc1_out); }).with_context("fc1"));
+    VORTEX_RETURN_IF_ERROR(timed("fc1", [&] {
+                             return linear_call(backend, sc.norm_out, block.mlp_fc1, nullptr, sc.fc1_out);
+                           }).with_context("fc1"));
   }
   if (fused_q && block.mlp_fc2.format == QuantFormat::kNvfp4 && !block.mlp_fc2.lora) {
     // 9-10 fused: f = R(q(R(R(silu(gate)) * value)) @ Wfc2^T) [S, D]; m is never written.
@@ -302,20 +317,23 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
                            }).with_context("swiglu + fc2 (fused nvfp4 producer)"));
   } else {
     // m = R(R(silu(gate)) * value) [S, F]
-    VORTEX_RETURN_IF_ERROR(timed("swiglu", [&] { return backend.swiglu(sc.fc1_out, sc.swiglu_out); }).with_context("swiglu"));
+    VORTEX_RETURN_IF_ERROR(
+        timed("swiglu", [&] { return backend.swiglu(sc.fc1_out, sc.swiglu_out); }).with_context("swiglu"));
     if (gate_epilogue(block.mlp_fc2)) {
       // 10 + gate fused: x = R(x + (s_m * s_w * gate_mlp) * q(m) @ q(Wfc2)^T)   // x [S, D] bf16, in place
-      return timed("fc2", [&] {
-               return backend.linear_gate_residual(sc.swiglu_out, block.mlp_fc2, x, *table, kGateMlp, seg);
-             }).with_context("fc2 + gate_mlp (fp8 gate epilogue)");
+      return timed("fc2",
+                   [&] { return backend.linear_gate_residual(sc.swiglu_out, block.mlp_fc2, x, *table, kGateMlp, seg); })
+          .with_context("fc2 + gate_mlp (fp8 gate epilogue)");
     }
     // 10. f = R(m @ Wfc2^T) [S, D]  (FC2 weight-only / bf16 fallback keeps the BF16 m)
-    VORTEX_RETURN_IF_ERROR(
-        timed("fc2", [&] { return linear_call(backend, sc.swiglu_out, block.mlp_fc2, nullptr, sc.proj_out); }).with_context("fc2"));
+    VORTEX_RETURN_IF_ERROR(timed("fc2", [&] {
+                             return linear_call(backend, sc.swiglu_out, block.mlp_fc2, nullptr, sc.proj_out);
+                           }).with_context("fc2"));
   }
   // x = R(x + R(gate_mlp * f))
-  VORTEX_RETURN_IF_ERROR(
-      timed("gate_mlp", [&] { return backend.gate_add(x, sc.proj_out, table, kGateMlp, seg); }).with_context("gate_add mlp"));
+  VORTEX_RETURN_IF_ERROR(timed("gate_mlp", [&] {
+                           return backend.gate_add(x, sc.proj_out, table, kGateMlp, seg);
+                         }).with_context("gate_add mlp"));
   return Status::Ok();
 }
 
@@ -333,11 +351,14 @@ std::vector<float> timestep_sinusoid(int freq_dim, float t) {
   return emb;
 }
 
-Result<Tensor> adaln_input_host(const ModelConfig& cfg, const TimeEmbedderHost& te, const std::vector<float>& timesteps) {
+Result<Tensor> adaln_input_host(const ModelConfig& cfg, const TimeEmbedderHost& te,
+                                const std::vector<float>& timesteps) {
   const int64_t m = static_cast<int64_t>(timesteps.size());
-  VORTEX_RETURN_IF_ERROR(check_host_f32(te.proj_in_weight, "time_embedder.proj_in.weight", {cfg.time_embed_hidden, cfg.freq_dim}));
+  VORTEX_RETURN_IF_ERROR(
+      check_host_f32(te.proj_in_weight, "time_embedder.proj_in.weight", {cfg.time_embed_hidden, cfg.freq_dim}));
   VORTEX_RETURN_IF_ERROR(check_host_f32(te.proj_in_bias, "time_embedder.proj_in.bias", {cfg.time_embed_hidden}));
-  VORTEX_RETURN_IF_ERROR(check_host_f32(te.proj_out_weight, "time_embedder.proj_out.weight", {cfg.time_embed_dim, cfg.time_embed_hidden}));
+  VORTEX_RETURN_IF_ERROR(
+      check_host_f32(te.proj_out_weight, "time_embedder.proj_out.weight", {cfg.time_embed_dim, cfg.time_embed_hidden}));
   VORTEX_RETURN_IF_ERROR(check_host_f32(te.proj_out_bias, "time_embedder.proj_out.bias", {cfg.time_embed_dim}));
   std::vector<float> emb;  // [M, freq_dim] f32
   for (float t : timesteps) {
@@ -347,7 +368,7 @@ Result<Tensor> adaln_input_host(const ModelConfig& cfg, const TimeEmbedderHost& 
   std::vector<float> h = host_linear_f32(emb, m, te.proj_in_weight, te.proj_in_bias);  // [M, hidden_te] f32
   for (float& v : h) v = silu_f32(v);
   std::vector<float> temb = host_linear_f32(h, m, te.proj_out_weight, te.proj_out_bias);  // [M, E] f32
-  Tensor out = Tensor::empty({m, cfg.time_embed_dim}, DType::kBF16);                        // [M, E] bf16
+  Tensor out = Tensor::empty({m, cfg.time_embed_dim}, DType::kBF16);                      // [M, E] bf16
   uint16_t* o = out.data<uint16_t>();
   for (size_t i = 0; i < temb.size(); ++i) o[i] = bf16_bits_from_f32(silu_f32(temb[i]));
   return out;
@@ -364,23 +385,25 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
     return invalid_argument("prepare: the packed layout is inconsistent (build it with pack_request)");
   if (!text.defined() || text.ndim() != 2 || text.dim(0) != l || text.device() != Device::kCpu ||
       (text.dtype() != DType::kF32 && text.dtype() != DType::kBF16))
-    return invalid_argument("prepare: text must be a host [" + std::to_string(l) + ", " + std::to_string(cfg_.text_dim) +
-                            "] (raw) or [" + std::to_string(l) + ", " + std::to_string(cfg_.hidden) +
-                            "] (refined) f32/bf16 tensor, got " + (text.defined() ? text.describe() : "undefined"));
+    return invalid_argument("prepare: text must be a host [" + std::to_string(l) + ", " +
+                            std::to_string(cfg_.text_dim) + "] (raw) or [" + std::to_string(l) + ", " +
+                            std::to_string(cfg_.hidden) + "] (refined) f32/bf16 tensor, got " +
+                            (text.defined() ? text.describe() : "undefined"));
   const bool refined = text.dim(1) == cfg_.hidden;
   if (!refined && text.dim(1) != cfg_.text_dim)
     return invalid_argument("prepare: text width " + std::to_string(text.dim(1)) + " is neither text_dim " +
                             std::to_string(cfg_.text_dim) + " (raw Qwen3-VL states) nor hidden " +
                             std::to_string(cfg_.hidden) + " (already refined)");
   if (static_cast<int>(weights_.blocks.size()) != cfg_.num_layers)
-    return invalid_argument("prepare: the weights hold " + std::to_string(weights_.blocks.size()) + " blocks but the config has " +
-                            std::to_string(cfg_.num_layers));
+    return invalid_argument("prepare: the weights hold " + std::to_string(weights_.blocks.size()) +
+                            " blocks but the config has " + std::to_string(cfg_.num_layers));
   layout_ = layout;
 
   if (!prepared_) {
     VORTEX_ASSIGN_OR_RETURN(time_host_.proj_in_weight, download_copy(backend_, weights_.time_embedder_proj_in_weight));
     VORTEX_ASSIGN_OR_RETURN(time_host_.proj_in_bias, download_copy(backend_, weights_.time_embedder_proj_in_bias));
-    VORTEX_ASSIGN_OR_RETURN(time_host_.proj_out_weight, download_copy(backend_, weights_.time_embedder_proj_out_weight));
+    VORTEX_ASSIGN_OR_RETURN(time_host_.proj_out_weight,
+                            download_copy(backend_, weights_.time_embedder_proj_out_weight));
     VORTEX_ASSIGN_OR_RETURN(time_host_.proj_out_bias, download_copy(backend_, weights_.time_embedder_proj_out_bias));
   }
 
@@ -409,7 +432,7 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
     const int64_t s_me = sp_.my_rows().size(), i_me = sp_.my_heads().size() * cfg_.head_dim, inner = cfg_.inner();
     VORTEX_ASSIGN_OR_RETURN(sp_.send, backend_.alloc({s_me * 3 * inner}, DType::kBF16));
     VORTEX_ASSIGN_OR_RETURN(sp_.qkv_heads, backend_.alloc({s, 3 * i_me}, DType::kBF16));  // [S, 3 I_r]
-    VORTEX_ASSIGN_OR_RETURN(sp_.attn_heads, backend_.alloc({s, i_me}, DType::kBF16));    // [S, I_r]
+    VORTEX_ASSIGN_OR_RETURN(sp_.attn_heads, backend_.alloc({s, i_me}, DType::kBF16));     // [S, I_r]
     VORTEX_ASSIGN_OR_RETURN(sp_.recv, backend_.alloc({s_me * inner}, DType::kBF16));
     VORTEX_ASSIGN_OR_RETURN(x_shard_, backend_.alloc({s_me, cfg_.hidden}, DType::kBF16));  // [rows_r, D]
     VORTEX_ASSIGN_OR_RETURN(final_norm_, backend_.alloc({s, cfg_.hidden}, DType::kBF16));  // [S, D]
@@ -446,8 +469,9 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
                                                    nullptr, nullptr, scratch_)
                                  .with_context("token_refiner.blocks." + std::to_string(i)));
     VORTEX_ASSIGN_OR_RETURN(text_refined_, backend_.alloc({l, cfg_.hidden}, DType::kBF16));
-    VORTEX_RETURN_IF_ERROR(backend_.rms_norm(h, weights_.token_refiner_final_norm_weight, cfg_.final_norm_eps, text_refined_)
-                               .with_context("token_refiner.final_norm"));
+    VORTEX_RETURN_IF_ERROR(
+        backend_.rms_norm(h, weights_.token_refiner_final_norm_weight, cfg_.final_norm_eps, text_refined_)
+            .with_context("token_refiner.final_norm"));
   }
   prepared_ = true;
   return Status::Ok();
@@ -485,27 +509,31 @@ Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
   VORTEX_ASSIGN_OR_RETURN(st.final_table, backend_.alloc({m, 2 * d}, DType::kBF16));  // [M, 2D] bf16
   LinearWeight final_adaln = plain_linear(weights_.final_layer_adaln_proj_linear_weight);
   final_adaln.lora = weights_.final_layer_adaln_proj_lora;
-  VORTEX_RETURN_IF_ERROR(linear_call(backend_, silu_temb, final_adaln, &weights_.final_layer_adaln_proj_linear_bias,
-                                     st.final_table)
-                             .with_context("final_layer.adaln_proj"));
+  VORTEX_RETURN_IF_ERROR(
+      linear_call(backend_, silu_temb, final_adaln, &weights_.final_layer_adaln_proj_linear_bias, st.final_table)
+          .with_context("final_layer.adaln_proj"));
   return st;
 }
 
 Status H3Model::run_block(int index, Tensor& x, const StepTables& tables) {
   if (index < 0 || index >= cfg_.num_layers || static_cast<size_t>(index) >= tables.block_tables.size())
-    return invalid_argument("run_block: block " + std::to_string(index) + " outside [0, " + std::to_string(cfg_.num_layers) + ")");
+    return invalid_argument("run_block: block " + std::to_string(index) + " outside [0, " +
+                            std::to_string(cfg_.num_layers) + ")");
   return run_transformer_block(backend_, cfg_, opts_, weights_.blocks[static_cast<size_t>(index)], x,
-                               &tables.block_tables[static_cast<size_t>(index)], &tables.block_segments, &rope_, scratch_)
+                               &tables.block_tables[static_cast<size_t>(index)], &tables.block_segments, &rope_,
+                               scratch_)
       .with_context("blocks." + std::to_string(index));
 }
 
 Status H3Model::run_block_shard(int index, Tensor& x_shard, const StepTables& tables) {
-  if (sp_.comm == nullptr) return invalid_argument("run_block_shard: sequence parallelism is off (prepare() with a communicator first)");
+  if (sp_.comm == nullptr)
+    return invalid_argument("run_block_shard: sequence parallelism is off (prepare() with a communicator first)");
   if (index < 0 || index >= cfg_.num_layers || static_cast<size_t>(index) >= tables.block_tables.size())
-    return invalid_argument("run_block_shard: block " + std::to_string(index) + " outside [0, " + std::to_string(cfg_.num_layers) + ")");
+    return invalid_argument("run_block_shard: block " + std::to_string(index) + " outside [0, " +
+                            std::to_string(cfg_.num_layers) + ")");
   return run_transformer_block(backend_, cfg_, opts_, weights_.blocks[static_cast<size_t>(index)], x_shard,
-                               &tables.block_tables[static_cast<size_t>(index)], &tables.shard_segments, &rope_, scratch_,
-                               &sp_)
+                               &tables.block_tables[static_cast<size_t>(index)], &tables.shard_segments, &rope_,
+                               scratch_, &sp_)
       .with_context("blocks." + std::to_string(index) + " (rank " + std::to_string(sp_.rank()) + " of " +
                     std::to_string(sp_.world()) + ")");
 }
@@ -529,8 +557,10 @@ Result<Tensor> H3Model::embed_inputs(const AvLatents& x) {
     const char* name;
   };
   const Input inputs[] = {
-      {&audio_rows, &weights_.audio_patch_proj_weight, &weights_.audio_patch_proj_bias, g.audio_start(), "audio_patch_proj"},
-      {&video_rows, &weights_.video_patch_proj_weight, &weights_.video_patch_proj_bias, g.video_start(), "video_patch_proj"},
+      {&audio_rows, &weights_.audio_patch_proj_weight, &weights_.audio_patch_proj_bias, g.audio_start(),
+       "audio_patch_proj"},
+      {&video_rows, &weights_.video_patch_proj_weight, &weights_.video_patch_proj_bias, g.video_start(),
+       "video_patch_proj"},
   };
   for (const Input& in : inputs) {
     const int64_t n = in.rows->dim(0);

@@ -20,13 +20,13 @@ namespace vortex {
 
 // Per-step conditioning shared by all blocks of one forward.
 struct StepTables {
-  std::vector<float> timesteps;     // distinct t values, sorted ascending (t = 1 - sigma)
+  std::vector<float> timesteps;  // distinct t values, sorted ascending (t = 1 - sigma)
   int video_slot = 0, audio_slot = 0;
-  SegmentTable block_segments;      // row -> slot * 3 + modality
-  SegmentTable final_segments;      // row -> slot
-  SegmentTable shard_segments;      // sequence parallel: block_segments of this rank's rows, from 0
-  std::vector<Tensor> block_tables; // per block [slots * 3, 6 * D] bf16, on the backend
-  Tensor final_table;               // [slots, 2 * D] bf16, on the backend
+  SegmentTable block_segments;       // row -> slot * 3 + modality
+  SegmentTable final_segments;       // row -> slot
+  SegmentTable shard_segments;       // sequence parallel: block_segments of this rank's rows, from 0
+  std::vector<Tensor> block_tables;  // per block [slots * 3, 6 * D] bf16, on the backend
+  Tensor final_table;                // [slots, 2 * D] bf16, on the backend
 };
 
 // Scratch activations of one transformer block, allocated once for the largest row count and narrowed
@@ -50,10 +50,10 @@ struct UlyssesPlan {
   Communicator* comm = nullptr;
   std::vector<Span> rows;   // [U] packed-row ranges, even_split(S, U, r)
   std::vector<Span> heads;  // [U] head ranges, even_split(num_heads, U, r)
-  Tensor send;        // [rows[r] * 3I] bf16 flat: chunk j = [rows[r], 3 * I_j] = [q_j | k_j | v_j] of my rows
-  Tensor qkv_heads;   // [S, 3 * I_r] bf16: every row, my heads, [q | k | v]
-  Tensor attn_heads;  // [S, I_r] bf16: attention output of my heads
-  Tensor recv;        // [rows[r] * I] bf16 flat: chunk j = [rows[r], I_j] (heads j of my rows)
+  Tensor send;              // [rows[r] * 3I] bf16 flat: chunk j = [rows[r], 3 * I_j] = [q_j | k_j | v_j] of my rows
+  Tensor qkv_heads;         // [S, 3 * I_r] bf16: every row, my heads, [q | k | v]
+  Tensor attn_heads;        // [S, I_r] bf16: attention output of my heads
+  Tensor recv;              // [rows[r] * I] bf16 flat: chunk j = [rows[r], I_j] (heads j of my rows)
   int rank() const { return comm->rank(); }
   int world() const { return comm->size(); }
   const Span& my_rows() const { return rows[static_cast<size_t>(rank())]; }
@@ -68,9 +68,8 @@ Status check_sequence_parallel(const ModelConfig& cfg, int world, int64_t rows);
 // Refiner blocks: table == nullptr and segments == nullptr (no AdaLN: plain RMSNorm and residual adds)
 // and rope == nullptr. ExecOptions choose the fused or composed norm+modulate (E0 either way).
 Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const ExecOptions& opts,
-                             const H3BlockWeights& block, Tensor& x, const Tensor* table,
-                             const SegmentTable* segments, const RopeTables* rope, BlockScratch& scratch,
-                             UlyssesPlan* sp = nullptr);
+                             const H3BlockWeights& block, Tensor& x, const Tensor* table, const SegmentTable* segments,
+                             const RopeTables* rope, BlockScratch& scratch, UlyssesPlan* sp = nullptr);
 // With `sp`: x [rows[r], D] holds this rank's rows and `segments` their table (SegmentTable::slice);
 // `rope` covers all S rows (attention runs over the full sequence for this rank's heads).
 
@@ -84,7 +83,8 @@ struct TimeEmbedderHost {
 };
 // silu(time_mlp(sinusoid(t))) for each t, rounded to BF16: [M, E] bf16 host. Linear layers accumulate in
 // FP64 (ascending k) and round once to FP32 after the bias; SiLU is FP64 then FP32; the final cast is RNE.
-Result<Tensor> adaln_input_host(const ModelConfig& cfg, const TimeEmbedderHost& te, const std::vector<float>& timesteps);
+Result<Tensor> adaln_input_host(const ModelConfig& cfg, const TimeEmbedderHost& te,
+                                const std::vector<float>& timesteps);
 
 class H3Model {
  public:

@@ -12,24 +12,29 @@ namespace vortex {
 
 const char* quant_format_name(QuantFormat format) {
   switch (format) {
-    case QuantFormat::kNone: return "none";
-    case QuantFormat::kFp8Scaled: return "float8_e4m3fn";
-    case QuantFormat::kNvfp4: return "nvfp4";
+    case QuantFormat::kNone:
+      return "none";
+    case QuantFormat::kFp8Scaled:
+      return "float8_e4m3fn";
+    case QuantFormat::kNvfp4:
+      return "nvfp4";
   }
   return "unknown";
 }
 
 namespace {
 
-float weight_scale_for_fan_in(int64_t fan_in) { return static_cast<float>(std::sqrt(3.0 / static_cast<double>(fan_in))); }
+float weight_scale_for_fan_in(int64_t fan_in) {
+  return static_cast<float>(std::sqrt(3.0 / static_cast<double>(fan_in)));
+}
 
 constexpr float kBiasScale = 0.02f;
 constexpr float kNormScale = 0.1f;
 constexpr float kAdaLnGain = 0.1f;
 constexpr float kAdaLnBiasScale = 0.05f;
 
-void add_linear(std::vector<TensorSpec>& out, const std::string& prefix, int64_t n, int64_t k, DType dtype,
-                bool bias, float gain = 1.0f, float bias_scale = kBiasScale) {
+void add_linear(std::vector<TensorSpec>& out, const std::string& prefix, int64_t n, int64_t k, DType dtype, bool bias,
+                float gain = 1.0f, float bias_scale = kBiasScale) {
   out.push_back({prefix + ".weight", {n, k}, dtype, SynthInit::kUniform, gain * weight_scale_for_fan_in(k), 0.0f});
   if (bias) out.push_back({prefix + ".bias", {n}, dtype, SynthInit::kUniform, bias_scale, 0.0f});
 }
@@ -214,9 +219,9 @@ Result<H3Weights> synthesize_weights(const ModelConfig& config, Backend& backend
       continue;
     }
     VORTEX_ASSIGN_OR_RETURN(Tensor t, backend.alloc(spec.shape, spec.dtype));
-    VORTEX_RETURN_IF_ERROR(backend.fill_synthetic(t, synthetic_seed(seed, spec.name), spec.synth_scale,
-                                                  spec.synth_offset)
-                               .with_context("synthesizing " + spec.name));
+    VORTEX_RETURN_IF_ERROR(
+        backend.fill_synthetic(t, synthetic_seed(seed, spec.name), spec.synth_scale, spec.synth_offset)
+            .with_context("synthesizing " + spec.name));
     *slots[i].second = std::move(t);
   }
   return w;

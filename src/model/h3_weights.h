@@ -15,9 +15,9 @@ namespace vortex {
 
 // How a linear layer's weight is stored (ComfyUI `comfy_quant` formats).
 enum class QuantFormat : uint8_t {
-  kNone,        // bf16 / f32 weight
-  kFp8Scaled,   // weight f8e4m3 [N, K], weight_scale f32 scalar (per tensor)
-  kNvfp4,       // weight u8 [N16, K16/2], weight_scale f8e4m3 tiled, weight_scale_2 f32 scalar
+  kNone,       // bf16 / f32 weight
+  kFp8Scaled,  // weight f8e4m3 [N, K], weight_scale f32 scalar (per tensor)
+  kNvfp4,      // weight u8 [N16, K16/2], weight_scale f8e4m3 tiled, weight_scale_2 f32 scalar
 };
 const char* quant_format_name(QuantFormat format);
 
@@ -42,37 +42,37 @@ enum class LoraMergeProgram : uint8_t {
 
 struct LinearWeight {
   QuantFormat format = QuantFormat::kNone;
-  Tensor weight;          // [N, K] (bf16/f32), [N, K] f8e4m3, or [N16, K16/2] u8 for nvfp4
-  Tensor weight_scale;    // fp8: [] / [1] f32; nvfp4: tiled block scales f8e4m3
-  Tensor weight_scale_2;  // nvfp4: [] / [1] f32 global scale
-  Tensor input_scale;     // optional static activation scale
-  int64_t out_features = 0;  // N (unpadded)
-  int64_t in_features = 0;   // K (unpadded)
+  Tensor weight;                           // [N, K] (bf16/f32), [N, K] f8e4m3, or [N16, K16/2] u8 for nvfp4
+  Tensor weight_scale;                     // fp8: [] / [1] f32; nvfp4: tiled block scales f8e4m3
+  Tensor weight_scale_2;                   // nvfp4: [] / [1] f32 global scale
+  Tensor input_scale;                      // optional static activation scale
+  int64_t out_features = 0;                // N (unpadded)
+  int64_t in_features = 0;                 // K (unpadded)
   std::shared_ptr<const LoraBranch> lora;  // null: plain linear (the default program, untouched)
 };
 
 // One transformer block: blocks.{i}.* (and token_refiner.blocks.{i}.*, which has no adaln_proj).
 struct H3BlockWeights {
-  Tensor norm1_weight;          // [D] bf16
-  LinearWeight attn_qkv_proj;   // [3*inner, D], rows [q | k | v]
-  Tensor attn_q_norm_weight;    // [head_dim] bf16
-  Tensor attn_k_norm_weight;    // [head_dim] bf16
-  LinearWeight attn_out_proj;   // [D, inner]
-  Tensor norm2_weight;          // [D] bf16
-  LinearWeight mlp_fc1;         // [2F, D], rows [gate | value]
-  LinearWeight mlp_fc2;         // [D, F]
-  Tensor adaln_proj_linear_weight;  // [18D, E] bf16 (main blocks only)
-  Tensor adaln_proj_linear_bias;    // [18D] bf16
+  Tensor norm1_weight;                                // [D] bf16
+  LinearWeight attn_qkv_proj;                         // [3*inner, D], rows [q | k | v]
+  Tensor attn_q_norm_weight;                          // [head_dim] bf16
+  Tensor attn_k_norm_weight;                          // [head_dim] bf16
+  LinearWeight attn_out_proj;                         // [D, inner]
+  Tensor norm2_weight;                                // [D] bf16
+  LinearWeight mlp_fc1;                               // [2F, D], rows [gate | value]
+  LinearWeight mlp_fc2;                               // [D, F]
+  Tensor adaln_proj_linear_weight;                    // [18D, E] bf16 (main blocks only)
+  Tensor adaln_proj_linear_bias;                      // [18D] bf16
   std::shared_ptr<const LoraBranch> adaln_proj_lora;  // run-time LoRA on adaln_proj.linear (null: none)
 };
 
 struct H3Weights {
-  Tensor video_patch_proj_weight;  // [D, 96] f32
-  Tensor video_patch_proj_bias;    // [D] f32
-  Tensor audio_patch_proj_weight;  // [D, 32] f32
-  Tensor audio_patch_proj_bias;    // [D] f32
-  Tensor condition_proj_weight;    // [D, text_dim] bf16
-  Tensor condition_proj_bias;      // [D] bf16
+  Tensor video_patch_proj_weight;        // [D, 96] f32
+  Tensor video_patch_proj_bias;          // [D] f32
+  Tensor audio_patch_proj_weight;        // [D, 32] f32
+  Tensor audio_patch_proj_bias;          // [D] f32
+  Tensor condition_proj_weight;          // [D, text_dim] bf16
+  Tensor condition_proj_bias;            // [D] bf16
   Tensor time_embedder_proj_in_weight;   // [time_embed_hidden, freq_dim] f32
   Tensor time_embedder_proj_in_bias;     // [time_embed_hidden] f32
   Tensor time_embedder_proj_out_weight;  // [E, time_embed_hidden] f32
@@ -81,14 +81,14 @@ struct H3Weights {
   std::vector<H3BlockWeights> token_refiner_blocks;
   Tensor token_refiner_final_norm_weight;  // [D] bf16
   std::vector<H3BlockWeights> blocks;
-  Tensor final_layer_norm_weight;               // [D] bf16
-  Tensor final_layer_adaln_proj_linear_weight;  // [2D, E] bf16
-  Tensor final_layer_adaln_proj_linear_bias;    // [2D] bf16
+  Tensor final_layer_norm_weight;                                 // [D] bf16
+  Tensor final_layer_adaln_proj_linear_weight;                    // [2D, E] bf16
+  Tensor final_layer_adaln_proj_linear_bias;                      // [2D] bf16
   std::shared_ptr<const LoraBranch> final_layer_adaln_proj_lora;  // run-time LoRA (null: none)
-  Tensor final_layer_video_out_weight;          // [96, D] f32
-  Tensor final_layer_video_out_bias;            // [96] f32
-  Tensor final_layer_audio_out_weight;          // [32, D] f32
-  Tensor final_layer_audio_out_bias;            // [32] f32
+  Tensor final_layer_video_out_weight;                            // [96, D] f32
+  Tensor final_layer_video_out_bias;                              // [96] f32
+  Tensor final_layer_audio_out_weight;                            // [32, D] f32
+  Tensor final_layer_audio_out_bias;                              // [32] f32
 };
 
 }  // namespace vortex

@@ -68,8 +68,8 @@ Result<RequestGeometry> make_geometry(const ModelConfig& cfg, int width, int hei
                             std::to_string(width) + "x" + std::to_string(height) + "; e.g. use 1344x768");
   }
   if (cfg.name == "h3" && static_cast<int64_t>(width) * height > kH3MaxPixelArea) {
-    return invalid_argument("h3 supports at most 768*1344 = " + std::to_string(kH3MaxPixelArea) + " pixels per frame, got " +
-                            std::to_string(width) + "x" + std::to_string(height) + " = " +
+    return invalid_argument("h3 supports at most 768*1344 = " + std::to_string(kH3MaxPixelArea) +
+                            " pixels per frame, got " + std::to_string(width) + "x" + std::to_string(height) + " = " +
                             std::to_string(static_cast<int64_t>(width) * height) + "; reduce the resolution");
   }
   if (frames < 1) {

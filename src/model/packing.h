@@ -16,14 +16,14 @@
 namespace vortex {
 
 struct RequestGeometry {
-  int width = 0, height = 0;   // pixels; multiples of 32 (validated)
-  int frames_requested = 0;    // pixel frames as asked for
-  int frames = 0;              // pixel frames after snapping up to 17n + 5
-  int latent_frames = 0;       // 5n + 2
+  int width = 0, height = 0;       // pixels; multiples of 32 (validated)
+  int frames_requested = 0;        // pixel frames as asked for
+  int frames = 0;                  // pixel frames after snapping up to 17n + 5
+  int latent_frames = 0;           // 5n + 2
   int latent_h = 0, latent_w = 0;  // pixels / 16
-  int64_t video_rows = 0;      // latent_frames * (latent_h/2) * (latent_w/2)
-  int audio_latents = 0;       // round(frames / 24 * 40) per channel
-  int64_t audio_rows = 0;      // 2 * audio_latents
+  int64_t video_rows = 0;          // latent_frames * (latent_h/2) * (latent_w/2)
+  int audio_latents = 0;           // round(frames / 24 * 40) per channel
+  int64_t audio_rows = 0;          // 2 * audio_latents
   int64_t text_rows = 0;
   int64_t total_rows() const { return text_rows + audio_rows + video_rows; }
   int64_t text_start() const { return 0; }

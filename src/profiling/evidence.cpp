@@ -164,7 +164,8 @@ std::string evidence_path(const std::string& dir, const RunEnvironment& env, con
   std::string slug;
   std::string name = env.gpu.empty() ? std::string("cpu") : env.gpu;
   for (char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c))) slug += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      slug += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     else if (!slug.empty() && slug.back() != '-') slug += '-';
   }
   while (!slug.empty() && slug.back() == '-') slug.pop_back();

@@ -23,14 +23,14 @@ Percentiles percentiles(std::vector<double> samples);
 double quantile(std::vector<double> samples, double q);
 
 struct RunEnvironment {
-  std::string commit;      // git commit the binary was built from
-  bool dirty = false;      // working tree had uncommitted changes at configure time
-  std::string time_utc;    // ISO 8601
-  std::string gpu;         // e.g. "NVIDIA H200" ("" on CPU runs)
-  std::string sm;          // e.g. "sm_90"
-  std::string driver;      // nvidia-smi driver_version
-  std::string cuda;        // CUDA runtime version, e.g. "13.0"
-  int clock_sm_mhz = 0;    // nvidia-smi clocks.sm at collection time
+  std::string commit;    // git commit the binary was built from
+  bool dirty = false;    // working tree had uncommitted changes at configure time
+  std::string time_utc;  // ISO 8601
+  std::string gpu;       // e.g. "NVIDIA H200" ("" on CPU runs)
+  std::string sm;        // e.g. "sm_90"
+  std::string driver;    // nvidia-smi driver_version
+  std::string cuda;      // CUDA runtime version, e.g. "13.0"
+  int clock_sm_mhz = 0;  // nvidia-smi clocks.sm at collection time
   int clock_mem_mhz = 0;
   std::string host;
 };

@@ -18,10 +18,12 @@ namespace {
 Status check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, const Tensor& out) {
   if (num_heads <= 0 || head_dim <= 0) return invalid_argument("attention: num_heads and head_dim must be positive");
   const int64_t inner = static_cast<int64_t>(num_heads) * head_dim;
-  if (!q.defined() || q.ndim() != 2) return invalid_argument("attention: q must be 2-D [S, I] bf16, got " + q.describe());
+  if (!q.defined() || q.ndim() != 2)
+    return invalid_argument("attention: q must be 2-D [S, I] bf16, got " + q.describe());
   const int64_t s = q.dim(0);
   VORTEX_RETURN_IF_ERROR(check_rows(q, "attention q", DType::kBF16, s, inner));
-  if (!k.defined() || k.ndim() != 2) return invalid_argument("attention: k must be 2-D [S_kv, I] bf16, got " + k.describe());
+  if (!k.defined() || k.ndim() != 2)
+    return invalid_argument("attention: k must be 2-D [S_kv, I] bf16, got " + k.describe());
   VORTEX_RETURN_IF_ERROR(check_rows(k, "attention k", DType::kBF16, -1, inner));
   VORTEX_RETURN_IF_ERROR(check_rows(v, "attention v", DType::kBF16, k.dim(0), inner));
   VORTEX_RETURN_IF_ERROR(check_rows(out, "attention out", DType::kBF16, s, inner));
@@ -53,7 +55,8 @@ Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
     const std::vector<float> vh = head_values(v, h, head_dim);  // [S_kv, hd]
     std::vector<float> kt(kh.size());                           // [hd, S_kv] (K^T)
     for (int64_t j = 0; j < skv; ++j)
-      for (size_t d = 0; d < hd; ++d) kt[d * static_cast<size_t>(skv) + static_cast<size_t>(j)] = kh[static_cast<size_t>(j) * hd + d];
+      for (size_t d = 0; d < hd; ++d)
+        kt[d * static_cast<size_t>(skv) + static_cast<size_t>(j)] = kh[static_cast<size_t>(j) * hd + d];
     run(s, [&](int64_t begin, int64_t end) {
       std::vector<double> qd(hd), scores(static_cast<size_t>(skv)), acc(hd);
       for (int64_t i = begin; i < end; ++i) {
@@ -78,8 +81,8 @@ Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
   return Status::Ok();
 }
 
-Status attention_flash_fp32(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
-                            Tensor& out, int key_block, const RowRunner& run) {
+Status attention_flash_fp32(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
+                            int key_block, const RowRunner& run) {
   VORTEX_RETURN_IF_ERROR(check_qkv(q, k, v, num_heads, head_dim, out));
   if (key_block <= 0) return invalid_argument("attention_flash_fp32: key_block must be positive");
   const int64_t s = q.dim(0), skv = k.dim(0);

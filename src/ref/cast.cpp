@@ -25,7 +25,8 @@ int64_t outer_offset(const Tensor& t, int64_t o) {
 Status cast(const Tensor& src, Tensor& dst, const RowRunner& run) {
   if (!src.defined() || !dst.defined()) return invalid_argument("cast: src and dst must be defined");
   if (src.device() != Device::kCpu || dst.device() != Device::kCpu)
-    return invalid_argument("cast: the CPU reference takes host tensors, got " + src.describe() + " -> " + dst.describe());
+    return invalid_argument("cast: the CPU reference takes host tensors, got " + src.describe() + " -> " +
+                            dst.describe());
   if (src.shape() != dst.shape())
     return invalid_argument("cast: shapes differ: " + src.describe() + " -> " + dst.describe());
   const DType a = src.dtype(), b = dst.dtype();

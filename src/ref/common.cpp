@@ -14,7 +14,8 @@ void run_serial(int64_t rows, const RowBody& body) {
 Status check_rows(const Tensor& t, const char* what, DType dtype, int64_t rows, int64_t cols) {
   std::string name(what);
   if (!t.defined()) return invalid_argument(name + " is not defined");
-  if (t.device() != Device::kCpu) return invalid_argument(name + " must be a host tensor for the CPU reference, got " + t.describe());
+  if (t.device() != Device::kCpu)
+    return invalid_argument(name + " must be a host tensor for the CPU reference, got " + t.describe());
   if (t.dtype() != dtype)
     return invalid_argument(name + " must be " + dtype_short_name(dtype) + ", got " + t.describe());
   if (t.ndim() != 2) return invalid_argument(name + " must be 2-D [rows, cols], got " + t.describe());
@@ -43,7 +44,8 @@ Status check_segments(const SegmentTable& seg, int64_t rows, int64_t table_rows)
                               std::to_string(table_rows) + " rows");
     next = s.stop;
   }
-  if (next != rows) return invalid_argument("segment table stops at row " + std::to_string(next) + " of " + std::to_string(rows));
+  if (next != rows)
+    return invalid_argument("segment table stops at row " + std::to_string(next) + " of " + std::to_string(rows));
   return Status::Ok();
 }
 

@@ -18,13 +18,16 @@ Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dil
   if (dilation < 1 || padding < 0) return invalid_argument("conv1d: dilation must be >= 1 and padding >= 0");
   const int64_t cin = x.dim(0), l = x.dim(1), cout = weight.dim(0), k = weight.dim(2);
   if (weight.dim(1) != cin)
-    return invalid_argument("conv1d: weight " + weight.describe() + " does not take " + std::to_string(cin) + " input channels");
+    return invalid_argument("conv1d: weight " + weight.describe() + " does not take " + std::to_string(cin) +
+                            " input channels");
   const int64_t lout = conv1d_out_length(l, k, dilation, padding);
-  if (lout <= 0) return invalid_argument("conv1d: the signal (" + std::to_string(l) + " samples) is shorter than the kernel span");
+  if (lout <= 0)
+    return invalid_argument("conv1d: the signal (" + std::to_string(l) + " samples) is shorter than the kernel span");
   VORTEX_RETURN_IF_ERROR(check_rows(x, "conv1d x", DType::kF32, cin, l));
   VORTEX_RETURN_IF_ERROR(check_rows(out, "conv1d out", DType::kF32, cout, lout));
   if (bias && (!bias->defined() || bias->dtype() != DType::kF32 || bias->numel() != cout || !bias->is_contiguous()))
-    return invalid_argument("conv1d: bias must be a contiguous [" + std::to_string(cout) + "] f32 tensor, got " + bias->describe());
+    return invalid_argument("conv1d: bias must be a contiguous [" + std::to_string(cout) + "] f32 tensor, got " +
+                            bias->describe());
   const float* w = weight.data<float>();
   run(cout, [&](int64_t begin, int64_t end) {
     std::vector<double> acc(static_cast<size_t>(lout));

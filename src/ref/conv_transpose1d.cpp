@@ -10,12 +10,13 @@
 
 namespace vortex::ref {
 
-Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
-                        Tensor& out, const RowRunner& run) {
+Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding, Tensor& out,
+                        const RowRunner& run) {
   if (!x.defined() || x.ndim() != 2)
     return invalid_argument("conv_transpose1d: x must be 2-D [Cin, L] f32, got " + x.describe());
   if (!weight.defined() || weight.ndim() != 3 || weight.dtype() != DType::kF32 || !weight.is_contiguous())
-    return invalid_argument("conv_transpose1d: weight must be a contiguous [Cin, Cout, K] f32 tensor, got " + weight.describe());
+    return invalid_argument("conv_transpose1d: weight must be a contiguous [Cin, Cout, K] f32 tensor, got " +
+                            weight.describe());
   if (stride < 1 || padding < 0) return invalid_argument("conv_transpose1d: stride must be >= 1 and padding >= 0");
   const int64_t cin = x.dim(0), l = x.dim(1), cout = weight.dim(1), k = weight.dim(2);
   if (weight.dim(0) != cin)
@@ -26,8 +27,8 @@ Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bia
   VORTEX_RETURN_IF_ERROR(check_rows(x, "conv_transpose1d x", DType::kF32, cin, l));
   VORTEX_RETURN_IF_ERROR(check_rows(out, "conv_transpose1d out", DType::kF32, cout, lout));
   if (bias && (!bias->defined() || bias->dtype() != DType::kF32 || bias->numel() != cout || !bias->is_contiguous()))
-    return invalid_argument("conv_transpose1d: bias must be a contiguous [" + std::to_string(cout) + "] f32 tensor, got " +
-                            bias->describe());
+    return invalid_argument("conv_transpose1d: bias must be a contiguous [" + std::to_string(cout) +
+                            "] f32 tensor, got " + bias->describe());
   const float* w = weight.data<float>();
   run(cout, [&](int64_t begin, int64_t end) {
     std::vector<double> acc(static_cast<size_t>(lout));

@@ -32,7 +32,8 @@ Result<Tensor> CpuBackend::upload(const Tensor& host) {
 }
 
 Status CpuBackend::download(const Tensor& src, Tensor& host_dst) {
-  if (!host_dst.defined()) return invalid_argument("download: destination is not defined (allocate it with the source shape)");
+  if (!host_dst.defined())
+    return invalid_argument("download: destination is not defined (allocate it with the source shape)");
   if (src.dtype() != host_dst.dtype())
     return invalid_argument("download: dtype differs: " + src.describe() + " -> " + host_dst.describe());
   return ref::cast(src, host_dst, run_).with_context("download");
@@ -97,8 +98,8 @@ Status CpuBackend::head_norm_rope(Tensor& x, const Tensor& weight, float eps, co
   return ref::head_norm_rope(x, weight, eps, rope, num_heads, head_dim, run_);
 }
 
-Status CpuBackend::causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads,
-                                    int num_kv_heads, int head_dim, Tensor& out) {
+Status CpuBackend::causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads,
+                                    int head_dim, Tensor& out) {
   return ref::causal_attention(q, k, v, num_heads, num_kv_heads, head_dim, out, run_);
 }
 
@@ -118,7 +119,9 @@ Status CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tenso
   return ref::layer_norm(x, weight, bias, eps, out, run_);
 }
 
-Status CpuBackend::scale_add(Tensor& x, const Tensor& a, const Tensor& scale) { return ref::scale_add(x, a, scale, run_); }
+Status CpuBackend::scale_add(Tensor& x, const Tensor& a, const Tensor& scale) {
+  return ref::scale_add(x, a, scale, run_);
+}
 
 Status CpuBackend::add(Tensor& x, const Tensor& y, float scale) { return ref::add(x, y, scale, run_); }
 

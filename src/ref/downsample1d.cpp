@@ -10,7 +10,8 @@
 namespace vortex::ref {
 
 Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out, const RowRunner& run) {
-  if (!x.defined() || x.ndim() != 2) return invalid_argument("downsample1d: x must be 2-D [C, L] f32, got " + x.describe());
+  if (!x.defined() || x.ndim() != 2)
+    return invalid_argument("downsample1d: x must be 2-D [C, L] f32, got " + x.describe());
   if (ratio < 1) return invalid_argument("downsample1d: ratio must be >= 1");
   if (!filter.defined() || filter.dtype() != DType::kF32 || !filter.is_contiguous() || filter.numel() < 1)
     return invalid_argument("downsample1d: filter must be a contiguous f32 tensor, got " + filter.describe());

@@ -10,7 +10,8 @@ namespace vortex::ref {
 
 Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg,
                 const RowRunner& run) {
-  if (!x.defined() || x.ndim() != 2) return invalid_argument("gate_add: x must be 2-D [S, D] bf16, got " + x.describe());
+  if (!x.defined() || x.ndim() != 2)
+    return invalid_argument("gate_add: x must be 2-D [S, D] bf16, got " + x.describe());
   const int64_t s = x.dim(0), d = x.dim(1);
   VORTEX_RETURN_IF_ERROR(check_rows(x, "gate_add x", DType::kBF16, s, d));
   VORTEX_RETURN_IF_ERROR(check_rows(a, "gate_add a", DType::kBF16, s, d));
@@ -19,7 +20,8 @@ Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk,
       for (int64_t r = begin; r < end; ++r) {
         uint16_t* xr = row_ptr<uint16_t>(x, r);
         const uint16_t* ar = row_ptr<const uint16_t>(a, r);
-        for (int64_t j = 0; j < d; ++j) xr[j] = bf16_bits_from_f32(f32_from_bf16_bits(xr[j]) + f32_from_bf16_bits(ar[j]));
+        for (int64_t j = 0; j < d; ++j)
+          xr[j] = bf16_bits_from_f32(f32_from_bf16_bits(xr[j]) + f32_from_bf16_bits(ar[j]));
       }
     });
     return Status::Ok();

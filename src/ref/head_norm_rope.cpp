@@ -12,9 +12,11 @@ namespace vortex::ref {
 
 Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads, int head_dim,
                       const RowRunner& run) {
-  if (num_heads <= 0 || head_dim <= 0) return invalid_argument("head_norm_rope: num_heads and head_dim must be positive");
+  if (num_heads <= 0 || head_dim <= 0)
+    return invalid_argument("head_norm_rope: num_heads and head_dim must be positive");
   const int64_t inner = static_cast<int64_t>(num_heads) * head_dim;
-  if (!x.defined() || x.ndim() != 2) return invalid_argument("head_norm_rope: x must be 2-D [S, I] bf16, got " + x.describe());
+  if (!x.defined() || x.ndim() != 2)
+    return invalid_argument("head_norm_rope: x must be 2-D [S, I] bf16, got " + x.describe());
   const int64_t s = x.dim(0);
   VORTEX_RETURN_IF_ERROR(check_rows(x, "head_norm_rope x", DType::kBF16, s, inner));
   if (!weight.defined() || weight.dtype() != DType::kBF16 || weight.numel() != head_dim || !weight.is_contiguous())

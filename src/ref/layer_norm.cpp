@@ -12,8 +12,10 @@
 
 namespace vortex::ref {
 
-Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out, const RowRunner& run) {
-  if (!x.defined() || x.ndim() != 2) return invalid_argument("layer_norm: x must be 2-D [S, D] f32, got " + x.describe());
+Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
+                  const RowRunner& run) {
+  if (!x.defined() || x.ndim() != 2)
+    return invalid_argument("layer_norm: x must be 2-D [S, D] f32, got " + x.describe());
   const int64_t s = x.dim(0), d = x.dim(1);
   VORTEX_RETURN_IF_ERROR(check_rows(x, "layer_norm x", DType::kF32, s, d));
   for (const Tensor* p : {&weight, &bias})
@@ -31,8 +33,8 @@ Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
       const float* xr = row_ptr<const float>(x, r);
       const double sum = canonical_sum(d, [&](int64_t i) { return static_cast<double>(xr[i]); });
       const double mean = sum / static_cast<double>(d);
-      const double var =
-          canonical_sum_squares(d, [&](int64_t i) { return static_cast<double>(xr[i]) - mean; }) / static_cast<double>(d);
+      const double var = canonical_sum_squares(d, [&](int64_t i) { return static_cast<double>(xr[i]) - mean; }) /
+                         static_cast<double>(d);
       const float rs = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
       const float mean_f = static_cast<float>(mean);
       for (int64_t i = 0; i < d; ++i) {

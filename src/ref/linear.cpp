@@ -18,7 +18,8 @@ Result<Tensor> bf16_weight(const LinearWeight& w) {
   if (w.format == QuantFormat::kNone) return w.weight;
   if (w.format == QuantFormat::kFp8Scaled) {
     if (w.weight.dtype() != DType::kF8E4M3 || w.weight.ndim() != 2 || !w.weight.is_contiguous())
-      return invalid_argument("fp8_scaled weight must be a contiguous [N, K] f8e4m3 tensor, got " + w.weight.describe());
+      return invalid_argument("fp8_scaled weight must be a contiguous [N, K] f8e4m3 tensor, got " +
+                              w.weight.describe());
     if (!w.weight_scale.defined() || w.weight_scale.dtype() != DType::kF32 || w.weight_scale.numel() != 1)
       return invalid_argument("fp8_scaled weight needs a per-tensor f32 weight_scale ([] or [1])");
     const float scale = *w.weight_scale.data<float>();
@@ -32,7 +33,8 @@ Result<Tensor> bf16_weight(const LinearWeight& w) {
     return out;
   }
   return unsupported(std::string("the CPU reference linear does not take ") +
-                     (w.format == QuantFormat::kNvfp4 ? "nvfp4" : "quantized") + " weights directly; dequantize them with the NVFP4 reference first or use --precision bf16");
+                     (w.format == QuantFormat::kNvfp4 ? "nvfp4" : "quantized") +
+                     " weights directly; dequantize them with the NVFP4 reference first or use --precision bf16");
 }
 
 }  // namespace
@@ -76,8 +78,9 @@ Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor
       for (int64_t r = begin; r < end; ++r) {
         std::vector<double> xr(static_cast<size_t>(k));
         for (int64_t i = 0; i < k; ++i)
-          xr[static_cast<size_t>(i)] = bf16_io ? static_cast<double>(f32_from_bf16_bits(row_ptr<const uint16_t>(x, r)[i]))
-                                               : static_cast<double>(row_ptr<const float>(x, r)[i]);
+          xr[static_cast<size_t>(i)] = bf16_io
+                                           ? static_cast<double>(f32_from_bf16_bits(row_ptr<const uint16_t>(x, r)[i]))
+                                           : static_cast<double>(row_ptr<const float>(x, r)[i]);
         for (int64_t j = 0; j < n; ++j) {
           double acc = 0.0;
           for (int64_t i = 0; i < k; ++i) acc += xr[static_cast<size_t>(i)] * w_at(j, i);
@@ -110,8 +113,9 @@ Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor
       const int64_t nr = std::min(kRowBlock, end - r0);
       for (int64_t rr = 0; rr < nr; ++rr)
         for (int64_t i = 0; i < k; ++i)
-          xs[static_cast<size_t>(rr * k + i)] = bf16_io ? static_cast<double>(f32_from_bf16_bits(row_ptr<const uint16_t>(x, r0 + rr)[i]))
-                                                        : static_cast<double>(row_ptr<const float>(x, r0 + rr)[i]);
+          xs[static_cast<size_t>(rr * k + i)] =
+              bf16_io ? static_cast<double>(f32_from_bf16_bits(row_ptr<const uint16_t>(x, r0 + rr)[i]))
+                      : static_cast<double>(row_ptr<const float>(x, r0 + rr)[i]);
       for (int64_t j0 = 0; j0 < n; j0 += kColBlock) {
         const int64_t nc = std::min(kColBlock, n - j0);
         std::fill(acc.begin(), acc.end(), 0.0);

@@ -13,8 +13,8 @@ namespace vortex::ref {
 namespace {
 
 Status check_factor(const Tensor& t, const char* what, int64_t rows, int64_t cols, DType dtype) {
-  if (!t.defined() || t.ndim() != 2 || t.dtype() != dtype || !t.is_contiguous() ||
-      (rows >= 0 && t.dim(0) != rows) || (cols >= 0 && t.dim(1) != cols))
+  if (!t.defined() || t.ndim() != 2 || t.dtype() != dtype || !t.is_contiguous() || (rows >= 0 && t.dim(0) != rows) ||
+      (cols >= 0 && t.dim(1) != cols))
     return invalid_argument(std::string("lora: ") + what + " must be a contiguous [" +
                             (rows >= 0 ? std::to_string(rows) : std::string("rows")) + ", " +
                             (cols >= 0 ? std::to_string(cols) : std::string("r")) + "] " + dtype_short_name(dtype) +
@@ -33,8 +33,9 @@ Status lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offse
   VORTEX_RETURN_IF_ERROR(check_factor(b, "B", -1, r, DType::kF32));
   const int64_t rows = b.dim(0);
   if (row_offset < 0 || row_offset + rows > n)
-    return invalid_argument("lora_merge: rows [" + std::to_string(row_offset) + ", " + std::to_string(row_offset + rows) +
-                            ") outside the weight's " + std::to_string(n) + " rows");
+    return invalid_argument("lora_merge: rows [" + std::to_string(row_offset) + ", " +
+                            std::to_string(row_offset + rows) + ") outside the weight's " + std::to_string(n) +
+                            " rows");
   if (!std::isfinite(scale)) return invalid_argument("lora_merge: the scale must be finite");
   const float* ap = a.data<float>();  // [r, K]
   const float* bp = b.data<float>();  // [rows, r]
@@ -72,20 +73,23 @@ Status linear_lora(const Tensor& x, const LinearWeight& w, const Tensor* bias, c
     return unsupported(std::string("linear_lora: the run-time LoRA branch on a ") + quant_format_name(w.format) +
                        " weight is not implemented; merge the LoRA before quantizing (--lora-mode merge)");
   if (!x.defined() || x.ndim() != 2 || x.dtype() != DType::kBF16 || x.stride(1) != 1)
-    return invalid_argument("linear_lora: x must be a [M, K] bf16 row view, got " + (x.defined() ? x.describe() : std::string("undefined")));
+    return invalid_argument("linear_lora: x must be a [M, K] bf16 row view, got " +
+                            (x.defined() ? x.describe() : std::string("undefined")));
   const int64_t m = x.dim(0), k = x.dim(1);
   VORTEX_RETURN_IF_ERROR(check_factor(w.weight, "W", -1, k, DType::kBF16));
   const int64_t n = w.weight.dim(0);
   if (!out.defined() || out.ndim() != 2 || out.dtype() != DType::kBF16 || out.dim(0) != m || out.dim(1) != n ||
       out.stride(1) != 1)
-    return invalid_argument("linear_lora: out must be a [" + std::to_string(m) + ", " + std::to_string(n) + "] bf16 row view");
+    return invalid_argument("linear_lora: out must be a [" + std::to_string(m) + ", " + std::to_string(n) +
+                            "] bf16 row view");
   if (bias && (!bias->defined() || bias->dtype() != DType::kBF16 || bias->numel() != n || !bias->is_contiguous()))
     return invalid_argument("linear_lora: bias must be a contiguous [" + std::to_string(n) + "] bf16 tensor");
   for (const LoraBranchPart& p : lora.parts) {
     VORTEX_RETURN_IF_ERROR(check_factor(p.a, "branch A", -1, k, DType::kBF16));
     VORTEX_RETURN_IF_ERROR(check_factor(p.b, "branch B", -1, p.a.dim(0), DType::kBF16));
     if (p.row_offset < 0 || p.row_offset + p.b.dim(0) > n)
-      return invalid_argument("linear_lora: a branch part's rows fall outside the layer's " + std::to_string(n) + " rows");
+      return invalid_argument("linear_lora: a branch part's rows fall outside the layer's " + std::to_string(n) +
+                              " rows");
   }
   const uint16_t* wp = w.weight.data<uint16_t>();
   run(m, [&](int64_t begin, int64_t end) {

@@ -11,7 +11,8 @@ namespace vortex::ref {
 
 Status modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg,
                 const RowRunner& run) {
-  if (!x.defined() || x.ndim() != 2) return invalid_argument("modulate: x must be 2-D [S, D] bf16, got " + x.describe());
+  if (!x.defined() || x.ndim() != 2)
+    return invalid_argument("modulate: x must be 2-D [S, D] bf16, got " + x.describe());
   const int64_t s = x.dim(0), d = x.dim(1);
   VORTEX_RETURN_IF_ERROR(check_rows(x, "modulate x", DType::kBF16, s, d));
   VORTEX_RETURN_IF_ERROR(check_rows(table, "modulate table", DType::kBF16, -1, -1));

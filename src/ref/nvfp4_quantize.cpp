@@ -23,8 +23,8 @@ namespace vortex::ref {
 namespace {
 
 constexpr char kRcpMagic[8] = {'V', 'X', 'R', 'C', 'P', '0', '0', '1'};
-constexpr uint32_t kInvSixBits = 0x3E2AAAABu;       // RN_f32(1/6): torch's `x / 6.0` on CUDA multiplies by it
-constexpr uint32_t kInv2688Bits = 0x39C30C31u;      // RN_f32(1/2688) (§1.2)
+constexpr uint32_t kInvSixBits = 0x3E2AAAABu;   // RN_f32(1/6): torch's `x / 6.0` on CUDA multiplies by it
+constexpr uint32_t kInv2688Bits = 0x39C30C31u;  // RN_f32(1/2688) (§1.2)
 
 float f32_of(uint32_t b) {
   float f;
@@ -96,7 +96,8 @@ std::vector<uint8_t> encode_rcp_approx_table(const std::vector<uint32_t>& binade
   std::vector<uint8_t> deltas((n + 3) / 4, 0);
   std::vector<std::pair<uint32_t, uint32_t>> exceptions;
   for (uint32_t m = 0; m < n; ++m) {
-    const int64_t delta = static_cast<int64_t>(binade_bits[m]) - static_cast<int64_t>(rcp_correctly_rounded_binade_bits(m));
+    const int64_t delta =
+        static_cast<int64_t>(binade_bits[m]) - static_cast<int64_t>(rcp_correctly_rounded_binade_bits(m));
     uint8_t code = 3;
     if (delta == 0) code = 0;
     else if (delta == 1) code = 1;
@@ -151,9 +152,10 @@ RcpApproxTable::RcpApproxTable(std::vector<uint32_t> binade_bits) : binade_(std:
 Result<std::shared_ptr<const RcpApproxTable>> RcpApproxTable::load(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f)
-    return not_found("rcp approx table " + path +
-                     " not found: run scripts/nvfp4-probe.sh on an sm_90 GPU and commit data/approx/rcp_approx_sm90.bin "
-                     "(or set VORTEX_DATA_DIR)");
+    return not_found(
+        "rcp approx table " + path +
+        " not found: run scripts/nvfp4-probe.sh on an sm_90 GPU and commit data/approx/rcp_approx_sm90.bin "
+        "(or set VORTEX_DATA_DIR)");
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   VORTEX_ASSIGN_OR_RETURN(std::vector<uint32_t> binade, decode_rcp_approx_table(bytes));
   return std::make_shared<const RcpApproxTable>(std::move(binade));
@@ -218,8 +220,8 @@ float nvfp4_global_scale_from_amax(uint16_t amax_bits) {
   return round_bf16(amax * f32_of(kInv2688Bits));  // IEEE fp32 multiply, then RNE to bf16 (§1.2)
 }
 
-uint8_t nvfp4_quantize_block(const uint16_t x[16], float global_scale, const Nvfp4Options& options,
-                             uint8_t packed[8], Nvfp4BlockTrace* trace) {
+uint8_t nvfp4_quantize_block(const uint16_t x[16], float global_scale, const Nvfp4Options& options, uint8_t packed[8],
+                             Nvfp4BlockTrace* trace) {
   // Block amax in bf16: abs + NaN-suppressing max (max.bf16); an all-NaN block gives NaN.
   int amax = -1;
   for (int i = 0; i < 16; ++i) {
@@ -264,8 +266,9 @@ Status nvfp4_quantize(const uint16_t* x, int64_t rows, int64_t cols, int64_t ld,
     return invalid_argument("nvfp4_quantize: bad shape [" + std::to_string(rows) + ", " + std::to_string(cols) +
                             "] with row stride " + std::to_string(ld));
   if (options.encode == Nvfp4Encode::kApproxInstructions && options.rcp == nullptr)
-    return invalid_argument("nvfp4_quantize: the approximate-instruction encode needs an RcpApproxTable "
-                            "(RcpApproxTable::default_table())");
+    return invalid_argument(
+        "nvfp4_quantize: the approximate-instruction encode needs an RcpApproxTable "
+        "(RcpApproxTable::default_table())");
   const Nvfp4Layout l = nvfp4_layout(rows, cols);
   std::memset(scales, 0, l.scale_bytes());
   for (int64_t r = 0; r < l.data_rows; ++r)

@@ -25,12 +25,12 @@ namespace vortex::ref {
 // Data: uint8 [data_rows, data_row_bytes], E2M1 pairs, EVEN element in the HIGH nibble (comfy order).
 // Scales: uint8 E4M3 [scale_rows, scale_cols] in cuBLAS 128x4 tiles (nvfp4_scale_offset), padding = 0.
 struct Nvfp4Layout {
-  int64_t rows = 0, cols = 0;    // logical M, K
-  int64_t data_rows = 0;         // roundup(M, 16)
-  int64_t data_row_bytes = 0;    // roundup(K, 16) / 2
-  int64_t blocks = 0;            // roundup(K, 16) / 16 (16-element blocks per row)
-  int64_t scale_rows = 0;        // roundup(data_rows, 128)
-  int64_t scale_cols = 0;        // roundup(blocks, 4)
+  int64_t rows = 0, cols = 0;  // logical M, K
+  int64_t data_rows = 0;       // roundup(M, 16)
+  int64_t data_row_bytes = 0;  // roundup(K, 16) / 2
+  int64_t blocks = 0;          // roundup(K, 16) / 16 (16-element blocks per row)
+  int64_t scale_rows = 0;      // roundup(data_rows, 128)
+  int64_t scale_cols = 0;      // roundup(blocks, 4)
   size_t data_bytes() const { return static_cast<size_t>(data_rows * data_row_bytes); }
   size_t scale_bytes() const { return static_cast<size_t>(scale_rows * scale_cols); }
 };
@@ -76,8 +76,8 @@ class RcpApproxTable {
   static Result<std::shared_ptr<const RcpApproxTable>> default_table();
 
   const std::vector<uint32_t>& binade() const { return binade_; }
-  float rcp(float x) const;          // rcp.approx.ftz.f32
-  float div(float a, float b) const; // div.approx.ftz.f32 = mul.ftz(a, rcp.approx.ftz(b))
+  float rcp(float x) const;           // rcp.approx.ftz.f32
+  float div(float a, float b) const;  // div.approx.ftz.f32 = mul.ftz(a, rcp.approx.ftz(b))
 
  private:
   std::vector<uint32_t> binade_;
@@ -120,8 +120,8 @@ uint16_t bf16_abs_max_bits(const uint16_t* x, int64_t rows, int64_t cols, int64_
 float nvfp4_global_scale_from_amax(uint16_t amax_bits);
 
 // One 16-element block (x as BF16 bits): returns the E4M3 scale byte, writes 8 hi-first packed bytes.
-uint8_t nvfp4_quantize_block(const uint16_t x[16], float global_scale, const Nvfp4Options& options,
-                             uint8_t packed[8], Nvfp4BlockTrace* trace = nullptr);
+uint8_t nvfp4_quantize_block(const uint16_t x[16], float global_scale, const Nvfp4Options& options, uint8_t packed[8],
+                             Nvfp4BlockTrace* trace = nullptr);
 
 // x [rows, cols] bf16 (row stride ld elements) -> data [layout.data_bytes()], scales [layout.scale_bytes()]
 // (every byte written: padding rows/cols of the data read x as 0 (§1.8), scale padding is 0).

@@ -27,7 +27,8 @@ Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& 
                     const RopeTables* rope, int num_heads, int head_dim, const RowRunner& run) {
   if (num_heads <= 0 || head_dim <= 0) return invalid_argument("qk_norm_rope: num_heads and head_dim must be positive");
   const int64_t inner = static_cast<int64_t>(num_heads) * head_dim;
-  if (!q.defined() || q.ndim() != 2) return invalid_argument("qk_norm_rope: q must be 2-D [S, I] bf16, got " + q.describe());
+  if (!q.defined() || q.ndim() != 2)
+    return invalid_argument("qk_norm_rope: q must be 2-D [S, I] bf16, got " + q.describe());
   const int64_t s = q.dim(0);
   VORTEX_RETURN_IF_ERROR(check_rows(q, "qk_norm_rope q", DType::kBF16, s, inner));
   VORTEX_RETURN_IF_ERROR(check_rows(k, "qk_norm_rope k", DType::kBF16, s, inner));

@@ -68,8 +68,8 @@ void rope_head_row(uint16_t* x, const uint16_t* cos_row, const uint16_t* sin_row
 // Qwen3's q/k norm + RoPE on one operand, in place: x [S, num_heads * head_dim] bf16 (strided view), per head
 // rms_norm_two_rounding_row with weight [head_dim], then rope_head_row as in qk_norm_rope. One operand per
 // call, so q and k may have different head counts (GQA).
-Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
-                      int head_dim, const RowRunner& run = run_serial);
+Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads, int head_dim,
+                      const RowRunner& run = run_serial);
 
 // FP64-exact SDPA (the reference): per head and query, scores = (q . k) in FP64 (exact BF16 products),
 // times 1/sqrt(head_dim) in FP64; softmax in FP64 (max-subtracted); out = sum_j p_j v_j / sum_j p_j in
@@ -85,8 +85,8 @@ Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
 // (a decoder prefill; S_q == S_kv). q, out [S, num_heads * head_dim]; k, v [S, num_kv_heads * head_dim].
 Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads,
                         int head_dim, Tensor& out, const RowRunner& run = run_serial);
-Status attention_flash_fp32(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
-                            Tensor& out, int key_block = 128, const RowRunner& run = run_serial);
+Status attention_flash_fp32(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
+                            int key_block = 128, const RowRunner& run = run_serial);
 
 // In place: x = R(x + R(gate * a)), gate = table[seg.table_row(row), gate_chunk * D : +D];
 // table == nullptr: x = R(x + a). x, a [S, D] bf16 (row-strided allowed).

@@ -16,14 +16,15 @@ void rms_norm_row(const uint16_t* x, const uint16_t* weight, int64_t n, float ep
   const double ms = sum / static_cast<double>(n);
   const float r = static_cast<float>(1.0 / std::sqrt(ms + static_cast<double>(eps)));
   for (int64_t j = 0; j < n; ++j) {
-    const float normed = f32_from_bf16_bits(x[j]) * r;           // FP32 product, rounded once
+    const float normed = f32_from_bf16_bits(x[j]) * r;              // FP32 product, rounded once
     const float weighted = normed * f32_from_bf16_bits(weight[j]);  // FP32 product, rounded once
     out[j] = bf16_bits_from_f32(weighted);
   }
 }
 
 Status rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, const RowRunner& run) {
-  if (!x.defined() || x.ndim() != 2) return invalid_argument("rms_norm: x must be 2-D [S, D] bf16, got " + x.describe());
+  if (!x.defined() || x.ndim() != 2)
+    return invalid_argument("rms_norm: x must be 2-D [S, D] bf16, got " + x.describe());
   const int64_t s = x.dim(0), d = x.dim(1);
   VORTEX_RETURN_IF_ERROR(check_rows(x, "rms_norm x", DType::kBF16, s, d));
   VORTEX_RETURN_IF_ERROR(check_rows(out, "rms_norm out", DType::kBF16, s, d));
@@ -33,7 +34,8 @@ Status rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, c
   if (d == 0) return Status::Ok();
   const uint16_t* w = weight.data<uint16_t>();
   run(s, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) rms_norm_row(row_ptr<const uint16_t>(x, r), w, d, eps, row_ptr<uint16_t>(out, r));
+    for (int64_t r = begin; r < end; ++r)
+      rms_norm_row(row_ptr<const uint16_t>(x, r), w, d, eps, row_ptr<uint16_t>(out, r));
   });
   return Status::Ok();
 }

@@ -13,7 +13,8 @@
 namespace vortex::ref {
 
 Status rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& out, const RowRunner& run) {
-  if (!x.defined() || x.ndim() != 2) return invalid_argument("rms_norm_fp32: x must be 2-D [S, D] f32, got " + x.describe());
+  if (!x.defined() || x.ndim() != 2)
+    return invalid_argument("rms_norm_fp32: x must be 2-D [S, D] f32, got " + x.describe());
   const int64_t s = x.dim(0), d = x.dim(1);
   VORTEX_RETURN_IF_ERROR(check_rows(x, "rms_norm_fp32 x", DType::kF32, s, d));
   if (!weight.defined() || weight.dtype() != DType::kF32 || weight.numel() != d || !weight.is_contiguous())

@@ -28,13 +28,12 @@ int8_t int8_quantize(float x, float scale) {
 
 }  // namespace
 
-Result<Sage2Quantized> sage2_quantize_reference(Sage2HostInput q, Sage2HostInput k, Sage2HostInput v,
-                                                int64_t seq, int heads) {
+Result<Sage2Quantized> sage2_quantize_reference(Sage2HostInput q, Sage2HostInput k, Sage2HostInput v, int64_t seq,
+                                                int heads) {
   if (seq <= 0 || heads <= 0)
-    return invalid_argument("sage2_quantize_reference: seq and heads must be positive (got seq=" +
-                            std::to_string(seq) + ", heads=" + std::to_string(heads) + ")");
-  if (!q.data || !k.data || !v.data)
-    return invalid_argument("sage2_quantize_reference: null input pointer");
+    return invalid_argument("sage2_quantize_reference: seq and heads must be positive (got seq=" + std::to_string(seq) +
+                            ", heads=" + std::to_string(heads) + ")");
+  if (!q.data || !k.data || !v.data) return invalid_argument("sage2_quantize_reference: null input pointer");
   constexpr int D = kSage2HeadDim;
   Sage2Quantized out;
   out.seq = seq;
@@ -114,8 +113,7 @@ Result<Sage2Quantized> sage2_quantize_reference(Sage2HostInput q, Sage2HostInput
   return out;
 }
 
-std::vector<float> sage2_attention_reference(const Sage2Quantized& quant, int head,
-                                             const std::vector<int64_t>& rows) {
+std::vector<float> sage2_attention_reference(const Sage2Quantized& quant, int head, const std::vector<int64_t>& rows) {
   constexpr int D = kSage2HeadDim;
   const int64_t P = quant.padded, seq = quant.seq;
   const int64_t blocks = P / kSage2BlockK;
@@ -141,8 +139,7 @@ std::vector<float> sage2_attention_reference(const Sage2Quantized& quant, int he
       for (int kk = 0; kk < kSage2BlockK; ++kk) {
         const int64_t key = j * kSage2BlockK + kk;
         int32_t acc = 0;
-        for (int c = 0; c < D; ++c)
-          acc += static_cast<int32_t>(qh[i * D + c]) * static_cast<int32_t>(kh[key * D + c]);
+        for (int c = 0; c < D; ++c) acc += static_cast<int32_t>(qh[i * D + c]) * static_cast<int32_t>(kh[key * D + c]);
         x[static_cast<size_t>(kk)] = static_cast<float>(acc);  // exact: |acc| < 2^24
       }
       // Per group t (the keys one GPU thread owns): candidate max, then the row max over groups.
@@ -179,7 +176,8 @@ std::vector<float> sage2_attention_reference(const Sage2Quantized& quant, int he
           blk[static_cast<size_t>(ch)] += pq * static_cast<double>(f32_from_e4m3(vh[ch * P + key]));
       }
       for (int ch = 0; ch < D; ++ch)
-        o[static_cast<size_t>(ch)] = o[static_cast<size_t>(ch)] * alpha + static_cast<float>(blk[static_cast<size_t>(ch)]);
+        o[static_cast<size_t>(ch)] =
+            o[static_cast<size_t>(ch)] * alpha + static_cast<float>(blk[static_cast<size_t>(ch)]);
       m = m_new;
     }
     const float inv_d = 1.0f / d;
@@ -189,8 +187,8 @@ std::vector<float> sage2_attention_reference(const Sage2Quantized& quant, int he
   return out;
 }
 
-std::vector<double> attention_fp64_reference(Sage2HostInput q, Sage2HostInput k, Sage2HostInput v,
-                                             int64_t seq, int head, const std::vector<int64_t>& rows) {
+std::vector<double> attention_fp64_reference(Sage2HostInput q, Sage2HostInput k, Sage2HostInput v, int64_t seq,
+                                             int head, const std::vector<int64_t>& rows) {
   constexpr int D = kSage2HeadDim;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<double> kd(static_cast<size_t>(seq * D)), vd(static_cast<size_t>(seq * D));

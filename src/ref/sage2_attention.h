@@ -15,13 +15,13 @@
 namespace vortex {
 
 // ---- The program's constants (must match, research §1.12) ---------------------------------------
-constexpr int kSage2HeadDim = 128;      // only d = 128 (the H3 head dim)
-constexpr int kSage2BlockK = 128;       // keys per block: scale groups + two-level accumulation
-constexpr int kSage2SlabQ = 16;         // Q rows per MMA slab; groups are rows {r, r+8}
+constexpr int kSage2HeadDim = 128;  // only d = 128 (the H3 head dim)
+constexpr int kSage2BlockK = 128;   // keys per block: scale groups + two-level accumulation
+constexpr int kSage2SlabQ = 16;     // Q rows per MMA slab; groups are rows {r, r+8}
 constexpr int kSage2QGroupsPerSlab = 8;
 constexpr int kSage2KGroupsPerBlock = 4;  // keys with (idx mod 8) in {2t, 2t+1}
-constexpr int kSage2RowPad = 128;       // Q and K/V token padding (CTA_Q = CTA_K = 128)
-constexpr float kSage2Delta = 8.807f;   // S_FP8_OFFSET: log2(448) rounded as in Sage2
+constexpr int kSage2RowPad = 128;         // Q and K/V token padding (CTA_Q = CTA_K = 128)
+constexpr float kSage2Delta = 8.807f;     // S_FP8_OFFSET: log2(448) rounded as in Sage2
 constexpr float kSage2MaskValue = -5.0e6f;
 constexpr float kSage2Log2e = 1.44269504088896340736f;
 constexpr float kSage2Fp8Max = 448.0f;
@@ -85,30 +85,29 @@ struct Sage2Quantized {
   int64_t seq = 0;
   int heads = 0;
   int64_t padded = 0;
-  std::vector<int8_t> q;          // [H, P, 128] int8, rows >= seq are 0
-  std::vector<float> q_scale;     // [H, P/16 * 8] fp32, group (slab, r) = rows slab*16 + {r, r+8}
-  std::vector<uint16_t> k_mean;   // [H, 128] bf16 bits, mean over the seq real tokens
-  std::vector<int8_t> k;          // [H, P, 128] int8 of bf16(K - mean), rows >= seq are 0
-  std::vector<float> k_scale;     // [H, P/128 * 4] fp32, group (block, t)
-  std::vector<uint8_t> v;         // [H, 128, P] e4m3 (V^T, keys in order), keys >= seq are 0
-  std::vector<float> v_scale;     // [H, 128] fp32 = amax / 448 (amax floored)
+  std::vector<int8_t> q;         // [H, P, 128] int8, rows >= seq are 0
+  std::vector<float> q_scale;    // [H, P/16 * 8] fp32, group (slab, r) = rows slab*16 + {r, r+8}
+  std::vector<uint16_t> k_mean;  // [H, 128] bf16 bits, mean over the seq real tokens
+  std::vector<int8_t> k;         // [H, P, 128] int8 of bf16(K - mean), rows >= seq are 0
+  std::vector<float> k_scale;    // [H, P/128 * 4] fp32, group (block, t)
+  std::vector<uint8_t> v;        // [H, 128, P] e4m3 (V^T, keys in order), keys >= seq are 0
+  std::vector<float> v_scale;    // [H, 128] fp32 = amax / 448 (amax floored)
 };
 
 // Quantization pre-pass (E0 contract). Q/K: scale = amax/127 + 1e-7 (FP32 div, add), x/scale (FP32
 // div), + 0.5*sign (FP32 add), truncate: Sage2's default Triton per-thread rule (round half away).
 // V: mult = 448/amax (FP32 div), e4m3_rn_satfinite(v * mult), v_scale = amax/448.
-Result<Sage2Quantized> sage2_quantize_reference(Sage2HostInput q, Sage2HostInput k, Sage2HostInput v,
-                                                int64_t seq, int heads);
+Result<Sage2Quantized> sage2_quantize_reference(Sage2HostInput q, Sage2HostInput k, Sage2HostInput v, int64_t seq,
+                                                int heads);
 
 // The attention program on quantized operands, for the listed query rows of head `head`, with
 // sm_scale = 1/sqrt(128). Returns [rows.size(), 128] fp32 values that are exactly representable in
 // BF16 (the epilogue's R(...)). exp2 is exp2f here (ex2.approx on the GPU) and the per-block PV sum
 // is FP64 rounded to FP32 (the GPU's tensor-core accumulator): the E1 differences.
-std::vector<float> sage2_attention_reference(const Sage2Quantized& quant, int head,
-                                             const std::vector<int64_t>& rows);
+std::vector<float> sage2_attention_reference(const Sage2Quantized& quant, int head, const std::vector<int64_t>& rows);
 
 // FP64 softmax(q k^T / sqrt(128)) v on the unquantized bf16 inputs, same row selection; fp64 out.
-std::vector<double> attention_fp64_reference(Sage2HostInput q, Sage2HostInput k, Sage2HostInput v,
-                                             int64_t seq, int head, const std::vector<int64_t>& rows);
+std::vector<double> attention_fp64_reference(Sage2HostInput q, Sage2HostInput k, Sage2HostInput v, int64_t seq,
+                                             int head, const std::vector<int64_t>& rows);
 
 }  // namespace vortex

@@ -9,7 +9,8 @@
 namespace vortex::ref {
 
 Status scale_add(Tensor& x, const Tensor& a, const Tensor& scale, const RowRunner& run) {
-  if (!x.defined() || x.ndim() != 2) return invalid_argument("scale_add: x must be 2-D [S, D] f32, got " + x.describe());
+  if (!x.defined() || x.ndim() != 2)
+    return invalid_argument("scale_add: x must be 2-D [S, D] f32, got " + x.describe());
   const int64_t s = x.dim(0), d = x.dim(1);
   VORTEX_RETURN_IF_ERROR(check_rows(x, "scale_add x", DType::kF32, s, d));
   if (!a.defined() || (a.dtype() != DType::kF32 && a.dtype() != DType::kBF16))

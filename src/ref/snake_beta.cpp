@@ -13,7 +13,8 @@
 namespace vortex::ref {
 
 Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta, const RowRunner& run) {
-  if (!x.defined() || x.ndim() != 2) return invalid_argument("snake_beta: x must be 2-D [C, L] f32, got " + x.describe());
+  if (!x.defined() || x.ndim() != 2)
+    return invalid_argument("snake_beta: x must be 2-D [C, L] f32, got " + x.describe());
   const int64_t c = x.dim(0), l = x.dim(1);
   VORTEX_RETURN_IF_ERROR(check_rows(x, "snake_beta x", DType::kF32, c, l));
   for (const Tensor* p : {&alpha, &beta})

@@ -35,8 +35,8 @@ std::string TwoReferenceReport::to_string() const {
 Result<TwoReferenceReport> two_reference_rule(const Tensor& kernel, const Tensor& fp64_reference,
                                               const Tensor& same_program_reference, double floor) {
   if (kernel.shape() != fp64_reference.shape() || kernel.shape() != same_program_reference.shape())
-    return invalid_argument("two_reference_rule: shapes differ: " + kernel.describe() + ", " + fp64_reference.describe() +
-                            ", " + same_program_reference.describe());
+    return invalid_argument("two_reference_rule: shapes differ: " + kernel.describe() + ", " +
+                            fp64_reference.describe() + ", " + same_program_reference.describe());
   VORTEX_ASSIGN_OR_RETURN(std::vector<double> k, as_f64(kernel, "kernel output"));
   VORTEX_ASSIGN_OR_RETURN(std::vector<double> e, as_f64(fp64_reference, "fp64 reference"));
   VORTEX_ASSIGN_OR_RETURN(std::vector<double> p, as_f64(same_program_reference, "same-program reference"));

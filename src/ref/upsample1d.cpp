@@ -11,10 +11,12 @@
 namespace vortex::ref {
 
 Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out, const RowRunner& run) {
-  if (!x.defined() || x.ndim() != 2) return invalid_argument("upsample1d: x must be 2-D [C, L] f32, got " + x.describe());
+  if (!x.defined() || x.ndim() != 2)
+    return invalid_argument("upsample1d: x must be 2-D [C, L] f32, got " + x.describe());
   if (ratio < 1) return invalid_argument("upsample1d: ratio must be >= 1");
   if (!filter.defined() || filter.dtype() != DType::kF32 || !filter.is_contiguous() || filter.numel() < ratio)
-    return invalid_argument("upsample1d: filter must be a contiguous f32 tensor of at least `ratio` taps, got " + filter.describe());
+    return invalid_argument("upsample1d: filter must be a contiguous f32 tensor of at least `ratio` taps, got " +
+                            filter.describe());
   const int64_t c = x.dim(0), l = x.dim(1), k = filter.numel();
   VORTEX_RETURN_IF_ERROR(check_rows(x, "upsample1d x", DType::kF32, c, l));
   VORTEX_RETURN_IF_ERROR(check_rows(out, "upsample1d out", DType::kF32, c, l * ratio));

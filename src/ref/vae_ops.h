@@ -18,7 +18,8 @@ namespace vortex::ref {
 // weight [D] f32, out [S, D] f32 or bf16 (row-strided views allowed).
 Status rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& out, const RowRunner& run = run_serial);
 
-// Per row: mean and biased variance in FP64 (canonical order of src/core/reduce.h), r = fp32(1 / sqrt(var + eps)), y = fp32(fp32(fp32(x - mean) * r)
+// Per row: mean and biased variance in FP64 (canonical order of src/core/reduce.h), r = fp32(1 / sqrt(var + eps)), y =
+// fp32(fp32(fp32(x - mean) * r)
 // * w) + b in FP32, stored as out's dtype. x [S, D] f32, weight/bias [D] f32, out [S, D] f32 or bf16.
 Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
                   const RowRunner& run = run_serial);
@@ -39,8 +40,8 @@ Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dil
 // Transposed convolution: out[o, j] = bias[o] + sum_{c, i, k : i * stride + k - padding = j} x[c, i] * w[c, o, k],
 // FP64 sum in (c, i) order, one rounding. x [Cin, L], w [Cin, Cout, K], out [Cout, (L - 1) * stride - 2 * padding
 // + K], all f32.
-Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
-                        Tensor& out, const RowRunner& run = run_serial);
+Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding, Tensor& out,
+                        const RowRunner& run = run_serial);
 
 // SnakeBeta in place: a = fp32(exp(alpha[c])), b = fp32(exp(beta[c])), x = x + fp32(1 / fp32(b + 1e-9)) * sin(a * x)^2,
 // each operation one FP32 rounding in that order (exp and sin evaluated in FP64 and rounded once; sin of the FP32

@@ -86,8 +86,8 @@ Status check_velocity(const std::vector<float>& v, size_t expected, const char* 
   for (size_t i = 0; i < v.size(); ++i) {
     if (!std::isfinite(v[i])) {
       return internal_error(std::string("denoiser returned a non-finite ") + stream + " velocity (" +
-                            std::to_string(v[i]) + " at index " + std::to_string(i) + ", step " +
-                            std::to_string(step) + "); check the model weights / backend numerics");
+                            std::to_string(v[i]) + " at index " + std::to_string(i) + ", step " + std::to_string(step) +
+                            "); check the model weights / backend numerics");
     }
   }
   return Status::Ok();
@@ -143,8 +143,8 @@ void res_update(std::vector<float>& x, const std::vector<float>& denoised, const
 
 // One step of `kind` on a stream over (sigma_prev, sigma, sigma_next); `comfy_euler` picks the
 // Euler formula. Updates the history (old_denoised) the way ComfyUI's res_multistep does.
-void step_stream(SamplerKind kind, bool comfy_euler, StreamState& st, std::vector<float>& denoised,
-                 double sigma_prev, double sigma, double sigma_next) {
+void step_stream(SamplerKind kind, bool comfy_euler, StreamState& st, std::vector<float>& denoised, double sigma_prev,
+                 double sigma, double sigma_next) {
   const bool first_order = kind == SamplerKind::kEuler || !st.has_old || sigma_next == 0.0;
   if (first_order) {
     if (comfy_euler) {
@@ -330,11 +330,10 @@ Result<AvSchedule> make_av_schedule(const SamplerSpec& spec) {
     sched.sigma_video = sigmas_diffusers(spec.steps, spec.video_shift);
     sched.sigma_audio = sigmas_diffusers(spec.steps, spec.audio_shift);
     if (sched.sigma_video.size() != sched.sigma_audio.size()) {
-      return invalid_argument("diffusers schedules for video shift " + std::to_string(spec.video_shift) +
-                              " and audio shift " + std::to_string(spec.audio_shift) + " have " +
-                              std::to_string(sched.sigma_video.size()) + " vs " +
-                              std::to_string(sched.sigma_audio.size()) +
-                              " distinct sigmas (duplicates removed); use fewer steps");
+      return invalid_argument(
+          "diffusers schedules for video shift " + std::to_string(spec.video_shift) + " and audio shift " +
+          std::to_string(spec.audio_shift) + " have " + std::to_string(sched.sigma_video.size()) + " vs " +
+          std::to_string(sched.sigma_audio.size()) + " distinct sigmas (duplicates removed); use fewer steps");
     }
   }
   for (size_t i = 0; i + 1 < sched.sigma_video.size(); ++i) {

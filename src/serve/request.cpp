@@ -15,9 +15,9 @@ namespace {
 
 using json = nlohmann::json;
 
-const char* const kKnownFields[] = {"prompt", "width", "height", "size", "aspect_ratio", "short_edge", "frames",
-                                    "seconds", "steps", "seed", "schedule", "sampler", "attention", "precision",
-                                    "media", "fail_alloc_after"};
+const char* const kKnownFields[] = {
+    "prompt", "width", "height",   "size",    "aspect_ratio", "short_edge", "frames", "seconds",
+    "steps",  "seed",  "schedule", "sampler", "attention",    "precision",  "media",  "fail_alloc_after"};
 
 std::string known_fields_help() {
   std::string s;
@@ -40,15 +40,17 @@ Status get_int(const json& body, const char* name, int64_t lo, int64_t hi, int64
   if (v.is_number_unsigned()) {
     const uint64_t u = v.get<uint64_t>();
     if (u > static_cast<uint64_t>(hi)) {
-      return bad(field, name, std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return bad(field, name,
+                 std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     }
     out = static_cast<int64_t>(u);
   } else {
     out = v.get<int64_t>();
   }
   if (out < lo || out > hi) {
-    return bad(field, name, std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                                "], got " + std::to_string(out));
+    return bad(field, name,
+               std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                   std::to_string(out));
   }
   return Status::Ok();
 }
@@ -59,8 +61,9 @@ Status get_string(const json& body, const char* name, size_t max_bytes, std::str
   out = v.get<std::string>();
   if (out.empty()) return bad(field, name, std::string(name) + " must not be empty");
   if (out.size() > max_bytes) {
-    return bad(field, name, std::string(name) + " is " + std::to_string(out.size()) + " bytes; the limit is " +
-                                std::to_string(max_bytes));
+    return bad(
+        field, name,
+        std::string(name) + " is " + std::to_string(out.size()) + " bytes; the limit is " + std::to_string(max_bytes));
   }
   return Status::Ok();
 }
@@ -118,8 +121,9 @@ Result<RunRequest> parse_video_request(std::string_view body_text, const Request
                                        const RunRequest& defaults, std::string* field) {
   if (field != nullptr) field->clear();
   if (body_text.size() > limits.max_body_bytes) {
-    return bad(field, "", "the body is " + std::to_string(body_text.size()) + " bytes; the limit is " +
-                              std::to_string(limits.max_body_bytes));
+    return bad(field, "",
+               "the body is " + std::to_string(body_text.size()) + " bytes; the limit is " +
+                   std::to_string(limits.max_body_bytes));
   }
   if (json_depth(body_text, limits.max_json_depth) > limits.max_json_depth) {
     return bad(field, "", "the body nests deeper than " + std::to_string(limits.max_json_depth) + " levels");
@@ -163,7 +167,8 @@ Result<RunRequest> parse_video_request(std::string_view body_text, const Request
     std::string s;
     VORTEX_RETURN_IF_ERROR(get_string(body, "size", 32, s, field));
     int w = 0, h = 0;
-    if (!parse_size(s, w, h) || w < 1 || h < 1) return bad(field, "size", "size must be \"WIDTHxHEIGHT\", e.g. \"448x256\"");
+    if (!parse_size(s, w, h) || w < 1 || h < 1)
+      return bad(field, "size", "size must be \"WIDTHxHEIGHT\", e.g. \"448x256\"");
     r.width = w;
     r.height = h;
   }
@@ -178,8 +183,8 @@ Result<RunRequest> parse_video_request(std::string_view body_text, const Request
     VORTEX_RETURN_IF_ERROR(get_int(body, "short_edge", 32, 8192, v, field));
     // The long edge rounds to the nearest multiple of 32 (the model's pixel granularity).
     const int short_edge = static_cast<int>(v);
-    const int long_edge = static_cast<int>(std::lround(static_cast<double>(short_edge) * std::max(a, b) /
-                                                       std::min(a, b) / 32.0)) * 32;
+    const int long_edge =
+        static_cast<int>(std::lround(static_cast<double>(short_edge) * std::max(a, b) / std::min(a, b) / 32.0)) * 32;
     r.width = a >= b ? long_edge : short_edge;
     r.height = a >= b ? short_edge : long_edge;
   }

@@ -16,9 +16,9 @@
 namespace vortex::serve {
 
 struct RequestLimits {
-  size_t max_body_bytes = 1 << 20;   // a JSON body; larger is refused before parsing
+  size_t max_body_bytes = 1 << 20;  // a JSON body; larger is refused before parsing
   size_t max_prompt_bytes = 16384;
-  int max_json_depth = 16;           // nesting; the body is flat, so any depth beyond this is an attack
+  int max_json_depth = 16;             // nesting; the body is flat, so any depth beyond this is an attack
   bool allow_fault_injection = false;  // accept `fail_alloc_after` (vortex serve --allow-fault-injection)
 };
 
@@ -27,7 +27,7 @@ int json_depth(std::string_view text, int limit);
 
 // Parses `body` into a RunRequest starting from `defaults`. On failure, kInvalidArgument with
 // `*field` set to the field at fault ("" when it is the body itself).
-Result<RunRequest> parse_video_request(std::string_view body, const RequestLimits& limits,
-                                       const RunRequest& defaults, std::string* field);
+Result<RunRequest> parse_video_request(std::string_view body, const RequestLimits& limits, const RunRequest& defaults,
+                                       std::string* field);
 
 }  // namespace vortex::serve

@@ -40,37 +40,46 @@ enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
 
 const char* state_name(JobState s) {
   switch (s) {
-    case JobState::kQueued: return "queued";
-    case JobState::kRunning: return "running";
-    case JobState::kSucceeded: return "succeeded";
-    case JobState::kFailed: return "failed";
-    case JobState::kCancelled: return "cancelled";
+    case JobState::kQueued:
+      return "queued";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kSucceeded:
+      return "succeeded";
+    case JobState::kFailed:
+      return "failed";
+    case JobState::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
 
 bool terminal(JobState s) { return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled; }
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Error types in JSON errors and job failures.
 const char* error_type_for(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOutOfMemory: return "out_of_memory";
-    case ErrorCode::kCancelled: return "cancelled";
+    case ErrorCode::kOutOfMemory:
+      return "out_of_memory";
+    case ErrorCode::kCancelled:
+      return "cancelled";
     case ErrorCode::kInvalidArgument:
     case ErrorCode::kNotFound:
     case ErrorCode::kFormat:
-    case ErrorCode::kUnsupported: return "invalid_request";
-    case ErrorCode::kIo: return "io";
+    case ErrorCode::kUnsupported:
+      return "invalid_request";
+    case ErrorCode::kIo:
+      return "io";
     case ErrorCode::kCuda:
     case ErrorCode::kCublas:
     case ErrorCode::kCudnn:
-    case ErrorCode::kNccl: return "device";
-    default: return "internal";
+    case ErrorCode::kNccl:
+      return "device";
+    default:
+      return "internal";
   }
 }
 
@@ -197,7 +206,7 @@ struct Server::Impl {
   std::unique_ptr<Pipeline> pipeline;  // owned and used by the worker thread only
   ModelConfig cfg;                     // copies for the HTTP threads (immutable after load)
   ExecOptions exec;
-  bool decoders = false;               // the pipeline holds the VAE decoders (jobs get video.mp4 + audio.wav)
+  bool decoders = false;  // the pipeline holds the VAE decoders (jobs get video.mp4 + audio.wav)
   fs::path jobs_dir;
   httplib::Server http;
   int bound_port = -1;
@@ -207,9 +216,9 @@ struct Server::Impl {
   std::condition_variable changed;  // any job changed (SSE, tests)
   std::condition_variable work;     // the queue or `stopping` changed
   std::map<std::string, std::shared_ptr<Job>> jobs;
-  std::vector<std::string> order;     // creation order, for listing
-  std::deque<std::string> queue;      // queued ids, FIFO
-  std::deque<std::string> finished;   // terminal ids, oldest first (retention)
+  std::vector<std::string> order;    // creation order, for listing
+  std::deque<std::string> queue;     // queued ids, FIFO
+  std::deque<std::string> finished;  // terminal ids, oldest first (retention)
   std::shared_ptr<Job> running;
   bool accepting = true, stopping = false, stop_worker = false, shut_down = false;
   RunningJob on_stop = RunningJob::kCancel;
@@ -432,8 +441,9 @@ struct Server::Impl {
     if (req.is_multipart_form_data()) {
       for (const auto& [name, part] : req.files) {
         if (name != "request" && name != "text_embeddings") {
-          return set_error(res, 400, name, "unknown form part '" + name.substr(0, 64) +
-                                               "' (known: request, text_embeddings)", "invalid_request");
+          return set_error(res, 400, name,
+                           "unknown form part '" + name.substr(0, 64) + "' (known: request, text_embeddings)",
+                           "invalid_request");
         }
       }
       body = req.has_file("request") ? req.get_file_value("request").content : "{}";
@@ -448,8 +458,10 @@ struct Server::Impl {
         }
       }
     } else if (body.size() > opt.limits.max_body_bytes) {
-      return set_error(res, 413, "", "the body is " + std::to_string(body.size()) + " bytes; the limit is " +
-                                         std::to_string(opt.limits.max_body_bytes), "too_large");
+      return set_error(res, 413, "",
+                       "the body is " + std::to_string(body.size()) + " bytes; the limit is " +
+                           std::to_string(opt.limits.max_body_bytes),
+                       "too_large");
     }
     auto reject = [&](int status, const std::string& field, const Status& s, const std::string& reason) {
       {
@@ -503,7 +515,8 @@ struct Server::Impl {
       return reject(400, e->field, e->status, "invalid_request");
     }
     NoteSink notes;
-    Result<RunPlan> plan = plan_run(cfg, opt.pipeline, run, notes, /*weights_resident=*/true, FieldStyle::kJson, &field);
+    Result<RunPlan> plan =
+        plan_run(cfg, opt.pipeline, run, notes, /*weights_resident=*/true, FieldStyle::kJson, &field);
     if (!plan.ok()) {
       const bool memory = plan.status().message().rfind("not enough memory", 0) == 0;
       return reject(400, field, plan.status(), memory ? "insufficient_memory" : "invalid_request");
@@ -553,8 +566,9 @@ struct Server::Impl {
         // About one job's time per queued job ahead, from the jobs run so far (at least a second).
         const double per_job = jobs_timed > 0 ? job_wall_sum / jobs_timed : 10.0;
         res.set_header("Retry-After", std::to_string(std::max<long>(1, std::lround(per_job))));
-        return set_error(res, 429, "", "the queue is full (" + std::to_string(opt.queue_limit) +
-                                           " jobs waiting); retry later", "queue_full");
+        return set_error(res, 429, "",
+                         "the queue is full (" + std::to_string(opt.queue_limit) + " jobs waiting); retry later",
+                         "queue_full");
       }
       jobs[id] = job;
       order.push_back(id);
@@ -627,14 +641,17 @@ struct Server::Impl {
       std::shared_ptr<Job> j = find(id);
       if (!j) return no_job(res, id);
       if (j->state != JobState::kSucceeded) {
-        return set_error(res, 409, "id", "job " + id + " is " + state_name(j->state) +
-                                             "; its content exists once it has succeeded", "conflict");
+        return set_error(res, 409, "id",
+                         "job " + id + " is " + state_name(j->state) + "; its content exists once it has succeeded",
+                         "conflict");
       }
       out = j->dir / "output";
       media = std::find(j->files.begin(), j->files.end(), "video.mp4") != j->files.end();
     }
     // The MP4 by default when the job was decoded, else the video latents.
-    const std::string variant = req.has_param("variant") ? req.get_param_value("variant") : media ? "video" : "video_latents";
+    const std::string variant = req.has_param("variant") ? req.get_param_value("variant")
+                                : media                  ? "video"
+                                                         : "video_latents";
     static const std::map<std::string, std::pair<const char*, const char*>> kFiles = {
         {"video", {"video.mp4", "video/mp4"}},
         {"audio", {"audio.wav", "audio/wav"}},
@@ -644,12 +661,16 @@ struct Server::Impl {
         {"run_json", {"run.json", "application/json"}}};
     auto it = kFiles.find(variant);
     if (it == kFiles.end()) {
-      return set_error(res, 400, "variant", "variant must be video, audio, video_latents, audio_latents, preview or run_json",
+      return set_error(res, 400, "variant",
+                       "variant must be video, audio, video_latents, audio_latents, preview or run_json",
                        "invalid_request");
     }
     if ((variant == "video" || variant == "audio") && !media) {
-      return set_error(res, 404, "variant", "job " + id + " was not decoded (the server has no decoders, or the request "
-                       "set \"media\": false); its content is the latents: variant=video_latents", "not_found");
+      return set_error(res, 404, "variant",
+                       "job " + id +
+                           " was not decoded (the server has no decoders, or the request "
+                           "set \"media\": false); its content is the latents: variant=video_latents",
+                       "not_found");
     }
     std::ifstream f(out / it->second.first, std::ios::binary);
     if (!f) return set_error(res, 404, "id", "job " + id + "'s outputs were removed", "not_found");
@@ -711,7 +732,8 @@ struct Server::Impl {
   void handle_metrics(const httplib::Request&, httplib::Response& res) {
     std::ostringstream m;
     std::lock_guard<std::mutex> lock(mu);
-    std::map<std::string, int> by_state = {{"queued", 0}, {"running", 0}, {"succeeded", 0}, {"failed", 0}, {"cancelled", 0}};
+    std::map<std::string, int> by_state = {
+        {"queued", 0}, {"running", 0}, {"succeeded", 0}, {"failed", 0}, {"cancelled", 0}};
     for (const auto& [id, j] : jobs) ++by_state[state_name(j->state)];
     m << "# HELP vortex_queue_length Jobs waiting to run.\n# TYPE vortex_queue_length gauge\n"
       << "vortex_queue_length " << queue.size() << "\n";
@@ -722,7 +744,8 @@ struct Server::Impl {
     m << "# HELP vortex_requests_rejected_total Submissions refused, by reason.\n"
       << "# TYPE vortex_requests_rejected_total counter\n";
     for (const char* r : {"invalid_request", "insufficient_memory", "queue_full"}) {
-      m << "vortex_requests_rejected_total{reason=\"" << r << "\"} " << (rejected.count(r) ? rejected.at(r) : 0) << "\n";
+      m << "vortex_requests_rejected_total{reason=\"" << r << "\"} " << (rejected.count(r) ? rejected.at(r) : 0)
+        << "\n";
     }
     m << "# HELP vortex_step_seconds Denoising step time.\n# TYPE vortex_step_seconds summary\n"
       << "vortex_step_seconds_sum " << step_seconds_sum << "\nvortex_step_seconds_count " << steps_total << "\n"
@@ -766,15 +789,16 @@ struct Server::Impl {
     http.Get("/health", [this](const httplib::Request& q, httplib::Response& r) { handle_health(q, r); });
     http.Get("/metrics", [this](const httplib::Request& q, httplib::Response& r) { handle_metrics(q, r); });
     // Statuses without a body (no route, 413 from the parser, a wrong method) get a JSON error too.
-    http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      std::string msg = res.status == 404   ? "no route " + req.method + " " + req.path.substr(0, 128)
-                        : res.status == 413 ? std::string("the request is larger than the server accepts")
-                        : res.status == 405 ? std::string("method not allowed")
-                                            : std::string("bad request");
-      res.set_content(error_body("", msg, res.status == 404 ? "not_found" : "invalid_request"), "application/json");
-      return httplib::Server::HandlerResponse::Handled;
-    }));
+    http.set_error_handler(
+        httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          std::string msg = res.status == 404   ? "no route " + req.method + " " + req.path.substr(0, 128)
+                            : res.status == 413 ? std::string("the request is larger than the server accepts")
+                            : res.status == 405 ? std::string("method not allowed")
+                                                : std::string("bad request");
+          res.set_content(error_body("", msg, res.status == 404 ? "not_found" : "invalid_request"), "application/json");
+          return httplib::Server::HandlerResponse::Handled;
+        }));
     http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unexpected error";
       try {
@@ -845,8 +869,10 @@ void Server::shutdown(RunningJob running) { impl_->shutdown(running); }
 
 Result<std::unique_ptr<Server>> Server::start(const ServeOptions& options) {
   if (options.data_dir.empty()) return invalid_argument("--data is required: the directory job outputs go to");
-  if (options.queue_limit < 1) return invalid_argument("--queue must be >= 1, got " + std::to_string(options.queue_limit));
-  if (options.keep_jobs < 1) return invalid_argument("--keep-jobs must be >= 1, got " + std::to_string(options.keep_jobs));
+  if (options.queue_limit < 1)
+    return invalid_argument("--queue must be >= 1, got " + std::to_string(options.queue_limit));
+  if (options.keep_jobs < 1)
+    return invalid_argument("--keep-jobs must be >= 1, got " + std::to_string(options.keep_jobs));
   if (options.port < 0 || options.port > 65535) return invalid_argument("--port must be in [0, 65535]");
   VORTEX_RETURN_IF_ERROR(validate_pipeline_options(options.pipeline));
   auto impl = std::make_unique<Impl>();
@@ -854,7 +880,8 @@ Result<std::unique_ptr<Server>> Server::start(const ServeOptions& options) {
   std::error_code ec;
   impl->jobs_dir = fs::absolute(fs::path(options.data_dir), ec).lexically_normal() / "jobs";
   fs::create_directories(impl->jobs_dir, ec);
-  if (ec) return io_error("cannot create " + impl->jobs_dir.string() + ": " + ec.message() + "; choose a writable --data");
+  if (ec)
+    return io_error("cannot create " + impl->jobs_dir.string() + ": " + ec.message() + "; choose a writable --data");
 
   Impl* s = impl.get();
   std::future<Status> load_done = s->loaded.get_future();

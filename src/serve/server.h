@@ -23,13 +23,13 @@ namespace vortex::serve {
 struct ServeOptions {
   PipelineOptions pipeline;
   std::string host = "127.0.0.1";
-  int port = 8000;        // 0: an ephemeral port (Server::port() tells which)
-  std::string data_dir;   // required: job directories go under <data>/jobs
-  int queue_limit = 16;   // queued jobs (the running one not counted); beyond: 429 + Retry-After
-  int keep_jobs = 100;    // finished jobs kept (memory and disk); older ones are deleted
+  int port = 8000;       // 0: an ephemeral port (Server::port() tells which)
+  std::string data_dir;  // required: job directories go under <data>/jobs
+  int queue_limit = 16;  // queued jobs (the running one not counted); beyond: 429 + Retry-After
+  int keep_jobs = 100;   // finished jobs kept (memory and disk); older ones are deleted
   RequestLimits limits;
   size_t max_upload_bytes = 64ull << 20;  // one text_embeddings upload
-  std::string api_key;    // non-empty: every route but /health needs "Authorization: Bearer <key>"
+  std::string api_key;                    // non-empty: every route but /health needs "Authorization: Bearer <key>"
   // Admission budget for a request's memory estimate; unset: free device memory after load (cuda), free
   // host memory at submission (cpu).
   std::optional<uint64_t> memory_limit_bytes;

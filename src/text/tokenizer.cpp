@@ -158,13 +158,13 @@ struct Tokenizer::Impl {
 
   std::array<int32_t, 256> byte_id{};  // id of each single-byte token
   MergeTable merges;
-  StringIdMap vocab;                  // tokenizer.json spelling -> id (token_id)
-  StringIdMap bytes_to_id;            // raw bytes -> id (ignore_merges whole-piece lookups)
-  std::vector<std::string> id_bytes;  // id -> raw bytes (decode); added tokens hold their content
-  std::vector<std::string> id_string; // id -> tokenizer.json spelling
-  std::vector<uint8_t> defined;       // id -> 1 when some entry defines it
+  StringIdMap vocab;                   // tokenizer.json spelling -> id (token_id)
+  StringIdMap bytes_to_id;             // raw bytes -> id (ignore_merges whole-piece lookups)
+  std::vector<std::string> id_bytes;   // id -> raw bytes (decode); added tokens hold their content
+  std::vector<std::string> id_string;  // id -> tokenizer.json spelling
+  std::vector<uint8_t> defined;        // id -> 1 when some entry defines it
   std::vector<AddedToken> added;
-  std::vector<int8_t> is_special;    // id -> 1 when it is a special added token
+  std::vector<int8_t> is_special;  // id -> 1 when it is a special added token
   int32_t vocab_size = 0;
 
   // Added tokens grouped by first byte, longest first: the leftmost-longest literal scan.
@@ -193,8 +193,7 @@ struct Tokenizer::Impl {
   void bpe_linear(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const;
   void bpe_heap(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const;
   // Leftmost-longest added token in text[from..): position and index into `added`, or npos.
-  size_t find_added(std::string_view text, size_t from, bool normalized_pass, bool split_special,
-                    size_t* which) const;
+  size_t find_added(std::string_view text, size_t from, bool normalized_pass, bool split_special, size_t* which) const;
 };
 
 namespace {
@@ -237,13 +236,13 @@ Status parse_byte_level(const json& b, Tokenizer::Impl& t, bool* uses_regex) {
 }
 
 Status parse_pretokenizer(const json& j, Tokenizer::Impl& t) {
-  if (is_null_or_absent(j, "pre_tokenizer")) return refuse(t.origin, "no pre_tokenizer (byte-level BPE needs ByteLevel)");
+  if (is_null_or_absent(j, "pre_tokenizer"))
+    return refuse(t.origin, "no pre_tokenizer (byte-level BPE needs ByteLevel)");
   const json& p = j["pre_tokenizer"];
   std::vector<json> steps;
   if (p.value("type", "") == "Sequence")
     for (const json& s : p.value("pretokenizers", json::array())) steps.push_back(s);
-  else
-    steps.push_back(p);
+  else steps.push_back(p);
   bool split_seen = false, byte_level_seen = false;
   for (const json& s : steps) {
     const std::string type = s.value("type", "");
@@ -270,7 +269,8 @@ Status parse_pretokenizer(const json& j, Tokenizer::Impl& t) {
       }
       byte_level_seen = true;
     } else {
-      return refuse(t.origin, "pre-tokenizer step \"" + type + "\" is not supported here (expected Split(Regex, Isolated) then ByteLevel)");
+      return refuse(t.origin, "pre-tokenizer step \"" + type +
+                                  "\" is not supported here (expected Split(Regex, Isolated) then ByteLevel)");
     }
   }
   if (!byte_level_seen) return refuse(t.origin, "the pre-tokenizer has no ByteLevel step");
@@ -321,8 +321,8 @@ Status compile_pattern(Tokenizer::Impl& t) {
   PCRE2_SIZE at = 0;
   // UTF + UCP: \p{L} and case folding by Unicode properties, as in oniguruma / fancy-regex.
   const std::string pattern = spell_out_whitespace(t.pattern);
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP, &err, &at, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
+                                   &err, &at, nullptr);
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
@@ -349,7 +349,8 @@ bool spelling_to_bytes(std::string_view s, const std::array<int, 324>& cp_to_byt
 }
 
 Status define_id(Tokenizer::Impl& t, int64_t id, const std::string& spelling, std::string bytes) {
-  if (id < 0 || id > INT32_MAX - 1) return format_error(t.origin + ": token id " + std::to_string(id) + " out of range");
+  if (id < 0 || id > INT32_MAX - 1)
+    return format_error(t.origin + ": token id " + std::to_string(id) + " out of range");
   const auto i = static_cast<size_t>(id);
   if (i >= t.id_bytes.size()) {
     t.id_bytes.resize(i + 1);
@@ -386,7 +387,8 @@ Status parse_model(const json& j, Tokenizer::Impl& t) {
   t.byte_id.fill(-1);
   std::string bytes;
   for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-    if (!it.value().is_number_integer()) return format_error(t.origin + ": vocab entry \"" + it.key() + "\" has no integer id");
+    if (!it.value().is_number_integer())
+      return format_error(t.origin + ": vocab entry \"" + it.key() + "\" has no integer id");
     const int64_t id = it.value().get<int64_t>();
     if (!spelling_to_bytes(it.key(), c2b, bytes))
       return format_error(t.origin + ": vocab entry \"" + it.key() + "\" (id " + std::to_string(id) +
@@ -413,7 +415,8 @@ Status parse_model(const json& j, Tokenizer::Impl& t) {
       const std::string& s = mj.get_ref<const std::string&>();
       const size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        return format_error(t.origin + ": merge " + std::to_string(rank) + " \"" + s + "\" is not two tokens separated by one space");
+        return format_error(t.origin + ": merge " + std::to_string(rank) + " \"" + s +
+                            "\" is not two tokens separated by one space");
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else if (mj.is_array() && mj.size() == 2 && mj[0].is_string() && mj[1].is_string()) {  // [a, b]
@@ -696,7 +699,8 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view json_text, std::string_v
   auto t = std::make_shared<Impl>();
   t->origin = std::string(origin);
   json j = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return format_error(t->origin + ": not a JSON object (tokenizer.json expected)");
+  if (j.is_discarded() || !j.is_object())
+    return format_error(t->origin + ": not a JSON object (tokenizer.json expected)");
   VORTEX_RETURN_IF_ERROR(parse_model(j, *t));
   VORTEX_RETURN_IF_ERROR(parse_normalizer(j, *t));
   VORTEX_RETURN_IF_ERROR(parse_pretokenizer(j, *t));

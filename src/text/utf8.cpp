@@ -36,14 +36,10 @@ size_t sequence_length(const uint8_t* p, size_t left, const char** why) {
     return 0;
   }
   if (p[1] < lo || p[1] > hi) {
-    if (p[1] < 0x80 || p[1] > 0xBF)
-      *why = "truncated sequence (a lead byte not followed by enough continuation bytes)";
-    else if (b == 0xED)
-      *why = "UTF-16 surrogate (U+D800..U+DFFF) encoded in UTF-8";
-    else if (b == 0xF4)
-      *why = "code point beyond U+10FFFF";
-    else
-      *why = "overlong encoding";
+    if (p[1] < 0x80 || p[1] > 0xBF) *why = "truncated sequence (a lead byte not followed by enough continuation bytes)";
+    else if (b == 0xED) *why = "UTF-16 surrogate (U+D800..U+DFFF) encoded in UTF-8";
+    else if (b == 0xF4) *why = "code point beyond U+10FFFF";
+    else *why = "overlong encoding";
     return 0;
   }
   for (size_t i = 2; i < n; ++i) {

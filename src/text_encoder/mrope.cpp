@@ -53,10 +53,14 @@ Result<RopeTables> make_mrope_tables(const TextEncoderConfig& cfg, const Tensor&
   for (int64_t i = 0; i < len; ++i) {
     for (int j = 0; j < half; ++j) {
       const int32_t p = pos[mrope_axis(cfg, j) * len + i];
-      if (p < 0) return invalid_argument("M-RoPE position " + std::to_string(p) + " at row " + std::to_string(i) + " is negative");
+      if (p < 0)
+        return invalid_argument("M-RoPE position " + std::to_string(p) + " at row " + std::to_string(i) +
+                                " is negative");
       const float freq = static_cast<float>(p) * inv[static_cast<size_t>(j)];  // FP32 multiply
-      t.cos.data<uint16_t>()[i * half + j] = bf16_bits_from_f32(static_cast<float>(std::cos(static_cast<double>(freq))));
-      t.sin.data<uint16_t>()[i * half + j] = bf16_bits_from_f32(static_cast<float>(std::sin(static_cast<double>(freq))));
+      t.cos.data<uint16_t>()[i * half + j] =
+          bf16_bits_from_f32(static_cast<float>(std::cos(static_cast<double>(freq))));
+      t.sin.data<uint16_t>()[i * half + j] =
+          bf16_bits_from_f32(static_cast<float>(std::sin(static_cast<double>(freq))));
     }
   }
   return t;

@@ -70,8 +70,10 @@ Result<int> pipeline_text_layer(const std::string& dir) {
 Result<std::unique_ptr<TextEncoder>> TextEncoder::load(const std::string& dir, Backend& backend, int layers_needed,
                                                        const TextEncoderLoadProgressFn& progress) {
   VORTEX_ASSIGN_OR_RETURN(std::string folder, text_encoder_folder(dir));
-  VORTEX_ASSIGN_OR_RETURN(TextEncoderConfig cfg, TextEncoderConfig::from_file((fs::path(folder) / "config.json").string()));
-  VORTEX_ASSIGN_OR_RETURN(TextEncoderWeights w, load_text_encoder_weights(folder, cfg, layers_needed, backend, progress));
+  VORTEX_ASSIGN_OR_RETURN(TextEncoderConfig cfg,
+                          TextEncoderConfig::from_file((fs::path(folder) / "config.json").string()));
+  VORTEX_ASSIGN_OR_RETURN(TextEncoderWeights w,
+                          load_text_encoder_weights(folder, cfg, layers_needed, backend, progress));
   return std::unique_ptr<TextEncoder>(new TextEncoder(cfg, backend, std::move(w)));
 }
 
@@ -89,9 +91,9 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
   const TextEncoderConfig& c = config_;
   if (ids.empty()) return invalid_argument("text encoder: no token ids");
   if (layer_index < 0 || layer_index > c.num_layers)
-    return invalid_argument("text encoder: hidden_states[" + std::to_string(layer_index) + "] does not exist; valid are 0.." +
-                            std::to_string(c.num_layers) + " (0 = embedding, " + std::to_string(c.num_layers) +
-                            " = after the final norm)");
+    return invalid_argument("text encoder: hidden_states[" + std::to_string(layer_index) +
+                            "] does not exist; valid are 0.." + std::to_string(c.num_layers) + " (0 = embedding, " +
+                            std::to_string(c.num_layers) + " = after the final norm)");
   if (layer_index > layers_loaded() || (layer_index == c.num_layers && !weights_.norm_weight.defined()))
     return invalid_argument("text encoder: hidden_states[" + std::to_string(layer_index) + "] needs " +
                             std::to_string(layer_index) + " decoder layers" +
@@ -103,7 +105,8 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
       return invalid_argument("text encoder: token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
                               " is outside the vocabulary [0, " + std::to_string(c.vocab) + ")");
   if (positions.defined() && positions.ndim() == 2 && positions.dim(1) != len)
-    return invalid_argument("text encoder: positions are " + positions.describe() + " for " + std::to_string(len) + " ids");
+    return invalid_argument("text encoder: positions are " + positions.describe() + " for " + std::to_string(len) +
+                            " ids");
   VORTEX_ASSIGN_OR_RETURN(RopeTables rope, make_mrope_tables(c, positions));
   Backend& be = backend_;
   if (be.device() != Device::kCpu) {  // the tables are host tensors; the ops read them on the backend's device
@@ -121,35 +124,39 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
   VORTEX_ASSIGN_OR_RETURN(Tensor x, be.upload(x_host));  // [L, D] bf16 residual stream
 
   const int64_t qw = c.q_width(), kvw = c.kv_width(), width = qw + 2 * kvw;
-  VORTEX_ASSIGN_OR_RETURN(Tensor norm_out, be.alloc({len, d}, DType::kBF16));   // [L, D]
-  VORTEX_ASSIGN_OR_RETURN(Tensor qkv, be.alloc({len, width}, DType::kBF16));    // [L, qw + 2 kvw], [q | k | v]
-  VORTEX_ASSIGN_OR_RETURN(Tensor attn, be.alloc({len, qw}, DType::kBF16));      // [L, H * hd]
-  VORTEX_ASSIGN_OR_RETURN(Tensor proj, be.alloc({len, d}, DType::kBF16));       // [L, D]
-  VORTEX_ASSIGN_OR_RETURN(Tensor up, be.alloc({len, 2 * f}, DType::kBF16));     // [L, 2F], [gate | up]
-  VORTEX_ASSIGN_OR_RETURN(Tensor act, be.alloc({len, f}, DType::kBF16));        // [L, F]
-  VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.as_strided({len, qw}, {width, 1}, 0));              // [L, H * hd] view
-  VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.as_strided({len, kvw}, {width, 1}, qw));            // [L, H_kv * hd] view
-  VORTEX_ASSIGN_OR_RETURN(Tensor v, qkv.as_strided({len, kvw}, {width, 1}, qw + kvw));      // [L, H_kv * hd] view
-  VORTEX_ASSIGN_OR_RETURN(Tensor gate, up.as_strided({len, f}, {2 * f, 1}, 0));             // [L, F] view
-  VORTEX_ASSIGN_OR_RETURN(Tensor upv, up.as_strided({len, f}, {2 * f, 1}, f));              // [L, F] view
+  VORTEX_ASSIGN_OR_RETURN(Tensor norm_out, be.alloc({len, d}, DType::kBF16));           // [L, D]
+  VORTEX_ASSIGN_OR_RETURN(Tensor qkv, be.alloc({len, width}, DType::kBF16));            // [L, qw + 2 kvw], [q | k | v]
+  VORTEX_ASSIGN_OR_RETURN(Tensor attn, be.alloc({len, qw}, DType::kBF16));              // [L, H * hd]
+  VORTEX_ASSIGN_OR_RETURN(Tensor proj, be.alloc({len, d}, DType::kBF16));               // [L, D]
+  VORTEX_ASSIGN_OR_RETURN(Tensor up, be.alloc({len, 2 * f}, DType::kBF16));             // [L, 2F], [gate | up]
+  VORTEX_ASSIGN_OR_RETURN(Tensor act, be.alloc({len, f}, DType::kBF16));                // [L, F]
+  VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.as_strided({len, qw}, {width, 1}, 0));          // [L, H * hd] view
+  VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.as_strided({len, kvw}, {width, 1}, qw));        // [L, H_kv * hd] view
+  VORTEX_ASSIGN_OR_RETURN(Tensor v, qkv.as_strided({len, kvw}, {width, 1}, qw + kvw));  // [L, H_kv * hd] view
+  VORTEX_ASSIGN_OR_RETURN(Tensor gate, up.as_strided({len, f}, {2 * f, 1}, 0));         // [L, F] view
+  VORTEX_ASSIGN_OR_RETURN(Tensor upv, up.as_strided({len, f}, {2 * f, 1}, f));          // [L, F] view
   const SegmentTable no_segments;
   const int layers_run = layer_index == c.num_layers ? c.num_layers : layer_index;
   for (int i = 0; i < layers_run; ++i) {
     const TextEncoderLayerWeights& l = weights_.layers[static_cast<size_t>(i)];
     const std::string at = "text encoder layer " + std::to_string(i);
-    VORTEX_RETURN_IF_ERROR(be.rms_norm_two_rounding(x, l.input_layernorm_weight, c.rms_norm_eps, norm_out).with_context(at + " input_layernorm"));
+    VORTEX_RETURN_IF_ERROR(be.rms_norm_two_rounding(x, l.input_layernorm_weight, c.rms_norm_eps, norm_out)
+                               .with_context(at + " input_layernorm"));
     VORTEX_RETURN_IF_ERROR(be.linear(norm_out, l.self_attn_q_proj, nullptr, q).with_context(at + " q_proj"));
     VORTEX_RETURN_IF_ERROR(be.linear(norm_out, l.self_attn_k_proj, nullptr, k).with_context(at + " k_proj"));
     VORTEX_RETURN_IF_ERROR(be.linear(norm_out, l.self_attn_v_proj, nullptr, v).with_context(at + " v_proj"));
-    VORTEX_RETURN_IF_ERROR(be.head_norm_rope(q, l.self_attn_q_norm_weight, c.rms_norm_eps, &rope, c.num_heads, c.head_dim)
-                               .with_context(at + " q_norm + rope"));
-    VORTEX_RETURN_IF_ERROR(be.head_norm_rope(k, l.self_attn_k_norm_weight, c.rms_norm_eps, &rope, c.num_kv_heads, c.head_dim)
-                               .with_context(at + " k_norm + rope"));
-    VORTEX_RETURN_IF_ERROR(be.causal_attention(q, k, v, c.num_heads, c.num_kv_heads, c.head_dim, attn).with_context(at + " attention"));
+    VORTEX_RETURN_IF_ERROR(
+        be.head_norm_rope(q, l.self_attn_q_norm_weight, c.rms_norm_eps, &rope, c.num_heads, c.head_dim)
+            .with_context(at + " q_norm + rope"));
+    VORTEX_RETURN_IF_ERROR(
+        be.head_norm_rope(k, l.self_attn_k_norm_weight, c.rms_norm_eps, &rope, c.num_kv_heads, c.head_dim)
+            .with_context(at + " k_norm + rope"));
+    VORTEX_RETURN_IF_ERROR(
+        be.causal_attention(q, k, v, c.num_heads, c.num_kv_heads, c.head_dim, attn).with_context(at + " attention"));
     VORTEX_RETURN_IF_ERROR(be.linear(attn, l.self_attn_o_proj, nullptr, proj).with_context(at + " o_proj"));
     VORTEX_RETURN_IF_ERROR(be.gate_add(x, proj, nullptr, 0, no_segments).with_context(at + " attention residual"));
-    VORTEX_RETURN_IF_ERROR(
-        be.rms_norm_two_rounding(x, l.post_attention_layernorm_weight, c.rms_norm_eps, norm_out).with_context(at + " post_attention_layernorm"));
+    VORTEX_RETURN_IF_ERROR(be.rms_norm_two_rounding(x, l.post_attention_layernorm_weight, c.rms_norm_eps, norm_out)
+                               .with_context(at + " post_attention_layernorm"));
     VORTEX_RETURN_IF_ERROR(be.linear(norm_out, l.mlp_gate_proj, nullptr, gate).with_context(at + " gate_proj"));
     VORTEX_RETURN_IF_ERROR(be.linear(norm_out, l.mlp_up_proj, nullptr, upv).with_context(at + " up_proj"));
     VORTEX_RETURN_IF_ERROR(be.swiglu(up, act).with_context(at + " silu(gate) * up"));
@@ -157,7 +164,8 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
     VORTEX_RETURN_IF_ERROR(be.gate_add(x, proj, nullptr, 0, no_segments).with_context(at + " mlp residual"));
   }
   if (layer_index == c.num_layers) {
-    VORTEX_RETURN_IF_ERROR(be.rms_norm_two_rounding(x, weights_.norm_weight, c.rms_norm_eps, norm_out).with_context("text encoder norm"));
+    VORTEX_RETURN_IF_ERROR(
+        be.rms_norm_two_rounding(x, weights_.norm_weight, c.rms_norm_eps, norm_out).with_context("text encoder norm"));
     x = norm_out;
   }
   Tensor out = Tensor::empty({len, d}, DType::kBF16);  // [L, D] bf16 host

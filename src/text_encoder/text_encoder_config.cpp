@@ -117,19 +117,24 @@ Result<TextEncoderConfig> TextEncoderConfig::from_json_text(const std::string& t
   const json* rope = nullptr;
   if (t.contains("rope_parameters") && t["rope_parameters"].is_object()) rope = &t["rope_parameters"];
   else if (t.contains("rope_scaling") && t["rope_scaling"].is_object()) rope = &t["rope_scaling"];
-  if (rope == nullptr) return format_error(label + ": text_config has no rope_parameters / rope_scaling (M-RoPE sections)");
-  const json* theta = rope->contains("rope_theta") ? &(*rope)["rope_theta"] : (t.contains("rope_theta") ? &t["rope_theta"] : nullptr);
+  if (rope == nullptr)
+    return format_error(label + ": text_config has no rope_parameters / rope_scaling (M-RoPE sections)");
+  const json* theta =
+      rope->contains("rope_theta") ? &(*rope)["rope_theta"] : (t.contains("rope_theta") ? &t["rope_theta"] : nullptr);
   if (theta == nullptr || !theta->is_number()) return format_error(label + ": text_config has no numeric rope_theta");
   c.rope_theta = theta->get<double>();
   const std::string type = rope->value("rope_type", rope->value("type", std::string("default")));
   if (type != "default" && type != "mrope")
     return unsupported(label + ": rope_type '" + type + "' is not supported (Qwen3-VL uses 'default')");
   if (rope->contains("mrope_interleaved") && (*rope)["mrope_interleaved"] == false)
-    return unsupported(label + ": mrope_interleaved false is not Qwen3-VL's layout (its rotary embedding always interleaves)");
+    return unsupported(label +
+                       ": mrope_interleaved false is not Qwen3-VL's layout (its rotary embedding always interleaves)");
   const json sec = rope->value("mrope_section", json::array({24, 20, 20}));  // transformers' default
-  if (!sec.is_array() || sec.size() != 3) return format_error(label + ": mrope_section must be 3 integers, got " + sec.dump());
+  if (!sec.is_array() || sec.size() != 3)
+    return format_error(label + ": mrope_section must be 3 integers, got " + sec.dump());
   for (size_t i = 0; i < 3; ++i) {
-    if (!sec[i].is_number_integer()) return format_error(label + ": mrope_section must be 3 integers, got " + sec.dump());
+    if (!sec[i].is_number_integer())
+      return format_error(label + ": mrope_section must be 3 integers, got " + sec.dump());
     c.mrope_section[i] = sec[i].get<int>();
   }
   if (t.contains("max_position_embeddings") && !t["max_position_embeddings"].is_null())

@@ -16,15 +16,15 @@ namespace vortex {
 constexpr int kH3TextEncoderLayer = 50;
 
 struct TextEncoderConfig {
-  int hidden = 0;              // text_config.hidden_size (5120)
-  int num_layers = 0;          // text_config.num_hidden_layers (64): layers of the full stack
-  int num_heads = 0;           // num_attention_heads (64)
-  int num_kv_heads = 0;        // num_key_value_heads (8)
-  int head_dim = 0;            // head_dim (128)
-  int ffn = 0;                 // intermediate_size (25600)
-  int vocab = 0;               // vocab_size (151936)
-  float rms_norm_eps = 1e-6f;  // rms_norm_eps
-  double rope_theta = 0.0;     // rope_theta (5e6)
+  int hidden = 0;                      // text_config.hidden_size (5120)
+  int num_layers = 0;                  // text_config.num_hidden_layers (64): layers of the full stack
+  int num_heads = 0;                   // num_attention_heads (64)
+  int num_kv_heads = 0;                // num_key_value_heads (8)
+  int head_dim = 0;                    // head_dim (128)
+  int ffn = 0;                         // intermediate_size (25600)
+  int vocab = 0;                       // vocab_size (151936)
+  float rms_norm_eps = 1e-6f;          // rms_norm_eps
+  double rope_theta = 0.0;             // rope_theta (5e6)
   std::array<int, 3> mrope_section{};  // (t, h, w) frequency counts, sum = head_dim / 2 ([24, 20, 20])
   // text_config.max_position_embeddings (262,144): the longest prompt the conditioner has positions for;
   // 0 when the config does not say.

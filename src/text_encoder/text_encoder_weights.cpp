@@ -51,7 +51,9 @@ TextEncoderWeights assemble(const TextEncoderConfig& cfg, int layers, std::map<s
   return w;
 }
 
-bool is_embedding(const std::string& name) { return name == std::string(kTextEncoderKeyPrefix) + "embed_tokens.weight"; }
+bool is_embedding(const std::string& name) {
+  return name == std::string(kTextEncoderKeyPrefix) + "embed_tokens.weight";
+}
 
 }  // namespace
 
@@ -173,7 +175,8 @@ Status write_synthetic_text_encoder(const std::string& dir, const TextEncoderCon
   const fs::path d(dir), config = d / "config.json", weights = d / "model.safetensors";
   std::error_code ec;
   for (const fs::path& p : {config, weights})
-    if (fs::exists(p, ec)) return invalid_argument(p.string() + " exists; the synthetic text encoder is written only into a new folder");
+    if (fs::exists(p, ec))
+      return invalid_argument(p.string() + " exists; the synthetic text encoder is written only into a new folder");
   fs::create_directories(d, ec);
   if (ec) return io_error("cannot create " + d.string() + ": " + ec.message());
   VORTEX_ASSIGN_OR_RETURN(std::vector<TextEncoderTensorSpec> specs, text_encoder_tensor_specs(cfg, cfg.num_layers));

@@ -36,9 +36,9 @@ struct TextEncoderLayerWeights {
 };
 
 struct TextEncoderWeights {
-  Tensor embed_tokens_weight;  // [V, D] bf16, HOST (mmap view or synthetic buffer)
+  Tensor embed_tokens_weight;                   // [V, D] bf16, HOST (mmap view or synthetic buffer)
   std::vector<TextEncoderLayerWeights> layers;  // layers 0 .. K-1
-  Tensor norm_weight;  // [D] bf16; defined only when K == num_layers
+  Tensor norm_weight;                           // [D] bf16; defined only when K == num_layers
 };
 
 // One checkpoint tensor the conditioner reads, with the synthetic init used by `synthesize`:

@@ -69,10 +69,12 @@ Status AudioVaeConfig::validate() const {
   if (decoder_dim % (1 << decoder_rates.size()) != 0)
     return bad("decoder_dim must halve " + std::to_string(decoder_rates.size()) + " times");
   for (size_t i = 0; i < decoder_rates.size(); ++i)
-    if (decoder_rates[i] <= 0 || decoder_kernel_sizes[i] < decoder_rates[i]) return bad("each kernel size must be >= its rate");
+    if (decoder_rates[i] <= 0 || decoder_kernel_sizes[i] < decoder_rates[i])
+      return bad("each kernel size must be >= its rate");
   if (resblock_kernel_sizes.empty() || resblock_kernel_sizes.size() != resblock_dilation_sizes.size())
     return bad("resblock_kernel_sizes and resblock_dilation_sizes must be non-empty lists of one length");
-  if (static_cast<int>(latents_mean.size()) != latent_channels || static_cast<int>(latents_std.size()) != latent_channels)
+  if (static_cast<int>(latents_mean.size()) != latent_channels ||
+      static_cast<int>(latents_std.size()) != latent_channels)
     return bad("latents_mean / latents_std need " + std::to_string(latent_channels) + " values");
   if (sampling_rate <= 0) return bad("sampling_rate must be positive");
   return Status::Ok();
@@ -89,7 +91,8 @@ Result<AudioVaeConfig> AudioVaeConfig::from_json(const nlohmann::json& j) {
   if (j.contains("resblock_dilation_sizes")) {
     c.resblock_dilation_sizes.clear();
     const auto& v = j["resblock_dilation_sizes"];
-    if (!v.is_array()) return format_error("config.json: 'resblock_dilation_sizes' must be a list of lists of integers");
+    if (!v.is_array())
+      return format_error("config.json: 'resblock_dilation_sizes' must be a list of lists of integers");
     for (const auto& row : v) {
       nlohmann::json wrap = {{"d", row}};
       VORTEX_ASSIGN_OR_RETURN(auto d, config_ints(wrap, "d", {}));
@@ -97,7 +100,8 @@ Result<AudioVaeConfig> AudioVaeConfig::from_json(const nlohmann::json& j) {
     }
   }
   VORTEX_ASSIGN_OR_RETURN(c.sampling_rate, config_int(j, "sampling_rate", c.sampling_rate));
-  VORTEX_ASSIGN_OR_RETURN(c.latents_mean, config_floats(j, "latents_mean", std::vector<float>(c.latent_channels, 0.0f)));
+  VORTEX_ASSIGN_OR_RETURN(c.latents_mean,
+                          config_floats(j, "latents_mean", std::vector<float>(c.latent_channels, 0.0f)));
   VORTEX_ASSIGN_OR_RETURN(c.latents_std, config_floats(j, "latents_std", std::vector<float>(c.latent_channels, 1.0f)));
   VORTEX_RETURN_IF_ERROR(c.validate());
   return c;
@@ -130,8 +134,8 @@ Result<AudioVaeConfig> AudioVaeConfig::from_original_json(const nlohmann::json& 
   copy(kwargs, "sample_rate", "sampling_rate");
   copy(wrapper, "latents_mean", "latents_mean");
   copy(wrapper, "latents_std", "latents_std");
-  for (const auto& [w, k] : {std::pair<const char*, const char*>{"latent_channels", "vae_latent_channels"},
-                             {"sample_rate", "sample_rate"}})
+  for (const auto& [w, k] :
+       {std::pair<const char*, const char*>{"latent_channels", "vae_latent_channels"}, {"sample_rate", "sample_rate"}})
     if (wrapper.contains(w) && kwargs.contains(k) && wrapper[w] != kwargs[k])
       return format_error(std::string("config.json says ") + w + " " + wrapper[w].dump() + ", metadata.json " + k +
                           " " + kwargs[k].dump());
@@ -147,8 +151,9 @@ Result<AudioVaeConfig> AudioVaeConfig::from_original_json(const nlohmann::json& 
 Result<std::unique_ptr<AudioVae>> AudioVae::load(const std::string& dir, Backend& backend) {
   VORTEX_ASSIGN_OR_RETURN(VaeFolder folder, open_vae_folder(dir, "audio VAE (--audio-vae)", "MiniMaxH3AudioVAE"));
   // The original layout's key names are diffusers' own (the conversion is an identity on names).
-  auto cfg = folder.layout == VaeLayout::kOriginal ? AudioVaeConfig::from_original_json(folder.config, folder.source_config)
-                                                   : AudioVaeConfig::from_json(folder.config);
+  auto cfg = folder.layout == VaeLayout::kOriginal
+                 ? AudioVaeConfig::from_original_json(folder.config, folder.source_config)
+                 : AudioVaeConfig::from_json(folder.config);
   if (!cfg.ok()) return cfg.status().with_context("audio VAE " + dir);
   auto vae = from_source(*cfg, folder_tensor_source(folder), backend, false);
   if (!vae.ok()) return vae.status().with_context("audio VAE " + dir);
@@ -273,7 +278,8 @@ Status AudioVae::check_latents(const Tensor& z) const {
   if (!z.defined() || z.ndim() != 3 || z.dtype() != DType::kF32 || !z.is_contiguous() || z.device() != Device::kCpu)
     return invalid_argument("audio latents must be a contiguous host [2, " + std::to_string(cfg_.latent_channels) +
                             ", Ta] f32 tensor, got " + (z.defined() ? z.describe() : std::string("nothing")));
-  if (z.dim(0) != 2) return invalid_argument("audio latents must hold 2 stereo channels ([2, C, Ta]), got " + z.describe());
+  if (z.dim(0) != 2)
+    return invalid_argument("audio latents must hold 2 stereo channels ([2, C, Ta]), got " + z.describe());
   if (z.dim(1) != cfg_.latent_channels)
     return invalid_argument("audio latents have " + std::to_string(z.dim(1)) + " channels; this VAE takes " +
                             std::to_string(cfg_.latent_channels) + " ([2, C, Ta])");
@@ -328,15 +334,18 @@ Result<Tensor> AudioVae::decode(const Tensor& latents, const VaeProgressFn& prog
       }
     VORTEX_ASSIGN_OR_RETURN(Tensor z, backend_.upload(zin));
     VORTEX_ASSIGN_OR_RETURN(Tensor h0, backend_.alloc({cfg_.latent_dim, ta}, DType::kF32));  // [latent_dim, Ta]
-    VORTEX_RETURN_IF_ERROR(backend_.conv1d(z, w_.dec_in_proj_weight, &w_.dec_in_proj_bias, 1, 0, h0).with_context("dec_in_proj"));
+    VORTEX_RETURN_IF_ERROR(
+        backend_.conv1d(z, w_.dec_in_proj_weight, &w_.dec_in_proj_bias, 1, 0, h0).with_context("dec_in_proj"));
     VORTEX_ASSIGN_OR_RETURN(Tensor h, backend_.alloc({cfg_.decoder_dim, ta}, DType::kF32));  // [D0, Ta]
-    VORTEX_RETURN_IF_ERROR(backend_.conv1d(h0, w_.decoder_conv_pre_weight, &w_.decoder_conv_pre_bias, 1, 3, h).with_context("conv_pre"));
+    VORTEX_RETURN_IF_ERROR(
+        backend_.conv1d(h0, w_.decoder_conv_pre_weight, &w_.decoder_conv_pre_bias, 1, 3, h).with_context("conv_pre"));
     for (size_t i = 0; i < cfg_.decoder_rates.size(); ++i) {
       const int r = cfg_.decoder_rates[i], k = cfg_.decoder_kernel_sizes[i];
       const int64_t lo = ref::conv_transpose1d_out_length(h.dim(1), k, r, (k - r) / 2);
       VORTEX_ASSIGN_OR_RETURN(Tensor hu, backend_.alloc({h.dim(0) / 2, lo}, DType::kF32));  // [Ci / 2, L * r]
-      VORTEX_RETURN_IF_ERROR(backend_.conv_transpose1d(h, w_.decoder_ups_weight[i], &w_.decoder_ups_bias[i], r, (k - r) / 2, hu)
-                                 .with_context("ups." + std::to_string(i)));
+      VORTEX_RETURN_IF_ERROR(
+          backend_.conv_transpose1d(h, w_.decoder_ups_weight[i], &w_.decoder_ups_bias[i], r, (k - r) / 2, hu)
+              .with_context("ups." + std::to_string(i)));
       Tensor acc;
       for (size_t j = 0; j < nk; ++j) {
         VORTEX_ASSIGN_OR_RETURN(Tensor blk, amp_block(hu, w_.decoder_resblocks[i * nk + j]));
@@ -348,8 +357,11 @@ Result<Tensor> AudioVae::decode(const Tensor& latents, const VaeProgressFn& prog
     }
     VORTEX_ASSIGN_OR_RETURN(Tensor act, activation(h, w_.decoder_activation_post));
     VORTEX_ASSIGN_OR_RETURN(Tensor y, backend_.alloc({1, h.dim(1)}, DType::kF32));  // [1, samples]
-    VORTEX_RETURN_IF_ERROR(backend_.conv1d(act, w_.decoder_conv_post_weight, nullptr, 1, 3, y).with_context("conv_post"));
-    if (y.dim(1) != samples) return internal_error("audio VAE produced " + std::to_string(y.dim(1)) + " samples, expected " + std::to_string(samples));
+    VORTEX_RETURN_IF_ERROR(
+        backend_.conv1d(act, w_.decoder_conv_post_weight, nullptr, 1, 3, y).with_context("conv_post"));
+    if (y.dim(1) != samples)
+      return internal_error("audio VAE produced " + std::to_string(y.dim(1)) + " samples, expected " +
+                            std::to_string(samples));
     Tensor yh = Tensor::empty({1, samples}, DType::kF32);
     VORTEX_RETURN_IF_ERROR(backend_.download(y, yh));
     for (int64_t i = 0; i < samples; ++i) {

@@ -46,9 +46,9 @@ struct AudioVaeConfig {
 // kaiser_sinc_filter1d(cutoff, half_width, kernel_size) of alias-free-torch, in FP64 rounded to FP32 [K].
 std::vector<float> kaiser_sinc_filter(double cutoff, double half_width, int kernel_size);
 
-struct AudioVaeActivationWeights {  // *.activations.{i} / decoder.activation_post
-  Tensor act_alpha, act_beta;     // [C] f32, log-space
-  Tensor upsample_filter;         // [K] f32
+struct AudioVaeActivationWeights {   // *.activations.{i} / decoder.activation_post
+  Tensor act_alpha, act_beta;        // [C] f32, log-space
+  Tensor upsample_filter;            // [K] f32
   Tensor downsample_lowpass_filter;  // [K] f32
 };
 
@@ -61,8 +61,8 @@ struct AudioVaeAmpBlockWeights {  // decoder.resblocks.{i}
 };
 
 struct AudioVaeWeights {
-  Tensor dec_in_proj_weight, dec_in_proj_bias;  // [latent_dim, C, 1], [latent_dim]
-  Tensor decoder_conv_pre_weight, decoder_conv_pre_bias;  // [D0, latent_dim, 7], [D0]
+  Tensor dec_in_proj_weight, dec_in_proj_bias;               // [latent_dim, C, 1], [latent_dim]
+  Tensor decoder_conv_pre_weight, decoder_conv_pre_bias;     // [D0, latent_dim, 7], [D0]
   std::vector<Tensor> decoder_ups_weight, decoder_ups_bias;  // ups.{i}.0: [Ci, Ci / 2, K], [Ci / 2]
   std::vector<AudioVaeAmpBlockWeights> decoder_resblocks;
   AudioVaeActivationWeights decoder_activation_post;

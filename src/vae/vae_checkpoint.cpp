@@ -36,7 +36,9 @@ Result<Tensor> to_f32_host(const Tensor& t, std::string_view name) {
   if (!t.is_contiguous()) return invalid_argument(std::string(name) + ": expected a contiguous tensor");
   float* dst = out.data<float>();
   switch (t.dtype()) {
-    case DType::kF32: std::memcpy(dst, t.raw_data(), static_cast<size_t>(n) * 4); break;
+    case DType::kF32:
+      std::memcpy(dst, t.raw_data(), static_cast<size_t>(n) * 4);
+      break;
     case DType::kBF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = f32_from_bf16_bits(static_cast<const uint16_t*>(t.raw_data())[i]);
       break;
@@ -44,7 +46,8 @@ Result<Tensor> to_f32_host(const Tensor& t, std::string_view name) {
       for (int64_t i = 0; i < n; ++i) dst[i] = f32_from_f16_bits(static_cast<const uint16_t*>(t.raw_data())[i]);
       break;
     default:
-      return format_error(std::string(name) + " is " + dtype_name(t.dtype()) + "; a VAE tensor must be F32, BF16 or F16");
+      return format_error(std::string(name) + " is " + dtype_name(t.dtype()) +
+                          "; a VAE tensor must be F32, BF16 or F16");
   }
   return out;
 }
@@ -68,7 +71,8 @@ Result<nlohmann::json> read_json_object(const std::string& path, std::string_vie
     return not_found(std::string(what) + ": " + path + " does not exist");
   }
   auto j = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return format_error(std::string(what) + ": " + path + " is not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    return format_error(std::string(what) + ": " + path + " is not a JSON object");
   return j;
 }
 
@@ -94,8 +98,9 @@ Result<VaeFolder> open_vae_folder(const std::string& dir, std::string_view what,
   auto cfg = read_json_object(cfg_path, what, &missing);
   if (!cfg.ok() && missing) {
     std::error_code ec;
-    std::string hint = " (pass the VAE folder itself: config.json + diffusion_pytorch_model.safetensors, or the "
-                       "original layout's config.json + weights)";
+    std::string hint =
+        " (pass the VAE folder itself: config.json + diffusion_pytorch_model.safetensors, or the "
+        "original layout's config.json + weights)";
     if (fs::exists(dir + "/model_index.json", ec) || fs::exists(dir + "/modular_model_index.json", ec))
       hint = " (" + dir + " looks like a whole snapshot; pass its vae/ or audio_vae/ folder)";
     return not_found(std::string(what) + ": no config.json in " + dir + hint);
@@ -208,7 +213,8 @@ Result<std::vector<int>> config_ints(const nlohmann::json& cfg, const char* key,
   std::vector<int> out;
   if (!v.is_array()) return format_error(std::string("config.json: '") + key + "' must be a list of integers");
   for (const auto& e : v) {
-    if (!e.is_number_integer()) return format_error(std::string("config.json: '") + key + "' must be a list of integers");
+    if (!e.is_number_integer())
+      return format_error(std::string("config.json: '") + key + "' must be a list of integers");
     out.push_back(e.get<int>());
   }
   return out;

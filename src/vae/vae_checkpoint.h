@@ -55,7 +55,8 @@ VaeTensorSource folder_tensor_source(const VaeFolder& folder);
 Status check_unexpected_vae_tensors(const VaeFolder& folder, const std::vector<std::string>& ignored_prefixes);
 // A VaeTensorSource that synthesizes every requested tensor deterministically from (seed, name):
 // element = offset + scale * u, u uniform in [-1, 1), with (scale, offset) chosen by `init(name, shape)`.
-VaeTensorSource synthetic_tensor_source(uint64_t seed, std::function<std::pair<float, float>(const std::string&, const Shape&)> init);
+VaeTensorSource synthetic_tensor_source(uint64_t seed,
+                                        std::function<std::pair<float, float>(const std::string&, const Shape&)> init);
 
 // config.json readers with errors naming the key.
 Result<int> config_int(const nlohmann::json& cfg, const char* key, int fallback);

@@ -65,11 +65,15 @@ std::pair<float, float> synthetic_init(const std::string& name, const Shape& sha
 
 Status VideoVaeConfig::validate() const {
   auto bad = [](const std::string& m) { return invalid_argument("video VAE config: " + m); };
-  if (latent_channels <= 0 || out_channels <= 0 || patch <= 0 || patch_t <= 0) return bad("channels and patch sizes must be positive");
-  if (num_layers <= 0 || heads <= 0 || head_dim <= 0 || ffn_mult <= 0 || registers < 0) return bad("decoder sizes must be positive");
+  if (latent_channels <= 0 || out_channels <= 0 || patch <= 0 || patch_t <= 0)
+    return bad("channels and patch sizes must be positive");
+  if (num_layers <= 0 || heads <= 0 || head_dim <= 0 || ffn_mult <= 0 || registers < 0)
+    return bad("decoder sizes must be positive");
   if (rope_dims() % 6 != 0 || rope_dims() > head_dim)
-    return bad("rope dims " + std::to_string(rope_dims()) + " (head_dim * rope_dim_ratio) must be a multiple of 6 and <= head_dim");
-  if (static_cast<int>(latents_mean.size()) != latent_channels || static_cast<int>(latents_std.size()) != latent_channels)
+    return bad("rope dims " + std::to_string(rope_dims()) +
+               " (head_dim * rope_dim_ratio) must be a multiple of 6 and <= head_dim");
+  if (static_cast<int>(latents_mean.size()) != latent_channels ||
+      static_cast<int>(latents_std.size()) != latent_channels)
     return bad("latents_mean / latents_std need " + std::to_string(latent_channels) + " values");
   if (clip_length <= 0 || token_drop < 0) return bad("clip_length must be positive and token_drop >= 0");
   if (tile <= 0 || tile % patch != 0 || tile_overlap < 0 || tile_overlap % patch != 0 || tile_overlap >= tile)
@@ -96,7 +100,8 @@ Result<VideoVaeConfig> VideoVaeConfig::from_json(const nlohmann::json& j) {
   VORTEX_ASSIGN_OR_RETURN(c.norm_eps, config_float(j, "decoder_norm_eps", c.norm_eps));
   VORTEX_ASSIGN_OR_RETURN(c.clip_length, config_int(j, "clip_length", c.clip_length));
   VORTEX_ASSIGN_OR_RETURN(c.token_drop, config_int(j, "token_drop", c.token_drop));
-  VORTEX_ASSIGN_OR_RETURN(c.latents_mean, config_floats(j, "latents_mean", std::vector<float>(c.latent_channels, 0.0f)));
+  VORTEX_ASSIGN_OR_RETURN(c.latents_mean,
+                          config_floats(j, "latents_mean", std::vector<float>(c.latent_channels, 0.0f)));
   VORTEX_ASSIGN_OR_RETURN(c.latents_std, config_floats(j, "latents_std", std::vector<float>(c.latent_channels, 1.0f)));
   VORTEX_RETURN_IF_ERROR(c.validate());
   return c;
@@ -166,7 +171,8 @@ Result<VideoVaeConfig> VideoVaeConfig::from_original_json(const nlohmann::json& 
   copy(wrapper, "vae_token_drop", "token_drop");
   copy(wrapper, "latents_mean", "latents_mean");
   copy(wrapper, "latents_std", "latents_std");
-  if (wrapper.contains("latent_channels") && j.contains("latent_channels") && wrapper["latent_channels"] != j["latent_channels"])
+  if (wrapper.contains("latent_channels") && j.contains("latent_channels") &&
+      wrapper["latent_channels"] != j["latent_channels"])
     return format_error("config.json says latent_channels " + wrapper["latent_channels"].dump() +
                         ", source/config.json embed_dim " + j["latent_channels"].dump());
   if (!wrapper.contains("latents_mean") || !wrapper.contains("latents_std"))
@@ -202,7 +208,7 @@ VaeTensorSource original_video_source(const VaeFolder& folder, const VideoVaeCon
       Shape fused = shape;
       fused[0] *= 3;
       VORTEX_ASSIGN_OR_RETURN(Tensor qkv, read_vae_tensor(*f, file_name, fused));  // [3I, ...] per-head interleaved
-      Tensor out = Tensor::empty(shape, DType::kF32);                             // [I, ...]
+      Tensor out = Tensor::empty(shape, DType::kF32);                              // [I, ...]
       const int64_t hd = cfg.head_dim, row = shape_numel(shape) / shape[0];
       for (int64_t h = 0; h < cfg.heads; ++h)
         std::memcpy(out.data<float>() + h * hd * row, qkv.data<float>() + (h * 3 + which) * hd * row,
@@ -358,7 +364,8 @@ int64_t VideoVae::frames_for(int64_t t) const {
   for (int64_t i = 0; i < chunks; ++i) {
     for (int64_t j = 0; j < (drop > 0 ? 2 : 1); ++j) {
       const int64_t start = j * tcs * cfg_.patch_t;
-      const int64_t n = std::max<int64_t>(0, std::min(clip_frames, start + tcs * cfg_.patch_t) - start - cfg_.frame_pre_padding());
+      const int64_t n =
+          std::max<int64_t>(0, std::min(clip_frames, start + tcs * cfg_.patch_t) - start - cfg_.frame_pre_padding());
       if (j == 0) frames += n;
       else {
         have_overlap = true;
@@ -398,8 +405,7 @@ Status VideoVae::check_latents(const Tensor& z) const {
   if (frames_for(z.dim(1)) <= 0)
     return invalid_argument("video latents have " + std::to_string(z.dim(1)) + " latent frames; the VAE decodes " +
                             "clips of " + std::to_string(cfg_.tokens_chunk_size()) + " + " +
-                            std::to_string(cfg_.token_overlap()) + " and needs at least " +
-                            std::to_string(min_frames) +
+                            std::to_string(cfg_.token_overlap()) + " and needs at least " + std::to_string(min_frames) +
                             " (5n + 2 frames as `vortex generate` writes them)");
   const float* v = z.data<float>();
   for (int64_t i = 0; i < z.numel(); ++i)
@@ -412,11 +418,11 @@ Status VideoVae::check_latents(const Tensor& z) const {
 // Device activations of one tile forward, sized once for the largest tile of a decode and reused by every
 // tile (views of the first S rows); y holds two output buffers so tile k + 2 can run while tile k is stitched.
 struct VideoVae::Workspace {
-  int64_t rows = 0;          // S capacity
-  Tensor pq;                 // [N, C] f32
-  Tensor x;                  // [S, D] f32 residual stream
+  int64_t rows = 0;  // S capacity
+  Tensor pq;         // [N, C] f32
+  Tensor x;          // [S, D] f32 residual stream
   Tensor nrm, qkv, o, a, u, m;
-  Tensor y[2];               // [S, 3 * pt * p * p] bf16
+  Tensor y[2];  // [S, 3 * pt * p * p] bf16
 };
 
 VideoVae::VideoVae(VideoVaeConfig cfg, Backend& backend) : cfg_(std::move(cfg)), backend_(backend) {}
@@ -491,7 +497,8 @@ Status VideoVae::forward_tile(const Tensor& z, int slot) {
   const int64_t c = cfg_.latent_channels, t = z.dim(1), h = z.dim(2), wd = z.dim(3);
   const int64_t n = t * h * wd, r = cfg_.registers, s = n + r + 1;
   const int64_t d = cfg_.dim();
-  if (!ws_ || ws_->rows < s) return internal_error("video VAE: workspace not reserved for " + std::to_string(s) + " tokens");
+  if (!ws_ || ws_->rows < s)
+    return internal_error("video VAE: workspace not reserved for " + std::to_string(s) + " tokens");
   VORTEX_ASSIGN_OR_RETURN(const RopeTables* rope, rope_for(t, h, wd));
   // Tokens are voxels in (t, h, w) order, channels last.
   Tensor tok = Tensor::empty({n, c}, DType::kF32);  // [N, C] f32
@@ -500,7 +507,8 @@ Status VideoVae::forward_tile(const Tensor& z, int slot) {
   VORTEX_ASSIGN_OR_RETURN(Tensor tok_d, be.upload(tok));
   Workspace& w = *ws_;
   VORTEX_ASSIGN_OR_RETURN(Tensor pq, w.pq.narrow(0, 0, n));  // [N, C] f32
-  VORTEX_RETURN_IF_ERROR(be.linear(tok_d, w_.post_quant_conv, &w_.post_quant_conv_bias, pq).with_context("post_quant_conv"));
+  VORTEX_RETURN_IF_ERROR(
+      be.linear(tok_d, w_.post_quant_conv, &w_.post_quant_conv_bias, pq).with_context("post_quant_conv"));
   VORTEX_ASSIGN_OR_RETURN(Tensor x, w.x.narrow(0, 0, s));  // [S, D] f32 residual stream
   {
     VORTEX_ASSIGN_OR_RETURN(Tensor xv, x.narrow(0, 0, n));
@@ -527,8 +535,9 @@ Status VideoVae::forward_tile(const Tensor& z, int slot) {
     const std::string ctx = "video VAE block " + std::to_string(i);
     VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, b.norm1_weight, cfg_.norm_eps, nrm).with_context(ctx));
     VORTEX_RETURN_IF_ERROR(be.linear(nrm, b.attn_qkv, &b.attn_qkv_bias, qkv).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.qk_norm_rope(q, k, w_.qk_norm_ones, w_.qk_norm_ones, cfg_.norm_eps, rope, cfg_.heads,
-                                           cfg_.head_dim).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(
+        be.qk_norm_rope(q, k, w_.qk_norm_ones, w_.qk_norm_ones, cfg_.norm_eps, rope, cfg_.heads, cfg_.head_dim)
+            .with_context(ctx));
     VORTEX_RETURN_IF_ERROR(be.attention(q, k, v, cfg_.heads, cfg_.head_dim, o, opts).with_context(ctx));
     VORTEX_RETURN_IF_ERROR(be.linear(o, b.attn_to_out_0, &b.attn_to_out_0_bias, a).with_context(ctx));
     VORTEX_RETURN_IF_ERROR(be.scale_add(x, a, b.scale1).with_context(ctx));
@@ -669,8 +678,8 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
   for (int64_t k = 0; k < pad; ++k) pad_frames += (tail && (t + k) % tcs == 0) ? tail : ratio;
   const int64_t out_frames = out_total - pad_frames;
   if (out_frames != frames_for(t) || out_frames <= 0)
-    return internal_error("video VAE: the clip layout gives " + std::to_string(out_frames) + " frames, frames_for says " +
-                          std::to_string(frames_for(t)));
+    return internal_error("video VAE: the clip layout gives " + std::to_string(out_frames) +
+                          " frames, frames_for says " + std::to_string(frames_for(t)));
   const int oc = cfg_.out_channels;
   Tensor out = Tensor::empty({oc, out_frames, hp, wp}, DType::kF32);
   float* outp = out.data<float>();
@@ -722,34 +731,38 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
     const int64_t e_t = have_overlap ? std::min<int64_t>({overlap.f, cl.fe0 - cl.f00, cfg_.frame_overlap()}) : 0;
     const int kh = kept_h[static_cast<size_t>(jb.i)], kw = kept_w[static_cast<size_t>(jb.j)];
     const int oy = y_off[static_cast<size_t>(jb.i)], ox = x_off[static_cast<size_t>(jb.j)];
-    parallel_for_ranges(static_cast<size_t>(oc) * static_cast<size_t>(tile.f), threads, 1, [&](size_t begin, size_t end) {
-      std::vector<float> row(static_cast<size_t>(kw));
-      for (size_t cf = begin; cf < end; ++cf) {
-        const int ch = static_cast<int>(cf / static_cast<size_t>(tile.f)), fi = static_cast<int>(cf % static_cast<size_t>(tile.f));
-        const bool in0 = fi >= cl.f00 && fi < cl.fe0, in1 = fi >= cl.f01 && fi < cl.fe1;
-        if (!in0 && !in1) continue;  // pre-padding frames
-        const int64_t q = in0 ? fi - cl.f00 : fi - cl.f01;
-        for (int y = 0; y < kh; ++y) {
-          for (int x = 0; x < kw; ++x) {
-            float v = tile.at(ch, fi, y, x);
-            if (y < ey) v = blend_value(above->at(ch, fi, above->h - ey + y, x), v, y, ey);
-            if (x < ex) v = blend_value(left->at(ch, fi, y, left->w - ex + x), v, x, ex);
-            row[static_cast<size_t>(x)] = v;
+    parallel_for_ranges(
+        static_cast<size_t>(oc) * static_cast<size_t>(tile.f), threads, 1, [&](size_t begin, size_t end) {
+          std::vector<float> row(static_cast<size_t>(kw));
+          for (size_t cf = begin; cf < end; ++cf) {
+            const int ch = static_cast<int>(cf / static_cast<size_t>(tile.f)),
+                      fi = static_cast<int>(cf % static_cast<size_t>(tile.f));
+            const bool in0 = fi >= cl.f00 && fi < cl.fe0, in1 = fi >= cl.f01 && fi < cl.fe1;
+            if (!in0 && !in1) continue;  // pre-padding frames
+            const int64_t q = in0 ? fi - cl.f00 : fi - cl.f01;
+            for (int y = 0; y < kh; ++y) {
+              for (int x = 0; x < kw; ++x) {
+                float v = tile.at(ch, fi, y, x);
+                if (y < ey) v = blend_value(above->at(ch, fi, above->h - ey + y, x), v, y, ey);
+                if (x < ex) v = blend_value(left->at(ch, fi, y, left->w - ex + x), v, x, ex);
+                row[static_cast<size_t>(x)] = v;
+              }
+              if (in1) {
+                std::memcpy(&next_overlap.at(ch, static_cast<int>(q), oy + y, ox), row.data(),
+                            row.size() * sizeof(float));
+                continue;
+              }
+              const int64_t of = cl.out_offset + q;
+              if (of >= out_frames) continue;  // padded frames, cropped
+              if (q < e_t)
+                for (int x = 0; x < kw; ++x)
+                  row[static_cast<size_t>(x)] =
+                      blend_value(overlap.at(ch, static_cast<int>(overlap.f - e_t + q), oy + y, ox + x),
+                                  row[static_cast<size_t>(x)], static_cast<int>(q), static_cast<int>(e_t));
+              std::memcpy(&out_at(ch, of, oy + y, ox), row.data(), row.size() * sizeof(float));
+            }
           }
-          if (in1) {
-            std::memcpy(&next_overlap.at(ch, static_cast<int>(q), oy + y, ox), row.data(), row.size() * sizeof(float));
-            continue;
-          }
-          const int64_t of = cl.out_offset + q;
-          if (of >= out_frames) continue;  // padded frames, cropped
-          if (q < e_t)
-            for (int x = 0; x < kw; ++x)
-              row[static_cast<size_t>(x)] = blend_value(overlap.at(ch, static_cast<int>(overlap.f - e_t + q), oy + y, ox + x),
-                                                        row[static_cast<size_t>(x)], static_cast<int>(q), static_cast<int>(e_t));
-          std::memcpy(&out_at(ch, of, oy + y, ox), row.data(), row.size() * sizeof(float));
-        }
-      }
-    });
+        });
     if (jb.i == ny - 1 && jb.j == nx - 1 && drop > 0) {  // the clip is complete
       overlap = std::move(next_overlap);
       next_overlap = Video();

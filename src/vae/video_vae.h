@@ -26,8 +26,8 @@ namespace vortex {
 struct VideoVaeConfig {
   int latent_channels = 24;
   int out_channels = 3;
-  int patch = 16;    // prod(spatial_downsample_factors): pixels per latent along H and W
-  int patch_t = 4;   // prod(temporal_downsample_factors)
+  int patch = 16;   // prod(spatial_downsample_factors): pixels per latent along H and W
+  int patch_t = 4;  // prod(temporal_downsample_factors)
   int num_layers = 36;
   int heads = 32;
   int head_dim = 64;
@@ -50,7 +50,10 @@ struct VideoVaeConfig {
   int patch_values() const { return out_channels * patch_t * patch * patch; }  // proj_out width
   int frame_pre_padding() const { return ((-clip_length) % patch_t + patch_t) % patch_t; }
   int tokens_chunk_size() const { return (clip_length + patch_t - 1) / patch_t; }
-  int token_overlap() const { int c = tokens_chunk_size(); return ((-token_drop) % c + c) % c; }
+  int token_overlap() const {
+    int c = tokens_chunk_size();
+    return ((-token_drop) % c + c) % c;
+  }
   int frame_overlap() const { return std::max(token_overlap() * patch_t - frame_pre_padding(), 0); }
 
   Status validate() const;
@@ -65,33 +68,33 @@ struct VideoVaeConfig {
 
 // One ViT block: decoder.transformer_blocks.{i}.*
 struct VideoVaeBlockWeights {
-  Tensor norm1_weight;          // [D] f32
-  LinearWeight attn_qkv;        // [3I, D] bf16: attn.to_q | to_k | to_v rows, fused at load
-  Tensor attn_qkv_bias;         // [3I] bf16
-  LinearWeight attn_to_out_0;   // [D, I] bf16
-  Tensor attn_to_out_0_bias;    // [D] bf16
-  Tensor scale1;                // [D] f32
-  Tensor norm2_weight;          // [D] f32
-  LinearWeight ff_net_0_proj;   // [2F, D] bf16, rows [gate | value] (the file stores [value | gate])
-  Tensor ff_net_0_proj_bias;    // [2F] bf16, same order
-  LinearWeight ff_net_2;        // [D, F] bf16
-  Tensor ff_net_2_bias;         // [D] bf16
-  Tensor scale2;                // [D] f32
+  Tensor norm1_weight;         // [D] f32
+  LinearWeight attn_qkv;       // [3I, D] bf16: attn.to_q | to_k | to_v rows, fused at load
+  Tensor attn_qkv_bias;        // [3I] bf16
+  LinearWeight attn_to_out_0;  // [D, I] bf16
+  Tensor attn_to_out_0_bias;   // [D] bf16
+  Tensor scale1;               // [D] f32
+  Tensor norm2_weight;         // [D] f32
+  LinearWeight ff_net_0_proj;  // [2F, D] bf16, rows [gate | value] (the file stores [value | gate])
+  Tensor ff_net_0_proj_bias;   // [2F] bf16, same order
+  LinearWeight ff_net_2;       // [D, F] bf16
+  Tensor ff_net_2_bias;        // [D] bf16
+  Tensor scale2;               // [D] f32
 };
 
 struct VideoVaeWeights {
-  LinearWeight post_quant_conv;     // [C, C] f32 (a 1x1x1 Conv3d)
-  Tensor post_quant_conv_bias;      // [C] f32
-  LinearWeight decoder_proj_in;     // [D, C] f32
-  Tensor decoder_proj_in_bias;      // [D] f32
-  Tensor decoder_register_tokens;   // [R, D] f32
+  LinearWeight post_quant_conv;    // [C, C] f32 (a 1x1x1 Conv3d)
+  Tensor post_quant_conv_bias;     // [C] f32
+  LinearWeight decoder_proj_in;    // [D, C] f32
+  Tensor decoder_proj_in_bias;     // [D] f32
+  Tensor decoder_register_tokens;  // [R, D] f32
   std::vector<VideoVaeBlockWeights> blocks;
-  Tensor decoder_norm_out_weight;   // [D] f32
-  Tensor decoder_norm_out_bias;     // [D] f32
-  LinearWeight decoder_proj_out;    // [3 * pt * p * p, D] bf16
-  Tensor decoder_proj_out_bias;     // [3 * pt * p * p] bf16
-  Tensor zero_token;                // [1, D] f32 zeros (the appended all-zero token)
-  Tensor qk_norm_ones;              // [head_dim] bf16 ones (norm_q / norm_k have no weight)
+  Tensor decoder_norm_out_weight;  // [D] f32
+  Tensor decoder_norm_out_bias;    // [D] f32
+  LinearWeight decoder_proj_out;   // [3 * pt * p * p, D] bf16
+  Tensor decoder_proj_out_bias;    // [3 * pt * p * p] bf16
+  Tensor zero_token;               // [1, D] f32 zeros (the appended all-zero token)
+  Tensor qk_norm_ones;             // [head_dim] bf16 ones (norm_q / norm_k have no weight)
 };
 
 // Pixel-space tile layout of one axis (AutoencoderKLMiniMaxH3._split_tiles).
@@ -101,7 +104,7 @@ struct TileSplit {
 TileSplit split_tiles(int length, int tile, int min_overlap, int ratio);
 
 struct VaeProgress {
-  std::string stage;  // "video" | "audio"
+  std::string stage;            // "video" | "audio"
   int64_t done = 0, total = 0;  // tile forwards (video) or stereo channels (audio)
 };
 using VaeProgressFn = std::function<void(const VaeProgress&)>;

@@ -73,7 +73,9 @@ TEST(Sage2Reference, QuantizationRules) {
     for (int64_t key = 0; key < P; ++key) {
       const float scale = qz.k_scale[static_cast<size_t>((h * (P / 128) + key / 128) * 4 + (key % 8) / 2)];
       for (int c = 0; c < 128; ++c) {
-        const float x = key < seq ? round_bf16(bf(kv, key, h, c) - f32_from_bf16_bits(qz.k_mean[static_cast<size_t>(h * 128 + c)])) : 0.0f;
+        const float x =
+            key < seq ? round_bf16(bf(kv, key, h, c) - f32_from_bf16_bits(qz.k_mean[static_cast<size_t>(h * 128 + c)]))
+                      : 0.0f;
         const int kq = qz.k[static_cast<size_t>((h * P + key) * 128 + c)];
         ASSERT_LE(std::fabs(x - kq * scale), 0.5f * scale * 1.0001f) << "k key " << key << " c " << c;
       }
@@ -127,7 +129,8 @@ TEST_P(Sage2ReferenceProgram, CloseToFp64) {
   const uint64_t seed = sage2_test::fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed) + " seq=" + std::to_string(pc.seq));
   auto qkv = sage2_test::make_qkv(pc.seq, pc.heads, pc.kind, seed);
-  auto qv = sage2_test::view(qkv, pc.heads, 0), kv = sage2_test::view(qkv, pc.heads, 1), vv = sage2_test::view(qkv, pc.heads, 2);
+  auto qv = sage2_test::view(qkv, pc.heads, 0), kv = sage2_test::view(qkv, pc.heads, 1),
+       vv = sage2_test::view(qkv, pc.heads, 2);
   auto qz = sage2_quantize_reference(qv, kv, vv, pc.seq, pc.heads);
   ASSERT_TRUE(qz.ok());
   auto rows = sage2_test::pick_rows(pc.seq, 64, seed);
@@ -144,7 +147,8 @@ TEST_P(Sage2ReferenceProgram, CloseToFp64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Sage2ReferenceProgram,
-                         ::testing::Values(ProgramCase{1, 1, InputKind::kRandom}, ProgramCase{100, 2, InputKind::kRandom},
+                         ::testing::Values(ProgramCase{1, 1, InputKind::kRandom},
+                                           ProgramCase{100, 2, InputKind::kRandom},
                                            ProgramCase{300, 1, InputKind::kRealistic},
                                            ProgramCase{700, 1, InputKind::kRandom}));
 

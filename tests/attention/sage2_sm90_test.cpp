@@ -148,17 +148,22 @@ TEST_P(Sage2Sm90Case, QuantizedBytesAndOutput) {
     for (int64_t row = 0; row < P; ++row)
       for (int c = 0; c < 128; ++c) {
         const size_t logical = static_cast<size_t>((hh * P + row) * 128 + c);
-        const size_t stored = static_cast<size_t>(hh * P * 128 + (tiled ? sage2_tiled_pos(row, c) : row * 128 + sage2_qk_byte_pos(c)));
-        if (q8[stored] != ref.q[logical] && bad++ < 5) ADD_FAILURE() << "q byte head " << hh << " row " << row << " c " << c;
-        if (k8[stored] != ref.k[logical] && bad++ < 5) ADD_FAILURE() << "k byte head " << hh << " row " << row << " c " << c;
+        const size_t stored =
+            static_cast<size_t>(hh * P * 128 + (tiled ? sage2_tiled_pos(row, c) : row * 128 + sage2_qk_byte_pos(c)));
+        if (q8[stored] != ref.q[logical] && bad++ < 5)
+          ADD_FAILURE() << "q byte head " << hh << " row " << row << " c " << c;
+        if (k8[stored] != ref.k[logical] && bad++ < 5)
+          ADD_FAILURE() << "k byte head " << hh << " row " << row << " c " << c;
       }
   for (int hh = 0; hh < H; ++hh)
     for (int ch = 0; ch < 128; ++ch)
       for (int64_t key = 0; key < P; ++key) {
         const size_t logical = static_cast<size_t>((hh * 128 + ch) * P + key);
-        const int64_t pos = tiled ? sage2_tiled_v_pos(ch, key) : ch * P + key / 128 * 128 + sage2_v_byte_pos(static_cast<int>(key % 128));
+        const int64_t pos = tiled ? sage2_tiled_v_pos(ch, key)
+                                  : ch * P + key / 128 * 128 + sage2_v_byte_pos(static_cast<int>(key % 128));
         const size_t stored = static_cast<size_t>(hh * 128 * P + pos);
-        if (v8[stored] != ref.v[logical] && bad++ < 5) ADD_FAILURE() << "v byte head " << hh << " ch " << ch << " key " << key;
+        if (v8[stored] != ref.v[logical] && bad++ < 5)
+          ADD_FAILURE() << "v byte head " << hh << " ch " << ch << " key " << key;
       }
   EXPECT_EQ(bad, 0) << "quantized bytes differ from the CPU reference";
   EXPECT_EQ(std::memcmp(qs.data(), ref.q_scale.data(), qs.size() * 4), 0) << "q scales differ";
@@ -186,10 +191,10 @@ TEST_P(Sage2Sm90Case, QuantizedBytesAndOutput) {
     const auto e_same = sage2_test::compare(gpu, cpu_d);
     double want_max = 0.0;
     for (double w : want) want_max = std::max(want_max, std::fabs(w));
-    std::printf("%s S=%lld head=%d %s\n  cpu-program vs fp64: %s\n  gpu vs fp64:         %s\n  gpu vs cpu-program:  %s\n",
-                mainloop_name(gc).c_str(), static_cast<long long>(S), h,
-                gc.kind == InputKind::kRandom ? "random" : "realistic",
-                e_cpu.str().c_str(), e_gpu.str().c_str(), e_same.str().c_str());
+    std::printf(
+        "%s S=%lld head=%d %s\n  cpu-program vs fp64: %s\n  gpu vs fp64:         %s\n  gpu vs cpu-program:  %s\n",
+        mainloop_name(gc).c_str(), static_cast<long long>(S), h, gc.kind == InputKind::kRandom ? "random" : "realistic",
+        e_cpu.str().c_str(), e_gpu.str().c_str(), e_same.str().c_str());
     EXPECT_FALSE(e_gpu.has_nan);
     EXPECT_LE(e_gpu.rel_l2, 2.0 * e_cpu.rel_l2 + 2e-3) << "two-reference rule (rel-L2), head " << h;
     EXPECT_LE(e_gpu.max_abs, 2.0 * e_cpu.max_abs + 8e-3 * want_max) << "two-reference rule (max-abs), head " << h;

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "ref/sage2_attention.h"
-#include "vortex/dtype.h"
 #include "seed.h"
+#include "vortex/dtype.h"
 
 namespace vortex::sage2_test {
 

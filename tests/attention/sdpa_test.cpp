@@ -35,8 +35,12 @@ void reference_row(const std::vector<uint16_t>& qkv, int64_t s, int64_t width, i
                    std::vector<double>& out64, std::vector<float>& out_cpu) {
   const int64_t ld = 3 * width;
   auto q = [&](int64_t t, int64_t c) { return f32_from_bf16_bits(qkv[static_cast<size_t>(t * ld + h * d + c)]); };
-  auto k = [&](int64_t t, int64_t c) { return f32_from_bf16_bits(qkv[static_cast<size_t>(t * ld + width + h * d + c)]); };
-  auto v = [&](int64_t t, int64_t c) { return f32_from_bf16_bits(qkv[static_cast<size_t>(t * ld + 2 * width + h * d + c)]); };
+  auto k = [&](int64_t t, int64_t c) {
+    return f32_from_bf16_bits(qkv[static_cast<size_t>(t * ld + width + h * d + c)]);
+  };
+  auto v = [&](int64_t t, int64_t c) {
+    return f32_from_bf16_bits(qkv[static_cast<size_t>(t * ld + 2 * width + h * d + c)]);
+  };
   const double scale64 = 1.0 / std::sqrt(static_cast<double>(d));
   const float scale32 = static_cast<float>(scale64);
   std::vector<double> s64(static_cast<size_t>(s));
@@ -128,8 +132,8 @@ void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, std:
         tr.add(f32_from_bf16_bits(oh[static_cast<size_t>(i * ldo + h * d + c)]), rcpu[static_cast<size_t>(c)],
                r64[static_cast<size_t>(c)]);
     }
-  std::printf("[sdpa S=%lld heads=%d pad=%lld] %s\n", static_cast<long long>(s), heads,
-              static_cast<long long>(out_pad), tr.summary().c_str());
+  std::printf("[sdpa S=%lld heads=%d pad=%lld] %s\n", static_cast<long long>(s), heads, static_cast<long long>(out_pad),
+              tr.summary().c_str());
   EXPECT_TRUE(tr.passes(2e-4, 2e-3)) << tr.summary();
 }
 
@@ -162,8 +166,8 @@ TEST(SdpaCudnn, BadArgumentsAreClearErrors) {
   auto sdpa = SdpaAttention::create();
   ASSERT_TRUE(sdpa.ok()) << sdpa.status().to_string();
   DeviceBuffer buf(1 << 16);
-  Status st = (*sdpa)->run_raw(static_cast<char*>(buf.get()) + 2, buf.get(), buf.get(), 768, buf.get(), 256, 8, 2,
-                               128, nullptr);
+  Status st = (*sdpa)->run_raw(static_cast<char*>(buf.get()) + 2, buf.get(), buf.get(), 768, buf.get(), 256, 8, 2, 128,
+                               nullptr);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
 }
 

@@ -51,14 +51,14 @@ TEST(CliGate, TinyCpuGatePassesEveryCheckAndWritesTheVerdict) {
 
 TEST(CliBench, BlockWritesComponentsAndSchemaFields) {
   ScratchDir dir;
-  const RunResult r =
-      run_vortex(std::string("bench block") + kTiny + " --block 1 --reps 3 --warmup 1 --evidence-dir '" + dir.path().string() + "'");
+  const RunResult r = run_vortex(std::string("bench block") + kTiny +
+                                 " --block 1 --reps 3 --warmup 1 --evidence-dir '" + dir.path().string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto rows = read_jsonl(dir.path(), "-bench-block.jsonl");
   ASSERT_EQ(rows.size(), 1u);
   const auto& row = rows[0];
-  for (const char* key : {"schema", "commit", "dirty", "time_utc", "gpu", "sm", "driver", "cuda", "clocks_mhz", "workload",
-                          "impl", "ms_p10", "ms_p50", "ms_p90", "ms_p95", "n", "check"})
+  for (const char* key : {"schema", "commit", "dirty", "time_utc", "gpu", "sm", "driver", "cuda", "clocks_mhz",
+                          "workload", "impl", "ms_p10", "ms_p50", "ms_p90", "ms_p95", "n", "check"})
     EXPECT_TRUE(row.contains(key)) << key << " missing in " << row.dump();
   EXPECT_EQ(row["n"].get<int>(), 3);
   EXPECT_GT(row["ms_p50"].get<double>(), 0.0);
@@ -69,8 +69,9 @@ TEST(CliBench, BlockWritesComponentsAndSchemaFields) {
     comps.push_back(c["name"].get<std::string>());
     sum += c["ms_p50"].get<double>();
   }
-  const std::vector<std::string> expected = {"norm1_modulate", "qkv", "qk_norm_rope", "attention", "out_proj", "gate_msa",
-                                             "norm2_modulate", "fc1", "swiglu", "fc2", "gate_mlp"};
+  const std::vector<std::string> expected = {"norm1_modulate", "qkv",      "qk_norm_rope",   "attention",
+                                             "out_proj",       "gate_msa", "norm2_modulate", "fc1",
+                                             "swiglu",         "fc2",      "gate_mlp"};
   EXPECT_EQ(comps, expected);
   // The components cover the block: their medians add up to roughly the whole block's median.
   EXPECT_GT(sum, 0.5 * row["ms_p50"].get<double>());
@@ -79,8 +80,9 @@ TEST(CliBench, BlockWritesComponentsAndSchemaFields) {
 
 TEST(CliBench, AbReportsPerPairRatio) {
   ScratchDir dir;
-  const RunResult r = run_vortex(std::string("bench ab") + kTiny +
-                                 " --block 0 --reps 3 --warmup 1 --a eager --b fused --evidence-dir '" + dir.path().string() + "'");
+  const RunResult r =
+      run_vortex(std::string("bench ab") + kTiny +
+                 " --block 0 --reps 3 --warmup 1 --a eager --b fused --evidence-dir '" + dir.path().string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto rows = read_jsonl(dir.path(), "-bench-ab.jsonl");
   ASSERT_EQ(rows.size(), 1u);

@@ -56,8 +56,10 @@ void write_latents(const std::string& dir, const Tensor& video, const Tensor& au
 
 TEST(CliDecode, GenerateThenDecodeWithSyntheticDecoders) {
   ScratchDir tmp;
-  RunResult g = run_vortex("generate --config h3-tiny --synthetic --synthetic-text 8 --width 448 --height 256 "
-                           "--frames 22 --steps 1 --seed 3 --backend cpu --quiet --out " + tmp.str("gen"));
+  RunResult g = run_vortex(
+      "generate --config h3-tiny --synthetic --synthetic-text 8 --width 448 --height 256 "
+      "--frames 22 --steps 1 --seed 3 --backend cpu --quiet --out " +
+      tmp.str("gen"));
   ASSERT_EQ(g.exit_code, 0) << g.output;
   RunResult d = run_vortex("decode " + tmp.str("gen") + " --synthetic-vae tiny --out " + tmp.str("dec") +
                            " --frames-dir " + tmp.str("frames"));
@@ -104,7 +106,8 @@ TEST(CliDecode, GenerateThenDecodeWithSyntheticDecoders) {
   // A second decode into the same folder needs --overwrite, which replaces only our own outputs.
   RunResult again = run_vortex("decode " + tmp.str("gen") + " --synthetic-vae tiny --quiet --out " + tmp.str("dec"));
   EXPECT_EQ(again.exit_code, 2) << again.output;
-  RunResult over = run_vortex("decode " + tmp.str("gen") + " --synthetic-vae tiny --quiet --overwrite --out " + tmp.str("dec"));
+  RunResult over =
+      run_vortex("decode " + tmp.str("gen") + " --synthetic-vae tiny --quiet --overwrite --out " + tmp.str("dec"));
   EXPECT_EQ(over.exit_code, 0) << over.output;
 }
 
@@ -113,8 +116,9 @@ TEST(CliDecode, DiffusersFixtureFoldersThroughTheCli) {
   const Tensor video = read_tensor(fixtures() + "/video_cases.safetensors", "odd_single_tile.latents");
   const Tensor want = read_tensor(fixtures() + "/video_cases.safetensors", "odd_single_tile.u8");  // [3, F, H, W]
   write_latents(tmp.str("lat"), video, read_tensor(fixtures() + "/audio_cases.safetensors", "short.latents"));
-  RunResult d = run_vortex("decode " + tmp.str("lat") + " --vae " + fixtures() + "/video_vae --audio-vae " + fixtures() +
-                           "/audio_vae --quiet --out " + tmp.str("dec") + " --frames-dir " + tmp.str("frames"));
+  RunResult d =
+      run_vortex("decode " + tmp.str("lat") + " --vae " + fixtures() + "/video_vae --audio-vae " + fixtures() +
+                 "/audio_vae --quiet --out " + tmp.str("dec") + " --frames-dir " + tmp.str("frames"));
   ASSERT_EQ(d.exit_code, 0) << d.output;
   const int64_t f = want.dim(1), h = want.dim(2), w = want.dim(3);
   int64_t within = 0, total = 0;
@@ -152,8 +156,10 @@ TEST(CliDecode, DiffusersFixtureFoldersThroughTheCli) {
 // and writes nothing.
 TEST(CliDecode, MissingFfmpegModuleFailsBeforeDecoding) {
   ScratchDir tmp;
-  RunResult g = run_vortex("generate --config h3-tiny --synthetic --synthetic-text 8 --width 448 --height 256 "
-                           "--frames 22 --steps 1 --seed 3 --backend cpu --quiet --out " + tmp.str("gen"));
+  RunResult g = run_vortex(
+      "generate --config h3-tiny --synthetic --synthetic-text 8 --width 448 --height 256 "
+      "--frames 22 --steps 1 --seed 3 --backend cpu --quiet --out " +
+      tmp.str("gen"));
   ASSERT_EQ(g.exit_code, 0) << g.output;
   RunResult d = run_shell("VORTEX_FFMPEG_PLUGIN=" + tmp.str("no/libvortex_ffmpeg.so") + " '" + vortex_cli_path() +
                           "' decode " + tmp.str("gen") + " --synthetic-vae tiny --out " + tmp.str("dec") + " 2>&1");
@@ -180,27 +186,31 @@ TEST(CliDecode, BadInputExitsTwoAndWritesNothing) {
   make("rank", Tensor::zeros({24, 7, 4}, DType::kF32), good_a);
   make("dtype", Tensor::zeros({24, 7, 2, 2}, DType::kBF16), good_a);
   for (const char* c : {"nan", "channels", "frames", "audio", "inf", "rank", "dtype"}) {
-    RunResult r = run_vortex("decode " + tmp.str(c) + " --synthetic-vae tiny --quiet --out " + tmp.str(std::string("out_") + c));
+    RunResult r =
+        run_vortex("decode " + tmp.str(c) + " --synthetic-vae tiny --quiet --out " + tmp.str(std::string("out_") + c));
     EXPECT_EQ(r.exit_code, 2) << c << ": " << r.output;
     EXPECT_FALSE(fs::exists(tmp.str(std::string("out_") + c))) << c;
     for (const auto& e : fs::directory_iterator(tmp.path()))
       EXPECT_EQ(e.path().filename().string().find(".partial-"), std::string::npos) << e.path();
   }
-  EXPECT_NE(run_vortex("decode " + tmp.str("nan") + " --synthetic-vae tiny --out " + tmp.str("o")).output.find("non-finite"),
-            std::string::npos);
+  EXPECT_NE(
+      run_vortex("decode " + tmp.str("nan") + " --synthetic-vae tiny --out " + tmp.str("o")).output.find("non-finite"),
+      std::string::npos);
   // Missing decoders, a missing folder, a foreign --out.
   EXPECT_EQ(run_vortex("decode " + tmp.str("audio") + " --out " + tmp.str("o")).exit_code, 2);
   EXPECT_EQ(run_vortex("decode " + tmp.str("nope") + " --synthetic-vae tiny --out " + tmp.str("o")).exit_code, 2);
   make("ok", Tensor::zeros({24, 7, 2, 2}, DType::kF32), good_a);
   fs::create_directories(tmp.str("foreign"));
   { std::ofstream(tmp.str("foreign/notes.txt")) << "keep"; }
-  RunResult r = run_vortex("decode " + tmp.str("ok") + " --synthetic-vae tiny --quiet --overwrite --out " + tmp.str("foreign"));
+  RunResult r =
+      run_vortex("decode " + tmp.str("ok") + " --synthetic-vae tiny --quiet --overwrite --out " + tmp.str("foreign"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(read_file(tmp.str("foreign/notes.txt")), "keep");
   // The current directory is refused even when it holds only files decode writes.
   fs::create_directories(tmp.str("cwd"));
   { std::ofstream(tmp.str("cwd/frame_00000.png")) << "mine?"; }
-  RunResult here = run_vortex_in(tmp.str("cwd"), "decode " + tmp.str("ok") + " --synthetic-vae tiny --quiet --overwrite --out .");
+  RunResult here =
+      run_vortex_in(tmp.str("cwd"), "decode " + tmp.str("ok") + " --synthetic-vae tiny --quiet --overwrite --out .");
   EXPECT_EQ(here.exit_code, 2) << here.output;
   EXPECT_NE(here.output.find("is the current directory"), std::string::npos) << here.output;
   EXPECT_EQ(read_file(tmp.str("cwd/frame_00000.png")), "mine?");
@@ -217,17 +227,17 @@ std::vector<std::string> names_in(const std::string& dir) {
 
 TEST(CliGenerateDecode, MediaBesideTheLatentsAsVortexDecodeWritesThem) {
   ScratchDir tmp;
-  const std::string args = "generate --config h3-tiny --synthetic --synthetic-text 8 --width 448 --height 256 "
-                           "--frames 22 --steps 1 --seed 3 --backend cpu --synthetic-vae tiny ";
+  const std::string args =
+      "generate --config h3-tiny --synthetic --synthetic-text 8 --width 448 --height 256 "
+      "--frames 22 --steps 1 --seed 3 --backend cpu --synthetic-vae tiny ";
   RunResult g = run_vortex(args + "--out " + tmp.str("gen") + " --frames-dir " + tmp.str("frames"));
   ASSERT_EQ(g.exit_code, 0) << g.output;
   // Progress: tiles done with an ETA (plain lines off a terminal), after sampling.
   EXPECT_NE(g.output.find("decode video tile 2/2"), std::string::npos) << g.output;
   EXPECT_NE(g.output.find("eta"), std::string::npos) << g.output;
   EXPECT_LT(g.output.find("vortex generate: sampling"), g.output.find("decode video tile"));
-  EXPECT_EQ(names_in(tmp.str("gen")),
-            (std::vector<std::string>{"audio.wav", "audio_latents.safetensors", "preview.png", "run.json", "video.mp4",
-                                      "video_latents.safetensors"}));
+  EXPECT_EQ(names_in(tmp.str("gen")), (std::vector<std::string>{"audio.wav", "audio_latents.safetensors", "preview.png",
+                                                                "run.json", "video.mp4", "video_latents.safetensors"}));
   auto info = vortex::probe_media(tmp.str("gen/video.mp4"));
   ASSERT_TRUE(info.ok()) << info.status().to_string();
   EXPECT_EQ(info->streams, 2);
@@ -258,7 +268,8 @@ TEST(CliGenerateDecode, MediaBesideTheLatentsAsVortexDecodeWritesThem) {
   RunResult again = run_vortex(args + "--quiet --overwrite --out " + tmp.str("gen"));
   EXPECT_EQ(again.exit_code, 0) << again.output;
   // Latents only: no decoder flags, no media.
-  RunResult plain = run_vortex("generate --config h3-tiny --synthetic --frames 22 --steps 1 --quiet --out " + tmp.str("plain"));
+  RunResult plain =
+      run_vortex("generate --config h3-tiny --synthetic --frames 22 --steps 1 --quiet --out " + tmp.str("plain"));
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_FALSE(fs::exists(tmp.str("plain/video.mp4")));
   EXPECT_TRUE(nlohmann::json::parse(read_file(tmp.str("plain/run.json")))["decode"].is_null());
@@ -268,8 +279,9 @@ TEST(CliGenerateDecode, OriginalLayoutFoldersThroughGenerate) {
   ScratchDir tmp;
   // The fixture audio VAE is a tiny 8-channel one, h3-tiny makes 32-channel audio latents: refused at load,
   // before the transformer loads or anything samples, and nothing is written.
-  RunResult r = run_vortex("generate --config h3-tiny --synthetic --frames 22 --steps 1 --vae " + fixtures() +
-                           "/original/video_vae --audio-vae " + fixtures() + "/original/audio_vae --out " + tmp.str("g"));
+  RunResult r =
+      run_vortex("generate --config h3-tiny --synthetic --frames 22 --steps 1 --vae " + fixtures() +
+                 "/original/video_vae --audio-vae " + fixtures() + "/original/audio_vae --out " + tmp.str("g"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("8-channel latents"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("synthesizing weights"), std::string::npos) << r.output;
@@ -289,7 +301,8 @@ TEST(CliGenerateDecode, BadDecoderInputFailsBeforeSampling) {
   const std::vector<Case> cases = {
       {"only_vae", "--frames 22 --vae " + fixtures() + "/video_vae", "--audio-vae"},
       {"missing_dir", "--frames 22 --vae " + tmp.str("nope") + " --audio-vae " + tmp.str("nope"), "is not a directory"},
-      {"no_config", "--frames 22 --vae " + tmp.str("empty_vae") + " --audio-vae " + fixtures() + "/audio_vae", "config.json"},
+      {"no_config", "--frames 22 --vae " + tmp.str("empty_vae") + " --audio-vae " + fixtures() + "/audio_vae",
+       "config.json"},
       {"both_kinds", "--frames 22 --synthetic-vae tiny --vae " + fixtures() + "/video_vae", "one or the other"},
       {"bad_name", "--frames 22 --synthetic-vae huge", "tiny"},
       {"too_few_frames", "--frames 5 --synthetic-vae tiny", "at least 22 frames"},

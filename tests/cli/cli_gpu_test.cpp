@@ -40,8 +40,8 @@ TEST(CliGenerateGpu, CudaMatchesCpuAndIsReproducible) {
   ScratchDir dir;
   std::random_device rd;
   const uint32_t seed = rd() % 1000000;
-  const std::string common = "generate --synthetic --width 448 --height 256 --frames 22 --steps 2 --quiet --seed " +
-                             std::to_string(seed);
+  const std::string common =
+      "generate --synthetic --width 448 --height 256 --frames 22 --steps 2 --quiet --seed " + std::to_string(seed);
   RunResult cpu = run_vortex(common + " --backend cpu --out " + dir.str("cpu"));
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
   RunResult cuda1 = run_vortex(common + " --backend cuda --out " + dir.str("cuda1"));

@@ -19,7 +19,7 @@ TEST(CliRequest, FramesSnapUpWithANote) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("note: frames 23 snapped up to 39"), std::string::npos) << r.output;
   const nlohmann::json j = run_json(dir.path() / "a");
-  EXPECT_EQ(j["geometry"]["frames"], 39);          // nearest would be 22
+  EXPECT_EQ(j["geometry"]["frames"], 39);  // nearest would be 22
   EXPECT_EQ(j["geometry"]["latent_frames"], 12);
   EXPECT_EQ(j["request"]["frames_requested"], 23);
   // A legal count runs without a note.

@@ -100,8 +100,8 @@ json job_file(const fs::path& data, const std::string& id) {
 void sigterm_case(bool cancel) {
   ScratchDir dir;
   const fs::path data = dir.path() / "data";
-  std::vector<std::string> args = {"--synthetic", "--config", "h3-tiny", "--threads", "2", "--port", "0",
-                                   "--data", data.string(), "--quiet"};
+  std::vector<std::string> args = {"--synthetic", "--config", "h3-tiny", "--threads",   "2",
+                                   "--port",      "0",        "--data",  data.string(), "--quiet"};
   if (cancel) args.insert(args.end(), {"--on-sigterm", "cancel"});
   ServeProcess p(args);
   ASSERT_GT(p.port, 0) << "no 'listening on' line";

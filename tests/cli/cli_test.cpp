@@ -61,8 +61,8 @@ TEST(CliGenerate, UnknownOptionIsAnArgumentError) {
 
 TEST(CliGenerate, ConflictingTextSourcesAreAnArgumentError) {
   ScratchDir dir;
-  RunResult r = run_vortex("generate --synthetic --synthetic-text 4 --text-embeddings x.safetensors --out " +
-                           dir.str("o"));
+  RunResult r =
+      run_vortex("generate --synthetic --synthetic-text 4 --text-embeddings x.safetensors --out " + dir.str("o"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("exclude each other"), std::string::npos) << r.output;
 }
@@ -106,8 +106,8 @@ TEST(CliGenerate, AbsurdlyLargeRequestIsRefusedBeforeAllocating) {
 
 TEST(CliGenerate, MissingTextEmbeddingsFile) {
   ScratchDir dir;
-  RunResult r = run_vortex("generate --synthetic --text-embeddings " + dir.str("nope.safetensors") + " --out " +
-                           dir.str("o"));
+  RunResult r =
+      run_vortex("generate --synthetic --text-embeddings " + dir.str("nope.safetensors") + " --out " + dir.str("o"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("nope.safetensors"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
@@ -119,8 +119,8 @@ TEST(CliGenerate, WrongEmbeddingWidth) {
   const uint32_t seed = rd();
   // h3-tiny: text_dim 128, hidden 256; 100 is neither.
   write_one_tensor_safetensors(dir.path() / "text.safetensors", "text", 6, 100, false, seed);
-  RunResult r = run_vortex("generate --synthetic --text-embeddings " + dir.str("text.safetensors") + " --out " +
-                           dir.str("o"));
+  RunResult r =
+      run_vortex("generate --synthetic --text-embeddings " + dir.str("text.safetensors") + " --out " + dir.str("o"));
   EXPECT_EQ(r.exit_code, 2) << r.output << " (seed " << seed << ")";
   EXPECT_NE(r.output.find("width 100"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir.path() / "o"));
@@ -216,8 +216,9 @@ std::string check_outputs(const fs::path& out, int steps, const std::vector<int6
 
 TEST(CliGenerate, DemoSizeEndToEndThreadInvarianceAndOverwrite) {
   ScratchDir dir;
-  const std::string common = "generate --synthetic --config h3-tiny --width 448 --height 256 --frames 22 --steps 2 "
-                             "--sampler res_multistep --synthetic-text 16";
+  const std::string common =
+      "generate --synthetic --config h3-tiny --width 448 --height 256 --frames 22 --steps 2 "
+      "--sampler res_multistep --synthetic-text 16";
   RunResult a = run_vortex(common + " --seed 7 --threads 1 --out " + dir.str("a"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_NE(a.output.find("step 2/2"), std::string::npos) << a.output;  // plain progress lines (not a TTY)
@@ -254,8 +255,9 @@ TEST(CliGenerate, SynthCheckpointMatchesSyntheticWeights) {
                                      " --width 64 --height 64 --frames 5 --steps 2 --quiet --out " + out);
     ASSERT_EQ(from_file.exit_code, 0) << from_file.output << " (weights seed " << weights_seed << ")";
     const std::string synthetic_out = dir.str(std::string("synthetic_") + layout);
-    RunResult synthetic = run_vortex("generate --synthetic --width 64 --height 64 --frames 5 --steps 2 --quiet --weights-seed " +
-                           std::to_string(weights_seed) + " --out " + synthetic_out);
+    RunResult synthetic =
+        run_vortex("generate --synthetic --width 64 --height 64 --frames 5 --steps 2 --quiet --weights-seed " +
+                   std::to_string(weights_seed) + " --out " + synthetic_out);
     ASSERT_EQ(synthetic.exit_code, 0) << synthetic.output;
     for (const char* f : {"video_latents.safetensors", "audio_latents.safetensors"}) {
       EXPECT_TRUE(read_file(fs::path(out) / f) == read_file(fs::path(synthetic_out) / f))
@@ -297,8 +299,8 @@ TEST(CliGenerate, TextEmbeddingFilesRawAndRefinedBf16AndF32) {
   write_one_tensor_safetensors(dir.path() / "refined.safetensors", "prompt", 9, 256, false, seed + 1);
   for (const char* file : {"raw.safetensors", "refined.safetensors"}) {
     const std::string out = dir.str(std::string("out_") + file);
-    RunResult run = run_vortex(std::string(kSmallRun) + " --sampler euler --text-embeddings " + dir.str(file) +
-                               " --out " + out);
+    RunResult run =
+        run_vortex(std::string(kSmallRun) + " --sampler euler --text-embeddings " + dir.str(file) + " --out " + out);
     ASSERT_EQ(run.exit_code, 0) << run.output << " (seed " << seed << ")";
     nlohmann::json j = nlohmann::json::parse(read_file(fs::path(out) / "run.json"));
     EXPECT_EQ(j["geometry"]["text_rows"].get<int>(), std::string(file) == "raw.safetensors" ? 5 : 9);
@@ -401,7 +403,7 @@ TEST(CliOverwrite, PreviousRunIsReplacedButNotWithAForeignFileInside) {
   nlohmann::json run2 = nlohmann::json::parse(read_file(o / "run.json"));
   EXPECT_EQ(run2["request"]["seed"].get<int>(), 2);
   EXPECT_EQ(names_in(o), (std::vector<std::string>{"audio_latents.safetensors", "preview.png", "run.json",
-                                                    "video_latents.safetensors"}));
+                                                   "video_latents.safetensors"}));
   EXPECT_TRUE(no_partial_dirs_next_to(o));
 }
 
@@ -584,8 +586,8 @@ TEST(CliQuantize, ExistingOutputIsKeptUnlessVortexWroteItAndOverwriteIsGiven) {
   const fs::path theirs = dir.path() / "theirs.safetensors";
   write_one_tensor_safetensors(theirs, "w", 2, 2, false, 7);
   const std::string theirs_bytes = read_file(theirs);
-  RunResult r = run_vortex("quantize --quiet --format fp8_scaled --in " + ckpt + " --out " + theirs.string() +
-                           " --overwrite");
+  RunResult r =
+      run_vortex("quantize --quiet --format fp8_scaled --in " + ckpt + " --out " + theirs.string() + " --overwrite");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("was not written by Vortex"), std::string::npos) << r.output;
   EXPECT_TRUE(read_file(theirs) == theirs_bytes);
@@ -604,7 +606,8 @@ TEST(CliTop, UnknownCommandAndNoCommand) {
   RunResult r = run_vortex("frobnicate");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("vortex: error: unknown command 'frobnicate'; commands: generate, inspect"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_EQ(r.output.find("A subcommand is required"), std::string::npos) << r.output;
   RunResult none = run_vortex("");
   EXPECT_EQ(none.exit_code, 2) << none.output;
@@ -615,7 +618,8 @@ TEST(CliTop, UnknownCommandAndNoCommand) {
 TEST(CliTop, HelpShowsIntegerOptionsAndBenchDescriptions) {
   RunResult g = run_vortex("generate --help");
   EXPECT_EQ(g.exit_code, 0) << g.output;
-  for (const char* opt : {"--width INT", "--height INT", "--frames INT", "--steps INT", "--seed INT", "--threads INT"}) {
+  for (const char* opt :
+       {"--width INT", "--height INT", "--frames INT", "--steps INT", "--seed INT", "--threads INT"}) {
     EXPECT_NE(g.output.find(opt), std::string::npos) << opt << "\n" << g.output;
   }
   EXPECT_EQ(g.output.find("--width TEXT"), std::string::npos) << g.output;

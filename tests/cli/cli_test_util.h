@@ -10,13 +10,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
 #include <sstream>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -71,8 +71,7 @@ class ScratchDir {
  public:
   ScratchDir() {
     std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("vortex_cli_test_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
+    path_ = fs::temp_directory_path() / ("vortex_cli_test_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
     fs::create_directories(path_);
   }
   ~ScratchDir() {

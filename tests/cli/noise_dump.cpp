@@ -40,9 +40,10 @@ int main(int argc, char** argv) {
   std::fwrite(noise.audio.data(), 4, noise.audio.size(), f);
   std::fwrite(text.data<float>(), 4, static_cast<size_t>(text.numel()), f);
   if (std::fclose(f) != 0) return 1;
-  std::printf("{\"video\": %zu, \"audio\": %zu, \"text\": %lld, \"latent_frames\": %d, \"latent_h\": %d, "
-              "\"latent_w\": %d, \"audio_latents\": %d, \"text_dim\": %d}\n",
-              noise.video.size(), noise.audio.size(), static_cast<long long>(text.numel()), geo->latent_frames,
-              geo->latent_h, geo->latent_w, geo->audio_latents, cfg->text_dim);
+  std::printf(
+      "{\"video\": %zu, \"audio\": %zu, \"text\": %lld, \"latent_frames\": %d, \"latent_h\": %d, "
+      "\"latent_w\": %d, \"audio_latents\": %d, \"text_dim\": %d}\n",
+      noise.video.size(), noise.audio.size(), static_cast<long long>(text.numel()), geo->latent_frames, geo->latent_h,
+      geo->latent_w, geo->audio_latents, cfg->text_dim);
   return 0;
 }

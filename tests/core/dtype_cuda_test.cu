@@ -30,12 +30,11 @@
 namespace vortex {
 namespace {
 
-#define CUDA_OK(expr)                                                              \
-  do {                                                                             \
-    cudaError_t err_ = (expr);                                                     \
-    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_);     \
+#define CUDA_OK(expr)                                                          \
+  do {                                                                         \
+    cudaError_t err_ = (expr);                                                 \
+    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
   } while (0)
-
 
 __global__ void cvt_sweep_kernel(uint64_t first, uint32_t count, uint16_t* bf16_out, uint8_t* e4m3_out,
                                  uint8_t* e5m2_out) {
@@ -115,12 +114,22 @@ TEST(DTypeCuda, AllF32PatternsMatchCvt) {
         uint16_t hb = bf16_bits_from_f32(x);
         uint8_t h4 = e4m3_from_f32(x), h5 = e5m2_from_f32(x);
         bool mismatch = false;
-        if (hb != bf16[i]) { ++bad_bf16; mismatch = true; }
-        if (h4 != e4m3[i]) { ++bad_e4m3; mismatch = true; }
-        if (h5 != e5m2[i]) { ++bad_e5m2; mismatch = true; }
+        if (hb != bf16[i]) {
+          ++bad_bf16;
+          mismatch = true;
+        }
+        if (h4 != e4m3[i]) {
+          ++bad_e4m3;
+          mismatch = true;
+        }
+        if (h5 != e5m2[i]) {
+          ++bad_e5m2;
+          mismatch = true;
+        }
         if (mismatch && printed.fetch_add(1) < 10)
-          std::printf("mismatch x=0x%08x: bf16 host %04x gpu %04x | e4m3 host %02x gpu %02x | e5m2 host %02x gpu %02x\n",
-                      u, hb, bf16[i], h4, e4m3[i], h5, e5m2[i]);
+          std::printf(
+              "mismatch x=0x%08x: bf16 host %04x gpu %04x | e4m3 host %02x gpu %02x | e5m2 host %02x gpu %02x\n", u, hb,
+              bf16[i], h4, e4m3[i], h5, e5m2[i]);
       }
     });
   }

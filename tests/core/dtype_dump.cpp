@@ -41,21 +41,20 @@ int main(int argc, char** argv) {
 
   std::vector<uint32_t> in32;  // f32 bit patterns
   for (uint32_t b = 0; b < 65536; ++b) in32.push_back(b << 16);
-  for (uint32_t u : {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u,
-                     0x7F800001u, 0xFF800001u, 0x7FFFFFFFu, 0xFFFFFFFFu, 0x7FA00000u, 0x00000001u,
-                     0x80000001u, 0x007FFFFFu, 0x807FFFFFu, 0x00400000u, 0x00800000u, 0x7F7FFFFFu,
-                     0xFF7FFFFFu})
+  for (uint32_t u : {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F800001u,
+                     0xFF800001u, 0x7FFFFFFFu, 0xFFFFFFFFu, 0x7FA00000u, 0x00000001u, 0x80000001u, 0x007FFFFFu,
+                     0x807FFFFFu, 0x00400000u, 0x00800000u, 0x7F7FFFFFu, 0xFF7FFFFFu})
     in32.push_back(u);
-  for (float x : {65504.0f, 65520.0f, 65536.0f, 0x1p-14f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 448.0f, 464.0f,
-                  480.0f, 57344.0f, 61440.0f, 6.0f, 0x1p-9f, 0x1p-10f, 0x1p-16f, 0x1p-17f, 0x1p-6f, 0x1p-14f})
+  for (float x : {65504.0f, 65520.0f, 65536.0f, 0x1p-14f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 448.0f, 464.0f, 480.0f,
+                  57344.0f, 61440.0f, 6.0f, 0x1p-9f, 0x1p-10f, 0x1p-16f, 0x1p-17f, 0x1p-6f, 0x1p-14f})
     add_with_neighbours(in32, x);
   // Every midpoint between adjacent non-negative finite grid values of E4M3, E5M2, E2M1.
   struct Grid {
     int codes;
     float (*decode)(uint8_t);
   };
-  for (const Grid& g : {Grid{0x7F, vortex::f32_from_e4m3}, Grid{0x7C, vortex::f32_from_e5m2},
-                        Grid{0x8, vortex::f32_from_e2m1}}) {
+  for (const Grid& g :
+       {Grid{0x7F, vortex::f32_from_e4m3}, Grid{0x7C, vortex::f32_from_e5m2}, Grid{0x8, vortex::f32_from_e2m1}}) {
     for (int c = 0; c + 1 < g.codes; ++c) {
       double mid = (static_cast<double>(g.decode(static_cast<uint8_t>(c))) + g.decode(static_cast<uint8_t>(c + 1))) / 2;
       add_with_neighbours(in32, static_cast<float>(mid));  // exact: midpoints have one more bit
@@ -63,7 +62,7 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < 2'000'000; ++i) {
     uint32_t u = static_cast<uint32_t>(rng());
-    if (i % 4 == 1) u &= 0x807FFFFFu;                                                   // denormals
+    if (i % 4 == 1) u &= 0x807FFFFFu;                                                            // denormals
     if (i % 4 == 2) u = (u & 0x807FFFFFu) | ((100u + static_cast<uint32_t>(rng() % 50)) << 23);  // FP8 range
     in32.push_back(u);
   }
@@ -90,8 +89,8 @@ int main(int argc, char** argv) {
       in64.push_back(-y);
     }
   }
-  for (double y : {0.0, -0.0, HUGE_VAL, -HUGE_VAL, std::numeric_limits<double>::quiet_NaN(), 1e300, -1e300,
-                   1e-300, 0x1p-134, 0x1p-133, std::numeric_limits<double>::denorm_min()})
+  for (double y : {0.0, -0.0, HUGE_VAL, -HUGE_VAL, std::numeric_limits<double>::quiet_NaN(), 1e300, -1e300, 1e-300,
+                   0x1p-134, 0x1p-133, std::numeric_limits<double>::denorm_min()})
     in64.push_back(y);
   for (int i = 0; i < 500'000; ++i) {
     in64.push_back(std::bit_cast<double>(rng()));

@@ -51,8 +51,7 @@ double ref_decode_e4m3(uint8_t b) {
 }
 double ref_decode_e5m2(uint8_t b) {
   if (((b >> 2) & 0x1F) == 0x1F)
-    return (b & 3) ? std::numeric_limits<double>::quiet_NaN()
-                   : ((b & 0x80) ? -HUGE_VAL : HUGE_VAL);
+    return (b & 3) ? std::numeric_limits<double>::quiet_NaN() : ((b & 0x80) ? -HUGE_VAL : HUGE_VAL);
   return minifloat_formula(b, 5, 2, 15);
 }
 double ref_decode_e2m1(uint8_t b) { return minifloat_formula(b, 2, 1, 1); }
@@ -85,8 +84,8 @@ uint8_t grid_encode(const Grid& g, double x) {
   uint8_t sign = std::signbit(x) ? g.sign_bit : 0;
   double a = std::fabs(x);
   if (a > g.max_value()) return sign | g.max_code();  // satfinite: saturate first (inf included)
-  auto it = std::lower_bound(g.points.begin(), g.points.end(), a,
-                             [](const GridPoint& p, double v) { return p.value < v; });
+  auto it =
+      std::lower_bound(g.points.begin(), g.points.end(), a, [](const GridPoint& p, double v) { return p.value < v; });
   if (it->value == a) return sign | it->code;
   const GridPoint& hi = *it;
   const GridPoint& lo = *(it - 1);
@@ -124,7 +123,8 @@ uint16_t ref_bf16_from_f64(double x) {
   uint32_t lo = 0, hi = 0x7F80;  // invariant: value(lo) <= a < value(hi)
   while (hi - lo > 1) {
     uint32_t mid = (lo + hi) / 2;
-    if (bf16_magnitude(mid) <= a) lo = mid; else hi = mid;
+    if (bf16_magnitude(mid) <= a) lo = mid;
+    else hi = mid;
   }
   double d_lo = a - bf16_magnitude(lo), d_hi = bf16_magnitude(hi) - a;
   uint32_t code = d_lo < d_hi ? lo : d_hi < d_lo ? hi : ((lo & 1) == 0 ? lo : hi);
@@ -169,8 +169,7 @@ TEST(DTypeBf16, F32RandomAndStructuredVsFp64Reference) {
   for (int i = 0; i < 4'000'000; ++i) inputs.push_back(static_cast<uint32_t>(rng()));
   for (uint32_t hi = 0; hi < 65536; ++hi) {  // every tie and its neighbours, every code
     uint32_t base = hi << 16;
-    for (uint32_t low : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu})
-      inputs.push_back(base | low);
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) inputs.push_back(base | low);
   }
   size_t failures = 0;
   for (uint32_t u : inputs) {
@@ -197,9 +196,9 @@ TEST(DTypeBf16, F64SingleRoundingVsReference) {
   EXPECT_EQ(bf16_bits_from_f64(1e300), 0x7F80);
   EXPECT_EQ(bf16_bits_from_f64(-1e-300), 0x8000);
   EXPECT_EQ(bf16_bits_from_f64(-0.0), 0x8000);
-  EXPECT_EQ(bf16_bits_from_f64(std::ldexp(1.0, -134)), 0x0000);           // half the min denormal: tie -> 0
+  EXPECT_EQ(bf16_bits_from_f64(std::ldexp(1.0, -134)), 0x0000);  // half the min denormal: tie -> 0
   EXPECT_EQ(bf16_bits_from_f64(std::nextafter(std::ldexp(1.0, -134), 1.0)), 0x0001);
-  double overflow_tie = std::ldexp(2.0 - std::ldexp(1.0, -8), 127);       // max + half ulp
+  double overflow_tie = std::ldexp(2.0 - std::ldexp(1.0, -8), 127);  // max + half ulp
   EXPECT_EQ(bf16_bits_from_f64(overflow_tie), 0x7F80);
   EXPECT_EQ(bf16_bits_from_f64(std::nextafter(overflow_tie, 0.0)), 0x7F7F);
 
@@ -207,8 +206,8 @@ TEST(DTypeBf16, F64SingleRoundingVsReference) {
   auto check = [&](double x) {
     uint16_t got = bf16_bits_from_f64(x), want = ref_bf16_from_f64(x);
     if (got != want && failures++ < 5)
-      ADD_FAILURE() << "f64 " << x << " (bits " << std::bit_cast<uint64_t>(x) << ") got " << got << " want "
-                    << want << " (seed " << seed << ")";
+      ADD_FAILURE() << "f64 " << x << " (bits " << std::bit_cast<uint64_t>(x) << ") got " << got << " want " << want
+                    << " (seed " << seed << ")";
   };
   for (int i = 0; i < 2'000'000; ++i) {
     check(std::bit_cast<double>(rng()));  // any double
@@ -273,14 +272,14 @@ TEST(DTypeFp8, EncodeEveryBf16ValueAndGridNeighbourhood) {
     auto check = [&](float x) {
       uint8_t got = enc.encode(x), want = grid_encode(g, static_cast<double>(x));
       if (got != want && failures++ < 5)
-        ADD_FAILURE() << enc.name << "(" << hex32(bits_of(x)) << " = " << x << ") got " << int(got)
-                      << " want " << int(want);
+        ADD_FAILURE() << enc.name << "(" << hex32(bits_of(x)) << " = " << x << ") got " << int(got) << " want "
+                      << int(want);
     };
     for (uint32_t b = 0; b < 65536; ++b) check(f32_of(b << 16));
     for (size_t i = 0; i + 1 < g.points.size(); ++i) {
       float mid = static_cast<float>((g.points[i].value + g.points[i + 1].value) / 2);  // exact
-      for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, HUGE_VALF),
-                      static_cast<float>(g.points[i].value)}) {
+      for (float x :
+           {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, HUGE_VALF), static_cast<float>(g.points[i].value)}) {
         check(x);
         check(-x);
       }
@@ -302,14 +301,14 @@ TEST(DTypeFp8, EncodeRandomF32Patterns) {
   size_t failures = 0;
   for (int i = 0; i < 10'000'000; ++i) {
     uint32_t u = static_cast<uint32_t>(rng());
-    if (i % 4 == 1) u = (u & 0x80000000u) | (u & 0x007FFFFFu);  // FP32 denormals
+    if (i % 4 == 1) u = (u & 0x80000000u) | (u & 0x007FFFFFu);                                   // FP32 denormals
     if (i % 4 == 2) u = (u & 0x807FFFFFu) | ((110u + static_cast<uint32_t>(rng() % 40)) << 23);  // near the grids
     float x = f32_of(u);
     for (const auto& enc : kEncoders) {
       uint8_t got = enc.encode(x), want = grid_encode(enc.grid(), static_cast<double>(x));
       if (got != want && failures++ < 5)
-        ADD_FAILURE() << enc.name << "(" << hex32(u) << ") got " << int(got) << " want " << int(want)
-                      << " (seed " << seed << ")";
+        ADD_FAILURE() << enc.name << "(" << hex32(u) << ") got " << int(got) << " want " << int(want) << " (seed "
+                      << seed << ")";
     }
   }
   EXPECT_EQ(failures, 0u) << "seed " << seed;
@@ -319,7 +318,7 @@ TEST(DTypeFp8, SpecialValues) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_EQ(e4m3_from_f32(448.0f), 0x7E);
   EXPECT_EQ(e4m3_from_f32(449.0f), 0x7E);
-  EXPECT_EQ(e4m3_from_f32(464.0f), 0x7E);   // would be a tie to 480 without satfinite
+  EXPECT_EQ(e4m3_from_f32(464.0f), 0x7E);  // would be a tie to 480 without satfinite
   EXPECT_EQ(e4m3_from_f32(1e30f), 0x7E);
   EXPECT_EQ(e4m3_from_f32(HUGE_VALF), 0x7E);
   EXPECT_EQ(e4m3_from_f32(-HUGE_VALF), 0xFE);
@@ -327,11 +326,11 @@ TEST(DTypeFp8, SpecialValues) {
   EXPECT_EQ(e4m3_from_f32(-nan), 0x7F);
   EXPECT_EQ(e4m3_from_f32(-0.0f), 0x80);
   EXPECT_EQ(e4m3_from_f32(std::ldexp(1.0f, -9)), 0x01);
-  EXPECT_EQ(e4m3_from_f32(std::ldexp(1.0f, -10)), 0x00);         // tie -> even 0
-  EXPECT_EQ(e4m3_from_f32(-std::ldexp(1.0f, -10)), 0x80);        // keeps the sign
-  EXPECT_EQ(e4m3_from_f32(std::ldexp(3.0f, -11)), 0x01);         // 0.75 units -> 1
-  EXPECT_EQ(e4m3_from_f32(std::ldexp(3.0f, -10)), 0x02);         // 1.5 units tie -> even 2
-  EXPECT_EQ(e4m3_from_f32(std::ldexp(15.0f, -10)), 0x08);        // 7.5 units tie -> 8 = min normal
+  EXPECT_EQ(e4m3_from_f32(std::ldexp(1.0f, -10)), 0x00);   // tie -> even 0
+  EXPECT_EQ(e4m3_from_f32(-std::ldexp(1.0f, -10)), 0x80);  // keeps the sign
+  EXPECT_EQ(e4m3_from_f32(std::ldexp(3.0f, -11)), 0x01);   // 0.75 units -> 1
+  EXPECT_EQ(e4m3_from_f32(std::ldexp(3.0f, -10)), 0x02);   // 1.5 units tie -> even 2
+  EXPECT_EQ(e4m3_from_f32(std::ldexp(15.0f, -10)), 0x08);  // 7.5 units tie -> 8 = min normal
   EXPECT_EQ(e4m3_from_f32(std::numeric_limits<float>::denorm_min()), 0x00);
   EXPECT_EQ(e5m2_from_f32(57344.0f), 0x7B);
   EXPECT_EQ(e5m2_from_f32(61440.0f), 0x7B);
@@ -419,8 +418,8 @@ TEST(DTypeUe8m0, EncodeRoundsUp) {
 }
 
 TEST(DTypeNames, RoundTrip) {
-  for (DType d : {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kF8E5M2,
-                  DType::kF8E8M0, DType::kI64, DType::kI32, DType::kI16, DType::kI8, DType::kU8, DType::kBool}) {
+  for (DType d : {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kF8E5M2, DType::kF8E8M0,
+                  DType::kI64, DType::kI32, DType::kI16, DType::kI8, DType::kU8, DType::kBool}) {
     auto parsed = dtype_from_name(dtype_name(d));
     ASSERT_TRUE(parsed.ok()) << dtype_name(d);
     EXPECT_EQ(*parsed, d);

@@ -57,9 +57,10 @@ TEST(EvidenceRow, SchemaFieldsAndBaseline) {
   env.clock_sm_mhz = 1500;
   const Percentiles p = percentiles({4.0, 2.0, 3.0});
   const nlohmann::json none = evidence_row(env, "w", "impl", "cfg", p);
-  for (const char* k : {"schema", "commit", "dirty", "time_utc", "gpu", "sm", "driver", "cuda", "clocks_mhz", "workload",
-                        "impl", "config", "n", "ms_p10", "ms_p50", "ms_p90", "ms_p95", "baseline", "baseline_ms_p50",
-                        "ratio"})
+  for (const char* k :
+       {"schema",          "commit", "dirty",  "time_utc", "gpu",    "sm",     "driver", "cuda",   "clocks_mhz",
+        "workload",        "impl",   "config", "n",        "ms_p10", "ms_p50", "ms_p90", "ms_p95", "baseline",
+        "baseline_ms_p50", "ratio"})
     EXPECT_TRUE(none.contains(k)) << k;
   EXPECT_EQ(none["schema"], "vortex-evidence-1");
   EXPECT_EQ(none["config"], "cfg");

@@ -29,9 +29,13 @@ TEST(Philox, Random123KnownAnswers) {
   };
   const Kat kats[] = {
       {{{0, 0, 0, 0}}, 0, 0, {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}},
-      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu, 0xffffffffu,
+      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
+       0xffffffffu,
+       0xffffffffu,
        {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}},
-      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u,
+      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
+       0xa4093822u,
+       0x299f31d0u,
        {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}},
   };
   for (const Kat& k : kats) {
@@ -71,8 +75,8 @@ TEST(GaussianNoise, MatchesDocumentedAlgorithm) {
 
 TEST(GaussianNoise, ThreadCountAndChunkingInvariant) {
   uint64_t seed = fresh_seed();
-  const size_t n = 300'001;  // not a multiple of 4 or of any thread count
-  const uint64_t offset = 3;   // unaligned start
+  const size_t n = 300'001;   // not a multiple of 4 or of any thread count
+  const uint64_t offset = 3;  // unaligned start
   std::vector<std::vector<float>> runs;
   for (int threads : {1, 2, 7}) {
     std::vector<float> out(n, std::nanf(""));
@@ -136,10 +140,8 @@ TEST(GaussianNoise, TensorOverloadStridedAndErrors) {
   for (int r = 0; r < 5; ++r)
     for (int c = 0; c < 7; ++c) {
       float v = big.data<float>()[r * 7 + c];
-      if (c >= 2 && c < 5)
-        EXPECT_EQ(v, gaussian_noise_value(seed, 11 + r * 3 + (c - 2))) << r << "," << c;
-      else
-        EXPECT_EQ(v, -1234.5f) << "write outside the view at " << r << "," << c;
+      if (c >= 2 && c < 5) EXPECT_EQ(v, gaussian_noise_value(seed, 11 + r * 3 + (c - 2))) << r << "," << c;
+      else EXPECT_EQ(v, -1234.5f) << "write outside the view at " << r << "," << c;
     }
 
   Tensor bf = Tensor::empty({4}, DType::kBF16);

@@ -40,8 +40,8 @@ float expected_value(uint64_t seed, uint64_t i, float scale, float offset) {
   Philox4x32 r = philox4x32_10({{static_cast<uint32_t>(i >> 2), static_cast<uint32_t>(i >> 34), 0, 0}},
                                static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   int32_t top24 = static_cast<int32_t>(r.v[i & 3] >> 8);
-  double u = (top24 - 8388608) / 8388608.0;          // exact
-  float product = static_cast<float>(scale * u);     // exact double product, one rounding to FP32
+  double u = (top24 - 8388608) / 8388608.0;                          // exact
+  float product = static_cast<float>(scale * u);                     // exact double product, one rounding to FP32
   return static_cast<float>(static_cast<double>(product) + offset);  // exact double sum, one rounding
 }
 

@@ -25,23 +25,23 @@ namespace vortex::cuda_test {
 
 constexpr uint16_t kPoisonBf16 = 0xFFBF;  // a NaN payload no kernel produces (canonical NaN is 0x7FFF)
 constexpr uint32_t kPoisonF32 = 0xFFBADBADu;
-constexpr int64_t kGuardElements = 64;    // sentinel tail after every output
+constexpr int64_t kGuardElements = 64;  // sentinel tail after every output
 
 // Creates the CUDA backend, or the Status saying why it cannot (the caller skips only for "no device").
 inline Result<std::unique_ptr<CudaBackend>> create_cuda() { return CudaBackend::create(0); }
 
 // Sets `backend_ptr` to a CUDA backend on device 0; skips (VORTEX_SKIP_NO_GPU) without a device and fails on
 // any other reason (an unsupported GPU is a failure, not a skip).
-#define VORTEX_REQUIRE_CUDA(backend_ptr)                                     \
-  do {                                                                       \
-    auto vortex_b_ = ::vortex::cuda_test::create_cuda();                     \
-    VORTEX_SKIP_NO_GPU_OR_FAIL(vortex_b_.status());                          \
-    backend_ptr = std::move(vortex_b_).value();                              \
+#define VORTEX_REQUIRE_CUDA(backend_ptr)                 \
+  do {                                                   \
+    auto vortex_b_ = ::vortex::cuda_test::create_cuda(); \
+    VORTEX_SKIP_NO_GPU_OR_FAIL(vortex_b_.status());      \
+    backend_ptr = std::move(vortex_b_).value();          \
   } while (0)
 
-#define ASSERT_OK(expr)                                              \
-  do {                                                               \
-    ::vortex::Status vortex_st_ = (expr);                            \
+#define ASSERT_OK(expr)                                                      \
+  do {                                                                       \
+    ::vortex::Status vortex_st_ = (expr);                                    \
     ASSERT_TRUE(vortex_st_.ok()) << #expr << ": " << vortex_st_.to_string(); \
   } while (0)
 
@@ -69,13 +69,20 @@ inline uint16_t random_bf16(std::mt19937_64& rng, Fill fill) {
     case Fill::kSpecial: {
       std::uniform_int_distribution<int> pick(0, 9);
       switch (pick(rng)) {
-        case 0: return 0x0000;  // +0
-        case 1: return 0x8000;  // -0
-        case 2: return static_cast<uint16_t>(0x0001 + (rng() % 0x7F));  // positive denormal
-        case 3: return static_cast<uint16_t>(0x8001 + (rng() % 0x7F));  // negative denormal
-        case 4: return (rng() & 1) ? 0x7F80 : 0xFF80;                     // +-inf
-        case 5: return (rng() & 1) ? 0x7FC0 : 0xFFC1;                     // NaNs
-        default: return static_cast<uint16_t>(bf16_bits_from_f32(normal(rng)) | 1u);
+        case 0:
+          return 0x0000;  // +0
+        case 1:
+          return 0x8000;  // -0
+        case 2:
+          return static_cast<uint16_t>(0x0001 + (rng() % 0x7F));  // positive denormal
+        case 3:
+          return static_cast<uint16_t>(0x8001 + (rng() % 0x7F));  // negative denormal
+        case 4:
+          return (rng() & 1) ? 0x7F80 : 0xFF80;  // +-inf
+        case 5:
+          return (rng() & 1) ? 0x7FC0 : 0xFFC1;  // NaNs
+        default:
+          return static_cast<uint16_t>(bf16_bits_from_f32(normal(rng)) | 1u);
       }
     }
     case Fill::kOddMantissa:
@@ -125,8 +132,8 @@ inline Result<Guarded> make_guarded(CudaBackend& gpu, int64_t rows, int64_t cols
   const size_t es = dtype_size(dtype);
   if (init != nullptr)
     for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(static_cast<char*>(host.raw_data()) + r * ld * es, static_cast<const char*>(init->raw_data()) + r * cols * es,
-                  cols * es);
+      std::memcpy(static_cast<char*>(host.raw_data()) + r * ld * es,
+                  static_cast<const char*>(init->raw_data()) + r * cols * es, cols * es);
   VORTEX_ASSIGN_OR_RETURN(g.buffer, gpu.upload(host));
   VORTEX_ASSIGN_OR_RETURN(g.view, g.buffer.as_strided({rows, cols}, {ld, 1}));
   return g;
@@ -178,15 +185,16 @@ inline std::string compare_bytes(const Tensor& expect, const Tensor& got, int ma
         uint16_t x, y;
         std::memcpy(&x, a, 2);
         std::memcpy(&y, b, 2);
-        s << x << " got 0x" << y << std::dec << " (" << f32_from_bf16_bits(x) << " vs " << f32_from_bf16_bits(y) << ")\n";
+        s << x << " got 0x" << y << std::dec << " (" << f32_from_bf16_bits(x) << " vs " << f32_from_bf16_bits(y)
+          << ")\n";
       } else if (es == 4) {
         uint32_t x, y;
         std::memcpy(&x, a, 4);
         std::memcpy(&y, b, 4);
         s << x << " got 0x" << y << std::dec << "\n";
       } else {
-        s << static_cast<int>(static_cast<uint8_t>(*a)) << " got 0x" << static_cast<int>(static_cast<uint8_t>(*b)) << std::dec
-          << "\n";
+        s << static_cast<int>(static_cast<uint8_t>(*a)) << " got 0x" << static_cast<int>(static_cast<uint8_t>(*b))
+          << std::dec << "\n";
       }
     }
     ++bad;

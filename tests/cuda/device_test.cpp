@@ -14,8 +14,8 @@
 #include "cuda/check.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/device.h"
-#include "gpu_test.h"
 #include "cuda/policy.h"
+#include "gpu_test.h"
 
 namespace vortex {
 namespace {

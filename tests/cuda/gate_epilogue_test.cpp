@@ -38,9 +38,9 @@ TEST(GateEpilogue, Fp64OfItsProgramAndNearTheUnfusedProgram) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t s = 530, k = 512, n = 256, chunks = 6, table_rows = 6;
-  Tensor a = host_bf16(s, k, rng, 2.0f);           // [S, K] bf16, the GEMM input (attention output / SwiGLU)
-  Tensor w = host_bf16(n, k, rng, 0.05f);          // [N, K] bf16
-  Tensor x0 = host_bf16(s, n, rng, 4.0f);          // [S, N] bf16, the residual stream
+  Tensor a = host_bf16(s, k, rng, 2.0f);   // [S, K] bf16, the GEMM input (attention output / SwiGLU)
+  Tensor w = host_bf16(n, k, rng, 0.05f);  // [N, K] bf16
+  Tensor x0 = host_bf16(s, n, rng, 4.0f);  // [S, N] bf16, the residual stream
   Tensor table = host_bf16(table_rows, chunks * n, rng, 1.5f);  // [6, 6N] bf16 AdaLN table, gates of both signs
   SegmentTable seg;
   seg.segments = {{0, 100, 3}, {100, 514, 1}, {514, s, 5}};  // text | audio | video-like, boundaries % 4 != 0
@@ -107,7 +107,8 @@ TEST(GateEpilogue, Fp64OfItsProgramAndNearTheUnfusedProgram) {
     }
   }
   const double e2 = std::sqrt(d2 / u2);
-  std::printf("gate epilogue | E1 vs FP64: %s | E2 increment vs linear + gate_add: rel-L2 %.3e\n", tr.summary().c_str(), e2);
+  std::printf("gate epilogue | E1 vs FP64: %s | E2 increment vs linear + gate_add: rel-L2 %.3e\n", tr.summary().c_str(),
+              e2);
   EXPECT_TRUE(tr.passes(5e-4, 1e-3)) << tr.summary();
   EXPECT_LT(e2, 0.1) << "the fused gated residual is far from the unfused fp8 program";
 }

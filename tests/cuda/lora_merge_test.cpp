@@ -31,16 +31,20 @@ TEST(CudaLoraMerge, BothProgramsMatchTheCpuMergeByteForByte) {
     Fill fill;
   };
   const std::vector<Case> cases = {
-      {37, 70, 3, 5, 20, 0.5, Fill::kNormal},          {64, 64, 16, 0, 64, 1.0, Fill::kOddMantissa},
-      {65, 129, 17, 0, 65, -0.0625, Fill::kDynamicRange}, {300, 200, 128, 100, 100, 1.0 / 16, Fill::kNormal},
-      {96, 40, 1, 64, 32, 3.0, Fill::kSpecial},        {1, 1, 2, 0, 1, 1e-3, Fill::kNormal},
+      {37, 70, 3, 5, 20, 0.5, Fill::kNormal},
+      {64, 64, 16, 0, 64, 1.0, Fill::kOddMantissa},
+      {65, 129, 17, 0, 65, -0.0625, Fill::kDynamicRange},
+      {300, 200, 128, 100, 100, 1.0 / 16, Fill::kNormal},
+      {96, 40, 1, 64, 32, 3.0, Fill::kSpecial},
+      {1, 1, 2, 0, 1, 1e-3, Fill::kNormal},
       {1024, 5376, 128, 0, 1024, 1.0, Fill::kNormal},
   };
   for (const Case& c : cases) {
     for (LoraMergeProgram program : {LoraMergeProgram::kSingleRounding, LoraMergeProgram::kPeft}) {
       SCOPED_TRACE("W [" + std::to_string(c.n) + ", " + std::to_string(c.k) + "] r " + std::to_string(c.r) + " rows [" +
-                   std::to_string(c.row_offset) + ", +" + std::to_string(c.rows) + ") scale " + std::to_string(c.scale) +
-                   (program == LoraMergeProgram::kPeft ? " peft" : " single-rounding") + "; seed " + std::to_string(seed));
+                   std::to_string(c.row_offset) + ", +" + std::to_string(c.rows) + ") scale " +
+                   std::to_string(c.scale) + (program == LoraMergeProgram::kPeft ? " peft" : " single-rounding") +
+                   "; seed " + std::to_string(seed));
       Tensor w = cuda_test::random_host_bf16({c.n, c.k}, rng, c.fill);
       Tensor a = random_f32({c.r, c.k}, rng, 0.05f);
       Tensor b = random_f32({c.rows, c.r}, rng, 0.05f);
@@ -73,7 +77,8 @@ TEST(CudaLoraMerge, RejectsBadParts) {
   Tensor b = gpu->upload(random_f32({8, 4}, rng, 0.1f)).value();
   Tensor a_wrong = gpu->upload(random_f32({4, 15}, rng, 0.1f)).value();
   EXPECT_EQ(gpu->lora_merge(w, a, b, 1, 1.0, LoraMergeProgram::kSingleRounding).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(gpu->lora_merge(w, a_wrong, b, 0, 1.0, LoraMergeProgram::kSingleRounding).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gpu->lora_merge(w, a_wrong, b, 0, 1.0, LoraMergeProgram::kSingleRounding).code(),
+            ErrorCode::kInvalidArgument);
   EXPECT_EQ(gpu->lora_merge(w, a, b, 0, std::nan(""), LoraMergeProgram::kPeft).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(gpu->lora_merge(w, b, a, 0, 1.0, LoraMergeProgram::kPeft).code(), ErrorCode::kInvalidArgument);
 }

@@ -51,10 +51,12 @@ TEST(Nvfp4Approx, RcpModelEqualsInstructionOnAll2Pow32Inputs) {
   DeviceBuffer binade(ref::kRcpBinadeSize * 4), counters(16);
   binade.upload(t.binade().data(), ref::kRcpBinadeSize * 4);
   ASSERT_TRUE(cuda_ops::nvfp4_check_rcp_model(static_cast<const uint32_t*>(binade.get()),
-                                              static_cast<unsigned long long*>(counters.get()), nullptr).ok());
+                                              static_cast<unsigned long long*>(counters.get()), nullptr)
+                  .ok());
   unsigned long long c[2];
   counters.download(c, sizeof(c));
-  EXPECT_EQ(c[0], 0ull) << "rcp.approx.ftz.f32 differs from the binade model; example input 0x" << std::hex << (c[1] - 1);
+  EXPECT_EQ(c[0], 0ull) << "rcp.approx.ftz.f32 differs from the binade model; example input 0x" << std::hex
+                        << (c[1] - 1);
   int64_t hist[4] = {0, 0, 0, 0};  // delta vs correctly rounded: 0, +1, -1, other
   for (uint32_t m = 0; m < ref::kRcpBinadeSize; ++m) {
     const int64_t delta = static_cast<int64_t>(t.binade()[m]) - ref::rcp_correctly_rounded_binade_bits(m);
@@ -79,14 +81,15 @@ TEST(Nvfp4Approx, DivMulAndE2m1MatchModels) {
   DeviceBuffer binade(ref::kRcpBinadeSize * 4), counters(48);
   binade.upload(measured_table().binade().data(), ref::kRcpBinadeSize * 4);
   ASSERT_TRUE(cuda_ops::nvfp4_check_div_mul_e2m1(static_cast<const uint32_t*>(binade.get()), seed, uint64_t{1} << 30,
-                                                 static_cast<unsigned long long*>(counters.get()), nullptr).ok());
+                                                 static_cast<unsigned long long*>(counters.get()), nullptr)
+                  .ok());
   unsigned long long c[6];
   counters.download(c, sizeof(c));
   EXPECT_EQ(c[0], 0ull) << "div.approx.ftz != mul.ftz(a, rcp model(b)); pair index " << c[1] - 1 << " seed=" << seed;
   EXPECT_EQ(c[2], 0ull) << "mul.rn.ftz != flush model; pair index " << c[3] - 1 << " seed=" << seed;
   EXPECT_EQ(c[4], 0ull) << "device E2M1 != __nv_cvt_float_to_fp4 (input < 2^32), E4M3 decoders differ (2^32 + code) "
-                           "or fast != exact packed word (2^33 + chunk index; seed=" << seed << "); input 0x"
-                        << std::hex << c[5] - 1;
+                           "or fast != exact packed word (2^33 + chunk index; seed="
+                        << seed << "); input 0x" << std::hex << c[5] - 1;
 }
 
 // ---- producers ---------------------------------------------------------------------------------------
@@ -94,7 +97,11 @@ struct DeviceOut {
   ref::Nvfp4Layout layout;
   DeviceBuffer data, scales, g, amax;
   explicit DeviceOut(const ref::Nvfp4Layout& l)
-      : layout(l), data(std::max<size_t>(l.data_bytes(), 16)), scales(std::max<size_t>(l.scale_bytes(), 16)), g(4), amax(4) {
+      : layout(l),
+        data(std::max<size_t>(l.data_bytes(), 16)),
+        scales(std::max<size_t>(l.scale_bytes(), 16)),
+        g(4),
+        amax(4) {
     data.poison(0xA5 ^ 0x5A);
     scales.poison(0x3C);
     amax.poison(0x77);
@@ -145,7 +152,8 @@ void expect_same(const HostOut& got, const HostOut& want, const ref::Nvfp4Layout
     }
 }
 
-HostOut cpu_reference(const std::vector<uint16_t>& x, int64_t rows, int64_t cols, int64_t ld, bool dynamic, float g_static) {
+HostOut cpu_reference(const std::vector<uint16_t>& x, int64_t rows, int64_t cols, int64_t ld, bool dynamic,
+                      float g_static) {
   HostOut h;
   const ref::Nvfp4Layout l = ref::nvfp4_layout(rows, cols);
   h.data.assign(l.data_bytes(), 0xEE);
@@ -167,8 +175,8 @@ cuda_ops::Nvfp4RunOptions variant_options(int v) {
 void check_plain(int64_t rows, int64_t cols, int64_t ld, bool inf_nan, bool dynamic, bool power_of_two_g = false) {
   const uint64_t seed = testing::fresh_seed();
   std::mt19937_64 rng(seed);
-  const std::string what = "plain [" + std::to_string(rows) + ", " + std::to_string(cols) + "] ld " + std::to_string(ld) +
-                           (dynamic ? " dynamic" : " static") + " seed=" + std::to_string(seed);
+  const std::string what = "plain [" + std::to_string(rows) + ", " + std::to_string(cols) + "] ld " +
+                           std::to_string(ld) + (dynamic ? " dynamic" : " static") + " seed=" + std::to_string(seed);
   const std::vector<uint16_t> x = test::nvfp4_adversarial_bf16(rows, cols, ld, rng, inf_nan);
   const float g_static = std::ldexp(power_of_two_g ? 1.0f : 1.0f + static_cast<float>(rng() % 1000) / 1000.0f,
                                     static_cast<int>(rng() % 20) - 15);
@@ -178,8 +186,8 @@ void check_plain(int64_t rows, int64_t cols, int64_t ld, bool inf_nan, bool dyna
   for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
     DeviceOut out(ref::nvfp4_layout(rows, cols));
     if (!dynamic) out.g.upload(&g_static, 4);
-    const Status s = cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dx.get()), rows, cols, ld, out.scale(dynamic),
-                                              out.buffers(), nullptr, variant_options(v));
+    const Status s = cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dx.get()), rows, cols, ld,
+                                              out.scale(dynamic), out.buffers(), nullptr, variant_options(v));
     ASSERT_TRUE(s.ok()) << s.message() << variant_tag(v);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << variant_tag(v);
     expect_same(download(out), want, out.layout, what + variant_tag(v));
@@ -188,9 +196,19 @@ void check_plain(int64_t rows, int64_t cols, int64_t ld, bool inf_nan, bool dyna
 
 TEST(Nvfp4Producer, PlainRaggedShapesDynamic) {
   VORTEX_REQUIRE_GPU();
-  const int64_t shapes[][3] = {{1, 16, 16},   {17, 40, 40},    {130, 64, 72},   {3, 5376, 5376}, {300, 5376, 5376},
-                               {33, 7168, 7200}, {129, 14336, 14336}, {16, 8, 8}, {45, 100, 101}, {0, 64, 64},
-                               {37, 48, 48},  {5, 272, 272},  {131, 5376 + 16, 5376 + 16}};
+  const int64_t shapes[][3] = {{1, 16, 16},
+                               {17, 40, 40},
+                               {130, 64, 72},
+                               {3, 5376, 5376},
+                               {300, 5376, 5376},
+                               {33, 7168, 7200},
+                               {129, 14336, 14336},
+                               {16, 8, 8},
+                               {45, 100, 101},
+                               {0, 64, 64},
+                               {37, 48, 48},
+                               {5, 272, 272},
+                               {131, 5376 + 16, 5376 + 16}};
   for (const auto& s : shapes) check_plain(s[0], s[1], s[2], false, true);
 }
 
@@ -218,7 +236,9 @@ TEST(Nvfp4Producer, AllZeroTensorDynamic) {
   for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
     DeviceOut out(ref::nvfp4_layout(rows, cols));
     ASSERT_TRUE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dx.get()), rows, cols, cols, out.scale(true),
-                                         out.buffers(), nullptr, variant_options(v)).ok()) << variant_tag(v);
+                                         out.buffers(), nullptr, variant_options(v))
+                    .ok())
+        << variant_tag(v);
     const HostOut got = download(out);
     expect_same(got, want, out.layout, "all-zero" + variant_tag(v));
     EXPECT_EQ(got.g, 0.0f) << variant_tag(v);
@@ -286,7 +306,8 @@ void check_modulated(int64_t rows, int64_t d, bool random_map = false, bool dyna
   std::normal_distribution<float> nd(0.0f, 0.7f);
   for (auto& t : table) t = bf16_bits_from_f32(nd(rng));
   std::vector<int32_t> map_host;
-  const SegmentTable seg = random_map ? make_random_segments(rows, table_rows, rng, map_host) : make_segments(rows, map_host);
+  const SegmentTable seg =
+      random_map ? make_random_segments(rows, table_rows, rng, map_host) : make_segments(rows, map_host);
   const float g_static = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, static_cast<int>(rng() % 8) - 6);
 
   DeviceBuffer dn(n.size() * 2), dt(table.size() * 2), dmap(map_host.size() * 4 + 4), dm(n.size() * 2);
@@ -309,10 +330,9 @@ void check_modulated(int64_t rows, int64_t d, bool random_map = false, bool dyna
   for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
     DeviceOut fused(ref::nvfp4_layout(rows, d));
     if (!dynamic) fused.g.upload(&g_static, 4);
-    const Status s = cuda_ops::nvfp4_quantize_modulated(static_cast<const uint16_t*>(dn.get()), rows, d, d,
-                                                  static_cast<const uint16_t*>(dt.get()), chunks * d, shift_chunk,
-                                                  scale_chunk, map, fused.scale(dynamic), fused.buffers(), nullptr,
-                                                  variant_options(v));
+    const Status s = cuda_ops::nvfp4_quantize_modulated(
+        static_cast<const uint16_t*>(dn.get()), rows, d, d, static_cast<const uint16_t*>(dt.get()), chunks * d,
+        shift_chunk, scale_chunk, map, fused.scale(dynamic), fused.buffers(), nullptr, variant_options(v));
     ASSERT_TRUE(s.ok()) << s.message() << variant_tag(v);
     DeviceOut unfused(ref::nvfp4_layout(rows, d));
     if (!dynamic) unfused.g.upload(&g_static, 4);
@@ -329,18 +349,19 @@ void check_modulated(int64_t rows, int64_t d, bool random_map = false, bool dyna
 TEST(Nvfp4Producer, ModulationFusedEqualsMaterializeThenQuantize) {
   VORTEX_REQUIRE_GPU();
   check_modulated(300, 5376);
-  check_modulated(37, 40);   // element-wise path, ragged rows and K
+  check_modulated(37, 40);  // element-wise path, ragged rows and K
   check_modulated(130, 7168);
-  check_modulated(2000, 5376, /*random_map=*/true);   // > 3 distinct table rows per CTA: staged + global fallback
-  check_modulated(517, 1040, /*random_map=*/true);    // 130 chunks: one partial task column, padding rows
-  check_modulated(1100, 3072, /*random_map=*/false, /*dynamic=*/false);  // static g
+  check_modulated(2000, 5376, /*random_map=*/true);  // > 3 distinct table rows per CTA: staged + global fallback
+  check_modulated(517, 1040, /*random_map=*/true);   // 130 chunks: one partial task column, padding rows
+  check_modulated(1100, 3072, /*random_map=*/false, /*dynamic=*/false);                  // static g
   check_modulated(300, 5376, /*random_map=*/true, /*dynamic=*/false, /*inf_nan=*/true);  // inf -> +-6, NaN -> 0x7
 }
 
 void check_swiglu(int64_t rows, int64_t f) {
   const uint64_t seed = testing::fresh_seed();
   std::mt19937_64 rng(seed);
-  const std::string what = "swiglu [" + std::to_string(rows) + ", " + std::to_string(f) + "] seed=" + std::to_string(seed);
+  const std::string what =
+      "swiglu [" + std::to_string(rows) + ", " + std::to_string(f) + "] seed=" + std::to_string(seed);
   const std::vector<uint16_t> u = test::nvfp4_adversarial_bf16(rows, 2 * f, 2 * f, rng, false);
   const std::vector<uint16_t> silu = cuda_ops::silu_bf16_table_host();
   DeviceBuffer du(u.size() * 2), dsilu(silu.size() * 2), dm(u.size());
@@ -358,7 +379,7 @@ void check_swiglu(int64_t rows, int64_t f) {
   for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
     DeviceOut fused(ref::nvfp4_layout(rows, f));
     const Status s = cuda_ops::nvfp4_quantize_swiglu(static_cast<const uint16_t*>(du.get()), rows, f, 2 * f, silu_dev,
-                                               fused.scale(true), fused.buffers(), nullptr, variant_options(v));
+                                                     fused.scale(true), fused.buffers(), nullptr, variant_options(v));
     ASSERT_TRUE(s.ok()) << s.message() << variant_tag(v);
     DeviceOut unfused(ref::nvfp4_layout(rows, f));
     const Status s4 = cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(dm.get()), rows, f, f, unfused.scale(true),
@@ -394,14 +415,17 @@ TEST(Nvfp4Producer, RejectsBadArguments) {
   DeviceBuffer x(4096);
   DeviceOut out(ref::nvfp4_layout(16, 64));
   cuda_ops::Nvfp4Buffers misaligned{static_cast<uint8_t*>(out.data.get()) + 1, static_cast<uint8_t*>(out.scales.get())};
-  EXPECT_FALSE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.get()), 16, 64, 64, out.scale(true), misaligned,
-                                        nullptr).ok());
+  EXPECT_FALSE(
+      cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.get()), 16, 64, 64, out.scale(true), misaligned, nullptr)
+          .ok());
   cuda_ops::Nvfp4GlobalScale no_ws{true, static_cast<float*>(out.g.get()), nullptr};
-  EXPECT_FALSE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.get()), 16, 64, 64, no_ws, out.buffers(), nullptr).ok());
-  EXPECT_FALSE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.get()), 16, 64, 32, out.scale(true), out.buffers(),
-                                        nullptr).ok());
-  EXPECT_FALSE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.get()), 16, 64, 64, out.scale(true), out.buffers(),
-                                        nullptr, variant_options(cuda_ops::nvfp4_variant_count()))
+  EXPECT_FALSE(
+      cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.get()), 16, 64, 64, no_ws, out.buffers(), nullptr).ok());
+  EXPECT_FALSE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.get()), 16, 64, 32, out.scale(true),
+                                        out.buffers(), nullptr)
+                   .ok());
+  EXPECT_FALSE(cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.get()), 16, 64, 64, out.scale(true),
+                                        out.buffers(), nullptr, variant_options(cuda_ops::nvfp4_variant_count()))
                    .ok())
       << "an unknown kernel variant must be rejected";
 }

@@ -24,10 +24,14 @@ using cuda_test::Guarded;
 
 const char* fill_name(Fill f) {
   switch (f) {
-    case Fill::kNormal: return "normal";
-    case Fill::kDynamicRange: return "dynamic-range";
-    case Fill::kSpecial: return "special(+-0,denormal,inf,nan)";
-    case Fill::kOddMantissa: return "odd-mantissa(ties)";
+    case Fill::kNormal:
+      return "normal";
+    case Fill::kDynamicRange:
+      return "dynamic-range";
+    case Fill::kSpecial:
+      return "special(+-0,denormal,inf,nan)";
+    case Fill::kOddMantissa:
+      return "odd-mantissa(ties)";
   }
   return "?";
 }
@@ -102,15 +106,15 @@ struct RowCase {
 // H3 width D = 5376 at ragged row counts (1, 7, 1000, 37810), unaligned strides (scalar path), a tiny
 // width, and a row wider than 48 KB of shared memory.
 const std::vector<RowCase> kNormCases = {
-    {1, 5376, 5376, Fill::kNormal},          {7, 5376, 5440, Fill::kDynamicRange},
-    {1000, 5376, 5376, Fill::kSpecial},      {37810, 5376, 5376, Fill::kNormal},
-    {13, 40, 43, Fill::kDynamicRange},       {5, 24, 24, Fill::kSpecial},
-    {9, 5376, 5376, Fill::kOddMantissa},     {3, 30000, 30000, Fill::kNormal},
+    {1, 5376, 5376, Fill::kNormal},      {7, 5376, 5440, Fill::kDynamicRange}, {1000, 5376, 5376, Fill::kSpecial},
+    {37810, 5376, 5376, Fill::kNormal},  {13, 40, 43, Fill::kDynamicRange},    {5, 24, 24, Fill::kSpecial},
+    {9, 5376, 5376, Fill::kOddMantissa}, {3, 30000, 30000, Fill::kNormal},
 };
 
 TEST_F(CudaOps, RmsNormMatchesReference) {
   for (const RowCase& c : kNormCases) {
-    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " ld " + std::to_string(c.ld) + " " + fill_name(c.fill));
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " ld " + std::to_string(c.ld) + " " +
+                 fill_name(c.fill));
     Tensor x = cuda_test::random_host_bf16({c.rows, c.cols}, rng_, c.fill);
     Tensor w = cuda_test::random_host_bf16({c.cols}, rng_, Fill::kNormal);
     for (float eps : {1e-5f, 1e-6f}) {
@@ -147,7 +151,8 @@ TEST_F(CudaOps, ModulateMatchesReference) {
 
 // Sets an rms_norm_modulate kernel variant for one scope and restores the previous one afterwards (also on failure).
 struct ScopedNormModulateVariant {
-  explicit ScopedNormModulateVariant(cuda_ops::RmsNormModulateVariant v) : before(cuda_ops::rms_norm_modulate_variant()) {
+  explicit ScopedNormModulateVariant(cuda_ops::RmsNormModulateVariant v)
+      : before(cuda_ops::rms_norm_modulate_variant()) {
     cuda_ops::set_rms_norm_modulate_variant(v);
   }
   ~ScopedNormModulateVariant() { cuda_ops::set_rms_norm_modulate_variant(before); }
@@ -240,14 +245,15 @@ struct QkCase {
 
 TEST_F(CudaOps, QkNormRopeInPlaceOnStridedQkvMatchesReference) {
   const std::vector<QkCase> cases = {
-      {1, 56, 128, 96, Fill::kNormal},   {7, 56, 128, 96, Fill::kDynamicRange}, {1000, 56, 128, 96, Fill::kNormal},
-      {37, 56, 128, 96, Fill::kSpecial}, {9, 4, 64, 48, Fill::kOddMantissa},    {5, 3, 32, 0, Fill::kNormal},
-      {11, 2, 256, 128, Fill::kNormal},  {3, 5, 128, 0, Fill::kDynamicRange},  {13, 3, 128, 128, Fill::kOddMantissa},
-      {2000, 56, 128, 96, Fill::kDynamicRange},
+      {1, 56, 128, 96, Fill::kNormal},       {7, 56, 128, 96, Fill::kDynamicRange},
+      {1000, 56, 128, 96, Fill::kNormal},    {37, 56, 128, 96, Fill::kSpecial},
+      {9, 4, 64, 48, Fill::kOddMantissa},    {5, 3, 32, 0, Fill::kNormal},
+      {11, 2, 256, 128, Fill::kNormal},      {3, 5, 128, 0, Fill::kDynamicRange},
+      {13, 3, 128, 128, Fill::kOddMantissa}, {2000, 56, 128, 96, Fill::kDynamicRange},
   };
   for (const QkCase& c : cases) {
-    SCOPED_TRACE("S " + std::to_string(c.rows) + " heads " + std::to_string(c.heads) + " hd " + std::to_string(c.head_dim) +
-                 " rope " + std::to_string(c.rope_dims) + " " + fill_name(c.fill));
+    SCOPED_TRACE("S " + std::to_string(c.rows) + " heads " + std::to_string(c.heads) + " hd " +
+                 std::to_string(c.head_dim) + " rope " + std::to_string(c.rope_dims) + " " + fill_name(c.fill));
     const int64_t inner = static_cast<int64_t>(c.heads) * c.head_dim;
     Tensor qkv = cuda_test::random_host_bf16({c.rows, 3 * inner}, rng_, c.fill);  // [S, 3I] bf16
     Tensor qw = cuda_test::random_host_bf16({c.head_dim}, rng_, Fill::kNormal);
@@ -282,12 +288,13 @@ TEST_F(CudaOps, QkNormRopeInPlaceOnStridedQkvMatchesReference) {
 
 TEST_F(CudaOps, GateAddFusedEagerAndPlainMatchReference) {
   const std::vector<RowCase> cases = {
-      {1, 5376, 5376, Fill::kNormal},       {7, 5376, 5440, Fill::kOddMantissa}, {1000, 5376, 5376, Fill::kSpecial},
-      {37810, 5376, 5376, Fill::kNormal},   {13, 40, 43, Fill::kDynamicRange},   {6, 24, 24, Fill::kOddMantissa},
+      {1, 5376, 5376, Fill::kNormal},     {7, 5376, 5440, Fill::kOddMantissa}, {1000, 5376, 5376, Fill::kSpecial},
+      {37810, 5376, 5376, Fill::kNormal}, {13, 40, 43, Fill::kDynamicRange},   {6, 24, 24, Fill::kOddMantissa},
   };
   for (const RowCase& c : cases) {
     SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " " + fill_name(c.fill));
-    Tensor x = cuda_test::random_host_bf16({c.rows, c.cols}, rng_, c.fill == Fill::kSpecial ? Fill::kSpecial : Fill::kNormal);
+    Tensor x =
+        cuda_test::random_host_bf16({c.rows, c.cols}, rng_, c.fill == Fill::kSpecial ? Fill::kSpecial : Fill::kNormal);
     Tensor a = cuda_test::random_host_bf16({c.rows, c.cols}, rng_, c.fill);
     Tensor table = make_table(6, 6, c.cols, c.fill == Fill::kOddMantissa, 1, 2);
     SegmentTable seg = cuda_test::random_segments(c.rows, 6, rng_);
@@ -310,9 +317,11 @@ TEST_F(CudaOps, GateAddFusedEagerAndPlainMatchReference) {
 }
 
 TEST_F(CudaOps, SwigluMatchesReference) {
-  const std::vector<RowCase> cases = {  // cols = F
-      {1, 14336, 2 * 14336, Fill::kNormal}, {7, 14336, 2 * 14336 + 8, Fill::kDynamicRange},
-      {300, 14336, 2 * 14336, Fill::kSpecial}, {13, 36, 72, Fill::kNormal}, {3, 40, 85, Fill::kOddMantissa},
+  const std::vector<RowCase> cases = {
+      // cols = F
+      {1, 14336, 2 * 14336, Fill::kNormal},    {7, 14336, 2 * 14336 + 8, Fill::kDynamicRange},
+      {300, 14336, 2 * 14336, Fill::kSpecial}, {13, 36, 72, Fill::kNormal},
+      {3, 40, 85, Fill::kOddMantissa},
   };
   for (const RowCase& c : cases) {
     SCOPED_TRACE(std::to_string(c.rows) + "x2*" + std::to_string(c.cols) + " " + fill_name(c.fill));
@@ -358,8 +367,8 @@ TEST_F(CudaOps, SiluExhaustiveAllBf16Inputs) {
       if (first < 0) first = i;
       ++differ;
     }
-  std::cout << "[evidence] device FP64 SiLU (CUDA exp) vs host reference: " << differ
-            << " of 65536 BF16 inputs differ" << (first >= 0 ? " (first input bits " + std::to_string(first) + ")" : "")
+  std::cout << "[evidence] device FP64 SiLU (CUDA exp) vs host reference: " << differ << " of 65536 BF16 inputs differ"
+            << (first >= 0 ? " (first input bits " + std::to_string(first) + ")" : "")
             << "; the swiglu kernel uses the host table regardless\n";
   RecordProperty("silu_fp64_device_differs", differ);
 }
@@ -371,8 +380,8 @@ TEST_F(CudaOps, CastMatchesReference) {
     uint32_t* fp = static_cast<uint32_t*>(f.raw_data());
     for (int64_t i = 0; i < f.numel(); ++i) {
       uint32_t bits = static_cast<uint32_t>(rng_());
-      if (i % 5 == 0) bits = (bits & 0xFFFF0000u) | 0x8000u;  // exact BF16 tie
-      if (i % 7 == 0) bits = (bits & 0x807FFFFFu);             // denormal
+      if (i % 5 == 0) bits = (bits & 0xFFFF0000u) | 0x8000u;       // exact BF16 tie
+      if (i % 7 == 0) bits = (bits & 0x807FFFFFu);                 // denormal
       if (i % 11 == 0) bits = (bits & 0x80000000u) | 0x7F800000u;  // +-inf
       fp[i] = bits;
     }
@@ -481,18 +490,20 @@ TEST_F(CudaOps, DebugSyncRunsOpsAndReportsPeakMemory) {
 // sets the timed repetitions (default 20).
 TEST_F(CudaOps, BenchElementwiseOpsCanonical) {
   const char* on = std::getenv("VORTEX_RUN_BENCH");
-  if (on == nullptr || std::string(on) != "1") GTEST_SKIP() << "set VORTEX_RUN_BENCH=1 to run the S = 37,810 micro-benchmark";
+  if (on == nullptr || std::string(on) != "1")
+    GTEST_SKIP() << "set VORTEX_RUN_BENCH=1 to run the S = 37,810 micro-benchmark";
   OpsBenchConfig cfg;
-  if (const char* ops = std::getenv("VORTEX_BENCH_OPS")) cfg.ops = ops;  // e.g. rms_norm_modulate
+  if (const char* ops = std::getenv("VORTEX_BENCH_OPS")) cfg.ops = ops;                  // e.g. rms_norm_modulate
   if (const char* skip = std::getenv("VORTEX_SKIP_VARIANTS")) cfg.skip_variants = skip;  // e.g. warp_row
   if (const char* reps = std::getenv("VORTEX_BENCH_REPS")) cfg.reps = std::max(1, std::atoi(reps));
   Result<OpsBenchResult> r = bench_elementwise_ops(*gpu_, cfg);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  std::cout << "[bench] " << r->device << ", " << r->input_sets << " rotated input sets, peak " << r->peak_gbps << " GB/s\n";
+  std::cout << "[bench] " << r->device << ", " << r->input_sets << " rotated input sets, peak " << r->peak_gbps
+            << " GB/s\n";
   for (const OpsBenchRow& row : r->rows) {
     std::cout << "[bench] " << row.op << " [" << row.rows << ", " << row.cols << "] p10/p50/p90 " << row.ms_p10 << " / "
-              << row.ms_p50 << " / " << row.ms_p90 << " ms, " << row.gbps_p50 << " GB/s (" << 100.0 * row.fraction_of_peak
-              << "% of peak), check: " << row.check << "\n";
+              << row.ms_p50 << " / " << row.ms_p90 << " ms, " << row.gbps_p50 << " GB/s ("
+              << 100.0 * row.fraction_of_peak << "% of peak), check: " << row.check << "\n";
     EXPECT_EQ(row.check.find("FAIL"), std::string::npos) << row.op;
   }
 }

@@ -68,18 +68,20 @@ TEST(CudaOpsValidation, QkNormRopeAndSwigluShapes) {
   Tensor w = fake_device({128}, DType::kBF16);
   EXPECT_EQ(qk_norm_rope(q, k, w, w, 1e-6f, nullptr, nullptr, 0, 2, 256, nullptr).code(), ErrorCode::kInvalidArgument);
   Tensor w512 = fake_device({512}, DType::kBF16);
-  EXPECT_EQ(qk_norm_rope(q, k, w512, w512, 1e-6f, nullptr, nullptr, 0, 1, 512, nullptr).code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(qk_norm_rope(q, k, w512, w512, 1e-6f, nullptr, nullptr, 0, 1, 512, nullptr).code(),
+            ErrorCode::kUnsupported);
   Tensor cos = fake_device({4, 48}, DType::kBF16);
   EXPECT_EQ(qk_norm_rope(q, k, w, w, 1e-6f, &cos, nullptr, 96, 4, 128, nullptr).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(qk_norm_rope(q, k, w, w, 1e-6f, &cos, &cos, 97, 4, 128, nullptr).code(), ErrorCode::kInvalidArgument);
   Tensor cos_short = fake_device({3, 48}, DType::kBF16);
-  EXPECT_EQ(qk_norm_rope(q, k, w, w, 1e-6f, &cos_short, &cos_short, 96, 4, 128, nullptr).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(qk_norm_rope(q, k, w, w, 1e-6f, &cos_short, &cos_short, 96, 4, 128, nullptr).code(),
+            ErrorCode::kInvalidArgument);
   Tensor u = fake_device({4, 81}, DType::kBF16);
   Tensor m = fake_device({4, 40}, DType::kBF16);
   uint16_t fake_table = 0;
   EXPECT_EQ(swiglu(u, m, &fake_table, nullptr).code(), ErrorCode::kInvalidArgument);  // odd width
   Tensor u80 = fake_device({4, 80}, DType::kBF16);
-  EXPECT_EQ(swiglu(u80, m, nullptr, nullptr).code(), ErrorCode::kInvalidArgument);    // no table
+  EXPECT_EQ(swiglu(u80, m, nullptr, nullptr).code(), ErrorCode::kInvalidArgument);  // no table
   Tensor m41 = fake_device({4, 41}, DType::kBF16);
   EXPECT_EQ(swiglu(u80, m41, &fake_table, nullptr).code(), ErrorCode::kInvalidArgument);
 }

@@ -13,8 +13,8 @@
 
 #include "cuda_test_util.h"
 #include "gpu_test.h"
-#include "seed.h"
 #include "ref/ref_ops.h"
+#include "seed.h"
 
 namespace vortex {
 namespace {
@@ -75,10 +75,14 @@ class CudaTextEncoderOps : public ::testing::Test {
 
 const char* fill_name(Fill f) {
   switch (f) {
-    case Fill::kNormal: return "normal";
-    case Fill::kDynamicRange: return "dynamic-range";
-    case Fill::kSpecial: return "special";
-    case Fill::kOddMantissa: return "odd-mantissa";
+    case Fill::kNormal:
+      return "normal";
+    case Fill::kDynamicRange:
+      return "dynamic-range";
+    case Fill::kSpecial:
+      return "special";
+    case Fill::kOddMantissa:
+      return "odd-mantissa";
   }
   return "?";
 }
@@ -89,9 +93,9 @@ TEST_F(CudaTextEncoderOps, RmsNormTwoRoundingMatchesReference) {
     Fill fill;
   };
   const std::vector<Case> cases = {
-      {500, 5120, 5120, Fill::kNormal},     {1, 5120, 5120, Fill::kOddMantissa}, {37, 5120, 5184, Fill::kDynamicRange},
-      {64, 5120, 5120, Fill::kSpecial},     {19, 128, 128, Fill::kNormal},       {13, 40, 43, Fill::kDynamicRange},
-      {5, 24, 24, Fill::kSpecial},          {3, 30000, 30000, Fill::kOddMantissa},
+      {500, 5120, 5120, Fill::kNormal}, {1, 5120, 5120, Fill::kOddMantissa},   {37, 5120, 5184, Fill::kDynamicRange},
+      {64, 5120, 5120, Fill::kSpecial}, {19, 128, 128, Fill::kNormal},         {13, 40, 43, Fill::kDynamicRange},
+      {5, 24, 24, Fill::kSpecial},      {3, 30000, 30000, Fill::kOddMantissa},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " ld " + std::to_string(c.ld) + " " +
@@ -119,7 +123,7 @@ TEST_F(CudaTextEncoderOps, HeadNormRopeMatchesReferenceOnGqaViews) {
     bool rope;
   };
   const std::vector<Case> cases = {
-      {500, 64, 8, 128, Fill::kNormal, true},   {7, 64, 8, 128, Fill::kSpecial, true},
+      {500, 64, 8, 128, Fill::kNormal, true},    {7, 64, 8, 128, Fill::kSpecial, true},
       {53, 4, 2, 32, Fill::kDynamicRange, true}, {19, 4, 2, 32, Fill::kOddMantissa, true},
       {33, 6, 3, 64, Fill::kNormal, false},      {9, 3, 1, 256, Fill::kSpecial, true},
       {11, 2, 2, 40, Fill::kOddMantissa, true},
@@ -158,7 +162,9 @@ TEST_F(CudaTextEncoderOps, HeadNormRopeMatchesReferenceOnGqaViews) {
 void causal_reference_row(const Tensor& q, const Tensor& k, const Tensor& v, int h, int group, int hd, int64_t i,
                           std::vector<double>& out64, std::vector<float>& out32) {
   const int kvh = h / group;
-  auto at = [](const Tensor& t, int64_t r, int64_t c) { return f32_from_bf16_bits(t.data<uint16_t>()[r * t.dim(1) + c]); };
+  auto at = [](const Tensor& t, int64_t r, int64_t c) {
+    return f32_from_bf16_bits(t.data<uint16_t>()[r * t.dim(1) + c]);
+  };
   const int64_t nk = i + 1;
   const double scale64 = 1.0 / std::sqrt(static_cast<double>(hd));
   const float scale32 = static_cast<float>(scale64);
@@ -208,7 +214,7 @@ TEST_F(CudaTextEncoderOps, CausalAttentionTwoReferenceRule) {
     int heads, kv_heads, hd;
   };
   // Ragged S around the 16-query and 64-key tiles, GQA groups 1, 2, 3, 8; the conditioner's 64 / 8 x 128 at 500.
-  const std::vector<Case> cases = {{1, 4, 2, 32},   {15, 4, 2, 32}, {17, 6, 2, 64},   {64, 8, 8, 128},
+  const std::vector<Case> cases = {{1, 4, 2, 32},   {15, 4, 2, 32},  {17, 6, 2, 64},    {64, 8, 8, 128},
                                    {65, 3, 1, 128}, {130, 4, 2, 32}, {200, 16, 2, 128}, {500, 64, 8, 128}};
   for (const Case& c : cases) {
     SCOPED_TRACE("S " + std::to_string(c.s) + ", " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
@@ -284,7 +290,7 @@ TEST_F(CudaTextEncoderOps, DecoderOpsRejectBadShapes) {
   Tensor out = upload(cuda_test::random_host_bf16({4, 64}, rng_, Fill::kNormal));
   EXPECT_EQ(gpu_->rms_norm_two_rounding(x, w, 1e-6f, out).code(), ErrorCode::kInvalidArgument);  // weight [32] != 64
   EXPECT_EQ(gpu_->head_norm_rope(x, w, 1e-6f, nullptr, 3, 32).code(), ErrorCode::kInvalidArgument);  // 3 x 32 != 64
-  EXPECT_EQ(gpu_->causal_attention(x, x, x, 3, 2, 32, out).code(), ErrorCode::kInvalidArgument);  // 3 % 2 != 0
+  EXPECT_EQ(gpu_->causal_attention(x, x, x, 3, 2, 32, out).code(), ErrorCode::kInvalidArgument);     // 3 % 2 != 0
   Tensor wide = upload(cuda_test::random_host_bf16({4, 512}, rng_, Fill::kNormal));
   EXPECT_EQ(gpu_->causal_attention(wide, wide, wide, 2, 2, 256, wide).code(), ErrorCode::kUnsupported);  // hd > 128
 }

@@ -87,7 +87,8 @@ struct NormCase {
   int64_t rows, cols, ld;
 };
 // The video decoder's width (2048) at a tile's token count (1797) and ragged widths/strides.
-const std::vector<NormCase> kNormCases = {{1, 1, 1}, {3, 7, 9}, {1797, 2048, 2048}, {5, 300, 304}, {33, 2048, 2056}, {2, 5000, 5000}};
+const std::vector<NormCase> kNormCases = {{1, 1, 1},     {3, 7, 9},        {1797, 2048, 2048},
+                                          {5, 300, 304}, {33, 2048, 2056}, {2, 5000, 5000}};
 
 TEST_F(CudaVaeOps, RmsNormFp32MatchesReference) {
   for (const NormCase& c : kNormCases)
@@ -110,8 +111,8 @@ TEST_F(CudaVaeOps, RmsNormFp32MatchesReference) {
 TEST_F(CudaVaeOps, LayerNormMatchesReference) {
   for (const NormCase& c : kNormCases)
     for (DType od : {DType::kF32, DType::kBF16}) {
-      const std::string what = "layer_norm " + std::to_string(c.rows) + "x" + std::to_string(c.cols) + " -> " +
-                               dtype_short_name(od);
+      const std::string what =
+          "layer_norm " + std::to_string(c.rows) + "x" + std::to_string(c.cols) + " -> " + dtype_short_name(od);
       Tensor x = random_f32({c.rows, c.cols}, 2.0f, 0.7f);  // a non-zero mean exercises the centring
       Tensor w = random_f32({c.cols}, 0.2f, 1.0f), b = random_f32({c.cols}, 0.1f);
       Tensor expect = Tensor::empty({c.rows, c.cols}, od);
@@ -127,7 +128,8 @@ TEST_F(CudaVaeOps, LayerNormMatchesReference) {
 TEST_F(CudaVaeOps, ScaleAddMatchesReference) {
   for (const NormCase& c : kNormCases)
     for (DType ad : {DType::kBF16, DType::kF32}) {
-      const std::string what = "scale_add " + std::to_string(c.rows) + "x" + std::to_string(c.cols) + " a " + dtype_short_name(ad);
+      const std::string what =
+          "scale_add " + std::to_string(c.rows) + "x" + std::to_string(c.cols) + " a " + dtype_short_name(ad);
       Tensor x = random_f32({c.rows, c.cols}, 4.0f);
       Tensor a = ad == DType::kBF16 ? random_bf16({c.rows, c.cols}) : random_f32({c.rows, c.cols});
       Tensor s = random_f32({c.cols}, 0.1f);
@@ -144,7 +146,8 @@ TEST_F(CudaVaeOps, ScaleAddMatchesReference) {
 TEST_F(CudaVaeOps, AddMatchesReference) {
   for (const NormCase& c : kNormCases)
     for (float scale : {1.0f, 1.0f / 3.0f}) {
-      const std::string what = "add " + std::to_string(c.rows) + "x" + std::to_string(c.cols) + " scale " + std::to_string(scale);
+      const std::string what =
+          "add " + std::to_string(c.rows) + "x" + std::to_string(c.cols) + " scale " + std::to_string(scale);
       Tensor x = random_f32({c.rows, c.cols}), y = random_f32({c.rows, c.cols});
       Tensor expect = clone(x);
       ASSERT_OK(cpu_->add(expect, y, scale));
@@ -163,9 +166,9 @@ struct ConvCase {
 // (Cout 1, no bias); channel counts off the 8-channel staging chunk and the 16/64-channel tiles; long signals
 // that take the 128-position tiles (>= 264 tiles).
 const std::vector<ConvCase> kConvCases = {
-    {32, 50, 64, 1, 1, 0, true},     {48, 37, 80, 7, 1, 3, true},    {24, 300, 24, 11, 5, 25, true},
-    {8, 1000, 8, 3, 3, 3, true},     {8, 400, 1, 7, 1, 3, false},    {130, 70, 70, 3, 1, 1, true},
-    {16, 34000, 64, 3, 1, 1, true},  {16, 34000, 16, 7, 3, 9, true}, {3, 5, 5, 11, 1, 5, true},
+    {32, 50, 64, 1, 1, 0, true},    {48, 37, 80, 7, 1, 3, true},    {24, 300, 24, 11, 5, 25, true},
+    {8, 1000, 8, 3, 3, 3, true},    {8, 400, 1, 7, 1, 3, false},    {130, 70, 70, 3, 1, 1, true},
+    {16, 34000, 64, 3, 1, 1, true}, {16, 34000, 16, 7, 3, 9, true}, {3, 5, 5, 11, 1, 5, true},
     {64, 207, 128, 7, 1, 3, true},
 };
 
@@ -194,7 +197,7 @@ struct ConvTCase {
 };
 // The upsamplers (K 9 / stride 5, K 4 / stride 2, padding (K - s) / 2) and ragged channel counts.
 const std::vector<ConvTCase> kConvTCases = {
-    {64, 21, 32, 9, 5, 2}, {32, 40, 16, 4, 2, 1}, {7, 13, 5, 4, 2, 1}, {16, 10, 3, 9, 5, 2},
+    {64, 21, 32, 9, 5, 2}, {32, 40, 16, 4, 2, 1},    {7, 13, 5, 4, 2, 1},    {16, 10, 3, 9, 5, 2},
     {5, 1, 3, 4, 2, 1},    {256, 207, 128, 9, 5, 2}, {16, 3000, 8, 4, 2, 1},
 };
 
@@ -243,8 +246,8 @@ TEST_F(CudaVaeOps, SnakeBetaWithinStatedTolerance) {
         ++differing;
         const double bound = std::ldexp(std::max(std::fabs(static_cast<double>(e)), inv_b), -20);
         ASSERT_LE(std::fabs(static_cast<double>(e) - static_cast<double>(g)), bound)
-            << what << " [" << r << ", " << i << "] x " << x.data<float>()[r * c.cols + i] << ": expect " << e << " got "
-            << g << "; " << seed_note();
+            << what << " [" << r << ", " << i << "] x " << x.data<float>()[r * c.cols + i] << ": expect " << e
+            << " got " << g << "; " << seed_note();
       }
     }
   }
@@ -260,8 +263,14 @@ TEST_F(CudaVaeOps, ResamplersMatchReference) {
     int64_t c, l, k;
     int ratio;
   };
-  for (const Case& c : std::vector<Case>{{1, 1, 12, 2}, {3, 2, 12, 2}, {5, 37, 12, 2}, {16, 1000, 12, 2},
-                                         {4, 101, 11, 2}, {2, 50, 12, 3}, {512, 1035, 12, 2}, {8, 165600, 12, 2}}) {
+  for (const Case& c : std::vector<Case>{{1, 1, 12, 2},
+                                         {3, 2, 12, 2},
+                                         {5, 37, 12, 2},
+                                         {16, 1000, 12, 2},
+                                         {4, 101, 11, 2},
+                                         {2, 50, 12, 3},
+                                         {512, 1035, 12, 2},
+                                         {8, 165600, 12, 2}}) {
     const std::string what = "C " + std::to_string(c.c) + " L " + std::to_string(c.l) + " K " + std::to_string(c.k) +
                              " ratio " + std::to_string(c.ratio);
     Tensor f = c.k == 12 && c.ratio == 2 ? kf : random_f32({c.k}, 0.3f);

@@ -178,14 +178,15 @@ TEST(InProcess, AHungRankTimesOutOnEveryPeerNamingIt) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int r : {0, 2}) {
     ASSERT_FALSE(results[r].ok());
-    EXPECT_NE(results[r].message().find("rank(s) 1 did not reach barrier #0"), std::string::npos) << results[r].message();
+    EXPECT_NE(results[r].message().find("rank(s) 1 did not reach barrier #0"), std::string::npos)
+        << results[r].message();
   }
   EXPECT_LT(s, 10.0) << "the timeout is 0.3 s";
 }
 
 TEST(Rendezvous, PublishesAtomicallyRefusesStaleFilesAndTimesOut) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("vortex_rdv_" + std::to_string(::getpid()) + "_" +
-                                                                   std::to_string(fresh_seed() % 100000));
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("vortex_rdv_" + std::to_string(::getpid()) + "_" + std::to_string(fresh_seed() % 100000));
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/id";
   std::string bytes(128, '\0');

@@ -32,8 +32,8 @@ TEST(GemmRows, ShardRowsEqualTheFullGemmsRows) {
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   const uint64_t seed = testing::fresh_seed();
   const Shape3 shapes[] = {
-      {"qkv", 37810, 21504, 5376},   {"out_proj", 37810, 5376, 7168}, {"fc1", 37810, 57344, 5376},
-      {"fc2", 37810, 5376, 28672},   {"tiny qkv", 1350, 768, 256},    {"tiny fc2", 1350, 256, 512},
+      {"qkv", 37810, 21504, 5376}, {"out_proj", 37810, 5376, 7168}, {"fc1", 37810, 57344, 5376},
+      {"fc2", 37810, 5376, 28672}, {"tiny qkv", 1350, 768, 256},    {"tiny fc2", 1350, 256, 512},
   };
   unsigned long long* mismatches = nullptr;
   ASSERT_EQ(cudaMalloc(&mismatches, sizeof(unsigned long long)), cudaSuccess);
@@ -76,11 +76,12 @@ TEST(GemmRows, ShardRowsEqualTheFullGemmsRows) {
         auto algo_part = (*engine)->selected_algo(part, nullptr);
         ASSERT_TRUE(algo_part.ok());
         if (r == 0)
-          std::printf("%-9s M=%-6lld U=%d: rank 0 M=%-6lld algo %s (full M: %s%s), mismatching elements %llu\n", sh.name,
-                      static_cast<long long>(sh.m), u, static_cast<long long>(rows.size()),
+          std::printf("%-9s M=%-6lld U=%d: rank 0 M=%-6lld algo %s (full M: %s%s), mismatching elements %llu\n",
+                      sh.name, static_cast<long long>(sh.m), u, static_cast<long long>(rows.size()),
                       algo_part->describe().c_str(), algo_full->describe().c_str(), pinned ? ", pinned" : "", bad);
         EXPECT_EQ(bad, 0u) << sh.name << " U=" << u << " rank " << r << " rows [" << rows.begin << ", " << rows.end
-                           << "): algo " << algo_part->describe() << " vs full " << algo_full->describe() << ", seed " << seed;
+                           << "): algo " << algo_part->describe() << " vs full " << algo_full->describe() << ", seed "
+                           << seed;
       }
     }
     cudaFree(x), cudaFree(w), cudaFree(d), cudaFree(xs), cudaFree(ds);

@@ -37,9 +37,10 @@ LaunchOptions sh(const std::string& script, int world) {
 TEST(Launcher, EveryRankGetsItsEnvironment) {
   const fs::path dir = fresh_dir();
   ::unsetenv("CUDA_VISIBLE_DEVICES");
-  auto r = launch_ranks(sh("echo \"$VORTEX_RANK $VORTEX_WORLD_SIZE $CUDA_VISIBLE_DEVICES $LOCAL_RANK $VORTEX_RENDEZVOUS\" > " +
-                               dir.string() + "/rank$VORTEX_RANK",
-                           3));
+  auto r = launch_ranks(
+      sh("echo \"$VORTEX_RANK $VORTEX_WORLD_SIZE $CUDA_VISIBLE_DEVICES $LOCAL_RANK $VORTEX_RENDEZVOUS\" > " +
+             dir.string() + "/rank$VORTEX_RANK",
+         3));
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->exit_code, 0);
   for (int i = 0; i < 3; ++i) {

@@ -10,11 +10,11 @@
 #include <filesystem>
 #include <random>
 
-#include "gpu_test.h"
 #include "cuda/cuda_backend.h"
 #include "dist/nccl.h"
 #include "engine/pipeline.h"
 #include "engine/run_manifest.h"
+#include "gpu_test.h"
 
 namespace vortex {
 namespace {
@@ -26,13 +26,13 @@ uint64_t fresh_seed() {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-#define VORTEX_REQUIRE_CUDA_AND_NCCL(backend)                                  \
-  do {                                                                         \
-    auto b_ = CudaBackend::create(0);                                          \
-    VORTEX_SKIP_NO_GPU_OR_FAIL(b_.status());                                  \
-    backend = std::move(b_).value();                                           \
-    Status n_ = nccl_load();                                                   \
-    if (!n_.ok()) GTEST_SKIP() << n_.message();                                \
+#define VORTEX_REQUIRE_CUDA_AND_NCCL(backend)   \
+  do {                                          \
+    auto b_ = CudaBackend::create(0);           \
+    VORTEX_SKIP_NO_GPU_OR_FAIL(b_.status());    \
+    backend = std::move(b_).value();            \
+    Status n_ = nccl_load();                    \
+    if (!n_.ok()) GTEST_SKIP() << n_.message(); \
   } while (0)
 
 Tensor random_host(int64_t n, uint64_t seed) {
@@ -153,8 +153,10 @@ TEST(Nccl, UlyssesOverAWorldOfOneGivesThePlainCudaBytes) {
   CancelToken never;
   auto ran = (*p)->run(*plan, quiet, never, dir);
   ASSERT_TRUE(ran.ok()) << ran.status().to_string();
-  EXPECT_EQ(sha256_file(dir + "/video_latents.safetensors").value(), plain->video) << "seeds " << weights_seed << "/" << seed;
-  EXPECT_EQ(sha256_file(dir + "/audio_latents.safetensors").value(), plain->audio) << "seeds " << weights_seed << "/" << seed;
+  EXPECT_EQ(sha256_file(dir + "/video_latents.safetensors").value(), plain->video)
+      << "seeds " << weights_seed << "/" << seed;
+  EXPECT_EQ(sha256_file(dir + "/audio_latents.safetensors").value(), plain->audio)
+      << "seeds " << weights_seed << "/" << seed;
   std::error_code ec;
   fs::remove_all(root, ec);
 }

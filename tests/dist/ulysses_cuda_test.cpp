@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <random>
 
-#include "cuda/cuda_backend.h"
 #include "cuda/check.h"
+#include "cuda/cuda_backend.h"
 #include "dist/in_process.h"
 #include "engine/pipeline.h"
 #include "engine/run_manifest.h"
@@ -119,8 +119,9 @@ TEST(UlyssesCuda, URankThreadsOnOneGpuGiveThePlainCudaBytes) {
       EXPECT_EQ(got[r].video, plain->video) << "U=" << u << " rank " << r << " seeds " << weights_seed << "/" << seed;
       EXPECT_EQ(got[r].audio, plain->audio) << "U=" << u << " rank " << r << " seeds " << weights_seed << "/" << seed;
     }
-    std::printf("CUDA, U=%d threads on one GPU: latents SHA-256 %s on every rank\n", u,
-                got[0].video == plain->video && got[0].audio == plain->audio ? "equal to the plain path's" : "DIFFERENT");
+    std::printf(
+        "CUDA, U=%d threads on one GPU: latents SHA-256 %s on every rank\n", u,
+        got[0].video == plain->video && got[0].audio == plain->audio ? "equal to the plain path's" : "DIFFERENT");
   }
   std::error_code ec;
   fs::remove_all(root, ec);

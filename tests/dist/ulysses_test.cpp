@@ -74,7 +74,8 @@ Result<Digest> generate_on(Communicator* comm, uint64_t weights_seed, uint64_t s
 class Ulysses : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("vortex_ulysses_" + std::to_string(::getpid()) + "_" + std::to_string(fresh_seed() % 1000000));
+    root_ = fs::temp_directory_path() /
+            ("vortex_ulysses_" + std::to_string(::getpid()) + "_" + std::to_string(fresh_seed() % 1000000));
     fs::create_directories(root_);
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -93,8 +94,9 @@ TEST_F(Ulysses, URanksGiveOneRanksLatentBytesOnEveryRank) {
     CommOptions opts;
     opts.timeout = std::chrono::seconds(120);
     Status st = run_in_process_ranks(u, opts, [&](Communicator& c) -> Status {
-      VORTEX_ASSIGN_OR_RETURN(got[static_cast<size_t>(c.rank())],
-                              generate_on(&c, weights_seed, seed, dir("u" + std::to_string(u) + "_r" + std::to_string(c.rank()))));
+      VORTEX_ASSIGN_OR_RETURN(
+          got[static_cast<size_t>(c.rank())],
+          generate_on(&c, weights_seed, seed, dir("u" + std::to_string(u) + "_r" + std::to_string(c.rank()))));
       return Status::Ok();
     });
     ASSERT_TRUE(st.ok()) << "U=" << u << ": " << st.to_string();
@@ -119,12 +121,15 @@ class FaultyCommunicator final : public Communicator {
   std::string_view name() const override { return "faulty"; }
   Status all_to_all(const std::vector<Tensor>& send, const std::vector<Tensor>& recv) override {
     if (calls_++ == at_) {
-      if (mode_ == Mode::kThrow) throw std::runtime_error("injected fault: rank " + std::to_string(rank()) + " crashed");
+      if (mode_ == Mode::kThrow)
+        throw std::runtime_error("injected fault: rank " + std::to_string(rank()) + " crashed");
       std::this_thread::sleep_for(hang_);  // longer than the world's timeout: peers must not wait for it
     }
     return inner_.all_to_all(send, recv);
   }
-  Status all_gather(const Tensor& send, const std::vector<Tensor>& recv) override { return inner_.all_gather(send, recv); }
+  Status all_gather(const Tensor& send, const std::vector<Tensor>& recv) override {
+    return inner_.all_gather(send, recv);
+  }
   Status broadcast(const Tensor& buf, int root) override { return inner_.broadcast(buf, root); }
   Status barrier() override { return inner_.barrier(); }
   void abort(const std::string& reason) override { inner_.abort(reason); }
@@ -156,7 +161,8 @@ TEST_F(Ulysses, ARankThatThrowsOrHangsFailsTheRunNamingIt) {
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ASSERT_FALSE(st.ok());
-    std::printf("%s: %s (%.1f s)\n", mode == FaultyCommunicator::Mode::kThrow ? "throw" : "hang", st.message().c_str(), s);
+    std::printf("%s: %s (%.1f s)\n", mode == FaultyCommunicator::Mode::kThrow ? "throw" : "hang", st.message().c_str(),
+                s);
     if (mode == FaultyCommunicator::Mode::kThrow) {
       EXPECT_NE(st.message().find("rank 1 failed"), std::string::npos) << st.message();
       EXPECT_NE(st.message().find("injected fault: rank 1 crashed"), std::string::npos) << st.message();

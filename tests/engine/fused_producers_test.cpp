@@ -41,7 +41,8 @@ TEST(FusedNvfp4Switch, ParsesAndDescribes) {
   o.fused_nvfp4_producers = true;
   EXPECT_EQ(describe_switches(o).find("fused_nvfp4_producers"), std::string::npos);
   o.precision = Precision::kNvfp4;
-  EXPECT_NE(describe_switches(o).find("precision=nvfp4,fused_nvfp4_producers=1"), std::string::npos) << describe_switches(o);
+  EXPECT_NE(describe_switches(o).find("precision=nvfp4,fused_nvfp4_producers=1"), std::string::npos)
+      << describe_switches(o);
   // precision=... may only restate the loaded precision.
   EXPECT_TRUE(apply_switches("precision=nvfp4,fused_nvfp4_producers=0", o).ok());
   EXPECT_FALSE(o.fused_nvfp4_producers);
@@ -84,8 +85,8 @@ class CountingCpuBackend : public CpuBackend {
  public:
   explicit CountingCpuBackend(bool claim) : CpuBackend(2), claim_(claim) {}
   bool has_quantized_producers(QuantFormat f) const override { return claim_ && f == QuantFormat::kNvfp4; }
-  Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg,
-                           const LinearWeight& consumer, QuantizedActivation& out) override {
+  Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk,
+                           const SegmentTable& seg, const LinearWeight& consumer, QuantizedActivation& out) override {
     ++fused_calls;
     return Backend::modulate_quantize(n, table, shift_chunk, scale_chunk, seg, consumer, out);
   }
@@ -93,7 +94,8 @@ class CountingCpuBackend : public CpuBackend {
     ++fused_calls;
     return Backend::swiglu_quantize(u, consumer, out);
   }
-  Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override {
+  Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias,
+                          Tensor& out) override {
     ++fused_calls;
     return Backend::linear_quantized(x, w, bias, out);
   }
@@ -190,8 +192,8 @@ class IdentityProducerCpuBackend : public CpuBackend {
     if (plain.format == QuantFormat::kNvfp4) plain.format = QuantFormat::kNone;  // BF16 values, flagged only
     return CpuBackend::linear(x, plain, bias, out);
   }
-  Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk, const SegmentTable& seg,
-                           const LinearWeight& consumer, QuantizedActivation& out) override {
+  Status modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk,
+                           const SegmentTable& seg, const LinearWeight& consumer, QuantizedActivation& out) override {
     ++producer_calls;
     if (consumer.format != QuantFormat::kNvfp4) return invalid_argument("modulate_quantize: consumer is not nvfp4");
     VORTEX_ASSIGN_OR_RETURN(Tensor x, alloc(n.shape(), DType::kBF16));  // [S, D] bf16
@@ -206,7 +208,8 @@ class IdentityProducerCpuBackend : public CpuBackend {
     VORTEX_RETURN_IF_ERROR(swiglu(u, m));
     return fill(m, kFromSwiglu, out);
   }
-  Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override {
+  Status linear_quantized(const QuantizedActivation& x, const LinearWeight& w, const Tensor* bias,
+                          Tensor& out) override {
     ++gemm_calls;
     producers_seen.push_back(x.generation);
     return linear(x.data, w, bias, out);
@@ -252,7 +255,8 @@ TEST(FusedNvfp4Switch, ModelWiringEqualsTheEagerBlockWithIdentityProducers) {
       EXPECT_EQ(be.producer_calls + be.gemm_calls, 0);
       auto b = run_tiny_block(be, t, fused, blk);
       ASSERT_TRUE(b.ok()) << b.status().to_string();
-      EXPECT_EQ(std::memcmp(a->raw_data(), b->raw_data(), a->nbytes()), 0) << "fused wiring differs from the eager block";
+      EXPECT_EQ(std::memcmp(a->raw_data(), b->raw_data(), a->nbytes()), 0)
+          << "fused wiring differs from the eager block";
       EXPECT_EQ(be.producer_calls, fc2_nvfp4 ? 3 : 2);
       EXPECT_EQ(be.gemm_calls, fc2_nvfp4 ? 3 : 2);
       const uint64_t m = IdentityProducerCpuBackend::kFromModulate, sw = IdentityProducerCpuBackend::kFromSwiglu;

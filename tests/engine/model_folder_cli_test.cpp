@@ -63,16 +63,18 @@ TEST_F(Snapshot, GenerateFromAPromptEqualsGenerateFromItsEmbeddings) {
   EXPECT_EQ(run["request"]["text_dtype"], "BF16");
   EXPECT_TRUE(run["noise"]["synthetic_text_seed"].is_null());  // real conditioning, no stand-in
 
-  RunResult e = run_vortex("encode-text --model " + snap() + " --prompt \"a cat\" --quiet --out " + dir_.str("cat.safetensors"));
+  RunResult e =
+      run_vortex("encode-text --model " + snap() + " --prompt \"a cat\" --quiet --out " + dir_.str("cat.safetensors"));
   ASSERT_EQ(e.exit_code, 0) << e.output;
   ParsedSafetensors st = parse_safetensors(dir_.path() / "cat.safetensors");
   EXPECT_EQ(st.header["hidden_states"]["shape"], nlohmann::json::array({tokens, 128}));
   EXPECT_EQ(st.header["__metadata__"]["vortex.text_layer"], "3");
-  RunResult f = run_vortex("generate --checkpoint " + snap() + "/transformer --text-embeddings " + dir_.str("cat.safetensors") +
-                           kSmall + "--quiet --out " + dir_.str("run_file"));
+  RunResult f = run_vortex("generate --checkpoint " + snap() + "/transformer --text-embeddings " +
+                           dir_.str("cat.safetensors") + kSmall + "--quiet --out " + dir_.str("run_file"));
   ASSERT_EQ(f.exit_code, 0) << f.output;
   for (const char* file : {"video_latents.safetensors", "audio_latents.safetensors"}) {
-    EXPECT_EQ(sha256_hex_of(read_file(dir_.path() / "run" / file)), sha256_hex_of(read_file(dir_.path() / "run_file" / file)))
+    EXPECT_EQ(sha256_hex_of(read_file(dir_.path() / "run" / file)),
+              sha256_hex_of(read_file(dir_.path() / "run_file" / file)))
         << file;
   }
   // --model with --text-embeddings: the folder's transformer, the same latents again.
@@ -82,17 +84,20 @@ TEST_F(Snapshot, GenerateFromAPromptEqualsGenerateFromItsEmbeddings) {
   EXPECT_EQ(sha256_hex_of(read_file(dir_.path() / "run" / "video_latents.safetensors")),
             sha256_hex_of(read_file(dir_.path() / "run_model_file" / "video_latents.safetensors")));
   // Another prompt conditions differently.
-  RunResult d = run_vortex("generate --model " + snap() + " --prompt \"a dog\"" + kSmall + "--quiet --out " + dir_.str("dog"));
+  RunResult d =
+      run_vortex("generate --model " + snap() + " --prompt \"a dog\"" + kSmall + "--quiet --out " + dir_.str("dog"));
   ASSERT_EQ(d.exit_code, 0) << d.output;
   EXPECT_NE(sha256_hex_of(read_file(dir_.path() / "run" / "video_latents.safetensors")),
             sha256_hex_of(read_file(dir_.path() / "dog" / "video_latents.safetensors")));
 }
 
 TEST_F(Snapshot, TextLayerOverride) {
-  RunResult a = run_vortex("encode-text --model " + snap() + " --prompt \"a cat\" --text-layer 4 --quiet --out " + dir_.str("a.st"));
+  RunResult a = run_vortex("encode-text --model " + snap() + " --prompt \"a cat\" --text-layer 4 --quiet --out " +
+                           dir_.str("a.st"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_EQ(parse_safetensors(dir_.path() / "a.st").header["__metadata__"]["vortex.text_layer"], "4");
-  RunResult g = run_vortex("generate --model " + snap() + " --prompt \"a cat\" --text-layer 5" + kSmall + "--out " + dir_.str("r"));
+  RunResult g = run_vortex("generate --model " + snap() + " --prompt \"a cat\" --text-layer 5" + kSmall + "--out " +
+                           dir_.str("r"));
   EXPECT_EQ(g.exit_code, 2) << g.output;
   EXPECT_NE(g.output.find("hidden_states[0..4]"), std::string::npos) << g.output;
   EXPECT_FALSE(fs::exists(dir_.path() / "r"));
@@ -112,7 +117,8 @@ TEST_F(Snapshot, PromptErrorsComeBeforeAnyWeight) {
     EXPECT_EQ(r.output.find("loading"), std::string::npos) << arg << "\n" << r.output;
     EXPECT_FALSE(fs::exists(dir_.path() / "out")) << arg;
   }
-  RunResult e = run_vortex("encode-text --model " + snap() + " --prompt \"$(printf '\\377')\" --out " + dir_.str("o.st"));
+  RunResult e =
+      run_vortex("encode-text --model " + snap() + " --prompt \"$(printf '\\377')\" --out " + dir_.str("o.st"));
   EXPECT_EQ(e.exit_code, 2) << e.output;
   EXPECT_NE(e.output.find("UTF-8"), std::string::npos) << e.output;
 }
@@ -129,7 +135,8 @@ TEST_F(Snapshot, MissingPartsAreListedTogether) {
   EXPECT_EQ(i.exit_code, 0) << i.output;
   EXPECT_NE(i.output.find("2 parts missing"), std::string::npos) << i.output;
   // Exclusive flags.
-  RunResult c = run_vortex("generate --model " + snap() + " --synthetic --prompt \"a cat\"" + kSmall + "--out " + dir_.str("out"));
+  RunResult c = run_vortex("generate --model " + snap() + " --synthetic --prompt \"a cat\"" + kSmall + "--out " +
+                           dir_.str("out"));
   EXPECT_EQ(c.exit_code, 2) << c.output;
   RunResult p = run_vortex("generate --synthetic --prompt \"a cat\"" + kSmall + "--out " + dir_.str("out"));
   EXPECT_EQ(p.exit_code, 2) << p.output;

@@ -24,7 +24,8 @@ class Scratch {
  public:
   Scratch() {
     std::random_device rd;
-    path_ = fs::temp_directory_path() / ("vortex_model_folder_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
+    path_ =
+        fs::temp_directory_path() / ("vortex_model_folder_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
     fs::create_directories(path_);
   }
   ~Scratch() {
@@ -57,7 +58,8 @@ void sharded(const fs::path& dir, const std::string& index_name, const std::stri
 
 // The snapshot root in the repository's layout.
 void official_root(const fs::path& root) {
-  write(root / "model_index.json", R"({"_class_name": "MiniMaxH3ModularPipeline", "_blocks_class_name": "MiniMaxH3Blocks"})");
+  write(root / "model_index.json",
+        R"({"_class_name": "MiniMaxH3ModularPipeline", "_blocks_class_name": "MiniMaxH3Blocks"})");
   write(root / "modular_model_index.json", R"({"_class_name": "MiniMaxH3ModularPipeline"})");
   sharded(root / "transformer", "diffusion_pytorch_model.safetensors.index.json", "diffusion_pytorch_model", 14);
   sharded(root / "transformer_ref", "diffusion_pytorch_model.safetensors.index.json", "diffusion_pytorch_model", 14);

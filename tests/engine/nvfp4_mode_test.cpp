@@ -20,9 +20,9 @@
 #include "engine/gate.h"
 #include "engine/precision.h"
 #include "engine/workload.h"
-#include "model/h3_model.h"
 #include "gpu_test.h"
 #include "io/quantized_layers.h"
+#include "model/h3_model.h"
 #include "model/h3_spec.h"
 #include "ref/nvfp4_quantize.h"
 #include "vortex/config.h"
@@ -65,9 +65,9 @@ bool nvfp4_path_runs(std::string* why) {
   *why = path.status().message();
   return false;
 }
-#define VORTEX_REQUIRE_NVFP4_PATH()                   \
-  do {                                                \
-    std::string vortex_why_;                          \
+#define VORTEX_REQUIRE_NVFP4_PATH()                                  \
+  do {                                                               \
+    std::string vortex_why_;                                         \
     if (!nvfp4_path_runs(&vortex_why_)) GTEST_SKIP() << vortex_why_; \
   } while (0)
 
@@ -147,7 +147,8 @@ TEST(Nvfp4Mode, LinearMatchesCpuQuantizedFp64Dot) {
           float acc = 0;
           for (int64_t t = 0; t < k; ++t) {
             const float a = ref::nvfp4_dequantized_value(xdata.data(), xscales.data(), xl, i, t);
-            const float b = ref::nvfp4_dequantized_value(qw->weight.data<uint8_t>(), qw->weight_scale.data<uint8_t>(), wl, j, t);
+            const float b =
+                ref::nvfp4_dequantized_value(qw->weight.data<uint8_t>(), qw->weight_scale.data<uint8_t>(), wl, j, t);
             ref += static_cast<double>(a) * b;
             acc += a * b;
           }
@@ -197,7 +198,8 @@ TEST(Nvfp4Mode, H3TinyForwardIsFinite) {
     EXPECT_EQ(bad, 0);
     EXPECT_GT(sum2, 0.0);
     std::printf("[nvfp4 h3-tiny forward fc2=%s] %zu video + %zu audio values, rms %.4g\n", *fc2 ? fc2 : "default",
-                v->video.size(), v->audio.size(), std::sqrt(sum2 / static_cast<double>(v->video.size() + v->audio.size())));
+                v->video.size(), v->audio.size(),
+                std::sqrt(sum2 / static_cast<double>(v->video.size() + v->audio.size())));
   }
 }
 
@@ -231,7 +233,8 @@ TEST(Nvfp4Mode, WeightOnlyEqualsBf16GemmOnTheExpandedWeight) {
   ASSERT_TRUE(s.backend->linear(*xd, w, nullptr, *o1).ok());
   ASSERT_TRUE(s.backend->linear(*xd, host_expanded, nullptr, *o2).ok());
   Tensor h1 = to_host(*s.backend, *o1), h2 = to_host(*s.backend, *o2);
-  EXPECT_EQ(std::memcmp(h1.raw_data(), h2.raw_data(), h1.nbytes()), 0) << "weight-only is not the BF16 GEMM on R(e2m1*e4m3*g)";
+  EXPECT_EQ(std::memcmp(h1.raw_data(), h2.raw_data(), h1.nbytes()), 0)
+      << "weight-only is not the BF16 GEMM on R(e2m1*e4m3*g)";
   EXPECT_EQ(std::memcmp(to_host(*s.backend, w.weight).raw_data(), expanded->raw_data(), expanded->nbytes()), 0);
 }
 
@@ -258,7 +261,6 @@ TEST(Nvfp4Mode, Fc2SwitchReachesTheWeights) {
   po.nvfp4_fc2 = "sometimes";
   EXPECT_EQ(apply_precision(s2.weights, *s2.backend, po).code(), ErrorCode::kInvalidArgument);
 }
-
 
 // ---- fused NVFP4 producers ------------------------------------------------------------------------
 
@@ -290,7 +292,7 @@ struct HostActivation {
 };
 HostActivation to_host_activation(Backend& b, const QuantizedActivation& a) {
   EXPECT_EQ(a.format, QuantFormat::kNvfp4);
-  return HostActivation{to_host(b, a.data), to_host(b, a.scales), to_host(b, a.global_scale), a.rows, a.cols,
+  return HostActivation{to_host(b, a.data),   to_host(b, a.scales), to_host(b, a.global_scale), a.rows, a.cols,
                         a.static_global_scale};
 }
 bool same_host_bytes(const Tensor& x, const Tensor& y) {
@@ -406,7 +408,6 @@ TEST(Nvfp4FusedProducers, GemmInputsAndOutputsEqualTheEagerProducers) {
   EXPECT_EQ(cuda->swiglu_quantize(u, bf16_fc2, qa).code(), ErrorCode::kInvalidArgument);  // not an NVFP4 consumer
 }
 
-
 TEST(Nvfp4FusedProducers, BlockForwardAndTrajectoryAreByteIdentical) {
   VORTEX_REQUIRE_GPU();
   VORTEX_REQUIRE_NVFP4_PATH();
@@ -439,7 +440,8 @@ TEST(Nvfp4FusedProducers, BlockForwardAndTrajectoryAreByteIdentical) {
       out[k] = to_host(be, x);
       norm_out[k] = to_host(be, sc->norm_out);
       Tensor sw = to_host(be, sc->swiglu_out);
-      for (int64_t i = 0; i < sw.numel(); ++i) swiglu_written[k] = swiglu_written[k] || sw.data<uint16_t>()[i] != 0xFFFF;
+      for (int64_t i = 0; i < sw.numel(); ++i)
+        swiglu_written[k] = swiglu_written[k] || sw.data<uint16_t>()[i] != 0xFFFF;
     }
     EXPECT_EQ(std::memcmp(out[0].raw_data(), out[1].raw_data(), out[0].nbytes()), 0) << "block output differs";
     // Which path ran: the fused one leaves the unmodulated RMSNorm in norm_out and never writes m.

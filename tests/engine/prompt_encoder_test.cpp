@@ -70,7 +70,8 @@ TEST(PromptEncoder, MatchesDiffusersT2vaStep) {
   Result<ModelFolder> folder = open_model_folder(kPromptModel);
   ASSERT_TRUE(folder.ok()) << folder.status().to_string();
   ASSERT_TRUE(require_parts(*folder, {"text_encoder", "tokenizer"}, "").ok());
-  Result<SafetensorsFile> fx = SafetensorsFile::open(std::string(VORTEX_ENGINE_FIXTURES) + "/prompt_states.safetensors");
+  Result<SafetensorsFile> fx =
+      SafetensorsFile::open(std::string(VORTEX_ENGINE_FIXTURES) + "/prompt_states.safetensors");
   ASSERT_TRUE(fx.ok()) << fx.status().to_string();
   const int layer = std::stoi(fx->metadata().at("text_encoder_layer"));
   EXPECT_EQ(folder->text_layer, layer);  // from the folder's model_index.json
@@ -93,14 +94,15 @@ TEST(PromptEncoder, MatchesDiffusersT2vaStep) {
     Result<std::vector<int32_t>> ids = present_t2va_prompt(**tok, *cfg, prompt, "--prompt");
     ASSERT_TRUE(ids.ok()) << ids.status().to_string();
     ASSERT_EQ(static_cast<int64_t>(ids->size()), want_ids->numel()) << prompt;
-    for (size_t i = 0; i < ids->size(); ++i) ASSERT_EQ((*ids)[i], want_ids->data<int32_t>()[i]) << prompt << " token " << i;
+    for (size_t i = 0; i < ids->size(); ++i)
+      ASSERT_EQ((*ids)[i], want_ids->data<int32_t>()[i]) << prompt << " token " << i;
     Result<Tensor> got = (*enc)->encode(*ids, layer);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     ASSERT_EQ(got->shape(), want->shape());
     const double floor = std::stod(fx->metadata().at("floor_" + std::to_string(p)));
     const double err = rel_l2(to_f32(*got), to_f32(*want));
-    std::printf("prompt %d (%zu tokens): rel-L2 vs diffusers %.3e, BF16 floor %.3e (%.2fx)\n", p, ids->size(), err, floor,
-                err / floor);
+    std::printf("prompt %d (%zu tokens): rel-L2 vs diffusers %.3e, BF16 floor %.3e (%.2fx)\n", p, ids->size(), err,
+                floor, err / floor);
     EXPECT_LT(err, 2.0 * floor) << prompt;
     ++checked;
   }
@@ -153,8 +155,8 @@ TEST(PromptEncoder, OnDiskSyntheticTextEncoderEqualsTheInMemoryOne) {
   Result<std::unique_ptr<Backend>> cpu = make_backend("cpu", 2);
   ASSERT_TRUE(cpu.ok());
   std::vector<TextEncoderLoadProgress> reports;
-  Result<std::unique_ptr<TextEncoder>> disk = TextEncoder::load(
-      s.path().string(), **cpu, 3, [&](const TextEncoderLoadProgress& p) { reports.push_back(p); });
+  Result<std::unique_ptr<TextEncoder>> disk =
+      TextEncoder::load(s.path().string(), **cpu, 3, [&](const TextEncoderLoadProgress& p) { reports.push_back(p); });
   ASSERT_TRUE(disk.ok()) << disk.status().to_string();
   Result<std::unique_ptr<TextEncoder>> mem = TextEncoder::synthesize(cfg, **cpu, 11, 3);
   ASSERT_TRUE(mem.ok());

@@ -70,7 +70,8 @@ TEST(Fp8Reference, RowBlockLayoutAndPadding) {
   std::vector<uint16_t> x(static_cast<size_t>(m * k));
   for (int64_t r = 0; r < m; ++r)
     for (int64_t c = 0; c < k; ++c)
-      x[static_cast<size_t>(r * k + c)] = bf16_bits_from_f32(static_cast<float>((r + 1) * (c / 128 + 1)) * ((c % 2) ? -1.f : 1.f));
+      x[static_cast<size_t>(r * k + c)] =
+          bf16_bits_from_f32(static_cast<float>((r + 1) * (c / 128 + 1)) * ((c % 2) ? -1.f : 1.f));
   std::vector<uint8_t> q(static_cast<size_t>(ld_scale * k), 0xEE);
   std::vector<float> s(static_cast<size_t>(groups * ld_scale), -1.f);
   quantize_fp8_rowblock128_ref(x.data(), m, k, k, q.data(), s.data(), ld_scale);
@@ -123,17 +124,24 @@ TEST(GemmTable, RoundTripAndExactMatchOnly) {
   auto back = parse_gemm_table(gemm_table_to_json(t));
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   ASSERT_EQ(back->entries.size(), 1u);
-  const auto* hit = back->find(GemmPrecision::kFp8PerTensor, 37810, 5376, 14336, 14336, 14336, 5376, false,
-                               "NVIDIA H200", 130100);
+  const auto* hit =
+      back->find(GemmPrecision::kFp8PerTensor, 37810, 5376, 14336, 14336, 14336, 5376, false, "NVIDIA H200", 130100);
   ASSERT_NE(hit, nullptr);
   EXPECT_EQ(hit->algo.algo_id, 70);
   EXPECT_EQ(hit->algo.stages_id, 37);
   EXPECT_EQ(hit->algo.cluster_shape_id, 2);
   // Nearby shapes, other GPUs and other cuBLASLt versions never use the pin.
-  EXPECT_EQ(back->find(GemmPrecision::kFp8PerTensor, 37812, 5376, 14336, 14336, 14336, 5376, false, "NVIDIA H200", 130100), nullptr);
-  EXPECT_EQ(back->find(GemmPrecision::kFp8PerTensor, 37810, 5376, 14336, 14336, 14336, 5376, false, "NVIDIA H100", 130100), nullptr);
-  EXPECT_EQ(back->find(GemmPrecision::kFp8PerTensor, 37810, 5376, 14336, 14336, 14336, 5376, false, "NVIDIA H200", 130000), nullptr);
-  EXPECT_EQ(back->find(GemmPrecision::kBf16, 37810, 5376, 14336, 14336, 14336, 5376, false, "NVIDIA H200", 130100), nullptr);
+  EXPECT_EQ(
+      back->find(GemmPrecision::kFp8PerTensor, 37812, 5376, 14336, 14336, 14336, 5376, false, "NVIDIA H200", 130100),
+      nullptr);
+  EXPECT_EQ(
+      back->find(GemmPrecision::kFp8PerTensor, 37810, 5376, 14336, 14336, 14336, 5376, false, "NVIDIA H100", 130100),
+      nullptr);
+  EXPECT_EQ(
+      back->find(GemmPrecision::kFp8PerTensor, 37810, 5376, 14336, 14336, 14336, 5376, false, "NVIDIA H200", 130000),
+      nullptr);
+  EXPECT_EQ(back->find(GemmPrecision::kBf16, 37810, 5376, 14336, 14336, 14336, 5376, false, "NVIDIA H200", 130100),
+            nullptr);
 }
 
 TEST(GemmTable, MalformedIsFormatError) {
@@ -141,8 +149,7 @@ TEST(GemmTable, MalformedIsFormatError) {
   EXPECT_EQ(parse_gemm_table("{\"schema\":\"other\",\"entries\":[]}").status().code(), ErrorCode::kFormat);
   auto missing = parse_gemm_table("{\"schema\":\"vortex.gemm_table.v1\",\"entries\":[{\"precision\":\"bf16\"}]}");
   EXPECT_EQ(missing.status().code(), ErrorCode::kFormat);
-  auto bad_precision = parse_gemm_table(
-      "{\"schema\":\"vortex.gemm_table.v1\",\"entries\":[{\"precision\":\"fp4\"}]}");
+  auto bad_precision = parse_gemm_table("{\"schema\":\"vortex.gemm_table.v1\",\"entries\":[{\"precision\":\"fp4\"}]}");
   EXPECT_FALSE(bad_precision.ok());
 }
 

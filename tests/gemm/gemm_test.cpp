@@ -70,8 +70,9 @@ TEST(GemmBf16, H3WidthsRaggedM) {
     std::vector<std::vector<uint16_t>> wrows;
     for (int64_t j : cols) {
       std::vector<uint16_t> row(static_cast<size_t>(sh.k));
-      ASSERT_EQ(cudaMemcpy(row.data(), static_cast<const uint16_t*>(w.get()) + j * sh.k,
-                           static_cast<size_t>(sh.k) * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(row.data(), static_cast<const uint16_t*>(w.get()) + j * sh.k, static_cast<size_t>(sh.k) * 2,
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
       wrows.push_back(std::move(row));
     }
     LinearWeight lw;
@@ -151,7 +152,8 @@ TEST(GemmBf16, BiasEpilogueRoundsOnce) {
     for (int64_t j = 0; j < n; ++j) {
       float acc = 0;
       for (int64_t t = 0; t < k; ++t)
-        acc += f32_from_bf16_bits(xh[static_cast<size_t>(i * k + t)]) * f32_from_bf16_bits(wh[static_cast<size_t>(j * k + t)]);
+        acc += f32_from_bf16_bits(xh[static_cast<size_t>(i * k + t)]) *
+               f32_from_bf16_bits(wh[static_cast<size_t>(j * k + t)]);
       const float bias = f32_from_bf16_bits(bh[static_cast<size_t>(j)]);
       const uint16_t once = bf16_bits_from_f32(acc + bias);
       const uint16_t twice = bf16_bits_from_f32(round_bf16(acc) + bias);
@@ -224,10 +226,13 @@ TEST(GemmF32, NoTf32PatchAndHead) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  struct Case { int64_t m, n, k; };
+  struct Case {
+    int64_t m, n, k;
+  };
   for (Case c : {Case{129, 5376, 96}, Case{7, 96, 5376}, Case{1, 32, 5376}}) {
     SCOPED_TRACE("M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k));
-    std::vector<float> xh(static_cast<size_t>(c.m * c.k)), wh(static_cast<size_t>(c.n * c.k)), bh(static_cast<size_t>(c.n));
+    std::vector<float> xh(static_cast<size_t>(c.m * c.k)), wh(static_cast<size_t>(c.n * c.k)),
+        bh(static_cast<size_t>(c.n));
     for (auto& v : xh) v = u(rng);
     for (auto& v : wh) v = u(rng);
     for (auto& v : bh) v = u(rng);
@@ -282,7 +287,8 @@ TEST(Fp8Quantize, PerTensorAndRowBlockMatchHostBytes) {
       for (int64_t t = 0; t < k; ++t) xh[static_cast<size_t>(t)] = 0;
       if (m > 1) xh[static_cast<size_t>(ldx + 5)] = bf16_bits_from_f32(-3.0e4f);
       if (m > 2)
-        for (int64_t t = 0; t < k; ++t) xh[static_cast<size_t>(2 * ldx + t)] = bf16_bits_from_f32(1e-6f * static_cast<float>(t % 17));
+        for (int64_t t = 0; t < k; ++t)
+          xh[static_cast<size_t>(2 * ldx + t)] = bf16_bits_from_f32(1e-6f * static_cast<float>(t % 17));
       DeviceBuffer x(xh.size() * 2);
       x.upload(xh.data(), xh.size() * 2);
       // per tensor
@@ -290,7 +296,8 @@ TEST(Fp8Quantize, PerTensorAndRowBlockMatchHostBytes) {
         DeviceBuffer q(static_cast<size_t>(m * k)), s(16), amax(16);
         q.poison(0xEE);
         ASSERT_TRUE(quantize_fp8_per_tensor(x.get(), m, k, ldx, q.get(), static_cast<float*>(s.get()),
-                                            static_cast<uint32_t*>(amax.get()), nullptr).ok());
+                                            static_cast<uint32_t*>(amax.get()), nullptr)
+                        .ok());
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<uint8_t> qg(static_cast<size_t>(m * k)), qr(qg.size());
         float sg = 0;
@@ -305,8 +312,9 @@ TEST(Fp8Quantize, PerTensorAndRowBlockMatchHostBytes) {
         DeviceBuffer ss(16);
         ss.upload(&static_scale, 4);
         q.poison(0xEE);
-        ASSERT_TRUE(quantize_fp8_per_tensor_static(x.get(), m, k, ldx, q.get(), static_cast<const float*>(ss.get()),
-                                                   nullptr).ok());
+        ASSERT_TRUE(
+            quantize_fp8_per_tensor_static(x.get(), m, k, ldx, q.get(), static_cast<const float*>(ss.get()), nullptr)
+                .ok());
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         q.download(qg.data(), qg.size());
         quantize_fp8_with_scale_ref(xh.data(), m, k, ldx, static_scale, qr.data());
@@ -318,7 +326,9 @@ TEST(Fp8Quantize, PerTensorAndRowBlockMatchHostBytes) {
         DeviceBuffer q(static_cast<size_t>(ld_scale * k)), s(static_cast<size_t>(groups * ld_scale) * 4);
         q.poison(0xEE);
         s.poison(0xEE);
-        ASSERT_TRUE(quantize_fp8_rowblock128(x.get(), m, k, ldx, q.get(), static_cast<float*>(s.get()), ld_scale, nullptr).ok());
+        ASSERT_TRUE(
+            quantize_fp8_rowblock128(x.get(), m, k, ldx, q.get(), static_cast<float*>(s.get()), ld_scale, nullptr)
+                .ok());
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<uint8_t> qg(static_cast<size_t>(ld_scale * k)), qr(qg.size());
         std::vector<float> sg(static_cast<size_t>(groups * ld_scale)), sr(sg.size());
@@ -345,9 +355,9 @@ TEST(Fp8Quantize, PerTensorVectorAndElementPathsMatchHostBytes) {
     int64_t m, k, ldx, x_offset;  // x_offset in elements: 1 makes x 2-byte (not 16-byte) aligned
     const char* path;
   };
-  const Case cases[] = {{257, 7168, 7168, 0, "vector"}, {33, 14336, 14352, 0, "vector"}, {5, 136, 144, 0, "vector"},
-                        {33, 5376, 5384, 1, "element (x misaligned)"}, {17, 140, 140, 0, "element (K % 8)"},
-                        {9, 512, 515, 0, "element (ldx % 8)"}};
+  const Case cases[] = {{257, 7168, 7168, 0, "vector"},       {33, 14336, 14352, 0, "vector"},
+                        {5, 136, 144, 0, "vector"},           {33, 5376, 5384, 1, "element (x misaligned)"},
+                        {17, 140, 140, 0, "element (K % 8)"}, {9, 512, 515, 0, "element (ldx % 8)"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.path) + " M=" + std::to_string(c.m) + " K=" + std::to_string(c.k) +
                  " ldx=" + std::to_string(c.ldx));
@@ -383,8 +393,9 @@ TEST(Fp8Quantize, PerTensorVectorAndElementPathsMatchHostBytes) {
         DeviceBuffer ss(16);
         ss.upload(&static_scale, 4);
         q.poison(0xEE);
-        ASSERT_TRUE(quantize_fp8_per_tensor_static(xp, c.m, c.k, c.ldx, q.get(), static_cast<const float*>(ss.get()),
-                                                   nullptr).ok());
+        ASSERT_TRUE(
+            quantize_fp8_per_tensor_static(xp, c.m, c.k, c.ldx, q.get(), static_cast<const float*>(ss.get()), nullptr)
+                .ok());
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<uint8_t> qs(qr.size());
         quantize_fp8_with_scale_ref(xh.data() + c.x_offset, c.m, c.k, c.ldx, static_scale, qs.data());
@@ -409,7 +420,7 @@ TEST(Fp8Quantize, PerRowMatchesHostBytes) {
       auto xh = random_bf16(static_cast<size_t>(m * ldx), rng, 3.0f);
       if (m > 1)
         for (int64_t t = 0; t < k; ++t) xh[static_cast<size_t>(ldx + t)] = 0;  // row 1: all zeros -> scale 1
-      xh[static_cast<size_t>(k / 3)] = bf16_bits_from_f32(-2.5e4f);             // row 0: one outlier
+      xh[static_cast<size_t>(k / 3)] = bf16_bits_from_f32(-2.5e4f);            // row 0: one outlier
       DeviceBuffer x(xh.size() * 2), q(static_cast<size_t>(m * k)), sc(static_cast<size_t>(m) * 4);
       x.upload(xh.data(), xh.size() * 2);
       q.poison(0xEE);
@@ -447,7 +458,8 @@ TEST(GemmFp8, RowScaledGatedResidualInPlace) {
   cudaDeviceProp prop{};
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaGetDeviceProperties(&prop, dev), cudaSuccess);
-  if (prop.major < 9) GTEST_SKIP() << "OUTER_VEC_32F FP8 scaling needs sm_90+; device is sm_" << prop.major << prop.minor;
+  if (prop.major < 9)
+    GTEST_SKIP() << "OUTER_VEC_32F FP8 scaling needs sm_90+; device is sm_" << prop.major << prop.minor;
   auto engine = make_engine();
   ASSERT_TRUE(engine);
   const uint64_t seed = testing::fresh_seed();
@@ -468,8 +480,8 @@ TEST(GemmFp8, RowScaledGatedResidualInPlace) {
       const float sw = quantize_fp8_per_tensor_ref(wh.data(), c.n, c.k, c.k, wq.data());
       std::vector<float> wv(static_cast<size_t>(c.n));
       for (auto& v : wv) v = sw * gate_dist(rng);  // s_w * gate (f32), as the fused path builds it
-      DeviceBuffer x(xh.size() * 2), xq(static_cast<size_t>(c.m * c.k)), xs(static_cast<size_t>(c.m) * 4),
-          w(wq.size()), ws(wv.size() * 4), d(rh.size() * 2);
+      DeviceBuffer x(xh.size() * 2), xq(static_cast<size_t>(c.m * c.k)), xs(static_cast<size_t>(c.m) * 4), w(wq.size()),
+          ws(wv.size() * 4), d(rh.size() * 2);
       x.upload(xh.data(), xh.size() * 2);
       w.upload(wq.data(), wq.size());
       ws.upload(wv.data(), wv.size() * 4);
@@ -540,8 +552,10 @@ void run_fp8_linear(Fp8Scaling scaling) {
   const uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(std::string("seed ") + std::to_string(seed) + " scaling " + fp8_scaling_name(scaling));
   std::mt19937_64 rng(seed);
-  const std::vector<Fp8Case> cases = {{"out", 5376, 7168, {1, 7, 129}}, {"fc2", 5376, 14336, {129}},
-                                      {"qkv", 21504, 5376, {129}},      {"fc1", 28672, 5376, {130}}};
+  const std::vector<Fp8Case> cases = {{"out", 5376, 7168, {1, 7, 129}},
+                                      {"fc2", 5376, 14336, {129}},
+                                      {"qkv", 21504, 5376, {129}},
+                                      {"fc1", 28672, 5376, {130}}};
   std::printf("FP8 %s | shape M | E1 vs FP64(dequant): rel-L2 gpu / cpu | E2 vs BF16 GEMM: rel-L2, max-abs, cosine\n",
               fp8_scaling_name(scaling));
   for (const auto& c : cases) {
@@ -592,10 +606,8 @@ void run_fp8_linear(Fp8Scaling scaling) {
       const int64_t groups = (c.k + 127) / 128;
       std::vector<uint8_t> xq(static_cast<size_t>(m * c.k));
       std::vector<float> xs(scaling == Fp8Scaling::kPerTensor ? 1 : static_cast<size_t>(groups * m));
-      if (scaling == Fp8Scaling::kPerTensor)
-        xs[0] = quantize_fp8_per_tensor_ref(xh.data(), m, c.k, ldx, xq.data());
-      else
-        quantize_fp8_rowblock128_ref(xh.data(), m, c.k, ldx, xq.data(), xs.data(), m);
+      if (scaling == Fp8Scaling::kPerTensor) xs[0] = quantize_fp8_per_tensor_ref(xh.data(), m, c.k, ldx, xq.data());
+      else quantize_fp8_rowblock128_ref(xh.data(), m, c.k, ldx, xq.data(), xs.data(), m);
       std::vector<int64_t> cols = {0, c.n - 1};
       while (cols.size() < 64) cols.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(c.n)));
       TwoReference tr;
@@ -659,7 +671,9 @@ TEST(GemmFp8, BlockwiseLinear) {
   cudaDeviceProp prop{};
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaGetDeviceProperties(&prop, dev), cudaSuccess);
-  if (prop.major != 9) GTEST_SKIP() << "blockwise (VEC128 / BLK128x128) scaling is Hopper-only in cuBLASLt; device is sm_" << prop.major << prop.minor;
+  if (prop.major != 9)
+    GTEST_SKIP() << "blockwise (VEC128 / BLK128x128) scaling is Hopper-only in cuBLASLt; device is sm_" << prop.major
+                 << prop.minor;
   run_fp8_linear(Fp8Scaling::kBlockwise);
 }
 

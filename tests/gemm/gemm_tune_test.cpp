@@ -38,8 +38,8 @@ TEST(GemmTune, SmallShapeAllPrecisions) {
   topt.samples = 64;
   topt.seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(topt.seed));
-  for (GemmPrecision p : {GemmPrecision::kBf16, GemmPrecision::kF32, GemmPrecision::kFp8PerTensor,
-                          GemmPrecision::kFp8Blockwise}) {
+  for (GemmPrecision p :
+       {GemmPrecision::kBf16, GemmPrecision::kF32, GemmPrecision::kFp8PerTensor, GemmPrecision::kFp8Blockwise}) {
     auto r = tune_gemm(**engine, p, GemmShape{"small", 768, 1024}, topt);
     ASSERT_TRUE(r.ok()) << gemm_precision_name(p) << ": " << r.status().to_string();
     std::printf("[tune %s] heuristic %s err %.3e, %zu candidates, best %d\n", gemm_precision_name(p),

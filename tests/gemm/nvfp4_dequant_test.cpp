@@ -111,16 +111,17 @@ TEST(Nvfp4DequantRef, WeightOnlyExpansionIsGTimesTheExactValue) {
   lw.weight_scale_2.data<float>()[0] = g;
   ref::Nvfp4Options opt;
   opt.encode = ref::Nvfp4Encode::kExactDivision;
-  ASSERT_TRUE(ref::nvfp4_quantize(w.data(), n, k, k, g, opt, lw.weight.data<uint8_t>(), lw.weight_scale.data<uint8_t>()).ok());
+  ASSERT_TRUE(
+      ref::nvfp4_quantize(w.data(), n, k, k, g, opt, lw.weight.data<uint8_t>(), lw.weight_scale.data<uint8_t>()).ok());
   auto bf = dequantize_linear_bf16(lw);
   ASSERT_TRUE(bf.ok()) << bf.status().to_string();
   ASSERT_EQ(bf->shape(), (Shape{n, k}));
   const uint16_t* out = bf->data<uint16_t>();
   for (int64_t r = 0; r < n; ++r)
     for (int64_t c = 0; c < k; ++c) {
-      const float e2m1 = f32_from_e2m1(static_cast<uint8_t>(
-          c % 2 == 0 ? lw.weight.data<uint8_t>()[r * L.data_row_bytes + c / 2] >> 4
-                     : lw.weight.data<uint8_t>()[r * L.data_row_bytes + c / 2] & 0xF));
+      const float e2m1 = f32_from_e2m1(
+          static_cast<uint8_t>(c % 2 == 0 ? lw.weight.data<uint8_t>()[r * L.data_row_bytes + c / 2] >> 4
+                                          : lw.weight.data<uint8_t>()[r * L.data_row_bytes + c / 2] & 0xF));
       const float s = f32_from_e4m3(lw.weight_scale.data<uint8_t>()[ref::nvfp4_scale_offset(r, c / 16, L.scale_cols)]);
       ASSERT_EQ(out[r * k + c], bf16_bits_from_f32(e2m1 * (s * g))) << "r " << r << " c " << c;
     }

@@ -15,8 +15,8 @@
 
 #include "gemm/gemm.h"
 #include "gemm/gemm_tune.h"
-#include "gpu_test.h"
 #include "gemm/nvfp4_gemm.h"
+#include "gpu_test.h"
 #include "ref/nvfp4_quantize.h"
 #include "vortex/dtype.h"
 
@@ -68,7 +68,8 @@ HostNvfp4 random_nvfp4(int64_t rows, int64_t cols, std::mt19937_64& rng, float g
   h.data.assign(h.layout.data_bytes(), 0);
   h.scales.assign(h.layout.scale_bytes(), 0);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t b = 0; b < cols / 2; ++b) h.data[static_cast<size_t>(r * h.layout.data_row_bytes + b)] = static_cast<uint8_t>(rng());
+    for (int64_t b = 0; b < cols / 2; ++b)
+      h.data[static_cast<size_t>(r * h.layout.data_row_bytes + b)] = static_cast<uint8_t>(rng());
   std::uniform_int_distribution<int> exp_d(3, 11), man_d(0, 7);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < (cols + 15) / 16; ++c)
@@ -246,7 +247,8 @@ TEST(Nvfp4Gemm, NativeAgreesWithEmulationOnBlackwell) {
   cudaDeviceProp prop{};
   ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
   if (select_nvfp4_gemm_path(prop.major, prop.minor) != Nvfp4GemmPath::kNativeFp4)
-    GTEST_SKIP() << "sm_" << prop.major << prop.minor << " has no FP4 tensor cores: the native path is compiled, not run";
+    GTEST_SKIP() << "sm_" << prop.major << prop.minor
+                 << " has no FP4 tensor cores: the native path is compiled, not run";
   auto engine = make_engine();
   ASSERT_TRUE(engine);
   auto native = Nvfp4Gemm::create(*engine, Nvfp4GemmPath::kNativeFp4);
@@ -278,7 +280,8 @@ TEST(Nvfp4Gemm, AlphaThenBiasRoundsOnce) {
   auto make = [&](int64_t rows, float gs) {
     HostNvfp4 h = random_nvfp4(rows, k, rng, gs);
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < k / 16; ++c) h.scales[static_cast<size_t>(ref::nvfp4_scale_offset(r, c, h.layout.scale_cols))] = 0x38;
+      for (int64_t c = 0; c < k / 16; ++c)
+        h.scales[static_cast<size_t>(ref::nvfp4_scale_offset(r, c, h.layout.scale_cols))] = 0x38;
     return h;
   };
   const HostNvfp4 xh = make(m, 0.5f), wh = make(n, 0.25f);

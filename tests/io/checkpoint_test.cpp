@@ -36,7 +36,6 @@ TensorList read_all(const std::string& path, std::map<std::string, std::string>*
   return out;
 }
 
-
 H3Weights synthesized(uint64_t seed) {
   HostMemoryBackend backend;
   Result<H3Weights> w = synthesize_weights(ModelConfig::h3_tiny(), backend, seed);
@@ -72,9 +71,10 @@ TEST_P(CheckpointLayoutTest, SynthFileLoadsToSynthesizedWeights) {
   ASSERT_TRUE(f.ok());
   Tensor raw = f->tensor(info->key_prefix + "blocks.0.attn.qkv_proj.weight").value();
   Tensor interleaved = Tensor::empty(raw.shape(), raw.dtype());
-  ASSERT_TRUE(qkv_blocked_to_interleaved(expected.blocks[0].attn_qkv_proj.weight, interleaved, c.num_heads, c.head_dim)
-                  .ok());
-  const Tensor& want = GetParam() == CheckpointLayout::kOriginal ? interleaved : expected.blocks[0].attn_qkv_proj.weight;
+  ASSERT_TRUE(
+      qkv_blocked_to_interleaved(expected.blocks[0].attn_qkv_proj.weight, interleaved, c.num_heads, c.head_dim).ok());
+  const Tensor& want =
+      GetParam() == CheckpointLayout::kOriginal ? interleaved : expected.blocks[0].attn_qkv_proj.weight;
   EXPECT_EQ(std::memcmp(raw.raw_data(), want.raw_data(), raw.nbytes()), 0);
   EXPECT_NE(std::memcmp(interleaved.raw_data(), expected.blocks[0].attn_qkv_proj.weight.raw_data(), raw.nbytes()), 0);
 }
@@ -124,10 +124,10 @@ TEST(CheckpointTest, LayoutRuleAndOverride) {
   H3Weights expected = synthesized(seed);
   Result<H3Weights> wrong = load_checkpoint(pre, ModelConfig::h3_tiny(), backend);
   ASSERT_TRUE(wrong.ok());
-  EXPECT_NE(std::memcmp(wrong->blocks[0].attn_qkv_proj.weight.raw_data(),
-                        expected.blocks[0].attn_qkv_proj.weight.raw_data(),
-                        expected.blocks[0].attn_qkv_proj.weight.nbytes()),
-            0);
+  EXPECT_NE(
+      std::memcmp(wrong->blocks[0].attn_qkv_proj.weight.raw_data(), expected.blocks[0].attn_qkv_proj.weight.raw_data(),
+                  expected.blocks[0].attn_qkv_proj.weight.nbytes()),
+      0);
   // Keys outside the prefix (a bundled VAE) are ignored; unexpected keys inside it are not.
   prefixed.emplace_back("first_stage_model.decoder.weight", Tensor::zeros({3}, DType::kF32));
   ASSERT_TRUE(write_safetensors(pre, prefixed).ok());
@@ -153,7 +153,7 @@ TEST(CheckpointTest, ValidationListsEveryProblem) {
   TensorList tensors = read_all(path, &md);
   TensorList edited;
   for (auto& [n, t] : tensors) {
-    if (n == "blocks.1.norm2.weight") continue;                                              // missing
+    if (n == "blocks.1.norm2.weight") continue;                                                     // missing
     if (n == "condition_proj.bias") edited.emplace_back(n, Tensor::zeros(t.shape(), DType::kF32));  // wrong dtype
     else if (n == "blocks.0.mlp.fc2.weight") edited.emplace_back(n, Tensor::zeros({256, 511}, DType::kBF16));
     else edited.emplace_back(n, t);
@@ -164,8 +164,8 @@ TEST(CheckpointTest, ValidationListsEveryProblem) {
   HostMemoryBackend backend;
   Status s = load_checkpoint(bad, ModelConfig::h3_tiny(), backend).status();
   EXPECT_EQ(s.code(), ErrorCode::kFormat);
-  for (const char* needle : {"blocks.1.norm2.weight", "extra.tensor", "condition_proj.bias", "blocks.0.mlp.fc2.weight",
-                             "[256, 511]"})
+  for (const char* needle :
+       {"blocks.1.norm2.weight", "extra.tensor", "condition_proj.bias", "blocks.0.mlp.fc2.weight", "[256, 511]"})
     EXPECT_NE(s.message().find(needle), std::string::npos) << needle << " not in: " << s.message();
 
   // A config with more blocks than the file.
@@ -425,8 +425,8 @@ TEST(CheckpointTest, InspectReport) {
   Result<CheckpointInfo> info = inspect_checkpoint(path);
   ASSERT_TRUE(info.ok());
   const std::string text = checkpoint_report_text(*info);
-  for (const char* needle : {"layout: original", "blocks.1.adaln_proj.linear.weight", "[4608, 128]", "BF16", "F32",
-                             "quantized layers: 0"})
+  for (const char* needle :
+       {"layout: original", "blocks.1.adaln_proj.linear.weight", "[4608, 128]", "BF16", "F32", "quantized layers: 0"})
     EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;
   nlohmann::json j = nlohmann::json::parse(checkpoint_report_json(*info));
   EXPECT_EQ(j["tensor_count"].get<size_t>(), h3_tensor_specs(ModelConfig::h3_tiny()).size());
@@ -448,7 +448,8 @@ TEST(H3SpecTest, SynthesizedValuesFollowTheDocumentedScales) {
   auto values = [](const Tensor& t) {
     std::vector<double> v(static_cast<size_t>(t.numel()));
     for (int64_t i = 0; i < t.numel(); ++i)
-      v[static_cast<size_t>(i)] = t.dtype() == DType::kF32 ? t.data<float>()[i] : f32_from_bf16_bits(t.data<uint16_t>()[i]);
+      v[static_cast<size_t>(i)] =
+          t.dtype() == DType::kF32 ? t.data<float>()[i] : f32_from_bf16_bits(t.data<uint16_t>()[i]);
     return v;
   };
   auto check_range = [&](const char* name, const Tensor& t, double lo, double hi) {

@@ -34,13 +34,12 @@ TensorList read_all(const std::string& path) {
   return out;
 }
 
-
 H3Weights load(const std::string& path, std::vector<std::string>* notes = nullptr) {
   HostMemoryBackend backend;
   Result<ModelConfig> c = config_for_checkpoint(path);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
-  Result<H3Weights> w = load_checkpoint(path, c.ok() ? *c : ModelConfig::h3_tiny(), backend, CheckpointLayout::kAuto,
-                                        notes);
+  Result<H3Weights> w =
+      load_checkpoint(path, c.ok() ? *c : ModelConfig::h3_tiny(), backend, CheckpointLayout::kAuto, notes);
   EXPECT_TRUE(w.ok()) << w.status().to_string();
   return w.ok() ? std::move(w).value() : H3Weights{};
 }
@@ -177,8 +176,8 @@ TEST(DiffusersCheckpoint, SynthFolderLoadsToSynthesizedWeights) {
     Result<ModelConfig> c = config_for_checkpoint(dir.path);
     ASSERT_TRUE(c.ok()) << c.status().to_string();
     EXPECT_EQ(model_config_to_json(*c).substr(model_config_to_json(*c).find("\"hidden_size\"")),
-              model_config_to_json(ModelConfig::h3_tiny()).substr(
-                  model_config_to_json(ModelConfig::h3_tiny()).find("\"hidden_size\"")));
+              model_config_to_json(ModelConfig::h3_tiny())
+                  .substr(model_config_to_json(ModelConfig::h3_tiny()).find("\"hidden_size\"")));
     H3Weights loaded = load(dir.path);
     H3Weights expected = synthesized(seed);
     expect_same_weights(loaded, expected);

@@ -20,8 +20,8 @@
 #include "io/quantized_layers.h"
 #include "io/safetensors.h"
 #include "io/synth_checkpoint.h"
-#include "ref/nvfp4_quantize.h"  // nvfp4_scale_offset (header-only layout formula)
 #include "quantize_test_util.h"
+#include "ref/nvfp4_quantize.h"  // nvfp4_scale_offset (header-only layout formula)
 #include "test_files.h"
 
 namespace vortex {
@@ -120,9 +120,9 @@ TEST(QuantizedLayersTest, ValidLayersLoad) {
 TEST(QuantizedLayersTest, MarkerFromMetadataAndFullPrecisionNoted) {
   TensorMap m = valid_nvfp4();
   m.erase(kLayer + ".comfy_quant");
-  Result<std::map<std::string, std::string>> md = parse_quantization_metadata(
-      R"({"layers": {"model.diffusion_model.blocks.7.mlp.fc1": )"
-      R"({"format": "nvfp4", "full_precision_matrix_mult": true}}})");
+  Result<std::map<std::string, std::string>> md =
+      parse_quantization_metadata(R"({"layers": {"model.diffusion_model.blocks.7.mlp.fc1": )"
+                                  R"({"format": "nvfp4", "full_precision_matrix_mult": true}}})");
   ASSERT_TRUE(md.ok()) << md.status().to_string();
   ASSERT_EQ(md->count(kLayer), 1u);
   Result<QuantizedLinear> q = read_quantized_layer(kLayer, lookup_of(m), kN, kK, md->at(kLayer));
@@ -133,8 +133,8 @@ TEST(QuantizedLayersTest, MarkerFromMetadataAndFullPrecisionNoted) {
 
   EXPECT_EQ(parse_quantization_metadata(R"({"layer": {}})").status().code(), ErrorCode::kFormat);
   EXPECT_EQ(parse_quantization_metadata("not json").status().code(), ErrorCode::kFormat);
-  Result<QuantMarker> bad = parse_quant_marker(kLayer, R"({"format": "nvfp4", "full_precision_matrix_mult": 3})",
-                                               "comfy_quant");
+  Result<QuantMarker> bad =
+      parse_quant_marker(kLayer, R"({"format": "nvfp4", "full_precision_matrix_mult": 3})", "comfy_quant");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("full_precision_matrix_mult"), std::string::npos);
 }
@@ -278,7 +278,6 @@ TEST(QuantizedLayersTest, Nvfp4DequantizationIsExact) {
     }
   }
 }
-
 
 class QuantizeFp8Test : public ::testing::TestWithParam<CheckpointLayout> {};
 

@@ -18,8 +18,8 @@
 #include "io/quantized_layers.h"
 #include "io/safetensors.h"
 #include "io/synth_checkpoint.h"
-#include "ref/nvfp4_quantize.h"
 #include "quantize_test_util.h"
+#include "ref/nvfp4_quantize.h"
 #include "test_files.h"
 
 namespace vortex {
@@ -36,7 +36,6 @@ Nvfp4WeightEncoder reference_encoder(ref::Nvfp4Options options, std::shared_ptr<
   e.description = "test encoder";
   return e;
 }
-
 
 void round_trip(CheckpointLayout layout, const ref::Nvfp4Options& options,
                 std::shared_ptr<const ref::RcpApproxTable> table) {
@@ -113,8 +112,8 @@ void round_trip(CheckpointLayout layout, const ref::Nvfp4Options& options,
           const double v = f32_from_bf16_bits(xb[r * k + c]);
           const double d = f32_from_bf16_bits(deq->data<uint16_t>()[r * k + c]);
           const double bound = 1.07 * (amax_b / 6.0 + std::ldexp(g, -10)) + std::ldexp(std::fabs(v), -8);
-          const double ref_value = static_cast<double>(
-                                       ref::nvfp4_dequantized_value(data.data(), scales.data(), l, r, c)) * g;
+          const double ref_value =
+              static_cast<double>(ref::nvfp4_dequantized_value(data.data(), scales.data(), l, r, c)) * g;
           if (std::fabs(d - v) > bound || std::fabs(d - ref_value) > std::ldexp(std::fabs(ref_value), -8)) {
             ++bad;
             ADD_FAILURE() << layer << " (" << r << ", " << c << "): " << v << " -> " << d << " (bound " << bound

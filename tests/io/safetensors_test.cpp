@@ -16,9 +16,9 @@ namespace {
 
 using testing::TempDir;
 
-const DType kAllDTypes[] = {DType::kF64, DType::kF32,  DType::kF16,  DType::kBF16, DType::kF8E4M3,
-                            DType::kF8E5M2, DType::kF8E8M0, DType::kI64, DType::kI32, DType::kI16,
-                            DType::kI8,  DType::kU8,   DType::kBool};
+const DType kAllDTypes[] = {DType::kF64,    DType::kF32,    DType::kF16, DType::kBF16, DType::kF8E4M3,
+                            DType::kF8E5M2, DType::kF8E8M0, DType::kI64, DType::kI32,  DType::kI16,
+                            DType::kI8,     DType::kU8,     DType::kBool};
 
 Tensor random_tensor(std::mt19937_64& rng, DType dtype, Shape shape) {
   Tensor t = Tensor::empty(std::move(shape), dtype);
@@ -130,8 +130,9 @@ TEST(SafetensorsTest, MalformedFilesGiveFormatErrors) {
        "outside the 8-byte data section"},
       {"end before begin", image(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[5,4]}})", data8), "end before"},
       {"overlap",
-       image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-             data8),
+       image(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           data8),
        "overlap"},
       {"duplicate names", image("{" + ok_entry + "," + ok_entry + "}", data8), "more than once"},
       {"duplicate field", image(R"({"a":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data8),
@@ -205,8 +206,7 @@ TEST(SafetensorsTest, AtomicWriterKeepsExistingFileOnFailure) {
   EXPECT_EQ(testing::read_file_bytes(path), "original contents");
   EXPECT_EQ(testing::list_dir(dir.path), std::vector<std::string>{"keep.safetensors"});
   // Unwritable directory: an io error, nothing created.
-  EXPECT_EQ(write_safetensors(dir.path + "/no/such/dir/x.safetensors", {{"a", Tensor::zeros({1}, DType::kU8)}})
-                .code(),
+  EXPECT_EQ(write_safetensors(dir.path + "/no/such/dir/x.safetensors", {{"a", Tensor::zeros({1}, DType::kU8)}}).code(),
             ErrorCode::kIo);
   // A successful write replaces the file.
   ASSERT_TRUE(write_safetensors(path, {{"a", Tensor::zeros({1}, DType::kU8)}}).ok());

@@ -103,7 +103,8 @@ TEST(LoraKeys, EveryStyleTargetsTheLayersPeftAdapted) {
     EXPECT_EQ(ad->key_style, style.at(name)) << name;
     if (!e["effective_scale"].is_null()) {
       for (const LoraPart& p : ad->parts)
-        EXPECT_EQ(e["strength"].get<double>() * p.alpha_scale, e["effective_scale"].get<double>()) << name << " " << p.source;
+        EXPECT_EQ(e["strength"].get<double>() * p.alpha_scale, e["effective_scale"].get<double>())
+            << name << " " << p.source;
     }
   }
 }
@@ -129,7 +130,8 @@ TEST(LoraMerge, PeftProgramBitIdenticalToDiffusersFuseLora) {
     const nlohmann::json& e = ex["files"][name];
     Result<LoraAdapter> ad = load_lora(fixture(name), tiny->cfg, options_for(e));
     ASSERT_TRUE(ad.ok()) << ad.status().to_string();
-    const double strength = e["explicit_scale"].is_null() ? e["strength"].get<double>() : e["explicit_scale"].get<double>();
+    const double strength =
+        e["explicit_scale"].is_null() ? e["strength"].get<double>() : e["explicit_scale"].get<double>();
     ASSERT_TRUE(merge_lora(tiny->weights, *ad, strength, tiny->backend, LoraMergeProgram::kPeft).ok());
     int checked = 0;
     for (auto& [layer, t] : targets(tiny->weights)) {
@@ -174,9 +176,10 @@ TEST(LoraMerge, SingleRoundingVsPeftWithinTwoUlpsOfTheOperands) {
         if (std::abs(xv - yv) > ulp(std::max(std::abs(xv), std::abs(yv)))) ++beyond_result_ulp;
       }
     }
-    std::printf("%s: single-rounding vs PEFT merge: %lld of %lld elements differ, %lld by more than 1 ulp of the "
-                "result (cancellation)\n",
-                name, static_cast<long long>(differ), static_cast<long long>(total), static_cast<long long>(beyond_result_ulp));
+    std::printf(
+        "%s: single-rounding vs PEFT merge: %lld of %lld elements differ, %lld by more than 1 ulp of the "
+        "result (cancellation)\n",
+        name, static_cast<long long>(differ), static_cast<long long>(total), static_cast<long long>(beyond_result_ulp));
     EXPECT_GT(differ, 0) << "the double rounding should show on a random adapter";
     EXPECT_LT(differ, total / 10);
   }
@@ -196,7 +199,8 @@ TEST(LoraMerge, SingleRoundingIsRoundOnceOfTheFp64Sum) {
   for (int64_t i : {int64_t{0}, int64_t{17}, p.b.dim(0) - 1})
     for (int64_t j : {int64_t{0}, int64_t{5}, k - 1}) {
       long double d = 0;
-      for (int64_t q = 0; q < r; ++q) d += static_cast<long double>(p.b.data<float>()[i * r + q]) * p.a.data<float>()[q * k + j];
+      for (int64_t q = 0; q < r; ++q)
+        d += static_cast<long double>(p.b.data<float>()[i * r + q]) * p.a.data<float>()[q * k + j];
       const double want = static_cast<double>(f32_from_bf16_bits(before.data<uint16_t>()[i * k + j])) +
                           static_cast<double>(0.75 * p.alpha_scale * d);
       EXPECT_EQ(w->data<uint16_t>()[i * k + j], bf16_bits_from_f64(want)) << i << "," << j;
@@ -262,13 +266,15 @@ TEST(LoraRuntime, BranchVsMergedTwoReferenceRule) {
       ASSERT_TRUE(merged->backend.linear(x, *lin_m[layer], nullptr, y_m).ok());
       // FP64 reference with the exact W + s B A.
       std::vector<double> w64(static_cast<size_t>(n * k));
-      for (int64_t i = 0; i < n * k; ++i) w64[static_cast<size_t>(i)] = f32_from_bf16_bits(lw->weight.data<uint16_t>()[i]);
+      for (int64_t i = 0; i < n * k; ++i)
+        w64[static_cast<size_t>(i)] = f32_from_bf16_bits(lw->weight.data<uint16_t>()[i]);
       for (const LoraPart& p : ad->parts) {
         if (p.layer != layer) continue;
         for (int64_t i = 0; i < p.b.dim(0); ++i)
           for (int64_t j = 0; j < k; ++j) {
             double d = 0;
-            for (int64_t q = 0; q < p.rank(); ++q) d += static_cast<double>(p.b.data<float>()[i * p.rank() + q]) * p.a.data<float>()[q * k + j];
+            for (int64_t q = 0; q < p.rank(); ++q)
+              d += static_cast<double>(p.b.data<float>()[i * p.rank() + q]) * p.a.data<float>()[q * k + j];
             w64[static_cast<size_t>((p.row_offset + i) * k + j)] += strength * p.alpha_scale * d;
           }
       }
@@ -276,7 +282,9 @@ TEST(LoraRuntime, BranchVsMergedTwoReferenceRule) {
       for (int64_t r = 0; r < m; ++r)
         for (int64_t j = 0; j < n; ++j) {
           double y = 0;
-          for (int64_t i = 0; i < k; ++i) y += static_cast<double>(f32_from_bf16_bits(x.data<uint16_t>()[r * k + i])) * w64[static_cast<size_t>(j * k + i)];
+          for (int64_t i = 0; i < k; ++i)
+            y += static_cast<double>(f32_from_bf16_bits(x.data<uint16_t>()[r * k + i])) *
+                 w64[static_cast<size_t>(j * k + i)];
           const double a = f32_from_bf16_bits(y_rt.data<uint16_t>()[r * n + j]) - y;
           const double b = f32_from_bf16_bits(y_m.data<uint16_t>()[r * n + j]) - y;
           e_rt += a * a, e_m += b * b, ref2 += y * y;
@@ -322,7 +330,8 @@ struct TempDir {
 
 Tensor filled(Shape shape, float v) {
   Tensor t = Tensor::empty(shape, DType::kBF16);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = bf16_bits_from_f32(v * static_cast<float>((i % 7) - 3) / 3.0f);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<uint16_t>()[i] = bf16_bits_from_f32(v * static_cast<float>((i % 7) - 3) / 3.0f);
   return t;
 }
 
@@ -390,16 +399,19 @@ TEST_F(LoraBadFiles, WrongRankNamesTheLayer) {
 TEST_F(LoraBadFiles, NaNIsRefused) {
   Tensor a = filled({4, cfg_.hidden}, 1);
   a.data<uint16_t>()[5] = 0x7FC0;  // NaN
-  const std::string p = write({{"blocks.1.mlp.fc1.lora_A.weight", a},
-                               {"blocks.1.mlp.fc1.lora_B.weight", filled({2 * cfg_.ffn, 4}, 1)}});
+  const std::string p =
+      write({{"blocks.1.mlp.fc1.lora_A.weight", a}, {"blocks.1.mlp.fc1.lora_B.weight", filled({2 * cfg_.ffn, 4}, 1)}});
   Status s = load(p);
-  EXPECT_NE(s.message().find("blocks.1.mlp.fc1.lora_A.weight: holds a non-finite value"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("blocks.1.mlp.fc1.lora_A.weight: holds a non-finite value"), std::string::npos)
+      << s.message();
 }
 
 TEST_F(LoraBadFiles, MissingHalfIsRefused) {
-  const std::string p = write({{"diffusion_model.blocks.1.mlp.fc1.lora_down.weight", filled({4, cfg_.hidden}, 1)}}, false);
+  const std::string p =
+      write({{"diffusion_model.blocks.1.mlp.fc1.lora_down.weight", filled({4, cfg_.hidden}, 1)}}, false);
   Status s = load(p);
-  EXPECT_NE(s.message().find("blocks.1.mlp.fc1: has diffusion_model.blocks.1.mlp.fc1.lora_down.weight but no lora_B / lora_up"),
+  EXPECT_NE(s.message().find(
+                "blocks.1.mlp.fc1: has diffusion_model.blocks.1.mlp.fc1.lora_down.weight but no lora_B / lora_up"),
             std::string::npos)
       << s.message();
 }
@@ -489,7 +501,8 @@ TEST(LoraGenerate, LoraMovesLatentsScaleZeroReproducesBase) {
   Result<std::vector<float>> base = run_generate(d.path + "/base", {}, "merge");
   ASSERT_TRUE(base.ok()) << base.status().to_string();
   nlohmann::json run;
-  Result<std::vector<float>> lora = run_generate(d.path + "/lora", {{fixture("native_comfy"), std::nullopt}}, "merge", &run);
+  Result<std::vector<float>> lora =
+      run_generate(d.path + "/lora", {{fixture("native_comfy"), std::nullopt}}, "merge", &run);
   ASSERT_TRUE(lora.ok()) << lora.status().to_string();
   Result<std::vector<float>> zero = run_generate(d.path + "/zero", {{fixture("native_comfy"), 0.0}}, "merge");
   ASSERT_TRUE(zero.ok()) << zero.status().to_string();
@@ -499,7 +512,8 @@ TEST(LoraGenerate, LoraMovesLatentsScaleZeroReproducesBase) {
   ASSERT_TRUE(rt.ok()) << rt.status().to_string();
   ASSERT_EQ(base->size(), lora->size());
   EXPECT_EQ(std::memcmp(base->data(), zero->data(), base->size() * 4), 0) << "scale 0 merge must reproduce the base";
-  EXPECT_EQ(std::memcmp(base->data(), zero_rt->data(), base->size() * 4), 0) << "scale 0 branch must reproduce the base";
+  EXPECT_EQ(std::memcmp(base->data(), zero_rt->data(), base->size() * 4), 0)
+      << "scale 0 branch must reproduce the base";
   double moved = 0, dev = 0, norm = 0;
   for (size_t i = 0; i < base->size(); ++i) {
     moved += std::pow((*lora)[i] - (*base)[i], 2);

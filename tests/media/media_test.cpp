@@ -50,7 +50,9 @@ TEST(Wav, Float32HeaderAndInterleavedSamples) {
   const std::vector<uint8_t> b = read_all(path);
   ASSERT_EQ(b.size(), 56u + 8000u);  // RIFF 12 + fmt 24 + fact 12 + data header 8
   auto u16 = [&](size_t o) { return static_cast<uint16_t>(b[o] | (b[o + 1] << 8)); };
-  auto u32 = [&](size_t o) { return static_cast<uint32_t>(b[o] | (b[o + 1] << 8) | (b[o + 2] << 16) | (b[o + 3] << 24)); };
+  auto u32 = [&](size_t o) {
+    return static_cast<uint32_t>(b[o] | (b[o + 1] << 8) | (b[o + 2] << 16) | (b[o + 3] << 24));
+  };
   EXPECT_EQ(std::memcmp(b.data(), "RIFF", 4), 0);
   EXPECT_EQ(u32(4), b.size() - 8);
   EXPECT_EQ(std::memcmp(b.data() + 8, "WAVEfmt ", 8), 0);

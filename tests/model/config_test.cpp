@@ -130,7 +130,8 @@ TEST(ConfigTest, FullDiffusersConfigJson) {
 }
 
 TEST(ConfigTest, BothSpellingsMustAgree) {
-  Result<ModelConfig> same = ModelConfig::from_json_text(R"({"time_embed_hidden_size": 300, "time_embed_hidden_dim": 300})");
+  Result<ModelConfig> same =
+      ModelConfig::from_json_text(R"({"time_embed_hidden_size": 300, "time_embed_hidden_dim": 300})");
   ASSERT_TRUE(same.ok()) << same.status().to_string();
   EXPECT_EQ(same->time_embed_hidden, 300);
   const char* disagreeing[] = {

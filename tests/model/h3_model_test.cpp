@@ -24,7 +24,7 @@ uint64_t fresh_seed() {
 struct TinyRun {
   ModelConfig cfg = ModelConfig::h3_tiny();
   PackedLayout layout;
-  Tensor text;   // host [L, text_dim] f32
+  Tensor text;  // host [L, text_dim] f32
   AvLatents noise;
 };
 
@@ -43,8 +43,8 @@ TinyRun make_tiny_request(uint64_t seed, int width = 64, int height = 64, int fr
   return r;
 }
 
-Result<AvLatents> run_forward(const TinyRun& r, int threads, uint64_t weight_seed, ExecOptions opts,
-                              double sigma_v, double sigma_a) {
+Result<AvLatents> run_forward(const TinyRun& r, int threads, uint64_t weight_seed, ExecOptions opts, double sigma_v,
+                              double sigma_a) {
   CpuBackend be(threads);
   VORTEX_ASSIGN_OR_RETURN(H3Weights w, synthesize_weights(r.cfg, be, weight_seed));
   H3Model model(r.cfg, be, std::move(w), opts);
@@ -106,7 +106,8 @@ TEST(H3Model, RefinedTextSkipsTheRefinerAndBadInputsAreRejected) {
   Tensor wrong = Tensor::empty({6, 77}, DType::kF32);
   EXPECT_EQ(model.prepare(r.layout, wrong).code(), ErrorCode::kInvalidArgument);
   Tensor refined = Tensor::empty({6, r.cfg.hidden}, DType::kBF16);
-  for (int64_t i = 0; i < refined.numel(); ++i) refined.data<uint16_t>()[i] = bf16_bits_from_f32(0.01f * static_cast<float>(i % 97));
+  for (int64_t i = 0; i < refined.numel(); ++i)
+    refined.data<uint16_t>()[i] = bf16_bits_from_f32(0.01f * static_cast<float>(i % 97));
   ASSERT_TRUE(model.prepare(r.layout, refined).ok());
   auto out = model.forward(r.noise, 0.4, 0.4);
   ASSERT_TRUE(out.ok()) << out.status().to_string();
@@ -202,7 +203,8 @@ TEST(H3Model, AdalnInputMatchesFp64TimeMlp) {
     std::vector<double> h(static_cast<size_t>(cfg.time_embed_hidden));
     for (int j = 0; j < cfg.time_embed_hidden; ++j) {
       double a = te.proj_in_bias.data<float>()[j];
-      for (int i = 0; i < cfg.freq_dim; ++i) a += te.proj_in_weight.data<float>()[j * cfg.freq_dim + i] * e[static_cast<size_t>(i)];
+      for (int i = 0; i < cfg.freq_dim; ++i)
+        a += te.proj_in_weight.data<float>()[j * cfg.freq_dim + i] * e[static_cast<size_t>(i)];
       h[static_cast<size_t>(j)] = a / (1.0 + std::exp(-a));
     }
     for (int j = 0; j < cfg.time_embed_dim; ++j) {
@@ -286,7 +288,8 @@ TEST(H3Model, OneBlockMatchesIndependentFp64Block) {
   const Mat x_in = xr;
   const Mat n1w = to_f64(be, b.norm1_weight), n2w = to_f64(be, b.norm2_weight), qnw = to_f64(be, b.attn_q_norm_weight),
             knw = to_f64(be, b.attn_k_norm_weight), wqkv = to_f64(be, b.attn_qkv_proj.weight),
-            wout = to_f64(be, b.attn_out_proj.weight), wfc1 = to_f64(be, b.mlp_fc1.weight), wfc2 = to_f64(be, b.mlp_fc2.weight);
+            wout = to_f64(be, b.attn_out_proj.weight), wfc1 = to_f64(be, b.mlp_fc1.weight),
+            wfc2 = to_f64(be, b.mlp_fc2.weight);
   auto trow = [&](int64_t r) { return static_cast<int64_t>(seg.row_of(r)); };
   auto chunk = [&](int64_t r, int c, int64_t j) { return tab[trow(r) * 6 * d + c * d + j]; };
   auto norm_mod = [&](int shift_c, int scale_c, const Mat& nw) {
@@ -320,7 +323,8 @@ TEST(H3Model, OneBlockMatchesIndependentFp64Block) {
       double mx = -1e300, sum = 0;
       for (int64_t j = 0; j < s; ++j) {
         double dot = 0;
-        for (int64_t e = 0; e < hd; ++e) dot += qkv[i * 3 * inner + h * hd + e] * qkv[j * 3 * inner + inner + h * hd + e];
+        for (int64_t e = 0; e < hd; ++e)
+          dot += qkv[i * 3 * inner + h * hd + e] * qkv[j * 3 * inner + inner + h * hd + e];
         p[static_cast<size_t>(j)] = dot / std::sqrt(double(hd));
         mx = std::max(mx, p[static_cast<size_t>(j)]);
       }

@@ -42,8 +42,8 @@ TEST(Geometry, FrameSnapping) {
   const ModelConfig cfg = ModelConfig::h3();
   // Up to the next 17n + 5, as diffusers' align_num_frames: 96 -> 107 and 130 -> 141 (the nearest would
   // give 90 and 124). tests/parity checks every count 1..199 against diffusers' own table.
-  const std::pair<int, int> cases[] = {{1, 5},    {4, 5},     {5, 5},     {6, 22},    {13, 22},   {22, 22},
-                                       {23, 39},  {96, 107},  {120, 124}, {124, 124}, {125, 141}, {130, 141}};
+  const std::pair<int, int> cases[] = {{1, 5},   {4, 5},    {5, 5},     {6, 22},    {13, 22},   {22, 22},
+                                       {23, 39}, {96, 107}, {120, 124}, {124, 124}, {125, 141}, {130, 141}};
   for (auto [in, want] : cases) {
     auto g = make_geometry(cfg, 1344, 768, in, 10);
     ASSERT_TRUE(g.ok()) << in;
@@ -57,10 +57,10 @@ TEST(Geometry, FrameSnapping) {
 }
 
 TEST(Geometry, FramesForSeconds) {
-  EXPECT_EQ(*frames_for_seconds(5.0), 124);    // 120 frames -> 124
-  EXPECT_EQ(*frames_for_seconds(5.2), 141);    // 124.8 -> 125 -> 141
-  EXPECT_EQ(*frames_for_seconds(0.01), 5);     // one frame -> 5
-  EXPECT_EQ(*frames_for_seconds(15.0), 362);   // 360 -> 362
+  EXPECT_EQ(*frames_for_seconds(5.0), 124);   // 120 frames -> 124
+  EXPECT_EQ(*frames_for_seconds(5.2), 141);   // 124.8 -> 125 -> 141
+  EXPECT_EQ(*frames_for_seconds(0.01), 5);    // one frame -> 5
+  EXPECT_EQ(*frames_for_seconds(15.0), 362);  // 360 -> 362
   EXPECT_FALSE(frames_for_seconds(0.0).ok());
   EXPECT_FALSE(frames_for_seconds(-1.0).ok());
   EXPECT_FALSE(frames_for_seconds(std::nan("")).ok());
@@ -149,8 +149,9 @@ TEST(Packing, CanonicalModalitiesAndPositions) {
                 1.00790, 1e-5);
   }
   for (int i = 1; i < 24; ++i) {
-    EXPECT_NEAR(l.positions[static_cast<size_t>(514 + i * 42)][1] - l.positions[static_cast<size_t>(514 + (i - 1) * 42)][1],
-                1.00790, 1e-5);
+    EXPECT_NEAR(
+        l.positions[static_cast<size_t>(514 + i * 42)][1] - l.positions[static_cast<size_t>(514 + (i - 1) * 42)][1],
+        1.00790, 1e-5);
   }
   // Row-major (h, w) inside a frame: row 514 + f*1008 + hi*42 + wi.
   const auto& p = l.positions[static_cast<size_t>(514 + 7 * 1008 + 5 * 42 + 9)];
@@ -339,7 +340,8 @@ TEST(Rope, CheckpointInvFreqIsUsedAndValidated) {
   const int64_t r = 700;
   const float pos_w = static_cast<float>(l->positions[r][2]);
   const float freq = pos_w * (0.5f / 3.0f);  // axis w, k = 2
-  EXPECT_EQ(t->sin.data<uint16_t>()[r * 3 * L + 2 * L + 2], bf16_bits_from_f32(static_cast<float>(std::sin(static_cast<double>(freq)))));
+  EXPECT_EQ(t->sin.data<uint16_t>()[r * 3 * L + 2 * L + 2],
+            bf16_bits_from_f32(static_cast<float>(std::sin(static_cast<double>(freq)))));
   Tensor wrong = Tensor::empty({L + 1}, DType::kF32);
   EXPECT_FALSE(make_rope_tables(cfg, *l, &wrong).ok());
   Tensor wrong_dtype = Tensor::empty({L}, DType::kBF16);

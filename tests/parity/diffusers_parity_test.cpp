@@ -7,8 +7,9 @@
 // Tolerance: 2x the BF16 noise floor the same fixture measures, diffusers' BF16 model against the same
 // weights in FP32 (printed next to every number). Two BF16 programs that differ only in accumulation order
 // and rounding placement sit at or below that floor (the CPU backend: 0.5-0.8x of it on every check);
-// a real bug sits far above it (a QKV loaded without de-interleaving moves a block contribution by ~0.6). VORTEX_PARITY_BACKEND selects cpu (CI) or cuda
-// (diffusers_parity_gpu_test, label gpu, skipped visibly without a device).
+// a real bug sits far above it (a QKV loaded without de-interleaving moves a block contribution by ~0.6).
+// VORTEX_PARITY_BACKEND selects cpu (CI) or cuda (diffusers_parity_gpu_test, label gpu, skipped visibly without a
+// device).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -117,9 +118,9 @@ Result<Loaded> load(Fixture& fx, const std::string& file, CheckpointLayout layou
 
 // Skips only for an absent device or a build without the CUDA backend; an unsupported GPU or any other
 // failure is a failure.
-#define SKIP_WITHOUT_BACKEND(result)                                                          \
-  do {                                                                                       \
-    VORTEX_SKIP_NO_GPU_OR_FAIL((result).status());                                           \
+#define SKIP_WITHOUT_BACKEND(result)               \
+  do {                                             \
+    VORTEX_SKIP_NO_GPU_OR_FAIL((result).status()); \
   } while (0)
 
 struct LayoutCase {

@@ -30,9 +30,12 @@ std::string sha256_hex(const void* data, size_t n) {
 // diffusers' tags: 0 video, 1 text, 2 audio (MINIMAX_H3 video_tag / text / audio_tag).
 int64_t diffusers_tag(Modality m) {
   switch (m) {
-    case Modality::kVideo: return 0;
-    case Modality::kText: return 1;
-    case Modality::kAudio: return 2;
+    case Modality::kVideo:
+      return 0;
+    case Modality::kText:
+      return 1;
+    case Modality::kAudio:
+      return 2;
   }
   return -1;
 }

@@ -31,7 +31,8 @@ inline nlohmann::json read_json(const std::string& name) {
 // "3f800000..." -> float32 bit patterns, 8 hex digits each.
 inline std::vector<uint32_t> hex_words(const std::string& hex) {
   std::vector<uint32_t> out;
-  for (size_t i = 0; i + 8 <= hex.size(); i += 8) out.push_back(static_cast<uint32_t>(std::stoul(hex.substr(i, 8), nullptr, 16)));
+  for (size_t i = 0; i + 8 <= hex.size(); i += 8)
+    out.push_back(static_cast<uint32_t>(std::stoul(hex.substr(i, 8), nullptr, 16)));
   return out;
 }
 

@@ -121,8 +121,10 @@ TEST(ScheduleParity, DiffusersLoopArithmeticBitIdentical) {
     size_t bad_v = 0, bad_a = 0;
     for (size_t k = 0; k < want_v.size(); ++k) bad_v += bits(got.video[k]) != bits(want_v[k]);
     for (size_t k = 0; k < want_a.size(); ++k) bad_a += bits(got.audio[k]) != bits(want_a[k]);
-    EXPECT_EQ(bad_v, 0u) << "video latents after step " << i + 1 << ": " << bad_v << " of " << want_v.size() << " differ";
-    EXPECT_EQ(bad_a, 0u) << "audio latents after step " << i + 1 << ": " << bad_a << " of " << want_a.size() << " differ";
+    EXPECT_EQ(bad_v, 0u) << "video latents after step " << i + 1 << ": " << bad_v << " of " << want_v.size()
+                         << " differ";
+    EXPECT_EQ(bad_a, 0u) << "audio latents after step " << i + 1 << ": " << bad_a << " of " << want_a.size()
+                         << " differ";
   }
 }
 

@@ -34,7 +34,9 @@ TEST(Attention, Fp64ReferenceMatchesNaiveLongDouble) {
     test::poison(out);
     ASSERT_TRUE(ref::attention(t.q, t.k, t.v, heads, hd, out).ok());
     test::MatchStats st;
-    auto at = [&](const Tensor& x, int64_t r, int64_t c) { return static_cast<long double>(bf(x.data<uint16_t>()[r * 3 * inner + c])); };
+    auto at = [&](const Tensor& x, int64_t r, int64_t c) {
+      return static_cast<long double>(bf(x.data<uint16_t>()[r * 3 * inner + c]));
+    };
     for (int h = 0; h < heads; ++h)
       for (int64_t i = 0; i < s; ++i) {
         std::vector<long double> p(static_cast<size_t>(s));
@@ -92,7 +94,8 @@ TEST(Attention, ExactCases) {
   std::mt19937_64 rng(seed);
   const int64_t s = 8, hd = 4;
   // Identical keys: softmax is uniform, out = mean of V = exact when V sums are exact (small integers).
-  Tensor q = test::random_bf16({s, hd}, rng), k = Tensor::empty({s, hd}, DType::kBF16), v = Tensor::empty({s, hd}, DType::kBF16);
+  Tensor q = test::random_bf16({s, hd}, rng), k = Tensor::empty({s, hd}, DType::kBF16),
+         v = Tensor::empty({s, hd}, DType::kBF16);
   for (int64_t i = 0; i < s * hd; ++i) {
     k.data<uint16_t>()[i] = bf16_bits_from_f32(0.5f);
     v.data<uint16_t>()[i] = bf16_bits_from_f32(static_cast<float>(i / hd));  // row j holds j

@@ -12,8 +12,8 @@ namespace {
 TEST(Cast, TiesNanInfAndRoundTrip) {
   Tensor f = Tensor::empty({1, 6}, DType::kF32);
   float* p = f.data<float>();
-  p[0] = 1.0f + std::ldexp(1.0f, -8);                      // tie -> even (1.0)
-  p[1] = 1.0f + 3 * std::ldexp(1.0f, -8);                  // tie -> even (1 + 2^-6)
+  p[0] = 1.0f + std::ldexp(1.0f, -8);      // tie -> even (1.0)
+  p[1] = 1.0f + 3 * std::ldexp(1.0f, -8);  // tie -> even (1 + 2^-6)
   p[2] = std::numeric_limits<float>::infinity();
   p[3] = -std::numeric_limits<float>::quiet_NaN();
   p[4] = -0.0f;
@@ -49,7 +49,8 @@ TEST(Cast, StridedAndTransposedViews) {
   for (int a = 0; a < 6; ++a)
     for (int b = 0; b < 5; ++b)
       for (int c = 0; c < 4; ++c)
-        EXPECT_EQ(dst.data<uint16_t>()[(a * 5 + b) * 4 + c], bf16_bits_from_f32(src.data<float>()[(c * 5 + b) * 6 + a]));
+        EXPECT_EQ(dst.data<uint16_t>()[(a * 5 + b) * 4 + c],
+                  bf16_bits_from_f32(src.data<float>()[(c * 5 + b) * 6 + a]));
   Tensor wrong = Tensor::empty({6, 5, 4}, DType::kI32);
   EXPECT_EQ(ref::cast(t, wrong).code(), ErrorCode::kUnsupported);
   Tensor wrong_shape = Tensor::empty({6, 20}, DType::kBF16);

@@ -41,7 +41,8 @@ TEST(CausalAttention, MatchesLongDoubleFormulaWithGqa) {
       for (auto& x : p) sum += (x = std::exp(x - mx));
       for (int d = 0; d < hd; ++d) {
         long double acc = 0;
-        for (int64_t j = 0; j <= i; ++j) acc += p[static_cast<size_t>(j)] * bf(v.data<uint16_t>()[j * kv_heads * hd + kvh * hd + d]);
+        for (int64_t j = 0; j <= i; ++j)
+          acc += p[static_cast<size_t>(j)] * bf(v.data<uint16_t>()[j * kv_heads * hd + kvh * hd + d]);
         st.add(out.data<uint16_t>()[i * heads * hd + h * hd + d], bf16_bits_from_f64(static_cast<double>(acc / sum)));
       }
     }
@@ -70,7 +71,8 @@ TEST(CausalAttention, EqualsAttentionOnEachPrefixOnStridedViews) {
   for (int64_t j = 0; j < s; ++j)
     for (int h = 0; h < heads; ++h)
       for (int d = 0; d < hd; ++d) {
-        kr.data<uint16_t>()[j * heads * hd + h * hd + d] = qkv.data<uint16_t>()[j * width + heads * hd + (h / group) * hd + d];
+        kr.data<uint16_t>()[j * heads * hd + h * hd + d] =
+            qkv.data<uint16_t>()[j * width + heads * hd + (h / group) * hd + d];
         vr.data<uint16_t>()[j * heads * hd + h * hd + d] =
             qkv.data<uint16_t>()[j * width + (heads + kv_heads) * hd + (h / group) * hd + d];
       }

@@ -92,7 +92,8 @@ TEST(Linear, F32MatchesLongDouble) {
 
 TEST(Linear, ExactCasesAndSingleRoundingWithBias) {
   // [1, 2] x [[3, 4], [-1, 0.5]]^T = [11, 0]; bias [0.5, 2^-9].
-  Tensor x = Tensor::empty({1, 2}, DType::kBF16), w = Tensor::empty({2, 2}, DType::kBF16), b = Tensor::empty({2}, DType::kBF16);
+  Tensor x = Tensor::empty({1, 2}, DType::kBF16), w = Tensor::empty({2, 2}, DType::kBF16),
+         b = Tensor::empty({2}, DType::kBF16);
   const float xv[2] = {1, 2}, wv[4] = {3, 4, -1, 0.5f};
   for (int i = 0; i < 2; ++i) x.data<uint16_t>()[i] = bf16_bits_from_f32(xv[i]);
   for (int i = 0; i < 4; ++i) w.data<uint16_t>()[i] = bf16_bits_from_f32(wv[i]);
@@ -104,7 +105,8 @@ TEST(Linear, ExactCasesAndSingleRoundingWithBias) {
   EXPECT_EQ(bf(out.data<uint16_t>()[1]), 1.0f / 512);
   // Single rounding after the bias: x.w = 1 + 2^-8 (a BF16 tie) plus bias 2^-30 must round UP to 1 + 2^-7;
   // rounding the sum before the bias (ties-to-even -> 1.0) and then adding the bias would give 1.0.
-  Tensor x2 = Tensor::empty({1, 2}, DType::kBF16), w2 = Tensor::empty({1, 2}, DType::kBF16), b2 = Tensor::empty({1}, DType::kBF16);
+  Tensor x2 = Tensor::empty({1, 2}, DType::kBF16), w2 = Tensor::empty({1, 2}, DType::kBF16),
+         b2 = Tensor::empty({1}, DType::kBF16);
   x2.data<uint16_t>()[0] = bf16_bits_from_f32(1.0f);
   x2.data<uint16_t>()[1] = bf16_bits_from_f32(1.0f / 256);
   w2.data<uint16_t>()[0] = w2.data<uint16_t>()[1] = bf16_bits_from_f32(1.0f);
@@ -136,8 +138,8 @@ TEST(Linear, Fp8ScaledDequantizesToBf16First) {
   q.in_features = k;
   Tensor dq = Tensor::empty({n, k}, DType::kBF16);
   for (int64_t i = 0; i < n * k; ++i)
-    dq.data<uint16_t>()[i] =
-        bf16_bits_from_f64(static_cast<double>(static_cast<float>(static_cast<double>(f32_from_e4m3(q.weight.data<uint8_t>()[i])) * 0.00731f)));
+    dq.data<uint16_t>()[i] = bf16_bits_from_f64(static_cast<double>(
+        static_cast<float>(static_cast<double>(f32_from_e4m3(q.weight.data<uint8_t>()[i])) * 0.00731f)));
   Tensor out_q = Tensor::empty({m, n}, DType::kBF16), out_b = Tensor::empty({m, n}, DType::kBF16);
   ASSERT_TRUE(ref::linear(x, q, nullptr, out_q).ok());
   ASSERT_TRUE(ref::linear(x, plain(dq), nullptr, out_b).ok());
@@ -159,7 +161,8 @@ TEST(Linear, StridedViewsAndBadShapes) {
   Tensor oc = Tensor::empty({5, 6}, DType::kBF16);
   ASSERT_TRUE(ref::linear(x, plain(w), nullptr, o).ok());
   ASSERT_TRUE(ref::linear(xc, plain(w), nullptr, oc).ok());
-  for (int r = 0; r < 5; ++r) EXPECT_EQ(0, std::memcmp(obig.data<uint16_t>() + r * 12 + 6, oc.data<uint16_t>() + r * 6, 12));
+  for (int r = 0; r < 5; ++r)
+    EXPECT_EQ(0, std::memcmp(obig.data<uint16_t>() + r * 12 + 6, oc.data<uint16_t>() + r * 6, 12));
   Tensor wrong = Tensor::empty({6, 9}, DType::kBF16);
   EXPECT_EQ(ref::linear(xc, plain(wrong), nullptr, oc).code(), ErrorCode::kInvalidArgument);
   Tensor wf = Tensor::empty({6, 10}, DType::kF32);

@@ -147,7 +147,8 @@ TEST(GateAdd, PlainResidualWithoutTable) {
   SegmentTable unused;
   ASSERT_TRUE(ref::gate_add(x, a, nullptr, 0, unused).ok());
   for (int64_t i = 0; i < 84; ++i)
-    EXPECT_EQ(x.data<uint16_t>()[i], bf16_bits_from_f64(static_cast<double>(bf(x0.data<uint16_t>()[i])) + bf(a.data<uint16_t>()[i])))
+    EXPECT_EQ(x.data<uint16_t>()[i],
+              bf16_bits_from_f64(static_cast<double>(bf(x0.data<uint16_t>()[i])) + bf(a.data<uint16_t>()[i])))
         << test::seed_msg(seed);
 }
 

@@ -118,7 +118,7 @@ TEST(Nvfp4RcpModel, SpecialCasesAndExponentScaling) {
   EXPECT_EQ(bits(t.rcp(-INFINITY)), 0x80000000u);
   EXPECT_TRUE(std::isnan(t.rcp(NAN)));
   EXPECT_EQ(t.rcp(0x1p126f), 0x1p-126f);
-  EXPECT_EQ(bits(t.rcp(0x1p127f)), 0u);         // 2^-127 is subnormal: flushed
+  EXPECT_EQ(bits(t.rcp(0x1p127f)), 0u);  // 2^-127 is subnormal: flushed
   EXPECT_EQ(bits(t.rcp(-0x1.8p126f)), 0x80000000u);
   EXPECT_EQ(t.rcp(0x1p-126f), 0x1p126f);
   EXPECT_EQ(t.rcp(FLT_MIN * 1.5f), 1.0f / (FLT_MIN * 1.5f));
@@ -164,7 +164,8 @@ TEST(Nvfp4Quantize, GlobalScaleReproducesBf16Rounding) {
 
 TEST(Nvfp4Quantize, TiesZerosAndSignedZeros) {
   // g = 1 and block amax 6: d = 6 * RN(1/6) = 1 exactly, s = 1.0 (0x38), e = 1, v = x: the E2M1 ties are exact.
-  const float vals[16] = {6.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, -0.25f, -0.0f, 0.0f, -2.5f, 0.5f, 7.0f, -6.0f, 4.0f};
+  const float vals[16] = {6.0f,   0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f,  5.0f,
+                          -0.25f, -0.0f, 0.0f,  -2.5f, 0.5f,  7.0f, -6.0f, 4.0f};
   const uint8_t want[16] = {0x7, 0x0, 0x2, 0x2, 0x4, 0x4, 0x6, 0x6, 0x8, 0x8, 0x0, 0xC, 0x1, 0x7, 0xF, 0x6};
   uint16_t x[16];
   for (int i = 0; i < 16; ++i) x[i] = b16(vals[i]);

@@ -29,17 +29,34 @@ inline std::vector<uint16_t> nvfp4_adversarial_bf16(int64_t rows, int64_t cols, 
       for (int64_t c = c0; c < c0 + 16 && c < cols; ++c) {
         float v = 0.0f;
         switch (kind) {
-          case 0: case 1: case 2: v = static_cast<float>(normal(rng)) * block_scale; break;
+          case 0:
+          case 1:
+          case 2:
+            v = static_cast<float>(normal(rng)) * block_scale;
+            break;
           case 3:  // ties: amax = 6 * 2^k, so a power-of-two g gives an exact scale and v = x * 2^-k exactly
             v = (c == c0 ? 6.0f : midpoints[rng() % 12]) * (rng() % 2 ? -1.0f : 1.0f) * block_scale;
             break;
-          case 4: v = 0.0f; break;
-          case 5: v = rng() % 2 ? -0.0f : static_cast<float>(normal(rng)) * 1e-3f; break;  // negative zeros
-          case 6: v = static_cast<float>(normal(rng)) * 1e-30f; break;                      // scale rounds to 0
-          case 7: { const uint16_t sub = static_cast<uint16_t>((rng() % 127 + 1) | (rng() % 2 ? 0x8000 : 0));  // subnormals
-                    x[static_cast<size_t>(r * ld + c)] = sub; continue; }
-          case 8: v = 1.5f * block_scale; break;                                             // all equal
-          case 9: v = static_cast<float>(normal(rng)) * std::ldexp(1.0f, exp_dist(rng) * 2); break;  // huge range
+          case 4:
+            v = 0.0f;
+            break;
+          case 5:
+            v = rng() % 2 ? -0.0f : static_cast<float>(normal(rng)) * 1e-3f;
+            break;  // negative zeros
+          case 6:
+            v = static_cast<float>(normal(rng)) * 1e-30f;
+            break;  // scale rounds to 0
+          case 7: {
+            const uint16_t sub = static_cast<uint16_t>((rng() % 127 + 1) | (rng() % 2 ? 0x8000 : 0));  // subnormals
+            x[static_cast<size_t>(r * ld + c)] = sub;
+            continue;
+          }
+          case 8:
+            v = 1.5f * block_scale;
+            break;  // all equal
+          case 9:
+            v = static_cast<float>(normal(rng)) * std::ldexp(1.0f, exp_dist(rng) * 2);
+            break;    // huge range
           default: {  // inf / NaN sprinkled into a gaussian block
             const int pick = static_cast<int>(rng() % 8);
             v = pick == 0 ? INFINITY : pick == 1 ? -INFINITY : pick == 2 ? NAN : static_cast<float>(normal(rng));

@@ -51,7 +51,8 @@ TEST(QkNormRope, MatchesFp64FormulationOnStridedViews) {
             want = bf16_bits_from_f64(n[d]);
           } else {
             const int j = d % half;
-            const double c = bf(rope.cos.data<uint16_t>()[r * half + j]), sn = bf(rope.sin.data<uint16_t>()[r * half + j]);
+            const double c = bf(rope.cos.data<uint16_t>()[r * half + j]),
+                         sn = bf(rope.sin.data<uint16_t>()[r * half + j]);
             const double rot = d < half ? -n[d + half] : n[d - half];
             want = bf16_bits_from_f64(bf(bf16_bits_from_f64(n[d] * c)) + bf(bf16_bits_from_f64(rot * sn)));
           }
@@ -64,7 +65,8 @@ TEST(QkNormRope, MatchesFp64FormulationOnStridedViews) {
   EXPECT_BF16_CLOSE_TO_ORACLE(st, test::seed_msg(seed));
   // V is untouched.
   for (int64_t r = 0; r < s; ++r)
-    EXPECT_EQ(0, std::memcmp(buf.data<uint16_t>() + r * 3 * inner + 2 * inner, orig.data<uint16_t>() + r * 3 * inner + 2 * inner, inner * 2));
+    EXPECT_EQ(0, std::memcmp(buf.data<uint16_t>() + r * 3 * inner + 2 * inner,
+                             orig.data<uint16_t>() + r * 3 * inner + 2 * inner, inner * 2));
 }
 
 TEST(QkNormRope, WithoutRopeEqualsPerHeadRmsNorm) {

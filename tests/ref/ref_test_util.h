@@ -46,7 +46,9 @@ inline float bf(uint16_t b) { return f32_from_bf16_bits(b); }
 
 // Distance in BF16 units in the last place between two finite BF16 values (ordered-integer distance).
 inline int64_t bf16_ulp_distance(uint16_t a, uint16_t b) {
-  auto ordered = [](uint16_t x) -> int64_t { return (x & 0x8000) ? -static_cast<int64_t>(x & 0x7FFF) : static_cast<int64_t>(x); };
+  auto ordered = [](uint16_t x) -> int64_t {
+    return (x & 0x8000) ? -static_cast<int64_t>(x & 0x7FFF) : static_cast<int64_t>(x);
+  };
   return std::llabs(ordered(a) - ordered(b));
 }
 
@@ -69,10 +71,10 @@ struct MatchStats {
 
 // The NUMERICS.md acceptance for "same program vs independent FP64 formulation": >= 99.9% identical,
 // the rest within 1 BF16 ulp.
-#define EXPECT_BF16_CLOSE_TO_ORACLE(stats, seedmsg)                                         \
-  do {                                                                                      \
-    EXPECT_GE((stats).equal_fraction(), 0.999) << (stats).str() << " " << (seedmsg);        \
-    EXPECT_LE((stats).max_ulp, 1) << (stats).str() << " " << (seedmsg);                     \
+#define EXPECT_BF16_CLOSE_TO_ORACLE(stats, seedmsg)                                  \
+  do {                                                                               \
+    EXPECT_GE((stats).equal_fraction(), 0.999) << (stats).str() << " " << (seedmsg); \
+    EXPECT_LE((stats).max_ulp, 1) << (stats).str() << " " << (seedmsg);              \
   } while (0)
 
 }  // namespace vortex::test

@@ -35,14 +35,17 @@ TEST(RmsNorm, MatchesIndependentFp64Formulation) {
     test::MatchStats st;
     for (int64_t r = 0; r < s; ++r)
       for (int64_t j = 0; j < d; ++j)
-        st.add(out.data<uint16_t>()[r * d + j], oracle_rms(x.data<uint16_t>() + r * d, w.data<uint16_t>(), d, 1e-5f, j));
+        st.add(out.data<uint16_t>()[r * d + j],
+               oracle_rms(x.data<uint16_t>() + r * d, w.data<uint16_t>(), d, 1e-5f, j));
     EXPECT_BF16_CLOSE_TO_ORACLE(st, test::seed_msg(seed) + " d=" + std::to_string(d));
   }
 }
 
 // Expected bits from numpy: r = fp32(1/sqrt(ms + eps)), fp32(x*r), fp32(*w), one BF16 rounding.
 TEST(RmsNorm, ExactProgramRoundings) {
-  struct Case { uint16_t x[8], w[8], out[8]; };
+  struct Case {
+    uint16_t x[8], w[8], out[8];
+  };
   const Case cases[] = {
       {{0xBFAC, 0xBEEA, 0xBFF3, 0xBFA5, 0xBFEC, 0xBE71, 0xBFA2, 0x3E8B},
        {0x3F82, 0x3F7B, 0x3F40, 0x3F72, 0x3F7F, 0x3F81, 0x3F59, 0x3F74},

@@ -1,6 +1,6 @@
 // swiglu reference: the SiLU rounding on all 65,536 BF16 gate inputs vs an independent long-double
-// formulation g * sigmoid(g) (one rounding), special values (inf, -inf -> NaN as PyTorch's g / (1 + exp(-g)), NaN, signed zero), and the full op
-// (R(R(silu) * value), [gate | value] column split) on random ragged shapes.
+// formulation g * sigmoid(g) (one rounding), special values (inf, -inf -> NaN as PyTorch's g / (1 + exp(-g)), NaN,
+// signed zero), and the full op (R(R(silu) * value), [gate | value] column split) on random ragged shapes.
 #include <cmath>
 #include <limits>
 
@@ -27,8 +27,8 @@ TEST(Swiglu, SiluOnEveryBf16Input) {
   }
   EXPECT_BF16_CLOSE_TO_ORACLE(st, std::string("exhaustive"));
   EXPECT_EQ(ref::silu_bf16_bits(0x0000), 0x0000);
-  EXPECT_EQ(ref::silu_bf16_bits(0x8000), 0x8000);                                        // -0 stays -0
-  EXPECT_EQ(ref::silu_bf16_bits(0x7F80), 0x7F80);                                        // silu(+inf) = +inf
+  EXPECT_EQ(ref::silu_bf16_bits(0x8000), 0x8000);            // -0 stays -0
+  EXPECT_EQ(ref::silu_bf16_bits(0x7F80), 0x7F80);            // silu(+inf) = +inf
   EXPECT_TRUE(std::isnan(bf(ref::silu_bf16_bits(0xFF80))));  // -inf / (1 + exp(inf)) = NaN, as PyTorch
   EXPECT_EQ(ref::silu_bf16_bits(bf16_bits_from_f32(1.0f)), bf16_bits_from_f64(1.0 / (1.0 + std::exp(-1.0))));
 }

@@ -31,7 +31,8 @@ TEST(Conv1d, MatchesNaiveFormulaWithDilationAndPadding) {
         for (int c = 0; c < 3; ++c)
           for (int kk = 0; kk < k; ++kk) {
             const int64_t i = t + kk * d - p;
-            if (i >= 0 && i < 17) acc += (long double)w.data<float>()[(o * 3 + c) * k + kk] * x.data<float>()[c * 17 + i];
+            if (i >= 0 && i < 17)
+              acc += (long double)w.data<float>()[(o * 3 + c) * k + kk] * x.data<float>()[c * 17 + i];
           }
         EXPECT_NEAR(out.data<float>()[o * lo + t], (double)acc, 1e-6) << k << " " << d << " " << p;
       }
@@ -58,7 +59,8 @@ TEST(ConvTranspose1d, MatchesScatterFormula) {
         for (int i = 0; i < 6; ++i)
           for (int kk = 0; kk < k; ++kk) {
             const int64_t j = i * s + kk - p;
-            if (j >= 0 && j < lo) want[o * lo + j] += (long double)x.data<float>()[c * 6 + i] * w.data<float>()[(c * 2 + o) * k + kk];
+            if (j >= 0 && j < lo)
+              want[o * lo + j] += (long double)x.data<float>()[c * 6 + i] * w.data<float>()[(c * 2 + o) * k + kk];
           }
     }
     for (int64_t i = 0; i < 2 * lo; ++i) EXPECT_NEAR(out.data<float>()[i], (double)want[i], 1e-6);
@@ -95,7 +97,8 @@ TEST(Resample, UpsampleMatchesPaddedTransposedFormula) {
   std::vector<long double> y(static_cast<size_t>(full), 0.0L);
   for (size_t i = 0; i < xp.size(); ++i)
     for (int k = 0; k < 12; ++k) y[i * 2 + k] += (long double)xp[i] * filt.data<float>()[k];
-  for (int t = 0; t < 14; ++t) EXPECT_NEAR(up.data<float>()[t], 2.0 * (double)y[static_cast<size_t>(t + pad_left)], 1e-6);
+  for (int t = 0; t < 14; ++t)
+    EXPECT_NEAR(up.data<float>()[t], 2.0 * (double)y[static_cast<size_t>(t + pad_left)], 1e-6);
 }
 
 TEST(SnakeBeta, MatchesFormulaAndKeepsZero) {
@@ -107,7 +110,8 @@ TEST(SnakeBeta, MatchesFormulaAndKeepsZero) {
   EXPECT_EQ(x.data<float>()[0], 0.0f);
   for (int c = 0; c < 2; ++c)
     for (int i = 0; i < 50; ++i) {
-      const double v = ref.data<float>()[c * 50 + i], al = std::exp((double)a.data<float>()[c]), be = std::exp((double)b.data<float>()[c]);
+      const double v = ref.data<float>()[c * 50 + i], al = std::exp((double)a.data<float>()[c]),
+                   be = std::exp((double)b.data<float>()[c]);
       const double s = std::sin(al * v);
       EXPECT_NEAR(x.data<float>()[c * 50 + i], v + s * s / (be + 1e-9), 4e-6 * (1 + std::abs(v)));
     }
@@ -122,7 +126,8 @@ TEST(Norms, RmsNormFp32AndLayerNormMatchFp64) {
   ASSERT_TRUE(layer_norm(x, w, b, 1e-5f, lo).ok());
   for (int r = 0; r < 5; ++r) {
     double ss = 0, sum = 0;
-    for (int i = 0; i < 33; ++i) ss += (double)x.data<float>()[r * 33 + i] * x.data<float>()[r * 33 + i], sum += x.data<float>()[r * 33 + i];
+    for (int i = 0; i < 33; ++i)
+      ss += (double)x.data<float>()[r * 33 + i] * x.data<float>()[r * 33 + i], sum += x.data<float>()[r * 33 + i];
     const double mean = sum / 33;
     double var = 0;
     for (int i = 0; i < 33; ++i) var += std::pow(x.data<float>()[r * 33 + i] - mean, 2);
@@ -140,9 +145,11 @@ TEST(Norms, RmsNormFp32AndLayerNormMatchFp64) {
 }
 
 TEST(Residuals, ScaleAddAndAddExact) {
-  Tensor x = Tensor::empty({1, 3}, DType::kF32), a = Tensor::empty({1, 3}, DType::kBF16), s = Tensor::empty({3}, DType::kF32);
+  Tensor x = Tensor::empty({1, 3}, DType::kF32), a = Tensor::empty({1, 3}, DType::kBF16),
+         s = Tensor::empty({3}, DType::kF32);
   const float xs[3] = {1.0f, -2.0f, 0.5f}, as[3] = {2.0f, 0.5f, -4.0f}, ss[3] = {0.25f, 2.0f, 0.125f};
-  for (int i = 0; i < 3; ++i) x.data<float>()[i] = xs[i], a.data<uint16_t>()[i] = bf16_bits_from_f32(as[i]), s.data<float>()[i] = ss[i];
+  for (int i = 0; i < 3; ++i)
+    x.data<float>()[i] = xs[i], a.data<uint16_t>()[i] = bf16_bits_from_f32(as[i]), s.data<float>()[i] = ss[i];
   ASSERT_TRUE(scale_add(x, a, s).ok());
   EXPECT_EQ(x.data<float>()[0], 1.5f);
   EXPECT_EQ(x.data<float>()[1], -1.0f);

@@ -237,7 +237,8 @@ TEST(SampleAv, ParityEulerAudioEqualsStandaloneEulerOnMappedGrid) {
       xa[j] = r * xa[j] + (1.0 - r) * d;
     }
   }
-  for (size_t j = 0; j < n; ++j) max_err = std::max(max_err, std::fabs(out->audio[j] - xa[j]) / (1.0 + std::fabs(xa[j])));
+  for (size_t j = 0; j < n; ++j)
+    max_err = std::max(max_err, std::fabs(out->audio[j] - xa[j]) / (1.0 + std::fabs(xa[j])));
   EXPECT_LT(max_err, 2e-5) << "seed " << seed;
 }
 
@@ -302,31 +303,53 @@ struct GoldenCase {
 
 TEST(SampleAv, MatchesComfyTranscription) {
   const GoldenCase cases[] = {
-      {AvScheduleMode::kComfyParity, SamplerKind::kEuler, 12, 12.0,
+      {AvScheduleMode::kComfyParity,
+       SamplerKind::kEuler,
+       12,
+       12.0,
        {0.764110897, 1.86445392, 2.2592507, 2.41780542, 1.42019482, -1.4776268},
        {0.935430895, 0.911493953, 0.726397069, 0.512342123, -0.0696828656, -0.717640258}},
-      {AvScheduleMode::kComfyParity, SamplerKind::kEuler, 4, 6.0,
+      {AvScheduleMode::kComfyParity,
+       SamplerKind::kEuler,
+       4,
+       6.0,
        {0.737781363, 1.91392119, 2.34023845, 2.50720813, 1.42688351, -1.50974092},
        {0.949324828, 0.93182875, 0.791620077, 0.615199454, 0.053220348, -0.656347249}},
-      {AvScheduleMode::kComfyParity, SamplerKind::kResMultistep, 12, 12.0,
+      {AvScheduleMode::kComfyParity,
+       SamplerKind::kResMultistep,
+       12,
+       12.0,
        {0.786032397, 1.85556174, 2.23609072, 2.39073908, 1.42997277, -1.47336826},
        {0.931785579, 0.903962019, 0.69230961, 0.457474518, -0.131020221, -0.742743377}},
-      {AvScheduleMode::kComfyParity, SamplerKind::kResMultistep, 4, 6.0,
+      {AvScheduleMode::kComfyParity,
+       SamplerKind::kResMultistep,
+       4,
+       6.0,
        {0.762998883, 1.9173172, 2.32631331, 2.48800338, 1.44805954, -1.51533227},
        {0.95353583, 0.930869906, 0.755422874, 0.55477572, 0.00627562778, -0.65101265}},
-      {AvScheduleMode::kDiffusers, SamplerKind::kEuler, 12, 12.0,
+      {AvScheduleMode::kDiffusers,
+       SamplerKind::kEuler,
+       12,
+       12.0,
        {0.764174937, 1.86378898, 2.2583738, 2.41687687, 1.41987232, -1.4771482},
        {0.935389533, 0.911448206, 0.726319767, 0.512234353, -0.0698326581, -0.717765387}},
-      {AvScheduleMode::kDiffusers, SamplerKind::kResMultistep, 12, 12.0,
+      {AvScheduleMode::kDiffusers,
+       SamplerKind::kResMultistep,
+       12,
+       12.0,
        {0.786383757, 1.85470533, 2.23479754, 2.38932993, 1.42973883, -1.47278094},
        {0.932320689, 0.904946676, 0.696384699, 0.464040406, -0.123357652, -0.739268846}},
-      {AvScheduleMode::kDiffusers, SamplerKind::kResMultistep, 4, 6.0,
+      {AvScheduleMode::kDiffusers,
+       SamplerKind::kResMultistep,
+       4,
+       6.0,
        {0.762998887, 1.91731719, 2.3263133, 2.48800337, 1.44805954, -1.51533227},
        {0.953191205, 0.930963924, 0.758565828, 0.560115302, 0.0105047627, -0.651451026}},
   };
   auto noise = [](double salt) {
     std::vector<float> v(6);
-    for (int i = 0; i < 6; ++i) v[static_cast<size_t>(i)] = static_cast<float>(std::sin(0.7 * i + salt) * 1.3 + 0.2 * std::cos(1.9 * i));
+    for (int i = 0; i < 6; ++i)
+      v[static_cast<size_t>(i)] = static_cast<float>(std::sin(0.7 * i + salt) * 1.3 + 0.2 * std::cos(1.9 * i));
     return v;
   };
   for (const GoldenCase& gc : cases) {
@@ -339,16 +362,19 @@ TEST(SampleAv, MatchesComfyTranscription) {
     auto out = sample_av(spec, AvLatents{noise(0.0), noise(1.0)},
                          [](const AvLatents& x, double sv, double sa, int) -> Result<AvLatents> {
                            AvLatents v;
-                           for (float a : x.video) v.video.push_back(static_cast<float>(std::tanh(a) * (1.0 + sv) - 0.3 * a + 0.1));
+                           for (float a : x.video)
+                             v.video.push_back(static_cast<float>(std::tanh(a) * (1.0 + sv) - 0.3 * a + 0.1));
                            for (float a : x.audio) v.audio.push_back(static_cast<float>(std::cos(a) * sa - 0.5 * a));
                            return v;
                          });
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     for (size_t i = 0; i < 6; ++i) {
-      EXPECT_NEAR(out->video[i], gc.video[i], 2e-5) << "mode " << static_cast<int>(gc.mode) << " "
-                                                    << sampler_kind_name(gc.kind) << " steps " << gc.steps << " video " << i;
-      EXPECT_NEAR(out->audio[i], gc.audio[i], 2e-5) << "mode " << static_cast<int>(gc.mode) << " "
-                                                    << sampler_kind_name(gc.kind) << " steps " << gc.steps << " audio " << i;
+      EXPECT_NEAR(out->video[i], gc.video[i], 2e-5)
+          << "mode " << static_cast<int>(gc.mode) << " " << sampler_kind_name(gc.kind) << " steps " << gc.steps
+          << " video " << i;
+      EXPECT_NEAR(out->audio[i], gc.audio[i], 2e-5)
+          << "mode " << static_cast<int>(gc.mode) << " " << sampler_kind_name(gc.kind) << " steps " << gc.steps
+          << " audio " << i;
     }
   }
 }
@@ -384,9 +410,8 @@ TEST(SampleAv, Errors) {
   });
   EXPECT_FALSE(nan_vel.ok());
   // Denoiser error is propagated with context.
-  auto fail = sample_av(spec, noise, [](const AvLatents&, double, double, int) -> Result<AvLatents> {
-    return invalid_argument("boom");
-  });
+  auto fail = sample_av(
+      spec, noise, [](const AvLatents&, double, double, int) -> Result<AvLatents> { return invalid_argument("boom"); });
   ASSERT_FALSE(fail.ok());
   EXPECT_NE(fail.status().message().find("boom"), std::string::npos);
   EXPECT_FALSE(sample_av(spec, noise, DenoiseFn{}).ok());

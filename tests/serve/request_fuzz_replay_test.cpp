@@ -36,16 +36,24 @@ TEST(ServeRequestFuzzReplay, SeedCorpus) {
 TEST(ServeRequestFuzzReplay, Mutations) {
   const std::vector<std::string> seeds = corpus();
   std::mt19937_64 rng(20260101);
-  static const char kBytes[] = "{}[]\":,0123456789-.eE \\u\x00\xff" "abcdefghijklmnopqrstuvwxyz";
+  static const char kBytes[] =
+      "{}[]\":,0123456789-.eE \\u\x00\xff"
+      "abcdefghijklmnopqrstuvwxyz";
   for (int i = 0; i < 20000; ++i) {
     std::string s = seeds[rng() % seeds.size()];
     const int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits && !s.empty(); ++e) {
       const size_t at = rng() % s.size();
       switch (rng() % 4) {
-        case 0: s[at] = kBytes[rng() % (sizeof(kBytes) - 1)]; break;
-        case 1: s.erase(at, 1 + rng() % 8); break;
-        case 2: s.insert(at, 1, kBytes[rng() % (sizeof(kBytes) - 1)]); break;
+        case 0:
+          s[at] = kBytes[rng() % (sizeof(kBytes) - 1)];
+          break;
+        case 1:
+          s.erase(at, 1 + rng() % 8);
+          break;
+        case 2:
+          s.insert(at, 1, kBytes[rng() % (sizeof(kBytes) - 1)]);
+          break;
         default: {
           const std::string& other = seeds[rng() % seeds.size()];
           s = s.substr(0, at) + other.substr(rng() % other.size());

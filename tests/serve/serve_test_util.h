@@ -27,7 +27,8 @@ class ScratchDir {
  public:
   ScratchDir() {
     std::random_device rd;
-    path_ = fs::temp_directory_path() / ("vortex_serve_test_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
+    path_ =
+        fs::temp_directory_path() / ("vortex_serve_test_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
     fs::create_directories(path_);
   }
   ~ScratchDir() {
@@ -78,7 +79,11 @@ inline json body_json(const httplib::Result& r) {
 
 // A small job: 64x64, 5 frames, `steps` steps.
 inline std::string small_job(int steps = 2, uint64_t seed = 1) {
-  return json{{"prompt", "a lighthouse at dusk"}, {"width", 64}, {"height", 64}, {"frames", 5}, {"steps", steps},
+  return json{{"prompt", "a lighthouse at dusk"},
+              {"width", 64},
+              {"height", 64},
+              {"frames", 5},
+              {"steps", steps},
               {"seed", seed}}
       .dump();
 }

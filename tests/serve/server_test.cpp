@@ -176,7 +176,8 @@ TEST(ServeMedia, DecodedJobsServeTheMp4AndKeepTheLatents) {
   auto h = c->Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(body_json(h)["content_kind"], "video");
-  auto r = c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 22, "steps": 2})", "application/json");
+  auto r = c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 22, "steps": 2})",
+                   "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 201) << r->body;
   const std::string id = body_json(r)["id"];
@@ -207,12 +208,14 @@ TEST(ServeMedia, DecodedJobsServeTheMp4AndKeepTheLatents) {
   EXPECT_GT(manifest["decode"]["tile_forwards"].get<int>(), 0);
 
   // Too few frames to decode: refused at submission, naming frames; "media": false runs it to latents.
-  auto few = c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 5, "steps": 2})", "application/json");
+  auto few = c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 5, "steps": 2})",
+                     "application/json");
   ASSERT_TRUE(few);
   EXPECT_EQ(few->status, 400);
   EXPECT_EQ(body_json(few)["error"]["field"], "frames") << few->body;
-  auto lat_only = c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 5, "steps": 2, "media": false})",
-                          "application/json");
+  auto lat_only =
+      c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 5, "steps": 2, "media": false})",
+              "application/json");
   ASSERT_TRUE(lat_only);
   ASSERT_EQ(lat_only->status, 201) << lat_only->body;
   const std::string id2 = body_json(lat_only)["id"];
@@ -233,8 +236,9 @@ TEST(ServeMedia, MediaWithoutDecodersIsRefused) {
   TestServer s(tiny_options(dir.path() / "data"));
   ASSERT_TRUE(s.server);
   auto c = s.client();
-  auto r = c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 22, "steps": 2, "media": true})",
-                   "application/json");
+  auto r =
+      c->Post("/v1/videos", R"({"prompt": "x", "width": 64, "height": 64, "frames": 22, "steps": 2, "media": true})",
+              "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_EQ(body_json(r)["error"]["field"], "media") << r->body;
@@ -547,9 +551,9 @@ TEST(ServeLimits, BearerTokenIsRequiredExceptForHealth) {
   auto h = c->Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
-  for (const httplib::Headers& hs : {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer wrong"}},
-                                     httplib::Headers{{"Authorization", "s3cret-key"}},
-                                     httplib::Headers{{"Authorization", "Bearer s3cret-ke"}}}) {
+  for (const httplib::Headers& hs :
+       {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer wrong"}},
+        httplib::Headers{{"Authorization", "s3cret-key"}}, httplib::Headers{{"Authorization", "Bearer s3cret-ke"}}}) {
     auto r = c->Get("/v1/videos", hs);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 401);

@@ -46,9 +46,14 @@ struct Figures {
 };
 
 std::string mode_of(std::mt19937_64& rng) {
-  static const char* const kBad[] = {"{", R"({"prompt": 3})", R"({"prompt": "x", "steps": -1})",
-                                     R"({"prompt": "x", "width": 33, "height": 32})", R"({"nope": 1})", "[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]",
-                                     R"({"prompt": "x", "schedule": "?"})", ""};
+  static const char* const kBad[] = {"{",
+                                     R"({"prompt": 3})",
+                                     R"({"prompt": "x", "steps": -1})",
+                                     R"({"prompt": "x", "width": 33, "height": 32})",
+                                     R"({"nope": 1})",
+                                     "[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]",
+                                     R"({"prompt": "x", "schedule": "?"})",
+                                     ""};
   return kBad[rng() % (sizeof(kBad) / sizeof(kBad[0]))];
 }
 
@@ -60,8 +65,9 @@ void client_loop(int index, const TestServer& s, std::atomic<bool>& stop, Figure
     const int action = static_cast<int>(rng() % 10);
     if (action <= 2) {  // submit a small job
       const int side = 32 * static_cast<int>(1 + rng() % 3);
-      json body = {{"prompt", "soak " + std::to_string(rng() % 50)}, {"width", side}, {"height", side},
-                   {"frames", 5}, {"steps", static_cast<int>(2 + rng() % 4)}, {"seed", rng() % 1000}};
+      json body = {
+          {"prompt", "soak " + std::to_string(rng() % 50)}, {"width", side},       {"height", side}, {"frames", 5},
+          {"steps", static_cast<int>(2 + rng() % 4)},       {"seed", rng() % 1000}};
       auto r = c->Post("/v1/videos", body.dump(), "application/json");
       if (!r) {
         fig.answer("POST transport error");
@@ -90,7 +96,8 @@ void client_loop(int index, const TestServer& s, std::atomic<bool>& stop, Figure
         std::lock_guard<std::mutex> lock(fig.mu);
         fig.jobs.insert(id);
       }
-      json j = wait_for(*c, id, [](const json& x) { return x["step"].get<int>() >= 1 || is_terminal(x); }, 60.0);
+      json j = wait_for(
+          *c, id, [](const json& x) { return x["step"].get<int>() >= 1 || is_terminal(x); }, 60.0);
       auto d = c->Delete("/v1/videos/" + id);
       fig.answer(d ? "DELETE " + std::to_string(d->status) : "DELETE transport error");
       const bool was_running = j.value("status", "") == "running";
@@ -151,8 +158,8 @@ TEST(ServeSoak, EightClientsMixingEverything) {
     if (line.rfind("job ", 0) != 0) return;
     const size_t sp = line.find(' ', 4);
     const std::string id = line.substr(4, sp - 4);
-    const std::string state = line.substr(sp + 1, line.find(':', sp) == std::string::npos ? std::string::npos
-                                                                                          : line.find(':', sp) - sp - 1);
+    const std::string state =
+        line.substr(sp + 1, line.find(':', sp) == std::string::npos ? std::string::npos : line.find(':', sp) - sp - 1);
     std::lock_guard<std::mutex> lock(fig.mu);
     fig.ended[id] = state;
     if (state == "failed") ADD_FAILURE() << line;
@@ -235,7 +242,8 @@ TEST(ServeSoak, EightClientsMixingEverything) {
               succeeded, cancelled, failed, not_terminal);
   std::printf("cancels while running: %d (late stops: %d), of queued jobs: %d\n", fig.cancels_running, late_stops,
               fig.cancels_queued);
-  std::printf("SSE streams: %d, downloads: %d, malformed requests: %d\n", fig.sse_streams, fig.downloads, fig.malformed);
+  std::printf("SSE streams: %d, downloads: %d, malformed requests: %d\n", fig.sse_streams, fig.downloads,
+              fig.malformed);
   std::printf("RSS after warm-up (%.0f s): %.1f MiB, at the end: %.1f MiB, growth %.1f MiB (bound %.0f MiB)\n", warmup,
               rss_warm / 1048576.0, rss_end / 1048576.0,
               (static_cast<double>(rss_end) - static_cast<double>(rss_warm)) / 1048576.0, kRssGrowthBound / 1048576.0);

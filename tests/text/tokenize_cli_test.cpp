@@ -42,7 +42,8 @@ void write(const std::string& path, const std::string& bytes) {
 
 TEST(TokenizeCliTest, TextPrintsTheOracleIds) {
   const json row = corpus_row("ascii_sentence");
-  const auto r = run_vortex(std::string("tokenize --tokenizer '") + kQwen + "' '" + row["text"].get<std::string>() + "'");
+  const auto r =
+      run_vortex(std::string("tokenize --tokenizer '") + kQwen + "' '" + row["text"].get<std::string>() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, joined(row["hf_ids"].get<std::vector<int32_t>>()));
 }
@@ -52,7 +53,8 @@ TEST(TokenizeCliTest, FileKeepsCrLfAndSpecialTokens) {
   for (const char* name : {"crlf", "special_chat", "emoji_zwj", "combining_decomposed"}) {
     const json row = corpus_row(name);
     write(dir.str("prompt.txt"), row["text"].get<std::string>());
-    const auto r = run_vortex(std::string("tokenize --tokenizer '") + kQwen + "' --file '" + dir.str("prompt.txt") + "'");
+    const auto r =
+        run_vortex(std::string("tokenize --tokenizer '") + kQwen + "' --file '" + dir.str("prompt.txt") + "'");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(r.output, joined(row["tiktoken_ids"].get<std::vector<int32_t>>())) << name;
   }
@@ -65,7 +67,10 @@ TEST(TokenizeCliTest, JsonListsIdsAndSpellings) {
   EXPECT_EQ(j["count"], 3);
   EXPECT_EQ(j["ids"].size(), 3u);
   EXPECT_EQ(j["ids"][2], 151645);
-  EXPECT_EQ(j["tokens"], json::array({"A", "\xc4\xa0" "cat", "<|im_end|>"}));
+  EXPECT_EQ(j["tokens"], json::array({"A",
+                                      "\xc4\xa0"
+                                      "cat",
+                                      "<|im_end|>"}));
 }
 
 TEST(TokenizeCliTest, ModelFolderFindsTokenizerJson) {
@@ -92,9 +97,11 @@ TEST(TokenizeCliTest, ExitCodes) {
 
   EXPECT_EQ(run_vortex(std::string("tokenize --tokenizer /nonexistent.json hi")).exit_code, 2);
   EXPECT_EQ(run_vortex(std::string("tokenize --tokenizer '") + kTiny + "' --file /nonexistent.txt").exit_code, 2);
-  EXPECT_EQ(run_vortex(std::string("tokenize --tokenizer '") + kTiny + "'").exit_code, 2);             // no prompt
-  EXPECT_EQ(run_vortex(std::string("tokenize hi")).exit_code, 2);                                       // no tokenizer
-  EXPECT_EQ(run_vortex(std::string("tokenize --tokenizer '") + kTiny + "' --file '" + dir.str("bad.txt") + "' hi").exit_code, 2);
+  EXPECT_EQ(run_vortex(std::string("tokenize --tokenizer '") + kTiny + "'").exit_code, 2);  // no prompt
+  EXPECT_EQ(run_vortex(std::string("tokenize hi")).exit_code, 2);                           // no tokenizer
+  EXPECT_EQ(
+      run_vortex(std::string("tokenize --tokenizer '") + kTiny + "' --file '" + dir.str("bad.txt") + "' hi").exit_code,
+      2);
 
   write(dir.str("broken.json"), "{\"model\": {\"type\": \"Unigram\"}}");
   const auto broken = run_vortex(std::string("tokenize --tokenizer '") + dir.str("broken.json") + "' hi");

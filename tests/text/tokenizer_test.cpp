@@ -42,7 +42,8 @@ json read_json(const std::string& path) {
 
 std::string unhex(const std::string& hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -68,8 +69,9 @@ Tokenizer* QwenTokenizerTest::tok_ = nullptr;
 TEST_F(QwenTokenizerTest, FileDescribesQwen3VL) {
   EXPECT_EQ(tok().vocab_size(), 151669);
   EXPECT_EQ(tok().normalizer_name(), "NFC");
-  EXPECT_EQ(tok().pretokenizer_pattern(),
-            R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)");
+  EXPECT_EQ(
+      tok().pretokenizer_pattern(),
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)");
   EXPECT_EQ(tok().token_id("<|endoftext|>"), 151643);
   EXPECT_EQ(tok().token_id("<|im_start|>"), 151644);
   EXPECT_EQ(tok().token_id("<|im_end|>"), 151645);
@@ -77,12 +79,16 @@ TEST_F(QwenTokenizerTest, FileDescribesQwen3VL) {
   EXPECT_EQ(tok().token_id("</think>"), 151668);
   EXPECT_EQ(tok().token_id("<|no_such_token|>"), std::nullopt);
   ASSERT_EQ(tok().added_tokens().size(), 26u);
-  EXPECT_TRUE(tok().added_tokens()[13].special);    // <|video_pad|>
-  EXPECT_FALSE(tok().added_tokens()[14].special);   // <tool_call>
+  EXPECT_TRUE(tok().added_tokens()[13].special);   // <|video_pad|>
+  EXPECT_FALSE(tok().added_tokens()[14].special);  // <tool_call>
   EXPECT_EQ(tok().token_id("!"), 0);
-  const std::optional<int32_t> cat = tok().token_id("\xc4\xa0" "cat");  // "Ġcat": the byte-level spelling
+  const std::optional<int32_t> cat = tok().token_id(
+      "\xc4\xa0"
+      "cat");  // "Ġcat": the byte-level spelling
   ASSERT_TRUE(cat.has_value());
-  EXPECT_EQ(tok().token_string(*cat).value(), "\xc4\xa0" "cat");
+  EXPECT_EQ(tok().token_string(*cat).value(),
+            "\xc4\xa0"
+            "cat");
   EXPECT_EQ(tok().decode(std::vector<int32_t>{*cat}).value(), " cat");
 }
 
@@ -187,9 +193,9 @@ TEST_F(QwenTokenizerTest, PromptValidation) {
 }
 
 TEST(NfcTest, ComposesAndRejectsInvalid) {
-  EXPECT_EQ(nfc_normalize("e\xcc\x81").value(), "\xc3\xa9");             // e + U+0301 -> é
-  EXPECT_EQ(nfc_normalize("\xe2\x84\xa6").value(), "\xce\xa9");          // Ohm sign -> Omega
-  EXPECT_EQ(nfc_normalize("\xef\xac\x81").value(), "\xef\xac\x81");      // ﬁ: NFKC only, NFC keeps it
+  EXPECT_EQ(nfc_normalize("e\xcc\x81").value(), "\xc3\xa9");         // e + U+0301 -> é
+  EXPECT_EQ(nfc_normalize("\xe2\x84\xa6").value(), "\xce\xa9");      // Ohm sign -> Omega
+  EXPECT_EQ(nfc_normalize("\xef\xac\x81").value(), "\xef\xac\x81");  // ﬁ: NFKC only, NFC keeps it
   EXPECT_EQ(nfc_normalize("plain").value(), "plain");
   EXPECT_FALSE(nfc_normalize("\xff").ok());
 }
@@ -228,12 +234,24 @@ TEST(TinyTokenizerTest, RefusesWhatItCannotHonour) {
     const char* phrase;
   };
   const Edit edits[] = {
-      {"NFKC", [](json& j) { j["normalizer"] = {{"type", "NFKC"}}; }, ErrorCode::kUnsupported, "normalizer \"NFKC\""},
-      {"WordPiece", [](json& j) { j["model"]["type"] = "WordPiece"; }, ErrorCode::kUnsupported, "model type \"WordPiece\""},
-      {"Metaspace", [](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, ErrorCode::kUnsupported, "Metaspace"},
+      {"NFKC",
+       [](json& j) {
+         j["normalizer"] = {{"type", "NFKC"}};
+       },
+       ErrorCode::kUnsupported, "normalizer \"NFKC\""},
+      {"WordPiece", [](json& j) { j["model"]["type"] = "WordPiece"; }, ErrorCode::kUnsupported,
+       "model type \"WordPiece\""},
+      {"Metaspace",
+       [](json& j) {
+         j["pre_tokenizer"] = {{"type", "Metaspace"}};
+       },
+       ErrorCode::kUnsupported, "Metaspace"},
       {"lstrip", [](json& j) { j["added_tokens"][0]["lstrip"] = true; }, ErrorCode::kUnsupported, "lstrip"},
-      {"template", [](json& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; }, ErrorCode::kUnsupported,
-       "TemplateProcessing"},
+      {"template",
+       [](json& j) {
+         j["post_processor"] = {{"type", "TemplateProcessing"}};
+       },
+       ErrorCode::kUnsupported, "TemplateProcessing"},
       {"bad regex", [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed"; },
        ErrorCode::kFormat, "does not compile"},
       {"bad merge", [](json& j) { j["model"]["merges"][0] = "nosuchtoken x"; }, ErrorCode::kFormat, "merge 0"},
@@ -258,7 +276,13 @@ TEST(TinyTokenizerTest, IgnoreMergesTakesWholePieces) {
   // With ignore_merges a piece that is itself a vocab entry maps to it even when no merge chain reaches it.
   json j = read_json(tiny_path());
   j["model"]["vocab"]["xyzzy"] = 5000;
-  Result<Tokenizer> with = Tokenizer::from_json([&] { json k = j; k["model"]["ignore_merges"] = true; return k.dump(); }(), "a");
+  Result<Tokenizer> with = Tokenizer::from_json(
+      [&] {
+        json k = j;
+        k["model"]["ignore_merges"] = true;
+        return k.dump();
+      }(),
+      "a");
   Result<Tokenizer> without = Tokenizer::from_json(j.dump(), "b");
   ASSERT_TRUE(with.ok() && without.ok());
   EXPECT_EQ(with->encode("xyzzy").value(), std::vector<int32_t>{5000});
@@ -273,7 +297,8 @@ TEST(TinyTokenizerTest, WhitespaceIsUnicodeWhiteSpace) {
   std::string byte_spelling[256];
   for (int32_t id = 0; id < tiny->vocab_size(); ++id) {
     Result<std::string> bytes = tiny->decode(std::vector<int32_t>{id});
-    if (bytes.ok() && bytes->size() == 1) byte_spelling[static_cast<uint8_t>((*bytes)[0])] = tiny->token_string(id).value();
+    if (bytes.ok() && bytes->size() == 1)
+      byte_spelling[static_cast<uint8_t>((*bytes)[0])] = tiny->token_string(id).value();
   }
   auto spell = [&](const std::string& bytes) {
     std::string s;
@@ -283,16 +308,28 @@ TEST(TinyTokenizerTest, WhitespaceIsUnicodeWhiteSpace) {
   json j = read_json(tiny_path());
   j["model"]["ignore_merges"] = true;
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\s+|\\S+";
-  j["model"]["vocab"][spell("a\xe1\xa0\x8e" "b")] = 5000;  // a U+180E b
-  j["model"]["vocab"][spell("a\xe3\x80\x80" "b")] = 5001;  // a U+3000 b
+  j["model"]["vocab"]
+   [spell("a\xe1\xa0\x8e"
+          "b")] = 5000;  // a U+180E b
+  j["model"]["vocab"]
+   [spell("a\xe3\x80\x80"
+          "b")] = 5001;  // a U+3000 b
   Result<Tokenizer> t = Tokenizer::from_json(j.dump(), "whitespace");
   ASSERT_TRUE(t.ok()) << t.status().to_string();
-  EXPECT_EQ(t->encode("a\xe1\xa0\x8e" "b").value(), std::vector<int32_t>{5000});
-  EXPECT_GT(t->encode("a\xe3\x80\x80" "b").value().size(), 1u);
+  EXPECT_EQ(t->encode("a\xe1\xa0\x8e"
+                      "b")
+                .value(),
+            std::vector<int32_t>{5000});
+  EXPECT_GT(t->encode("a\xe3\x80\x80"
+                      "b")
+                .value()
+                .size(),
+            1u);
 }
 
 TEST(TinyTokenizerTest, FindsTheFileInAModelFolder) {
-  const fs::path dir = fs::temp_directory_path() / ("vortex_tok_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("vortex_tok_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
   fs::remove_all(dir);
   fs::create_directories(dir / "tokenizer");
   Result<std::string> none = Tokenizer::find_in_model_dir(dir.string());

@@ -10,12 +10,12 @@ namespace vortex {
 namespace {
 
 TEST(Utf8Test, AcceptsWellFormedBoundaries) {
-  for (const std::string& s : {std::string(""), std::string("ascii only, longer than eight bytes"),
-                              std::string("\x00", 1), std::string("\x7f"), std::string("\xc2\x80"),
-                              std::string("\xdf\xbf"), std::string("\xe0\xa0\x80"), std::string("\xed\x9f\xbf"),
-                              std::string("\xee\x80\x80"), std::string("\xef\xbf\xbf"),
-                              std::string("\xf0\x90\x80\x80"), std::string("\xf4\x8f\xbf\xbf"),
-                              std::string("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80")}) {
+  for (const std::string& s :
+       {std::string(""), std::string("ascii only, longer than eight bytes"), std::string("\x00", 1),
+        std::string("\x7f"), std::string("\xc2\x80"), std::string("\xdf\xbf"), std::string("\xe0\xa0\x80"),
+        std::string("\xed\x9f\xbf"), std::string("\xee\x80\x80"), std::string("\xef\xbf\xbf"),
+        std::string("\xf0\x90\x80\x80"), std::string("\xf4\x8f\xbf\xbf"),
+        std::string("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80")}) {
     EXPECT_EQ(first_invalid_utf8(s), s.size()) << s;
     EXPECT_TRUE(validate_utf8(s).ok()) << s;
   }

@@ -4,11 +4,11 @@
 // independent of K), the layer-index contract (prefix property, errors) and the pipeline's layer index.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "io/safetensors.h"
 #include "text_encoder/mrope.h"
@@ -70,7 +70,7 @@ TEST(TextEncoderConfig, RefusesWhatItCannotRunFaithfully) {
 TEST(Mrope, TablesEqualTransformersAtDistinctPositions) {
   TextEncoderConfig c = TextEncoderConfig::from_file(kDir + "/model/config.json").value();
   SafetensorsFile fx = SafetensorsFile::open(kDir + "/hidden_states.safetensors").value();
-  Tensor pos = fx.tensor("rope_positions").value();  // [3, 48] i32
+  Tensor pos = fx.tensor("rope_positions").value();                                           // [3, 48] i32
   Tensor want_cos = fx.tensor("rope_cos").value(), want_sin = fx.tensor("rope_sin").value();  // [48, 32] bf16
   Tensor p = Tensor::empty(pos.shape(), DType::kI32);
   std::memcpy(p.raw_data(), pos.raw_data(), pos.nbytes());
@@ -146,7 +146,8 @@ TEST(TextEncoder, LoaderNamesMissingAndMisshapedTensors) {
   Result<std::unique_ptr<TextEncoder>> r = TextEncoder::load(tmp.string(), *be, 4);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), ErrorCode::kFormat);
-  EXPECT_NE(r.status().message().find("missing model.language_model.layers.1.self_attn.k_norm.weight"), std::string::npos)
+  EXPECT_NE(r.status().message().find("missing model.language_model.layers.1.self_attn.k_norm.weight"),
+            std::string::npos)
       << r.status().message();
   EXPECT_NE(r.status().message().find("layers.0.mlp.up_proj.weight is"), std::string::npos) << r.status().message();
   // One layer needs layer 0's mis-shaped up_proj but not layer 1's missing k_norm.

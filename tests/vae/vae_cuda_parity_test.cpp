@@ -33,8 +33,8 @@ Tensor get(const SafetensorsFile& f, const std::string& name) {
   return t.ok() ? *t : Tensor();
 }
 
-#define VORTEX_REQUIRE_CUDA_BACKEND(var)                                                   \
-  auto var = make_backend("cuda", 0);                                                      \
+#define VORTEX_REQUIRE_CUDA_BACKEND(var) \
+  auto var = make_backend("cuda", 0);    \
   VORTEX_SKIP_NO_GPU_OR_FAIL(var.status());
 
 // PSNR (peak 1) of two ImageNet-space videos on de-normalized, clamped [0, 1] pixels.
@@ -106,10 +106,11 @@ TEST_P(CudaVideoParity, Bf16ProgramVsDiffusersFp32AndCpu) {
     }
   const double total = static_cast<double>(want.numel());
   const double psnr = video_psnr(decoded[0], want), psnr_cpu = video_psnr(decoded[0], decoded[1]);
-  std::printf("[cuda video %s] %s: PSNR %.2f dB vs diffusers FP32 (CPU decode %.2f dB), %.2f dB vs the CPU decode; "
-              "uint8 equal %.4f, within 1 %.4f\n",
-              c.name, shape_to_string(want.shape()).c_str(), psnr, video_psnr(decoded[1], want), psnr_cpu,
-              equal / total, off_by_one / total);
+  std::printf(
+      "[cuda video %s] %s: PSNR %.2f dB vs diffusers FP32 (CPU decode %.2f dB), %.2f dB vs the CPU decode; "
+      "uint8 equal %.4f, within 1 %.4f\n",
+      c.name, shape_to_string(want.shape()).c_str(), psnr, video_psnr(decoded[1], want), psnr_cpu, equal / total,
+      off_by_one / total);
   EXPECT_GE(psnr, 45.0);
   EXPECT_GE(off_by_one / total, 0.99);
   EXPECT_GE(psnr_cpu, 50.0);  // docs/numerics.md: the CUDA and CPU decodes of the BF16 program
@@ -143,10 +144,11 @@ TEST(CudaAudioParity, Fp32ProgramVsDiffusersAndCpu) {
     int64_t identical = 0;
     for (int64_t i = 0; i < got->numel(); ++i)
       identical += std::memcmp(got->data<float>() + i, ref->data<float>() + i, sizeof(float)) == 0;
-    std::printf("[cuda audio %s] %s: SNR %.2f dB vs diffusers FP32 (max |err| %.3g); vs the CPU decode SNR %.2f dB, "
-                "max |err| %.3g, %lld of %lld samples bit-identical\n",
-                name, shape_to_string(got->shape()).c_str(), snr, max_abs, snr_cpu, max_abs_cpu,
-                static_cast<long long>(identical), static_cast<long long>(got->numel()));
+    std::printf(
+        "[cuda audio %s] %s: SNR %.2f dB vs diffusers FP32 (max |err| %.3g); vs the CPU decode SNR %.2f dB, "
+        "max |err| %.3g, %lld of %lld samples bit-identical\n",
+        name, shape_to_string(got->shape()).c_str(), snr, max_abs, snr_cpu, max_abs_cpu,
+        static_cast<long long>(identical), static_cast<long long>(got->numel()));
     EXPECT_GE(snr, 40.0);
     EXPECT_GE(snr_cpu, 100.0);  // E0 ops but snake_beta's rare one-ulp differences
   }

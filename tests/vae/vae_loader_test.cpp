@@ -25,7 +25,8 @@ std::string fixtures() {
 
 // A copy of a fixture folder with one tensor dropped or reshaped.
 std::string corrupted_copy(const std::string& src, const std::string& victim, bool drop) {
-  const std::string dir = (fs::temp_directory_path() / ("vortex_vae_" + std::to_string(::getpid()) + (drop ? "_drop" : "_shape"))).string();
+  const std::string dir =
+      (fs::temp_directory_path() / ("vortex_vae_" + std::to_string(::getpid()) + (drop ? "_drop" : "_shape"))).string();
   fs::remove_all(dir);
   fs::create_directories(dir);
   fs::copy_file(src + "/config.json", dir + "/config.json");
@@ -114,7 +115,8 @@ TEST(VaeLoader, OriginalLayoutDecodesAsTheDiffusersLayout) {
 std::string edited_original_copy(const std::string& tag,
                                  const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) {
   const std::string src = fixtures() + "/original/video_vae";
-  const std::string dir = (fs::temp_directory_path() / ("vortex_vae_orig_" + std::to_string(::getpid()) + tag)).string();
+  const std::string dir =
+      (fs::temp_directory_path() / ("vortex_vae_orig_" + std::to_string(::getpid()) + tag)).string();
   fs::remove_all(dir);
   fs::create_directories(dir + "/source");
   fs::copy_file(src + "/config.json", dir + "/config.json");
@@ -137,28 +139,35 @@ TEST(VaeLoader, OriginalLayoutErrorsNameTheStoredTensor) {
   auto backend = make_backend("cpu", 0);
   ASSERT_TRUE(backend.ok());
   const std::string qkv = "decoder.transformer_blocks.1.attn.to_qkv.weight";
-  auto dropped = VideoVae::load(edited_original_copy("_drop", [&](auto& ts) {
-    std::erase_if(ts, [&](const auto& p) { return p.first == qkv; });
-  }), **backend);
+  auto dropped =
+      VideoVae::load(edited_original_copy(
+                         "_drop", [&](auto& ts) { std::erase_if(ts, [&](const auto& p) { return p.first == qkv; }); }),
+                     **backend);
   ASSERT_FALSE(dropped.ok());
   EXPECT_EQ(dropped.status().code(), ErrorCode::kNotFound);
   EXPECT_NE(dropped.status().message().find(qkv), std::string::npos) << dropped.status().message();
   const std::string w1 = "decoder.transformer_blocks.0.ff.w1.weight";
-  auto reshaped = VideoVae::load(edited_original_copy("_shape", [&](auto& ts) {
-    for (auto& [n, t] : ts)
-      if (n == w1) {
-        Tensor c = Tensor::empty({t.dim(0) - 2, t.dim(1)}, t.dtype());
-        std::memcpy(c.raw_data(), t.raw_data(), c.nbytes());
-        t = c;
-      }
-  }), **backend);
+  auto reshaped =
+      VideoVae::load(edited_original_copy("_shape",
+                                          [&](auto& ts) {
+                                            for (auto& [n, t] : ts)
+                                              if (n == w1) {
+                                                Tensor c = Tensor::empty({t.dim(0) - 2, t.dim(1)}, t.dtype());
+                                                std::memcpy(c.raw_data(), t.raw_data(), c.nbytes());
+                                                t = c;
+                                              }
+                                          }),
+                     **backend);
   ASSERT_FALSE(reshaped.ok());
   EXPECT_EQ(reshaped.status().code(), ErrorCode::kFormat);
   EXPECT_NE(reshaped.status().message().find(w1), std::string::npos) << reshaped.status().message();
   // A tensor the decoder does not know (outside the encoder and mask_token) is refused by name.
-  auto extra = VideoVae::load(edited_original_copy("_extra", [&](auto& ts) {
-    ts.emplace_back("decoder.transformer_blocks.0.attn.norm_q.weight", Tensor::zeros({16}, DType::kF32));
-  }), **backend);
+  auto extra = VideoVae::load(edited_original_copy("_extra",
+                                                   [&](auto& ts) {
+                                                     ts.emplace_back("decoder.transformer_blocks.0.attn.norm_q.weight",
+                                                                     Tensor::zeros({16}, DType::kF32));
+                                                   }),
+                              **backend);
   ASSERT_FALSE(extra.ok());
   EXPECT_EQ(extra.status().code(), ErrorCode::kFormat);
   EXPECT_NE(extra.status().message().find("attn.norm_q.weight"), std::string::npos) << extra.status().message();
@@ -200,7 +209,8 @@ TEST(VaeLoader, AudioOriginalLayoutCrossChecksItsTwoConfigs) {
   const std::string dir = (fs::temp_directory_path() / ("vortex_avae_orig_" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
   fs::create_directories(dir);
-  for (const char* f : {"config.json", "metadata.json", "model.safetensors"}) fs::copy_file(src + "/" + f, dir + "/" + f);
+  for (const char* f : {"config.json", "metadata.json", "model.safetensors"})
+    fs::copy_file(src + "/" + f, dir + "/" + f);
   {
     std::ifstream in(dir + "/config.json");
     auto j = nlohmann::json::parse(in);

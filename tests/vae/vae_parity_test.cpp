@@ -78,8 +78,8 @@ TEST_P(VideoParity, Bf16ProgramVsDiffusersFp32) {
   const double mse = se / static_cast<double>(3 * plane);
   const double psnr = 10.0 * std::log10(1.0 / std::max(mse, 1e-20));
   const double total = static_cast<double>(3 * plane);
-  std::printf("[video %s] %s: PSNR %.2f dB vs diffusers FP32; uint8 equal %.4f, within 1 %.4f (%lld values)\n",
-              c.name, shape_to_string(got->shape()).c_str(), psnr, equal / total, off_by_one / total,
+  std::printf("[video %s] %s: PSNR %.2f dB vs diffusers FP32; uint8 equal %.4f, within 1 %.4f (%lld values)\n", c.name,
+              shape_to_string(got->shape()).c_str(), psnr, equal / total, off_by_one / total,
               static_cast<long long>(3 * plane));
   EXPECT_GE(psnr, 45.0);
   EXPECT_GE(off_by_one / total, 0.99);

@@ -33,7 +33,8 @@ struct Video {
 };
 
 Video from_tensor(const Tensor& t) {
-  Video out(static_cast<int>(t.dim(0)), static_cast<int>(t.dim(1)), static_cast<int>(t.dim(2)), static_cast<int>(t.dim(3)));
+  Video out(static_cast<int>(t.dim(0)), static_cast<int>(t.dim(1)), static_cast<int>(t.dim(2)),
+            static_cast<int>(t.dim(3)));
   std::memcpy(out.v.data(), t.raw_data(), out.v.size() * sizeof(float));
   return out;
 }
@@ -59,7 +60,8 @@ Video blend(const Video& a, const Video& b, int extent, int axis) {
         for (int y = 0; y < (axis == 1 ? 1 : b.h); ++y)
           for (int x = 0; x < (axis == 2 ? 1 : b.w); ++x) {
             const int bf = axis == 0 ? i : fi, by = axis == 1 ? i : y, bx = axis == 2 ? i : x;
-            const int af = axis == 0 ? a.f - e + i : fi, ay = axis == 1 ? a.h - e + i : y, ax = axis == 2 ? a.w - e + i : x;
+            const int af = axis == 0 ? a.f - e + i : fi, ay = axis == 1 ? a.h - e + i : y,
+                      ax = axis == 2 ? a.w - e + i : x;
             volatile float ta = a.at(ci, af, ay, ax) * (1.0f - p);
             volatile float tb = b.at(ci, bf, by, bx) * p;
             out.at(ci, bf, by, bx) = ta + tb;
@@ -79,7 +81,8 @@ Video concat(const std::vector<Video>& parts, int axis) {
       for (int fi = 0; fi < p.f; ++fi)
         for (int y = 0; y < p.h; ++y)
           for (int x = 0; x < p.w; ++x)
-            out.at(ci, fi + (axis == 0 ? off : 0), y + (axis == 1 ? off : 0), x + (axis == 2 ? off : 0)) = p.at(ci, fi, y, x);
+            out.at(ci, fi + (axis == 0 ? off : 0), y + (axis == 1 ? off : 0), x + (axis == 2 ? off : 0)) =
+                p.at(ci, fi, y, x);
     off += p.len(axis);
   }
   return out;
@@ -92,7 +95,8 @@ Tensor block(const Tensor& z, int64_t t0, int64_t nt, int64_t y0, int64_t nh, in
     for (int64_t ti = 0; ti < nt; ++ti)
       for (int64_t y = 0; y < nh; ++y)
         for (int64_t x = 0; x < nw; ++x)
-          out.data<float>()[((ci * nt + ti) * nh + y) * nw + x] = z.data<float>()[((ci * t + t0 + ti) * h + y0 + y) * w + x0 + x];
+          out.data<float>()[((ci * nt + ti) * nh + y) * nw + x] =
+              z.data<float>()[((ci * t + t0 + ti) * h + y0 + y) * w + x0 + x];
   return out;
 }
 
@@ -120,7 +124,8 @@ Video literal_decode(VideoVae& vae, const Tensor& latents) {
     for (size_t i = 0; i < ys.starts.size(); ++i) {
       tiles.emplace_back();
       for (size_t j = 0; j < xs.starts.size(); ++j) {
-        auto dec = vae.decode_tile(block(zc, 0, zc.dim(1), ys.starts[i] / r, ys.lengths[i] / r, xs.starts[j] / r, xs.lengths[j] / r));
+        auto dec = vae.decode_tile(
+            block(zc, 0, zc.dim(1), ys.starts[i] / r, ys.lengths[i] / r, xs.starts[j] / r, xs.lengths[j] / r));
         EXPECT_TRUE(dec.ok()) << dec.status().to_string();
         tiles.back().push_back(from_tensor(*dec));
       }
@@ -193,7 +198,8 @@ TEST_P(VideoStitch, OnePassEqualsLiteralComposition) {
   const Video want = literal_decode(**vae, *latents);
   ASSERT_EQ(got->shape(), (Shape{want.c, want.f, want.h, want.w}));
   int64_t differ = 0;
-  for (size_t i = 0; i < want.v.size(); ++i) differ += std::memcmp(&want.v[i], got->data<float>() + i, sizeof(float)) != 0;
+  for (size_t i = 0; i < want.v.size(); ++i)
+    differ += std::memcmp(&want.v[i], got->data<float>() + i, sizeof(float)) != 0;
   EXPECT_EQ(differ, 0) << "of " << want.v.size() << " values";
 }
 

@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kThreads, 1) sage2_attention_mma_kernel(const 
   auto v_tile = [&](int stage) { return smem + stage * 2 * kTileBytes + kTileBytes; };
   auto load_block = [&](int stage, int j) {
     const int8_t* ksrc = k_head + static_cast<int64_t>(j) * kBlockK * kD;  // [128 keys, 128] contiguous
-    const uint8_t* vsrc = v_head + static_cast<int64_t>(j) * kBlockK;        // 128 rows at stride P
+    const uint8_t* vsrc = v_head + static_cast<int64_t>(j) * kBlockK;      // 128 rows at stride P
 #pragma unroll
     for (int u = 0; u < (128 * 8) / kThreads; ++u) {
       const int i = tid + u * kThreads, row = i / 8, part = i % 8;
@@ -47,8 +47,22 @@ __global__ void __launch_bounds__(kThreads, 1) sage2_attention_mma_kernel(const 
     const uint4* pa = reinterpret_cast<const uint4*>(prm.q + (static_cast<int64_t>(h) * P + row0) * kD + 32 * t);
     const uint4* pb = reinterpret_cast<const uint4*>(prm.q + (static_cast<int64_t>(h) * P + row0 + 8) * kD + 32 * t);
     const uint4 a0 = pa[0], a1 = pa[1], b0 = pb[0], b1 = pb[1];
-    qa[0] = a0.x; qa[1] = a0.y; qa[2] = a0.z; qa[3] = a0.w; qa[4] = a1.x; qa[5] = a1.y; qa[6] = a1.z; qa[7] = a1.w;
-    qb[0] = b0.x; qb[1] = b0.y; qb[2] = b0.z; qb[3] = b0.w; qb[4] = b1.x; qb[5] = b1.y; qb[6] = b1.z; qb[7] = b1.w;
+    qa[0] = a0.x;
+    qa[1] = a0.y;
+    qa[2] = a0.z;
+    qa[3] = a0.w;
+    qa[4] = a1.x;
+    qa[5] = a1.y;
+    qa[6] = a1.z;
+    qa[7] = a1.w;
+    qb[0] = b0.x;
+    qb[1] = b0.y;
+    qb[2] = b0.z;
+    qb[3] = b0.w;
+    qb[4] = b1.x;
+    qb[5] = b1.y;
+    qb[6] = b1.z;
+    qb[7] = b1.w;
   }
   const float q_scale = prm.q_scale[(static_cast<int64_t>(h) * (P / 16) + slab) * 8 + r];  // rows r and r+8
   const float c0 = (1.0f / sqrtf(static_cast<float>(kD))) * kSage2Log2e;
@@ -87,8 +101,8 @@ __global__ void __launch_bounds__(kThreads, 1) sage2_attention_mma_kernel(const 
     float alpha_r, alpha_r8;
     uint32_t pa[4][4];
     online_softmax_block(acc, j == blocks - 1, static_cast<int64_t>(j) * kBlockK, t, prm.seq, c0,
-                         q_scale * k_scale_head[j * kSage2KGroupsPerBlock + t], m_r, m_r8, d_r, d_r8, alpha_r,
-                         alpha_r8, pa);
+                         q_scale * k_scale_head[j * kSage2KGroupsPerBlock + t], m_r, m_r8, d_r, d_r8, alpha_r, alpha_r8,
+                         pa);
 
     // ---- O = O * alpha + (P V)_block: fresh FP32 accumulator per 128-key block ----
 #pragma unroll
@@ -98,7 +112,8 @@ __global__ void __launch_bounds__(kThreads, 1) sage2_attention_mma_kernel(const 
       const uint32_t vb[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
       float blk[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) mma_e4m3(blk, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], vb[2 * kk], vb[2 * kk + 1]);
+      for (int kk = 0; kk < 4; ++kk)
+        mma_e4m3(blk, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], vb[2 * kk], vb[2 * kk + 1]);
       o[nt][0] = __fadd_rn(__fmul_rn(o[nt][0], alpha_r), blk[0]);
       o[nt][1] = __fadd_rn(__fmul_rn(o[nt][1], alpha_r), blk[1]);
       o[nt][2] = __fadd_rn(__fmul_rn(o[nt][2], alpha_r8), blk[2]);
@@ -118,22 +133,32 @@ Status sage2_attention_quantized(Tensor& out, cudaStream_t stream, Sage2Workspac
     return invalid_argument("sage2: out must be a 2-D bf16 CUDA tensor [S, heads*128]");
   if (out.dim(0) != ws.seq || out.dim(1) < static_cast<int64_t>(ws.heads) * sage2_detail::kD || out.stride(1) != 1 ||
       out.stride(0) % 2 != 0 || reinterpret_cast<uintptr_t>(out.raw_data()) % 4 != 0)
-    return invalid_argument("sage2: out " + out.describe() + " must be [" + std::to_string(ws.seq) + ", >= " +
-                            std::to_string(ws.heads * sage2_detail::kD) + "] with unit column stride, even row stride, 4-byte aligned");
+    return invalid_argument("sage2: out " + out.describe() + " must be [" + std::to_string(ws.seq) +
+                            ", >= " + std::to_string(ws.heads * sage2_detail::kD) +
+                            "] with unit column stride, even row stride, 4-byte aligned");
   if (ws.quantized_for != ws.mainloop)
     return invalid_argument(std::string("sage2: the workspace was quantized for the ") +
                             sage2_mainloop_name(ws.quantized_for) + " mainloop, not " +
                             sage2_mainloop_name(ws.mainloop) + "; call sage2_quantize again");
-  const sage2_detail::Sage2Params prm{ws.q_int8, ws.q_scale, ws.k_int8, ws.k_scale, ws.v_fp8, ws.v_scale,
-                                     static_cast<__nv_bfloat16*>(out.raw_data()), out.stride(0), ws.seq, ws.padded};
+  const sage2_detail::Sage2Params prm{ws.q_int8,
+                                      ws.q_scale,
+                                      ws.k_int8,
+                                      ws.k_scale,
+                                      ws.v_fp8,
+                                      ws.v_scale,
+                                      static_cast<__nv_bfloat16*>(out.raw_data()),
+                                      out.stride(0),
+                                      ws.seq,
+                                      ws.padded};
   const dim3 grid(static_cast<unsigned>(ws.padded / sage2_detail::kBlockQ), static_cast<unsigned>(ws.heads));
   switch (ws.mainloop) {
     case Sage2Mainloop::kWgmma:
 #if defined(VORTEX_HAVE_SM90_KERNELS)
       return sage2_detail::launch_sage2_wgmma(prm, grid, stream, ws);
 #else
-      return unsupported("sage2: the wgmma mainloop is sm_90a code and this build has no sm_90a kernels "
-                         "(VORTEX_CUDA_ARCHS); the mma.sync mainloop runs on every built architecture");
+      return unsupported(
+          "sage2: the wgmma mainloop is sm_90a code and this build has no sm_90a kernels "
+          "(VORTEX_CUDA_ARCHS); the mma.sync mainloop runs on every built architecture");
 #endif
     case Sage2Mainloop::kMmaSync:
       if (!ws.mma_smem_configured) {

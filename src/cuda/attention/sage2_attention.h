@@ -1,9 +1,9 @@
-// Sage2-compatible attention (AttentionKind::kSage2, an E2 approximate mode; mainloops: wgmma on sm_90a, mma.sync anywhere):
-// INT8 Q/K with per-thread scales and K smoothing, FP8 E4M3 P and per-channel V, exp2 online softmax
-// with the 448 offset, two-level FP32 PV accumulation (research/sage2-attention.md §1.7, §1.12).
-// Reads q, k, v as strided [S, heads*128] bf16 views of the QKV buffer and writes token-major out.
-// Quantized bytes are E0 vs src/ref/sage2_attention.h; outputs E1 vs its CPU program (two-reference
-// rule). Tested in tests/attention/sage2_sm90_test.cpp; timed by bench/sage2_bench.cpp.
+// Sage2-compatible attention (AttentionKind::kSage2, an E2 approximate mode; mainloops: wgmma on sm_90a, mma.sync
+// anywhere): INT8 Q/K with per-thread scales and K smoothing, FP8 E4M3 P and per-channel V, exp2 online softmax with
+// the 448 offset, two-level FP32 PV accumulation (research/sage2-attention.md §1.7, §1.12). Reads q, k, v as strided
+// [S, heads*128] bf16 views of the QKV buffer and writes token-major out. Quantized bytes are E0 vs
+// src/ref/sage2_attention.h; outputs E1 vs its CPU program (two-reference rule). Tested in
+// tests/attention/sage2_sm90_test.cpp; timed by bench/sage2_bench.cpp.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -81,8 +81,8 @@ class Sage2Workspace {
   bool wgmma_smem_configured = false;
 
   int heads = 0;
-  int64_t seq = 0;      // tokens of the last quantize call
-  int64_t padded = 0;   // sage2_padded_tokens(seq)
+  int64_t seq = 0;     // tokens of the last quantize call
+  int64_t padded = 0;  // sage2_padded_tokens(seq)
   int8_t* q_int8 = nullptr;
   float* q_scale = nullptr;
   int8_t* k_int8 = nullptr;
@@ -102,8 +102,8 @@ class Sage2Workspace {
 
 // Quantization pre-pass only: fills `ws` from q, k, v ([S, >= heads*128] bf16 CUDA views, unit
 // column stride, row stride a multiple of 8 elements, 16-byte aligned).
-Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
-                      cudaStream_t stream, Sage2Workspace& ws);
+Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, cudaStream_t stream,
+                      Sage2Workspace& ws);
 
 // Mainloop only, on the operands the last sage2_quantize left in `ws`: out [S, heads*128] bf16.
 Status sage2_attention_quantized(Tensor& out, cudaStream_t stream, Sage2Workspace& ws);

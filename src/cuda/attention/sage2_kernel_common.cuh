@@ -20,7 +20,7 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kBlockQ = kWarps * 16;   // 128 query rows per CTA (one 16-row slab per warp)
 constexpr int kBlockK = kSage2BlockK;  // 128 keys per block
 constexpr int kStages = 2;
-constexpr int kSmemRow = 144;          // 128 bytes + 16 pad: conflict-free 16-byte fragment loads
+constexpr int kSmemRow = 144;  // 128 bytes + 16 pad: conflict-free 16-byte fragment loads
 constexpr int kTileBytes = 128 * kSmemRow;
 constexpr int kSmemBytes = kStages * 2 * kTileBytes;  // K and V tiles per stage
 static_assert(kBlockQ == kSage2RowPad, "Q tiles must cover the padded rows exactly");
@@ -44,15 +44,14 @@ __device__ __forceinline__ void mma_s8(int (&c)[4], uint32_t a0, uint32_t a1, ui
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-
 
 __device__ __forceinline__ uint32_t fp8x4(float p0, float p1, float p2, float p3) {
   // cvt.rn.satfinite.e4m3x2.f32; element 0 in the lowest byte.
@@ -232,13 +231,13 @@ __device__ __forceinline__ void store_output(const float (&o)[16][4], float d_r,
 }
 
 struct Sage2Params {
-  const int8_t* q;        // [H, P, 128] permuted
-  const float* q_scale;   // [H, P/16*8]
-  const int8_t* k;        // [H, P, 128] permuted
-  const float* k_scale;   // [H, P/128*4]
-  const uint8_t* v;       // [H, 128, P] V^T, keys permuted per block
-  const float* v_scale;   // [H, 128]
-  __nv_bfloat16* out;     // [S, out_stride], head h at column h*128
+  const int8_t* q;       // [H, P, 128] permuted
+  const float* q_scale;  // [H, P/16*8]
+  const int8_t* k;       // [H, P, 128] permuted
+  const float* k_scale;  // [H, P/128*4]
+  const uint8_t* v;      // [H, 128, P] V^T, keys permuted per block
+  const float* v_scale;  // [H, 128]
+  __nv_bfloat16* out;    // [S, out_stride], head h at column h*128
   int64_t out_stride;
   int64_t seq;
   int64_t padded;

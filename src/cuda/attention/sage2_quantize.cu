@@ -21,12 +21,10 @@ constexpr int kD = kSage2HeadDim;
 
 // Per (chunk of 256 tokens, head): FP64 sum of K and amax of |V| per channel, tokens ascending.
 // Thread c owns channel c. k_sum [H, chunks, 128] fp64, v_amax [H, chunks, 128] fp32.
-__global__ void __launch_bounds__(kD) sage2_k_sum_v_amax_kernel(const __nv_bfloat16* __restrict__ k,
-                                                                 int64_t k_stride,
-                                                                 const __nv_bfloat16* __restrict__ v,
-                                                                 int64_t v_stride, int64_t seq, int chunks,
-                                                                 double* __restrict__ k_sum,
-                                                                 float* __restrict__ v_amax) {
+__global__ void __launch_bounds__(kD)
+    sage2_k_sum_v_amax_kernel(const __nv_bfloat16* __restrict__ k, int64_t k_stride,
+                              const __nv_bfloat16* __restrict__ v, int64_t v_stride, int64_t seq, int chunks,
+                              double* __restrict__ k_sum, float* __restrict__ v_amax) {
   const int chunk = blockIdx.x, h = blockIdx.y, c = threadIdx.x;
   const int64_t s0 = static_cast<int64_t>(chunk) * kSage2MeanChunk;
   const int64_t s1 = min(seq, s0 + kSage2MeanChunk);
@@ -43,11 +41,10 @@ __global__ void __launch_bounds__(kD) sage2_k_sum_v_amax_kernel(const __nv_bfloa
 
 // Per head: k_mean = bf16_rn(sum / S) (FP64, chunks ascending); v amax floored, v_scale = amax/448,
 // v_mult = 448/amax (FP32, correctly rounded).
-__global__ void __launch_bounds__(kD) sage2_k_mean_v_scale_kernel(const double* __restrict__ k_sum,
-                                                                   const float* __restrict__ v_amax, int64_t seq,
-                                                                   int chunks, uint16_t* __restrict__ k_mean,
-                                                                   float* __restrict__ v_scale,
-                                                                   float* __restrict__ v_mult) {
+__global__ void __launch_bounds__(kD)
+    sage2_k_mean_v_scale_kernel(const double* __restrict__ k_sum, const float* __restrict__ v_amax, int64_t seq,
+                                int chunks, uint16_t* __restrict__ k_mean, float* __restrict__ v_scale,
+                                float* __restrict__ v_mult) {
   const int h = blockIdx.x, c = threadIdx.x;
   double total = 0.0;
   float amax = 0.0f;
@@ -75,11 +72,9 @@ __device__ __forceinline__ int8_t sage2_int8(float x, float scale) {
 // permuted over the head dim by sage2_qk_byte_pos (mma.sync mainloop); true: natural head-dim order
 // in sage2_tiled_pos core matrices (wgmma mainloop). Rows >= seq are written as zeros.
 template <bool kIsK, bool kTiled>
-__global__ void __launch_bounds__(128) sage2_quant_int8_kernel(const __nv_bfloat16* __restrict__ x,
-                                                                int64_t x_stride, int64_t seq, int64_t padded,
-                                                                const uint16_t* __restrict__ k_mean,
-                                                                int8_t* __restrict__ out,
-                                                                float* __restrict__ scales) {
+__global__ void __launch_bounds__(128)
+    sage2_quant_int8_kernel(const __nv_bfloat16* __restrict__ x, int64_t x_stride, int64_t seq, int64_t padded,
+                            const uint16_t* __restrict__ k_mean, int8_t* __restrict__ out, float* __restrict__ scales) {
   __shared__ unsigned int group_amax[64];
   const int tile = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
   const int64_t row = static_cast<int64_t>(tile) * 128 + tid;
@@ -133,7 +128,8 @@ __global__ void __launch_bounds__(128) sage2_quant_int8_kernel(const __nv_bfloat
   for (int i = 0; i < kD / 16; ++i) {
     // 16-byte chunk i of the row: contiguous in both layouts.
     const int64_t at = kTiled ? sage2_tiled_pos(row, 16 * i) : row * kD + 16 * i;
-    *reinterpret_cast<uint4*>(head_out + at) = make_uint4(packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]);
+    *reinterpret_cast<uint4*>(head_out + at) =
+        make_uint4(packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]);
   }
 
   if constexpr (kIsK) {
@@ -150,10 +146,9 @@ __global__ void __launch_bounds__(128) sage2_quant_int8_kernel(const __nv_bfloat
 // sage2_v_slot_pos in sage2_tiled_v_pos core matrices (wgmma mainloop); otherwise a channel row with
 // the keys at sage2_v_byte_pos (mma.sync mainloop). Tokens >= seq are zeros.
 template <bool kTiled>
-__global__ void __launch_bounds__(128) sage2_quant_v_kernel(const __nv_bfloat16* __restrict__ v, int64_t v_stride,
-                                                            int64_t seq, int64_t padded,
-                                                            const float* __restrict__ v_mult,
-                                                            uint8_t* __restrict__ out) {
+__global__ void __launch_bounds__(128)
+    sage2_quant_v_kernel(const __nv_bfloat16* __restrict__ v, int64_t v_stride, int64_t seq, int64_t padded,
+                         const float* __restrict__ v_mult, uint8_t* __restrict__ out) {
   __shared__ __align__(16) __nv_bfloat16 tile_bf16[128][kD];  // [128 tokens, 128 ch] bf16
   const int tile = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
   for (int i = tid; i < 128 * kD / 8; i += 128) {
@@ -180,7 +175,8 @@ __global__ void __launch_bounds__(128) sage2_quant_v_kernel(const __nv_bfloat16*
   for (int i = 0; i < 8; ++i) {
     const int64_t at = kTiled ? static_cast<int64_t>(tile) * 16384 + sage2_tiled_pos(tid, 16 * i)
                               : static_cast<int64_t>(tid) * padded + static_cast<int64_t>(tile) * 128 + 16 * i;
-    *reinterpret_cast<uint4*>(head_out + at) = make_uint4(packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]);
+    *reinterpret_cast<uint4*>(head_out + at) =
+        make_uint4(packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]);
   }
 }
 
@@ -189,14 +185,15 @@ __global__ void __launch_bounds__(128) sage2_quant_v_kernel(const __nv_bfloat16*
 Status validate_view(const Tensor& t, const char* name, int64_t seq, int heads) {
   const std::string n = name;
   if (!t.defined()) return invalid_argument("sage2: " + n + " is undefined");
-  if (t.device() != Device::kCuda) return invalid_argument("sage2: " + n + " must be a CUDA tensor, got " + t.describe());
+  if (t.device() != Device::kCuda)
+    return invalid_argument("sage2: " + n + " must be a CUDA tensor, got " + t.describe());
   if (t.dtype() != DType::kBF16) return invalid_argument("sage2: " + n + " must be bf16, got " + t.describe());
   if (t.ndim() != 2) return invalid_argument("sage2: " + n + " must be 2-D [S, heads*128], got " + t.describe());
   if (t.dim(0) != seq)
     return invalid_argument("sage2: " + n + " has " + std::to_string(t.dim(0)) + " rows, q has " + std::to_string(seq));
   if (t.dim(1) < static_cast<int64_t>(heads) * kD)
-    return invalid_argument("sage2: " + n + " " + t.describe() + " is narrower than heads*128 = " +
-                            std::to_string(heads * kD));
+    return invalid_argument("sage2: " + n + " " + t.describe() +
+                            " is narrower than heads*128 = " + std::to_string(heads * kD));
   if (t.stride(1) != 1) return invalid_argument("sage2: " + n + " needs unit column stride, got " + t.describe());
   if (t.stride(0) % 8 != 0 || t.stride(0) < t.dim(1))
     return invalid_argument("sage2: " + n + " row stride " + std::to_string(t.stride(0)) +
@@ -208,8 +205,8 @@ Status validate_view(const Tensor& t, const char* name, int64_t seq, int heads) 
 
 }  // namespace
 
-Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim,
-                      cudaStream_t stream, Sage2Workspace& ws) {
+Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, cudaStream_t stream,
+                      Sage2Workspace& ws) {
   if (head_dim != kD)
     return unsupported("sage2: head_dim " + std::to_string(head_dim) + " is not supported (only 128)");
   if (heads <= 0) return invalid_argument("sage2: heads must be positive, got " + std::to_string(heads));
@@ -228,29 +225,30 @@ Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int hea
   const auto* vp = static_cast<const __nv_bfloat16*>(v.raw_data());
 
   sage2_k_sum_v_amax_kernel<<<dim3(chunks, heads), kD, 0, stream>>>(kp, k.stride(0), vp, v.stride(0), seq, chunks,
-                                                                   ws.k_partial_sum, ws.v_partial_amax);
+                                                                    ws.k_partial_sum, ws.v_partial_amax);
   VORTEX_CUDA_LAUNCH_CHECK("sage2_k_sum_v_amax_kernel");
   sage2_k_mean_v_scale_kernel<<<heads, kD, 0, stream>>>(ws.k_partial_sum, ws.v_partial_amax, seq, chunks, ws.k_mean,
-                                                         ws.v_scale, ws.v_mult);
+                                                        ws.v_scale, ws.v_mult);
   VORTEX_CUDA_LAUNCH_CHECK("sage2_k_mean_v_scale_kernel");
   if (sage2_tiled_layout(ws.mainloop)) {
-    sage2_quant_int8_kernel<false, true><<<dim3(tiles, heads), 128, 0, stream>>>(qp, q.stride(0), seq, padded, nullptr,
-                                                                                ws.q_int8, ws.q_scale);
+    sage2_quant_int8_kernel<false, true>
+        <<<dim3(tiles, heads), 128, 0, stream>>>(qp, q.stride(0), seq, padded, nullptr, ws.q_int8, ws.q_scale);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<Q, tiled>");
-    sage2_quant_int8_kernel<true, true><<<dim3(tiles, heads), 128, 0, stream>>>(kp, k.stride(0), seq, padded, ws.k_mean,
-                                                                               ws.k_int8, ws.k_scale);
+    sage2_quant_int8_kernel<true, true>
+        <<<dim3(tiles, heads), 128, 0, stream>>>(kp, k.stride(0), seq, padded, ws.k_mean, ws.k_int8, ws.k_scale);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<K, tiled>");
-    sage2_quant_v_kernel<true><<<dim3(tiles, heads), 128, 0, stream>>>(vp, v.stride(0), seq, padded, ws.v_mult, ws.v_fp8);
+    sage2_quant_v_kernel<true>
+        <<<dim3(tiles, heads), 128, 0, stream>>>(vp, v.stride(0), seq, padded, ws.v_mult, ws.v_fp8);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_v_kernel<tiled>");
   } else {
-    sage2_quant_int8_kernel<false, false><<<dim3(tiles, heads), 128, 0, stream>>>(qp, q.stride(0), seq, padded,
-                                                                                 nullptr, ws.q_int8, ws.q_scale);
+    sage2_quant_int8_kernel<false, false>
+        <<<dim3(tiles, heads), 128, 0, stream>>>(qp, q.stride(0), seq, padded, nullptr, ws.q_int8, ws.q_scale);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<Q>");
-    sage2_quant_int8_kernel<true, false><<<dim3(tiles, heads), 128, 0, stream>>>(kp, k.stride(0), seq, padded,
-                                                                                ws.k_mean, ws.k_int8, ws.k_scale);
+    sage2_quant_int8_kernel<true, false>
+        <<<dim3(tiles, heads), 128, 0, stream>>>(kp, k.stride(0), seq, padded, ws.k_mean, ws.k_int8, ws.k_scale);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<K>");
-    sage2_quant_v_kernel<false><<<dim3(tiles, heads), 128, 0, stream>>>(vp, v.stride(0), seq, padded, ws.v_mult,
-                                                                        ws.v_fp8);
+    sage2_quant_v_kernel<false>
+        <<<dim3(tiles, heads), 128, 0, stream>>>(vp, v.stride(0), seq, padded, ws.v_mult, ws.v_fp8);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_v_kernel");
   }
   ws.quantized_for = ws.mainloop;

@@ -22,17 +22,43 @@ namespace {
 __device__ __forceinline__ void wgmma_qk_s8_ss(int (&acc)[16][4], uint64_t a_desc, uint64_t b_desc, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p;\n}\n"
-      : "+r"(acc[0][0]), "+r"(acc[0][1]), "+r"(acc[0][2]), "+r"(acc[0][3]), "+r"(acc[1][0]), "+r"(acc[1][1]), "+r"(acc[1][2]), "+r"(acc[1][3]), "+r"(acc[2][0]), "+r"(acc[2][1]), "+r"(acc[2][2]), "+r"(acc[2][3]), "+r"(acc[3][0]), "+r"(acc[3][1]), "+r"(acc[3][2]), "+r"(acc[3][3]), "+r"(acc[4][0]), "+r"(acc[4][1]), "+r"(acc[4][2]), "+r"(acc[4][3]), "+r"(acc[5][0]), "+r"(acc[5][1]), "+r"(acc[5][2]), "+r"(acc[5][3]), "+r"(acc[6][0]), "+r"(acc[6][1]), "+r"(acc[6][2]), "+r"(acc[6][3]), "+r"(acc[7][0]), "+r"(acc[7][1]), "+r"(acc[7][2]), "+r"(acc[7][3]), "+r"(acc[8][0]), "+r"(acc[8][1]), "+r"(acc[8][2]), "+r"(acc[8][3]), "+r"(acc[9][0]), "+r"(acc[9][1]), "+r"(acc[9][2]), "+r"(acc[9][3]), "+r"(acc[10][0]), "+r"(acc[10][1]), "+r"(acc[10][2]), "+r"(acc[10][3]), "+r"(acc[11][0]), "+r"(acc[11][1]), "+r"(acc[11][2]), "+r"(acc[11][3]), "+r"(acc[12][0]), "+r"(acc[12][1]), "+r"(acc[12][2]), "+r"(acc[12][3]), "+r"(acc[13][0]), "+r"(acc[13][1]), "+r"(acc[13][2]), "+r"(acc[13][3]), "+r"(acc[14][0]), "+r"(acc[14][1]), "+r"(acc[14][2]), "+r"(acc[14][3]), "+r"(acc[15][0]), "+r"(acc[15][1]), "+r"(acc[15][2]), "+r"(acc[15][3])
+      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, "
+      "%14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+      "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "
+      "%58, %59, %60, %61, %62, %63}, %64, %65, p;\n}\n"
+      : "+r"(acc[0][0]), "+r"(acc[0][1]), "+r"(acc[0][2]), "+r"(acc[0][3]), "+r"(acc[1][0]), "+r"(acc[1][1]),
+        "+r"(acc[1][2]), "+r"(acc[1][3]), "+r"(acc[2][0]), "+r"(acc[2][1]), "+r"(acc[2][2]), "+r"(acc[2][3]),
+        "+r"(acc[3][0]), "+r"(acc[3][1]), "+r"(acc[3][2]), "+r"(acc[3][3]), "+r"(acc[4][0]), "+r"(acc[4][1]),
+        "+r"(acc[4][2]), "+r"(acc[4][3]), "+r"(acc[5][0]), "+r"(acc[5][1]), "+r"(acc[5][2]), "+r"(acc[5][3]),
+        "+r"(acc[6][0]), "+r"(acc[6][1]), "+r"(acc[6][2]), "+r"(acc[6][3]), "+r"(acc[7][0]), "+r"(acc[7][1]),
+        "+r"(acc[7][2]), "+r"(acc[7][3]), "+r"(acc[8][0]), "+r"(acc[8][1]), "+r"(acc[8][2]), "+r"(acc[8][3]),
+        "+r"(acc[9][0]), "+r"(acc[9][1]), "+r"(acc[9][2]), "+r"(acc[9][3]), "+r"(acc[10][0]), "+r"(acc[10][1]),
+        "+r"(acc[10][2]), "+r"(acc[10][3]), "+r"(acc[11][0]), "+r"(acc[11][1]), "+r"(acc[11][2]), "+r"(acc[11][3]),
+        "+r"(acc[12][0]), "+r"(acc[12][1]), "+r"(acc[12][2]), "+r"(acc[12][3]), "+r"(acc[13][0]), "+r"(acc[13][1]),
+        "+r"(acc[13][2]), "+r"(acc[13][3]), "+r"(acc[14][0]), "+r"(acc[14][1]), "+r"(acc[14][2]), "+r"(acc[14][3]),
+        "+r"(acc[15][0]), "+r"(acc[15][1]), "+r"(acc[15][2]), "+r"(acc[15][3])
       : "l"(a_desc), "l"(b_desc), "r"(accumulate));
 }
 
 __device__ __forceinline__ void wgmma_pv_e4m3(float (&acc)[16][4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                             uint64_t b_desc, int accumulate) {
+                                              uint64_t b_desc, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-      : "+f"(acc[0][0]), "+f"(acc[0][1]), "+f"(acc[0][2]), "+f"(acc[0][3]), "+f"(acc[1][0]), "+f"(acc[1][1]), "+f"(acc[1][2]), "+f"(acc[1][3]), "+f"(acc[2][0]), "+f"(acc[2][1]), "+f"(acc[2][2]), "+f"(acc[2][3]), "+f"(acc[3][0]), "+f"(acc[3][1]), "+f"(acc[3][2]), "+f"(acc[3][3]), "+f"(acc[4][0]), "+f"(acc[4][1]), "+f"(acc[4][2]), "+f"(acc[4][3]), "+f"(acc[5][0]), "+f"(acc[5][1]), "+f"(acc[5][2]), "+f"(acc[5][3]), "+f"(acc[6][0]), "+f"(acc[6][1]), "+f"(acc[6][2]), "+f"(acc[6][3]), "+f"(acc[7][0]), "+f"(acc[7][1]), "+f"(acc[7][2]), "+f"(acc[7][3]), "+f"(acc[8][0]), "+f"(acc[8][1]), "+f"(acc[8][2]), "+f"(acc[8][3]), "+f"(acc[9][0]), "+f"(acc[9][1]), "+f"(acc[9][2]), "+f"(acc[9][3]), "+f"(acc[10][0]), "+f"(acc[10][1]), "+f"(acc[10][2]), "+f"(acc[10][3]), "+f"(acc[11][0]), "+f"(acc[11][1]), "+f"(acc[11][2]), "+f"(acc[11][3]), "+f"(acc[12][0]), "+f"(acc[12][1]), "+f"(acc[12][2]), "+f"(acc[12][3]), "+f"(acc[13][0]), "+f"(acc[13][1]), "+f"(acc[13][2]), "+f"(acc[13][3]), "+f"(acc[14][0]), "+f"(acc[14][1]), "+f"(acc[14][2]), "+f"(acc[14][3]), "+f"(acc[15][0]), "+f"(acc[15][1]), "+f"(acc[15][2]), "+f"(acc[15][3])
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
+      "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
+      "%57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : "+f"(acc[0][0]), "+f"(acc[0][1]), "+f"(acc[0][2]), "+f"(acc[0][3]), "+f"(acc[1][0]), "+f"(acc[1][1]),
+        "+f"(acc[1][2]), "+f"(acc[1][3]), "+f"(acc[2][0]), "+f"(acc[2][1]), "+f"(acc[2][2]), "+f"(acc[2][3]),
+        "+f"(acc[3][0]), "+f"(acc[3][1]), "+f"(acc[3][2]), "+f"(acc[3][3]), "+f"(acc[4][0]), "+f"(acc[4][1]),
+        "+f"(acc[4][2]), "+f"(acc[4][3]), "+f"(acc[5][0]), "+f"(acc[5][1]), "+f"(acc[5][2]), "+f"(acc[5][3]),
+        "+f"(acc[6][0]), "+f"(acc[6][1]), "+f"(acc[6][2]), "+f"(acc[6][3]), "+f"(acc[7][0]), "+f"(acc[7][1]),
+        "+f"(acc[7][2]), "+f"(acc[7][3]), "+f"(acc[8][0]), "+f"(acc[8][1]), "+f"(acc[8][2]), "+f"(acc[8][3]),
+        "+f"(acc[9][0]), "+f"(acc[9][1]), "+f"(acc[9][2]), "+f"(acc[9][3]), "+f"(acc[10][0]), "+f"(acc[10][1]),
+        "+f"(acc[10][2]), "+f"(acc[10][3]), "+f"(acc[11][0]), "+f"(acc[11][1]), "+f"(acc[11][2]), "+f"(acc[11][3]),
+        "+f"(acc[12][0]), "+f"(acc[12][1]), "+f"(acc[12][2]), "+f"(acc[12][3]), "+f"(acc[13][0]), "+f"(acc[13][1]),
+        "+f"(acc[13][2]), "+f"(acc[13][3]), "+f"(acc[14][0]), "+f"(acc[14][1]), "+f"(acc[14][2]), "+f"(acc[14][3]),
+        "+f"(acc[15][0]), "+f"(acc[15][1]), "+f"(acc[15][2]), "+f"(acc[15][3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b_desc), "r"(accumulate));
 }
 
@@ -111,11 +137,10 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
   } while (!done);
 }
 // Global -> shared bulk copy (async proxy) that signals `bar` with its byte count on completion.
@@ -199,20 +224,20 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
   const uint64_t k_desc0 = smem_desc(k_tile(0), kCoreLbo, kCoreSbo);
   const uint64_t v_desc0 = smem_desc(v_tile(0), kCoreLbo, kCoreSbo);
   constexpr uint64_t kKkStep = (2 * kCoreLbo) >> 4, kStageStep = (2 * kTileBytes16K) >> 4;
-  auto issue_qk = [&](int (&acc)[16][4], int s) {
+  auto issue_qk = [&](int(&acc)[16][4], int s) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
       wgmma_qk_s8_ss(acc, q_desc0 + kk * kKkStep, k_desc0 + s * kStageStep + kk * kKkStep, kk > 0 ? 1 : 0);
     wgmma_commit();
   };
-  auto issue_pv = [&](float (&blk)[16][4], const uint32_t (&pa)[4][4], int s) {
+  auto issue_pv = [&](float(&blk)[16][4], const uint32_t(&pa)[4][4], int s) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
       wgmma_pv_e4m3(blk, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], v_desc0 + s * kStageStep + kk * kKkStep,
                     kk > 0 ? 1 : 0);
     wgmma_commit();
   };
-  auto fold = [&](const float (&blk)[16][4], float a_r, float a_r8) {
+  auto fold = [&](const float(&blk)[16][4], float a_r, float a_r8) {
     if (__all_sync(0xffffffffu, a_r == 1.0f && a_r8 == 1.0f)) {
 #pragma unroll
       for (int nt = 0; nt < 16; ++nt)
@@ -247,8 +272,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     wgmma_wait_all();
     fence_operands(acc);
     float p[16][4];
-    online_softmax_probs(acc, blocks == 1, 0, t, prm.seq, c0, q_scale * ks, m_r, m_r8, d_r, d_r8,
-                         alpha_prev_r, alpha_prev_r8, p);
+    online_softmax_probs(acc, blocks == 1, 0, t, prm.seq, c0, q_scale * ks, m_r, m_r8, d_r, d_r8, alpha_prev_r,
+                         alpha_prev_r8, p);
     pack_p(p, pa_prev);
   }
   float ks_next = blocks > 1 ? k_scale_head[kSage2KGroupsPerBlock + t] : 0.0f;
@@ -268,22 +293,22 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     fence_operands(blk);
     fence_operands(pa_prev);
     wgmma_fence();
-    issue_qk(acc, s);                 // group: QK(j)
-    issue_pv(blk, pa_prev, s_prev);   // group: PV(j-1)
+    issue_qk(acc, s);                                               // group: QK(j)
+    issue_pv(blk, pa_prev, s_prev);                                 // group: PV(j-1)
     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // QK(j) done; PV(j-1) runs on
     fence_operands(acc);
     float alpha_r, alpha_r8;
     float p[16][4];
     if constexpr (kLast) {
-      online_softmax_probs(acc, true, static_cast<int64_t>(j) * kBlockK, t, prm.seq, c0, q_scale * ks, m_r, m_r8,
-                           d_r, d_r8, alpha_r, alpha_r8, p);
+      online_softmax_probs(acc, true, static_cast<int64_t>(j) * kBlockK, t, prm.seq, c0, q_scale * ks, m_r, m_r8, d_r,
+                           d_r8, alpha_r, alpha_r8, p);
     } else {
       online_softmax_probs_full(acc, c0 * (q_scale * ks), m_r, m_r8, d_r, d_r8, alpha_r, alpha_r8, p);
     }
-    wgmma_wait_all();                 // PV(j-1) done
+    wgmma_wait_all();  // PV(j-1) done
     fence_operands(blk);
     fence_operands(pa_prev);
-    release_stage(j - 1);             // the warp's reads of stage s_prev are complete
+    release_stage(j - 1);  // the warp's reads of stage s_prev are complete
     fold(blk, alpha_prev_r, alpha_prev_r8);
     pack_p(p, pa_prev);
     alpha_prev_r = alpha_r;
@@ -315,8 +340,8 @@ __global__ void sage2_attention_wgmma_kernel(const Sage2Params) { __trap(); }
 
 Status launch_sage2_wgmma(const Sage2Params& prm, dim3 grid, cudaStream_t stream, Sage2Workspace& ws) {
   if (!ws.wgmma_smem_configured) {
-    VORTEX_CUDA_CHECK(cudaFuncSetAttribute(sage2_attention_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           kWsSmemBytes));
+    VORTEX_CUDA_CHECK(
+        cudaFuncSetAttribute(sage2_attention_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWsSmemBytes));
     ws.wgmma_smem_configured = true;
   }
   sage2_attention_wgmma_kernel<<<grid, kWsThreads, kWsSmemBytes, stream>>>(prm);

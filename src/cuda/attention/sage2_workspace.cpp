@@ -20,10 +20,8 @@ Sage2Workspace::~Sage2Workspace() { release(); }
 
 void Sage2Workspace::release() {
   if (block_) {
-    if (device_free)
-      device_free(block_, capacity_bytes_);
-    else
-      (void)cudaFree(block_);
+    if (device_free) device_free(block_, capacity_bytes_);
+    else (void)cudaFree(block_);
   }
   block_ = nullptr;
   capacity_bytes_ = 0;
@@ -38,16 +36,16 @@ Status Sage2Workspace::reserve(int num_heads, int64_t num_tokens) {
   const size_t chunks = static_cast<size_t>((num_tokens + kSage2MeanChunk - 1) / kSage2MeanChunk);
   const size_t D = kSage2HeadDim;
   const size_t sizes[] = {
-      H * P * D,                                   // q_int8
-      H * (P / kSage2SlabQ) * kSage2QGroupsPerSlab * 4,  // q_scale
-      H * P * D,                                   // k_int8
+      H * P * D,                                           // q_int8
+      H * (P / kSage2SlabQ) * kSage2QGroupsPerSlab * 4,    // q_scale
+      H * P * D,                                           // k_int8
       H * (P / kSage2BlockK) * kSage2KGroupsPerBlock * 4,  // k_scale
-      H * D * 2,                                   // k_mean
-      H * D * P,                                   // v_fp8
-      H * D * 4,                                   // v_scale
-      H * D * 4,                                   // v_mult
-      H * chunks * D * 8,                          // k_partial_sum
-      H * chunks * D * 4,                          // v_partial_amax
+      H * D * 2,                                           // k_mean
+      H * D * P,                                           // v_fp8
+      H * D * 4,                                           // v_scale
+      H * D * 4,                                           // v_mult
+      H * chunks * D * 8,                                  // k_partial_sum
+      H * chunks * D * 4,                                  // v_partial_amax
   };
   size_t total = 0;
   for (size_t s : sizes) total += align256(s);

@@ -22,13 +22,12 @@ class SdpaAttention {
   static Result<std::unique_ptr<SdpaAttention>> create(std::shared_ptr<DeviceMemoryResource> memory = nullptr);
   virtual ~SdpaAttention() = default;
   // q, k, v: [S, num_heads*head_dim] bf16 views (row stride may exceed the width); out: [S, I] bf16.
-  virtual Status run(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
-                     Tensor& out, cudaStream_t stream) = 0;
+  virtual Status run(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
+                     cudaStream_t stream) = 0;
   // Raw form on device pointers: q/k/v rows of `ld_qkv` elements (head h at column h*head_dim of
   // each), out rows of `ld_out` elements. All bf16, 16-byte aligned.
-  virtual Status run_raw(const void* q, const void* k, const void* v, int64_t ld_qkv, void* out,
-                         int64_t ld_out, int64_t seq_len, int num_heads, int head_dim,
-                         cudaStream_t stream) = 0;
+  virtual Status run_raw(const void* q, const void* k, const void* v, int64_t ld_qkv, void* out, int64_t ld_out,
+                         int64_t seq_len, int num_heads, int head_dim, cudaStream_t stream) = 0;
   // Which cuDNN graph / engine the plan for this shape uses (builds the plan if needed).
   virtual Result<std::string> plan_info(int64_t seq_len, int num_heads, int head_dim, int64_t ld_qkv,
                                         int64_t ld_out) = 0;
@@ -45,7 +44,7 @@ struct SdpaBenchResult {
   double tflops_p50 = 0;
   std::string plan;
 };
-Result<SdpaBenchResult> bench_sdpa(SdpaAttention& sdpa, int64_t seq_len = 37810, int num_heads = 56,
-                                   int head_dim = 128, int reps = 20);
+Result<SdpaBenchResult> bench_sdpa(SdpaAttention& sdpa, int64_t seq_len = 37810, int num_heads = 56, int head_dim = 128,
+                                   int reps = 20);
 
 }  // namespace vortex

@@ -11,8 +11,7 @@
 
 namespace vortex {
 
-Result<SdpaBenchResult> bench_sdpa(SdpaAttention& sdpa, int64_t seq_len, int num_heads, int head_dim,
-                                   int reps) {
+Result<SdpaBenchResult> bench_sdpa(SdpaAttention& sdpa, int64_t seq_len, int num_heads, int head_dim, int reps) {
   if (reps < 1) return invalid_argument("bench_sdpa: reps must be >= 1");
   const int64_t width = static_cast<int64_t>(num_heads) * head_dim;
   const size_t qkv_bytes = static_cast<size_t>(seq_len * 3 * width) * 2;
@@ -29,7 +28,8 @@ Result<SdpaBenchResult> bench_sdpa(SdpaAttention& sdpa, int64_t seq_len, int num
       cudaFree(b);
     }
   } guard{qkv, out};
-  if (err != cudaSuccess) return Status(ErrorCode::kOutOfMemory, std::string("bench_sdpa buffers: ") + cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    return Status(ErrorCode::kOutOfMemory, std::string("bench_sdpa buffers: ") + cudaGetErrorString(err));
   cudaStream_t s = nullptr;
   VORTEX_RETURN_IF_ERROR(fill_uniform_bf16_device(qkv, seq_len * 3 * width, 12345, 2.0f, s));
   const char* base = static_cast<const char*>(qkv);

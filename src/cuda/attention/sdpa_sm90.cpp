@@ -28,11 +28,10 @@ Status cudnn_status(cudnnStatus_t st, const std::string& what) {
                                        (last[0] ? std::string(" (") + last + ")" : std::string()));
 }
 
-#define VORTEX_CUDNN(expr, what)                                  \
-  do {                                                            \
-    cudnnStatus_t vortex_cudnn_st_ = (expr);                      \
-    if (vortex_cudnn_st_ != CUDNN_STATUS_SUCCESS)                 \
-      return cudnn_status(vortex_cudnn_st_, what);                \
+#define VORTEX_CUDNN(expr, what)                                                               \
+  do {                                                                                         \
+    cudnnStatus_t vortex_cudnn_st_ = (expr);                                                   \
+    if (vortex_cudnn_st_ != CUDNN_STATUS_SUCCESS) return cudnn_status(vortex_cudnn_st_, what); \
   } while (0)
 
 // Owns one backend descriptor.
@@ -55,8 +54,8 @@ class Desc {
     return d;
   }
   cudnnBackendDescriptor_t get() const { return d_; }
-  Status set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
-             const void* values, const char* what) {
+  Status set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count, const void* values,
+             const char* what) {
     VORTEX_CUDNN(cudnnBackendSetAttribute(d_, name, type, count, values), std::string("set ") + what);
     return Status::Ok();
   }
@@ -78,16 +77,16 @@ constexpr int64_t kUidQ = 1, kUidK = 2, kUidV = 3, kUidO = 4, kUidScale = 5;
 enum class SdpaGraphKind { kUnified, kComposite };
 const char* graph_name(SdpaGraphKind k) { return k == SdpaGraphKind::kUnified ? "unified" : "composite"; }
 
-Result<Desc> make_tensor(int64_t uid, cudnnDataType_t type, std::vector<int64_t> dims,
-                         std::vector<int64_t> strides, bool is_virtual, bool by_value) {
+Result<Desc> make_tensor(int64_t uid, cudnnDataType_t type, std::vector<int64_t> dims, std::vector<int64_t> strides,
+                         bool is_virtual, bool by_value) {
   VORTEX_ASSIGN_OR_RETURN(Desc t, Desc::make(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
   const int64_t align = 16;
   bool virt = is_virtual;
   VORTEX_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "tensor dtype"));
-  VORTEX_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64,
-                               static_cast<int64_t>(dims.size()), dims.data(), "tensor dims"));
-  VORTEX_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64,
-                               static_cast<int64_t>(strides.size()), strides.data(), "tensor strides"));
+  VORTEX_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, static_cast<int64_t>(dims.size()),
+                               dims.data(), "tensor dims"));
+  VORTEX_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, static_cast<int64_t>(strides.size()),
+                               strides.data(), "tensor strides"));
   VORTEX_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid"));
   VORTEX_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment"));
   VORTEX_RETURN_IF_ERROR(t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, "tensor virtual"));
@@ -104,8 +103,8 @@ struct GraphParts {
   Desc graph;
 };
 
-Status add_pointwise(std::vector<Desc>& keep, std::vector<cudnnBackendDescriptor_t>& ops,
-                     cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc& y) {
+Status add_pointwise(std::vector<Desc>& keep, std::vector<cudnnBackendDescriptor_t>& ops, cudnnPointwiseMode_t mode,
+                     const Desc& x, const Desc* b, const Desc& y) {
   VORTEX_ASSIGN_OR_RETURN(Desc pw, Desc::make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
   VORTEX_RETURN_IF_ERROR(pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise mode"));
@@ -123,11 +122,12 @@ Status add_pointwise(std::vector<Desc>& keep, std::vector<cudnnBackendDescriptor
   return Status::Ok();
 }
 
-Status add_reduction(std::vector<Desc>& keep, std::vector<cudnnBackendDescriptor_t>& ops,
-                     cudnnReduceTensorOp_t mode, const Desc& x, const Desc& y) {
+Status add_reduction(std::vector<Desc>& keep, std::vector<cudnnBackendDescriptor_t>& ops, cudnnReduceTensorOp_t mode,
+                     const Desc& x, const Desc& y) {
   VORTEX_ASSIGN_OR_RETURN(Desc r, Desc::make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-  VORTEX_RETURN_IF_ERROR(r.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode, "reduction op"));
+  VORTEX_RETURN_IF_ERROR(
+      r.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode, "reduction op"));
   VORTEX_RETURN_IF_ERROR(r.set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec, "reduction precision"));
   VORTEX_RETURN_IF_ERROR(r.finalize("reduction descriptor"));
   VORTEX_ASSIGN_OR_RETURN(Desc op, Desc::make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR));
@@ -141,8 +141,8 @@ Status add_reduction(std::vector<Desc>& keep, std::vector<cudnnBackendDescriptor
   return Status::Ok();
 }
 
-Status add_matmul(std::vector<Desc>& keep, std::vector<cudnnBackendDescriptor_t>& ops,
-                  const Desc& a, const Desc& b, const Desc& c) {
+Status add_matmul(std::vector<Desc>& keep, std::vector<cudnnBackendDescriptor_t>& ops, const Desc& a, const Desc& b,
+                  const Desc& c) {
   VORTEX_ASSIGN_OR_RETURN(Desc m, Desc::make(CUDNN_BACKEND_MATMUL_DESCRIPTOR));
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
   VORTEX_RETURN_IF_ERROR(m.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec, "matmul precision"));
@@ -169,13 +169,18 @@ Result<GraphParts> build_graph(cudnnHandle_t handle, SdpaGraphKind kind, const S
   GraphParts g;
   const int64_t s = sh.s, h = sh.h, d = sh.d, ld = sh.ld_qkv, ldo = sh.ld_out;
   // [1, H, S, D] views of the token-major buffers: head stride D, token stride ld.
-  VORTEX_ASSIGN_OR_RETURN(Desc q, make_tensor(kUidQ, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ld, d, ld, 1}, false, false));
-  VORTEX_ASSIGN_OR_RETURN(Desc v, make_tensor(kUidV, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ld, d, ld, 1}, false, false));
-  VORTEX_ASSIGN_OR_RETURN(Desc o, make_tensor(kUidO, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ldo, d, ldo, 1}, false, false));
-  VORTEX_ASSIGN_OR_RETURN(Desc scale, make_tensor(kUidScale, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true));
+  VORTEX_ASSIGN_OR_RETURN(Desc q,
+                          make_tensor(kUidQ, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ld, d, ld, 1}, false, false));
+  VORTEX_ASSIGN_OR_RETURN(Desc v,
+                          make_tensor(kUidV, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ld, d, ld, 1}, false, false));
+  VORTEX_ASSIGN_OR_RETURN(Desc o,
+                          make_tensor(kUidO, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ldo, d, ldo, 1}, false, false));
+  VORTEX_ASSIGN_OR_RETURN(Desc scale,
+                          make_tensor(kUidScale, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true));
   std::vector<cudnnBackendDescriptor_t> ops;
   if (kind == SdpaGraphKind::kUnified) {
-    VORTEX_ASSIGN_OR_RETURN(Desc k, make_tensor(kUidK, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ld, d, ld, 1}, false, false));
+    VORTEX_ASSIGN_OR_RETURN(Desc k,
+                            make_tensor(kUidK, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ld, d, ld, 1}, false, false));
     VORTEX_ASSIGN_OR_RETURN(Desc op, Desc::make(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR));
     VORTEX_RETURN_IF_ERROR(op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, q, "sdpa q"));
     VORTEX_RETURN_IF_ERROR(op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, k, "sdpa k"));
@@ -188,9 +193,14 @@ Result<GraphParts> build_graph(cudnnHandle_t handle, SdpaGraphKind kind, const S
     g.keep.push_back(std::move(op));
   } else {
     // K^T as a [1, H, D, S] view: element (d, s) at s*ld + d.
-    VORTEX_ASSIGN_OR_RETURN(Desc kt, make_tensor(kUidK, CUDNN_DATA_BFLOAT16, {1, h, d, s}, {s * ld, d, 1, ld}, false, false));
-    auto full = [&](int64_t uid) { return make_tensor(uid, CUDNN_DATA_FLOAT, {1, h, s, s}, {h * s * s, s * s, s, 1}, true, false); };
-    auto row = [&](int64_t uid) { return make_tensor(uid, CUDNN_DATA_FLOAT, {1, h, s, 1}, {h * s, s, 1, 1}, true, false); };
+    VORTEX_ASSIGN_OR_RETURN(Desc kt,
+                            make_tensor(kUidK, CUDNN_DATA_BFLOAT16, {1, h, d, s}, {s * ld, d, 1, ld}, false, false));
+    auto full = [&](int64_t uid) {
+      return make_tensor(uid, CUDNN_DATA_FLOAT, {1, h, s, s}, {h * s * s, s * s, s, 1}, true, false);
+    };
+    auto row = [&](int64_t uid) {
+      return make_tensor(uid, CUDNN_DATA_FLOAT, {1, h, s, 1}, {h * s, s, 1, 1}, true, false);
+    };
     VORTEX_ASSIGN_OR_RETURN(Desc sc, full(100));
     VORTEX_ASSIGN_OR_RETURN(Desc sc2, full(101));
     VORTEX_ASSIGN_OR_RETURN(Desc mx, row(102));
@@ -250,8 +260,8 @@ Result<std::unique_ptr<Plan>> build_plan(cudnnHandle_t handle, SdpaGraphKind kin
       cfgs.push_back(std::move(c));
     }
     int64_t count = 0;
-    cudnnStatus_t st = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, kMaxConfigs, &count, raw.data());
+    cudnnStatus_t st = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                                kMaxConfigs, &count, raw.data());
     if (st != CUDNN_STATUS_SUCCESS || count <= 0) {
       last = st != CUDNN_STATUS_SUCCESS ? cudnn_status(st, "heuristic results").message() : "0 engine configs";
       continue;
@@ -259,23 +269,24 @@ Result<std::unique_ptr<Plan>> build_plan(cudnnHandle_t handle, SdpaGraphKind kin
     for (int64_t i = 0; i < std::min<int64_t>(count, kMaxConfigs); ++i) {
       VORTEX_ASSIGN_OR_RETURN(Desc p, Desc::make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
       VORTEX_RETURN_IF_ERROR(p.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "plan handle"));
-      VORTEX_RETURN_IF_ERROR(p.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[static_cast<size_t>(i)], "plan config"));
+      VORTEX_RETURN_IF_ERROR(
+          p.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[static_cast<size_t>(i)], "plan config"));
       Status pf = p.finalize("execution plan");
       if (!pf.ok()) {
         last = pf.message();
         continue;
       }
       int64_t ws = 0, n = 0;
-      VORTEX_CUDNN(cudnnBackendGetAttribute(p.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                            CUDNN_TYPE_INT64, 1, &n, &ws), "plan workspace size");
+      VORTEX_CUDNN(
+          cudnnBackendGetAttribute(p.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws),
+          "plan workspace size");
       char json[4096] = {0};
       int64_t json_n = 0;
       cudnnBackendGetAttribute(p.get(), CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
                                sizeof(json) - 1, &json_n, json);
       std::ostringstream info;
-      info << "cuDNN " << cudnnGetVersion() << " graph " << graph_name(kind) << " heur mode "
-           << static_cast<int>(mode) << " config " << i << " of " << count << " workspace " << ws
-           << " " << std::string(json).substr(0, 300);
+      info << "cuDNN " << cudnnGetVersion() << " graph " << graph_name(kind) << " heur mode " << static_cast<int>(mode)
+           << " config " << i << " of " << count << " workspace " << ws << " " << std::string(json).substr(0, 300);
       plan->plan = std::move(p);
       plan->workspace = ws;
       plan->info = info.str();
@@ -285,8 +296,8 @@ Result<std::unique_ptr<Plan>> build_plan(cudnnHandle_t handle, SdpaGraphKind kin
     }
   }
   return unsupported(std::string("cuDNN has no executable SDPA plan (graph ") + graph_name(kind) +
-                     ") for S=" + std::to_string(sh.s) + " heads=" + std::to_string(sh.h) + " D=" +
-                     std::to_string(sh.d) + ": " + last);
+                     ") for S=" + std::to_string(sh.s) + " heads=" + std::to_string(sh.h) +
+                     " D=" + std::to_string(sh.d) + ": " + last);
 }
 
 class CudnnSdpa final : public SdpaAttention {
@@ -302,30 +313,31 @@ class CudnnSdpa final : public SdpaAttention {
     return Status::Ok();
   }
 
-  Status run(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
-             Tensor& out, cudaStream_t stream) override {
+  Status run(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
+             cudaStream_t stream) override {
     for (const Tensor* t : {&q, &k, &v, static_cast<const Tensor*>(&out)}) {
       if (!t->defined() || t->device() != Device::kCuda || t->dtype() != DType::kBF16 || t->ndim() != 2 ||
           t->stride(1) != 1)
-        return invalid_argument("sdpa: q, k, v, out must be 2-D bf16 device row views with unit column "
-                                "stride, got " + (t->defined() ? t->describe() : std::string("undefined")));
+        return invalid_argument(
+            "sdpa: q, k, v, out must be 2-D bf16 device row views with unit column "
+            "stride, got " +
+            (t->defined() ? t->describe() : std::string("undefined")));
     }
     const int64_t s = q.dim(0), width = static_cast<int64_t>(num_heads) * head_dim;
-    if (q.dim(1) != width || k.dim(1) != width || v.dim(1) != width || out.dim(1) != width ||
-        k.dim(0) != s || v.dim(0) != s || out.dim(0) != s)
-      return invalid_argument("sdpa: expected q, k, v, out of shape [S, heads*head_dim] = [" +
-                              std::to_string(s) + ", " + std::to_string(width) + "], got q " + q.describe() +
-                              ", k " + k.describe() + ", v " + v.describe() + ", out " + out.describe());
+    if (q.dim(1) != width || k.dim(1) != width || v.dim(1) != width || out.dim(1) != width || k.dim(0) != s ||
+        v.dim(0) != s || out.dim(0) != s)
+      return invalid_argument("sdpa: expected q, k, v, out of shape [S, heads*head_dim] = [" + std::to_string(s) +
+                              ", " + std::to_string(width) + "], got q " + q.describe() + ", k " + k.describe() +
+                              ", v " + v.describe() + ", out " + out.describe());
     if (k.stride(0) != q.stride(0) || v.stride(0) != q.stride(0))
       return invalid_argument("sdpa: q, k and v must share one row stride (views of one [S, 3I] buffer)");
-    return run_raw(q.raw_data(), k.raw_data(), v.raw_data(), q.stride(0), out.raw_data(), out.stride(0),
-                   s, num_heads, head_dim, stream);
+    return run_raw(q.raw_data(), k.raw_data(), v.raw_data(), q.stride(0), out.raw_data(), out.stride(0), s, num_heads,
+                   head_dim, stream);
   }
 
   Status run_raw(const void* q, const void* k, const void* v, int64_t ld_qkv, void* out, int64_t ld_out,
                  int64_t seq_len, int num_heads, int head_dim, cudaStream_t stream) override {
-    if (seq_len <= 0 || num_heads <= 0 || head_dim <= 0)
-      return invalid_argument("sdpa: sizes must be positive");
+    if (seq_len <= 0 || num_heads <= 0 || head_dim <= 0) return invalid_argument("sdpa: sizes must be positive");
     if (ld_qkv < static_cast<int64_t>(num_heads) * head_dim || ld_out < static_cast<int64_t>(num_heads) * head_dim)
       return invalid_argument("sdpa: row stride smaller than heads*head_dim");
     for (const void* p : {q, k, v, static_cast<const void*>(out)})
@@ -344,16 +356,17 @@ class CudnnSdpa final : public SdpaAttention {
     void* ptrs[5] = {const_cast<void*>(q), const_cast<void*>(k), const_cast<void*>(v), out, &scale};
     VORTEX_ASSIGN_OR_RETURN(Desc pack, Desc::make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
     VORTEX_RETURN_IF_ERROR(pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 5, uids, "variant uids"));
-    VORTEX_RETURN_IF_ERROR(pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 5, ptrs, "variant pointers"));
+    VORTEX_RETURN_IF_ERROR(
+        pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 5, ptrs, "variant pointers"));
     void* ws = workspace_.data();
-    VORTEX_RETURN_IF_ERROR(pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, "variant workspace"));
+    VORTEX_RETURN_IF_ERROR(
+        pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, "variant workspace"));
     VORTEX_RETURN_IF_ERROR(pack.finalize("variant pack"));
     VORTEX_CUDNN(cudnnBackendExecute(handle_, plan->plan.get(), pack.get()), "cudnnBackendExecute (sdpa)");
     return Status::Ok();
   }
 
-  Result<std::string> plan_info(int64_t seq_len, int num_heads, int head_dim, int64_t ld_qkv,
-                                int64_t ld_out) override {
+  Result<std::string> plan_info(int64_t seq_len, int num_heads, int head_dim, int64_t ld_qkv, int64_t ld_out) override {
     std::lock_guard<std::mutex> lock(mu_);
     VORTEX_ASSIGN_OR_RETURN(Plan * plan, get_plan({seq_len, num_heads, head_dim, ld_qkv, ld_out}));
     return plan->info;

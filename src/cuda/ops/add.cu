@@ -5,8 +5,9 @@
 namespace vortex::cuda_ops {
 namespace {
 
-__global__ void __launch_bounds__(kEltThreads) add_kernel(float* __restrict__ x, int64_t ldx, const float* __restrict__ y,
-                                                          int64_t ldy, float scale, int rows, int cols) {
+__global__ void __launch_bounds__(kEltThreads)
+    add_kernel(float* __restrict__ x, int64_t ldx, const float* __restrict__ y, int64_t ldy, float scale, int rows,
+               int cols) {
   const bool scaled = scale != 1.0f;
   for (int r = blockIdx.y; r < rows; r += gridDim.y)
     for (int c = blockIdx.x * kEltThreads + threadIdx.x; c < cols; c += gridDim.x * kEltThreads) {

@@ -106,14 +106,14 @@ Result<OpsBenchResult> bench_elementwise_ops(CudaBackend& b, const OpsBenchConfi
   };
   std::vector<Tensor> xs, as, us;
   for (int i = 0; i < sets; ++i) {
-    VORTEX_ASSIGN_OR_RETURN(Tensor x, make({S, D}, 2.0f, 0.0f));  // [S, D] bf16 residual stream
-    VORTEX_ASSIGN_OR_RETURN(Tensor a, make({S, D}, 1.0f, 0.0f));  // [S, D] bf16 branch output
+    VORTEX_ASSIGN_OR_RETURN(Tensor x, make({S, D}, 2.0f, 0.0f));      // [S, D] bf16 residual stream
+    VORTEX_ASSIGN_OR_RETURN(Tensor a, make({S, D}, 1.0f, 0.0f));      // [S, D] bf16 branch output
     VORTEX_ASSIGN_OR_RETURN(Tensor u, make({S, 2 * F}, 3.0f, 0.0f));  // [S, 2F] bf16 FC1 output
     xs.push_back(std::move(x));
     as.push_back(std::move(a));
     us.push_back(std::move(u));
   }
-  VORTEX_ASSIGN_OR_RETURN(Tensor weight, make({D}, 0.5f, 1.0f));                  // [D] bf16 norm weight
+  VORTEX_ASSIGN_OR_RETURN(Tensor weight, make({D}, 0.5f, 1.0f));                     // [D] bf16 norm weight
   VORTEX_ASSIGN_OR_RETURN(Tensor table, make({cfg.table_rows, 6 * D}, 0.2f, 0.0f));  // [rows, 6D] bf16 AdaLN
   VORTEX_ASSIGN_OR_RETURN(Tensor out, b.alloc({S, D}, DType::kBF16));
   VORTEX_ASSIGN_OR_RETURN(Tensor out_eager, b.alloc({S, D}, DType::kBF16));
@@ -134,9 +134,9 @@ Result<OpsBenchResult> bench_elementwise_ops(CudaBackend& b, const OpsBenchConfi
     if (!ms_fused.ok()) cuda_ops::set_rms_norm_modulate_variant(variant_before);
     VORTEX_RETURN_IF_ERROR(ms_fused.status());
     VORTEX_ASSIGN_OR_RETURN(auto ms_eager, time_reps(b, cfg.warmup, cfg.reps, [&](int i) -> Status {
-      VORTEX_RETURN_IF_ERROR(b.rms_norm(xs[i % sets], weight, 1e-5f, out_eager));
-      return b.modulate(out_eager, table, 0, 1, seg);
-    }));
+                              VORTEX_RETURN_IF_ERROR(b.rms_norm(xs[i % sets], weight, 1e-5f, out_eager));
+                              return b.modulate(out_eager, table, 0, 1, seg);
+                            }));
     VORTEX_ASSIGN_OR_RETURN(bool same_norm, same_bytes(b, out, out_eager));  // both last ran on set (reps-1)%sets
     const std::string norm_check = same_norm ? "fused == eager bytes: pass" : "fused == eager bytes: FAIL";
     res.rows.push_back(make_row("rms_norm_modulate", S, D, ms_fused.value(), 2 * sd * bf, cfg.peak_gbps, norm_check));
@@ -162,8 +162,7 @@ Result<OpsBenchResult> bench_elementwise_ops(CudaBackend& b, const OpsBenchConfi
         cuda_ops::set_rms_norm_modulate_variant(variant_before);
         return res;
       }
-      const std::string check =
-          "== default variant " + default_name + " bytes: " + (same.value() ? "pass" : "FAIL");
+      const std::string check = "== default variant " + default_name + " bytes: " + (same.value() ? "pass" : "FAIL");
       res.rows.push_back(make_row("rms_norm_modulate/" + name, S, D, ms.value(), 2 * sd * bf, cfg.peak_gbps, check));
     }
     cuda_ops::set_rms_norm_modulate_variant(variant_before);
@@ -176,12 +175,12 @@ Result<OpsBenchResult> bench_elementwise_ops(CudaBackend& b, const OpsBenchConfi
     const bool fused_before = b.fused_gate_add();
     b.set_fused_gate_add(true);
     VORTEX_ASSIGN_OR_RETURN(auto ms_gate, time_reps(b, cfg.warmup, cfg.reps, [&](int i) {
-      return b.gate_add(xs[i % sets], as[i % sets], &table, 2, seg);
-    }));
+                              return b.gate_add(xs[i % sets], as[i % sets], &table, 2, seg);
+                            }));
     b.set_fused_gate_add(false);
     VORTEX_ASSIGN_OR_RETURN(auto ms_gate_eager, time_reps(b, cfg.warmup, cfg.reps, [&](int i) {
-      return b.gate_add(xs[i % sets], as[i % sets], &table, 2, seg);
-    }));
+                              return b.gate_add(xs[i % sets], as[i % sets], &table, 2, seg);
+                            }));
     VORTEX_RETURN_IF_ERROR(b.copy(xs[0], x_fused));
     VORTEX_RETURN_IF_ERROR(b.copy(xs[0], x_eager));
     b.set_fused_gate_add(true);
@@ -221,11 +220,11 @@ Result<OpsBenchResult> bench_elementwise_ops(CudaBackend& b, const OpsBenchConfi
     VORTEX_ASSIGN_OR_RETURN(rope.cos, make({S, rope_dims / 2}, 1.0f, 0.0f));  // [S, 48] bf16
     VORTEX_ASSIGN_OR_RETURN(rope.sin, make({S, rope_dims / 2}, 1.0f, 0.0f));  // [S, 48] bf16
     VORTEX_ASSIGN_OR_RETURN(auto ms_qk, time_reps(b, cfg.warmup, cfg.reps, [&](int i) -> Status {
-      Tensor& qkv = qkvs[i % sets];
-      VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.as_strided({S, inner}, {3 * inner, 1}, 0));
-      VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.as_strided({S, inner}, {3 * inner, 1}, inner));
-      return b.qk_norm_rope(q, k, qw, kw, 1e-6f, &rope, heads, head_dim);
-    }));
+                              Tensor& qkv = qkvs[i % sets];
+                              VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.as_strided({S, inner}, {3 * inner, 1}, 0));
+                              VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.as_strided({S, inner}, {3 * inner, 1}, inner));
+                              return b.qk_norm_rope(q, k, qw, kw, 1e-6f, &rope, heads, head_dim);
+                            }));
     const double bytes = 4.0 * static_cast<double>(S) * static_cast<double>(inner) * bf +
                          2.0 * static_cast<double>(S) * (rope_dims / 2) * bf;
     res.rows.push_back(make_row("qk_norm_rope", S, 2 * inner, ms_qk, bytes, cfg.peak_gbps,

@@ -34,7 +34,7 @@ enum class RmsNormModulateVariant : int {
 constexpr int kRmsNormModulateVariants = 2;
 constexpr RmsNormModulateVariant kRmsNormModulateDefaultVariant = RmsNormModulateVariant::kSmemPrefetchBf16x2;
 const char* rms_norm_modulate_variant_name(RmsNormModulateVariant v);  // "smem_prefetch_bf16x2", "warp_row"
-void set_rms_norm_modulate_variant(RmsNormModulateVariant v);         // process-wide; not for concurrent use
+void set_rms_norm_modulate_variant(RmsNormModulateVariant v);          // process-wide; not for concurrent use
 RmsNormModulateVariant rms_norm_modulate_variant();
 }  // namespace cuda_ops
 
@@ -52,14 +52,14 @@ struct OpsBenchConfig {
 };
 
 struct OpsBenchRow {
-  std::string op;      // "rms_norm_modulate", "rms_norm+modulate (eager)", ...
+  std::string op;  // "rms_norm_modulate", "rms_norm+modulate (eager)", ...
   int64_t rows = 0, cols = 0;
   int reps = 0;
   double ms_p10 = 0, ms_p50 = 0, ms_p90 = 0, ms_p95 = 0;
-  double bytes_moved = 0;   // minimum HBM bytes of this program
-  double gbps_p50 = 0;      // bytes_moved / ms_p50
+  double bytes_moved = 0;  // minimum HBM bytes of this program
+  double gbps_p50 = 0;     // bytes_moved / ms_p50
   double fraction_of_peak = 0;
-  std::string check;        // correctness check run on the same inputs and its result
+  std::string check;  // correctness check run on the same inputs and its result
 };
 
 struct OpsBenchResult {

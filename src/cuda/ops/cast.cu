@@ -12,17 +12,25 @@ namespace {
 template <typename Src, typename Dst>
 __device__ __forceinline__ Dst convert(Src v);
 template <>
-__device__ __forceinline__ uint16_t convert<float, uint16_t>(float v) { return f32_to_bf16(v); }
+__device__ __forceinline__ uint16_t convert<float, uint16_t>(float v) {
+  return f32_to_bf16(v);
+}
 template <>
-__device__ __forceinline__ float convert<uint16_t, float>(uint16_t v) { return bf16_to_f32(v); }
+__device__ __forceinline__ float convert<uint16_t, float>(uint16_t v) {
+  return bf16_to_f32(v);
+}
 template <>
-__device__ __forceinline__ float convert<float, float>(float v) { return v; }
+__device__ __forceinline__ float convert<float, float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ uint16_t convert<uint16_t, uint16_t>(uint16_t v) { return v; }
+__device__ __forceinline__ uint16_t convert<uint16_t, uint16_t>(uint16_t v) {
+  return v;
+}
 
 template <typename Src, typename Dst>
-__global__ void __launch_bounds__(kRowThreads) cast_kernel(const Src* __restrict__ src, int64_t lds, Dst* __restrict__ dst,
-                                                           int64_t ldd, int64_t cols) {
+__global__ void __launch_bounds__(kRowThreads)
+    cast_kernel(const Src* __restrict__ src, int64_t lds, Dst* __restrict__ dst, int64_t ldd, int64_t cols) {
   const int64_t r = blockIdx.x;
   for (int64_t c = threadIdx.x; c < cols; c += kRowThreads) dst[r * ldd + c] = convert<Src, Dst>(src[r * lds + c]);
 }
@@ -58,8 +66,9 @@ Status check_kernel_image() {
   cudaError_t err = cudaFuncGetAttributes(&attr, cast_kernel<float, uint16_t>);
   if (err == cudaSuccess) return Status::Ok();
   (void)cudaGetLastError();
-  return unsupported(std::string("this Vortex binary has no CUDA kernels for the running GPU (") + cudaGetErrorName(err) +
-                     ": " + cudaGetErrorString(err) + "); it was built for " + build_cuda_targets() +
+  return unsupported(std::string("this Vortex binary has no CUDA kernels for the running GPU (") +
+                     cudaGetErrorName(err) + ": " + cudaGetErrorString(err) + "); it was built for " +
+                     build_cuda_targets() +
                      " — rebuild with -DVORTEX_CUDA_ARCHS matching your GPU or use --backend cpu");
 }
 

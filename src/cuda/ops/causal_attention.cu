@@ -7,21 +7,21 @@
 // E1 by the two-reference rule (FP64 reference, CPU FP32 same program) in tests/cuda/text_encoder_ops_test.cpp.
 #include <cmath>
 
-#include "cuda/ops/ops_internal.h"
 #include "cuda/check.h"
 #include "cuda/ops/common.cuh"
+#include "cuda/ops/ops_internal.h"
 
 namespace vortex::cuda_ops {
 namespace {
 
 constexpr int kMaxHd = 128;
-constexpr int kQTile = 16;                 // queries per block
-constexpr int kKTile = 64;                 // keys per shared-memory tile
-constexpr int kThreads = 256;              // 16 lanes per query
+constexpr int kQTile = 16;     // queries per block
+constexpr int kKTile = 64;     // keys per shared-memory tile
+constexpr int kThreads = 256;  // 16 lanes per query
 constexpr int kLanesPerQuery = kThreads / kQTile;
 constexpr int kKeysPerLane = kKTile / kLanesPerQuery;  // 4
-constexpr int kQPitch = kMaxHd + 4;        // floats; rows of the two half-warps on different banks
-constexpr int kKPitchWords = kMaxHd / 2 + 1;  // bf16x2 words; 65: the 16 lanes' key rows on distinct banks
+constexpr int kQPitch = kMaxHd + 4;                    // floats; rows of the two half-warps on different banks
+constexpr int kKPitchWords = kMaxHd / 2 + 1;           // bf16x2 words; 65: the 16 lanes' key rows on distinct banks
 constexpr int kVPitchWords = kMaxHd / 2;
 constexpr int kPPitch = kKTile + 1;
 
@@ -36,16 +36,16 @@ __device__ __forceinline__ float hi_f32(uint32_t w) { return __uint_as_float(w &
 __global__ void __launch_bounds__(kThreads)
     causal_attention_kernel(HeadView q, HeadView k, HeadView v, uint16_t* out, int64_t ldo, int64_t s, int group,
                             int hd, float scale) {
-  __shared__ float qs[kQTile][kQPitch];                  // [16, hd] f32, this tile's queries
-  __shared__ uint32_t ks[kKTile][kKPitchWords];          // [64, hd] bf16 pairs
-  __shared__ uint32_t vs[kKTile][kVPitchWords];          // [64, hd] bf16 pairs
-  __shared__ float ps[kQTile][kPPitch];                  // [16, 64] f32 probabilities of the tile
+  __shared__ float qs[kQTile][kQPitch];          // [16, hd] f32, this tile's queries
+  __shared__ uint32_t ks[kKTile][kKPitchWords];  // [64, hd] bf16 pairs
+  __shared__ uint32_t vs[kKTile][kVPitchWords];  // [64, hd] bf16 pairs
+  __shared__ float ps[kQTile][kPPitch];          // [16, 64] f32 probabilities of the tile
   const int t = threadIdx.x;
   const int qi = t / kLanesPerQuery, sub = t % kLanesPerQuery;
   const int h = blockIdx.y, kvh = h / group;
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kQTile;
-  const int64_t i = q0 + qi;                             // this lane's query row
-  const int64_t last = i < s ? i : s - 1;                // rows past S mirror row S-1 (never stored)
+  const int64_t i = q0 + qi;               // this lane's query row
+  const int64_t last = i < s ? i : s - 1;  // rows past S mirror row S-1 (never stored)
   const int words = hd / 2;
 
   for (int e = t; e < kQTile * words; e += kThreads) {
@@ -154,8 +154,8 @@ Status check_pairs(const RowView& v, const char* what) {
 
 }  // namespace
 
-Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads, int head_dim,
-                        Tensor& out, cudaStream_t stream) {
+Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads,
+                        int head_dim, Tensor& out, cudaStream_t stream) {
   if (num_heads <= 0 || num_kv_heads <= 0 || head_dim <= 0)
     return invalid_argument("causal_attention: num_heads, num_kv_heads and head_dim must be positive");
   if (num_heads % num_kv_heads != 0)
@@ -171,7 +171,8 @@ Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int n
   const RowView* views[4] = {&qv, &kv, &vv, &ov};
   const char* names[4] = {"q", "k", "v", "out"};
   for (int n = 0; n < 4; ++n) {
-    VORTEX_RETURN_IF_ERROR(expect_dtype(*views[n], DType::kBF16, (std::string("causal_attention ") + names[n]).c_str()));
+    VORTEX_RETURN_IF_ERROR(
+        expect_dtype(*views[n], DType::kBF16, (std::string("causal_attention ") + names[n]).c_str()));
     VORTEX_RETURN_IF_ERROR(check_pairs(*views[n], names[n]));
   }
   const int64_t s = qv.rows, inner = static_cast<int64_t>(num_heads) * head_dim;
@@ -184,7 +185,8 @@ Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int n
   const int64_t tiles = (s + kQTile - 1) / kQTile;
   if (tiles > kMaxGridX || num_heads > 65535) return invalid_argument("causal_attention: tensor too large");
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-  causal_attention_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(num_heads)), kThreads, 0, stream>>>(
+  causal_attention_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(num_heads)), kThreads, 0,
+                            stream>>>(
       HeadView{static_cast<const uint16_t*>(qv.ptr), qv.ld}, HeadView{static_cast<const uint16_t*>(kv.ptr), kv.ld},
       HeadView{static_cast<const uint16_t*>(vv.ptr), vv.ld}, static_cast<uint16_t*>(ov.ptr), ov.ld, s,
       num_heads / num_kv_heads, head_dim, scale);

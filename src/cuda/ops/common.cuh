@@ -95,7 +95,7 @@ __device__ __forceinline__ double warp_canonical_sum_squares(int n, LoadFn vals)
   for (int i = 0; i < 4; ++i) lane[i] = __dadd_rn(lane[i], lane[i + 4]);  // w = 128
 #pragma unroll
   for (int i = 0; i < 2; ++i) lane[i] = __dadd_rn(lane[i], lane[i + 2]);  // w = 64
-  double v = __dadd_rn(lane[0], lane[1]);                                  // w = 32
+  double v = __dadd_rn(lane[0], lane[1]);                                 // w = 32
   for (int w = 16; w >= 1; w /= 2) v = __dadd_rn(v, __shfl_down_sync(0xFFFFFFFFu, v, w));
   return __shfl_sync(0xFFFFFFFFu, v, 0);
 }
@@ -107,7 +107,9 @@ __device__ __forceinline__ float inverse_rms(double sum_squares, int n, float ep
 }
 
 // n = R(fp32(fp32(x * r) * w)).
-__device__ __forceinline__ float norm_value(float x, float r, float w) { return round_bf16(__fmul_rn(__fmul_rn(x, r), w)); }
+__device__ __forceinline__ float norm_value(float x, float r, float w) {
+  return round_bf16(__fmul_rn(__fmul_rn(x, r), w));
+}
 
 // R(R(n * R(1 + scale)) + shift): the modulation contract (x * (scale + 1)) + shift.
 __device__ __forceinline__ float modulate_value(float n, float scale, float shift) {

@@ -15,17 +15,16 @@ constexpr int kConvThreads = 256;  // 16 (positions) x 16 (output-channel groups
 constexpr size_t kConvSmemLimit = 48 * 1024;
 
 template <int kTo, int kTt>
-__global__ void __launch_bounds__(kConvThreads) conv1d_kernel(const float* __restrict__ x, int64_t ldx,
-                                                              const float* __restrict__ w, const float* __restrict__ bias,
-                                                              float* __restrict__ out, int64_t ldo, int cin, int l,
-                                                              int cout, int lout, int k, int dilation, int padding,
-                                                              int cc_chunk) {
+__global__ void __launch_bounds__(kConvThreads)
+    conv1d_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ w, const float* __restrict__ bias,
+                  float* __restrict__ out, int64_t ldo, int cin, int l, int cout, int lout, int k, int dilation,
+                  int padding, int cc_chunk) {
   constexpr int kBo = 16 * kTo, kBt = 16 * kTt;
   constexpr int kWs = kBo + 1;  // padded weight row: the transposing stores hit distinct banks
   extern __shared__ double smem[];
   const int span = kBt + (k - 1) * dilation;  // input positions one tile reads per channel
-  double* xs = smem;                           // [cc_chunk, span]
-  double* ws = smem + cc_chunk * span;         // [cc_chunk * k, kWs]
+  double* xs = smem;                          // [cc_chunk, span]
+  double* ws = smem + cc_chunk * span;        // [cc_chunk * k, kWs]
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int t_blk = blockIdx.x * kBt, o_blk = blockIdx.y * kBo;
   double acc[kTo][kTt];
@@ -92,9 +91,11 @@ Status launch_conv1d(const RowView& xv, const float* w, const float* bias, const
                        " needs more shared memory than a block has");
   const int64_t gx = (ov.cols + kBt - 1) / kBt, gy = (ov.rows + kBo - 1) / kBo;
   if (gy > 65535 || gx > kMaxGridX) return invalid_argument("conv1d: output too large for one launch");
-  conv1d_kernel<kTo, kTt><<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy), 1), kConvThreads, smem_for(cc), stream>>>(
-      static_cast<const float*>(xv.ptr), xv.ld, w, bias, static_cast<float*>(ov.ptr), ov.ld, static_cast<int>(xv.rows),
-      static_cast<int>(xv.cols), static_cast<int>(ov.rows), static_cast<int>(ov.cols), k, dilation, padding, cc);
+  conv1d_kernel<kTo, kTt>
+      <<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy), 1), kConvThreads, smem_for(cc), stream>>>(
+          static_cast<const float*>(xv.ptr), xv.ld, w, bias, static_cast<float*>(ov.ptr), ov.ld,
+          static_cast<int>(xv.rows), static_cast<int>(xv.cols), static_cast<int>(ov.rows), static_cast<int>(ov.cols), k,
+          dilation, padding, cc);
   VORTEX_CUDA_LAUNCH_CHECK("conv1d_kernel");
   return Status::Ok();
 }
@@ -117,7 +118,8 @@ Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dil
   const int64_t lout = l + 2 * static_cast<int64_t>(padding) - static_cast<int64_t>(dilation) * (k - 1);
   if (lout <= 0)
     return invalid_argument("conv1d: the signal (" + std::to_string(l) + " samples) is shorter than the kernel span");
-  if (l + 2 * static_cast<int64_t>(padding) > INT32_MAX) return invalid_argument("conv1d: signal longer than 2^31 - 1 samples");
+  if (l + 2 * static_cast<int64_t>(padding) > INT32_MAX)
+    return invalid_argument("conv1d: signal longer than 2^31 - 1 samples");
   VORTEX_ASSIGN_OR_RETURN(RowView ov, vae_rows(out, "conv1d out", DType::kF32, cout, lout));
   const float* bp = nullptr;
   if (bias) {

@@ -10,16 +10,14 @@ namespace {
 
 constexpr int kOutPerThread = 4;
 
-__global__ void __launch_bounds__(kEltThreads) conv_transpose1d_kernel(const float* __restrict__ x, int64_t ldx,
-                                                                       const float* __restrict__ w,
-                                                                       const float* __restrict__ bias,
-                                                                       float* __restrict__ out, int64_t ldo, int cin,
-                                                                       int l, int cout, int k, int stride, int padding,
-                                                                       int lout) {
+__global__ void __launch_bounds__(kEltThreads)
+    conv_transpose1d_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ w,
+                            const float* __restrict__ bias, float* __restrict__ out, int64_t ldo, int cin, int l,
+                            int cout, int k, int stride, int padding, int lout) {
   const int o0 = blockIdx.y * kOutPerThread;
   for (int j = blockIdx.x * kEltThreads + threadIdx.x; j < lout; j += gridDim.x * kEltThreads) {
     // Inputs i with 0 <= j + padding - i * stride < k, ascending.
-    const int hi_num = j + padding;              // >= 0
+    const int hi_num = j + padding;  // >= 0
     const int lo_num = hi_num - (k - 1);
     const int i_lo = lo_num <= 0 ? 0 : (lo_num + stride - 1) / stride;
     const int i_hi = min(l - 1, hi_num / stride);
@@ -74,7 +72,9 @@ Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bia
   VORTEX_RETURN_IF_ERROR(expect_disjoint(xv, ov, "conv_transpose1d"));
   if (cout == 0) return Status::Ok();
   const int64_t gy = (cout + kOutPerThread - 1) / kOutPerThread;
-  if (gy > 65535) return invalid_argument("conv_transpose1d: more than " + std::to_string(65535 * kOutPerThread) + " output channels");
+  if (gy > 65535)
+    return invalid_argument("conv_transpose1d: more than " + std::to_string(65535 * kOutPerThread) +
+                            " output channels");
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((lout + kEltThreads - 1) / kEltThreads, 1 << 20)),
                   static_cast<unsigned>(gy), 1);
   conv_transpose1d_kernel<<<grid, kEltThreads, 0, stream>>>(

@@ -7,10 +7,9 @@
 namespace vortex::cuda_ops {
 namespace {
 
-__global__ void __launch_bounds__(kEltThreads) downsample1d_kernel(const float* __restrict__ x, int64_t ldx,
-                                                                   const float* __restrict__ f, int k, int ratio,
-                                                                   float* __restrict__ out, int64_t ldo, int rows, int l,
-                                                                   int lout) {
+__global__ void __launch_bounds__(kEltThreads)
+    downsample1d_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ f, int k, int ratio,
+                        float* __restrict__ out, int64_t ldo, int rows, int l, int lout) {
   const int pad_left = k / 2 - (k % 2 == 0 ? 1 : 0);
   for (int r = blockIdx.y; r < rows; r += gridDim.y) {
     const float* xr = x + static_cast<int64_t>(r) * ldx;

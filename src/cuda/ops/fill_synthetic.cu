@@ -14,9 +14,13 @@ namespace {
 template <typename T>
 __device__ __forceinline__ T synthetic_as(float v);
 template <>
-__device__ __forceinline__ float synthetic_as<float>(float v) { return v; }
+__device__ __forceinline__ float synthetic_as<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ uint16_t synthetic_as<uint16_t>(float v) { return f32_to_bf16(v); }
+__device__ __forceinline__ uint16_t synthetic_as<uint16_t>(float v) {
+  return f32_to_bf16(v);
+}
 template <>
 __device__ __forceinline__ uint8_t synthetic_as<uint8_t>(float v) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));  // cvt.rn.satfinite.e4m3x2.f32
@@ -48,7 +52,7 @@ Status launch_fill(const RowView& v, uint64_t seed, float scale, float offset, c
   const int64_t n = v.rows * v.cols;
   const int64_t blocks = std::min<int64_t>(((n + 3) / 4 + 255) / 256, 65536);
   fill_synthetic_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(static_cast<T*>(v.ptr), v.ld, v.rows,
-                                                                               v.cols, seed, scale, offset);
+                                                                              v.cols, seed, scale, offset);
   VORTEX_CUDA_LAUNCH_CHECK("fill_synthetic_kernel");
   return Status::Ok();
 }
@@ -59,9 +63,12 @@ Status fill_synthetic(Tensor& dst, uint64_t seed, float scale, float offset, cud
   VORTEX_ASSIGN_OR_RETURN(RowView v, row_view(dst, "fill_synthetic dst"));
   if (v.rows == 0 || v.cols == 0) return Status::Ok();
   switch (v.dtype) {
-    case DType::kF32: return launch_fill<float>(v, seed, scale, offset, stream);
-    case DType::kBF16: return launch_fill<uint16_t>(v, seed, scale, offset, stream);
-    case DType::kF8E4M3: return launch_fill<uint8_t>(v, seed, scale, offset, stream);
+    case DType::kF32:
+      return launch_fill<float>(v, seed, scale, offset, stream);
+    case DType::kBF16:
+      return launch_fill<uint16_t>(v, seed, scale, offset, stream);
+    case DType::kF8E4M3:
+      return launch_fill<uint8_t>(v, seed, scale, offset, stream);
     default:
       return unsupported(std::string("fill_synthetic: dtype ") + dtype_short_name(v.dtype) +
                          " is not supported on CUDA (f32, bf16, f8e4m3 are)");

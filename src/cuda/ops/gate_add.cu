@@ -10,9 +10,10 @@ namespace {
 
 // kGate: x = R(x + R(gate * a)); otherwise x = R(x + a).
 template <int kV, bool kGate>
-__global__ void __launch_bounds__(kRowThreads) gate_add_kernel(uint16_t* x, int64_t ldx, const uint16_t* __restrict__ a,
-                                                               int64_t lda, const uint16_t* __restrict__ table, int64_t ldt,
-                                                               const int32_t* __restrict__ row_map, int cols, int64_t gate_col) {
+__global__ void __launch_bounds__(kRowThreads)
+    gate_add_kernel(uint16_t* x, int64_t ldx, const uint16_t* __restrict__ a, int64_t lda,
+                    const uint16_t* __restrict__ table, int64_t ldt, const int32_t* __restrict__ row_map, int cols,
+                    int64_t gate_col) {
   const int64_t r = blockIdx.x;
   const uint16_t* grow = kGate ? table + static_cast<int64_t>(row_map[r]) * ldt + gate_col : nullptr;
   uint16_t* xr = x + r * ldx;
@@ -35,10 +36,9 @@ __global__ void __launch_bounds__(kRowThreads) gate_add_kernel(uint16_t* x, int6
 
 // out = R(gate * a): the first half of the unfused residual update.
 template <int kV>
-__global__ void __launch_bounds__(kRowThreads) gate_multiply_kernel(const uint16_t* __restrict__ a, int64_t lda,
-                                                                    const uint16_t* __restrict__ table, int64_t ldt,
-                                                                    const int32_t* __restrict__ row_map, uint16_t* out,
-                                                                    int64_t ldo, int cols, int64_t gate_col) {
+__global__ void __launch_bounds__(kRowThreads)
+    gate_multiply_kernel(const uint16_t* __restrict__ a, int64_t lda, const uint16_t* __restrict__ table, int64_t ldt,
+                         const int32_t* __restrict__ row_map, uint16_t* out, int64_t ldo, int cols, int64_t gate_col) {
   const int64_t r = blockIdx.x;
   const uint16_t* grow = table + static_cast<int64_t>(row_map[r]) * ldt + gate_col;
   for (int c = threadIdx.x * kV; c < cols; c += kRowThreads * kV) {
@@ -52,8 +52,8 @@ __global__ void __launch_bounds__(kRowThreads) gate_multiply_kernel(const uint16
 }
 
 template <int kV, bool kGate>
-Status launch_gate_add(const RowView& x, const RowView& a, const RowView* table, const DeviceRowMap* map, int gate_chunk,
-                       cudaStream_t stream) {
+Status launch_gate_add(const RowView& x, const RowView& a, const RowView* table, const DeviceRowMap* map,
+                       int gate_chunk, cudaStream_t stream) {
   gate_add_kernel<kV, kGate><<<static_cast<unsigned>(x.rows), kRowThreads, 0, stream>>>(
       static_cast<uint16_t*>(x.ptr), x.ld, static_cast<const uint16_t*>(a.ptr), a.ld,
       table ? static_cast<const uint16_t*>(table->ptr) : nullptr, table ? table->ld : 0, map ? map->table_row : nullptr,
@@ -112,6 +112,8 @@ Status gate_multiply(const Tensor& a, const Tensor& table, int gate_chunk, const
   return launch_gate_multiply<1>(av, tv, map, gate_chunk, ov, stream);
 }
 
-Status residual_add(Tensor& x, const Tensor& y, cudaStream_t stream) { return gate_add(x, y, nullptr, 0, nullptr, stream); }
+Status residual_add(Tensor& x, const Tensor& y, cudaStream_t stream) {
+  return gate_add(x, y, nullptr, 0, nullptr, stream);
+}
 
 }  // namespace vortex::cuda_ops

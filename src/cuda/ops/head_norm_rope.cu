@@ -15,9 +15,9 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kWarpsPerBlock = 8;
 
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    head_norm_rope_kernel(uint16_t* x, int64_t ldx, const uint16_t* __restrict__ weight, const uint16_t* __restrict__ cos,
-                          int64_t ldc, const uint16_t* __restrict__ sin, int64_t lds, int64_t rows, int heads, int hd,
-                          int rope_dims, float eps) {
+    head_norm_rope_kernel(uint16_t* x, int64_t ldx, const uint16_t* __restrict__ weight,
+                          const uint16_t* __restrict__ cos, int64_t ldc, const uint16_t* __restrict__ sin, int64_t lds,
+                          int64_t rows, int heads, int hd, int rope_dims, float eps) {
   __shared__ float normed[kWarpsPerBlock][kMaxHeadDim];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
@@ -79,8 +79,8 @@ Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const Tensor* 
   const int64_t blocks = (xv.rows * num_heads + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > kMaxGridX) return invalid_argument("head_norm_rope: tensor too large");
   head_norm_rope_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, stream>>>(
-      static_cast<uint16_t*>(xv.ptr), xv.ld, static_cast<const uint16_t*>(w), static_cast<const uint16_t*>(cv.ptr), cv.ld,
-      static_cast<const uint16_t*>(sv.ptr), sv.ld, xv.rows, num_heads, head_dim, cos ? rope_dims : 0, eps);
+      static_cast<uint16_t*>(xv.ptr), xv.ld, static_cast<const uint16_t*>(w), static_cast<const uint16_t*>(cv.ptr),
+      cv.ld, static_cast<const uint16_t*>(sv.ptr), sv.ld, xv.rows, num_heads, head_dim, cos ? rope_dims : 0, eps);
   VORTEX_CUDA_LAUNCH_CHECK("head_norm_rope_kernel");
   return Status::Ok();
 }

@@ -33,16 +33,17 @@ __device__ __forceinline__ double block_canonical_sum(int n, LoadFn vals, double
 }
 
 template <bool kBf16Out>
-__global__ void __launch_bounds__(kRowThreads) layer_norm_kernel(const float* __restrict__ x, int64_t ldx,
-                                                                 const float* __restrict__ w, const float* __restrict__ b,
-                                                                 void* __restrict__ out, int64_t ldo, int d, float eps) {
+__global__ void __launch_bounds__(kRowThreads)
+    layer_norm_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ w,
+                      const float* __restrict__ b, void* __restrict__ out, int64_t ldo, int d, float eps) {
   __shared__ double lanes[kRowThreads];
   const int64_t r = blockIdx.x;
   const float* xr = x + r * ldx;  // [D] f32
-  const double sum = block_canonical_sum(d, [&](int j) { return static_cast<double>(xr[j]); }, lanes);
+  const double sum = block_canonical_sum(
+      d, [&](int j) { return static_cast<double>(xr[j]); }, lanes);
   const double mean = __ddiv_rn(sum, static_cast<double>(d));
-  const double ss =
-      block_canonical_sum_squares(d, [&](int j) { return __dsub_rn(static_cast<double>(xr[j]), mean); }, lanes);
+  const double ss = block_canonical_sum_squares(
+      d, [&](int j) { return __dsub_rn(static_cast<double>(xr[j]), mean); }, lanes);
   const double var = __ddiv_rn(ss, static_cast<double>(d));
   const float rs = __double2float_rn(__ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(var, static_cast<double>(eps)))));
   const float mean_f = __double2float_rn(mean);
@@ -61,7 +62,8 @@ Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   VORTEX_ASSIGN_OR_RETURN(const void* w, device_vector(weight, xv.cols, DType::kF32, "layer_norm weight"));
   VORTEX_ASSIGN_OR_RETURN(const void* b, device_vector(bias, xv.cols, DType::kF32, "layer_norm bias"));
   if (!out.defined() || (out.dtype() != DType::kF32 && out.dtype() != DType::kBF16))
-    return invalid_argument("layer_norm: out must be f32 or bf16 [S, D], got " + (out.defined() ? out.describe() : std::string("undefined")));
+    return invalid_argument("layer_norm: out must be f32 or bf16 [S, D], got " +
+                            (out.defined() ? out.describe() : std::string("undefined")));
   VORTEX_ASSIGN_OR_RETURN(RowView ov, vae_rows(out, "layer_norm out", out.dtype(), xv.rows, xv.cols));
   // The row is read twice (statistics, then the output): out may not overlap x.
   VORTEX_RETURN_IF_ERROR(expect_disjoint(xv, ov, "layer_norm"));

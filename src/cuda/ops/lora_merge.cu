@@ -57,8 +57,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int v = 0; v < kPer; ++v) {
           if constexpr (kSingle)
             acc[u][v] = __fma_rn(static_cast<double>(bv[u]), static_cast<double>(av[v]), acc[u][v]);
-          else
-            acc[u][v] = __fmaf_rn(bv[u], av[v], acc[u][v]);
+          else acc[u][v] = __fmaf_rn(bv[u], av[v], acc[u][v]);
         }
     }
   }
@@ -102,8 +101,9 @@ Status lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offse
   VORTEX_RETURN_IF_ERROR(check_factor(b, "B", -1, r, DType::kF32));
   const int64_t rows = b.dim(0);
   if (row_offset < 0 || row_offset + rows > n)
-    return invalid_argument("lora_merge: rows [" + std::to_string(row_offset) + ", " + std::to_string(row_offset + rows) +
-                            ") outside the weight's " + std::to_string(n) + " rows");
+    return invalid_argument("lora_merge: rows [" + std::to_string(row_offset) + ", " +
+                            std::to_string(row_offset + rows) + ") outside the weight's " + std::to_string(n) +
+                            " rows");
   if (!std::isfinite(scale)) return invalid_argument("lora_merge: the scale must be finite");
   if (rows == 0 || k == 0) return Status::Ok();
   if (r > (1 << 20)) return invalid_argument("lora_merge: rank " + std::to_string(r) + " too large");
@@ -114,11 +114,11 @@ Status lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offse
   const float* ap = static_cast<const float*>(a.raw_data());
   const float* bp = static_cast<const float*>(b.raw_data());
   if (single_rounding) {
-    lora_merge_kernel<true><<<grid, kThreads, 0, stream>>>(wp, k, ap, bp, rows, static_cast<int>(r), scale,
-                                                           static_cast<float>(scale));
+    lora_merge_kernel<true>
+        <<<grid, kThreads, 0, stream>>>(wp, k, ap, bp, rows, static_cast<int>(r), scale, static_cast<float>(scale));
   } else {
-    lora_merge_kernel<false><<<grid, kThreads, 0, stream>>>(wp, k, ap, bp, rows, static_cast<int>(r), scale,
-                                                            static_cast<float>(scale));
+    lora_merge_kernel<false>
+        <<<grid, kThreads, 0, stream>>>(wp, k, ap, bp, rows, static_cast<int>(r), scale, static_cast<float>(scale));
   }
   VORTEX_CUDA_LAUNCH_CHECK("lora_merge_kernel");
   return Status::Ok();

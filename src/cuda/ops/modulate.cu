@@ -9,9 +9,9 @@ namespace vortex::cuda_ops {
 namespace {
 
 template <int kV>
-__global__ void __launch_bounds__(kRowThreads) modulate_kernel(uint16_t* x, int64_t ldx, const uint16_t* __restrict__ table,
-                                                               int64_t ldt, const int32_t* __restrict__ row_map, int cols,
-                                                               int64_t shift_col, int64_t scale_col) {
+__global__ void __launch_bounds__(kRowThreads)
+    modulate_kernel(uint16_t* x, int64_t ldx, const uint16_t* __restrict__ table, int64_t ldt,
+                    const int32_t* __restrict__ row_map, int cols, int64_t shift_col, int64_t scale_col) {
   const int64_t r = blockIdx.x;
   const uint16_t* trow = table + static_cast<int64_t>(row_map[r]) * ldt;  // this row's AdaLN table row
   uint16_t* xr = x + r * ldx;

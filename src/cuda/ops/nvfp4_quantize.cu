@@ -3,16 +3,16 @@
 // block), warp-contiguous loads/stores, three kernel variants with the same bytes (Nvfp4RunOptions::variant):
 // "fma_rev_smem" (default: E2M1 on the FP32 pipe, rows last-first, the modulated producer's AdaLN table slice
 // staged in shared memory), "fma_rev" (the same without the staging) and "warp_chunks" (the baseline).
-// Modulated producer at D = 5376 (benchmarks/2026-11-29-h200-s9/run3-nvfp4_bench.log): fma_rev_smem 0.276 ms = 80.3% of copy BW, 1.57x unfused, vs
-// fma_rev 0.340 ms (65.2%). H200,
-// S = 37810 (benchmarks/2026-11-29-h200-s8/run5-nvfp4-producer-variants.txt, bytes equal): plain K 5376 fma_rev
-// 0.225-0.229 ms = 97-99% of copy BW vs warp_chunks 0.363-0.367 (60-61%, ALU-bound integer E2M1); K 14336 0.580-
-// 0.583 ms (102%) vs 0.938-0.948; modulate 0.335 ms (1.29x unfused), SwiGLU 1.268 ms (87.5%, 1.06x unfused).
-// Other shapes: one thread per (row, 4 blocks), element loads. The BF16 input comes from a Source policy: plain,
-// the modulation of the RMSNorm output, or SwiGLU of FC1 (recomputed as modulate.cu / swiglu.cu do, never
-// written). rcp/div/mul/min pinned with inline PTX (.approx.ftz as comfy-kitchen's fast-math build emits them);
-// also the device probes of those instructions. E0 vs src/ref/nvfp4_quantize.cpp for every variant in
-// tests/cuda/nvfp4_quantize_test.cu; timed per variant and pass by bench/nvfp4_bench.cpp.
+// Modulated producer at D = 5376 (benchmarks/2026-11-29-h200-s9/run3-nvfp4_bench.log): fma_rev_smem 0.276 ms = 80.3% of
+// copy BW, 1.57x unfused, vs fma_rev 0.340 ms (65.2%). H200, S = 37810
+// (benchmarks/2026-11-29-h200-s8/run5-nvfp4-producer-variants.txt, bytes equal): plain K 5376 fma_rev 0.225-0.229 ms =
+// 97-99% of copy BW vs warp_chunks 0.363-0.367 (60-61%, ALU-bound integer E2M1); K 14336 0.580- 0.583 ms (102%) vs
+// 0.938-0.948; modulate 0.335 ms (1.29x unfused), SwiGLU 1.268 ms (87.5%, 1.06x unfused). Other shapes: one thread per
+// (row, 4 blocks), element loads. The BF16 input comes from a Source policy: plain, the modulation of the RMSNorm
+// output, or SwiGLU of FC1 (recomputed as modulate.cu / swiglu.cu do, never written). rcp/div/mul/min pinned with
+// inline PTX (.approx.ftz as comfy-kitchen's fast-math build emits them); also the device probes of those instructions.
+// E0 vs src/ref/nvfp4_quantize.cpp for every variant in tests/cuda/nvfp4_quantize_test.cu; timed per variant and pass
+// by bench/nvfp4_bench.cpp.
 #include "cuda/ops/nvfp4_quantize.h"
 
 #include <cuda_fp16.h>
@@ -33,7 +33,7 @@ namespace vortex::cuda_ops {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBlocksPerThread = 4;  // one 4-byte word of a scale tile row
+constexpr int kBlocksPerThread = 4;          // one 4-byte word of a scale tile row
 constexpr float kInv2688 = 0x1.861862p-12f;  // 0x39C30C31 = RN_f32(1/2688)
 
 // ---- pinned instructions ------------------------------------------------------------------------------
@@ -82,8 +82,14 @@ __device__ __forceinline__ uint32_t e2m1_code(float v) {
   if (v != v) return 0x7u;
   const uint32_t sign = (__float_as_uint(v) >> 28) & 0x8u;
   const float a = fabsf(v);
-  const uint32_t c = a <= 0.25f ? 0u : a < 0.75f ? 1u : a <= 1.25f ? 2u : a < 1.75f ? 3u
-                   : a <= 2.5f ? 4u : a < 3.5f ? 5u : a <= 5.0f ? 6u : 7u;
+  const uint32_t c = a <= 0.25f   ? 0u
+                     : a < 0.75f  ? 1u
+                     : a <= 1.25f ? 2u
+                     : a < 1.75f  ? 3u
+                     : a <= 2.5f  ? 4u
+                     : a < 3.5f   ? 5u
+                     : a <= 5.0f  ? 6u
+                                  : 7u;
   return sign | c;
 }
 
@@ -149,8 +155,8 @@ struct ModulatedSource {  // R(R(n * R(1 + scale)) + shift), as modulate.cu
   const uint16_t* trow = nullptr;
   __device__ __forceinline__ void begin_row(int64_t r) { trow = table + static_cast<int64_t>(row_map[r]) * table_ld; }
   __device__ __forceinline__ uint16_t at(int64_t r, int64_t c) const {
-    return f32_to_bf16(modulate_value(bf16_to_f32(n[r * ld + c]), bf16_to_f32(trow[scale_col + c]),
-                                      bf16_to_f32(trow[shift_col + c])));
+    return f32_to_bf16(
+        modulate_value(bf16_to_f32(n[r * ld + c]), bf16_to_f32(trow[scale_col + c]), bf16_to_f32(trow[shift_col + c])));
   }
   __device__ __forceinline__ uint4 load8(int64_t r, int64_t c8) const {
     const uint4 nq = reinterpret_cast<const uint4*>(n + r * ld)[c8];
@@ -162,7 +168,8 @@ struct ModulatedSource {  // R(R(n * R(1 + scale)) + shift), as modulate.cu
     uint4 out;
     uint16_t* o = reinterpret_cast<uint16_t*>(&out);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = f32_to_bf16(modulate_value(bf16_to_f32(nv[i]), bf16_to_f32(sc[i]), bf16_to_f32(sh[i])));
+    for (int i = 0; i < 8; ++i)
+      o[i] = f32_to_bf16(modulate_value(bf16_to_f32(nv[i]), bf16_to_f32(sc[i]), bf16_to_f32(sh[i])));
     return out;
   }
 };
@@ -240,8 +247,8 @@ __device__ __forceinline__ void load_block(const Source& src, int64_t r, int64_t
 
 // Pass 1: *amax = max over |x| bf16 bits (an integer max orders magnitudes; a NaN magnitude wins).
 template <typename Source>
-__global__ void __launch_bounds__(kThreads) amax_kernel(Source src, int64_t rows, int64_t cols, int64_t blocks,
-                                                        int64_t groups, uint32_t* amax) {
+__global__ void __launch_bounds__(kThreads)
+    amax_kernel(Source src, int64_t rows, int64_t cols, int64_t blocks, int64_t groups, uint32_t* amax) {
   uint32_t local = 0;
   const int64_t total = rows * groups;
   for (int64_t t = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; t < total;
@@ -272,10 +279,10 @@ __global__ void global_scale_kernel(const uint32_t* amax, float* g) { *g = globa
 // Pass 2: thread (r, gq) for r < scale_rows writes blocks 4gq..4gq+3 of row r (data only for r < data_rows)
 // and the 4-byte scale word at tile offset (r, 4gq); padding blocks/rows get scale 0.
 template <typename Source>
-__global__ void __launch_bounds__(kThreads) pack_kernel(Source src, int64_t rows, int64_t cols, int64_t blocks,
-                                                        int64_t groups, int64_t data_rows, int64_t data_row_bytes,
-                                                        int64_t scale_rows, int64_t scale_cols, const float* g_ptr,
-                                                        uint8_t* data, uint8_t* scales) {
+__global__ void __launch_bounds__(kThreads)
+    pack_kernel(Source src, int64_t rows, int64_t cols, int64_t blocks, int64_t groups, int64_t data_rows,
+                int64_t data_row_bytes, int64_t scale_rows, int64_t scale_cols, const float* g_ptr, uint8_t* data,
+                uint8_t* scales) {
   const int64_t t = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
   if (t >= scale_rows * groups) return;
   const int64_t r = t / groups, gq = t % groups;
@@ -324,9 +331,9 @@ Status run_producer(const Source& src, int64_t rows, int64_t cols, const Nvfp4Gl
   if (threads == 0 || !opt.pack_pass) return Status::Ok();
   const int64_t grid = (threads + kThreads - 1) / kThreads;
   if (grid > kMaxGridX) return invalid_argument("nvfp4: tensor too large for one launch");
-  pack_kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
-      src, rows, cols, l.blocks, groups, l.data_rows, l.data_row_bytes, l.scale_rows, l.scale_cols, g.g, out.data,
-      out.scales);
+  pack_kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(src, rows, cols, l.blocks, groups, l.data_rows,
+                                                                    l.data_row_bytes, l.scale_rows, l.scale_cols, g.g,
+                                                                    out.data, out.scales);
   VORTEX_CUDA_LAUNCH_CHECK("nvfp4 pack_kernel");
   return Status::Ok();
 }
@@ -338,11 +345,12 @@ Status run_producer(const Source& src, int64_t rows, int64_t cols, const Nvfp4Gl
 // same d / s / e; the 4-byte scale word of blocks 4k..4k+3 is gathered from 8 lanes with two shuffles. Same
 // pinned instructions per element as quantize_block (E2M1 through e2m1_code_arith, equal on all inputs), so the
 // same bytes. Sources provide load8.
-constexpr int kTaskGroups = 7;   // 32-chunk groups per warp task (21 per row at K = 5376, 56 at K = 14336)
-constexpr int kChunkWarps = 8;   // warps per CTA
-constexpr int kAmaxUnroll = 8;   // chunks per thread in flight in the flat amax pass
+constexpr int kTaskGroups = 7;  // 32-chunk groups per warp task (21 per row at K = 5376, 56 at K = 14336)
+constexpr int kChunkWarps = 8;  // warps per CTA
+constexpr int kAmaxUnroll = 8;  // chunks per thread in flight in the flat amax pass
 
-__device__ __forceinline__ uint32_t quantize_half_block(const uint4& v, float g, bool block_valid, uint32_t& scale_byte) {
+__device__ __forceinline__ uint32_t quantize_half_block(const uint4& v, float g, bool block_valid,
+                                                        uint32_t& scale_byte) {
   const uint16_t* x = reinterpret_cast<const uint16_t*>(&v);
   // |x| bits max with packed u16x2 maxima; only when a NaN magnitude (> 0x7F80) is present, recompute it as
   // quantize_block does (NaN-suppressing, -1 when every element is NaN). Same value either way.
@@ -395,8 +403,9 @@ __device__ __forceinline__ void block_amax_atomic(uint32_t local, uint32_t* amax
 // Pass 2. Task t -> row r = t / tasks_per_row, chunks (t % tasks_per_row) * kTaskGroups * 32 + 32 u + lane.
 template <typename Source>
 __global__ void __launch_bounds__(kChunkWarps * 32)
-    pack_chunks_kernel(Source src, int64_t rows, int64_t blocks, int64_t tasks, int64_t tasks_per_row, int64_t data_rows,
-                       int64_t data_row_bytes, int64_t scale_cols, const float* g_ptr, uint8_t* data, uint8_t* scales) {
+    pack_chunks_kernel(Source src, int64_t rows, int64_t blocks, int64_t tasks, int64_t tasks_per_row,
+                       int64_t data_rows, int64_t data_row_bytes, int64_t scale_cols, const float* g_ptr, uint8_t* data,
+                       uint8_t* scales) {
   const int lane = threadIdx.x & 31;
   const int64_t task = static_cast<int64_t>(blockIdx.x) * kChunkWarps + (threadIdx.x >> 5);
   if (task >= tasks) return;  // whole warp exits together
@@ -529,14 +538,14 @@ __device__ __forceinline__ uint32_t encode8_fast(const uint4& v, float e) {
   uint32_t word = 0;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    const uint32_t hi = e2m1_code_fma(mul_ftz(e, __uint_as_float(w[k] << 16)), kMagicHi);         // element 2k
+    const uint32_t hi = e2m1_code_fma(mul_ftz(e, __uint_as_float(w[k] << 16)), kMagicHi);          // element 2k
     const uint32_t lo = e2m1_code_fma(mul_ftz(e, __uint_as_float(w[k] & 0xFFFF0000u)), kMagicLo);  // 2k + 1
     word += (hi * 16u + lo) << (8 * k);  // hi * 16 + lo = byte k exactly (mod 2^32)
   }
   // Sign of element 2k = bit 15 of w[k] -> bit 8k + 7; of element 2k + 1 = bit 31 -> bit 8k + 3.
   const uint32_t sa = prmt(v.x, v.y, 0xFBD9u), sb = prmt(v.z, v.w, 0xFBD9u);  // [s0 s2 s1 s3], [s4 s6 s5 s7] x 0xFF
-  word |= prmt(sa, sb, 0x5410u) & 0x80808080u;                                 // s0 s2 s4 s6
-  word |= prmt(sa, sb, 0x7632u) & 0x08080808u;                                 // s1 s3 s5 s7
+  word |= prmt(sa, sb, 0x5410u) & 0x80808080u;                                // s0 s2 s4 s6
+  word |= prmt(sa, sb, 0x7632u) & 0x08080808u;                                // s1 s3 s5 s7
   return word;
 }
 
@@ -547,8 +556,8 @@ __device__ __forceinline__ uint32_t quantize_half_block_fma(const uint4& v, floa
                                                             uint32_t& scale_byte) {
   constexpr uint32_t kAbs = 0x7FFF7FFFu;
   uint32_t m2 = __vmaxu2(__vimax3_u16x2(v.x & kAbs, v.y & kAbs, v.z & kAbs), v.w & kAbs);
-  m2 = __vmaxu2(m2, __shfl_xor_sync(0xFFFFFFFFu, m2, 1));  // the whole block
-  const uint32_t a_bits = max(m2 << 16, m2 & 0xFFFF0000u);      // max |x| as fp32 bits; a NaN magnitude is largest
+  m2 = __vmaxu2(m2, __shfl_xor_sync(0xFFFFFFFFu, m2, 1));   // the whole block
+  const uint32_t a_bits = max(m2 << 16, m2 & 0xFFFF0000u);  // max |x| as fp32 bits; a NaN magnitude is largest
   float a = __uint_as_float(a_bits);
   float d = min_ftz(div_approx_ftz(div_approx_ftz(a, 6.0f), g), 448.0f);
   uint8_t s = e4m3_code(d);
@@ -601,7 +610,7 @@ __device__ __forceinline__ void quantize_store_task_fma(const uint4 (&v)[kTaskGr
                                                         int64_t scale_cols, float g, uint8_t* data, uint8_t* scales) {
   const int64_t row_chunks = 2 * scale_cols;  // chunks incl. padding blocks (scale only)
   const bool data_row = r < data_rows;
-  uint8_t* drow = data + r * data_row_bytes + 4 * (c0 + lane);  // + 128 u
+  uint8_t* drow = data + r * data_row_bytes + 4 * (c0 + lane);                                        // + 128 u
   uint8_t* srow = scales + ref::nvfp4_scale_offset(r, ((c0 + lane) >> 1) & ~int64_t{3}, scale_cols);  // + 2048 u
   const uint32_t scale_shift = 8u * ((static_cast<uint32_t>(lane) >> 1) & 3u);
 #pragma unroll
@@ -687,8 +696,8 @@ __global__ void __launch_bounds__(kChunkWarps * 32, 4)  // <= 64 registers: 4 CT
 // (the bf16x2 words ModulatedSourcePacked computes, so the same bits) and shift in shared memory. A row whose table
 // row was not picked reads the global table as fma_rev does: correct for ANY row map, only slower. Quantization,
 // stores and the dynamic-g handling are fma_rev's (quantize_store_task_fma, global_scale_from_amax): the same bytes.
-constexpr int kModSlots = 3;                       // staged table rows per CTA (H3: text / audio / video)
-constexpr int kSliceChunks = kTaskGroups * 32;     // chunks of one task column (224)
+constexpr int kModSlots = 3;                    // staged table rows per CTA (H3: text / audio / video)
+constexpr int kSliceChunks = kTaskGroups * 32;  // chunks of one task column (224)
 // CTAs per SM each kernel is sized for (launch bounds and its one-wave grid). ptxas hoists a task's 14 shared loads
 // next to its 7 global ones (21 live uint4); with fma_rev's budget (4 CTAs, <= 64 registers) both kernels spilled,
 // also when the staged modulation was applied chunk by chunk inside the quantize loop. With the native bf16x2
@@ -699,11 +708,11 @@ constexpr int kAmaxModBlocksPerSm = 2;
 
 // The modulated source with staged slices: begin_row picks the slot of the row's table row (warp-uniform).
 struct ModulatedSourceStaged : ModulatedSourcePacked {
-  const uint4* slot_t = nullptr;   // shared [kModSlots][kSliceChunks] t words
-  const uint4* slot_sh = nullptr;  // shared [kModSlots][kSliceChunks] shift
+  const uint4* slot_t = nullptr;        // shared [kModSlots][kSliceChunks] t words
+  const uint4* slot_sh = nullptr;       // shared [kModSlots][kSliceChunks] shift
   int tag0 = -1, tag1 = -1, tag2 = -1;  // picked table rows (-1: slot unused; row_map values are >= 0)
-  int64_t c_lo = 0;                // first chunk of the CTA's slice
-  const uint4* st = nullptr;       // this row's staged t / shift slice, chunk c at [c - c_lo] (nullptr: global fallback)
+  int64_t c_lo = 0;                     // first chunk of the CTA's slice
+  const uint4* st = nullptr;  // this row's staged t / shift slice, chunk c at [c - c_lo] (nullptr: global fallback)
   const uint4* sh = nullptr;
   __device__ __forceinline__ void begin_row(int64_t r) {
     const int tr = row_map[r];
@@ -726,8 +735,9 @@ struct ModulatedSourceStaged : ModulatedSourcePacked {
 // load_task_fma for the staged source. All kTaskGroups loads of n are issued first, then the row's table row is
 // read (row_map) and the staged / global choice is made once per task (warp-uniform): with the row_map load first,
 // the n loads waited behind it (two dependent L2 latencies per task; pack pass 0.194 ms vs 0.137 for the plain
-// producer, benchmarks/2026-11-29-h200-s9/run2-nvfp4_bench.log), and with the choice per chunk, the compiler put a branch between consecutive chunks
-// and each chunk's arithmetic waited for its load before the next load issued (PTX of the first draft).
+// producer, benchmarks/2026-11-29-h200-s9/run2-nvfp4_bench.log), and with the choice per chunk, the compiler put a
+// branch between consecutive chunks and each chunk's arithmetic waited for its load before the next load issued (PTX of
+// the first draft).
 template <bool kFull>
 __device__ __forceinline__ void load_task_mod_smem(ModulatedSourceStaged& src, int64_t r, int64_t c0, int lane,
                                                    int64_t rows, int64_t data_chunks, uint4 (&v)[kTaskGroups]) {
@@ -761,10 +771,10 @@ __device__ __forceinline__ void load_task_mod_smem(ModulatedSourceStaged& src, i
 // CTA prologue: picks up to kModSlots distinct table rows of rows [r0, r1) (first appearance, by a min-reduction
 // over the row indices per slot) and stages t and shift of chunks [c_lo, c_lo + kSliceChunks) ∩ [0, data_chunks) of
 // each. All threads of the CTA call it (it synchronizes); returns the staged source.
-__device__ __forceinline__ ModulatedSourceStaged stage_table_slice(const ModulatedSource& base, int64_t r0,
-                                                                   int64_t r1, int64_t c_lo, int64_t data_chunks) {
+__device__ __forceinline__ ModulatedSourceStaged stage_table_slice(const ModulatedSource& base, int64_t r0, int64_t r1,
+                                                                   int64_t c_lo, int64_t data_chunks) {
   __shared__ uint4 s_t[kModSlots * kSliceChunks], s_sh[kModSlots * kSliceChunks];  // 2 x 10.5 KB
-  __shared__ int s_pick[kModSlots + 1];                                          // picked rows, scratch
+  __shared__ int s_pick[kModSlots + 1];                                            // picked rows, scratch
   ModulatedSourceStaged src;
   static_cast<ModulatedSource&>(src) = base;
   src.slot_t = s_t;
@@ -788,7 +798,7 @@ __device__ __forceinline__ ModulatedSourceStaged stage_table_slice(const Modulat
     if ((threadIdx.x & 31) == 0 && first != INT_MAX) atomicMin(&s_pick[kModSlots], first);
     __syncthreads();
     const int pick = s_pick[kModSlots];
-    __syncthreads();  // everyone read the scratch before the next slot resets it
+    __syncthreads();             // everyone read the scratch before the next slot resets it
     if (pick == INT_MAX) break;  // every row of the range has a slot
     const int picked = base.row_map[r0 + pick];
     if (slot == 0) src.tag0 = picked;
@@ -852,8 +862,8 @@ __global__ void __launch_bounds__(kChunkWarps * 32, kPackModBlocksPerSm)
   const int64_t yy = static_cast<int64_t>(gridDim.y) - 1 - blockIdx.y;
   const int64_t q0 = row_groups * yy / gridDim.y, q1 = row_groups * (yy + 1) / gridDim.y;  // row groups
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kSliceChunks;
-  ModulatedSourceStaged src = stage_table_slice(base, std::min(rows, q0 * kChunkWarps),
-                                                std::min(rows, q1 * kChunkWarps), c0, data_chunks);
+  ModulatedSourceStaged src =
+      stage_table_slice(base, std::min(rows, q0 * kChunkWarps), std::min(rows, q1 * kChunkWarps), c0, data_chunks);
   const bool full_task = c0 + kSliceChunks <= data_chunks;
   for (int64_t q = q1 - 1; q >= q0; --q) {
     const int64_t r = q * kChunkWarps + (threadIdx.x >> 5);  // < scale_rows
@@ -889,8 +899,9 @@ constexpr int kDefaultVariant = kFmaRevSmem;
 // The main path of every producer (cols % 16 == 0, 16-byte aligned rows). `flat`: the source is a plain
 // contiguous tensor, read by the flat amax pass.
 template <typename Source>
-Status run_producer_chunks(const Source& src, const uint16_t* flat, int64_t rows, int64_t cols, const Nvfp4GlobalScale& g,
-                           const Nvfp4Buffers& out, const Nvfp4RunOptions& opt, cudaStream_t stream) {
+Status run_producer_chunks(const Source& src, const uint16_t* flat, int64_t rows, int64_t cols,
+                           const Nvfp4GlobalScale& g, const Nvfp4Buffers& out, const Nvfp4RunOptions& opt,
+                           cudaStream_t stream) {
   const int variant = opt.variant < 0 ? kDefaultVariant : opt.variant;
   const ref::Nvfp4Layout l = ref::nvfp4_layout(rows, cols);
   const int64_t groups_per_row = (2 * l.scale_cols + 31) / 32;
@@ -953,9 +964,9 @@ Status run_producer_chunks(const Source& src, const uint16_t* flat, int64_t rows
 Status run_modulated_smem(const ModulatedSource& src, int64_t rows, int64_t cols, const Nvfp4GlobalScale& g,
                           const Nvfp4Buffers& out, const Nvfp4RunOptions& opt, cudaStream_t stream) {
   const ref::Nvfp4Layout l = ref::nvfp4_layout(rows, cols);
-  const int64_t data_chunks = 2 * l.blocks;                                   // cols / 8
+  const int64_t data_chunks = 2 * l.blocks;  // cols / 8
   const int64_t tasks_per_row = (2 * l.scale_cols + kSliceChunks - 1) / kSliceChunks;
-  const int64_t row_groups = l.scale_rows / kChunkWarps;                     // scale_rows is a multiple of 128
+  const int64_t row_groups = l.scale_rows / kChunkWarps;  // scale_rows is a multiple of 128
   if (tasks_per_row > kMaxGridX) return invalid_argument("nvfp4: rows too long for one launch");
   int device = 0, sms = 0;
   VORTEX_CUDA_CHECK(cudaGetDevice(&device));
@@ -993,14 +1004,15 @@ Status check_common(int64_t rows, int64_t cols, int64_t ld, const Nvfp4GlobalSca
                     const char* op) {
   const std::string o(op);
   if (rows < 0 || cols < 0 || ld < cols)
-    return invalid_argument(o + ": bad shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] with row stride " +
-                            std::to_string(ld));
+    return invalid_argument(o + ": bad shape [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                            "] with row stride " + std::to_string(ld));
   if (g.g == nullptr) return invalid_argument(o + ": missing the device global scale g");
   if (g.dynamic && g.amax_workspace == nullptr)
     return invalid_argument(o + ": dynamic global scale needs a device u32 amax workspace");
   if (out.data == nullptr || out.scales == nullptr || !aligned16(out.data) || !aligned16(out.scales))
-    return invalid_argument(o + ": data and scale buffers must be non-null and 16-byte aligned (size them with "
-                                "ref::nvfp4_layout)");
+    return invalid_argument(o +
+                            ": data and scale buffers must be non-null and 16-byte aligned (size them with "
+                            "ref::nvfp4_layout)");
   if (rows > (int64_t{1} << 31) || cols > (int64_t{1} << 30)) return invalid_argument(o + ": tensor too large");
   return Status::Ok();
 }
@@ -1053,10 +1065,18 @@ __global__ void div_mul_e2m1_check_kernel(const uint32_t* binade, uint64_t seed,
     const Philox4x32 w = philox_block(seed, i);
     uint32_t a = w.v[0], b = w.v[1];
     switch (i % 4) {
-      case 1: a = moderate(a); break;
-      case 2: a = moderate(a); b = moderate(b); break;
-      case 3: b = kSpecial[w.v[2] % 16] ^ (w.v[3] & 0x80000000u); break;
-      default: break;
+      case 1:
+        a = moderate(a);
+        break;
+      case 2:
+        a = moderate(a);
+        b = moderate(b);
+        break;
+      case 3:
+        b = kSpecial[w.v[2] % 16] ^ (w.v[3] & 0x80000000u);
+        break;
+      default:
+        break;
     }
     const float fa = __uint_as_float(a), fb = __uint_as_float(b);
     const float hw = div_approx_ftz(fa, fb);
@@ -1177,12 +1197,15 @@ Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t
                              const Nvfp4GlobalScale& g, const Nvfp4Buffers& out, cudaStream_t stream,
                              const Nvfp4RunOptions& opt) {
   VORTEX_RETURN_IF_ERROR(check_variant(opt, "nvfp4_quantize_swiglu"));
-  if (ld < 2 * f) return invalid_argument("nvfp4_quantize_swiglu: row stride " + std::to_string(ld) +
-                                          " smaller than the FC1 width 2F = " + std::to_string(2 * f));
+  if (ld < 2 * f)
+    return invalid_argument("nvfp4_quantize_swiglu: row stride " + std::to_string(ld) +
+                            " smaller than the FC1 width 2F = " + std::to_string(2 * f));
   VORTEX_RETURN_IF_ERROR(check_common(rows, f, ld, g, out, "nvfp4_quantize_swiglu"));
-  if (u == nullptr || silu_table == nullptr) return invalid_argument("nvfp4_quantize_swiglu: u or the SiLU table is null");
+  if (u == nullptr || silu_table == nullptr)
+    return invalid_argument("nvfp4_quantize_swiglu: u or the SiLU table is null");
   const SwigluSource src{u, ld, f, silu_table};
-  if (f % 16 == 0 && ld % 8 == 0 && aligned16(u)) return run_producer_chunks(src, nullptr, rows, f, g, out, opt, stream);
+  if (f % 16 == 0 && ld % 8 == 0 && aligned16(u))
+    return run_producer_chunks(src, nullptr, rows, f, g, out, opt, stream);
   return run_producer(src, rows, f, g, out, opt, stream);
 }
 

@@ -28,8 +28,8 @@ struct Nvfp4Buffers {
 //   dynamic = false: *g already holds the checkpoint's static input_scale; nothing else is read.
 struct Nvfp4GlobalScale {
   bool dynamic = true;
-  float* g = nullptr;                   // device fp32 [1]
-  uint32_t* amax_workspace = nullptr;   // device u32 [1], dynamic only
+  float* g = nullptr;                  // device fp32 [1]
+  uint32_t* amax_workspace = nullptr;  // device u32 [1], dynamic only
 };
 
 // (a)+(b): x [rows, cols] bf16 (row stride ld elements) -> NVFP4.
@@ -56,9 +56,9 @@ Status nvfp4_quantize_swiglu(const uint16_t* u, int64_t rows, int64_t f, int64_t
 // "fma_rev_smem" (2, the default): fma_rev with the modulated producer's AdaLN table slice staged in shared memory
 // (plain / SwiGLU run fma_rev's kernels under that name; modulate 0.276 vs 0.340 ms on H200).
 struct Nvfp4RunOptions {
-  int variant = -1;        // -1: nvfp4_default_variant(); ignored by the element-wise path (ragged / unaligned K)
-  bool amax_pass = true;   // dynamic g: zero the workspace and reduce amax into it
-  bool pack_pass = true;   // the packing kernel (dynamic g: reads the workspace as the amax pass left it)
+  int variant = -1;       // -1: nvfp4_default_variant(); ignored by the element-wise path (ragged / unaligned K)
+  bool amax_pass = true;  // dynamic g: zero the workspace and reduce amax into it
+  bool pack_pass = true;  // the packing kernel (dynamic g: reads the workspace as the amax pass left it)
   // Timing one pass alone (bench): g.g is final only when both passes run (some variants write g in the pack).
 };
 int nvfp4_variant_count();

@@ -78,9 +78,8 @@ Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const
 // In place on strided q, k [S, H * hd] views (row stride e.g. 3 * I): per head RMSNorm over hd with
 // weight [hd], then rotate-half RoPE on dims < rope_dims with cos/sin [S, rope_dims / 2] bf16
 // (cos == nullptr: no RoPE). hd <= 256, even; rope_dims even, <= hd.
-Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
-                    const Tensor* cos, const Tensor* sin, int rope_dims, int num_heads, int head_dim,
-                    cudaStream_t stream);
+Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps, const Tensor* cos,
+                    const Tensor* sin, int rope_dims, int num_heads, int head_dim, cudaStream_t stream);
 
 // ---- decoder ops (the Qwen3-VL conditioner) ----
 // out = R(fp32(R(fp32(x * r)) * w)), r as in rms_norm (transformers' Qwen3 RMSNorm). x, out [S, D] bf16, w [D].
@@ -91,8 +90,8 @@ Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const Tensor* 
                       int num_heads, int head_dim, cudaStream_t stream);
 // out[S, H*hd] = R(softmax_causal(q k^T / sqrt(hd)) v), query head h reads kv head h / (H / H_kv); q, out [S, H*hd],
 // k, v [S, H_kv*hd], strided views (4-byte aligned, even row strides); hd even, <= 128. E1 (FP32 program).
-Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads, int head_dim,
-                        Tensor& out, cudaStream_t stream);
+Status causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int num_kv_heads,
+                        int head_dim, Tensor& out, cudaStream_t stream);
 
 // ---- LoRA (src/lora) ----
 // In place on w [N, K] bf16 rows [row_offset, row_offset + rows): single_rounding W' = R(W + scale * sum_q B A) in FP64

@@ -57,12 +57,14 @@ SegmentRowMapCache::~SegmentRowMapCache() {
 Result<DeviceRowMap> SegmentRowMapCache::get(const SegmentTable& seg, int64_t table_rows, cudaStream_t stream) {
   auto same_as = [&](const Entry& e) {
     return e.rows == seg.rows && e.table_rows == table_rows && e.segments.size() == seg.segments.size() &&
-           std::equal(e.segments.begin(), e.segments.end(), seg.segments.begin(), [](const Segment& a, const Segment& b) {
-             return a.start == b.start && a.stop == b.stop && a.table_row == b.table_row;
-           });
+           std::equal(e.segments.begin(), e.segments.end(), seg.segments.begin(),
+                      [](const Segment& a, const Segment& b) {
+                        return a.start == b.start && a.stop == b.stop && a.table_row == b.table_row;
+                      });
   };
   for (const Entry& e : entries_)
-    if (same_as(e)) return DeviceRowMap{static_cast<const int32_t*>(e.device), e.rows, static_cast<int32_t>(e.table_rows)};
+    if (same_as(e))
+      return DeviceRowMap{static_cast<const int32_t*>(e.device), e.rows, static_cast<int32_t>(e.table_rows)};
 
   VORTEX_RETURN_IF_ERROR(seg.validate(table_rows).with_context("segment table"));
   if (seg.rows <= 0) return invalid_argument("segment table has no rows");
@@ -78,8 +80,7 @@ Result<DeviceRowMap> SegmentRowMapCache::get(const SegmentTable& seg, int64_t ta
   e.rows = seg.rows;
   e.table_rows = table_rows;
   e.host.assign(static_cast<size_t>(seg.rows), 0);
-  for (const Segment& s : seg.segments)
-    std::fill(e.host.begin() + s.start, e.host.begin() + s.stop, s.table_row);
+  for (const Segment& s : seg.segments) std::fill(e.host.begin() + s.start, e.host.begin() + s.stop, s.table_row);
   e.bytes = e.host.size() * sizeof(int32_t);
   VORTEX_ASSIGN_OR_RETURN(e.device, allocator_->allocate(e.bytes));
   cudaError_t err = cudaMemcpyAsync(e.device, e.host.data(), e.bytes, cudaMemcpyHostToDevice, stream);

@@ -45,8 +45,8 @@ inline Status check_table(const RowView& table, int64_t d, std::initializer_list
       return invalid_argument(std::string(op) + ": chunk " + std::to_string(c) + " outside the table's " +
                               std::to_string(table.cols / d) + " chunks");
   if (map.table_row == nullptr || map.rows != rows)
-    return invalid_argument(std::string(op) + ": segment map covers " + std::to_string(map.rows) + " rows, tensor has " +
-                            std::to_string(rows));
+    return invalid_argument(std::string(op) + ": segment map covers " + std::to_string(map.rows) +
+                            " rows, tensor has " + std::to_string(rows));
   if (map.table_rows != table.rows)
     return invalid_argument(std::string(op) + ": segment map was validated for " + std::to_string(map.table_rows) +
                             " table rows, table has " + std::to_string(table.rows));

@@ -16,7 +16,7 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kWarpsPerBlock = 8;
 
 struct QkOperand {
-  uint16_t* ptr;           // [rows, heads * hd] bf16 view, row stride ld
+  uint16_t* ptr;  // [rows, heads * hd] bf16 view, row stride ld
   int64_t ld;
   const uint16_t* weight;  // [hd] bf16
 };
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                             float eps) {
   constexpr int kHd = 8 * kT;
   const QkOperand p = blockIdx.y == 0 ? q : k;
-  const int sub = threadIdx.x % kT;                                                   // chunk of the head
+  const int sub = threadIdx.x % kT;  // chunk of the head
   const int64_t group = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kT;
   const int64_t items = rows * heads;
   const int half = rope_dims / 2;
@@ -122,8 +122,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
       const uint32_t xw = word(x[it], w), ww = word(wv, w);
-      set_word(n, w, f32x2_to_bf16x2(__fmul_rn(__fmul_rn(bf16_lo(xw), rinv), bf16_lo(ww)),
-                                     __fmul_rn(__fmul_rn(bf16_hi(xw), rinv), bf16_hi(ww))));
+      set_word(n, w,
+               f32x2_to_bf16x2(__fmul_rn(__fmul_rn(bf16_lo(xw), rinv), bf16_lo(ww)),
+                               __fmul_rn(__fmul_rn(bf16_hi(xw), rinv), bf16_hi(ww))));
     }
     uint4 o = n;
 #pragma unroll
@@ -194,7 +195,7 @@ __device__ __forceinline__ void quad_head(const uint4 (&x)[kQuadChunks], const u
 #pragma unroll
   for (int i = 0; i < 4; ++i) b[i] = __dadd_rn(b[i], b[i + 4]);  // w = 4
 #pragma unroll
-  for (int i = 0; i < 2; ++i) b[i] = __dadd_rn(b[i], b[i + 2]);  // w = 2
+  for (int i = 0; i < 2; ++i) b[i] = __dadd_rn(b[i], b[i + 2]);                      // w = 2
   const double ss = __shfl_sync(0xFFFFFFFFu, __dadd_rn(b[0], b[1]), 0, kQuadLanes);  // w = 1, from lane 0
   const float rinv = inverse_rms(ss, 128, eps);
 #pragma unroll
@@ -202,8 +203,9 @@ __device__ __forceinline__ void quad_head(const uint4 (&x)[kQuadChunks], const u
 #pragma unroll
     for (int k2 = 0; k2 < 4; ++k2) {
       const uint32_t xw = word(x[m], k2), ww = word(wv[m], k2);
-      set_word(o[m], k2, f32x2_to_bf16x2(__fmul_rn(__fmul_rn(bf16_lo(xw), rinv), bf16_lo(ww)),
-                                         __fmul_rn(__fmul_rn(bf16_hi(xw), rinv), bf16_hi(ww))));
+      set_word(o[m], k2,
+               f32x2_to_bf16x2(__fmul_rn(__fmul_rn(bf16_lo(xw), rinv), bf16_lo(ww)),
+                               __fmul_rn(__fmul_rn(bf16_hi(xw), rinv), bf16_hi(ww))));
     }
   }
   if (rope_chunks == 0) return;
@@ -274,9 +276,8 @@ Status launch_qk_quad(const QkOperand& qo, const QkOperand& ko, const RowView& c
 
 }  // namespace
 
-Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
-                    const Tensor* cos, const Tensor* sin, int rope_dims, int num_heads, int head_dim,
-                    cudaStream_t stream) {
+Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps, const Tensor* cos,
+                    const Tensor* sin, int rope_dims, int num_heads, int head_dim, cudaStream_t stream) {
   VORTEX_ASSIGN_OR_RETURN(RowView qv, row_view(q, "qk_norm_rope q"));
   VORTEX_ASSIGN_OR_RETURN(RowView kv, row_view(k, "qk_norm_rope k"));
   VORTEX_RETURN_IF_ERROR(expect_dtype(qv, DType::kBF16, "qk_norm_rope q"));
@@ -294,7 +295,8 @@ Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& 
   if ((cos == nullptr) != (sin == nullptr)) return invalid_argument("qk_norm_rope: pass both cos and sin or neither");
   if (cos != nullptr) {
     if (rope_dims <= 0 || rope_dims % 2 != 0 || rope_dims > head_dim)
-      return invalid_argument("qk_norm_rope: rope_dims must be even and in (0, head_dim], got " + std::to_string(rope_dims));
+      return invalid_argument("qk_norm_rope: rope_dims must be even and in (0, head_dim], got " +
+                              std::to_string(rope_dims));
     VORTEX_ASSIGN_OR_RETURN(cv, row_view(*cos, "qk_norm_rope cos"));
     VORTEX_ASSIGN_OR_RETURN(sv, row_view(*sin, "qk_norm_rope sin"));
     VORTEX_RETURN_IF_ERROR(expect_dtype(cv, DType::kBF16, "qk_norm_rope cos"));

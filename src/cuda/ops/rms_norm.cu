@@ -9,9 +9,9 @@ namespace vortex::cuda_ops {
 namespace {
 
 template <int kV>
-__global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(const uint16_t* x, int64_t ldx,
-                                                               const uint16_t* __restrict__ weight, uint16_t* out,
-                                                               int64_t ldo, int cols, float eps) {
+__global__ void __launch_bounds__(kRowThreads)
+    rms_norm_kernel(const uint16_t* x, int64_t ldx, const uint16_t* __restrict__ weight, uint16_t* out, int64_t ldo,
+                    int cols, float eps) {
   extern __shared__ __align__(16) unsigned char smem[];
   double* lanes = reinterpret_cast<double*>(smem);
   uint16_t* row = reinterpret_cast<uint16_t*>(smem + kLaneBytes);  // [cols] bf16, the staged x row
@@ -35,7 +35,8 @@ Status launch_rms_norm(const RowView& x, const uint16_t* w, const RowView& out, 
   const size_t smem = row_smem_bytes(x.cols);
   VORTEX_RETURN_IF_ERROR(prepare_row_kernel(rms_norm_kernel<kV>, smem));
   rms_norm_kernel<kV><<<static_cast<unsigned>(x.rows), kRowThreads, smem, stream>>>(
-      static_cast<const uint16_t*>(x.ptr), x.ld, w, static_cast<uint16_t*>(out.ptr), out.ld, static_cast<int>(x.cols), eps);
+      static_cast<const uint16_t*>(x.ptr), x.ld, w, static_cast<uint16_t*>(out.ptr), out.ld, static_cast<int>(x.cols),
+      eps);
   VORTEX_CUDA_LAUNCH_CHECK("rms_norm_kernel");
   return Status::Ok();
 }

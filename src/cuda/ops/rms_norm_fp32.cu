@@ -8,13 +8,14 @@ namespace vortex::cuda_ops {
 namespace {
 
 template <bool kBf16Out>
-__global__ void __launch_bounds__(kRowThreads) rms_norm_fp32_kernel(const float* __restrict__ x, int64_t ldx,
-                                                                    const float* __restrict__ w, void* __restrict__ out,
-                                                                    int64_t ldo, int d, float eps) {
+__global__ void __launch_bounds__(kRowThreads)
+    rms_norm_fp32_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ w, void* __restrict__ out,
+                         int64_t ldo, int d, float eps) {
   __shared__ double lanes[kRowThreads];
   const int64_t r = blockIdx.x;
   const float* xr = x + r * ldx;  // [D] f32
-  const double ss = block_canonical_sum_squares(d, [&](int j) { return static_cast<double>(xr[j]); }, lanes);
+  const double ss = block_canonical_sum_squares(
+      d, [&](int j) { return static_cast<double>(xr[j]); }, lanes);
   const float rs = inverse_rms(ss, d, eps);
   for (int j = threadIdx.x; j < d; j += kRowThreads) {
     const float y = __fmul_rn(__fmul_rn(xr[j], rs), w[j]);
@@ -29,7 +30,8 @@ Status rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& o
   VORTEX_ASSIGN_OR_RETURN(RowView xv, vae_rows(x, "rms_norm_fp32 x", DType::kF32, -1, -1));
   VORTEX_ASSIGN_OR_RETURN(const void* w, device_vector(weight, xv.cols, DType::kF32, "rms_norm_fp32 weight"));
   if (!out.defined() || (out.dtype() != DType::kF32 && out.dtype() != DType::kBF16))
-    return invalid_argument("rms_norm_fp32: out must be f32 or bf16 [S, D], got " + (out.defined() ? out.describe() : std::string("undefined")));
+    return invalid_argument("rms_norm_fp32: out must be f32 or bf16 [S, D], got " +
+                            (out.defined() ? out.describe() : std::string("undefined")));
   VORTEX_ASSIGN_OR_RETURN(RowView ov, vae_rows(out, "rms_norm_fp32 out", out.dtype(), xv.rows, xv.cols));
   VORTEX_RETURN_IF_ERROR(expect_disjoint(xv, ov, "rms_norm_fp32"));  // x is read twice (sum, then output)
   if (xv.rows == 0 || xv.cols == 0) return Status::Ok();

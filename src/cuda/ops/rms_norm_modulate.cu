@@ -109,14 +109,14 @@ Status launch_rms_norm_modulate_warp(const RowView& x, const uint16_t* w, const 
 // its register chunks are refilled with row i + kTableWarps (the warp's next row), so loads overlap the writes.
 // Why (run5-rms-norm-modulate-variants.txt, H200): staging alone 0.269 -> 0.239 ms (the write phase was bound on
 // three L2 loads per 16-byte output); native bf16x2 0.229, + prefetch 0.226 ms.
-constexpr int kTableWarps = 8;      // warps (rows in flight) per CTA
+constexpr int kTableWarps = 8;  // warps (rows in flight) per CTA
 // CTAs per SM the register budget is sized for: 2 (<= 128 registers) up to 21 chunks per lane (D = 5376); the
 // 24-chunk rows spill at 128, so they get 1. ptxas (CUDA 13.0, sm_90a), 0 spills everywhere, registers per
 // chunks per lane 4 / 8 / 16 / 21 / 24: table 94 / 121 / 122 / 128 / 241, warp_row 56 / 72 / 134 / 150 / 180;
 // block-per-row kernel 32.
 constexpr int table_min_blocks(int chunks) { return chunks <= 21 ? 2 : 1; }
-constexpr int kMaxTableSlots = 3;   // staged table rows per CTA (H3: text / audio / video)
-constexpr int kTableMetaBytes = 32; // int meta[8]: [0..2] picked table rows, [3] count, [4] pick scratch
+constexpr int kMaxTableSlots = 3;    // staged table rows per CTA (H3: text / audio / video)
+constexpr int kTableMetaBytes = 32;  // int meta[8]: [0..2] picked table rows, [3] count, [4] pick scratch
 
 inline size_t table_smem_bytes(int64_t nchunks, int slots) {
   const size_t per_row = 16u * static_cast<size_t>(nchunks);  // one [cols] bf16 vector
@@ -322,7 +322,8 @@ Status launch_rms_norm_modulate_reg(const RowView& x, const uint16_t* w, const R
                                     cudaStream_t stream) {
   bool launched = false;
   switch (static_cast<RmsNormModulateVariant>(g_variant.load(std::memory_order_relaxed))) {
-    case RmsNormModulateVariant::kWarpRow: break;
+    case RmsNormModulateVariant::kWarpRow:
+      break;
     case RmsNormModulateVariant::kSmemPrefetchBf16x2:
       VORTEX_RETURN_IF_ERROR(launch_rms_norm_modulate_table<kChunks>(x, w, table, map, shift_chunk, scale_chunk, out,
                                                                      eps, stream, &launched));
@@ -339,7 +340,8 @@ Status launch_rms_norm_modulate(const RowView& x, const uint16_t* w, const RowVi
   VORTEX_RETURN_IF_ERROR(prepare_row_kernel(rms_norm_modulate_kernel<kV>, smem));
   rms_norm_modulate_kernel<kV><<<static_cast<unsigned>(x.rows), kRowThreads, smem, stream>>>(
       static_cast<const uint16_t*>(x.ptr), x.ld, w, static_cast<const uint16_t*>(table.ptr), table.ld, map.table_row,
-      static_cast<uint16_t*>(out.ptr), out.ld, static_cast<int>(x.cols), eps, shift_chunk * x.cols, scale_chunk * x.cols);
+      static_cast<uint16_t*>(out.ptr), out.ld, static_cast<int>(x.cols), eps, shift_chunk * x.cols,
+      scale_chunk * x.cols);
   VORTEX_CUDA_LAUNCH_CHECK("rms_norm_modulate_kernel");
   return Status::Ok();
 }
@@ -363,13 +365,18 @@ Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const
   const auto* wp = static_cast<const uint16_t*>(w);
   if (vector_ok({&xv, &ov, &wv, &tv})) {
     switch (reg_row_chunks(xv.cols)) {
-      case 4: return launch_rms_norm_modulate_reg<4>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
-      case 8: return launch_rms_norm_modulate_reg<8>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
-      case 16: return launch_rms_norm_modulate_reg<16>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
-      case 21: return launch_rms_norm_modulate_reg<21>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 4:
+        return launch_rms_norm_modulate_reg<4>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 8:
+        return launch_rms_norm_modulate_reg<8>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 16:
+        return launch_rms_norm_modulate_reg<16>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 21:
+        return launch_rms_norm_modulate_reg<21>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
       case kMaxRegChunks:
         return launch_rms_norm_modulate_reg<kMaxRegChunks>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
-      default: break;  // wider rows: block-per-row path below
+      default:
+        break;  // wider rows: block-per-row path below
     }
     return launch_rms_norm_modulate<kVec>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
   }
@@ -378,8 +385,10 @@ Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const
 
 const char* rms_norm_modulate_variant_name(RmsNormModulateVariant v) {
   switch (v) {
-    case RmsNormModulateVariant::kSmemPrefetchBf16x2: return "smem_prefetch_bf16x2";
-    case RmsNormModulateVariant::kWarpRow: return "warp_row";
+    case RmsNormModulateVariant::kSmemPrefetchBf16x2:
+      return "smem_prefetch_bf16x2";
+    case RmsNormModulateVariant::kWarpRow:
+      return "warp_row";
   }
   return "?";
 }

@@ -39,7 +39,8 @@ Status launch_rms_norm_two_rounding(const RowView& x, const uint16_t* w, const R
   const size_t smem = row_smem_bytes(x.cols);
   VORTEX_RETURN_IF_ERROR(prepare_row_kernel(rms_norm_two_rounding_kernel<kV>, smem));
   rms_norm_two_rounding_kernel<kV><<<static_cast<unsigned>(x.rows), kRowThreads, smem, stream>>>(
-      static_cast<const uint16_t*>(x.ptr), x.ld, w, static_cast<uint16_t*>(out.ptr), out.ld, static_cast<int>(x.cols), eps);
+      static_cast<const uint16_t*>(x.ptr), x.ld, w, static_cast<uint16_t*>(out.ptr), out.ld, static_cast<int>(x.cols),
+      eps);
   VORTEX_CUDA_LAUNCH_CHECK("rms_norm_two_rounding_kernel");
   return Status::Ok();
 }

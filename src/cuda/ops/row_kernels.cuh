@@ -44,7 +44,8 @@ __device__ __forceinline__ void load_reg_row(const uint16_t* src, int nchunks, i
 #pragma unroll
   for (int m = 0; m < kChunks; ++m) {
     const int c = lane + 32 * m;
-    row.chunk[m] = c < nchunks ? *reinterpret_cast<const uint4*>(src + 8 * static_cast<int64_t>(c)) : make_uint4(0, 0, 0, 0);
+    row.chunk[m] =
+        c < nchunks ? *reinterpret_cast<const uint4*>(src + 8 * static_cast<int64_t>(c)) : make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -57,9 +58,14 @@ __device__ __forceinline__ uint32_t f32x2_to_bf16x2(float a, float b) {
   const __nv_bfloat162 p = __floats2bfloat162_rn(a, b);
   return *reinterpret_cast<const uint32_t*>(&p);
 }
-__device__ __forceinline__ uint32_t word(const uint4& v, int k) { return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w; }
+__device__ __forceinline__ uint32_t word(const uint4& v, int k) {
+  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
 __device__ __forceinline__ void set_word(uint4& v, int k, uint32_t w) {
-  if (k == 0) v.x = w; else if (k == 1) v.y = w; else if (k == 2) v.z = w; else v.w = w;
+  if (k == 0) v.x = w;
+  else if (k == 1) v.y = w;
+  else if (k == 2) v.z = w;
+  else v.w = w;
 }
 
 // Canonical FP64 sum of squares of a register row (src/core/reduce.h), returned in every lane.
@@ -113,7 +119,8 @@ Status prepare_row_kernel(Kernel kernel, size_t smem_bytes) {
   if (smem_bytes > static_cast<size_t>(optin))
     return unsupported("row of " + std::to_string((smem_bytes - kLaneBytes) / 2) +
                        " bf16 elements does not fit in shared memory (" + std::to_string(optin) + " bytes per block)");
-  VORTEX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
+  VORTEX_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
   return Status::Ok();
 }
 

@@ -1,16 +1,16 @@
-// snake_beta: BigVGAN's SnakeBeta in place, x + fp32(1 / fp32(b + 1e-9)) * fp32(sin(a * x))^2 with a = fp32(exp(alpha)),
-// b = fp32(exp(beta)), every FP32 step rounded once in src/ref/snake_beta.cpp's order. exp and sin run in FP64
-// (libdevice, <= 1 and <= 2 FP64 ulps) and round once to FP32, as the reference does with the host libm: the FP32
-// values agree except when the FP64 value lies within ~2 FP64 ulps of an FP32 rounding midpoint (probability
+// snake_beta: BigVGAN's SnakeBeta in place, x + fp32(1 / fp32(b + 1e-9)) * fp32(sin(a * x))^2 with a =
+// fp32(exp(alpha)), b = fp32(exp(beta)), every FP32 step rounded once in src/ref/snake_beta.cpp's order. exp and sin
+// run in FP64 (libdevice, <= 1 and <= 2 FP64 ulps) and round once to FP32, as the reference does with the host libm:
+// the FP32 values agree except when the FP64 value lies within ~2 FP64 ulps of an FP32 rounding midpoint (probability
 // ~2^-27 per element; docs/numerics.md states the tolerance). Tested in tests/cuda/vae_ops_test.cpp.
 #include "cuda/ops/vae_common.cuh"
 
 namespace vortex::cuda_ops {
 namespace {
 
-__global__ void __launch_bounds__(kEltThreads) snake_beta_kernel(float* __restrict__ x, int64_t ldx,
-                                                                 const float* __restrict__ alpha,
-                                                                 const float* __restrict__ beta, int rows, int cols) {
+__global__ void __launch_bounds__(kEltThreads)
+    snake_beta_kernel(float* __restrict__ x, int64_t ldx, const float* __restrict__ alpha,
+                      const float* __restrict__ beta, int rows, int cols) {
   for (int r = blockIdx.y; r < rows; r += gridDim.y) {
     const float a = __double2float_rn(exp(static_cast<double>(alpha[r])));
     const float b = __double2float_rn(exp(static_cast<double>(beta[r])));

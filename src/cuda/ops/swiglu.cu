@@ -13,9 +13,9 @@ namespace vortex::cuda_ops {
 namespace {
 
 template <int kV>
-__global__ void __launch_bounds__(kRowThreads) swiglu_kernel(const uint16_t* __restrict__ u, int64_t ldu,
-                                                             const uint16_t* __restrict__ silu_table, uint16_t* __restrict__ m,
-                                                             int64_t ldm, int f) {
+__global__ void __launch_bounds__(kRowThreads)
+    swiglu_kernel(const uint16_t* __restrict__ u, int64_t ldu, const uint16_t* __restrict__ silu_table,
+                  uint16_t* __restrict__ m, int64_t ldm, int f) {
   const int64_t r = blockIdx.x;
   const uint16_t* gate = u + r * ldu;  // [F] bf16
   const uint16_t* value = gate + f;    // [F] bf16
@@ -58,7 +58,8 @@ Status swiglu(const Tensor& u, Tensor& m, const uint16_t* silu_table, cudaStream
   VORTEX_ASSIGN_OR_RETURN(RowView mv, row_view(m, "swiglu m"));
   VORTEX_RETURN_IF_ERROR(expect_dtype(uv, DType::kBF16, "swiglu u"));
   VORTEX_RETURN_IF_ERROR(expect_dtype(mv, DType::kBF16, "swiglu m"));
-  if (uv.cols % 2 != 0) return invalid_argument("swiglu: u must have an even width [gate | value], got " + std::to_string(uv.cols));
+  if (uv.cols % 2 != 0)
+    return invalid_argument("swiglu: u must have an even width [gate | value], got " + std::to_string(uv.cols));
   VORTEX_RETURN_IF_ERROR(expect_shape(mv, uv.rows, uv.cols / 2, "swiglu m"));
   if (silu_table == nullptr) return invalid_argument("swiglu: missing the device SiLU table");
   if (uv.rows == 0) return Status::Ok();

@@ -7,9 +7,9 @@
 namespace vortex::cuda_ops {
 namespace {
 
-__global__ void __launch_bounds__(kEltThreads) upsample1d_kernel(const float* __restrict__ x, int64_t ldx,
-                                                                 const float* __restrict__ f, int k, int ratio,
-                                                                 float* __restrict__ out, int64_t ldo, int rows, int l) {
+__global__ void __launch_bounds__(kEltThreads)
+    upsample1d_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ f, int k, int ratio,
+                      float* __restrict__ out, int64_t ldo, int rows, int l) {
   const int pad = k / ratio - 1;
   const int pad_left = pad * ratio + (k - ratio) / 2;
   const int lp = l + 2 * pad;  // padded length

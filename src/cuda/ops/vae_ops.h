@@ -28,8 +28,8 @@ Status add(Tensor& x, const Tensor& y, float scale, cudaStream_t stream);
 Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
               cudaStream_t stream);
 // out[Cout, (L-1)s - 2p + K] = conv_transpose1d(x[Cin, L], w[Cin, Cout, K]) + bias, all f32.
-Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
-                        Tensor& out, cudaStream_t stream);
+Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding, Tensor& out,
+                        cudaStream_t stream);
 // In place on x[C, L] f32 with alpha/beta [C] f32 (log-space).
 Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta, cudaStream_t stream);
 // [C, L] -> [C, L * ratio] (BigVGAN UpSample1d), filter [K] f32.
