@@ -3,7 +3,7 @@
 //              snapshot's top-level vae/ and audio_vae/, and diffusers' save_pretrained;
 //   original:  the per-variant FL2VA/video_vae (config.json wrapper naming source/config.json and
 //              source/model.safetensors) and FL2VA/audio_vae (config.json + metadata.json + model.safetensors),
-//              whose key names diffusers' scripts/convert_minimax_h3_to_diffusers.py maps (video_vae.cpp,
+//              whose key names diffusers/scripts/convert_minimax_h3_to_diffusers.py maps (video_vae.cpp,
 //              audio_vae.cpp hold the per-model mapping).
 // Every tensor is checked by name, shape and dtype with errors naming the tensor and the file, and a file
 // tensor nobody reads (outside the encoder-side prefixes a model declares) is an error too; values come back

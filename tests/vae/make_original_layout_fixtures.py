@@ -13,7 +13,7 @@ its per-variant VAEs (`FL2VA/video_vae`, `FL2VA/audio_vae` in MiniMax-AI/MiniMax
   original/audio_vae/{config.json, metadata.json, model.safetensors}
                                           MiniMaxH3AudioVAE wrapper, the constructor kwargs, identical key names
 
-The rewrite inverts diffusers' scripts/convert_minimax_h3_to_diffusers.py. With --conversion-script PATH (that
+The rewrite inverts diffusers/scripts/convert_minimax_h3_to_diffusers.py. With --conversion-script PATH (that
 script, from the diffusers repository) the result is checked by running the script's own convert_video_vae /
 convert_audio_vae on it: every converted tensor must equal the diffusers fixture bit for bit, so the committed
 original layout is what the official conversion maps onto the diffusers one. Needs torch + safetensors

@@ -160,7 +160,7 @@ __device__ __forceinline__ void online_softmax_probs(const int (&acc)[16][4], bo
 //    ex2(fma(float(S), c, -m)). Folding the int -> float magic into the FFMA (X * c - (1.5 * 2^23 * c + m))
 //    saved 64 FADDs per block but rounds that bias once per row and block: on realistic inputs (large Q/K
 //    scales, c ~ 2e-2) the output moved from <= 1.2e-3 to 3.3e-3 rel-L2 away from the CPU program (H200
-//    session 8 run 2), so it was not kept.
+//    benchmarks/2026-11-29-h200-s8/), so it was not kept.
 __device__ __forceinline__ int row_max_s32(const int (&acc)[16][4], int e0) {
   // 32 values acc[nt][e0], acc[nt][e0 + 1] in 16 three-input max operations.
   int l1[8];
@@ -175,7 +175,7 @@ __device__ __forceinline__ int row_max_s32(const int (&acc)[16][4], int e0) {
 }
 // The conversion is one I2FP.F32.S32 (sm_90 emits I2FP, not the 16/clk I2F, for __int2float_rn; exact below
 // 2^24, so the same value as exact_int_to_float's two instructions): with the uniform descriptors below, 15%
-// fewer instructions per key block and 928 vs 839 TOPS mainloop (H200 session 9 run 1).
+// fewer instructions per key block and 928 vs 839 TOPS mainloop (H200, benchmarks/2026-11-29-h200-s9/run1-sage2_bench.log).
 __device__ __forceinline__ void online_softmax_probs_full(const int (&acc)[16][4], float c, float& m_r, float& m_r8,
                                                           float& d_r, float& d_r8, float& alpha_r, float& alpha_r8,
                                                           float (&s)[16][4]) {
