@@ -175,7 +175,8 @@ __device__ __forceinline__ int row_max_s32(const int (&acc)[16][4], int e0) {
 }
 // The conversion is one I2FP.F32.S32 (sm_90 emits I2FP, not the 16/clk I2F, for __int2float_rn; exact below
 // 2^24, so the same value as exact_int_to_float's two instructions): with the uniform descriptors below, 15%
-// fewer instructions per key block and 928 vs 839 TOPS mainloop (H200, benchmarks/2026-11-29-h200-s9/run1-sage2_bench.log).
+// fewer instructions per key block and 928 vs 839 TOPS mainloop (H200,
+// benchmarks/2026-11-29-h200-s9/run1-sage2_bench.log).
 __device__ __forceinline__ void online_softmax_probs_full(const int (&acc)[16][4], float c, float& m_r, float& m_r8,
                                                           float& d_r, float& d_r8, float& alpha_r, float& alpha_r8,
                                                           float (&s)[16][4]) {

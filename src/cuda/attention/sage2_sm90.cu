@@ -112,9 +112,10 @@ __device__ __forceinline__ uint64_t smem_desc(const void* smem_ptr, uint32_t lbo
 // Live registers (S, the PV accumulator, O, P: ~230) exceed the 168 that 3 warps per SM sub-partition
 // allow, so the producer warpgroup gives its registers away: setmaxnreg 24 / 240 (R237 used, no local
 // memory). Measured on the H200 (benchmarks/2026-11-29-h200-sage2-s7/): 827-834 TOPS vs
-// 744 without the overlap; 3 stages = 2 stages; ping-pong turns between the warpgroups cost 2-7%. benchmarks/2026-11-29-h200-s9/:
-// descriptors from a base plus constants and I2FP conversion, 928 TOPS (vs 839 in the same run); the softmax now
-// runs ~480 instructions per warp and key block against ~1,024 tensor cycles per warpgroup pair.
+// 744 without the overlap; 3 stages = 2 stages; ping-pong turns between the warpgroups cost 2-7%.
+// benchmarks/2026-11-29-h200-s9/: descriptors from a base plus constants and I2FP conversion, 928 TOPS (vs 839 in the
+// same run); the softmax now runs ~480 instructions per warp and key block against ~1,024 tensor cycles per warpgroup
+// pair.
 constexpr uint32_t kCoreLbo = 128, kCoreSbo = 1024;  // sage2_tiled_pos: LBO along K, SBO per 8 rows
 constexpr int kTileBytes16K = 16384;                 // one 128-row x 128-byte tiled operand tile
 constexpr int kWsConsumerWarpgroups = 2;
@@ -219,7 +220,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
 
   // Descriptor of (tile base + kk * 256 bytes) = base descriptor + kk * 16 (the address field is bytes >> 4;
   // shared addresses < 256 KB never carry out of it); stage s adds s * 2 * 16 KB >> 4. Built per wgmma from
-  // the address, the descriptors cost ~70 uniform-datapath instructions per key block (SASS, benchmarks/2026-11-29-h200-s9/).
+  // the address, the descriptors cost ~70 uniform-datapath instructions per key block (SASS,
+  // benchmarks/2026-11-29-h200-s9/).
   const uint64_t q_desc0 = smem_desc(q_rows, kCoreLbo, kCoreSbo);
   const uint64_t k_desc0 = smem_desc(k_tile(0), kCoreLbo, kCoreSbo);
   const uint64_t v_desc0 = smem_desc(v_tile(0), kCoreLbo, kCoreSbo);
@@ -278,11 +280,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
   }
   float ks_next = blocks > 1 ? k_scale_head[kSage2KGroupsPerBlock + t] : 0.0f;
   // Key block j >= 1: QK(j) and PV(j-1) issued together as two groups; ptxas places the PV wait right
-  // after the QK wait (SASS, benchmarks/2026-11-29-h200-s8/), so the softmax overlaps the other warpgroup's GEMMs rather than
-  // this warpgroup's PV (a shared-memory-P variant that overlaps both measured slower). P(j) goes into the
+  // after the QK wait (SASS, benchmarks/2026-11-29-h200-s8/), so the softmax overlaps the other warpgroup's GEMMs
+  // rather than this warpgroup's PV (a shared-memory-P variant that overlaps both measured slower). P(j) goes into the
   // A registers only after PV(j-1) has been waited for: the PTX rule for register A operands; written
-  // earlier, ptxas coalesced the next P with the in-flight A registers (SASS, benchmarks/2026-11-29-h200-s8/). The last block
-  // (masked keys) is peeled off: with its branch inside the loop ptxas spilled 28 bytes.
+  // earlier, ptxas coalesced the next P with the in-flight A registers (SASS, benchmarks/2026-11-29-h200-s8/). The last
+  // block (masked keys) is peeled off: with its branch inside the loop ptxas spilled 28 bytes.
   auto key_block = [&](int j, auto last_block) {
     constexpr bool kLast = decltype(last_block)::value;
     const int s = j % kStages, s_prev = (j - 1) % kStages;
