@@ -145,14 +145,16 @@ int main(int argc, char** argv) {
                           {"synthesize_s", build_s},
                           {"memory_peak_gb", static_cast<double>(be.memory_peak()) / 1e9},
                           {"weights", "synthetic (TextEncoder::synthesize, seed 20261201), created on the device"}};
+  vortex::EvidenceBaseline base;
   if (!baseline.is_null()) {
     const double b50 = baseline.value("ms_p50", 0.0);
-    extra["baseline"] = baseline;
-    extra["baseline_impl"] = baseline.value("impl", std::string("transformers_sdpa"));
-    extra["baseline_ms_p50"] = b50;
-    extra["ratio_vs_baseline"] = b50 > 0 ? p.p50 / b50 : 0.0;
+    extra["baseline_row"] = baseline;
+    base.what = baseline.value("impl", std::string("transformers_sdpa"));
+    base.ms_p50 = b50;
   }
-  const nlohmann::json row = vortex::evidence_row(env, "text_encoder_prefill", "vortex_cuda", p, extra);
+  const nlohmann::json row = vortex::evidence_row(env, "text_encoder_prefill", "vortex_cuda",
+                                                  std::to_string(layers) + " layers, " + std::to_string(tokens) + " tokens",
+                                                  p, base, extra);
   const std::string path = vortex::evidence_path(out_dir, env, "text-encoder");
   if (vortex::Status s = vortex::append_jsonl(path, {row}); !s.ok()) {
     std::fprintf(stderr, "text_encoder_bench: %s\n", s.to_string().c_str());

@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
   std::vector<nlohmann::json> rows;
   const std::string shape = "video " + shape_to_string(vlat.shape()) + ", audio " + shape_to_string(alat.shape());
   const Percentiles pv = percentiles(video_ms), pa = percentiles(audio_ms);
-  rows.push_back(evidence_row(env_decode, "vae_decode_video", "vortex-cuda", pv,
+  rows.push_back(evidence_row(env_decode, "vae_decode_video", "vortex-cuda", shape_to_string(vlat.shape()), pv, {},
                               {{"latents", shape_to_string(vlat.shape())},
                                {"frames", frames},
                                {"tile_forwards", tiles},
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
                                {"peak_device_bytes", peak_video},
                                {"target_ms", 2000.0},
                                {"reps", reps}}));
-  rows.push_back(evidence_row(env_decode, "vae_decode_audio", "vortex-cuda", pa,
+  rows.push_back(evidence_row(env_decode, "vae_decode_audio", "vortex-cuda", shape_to_string(alat.shape()), pa, {},
                               {{"latents", shape_to_string(alat.shape())},
                                {"samples", audio.dim(1)},
                                {"weights", "synthetic (released shapes)"},
@@ -163,8 +163,8 @@ int main(int argc, char** argv) {
     std::filesystem::remove(tmp, ec);
     if (!s.ok()) return fail(s, "write_mp4");
     Percentiles pr = percentiles({rgb_ms}), pm = percentiles({mux_ms});
-    rows.push_back(evidence_row(env, "video_to_rgb8", "vortex-cpu", pr, {{"frames", frames}}));
-    rows.push_back(evidence_row(env, "mp4_mux", "vortex-cpu (libx264 medium crf 18 + aac)", pm,
+    rows.push_back(evidence_row(env, "video_to_rgb8", "vortex-cpu", std::to_string(frames) + " frames", pr, {}, {{"frames", frames}}));
+    rows.push_back(evidence_row(env, "mp4_mux", "vortex-cpu", "libx264 medium crf 18 + aac, " + std::to_string(frames) + " frames", pm, {},
                                 {{"frames", frames},
                                  {"mp4_bytes", static_cast<int64_t>(ec ? 0 : bytes)},
                                  {"target_ms", 3000.0},

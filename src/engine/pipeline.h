@@ -158,145 +158,146 @@ class ProgressSink {
   virtual void loading(std::string_view what, uint64_t bytes_done, uint64_t bytes_total, int layers_done,
                        int layers_total, double seconds) {
     (void)what, (void)bytes_done, (void)bytes_total, (void)layers_done, (void)layers_total, (void)seconds;
-    // Decode progress: `stage` "video" (tile forwards) or "audio" (stereo channels), `done` of `total`,
-    // `elapsed_seconds` since decoding began.
-    virtual void decode(std::string_view stage, int64_t done, int64_t total, double elapsed_seconds) {
-      (void)stage, (void)done, (void)total, (void)elapsed_seconds;
-    }
-  };
+  }
+  // Decode progress: `stage` "video" (tile forwards) or "audio" (stereo channels), `done` of `total`,
+  // `elapsed_seconds` since decoding began.
+  virtual void decode(std::string_view stage, int64_t done, int64_t total, double elapsed_seconds) {
+    (void)stage, (void)done, (void)total, (void)elapsed_seconds;
+  }
+};
 
-  // Set from any thread; a run stops at the next transformer-block boundary with kCancelled.
-  class CancelToken {
-   public:
-    void cancel() { flag_.store(true); }
-    bool cancelled() const { return flag_.load(); }
-    const std::atomic<bool>* flag() const { return &flag_; }
+// Set from any thread; a run stops at the next transformer-block boundary with kCancelled.
+class CancelToken {
+ public:
+  void cancel() { flag_.store(true); }
+  bool cancelled() const { return flag_.load(); }
+  const std::atomic<bool>* flag() const { return &flag_; }
 
-   private:
-    std::atomic<bool> flag_{false};
-  };
+ private:
+  std::atomic<bool> flag_{false};
+};
 
-  // Builds the plan of `request` on `cfg` (checks check_run_request has not: schedule and sampler names,
-  // --seconds, the text file, geometry, the packed-row limit) and, on the CPU backend, checks the estimate
-  // against the free host memory. `weights_resident`: the weights are already loaded (and so already out
-  // of the free memory), so the estimate leaves them out. On failure `failed_field` (when given) names the
-  // field at fault in `style`.
-  Result<RunPlan> plan_run(const ModelConfig& cfg, const PipelineOptions& options, const RunRequest& request,
-                           ProgressSink& progress, bool weights_resident, FieldStyle style,
-                           std::string* failed_field = nullptr);
+// Builds the plan of `request` on `cfg` (checks check_run_request has not: schedule and sampler names,
+// --seconds, the text file, geometry, the packed-row limit) and, on the CPU backend, checks the estimate
+// against the free host memory. `weights_resident`: the weights are already loaded (and so already out
+// of the free memory), so the estimate leaves them out. On failure `failed_field` (when given) names the
+// field at fault in `style`.
+Result<RunPlan> plan_run(const ModelConfig& cfg, const PipelineOptions& options, const RunRequest& request,
+                         ProgressSink& progress, bool weights_resident, FieldStyle style,
+                         std::string* failed_field = nullptr);
 
-  struct RunOutputs {
-    std::vector<std::string> files;  // names inside the output directory, run.json last
-    RequestGeometry geo;
-    std::vector<double> step_seconds;  // one per denoising step
-    double prepare_seconds = 0.0;
-    double sampling_seconds = 0.0;
-    double decode_seconds = 0.0;  // video + audio decode and media writing; 0 without media
-    double run_seconds = 0.0;     // prepare + sampling + outputs
-  };
+struct RunOutputs {
+  std::vector<std::string> files;  // names inside the output directory, run.json last
+  RequestGeometry geo;
+  std::vector<double> step_seconds;  // one per denoising step
+  double prepare_seconds = 0.0;
+  double sampling_seconds = 0.0;
+  double decode_seconds = 0.0;  // video + audio decode and media writing; 0 without media
+  double run_seconds = 0.0;     // prepare + sampling + outputs
+};
 
-  class Pipeline {
-   public:
-    // Validates `options`, resolves the config and makes the backend; no weights yet.
-    static Result<std::unique_ptr<Pipeline>> open(const PipelineOptions& options);
-    // open + load_weights.
-    static Result<std::unique_ptr<Pipeline>> load(const PipelineOptions& options, ProgressSink& progress);
+class Pipeline {
+ public:
+  // Validates `options`, resolves the config and makes the backend; no weights yet.
+  static Result<std::unique_ptr<Pipeline>> open(const PipelineOptions& options);
+  // open + load_weights.
+  static Result<std::unique_ptr<Pipeline>> load(const PipelineOptions& options, ProgressSink& progress);
 
-    // Loads (or synthesizes) the decoders the options name, then the weights; applies the precision and builds
-    // the resident model.
-    Status load_weights(ProgressSink& progress);
-    // The decoders alone (load_weights calls it first, so a bad VAE folder fails before the transformer loads).
-    Status load_decoders(ProgressSink& progress);
-    bool has_decoders() const { return video_vae_ != nullptr && audio_vae_ != nullptr; }
+  // Loads (or synthesizes) the decoders the options name, then the weights; applies the precision and builds
+  // the resident model.
+  Status load_weights(ProgressSink& progress);
+  // The decoders alone (load_weights calls it first, so a bad VAE folder fails before the transformer loads).
+  Status load_decoders(ProgressSink& progress);
+  bool has_decoders() const { return video_vae_ != nullptr && audio_vae_ != nullptr; }
 
-    const PipelineOptions& options() const { return options_; }
-    const ModelConfig& config() const { return cfg_; }
-    Backend& backend() { return *backend_; }
-    const ExecOptions& exec_options() const { return exec_; }  // the switches in force (override rule)
-    bool weights_loaded() const { return model_ != nullptr; }
-    H3Model& model() { return *model_; }  // after load_weights
-    double load_seconds() const { return load_seconds_; }
+  const PipelineOptions& options() const { return options_; }
+  const ModelConfig& config() const { return cfg_; }
+  Backend& backend() { return *backend_; }
+  const ExecOptions& exec_options() const { return exec_; }  // the switches in force (override rule)
+  bool weights_loaded() const { return model_ != nullptr; }
+  H3Model& model() { return *model_; }  // after load_weights
+  double load_seconds() const { return load_seconds_; }
 
-    // check_run_request + plan_run on this pipeline's config, then (off the CPU) the estimate against the
-    // free device memory.
-    Result<RunPlan> plan(const RunRequest& request, ProgressSink& progress, FieldStyle style,
-                         std::string* failed_field = nullptr) const;
-    // With decoders loaded and media wanted (RunRequest::media unset or true): kInvalidArgument when the video
-    // VAE cannot decode the plan's latent frames (fewer than one clip), before any sampling.
-    Status check_decodable(const RunPlan& plan, FieldStyle style) const;
-    // kInvalidArgument with the numbers when the plan does not fit the backend's free device memory (no-op
-    // on the CPU backend, whose host memory plan_run checked).
-    Status check_device_fit(const RunPlan& plan) const;
+  // check_run_request + plan_run on this pipeline's config, then (off the CPU) the estimate against the
+  // free device memory.
+  Result<RunPlan> plan(const RunRequest& request, ProgressSink& progress, FieldStyle style,
+                       std::string* failed_field = nullptr) const;
+  // With decoders loaded and media wanted (RunRequest::media unset or true): kInvalidArgument when the video
+  // VAE cannot decode the plan's latent frames (fewer than one clip), before any sampling.
+  Status check_decodable(const RunPlan& plan, FieldStyle style) const;
+  // kInvalidArgument with the numbers when the plan does not fit the backend's free device memory (no-op
+  // on the CPU backend, whose host memory plan_run checked).
+  Status check_device_fit(const RunPlan& plan) const;
 
-    // Samples `plan` on the resident model and writes the outputs of docs/outputs.md (video and audio
-    // latents, preview.png, with decoders and media video.mp4 + audio.wav, run.json) into `dir`, an existing empty
-    // directory the caller publishes atomically (it renames `dir` into place only on success). kCancelled when `cancel`
-    // fires. run.json's total_seconds is `seconds_before` (the caller's time spent on this request before run) plus
-    // run's own.
-    Result<RunOutputs> run(const RunPlan& plan, ProgressSink& progress, const CancelToken& cancel,
-                           const std::string& dir, double seconds_before = 0.0);
+  // Samples `plan` on the resident model and writes the outputs of docs/outputs.md (video and audio
+  // latents, preview.png, with decoders and media video.mp4 + audio.wav, run.json) into `dir`, an existing empty
+  // directory the caller publishes atomically (it renames `dir` into place only on success). kCancelled when `cancel`
+  // fires. run.json's total_seconds is `seconds_before` (the caller's time spent on this request before run) plus
+  // run's own.
+  Result<RunOutputs> run(const RunPlan& plan, ProgressSink& progress, const CancelToken& cancel, const std::string& dir,
+                         double seconds_before = 0.0);
 
-    // Fills plan.text for a prompt the text encoder conditions on: from the cache when this pipeline encoded
-    // the same ids before, else load the conditioner's first K layers on the backend (after checking they fit
-    // the free memory), encode, and free it again before returning, so the transformer never shares the
-    // memory with it. A no-op for any other text source or an already filled plan.
-    Status encode_prompt(RunPlan& plan, ProgressSink& progress);
-    bool has_text_encoder() const { return !options_.text_encoder_dir.empty(); }
-    int conditioner_runs() const { return conditioner_runs_; }  // encodings computed (cache misses)
+  // Fills plan.text for a prompt the text encoder conditions on: from the cache when this pipeline encoded
+  // the same ids before, else load the conditioner's first K layers on the backend (after checking they fit
+  // the free memory), encode, and free it again before returning, so the transformer never shares the
+  // memory with it. A no-op for any other text source or an already filled plan.
+  Status encode_prompt(RunPlan& plan, ProgressSink& progress);
+  bool has_text_encoder() const { return !options_.text_encoder_dir.empty(); }
+  int conditioner_runs() const { return conditioner_runs_; }  // encodings computed (cache misses)
 
-   private:
-    Result<Tensor> encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress);
-    Pipeline() = default;
-    PipelineOptions options_;
-    ModelConfig cfg_;
-    std::unique_ptr<Backend> backend_;
-    ExecOptions exec_;
-    double load_seconds_ = 0.0;
-    // The resident denoiser and, when the options name them, the decoders (run() then adds the MP4 and WAV).
-    std::unique_ptr<H3Model> model_;
-    std::unique_ptr<VideoVae> video_vae_;
-    std::unique_ptr<AudioVae> audio_vae_;
-    std::string decoders_source_;  // run.json decode.vae: the folders or "synthetic-tiny|full"
-    double decoders_load_seconds_ = 0.0;
-    nlohmann::ordered_json lora_manifest_ = nlohmann::ordered_json::array();  // run.json "lora"
-    // Encodings by token ids (the layer is fixed for the pipeline): host [L, hidden] bf16, a few entries
-    // (oldest dropped first) so a server alternating prompts does not re-run the conditioner each time.
-    static constexpr size_t kMaxCachedEncodings = 16;
-    std::vector<std::pair<std::vector<int32_t>, Tensor>> encodings_;
-    int conditioner_runs_ = 0;
-    double encode_seconds_ = 0.0;  // the last encode_ids call (0 for a cache hit)
-  };
+ private:
+  Result<Tensor> encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress);
+  Pipeline() = default;
+  PipelineOptions options_;
+  ModelConfig cfg_;
+  std::unique_ptr<Backend> backend_;
+  ExecOptions exec_;
+  double load_seconds_ = 0.0;
+  // The resident denoiser and, when the options name them, the decoders (run() then adds the MP4 and WAV).
+  std::unique_ptr<H3Model> model_;
+  std::unique_ptr<VideoVae> video_vae_;
+  std::unique_ptr<AudioVae> audio_vae_;
+  std::string decoders_source_;  // run.json decode.vae: the folders or "synthetic-tiny|full"
+  double decoders_load_seconds_ = 0.0;
+  nlohmann::ordered_json lora_manifest_ = nlohmann::ordered_json::array();  // run.json "lora"
+  // Encodings by token ids (the layer is fixed for the pipeline): host [L, hidden] bf16, a few entries
+  // (oldest dropped first) so a server alternating prompts does not re-run the conditioner each time.
+  static constexpr size_t kMaxCachedEncodings = 16;
+  std::vector<std::pair<std::vector<int32_t>, Tensor>> encodings_;
+  int conditioner_runs_ = 0;
+  double encode_seconds_ = 0.0;  // the last encode_ids call (0 for a cache hit)
+};
 
-  // The override rule for run-time switches, shared by generate, serve, bench and gate
-  // (docs/architecture.md "Switches, policy and gates"): start from the backend's policy table, set the
-  // loaded precision, then apply the caller's explicit switches in order; a switch nobody names keeps the
-  // policy's value.
-  Result<ExecOptions> resolve_exec_options(const ExecOptions& policy, const std::string& precision,
-                                           const std::string& switches);
+// The override rule for run-time switches, shared by generate, serve, bench and gate
+// (docs/architecture.md "Switches, policy and gates"): start from the backend's policy table, set the
+// loaded precision, then apply the caller's explicit switches in order; a switch nobody names keeps the
+// policy's value.
+Result<ExecOptions> resolve_exec_options(const ExecOptions& policy, const std::string& precision,
+                                         const std::string& switches);
 
-  // The sampler a schedule runs when none is named: res_multistep for comfyui (ComfyUI's H3 workflow),
-  // euler for diffusers (MiniMaxH3Scheduler's only update).
-  const char* default_sampler_for_schedule(AvScheduleMode mode);
+// The sampler a schedule runs when none is named: res_multistep for comfyui (ComfyUI's H3 workflow),
+// euler for diffusers (MiniMaxH3Scheduler's only update).
+const char* default_sampler_for_schedule(AvScheduleMode mode);
 
-  // Initial noise (the noise contract, docs/outputs.md): ONE Gaussian stream of `seed`
-  // (src/core/rng.h gaussian_noise), video first then audio: video element i (flattened [24, T, H, W])
-  // is stream element i, audio element j (flattened [2, 32, Ta]) is stream element video_size + j.
-  AvLatents initial_noise(const ModelConfig& cfg, const RequestGeometry& geo, uint64_t seed);
+// Initial noise (the noise contract, docs/outputs.md): ONE Gaussian stream of `seed`
+// (src/core/rng.h gaussian_noise), video first then audio: video element i (flattened [24, T, H, W])
+// is stream element i, audio element j (flattened [2, 32, Ta]) is stream element video_size + j.
+AvLatents initial_noise(const ModelConfig& cfg, const RequestGeometry& geo, uint64_t seed);
 
-  // Seed of the synthetic text stream: seed ^ 0x7465787400000000 ("text" in the top four bytes, as
-  // src/engine/workload.cpp does for bench), so the text never reuses the latent noise stream.
-  uint64_t synthetic_text_seed(uint64_t seed);
-  // Deterministic raw "Qwen-like" states [rows, text_dim] F32: element i = gaussian_noise(
-  // synthetic_text_seed(seed), offset 0)[i]. Not a real prompt: stands in for one in demos and tests.
-  Tensor synthetic_text_states(const ModelConfig& cfg, int rows, uint64_t seed);
-  // A prompt's stand-in while no text encoder is loaded: synthetic_text_states of seed FNV-1a-64(prompt),
-  // one row per 4 bytes of the prompt (about one token each), between 1 and kMaxPromptRows.
-  constexpr int kMaxPromptRows = 1024;
-  uint64_t prompt_hash(std::string_view prompt);
-  Tensor synthetic_prompt_states(const ModelConfig& cfg, std::string_view prompt);
+// Seed of the synthetic text stream: seed ^ 0x7465787400000000 ("text" in the top four bytes, as
+// src/engine/workload.cpp does for bench), so the text never reuses the latent noise stream.
+uint64_t synthetic_text_seed(uint64_t seed);
+// Deterministic raw "Qwen-like" states [rows, text_dim] F32: element i = gaussian_noise(
+// synthetic_text_seed(seed), offset 0)[i]. Not a real prompt: stands in for one in demos and tests.
+Tensor synthetic_text_states(const ModelConfig& cfg, int rows, uint64_t seed);
+// A prompt's stand-in while no text encoder is loaded: synthetic_text_states of seed FNV-1a-64(prompt),
+// one row per 4 bytes of the prompt (about one token each), between 1 and kMaxPromptRows.
+constexpr int kMaxPromptRows = 1024;
+uint64_t prompt_hash(std::string_view prompt);
+Tensor synthetic_prompt_states(const ModelConfig& cfg, std::string_view prompt);
 
-  // A loader error about a --checkpoint with advice that fits it: the loader suggests "--config", but a
-  // checkpoint brings its own config (the config.json beside it, or shapes inferred from the tensors).
-  Status with_checkpoint_advice(const Status& status, const std::string& checkpoint_path);
+// A loader error about a --checkpoint with advice that fits it: the loader suggests "--config", but a
+// checkpoint brings its own config (the config.json beside it, or shapes inferred from the tensors).
+Status with_checkpoint_advice(const Status& status, const std::string& checkpoint_path);
 
 }  // namespace vortex

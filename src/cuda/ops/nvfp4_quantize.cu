@@ -665,8 +665,15 @@ __device__ __forceinline__ void pack_task_fma(Source& src, int64_t r, int64_t c0
 // Pass 2 of "fma_rev": block (x, y) = task column x (chunks 224 x .. 224 x + 223 of a row) of the 8-row groups
 // y, y + gridDim.y, ... counted from the last group backwards (the amax pass read the tail last: L2 hits); warp w
 // takes row 8 group + w. kDynamicG: g from the amax word (block (0, 0) writes it to g_out).
+// <= 64 registers (4 CTAs, 32 warps per SM) on sm_90, where it was measured; sm_100a's ptxas spills 4 bytes at
+// that cap, so the other targets take 2 CTAs (128 registers). The grid does not depend on it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 900
+constexpr int kPackFmaBlocksPerSm = 2;
+#else
+constexpr int kPackFmaBlocksPerSm = 4;
+#endif
 template <typename Source, bool kDynamicG>
-__global__ void __launch_bounds__(kChunkWarps * 32, 4)  // <= 64 registers: 4 CTAs (32 warps) per SM
+__global__ void __launch_bounds__(kChunkWarps * 32, kPackFmaBlocksPerSm)
     pack_fma_kernel(Source src, int64_t rows, int64_t data_chunks, int64_t row_groups, int64_t data_rows,
                     int64_t data_row_bytes, int64_t scale_cols, const float* g_in, const uint32_t* amax, float* g_out,
                     uint8_t* data, uint8_t* scales) {

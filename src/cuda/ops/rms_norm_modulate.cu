@@ -114,7 +114,13 @@ constexpr int kTableWarps = 8;  // warps (rows in flight) per CTA
 // 24-chunk rows spill at 128, so they get 1. ptxas (CUDA 13.0, sm_90a), 0 spills everywhere, registers per
 // chunks per lane 4 / 8 / 16 / 21 / 24: table 94 / 121 / 122 / 128 / 241, warp_row 56 / 72 / 134 / 150 / 180;
 // block-per-row kernel 32.
+// Two CTAs per SM (a 128-register cap) only on sm_90: sm_100a's ptxas spills 12-28 bytes at that cap for 8-21
+// chunks, so the other targets take one CTA per SM (256 registers).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 900
+constexpr int table_min_blocks(int) { return 1; }
+#else
 constexpr int table_min_blocks(int chunks) { return chunks <= 21 ? 2 : 1; }
+#endif
 constexpr int kMaxTableSlots = 3;    // staged table rows per CTA (H3: text / audio / video)
 constexpr int kTableMetaBytes = 32;  // int meta[8]: [0..2] picked table rows, [3] count, [4] pick scratch
 
