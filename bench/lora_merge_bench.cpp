@@ -192,7 +192,8 @@ int main(int argc, char** argv) {
                           {"clock_sm_mhz_samples", clocks},
                           {"synthesize_weights_s", synth_s},
                           {"adapter_build_s", adapter_s}};
-  const nlohmann::json row = vortex::evidence_row(env, "lora_merge_canonical", "vortex_cuda", "rank " + std::to_string(rank) + ", 50 blocks", p, {}, extra);
+  const nlohmann::json row = vortex::evidence_row(env, "lora_merge_canonical", "vortex_cuda",
+                                                  "rank " + std::to_string(rank) + ", 50 blocks", p, {}, extra);
   const std::string path = vortex::evidence_path(out_dir, env, "lora-merge");
   if (vortex::Status s = vortex::append_jsonl(path, {row}); !s.ok()) return fail(s);
   const std::string title = "lora merge (50 blocks, rank " + std::to_string(rank) + ")";

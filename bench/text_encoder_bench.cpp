@@ -152,9 +152,9 @@ int main(int argc, char** argv) {
     base.what = baseline.value("impl", std::string("transformers_sdpa"));
     base.ms_p50 = b50;
   }
-  const nlohmann::json row = vortex::evidence_row(env, "text_encoder_prefill", "vortex_cuda",
-                                                  std::to_string(layers) + " layers, " + std::to_string(tokens) + " tokens",
-                                                  p, base, extra);
+  const nlohmann::json row =
+      vortex::evidence_row(env, "text_encoder_prefill", "vortex_cuda",
+                           std::to_string(layers) + " layers, " + std::to_string(tokens) + " tokens", p, base, extra);
   const std::string path = vortex::evidence_path(out_dir, env, "text-encoder");
   if (vortex::Status s = vortex::append_jsonl(path, {row}); !s.ok()) {
     std::fprintf(stderr, "text_encoder_bench: %s\n", s.to_string().c_str());

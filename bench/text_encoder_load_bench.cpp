@@ -245,7 +245,8 @@ int main(int argc, char** argv) {
                           {"ratio_cold_vs_raw", raw_gbps > 0 ? cold_gbps / raw_gbps : 0.0},
                           {"projected_50_layer_gb", full50_gb},
                           {"projected_50_layer_cold_s", full50_gb / cold_gbps}};
-  const nlohmann::json row = vortex::evidence_row(env, "text_encoder_load", "vortex_textencoder_load", std::to_string(layers) + " layers", p, {}, extra);
+  const nlohmann::json row = vortex::evidence_row(env, "text_encoder_load", "vortex_textencoder_load",
+                                                  std::to_string(layers) + " layers", p, {}, extra);
   const std::string path = vortex::evidence_path(out_dir, env, "text-encoder-load");
   if (vortex::Status st = vortex::append_jsonl(path, {row}); !st.ok()) return fail(st.to_string());
   std::printf("%-34s %8s %8s\n", "conditioner load", "seconds", "GB/s");

@@ -163,8 +163,10 @@ int main(int argc, char** argv) {
     std::filesystem::remove(tmp, ec);
     if (!s.ok()) return fail(s, "write_mp4");
     Percentiles pr = percentiles({rgb_ms}), pm = percentiles({mux_ms});
-    rows.push_back(evidence_row(env, "video_to_rgb8", "vortex-cpu", std::to_string(frames) + " frames", pr, {}, {{"frames", frames}}));
-    rows.push_back(evidence_row(env, "mp4_mux", "vortex-cpu", "libx264 medium crf 18 + aac, " + std::to_string(frames) + " frames", pm, {},
+    rows.push_back(evidence_row(env, "video_to_rgb8", "vortex-cpu", std::to_string(frames) + " frames", pr, {},
+                                {{"frames", frames}}));
+    rows.push_back(evidence_row(env, "mp4_mux", "vortex-cpu",
+                                "libx264 medium crf 18 + aac, " + std::to_string(frames) + " frames", pm, {},
                                 {{"frames", frames},
                                  {"mp4_bytes", static_cast<int64_t>(ec ? 0 : bytes)},
                                  {"target_ms", 3000.0},
