@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
   if (!baseline.is_null())
     std::printf("%-22s %8.2f %8.2f %8.2f ratio vortex/transformers p50 = %.3f\n", "transformers_sdpa",
                 baseline.value("ms_p10", 0.0), baseline.value("ms_p50", 0.0), baseline.value("ms_p90", 0.0),
-                extra["ratio_vs_baseline"].get<double>());
+                row.value("ratio", 0.0));
   std::printf("evidence: %s\n", path.c_str());
   return 0;
 }

@@ -243,6 +243,8 @@ TEST_F(CudaVaeOps, SnakeBetaWithinStatedTolerance) {
         const float e = expect.data<float>()[r * c.cols + i], g = got->data<float>()[r * c.cols + i];
         ++total;
         if (std::memcmp(&e, &g, sizeof(float)) == 0) continue;
+        // sin of an overflowed exp(alpha) * x is NaN on both sides; the sign of a NaN is not part of the program.
+        if (std::isnan(e) && std::isnan(g)) continue;
         ++differing;
         const double bound = std::ldexp(std::max(std::fabs(static_cast<double>(e)), inv_b), -20);
         ASSERT_LE(std::fabs(static_cast<double>(e) - static_cast<double>(g)), bound)
