@@ -45,7 +45,8 @@ TEST_F(Snapshot, InspectListsEveryPart) {
 }
 
 TEST_F(Snapshot, GenerateFromAPromptEqualsGenerateFromItsEmbeddings) {
-  RunResult g = run_vortex("generate --model " + snap() + " --prompt \"a cat\"" + kSmall + "--out " + dir_.str("run"));
+  RunResult g = run_vortex("generate --model " + snap() + " --prompt \"a cat\" --latents-only" + kSmall + "--out " +
+                           dir_.str("run"));
   ASSERT_EQ(g.exit_code, 0) << g.output;
   EXPECT_NE(g.output.find("loading the text encoder (3 of 4 layers"), std::string::npos) << g.output;
   // The conditioner is loaded, run and freed before the transformer is loaded.
@@ -78,14 +79,14 @@ TEST_F(Snapshot, GenerateFromAPromptEqualsGenerateFromItsEmbeddings) {
         << file;
   }
   // --model with --text-embeddings: the folder's transformer, the same latents again.
-  RunResult m = run_vortex("generate --model " + snap() + " --text-embeddings " + dir_.str("cat.safetensors") + kSmall +
-                           "--quiet --out " + dir_.str("run_model_file"));
+  RunResult m = run_vortex("generate --model " + snap() + " --latents-only --text-embeddings " +
+                           dir_.str("cat.safetensors") + kSmall + "--quiet --out " + dir_.str("run_model_file"));
   ASSERT_EQ(m.exit_code, 0) << m.output;
   EXPECT_EQ(sha256_hex_of(read_file(dir_.path() / "run" / "video_latents.safetensors")),
             sha256_hex_of(read_file(dir_.path() / "run_model_file" / "video_latents.safetensors")));
   // Another prompt conditions differently.
-  RunResult d =
-      run_vortex("generate --model " + snap() + " --prompt \"a dog\"" + kSmall + "--quiet --out " + dir_.str("dog"));
+  RunResult d = run_vortex("generate --model " + snap() + " --prompt \"a dog\" --latents-only" + kSmall +
+                           "--quiet --out " + dir_.str("dog"));
   ASSERT_EQ(d.exit_code, 0) << d.output;
   EXPECT_NE(sha256_hex_of(read_file(dir_.path() / "run" / "video_latents.safetensors")),
             sha256_hex_of(read_file(dir_.path() / "dog" / "video_latents.safetensors")));
@@ -96,8 +97,8 @@ TEST_F(Snapshot, TextLayerOverride) {
                            dir_.str("a.st"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_EQ(parse_safetensors(dir_.path() / "a.st").header["__metadata__"]["vortex.text_layer"], "4");
-  RunResult g = run_vortex("generate --model " + snap() + " --prompt \"a cat\" --text-layer 5" + kSmall + "--out " +
-                           dir_.str("r"));
+  RunResult g = run_vortex("generate --model " + snap() + " --prompt \"a cat\" --text-layer 5 --latents-only" + kSmall +
+                           "--out " + dir_.str("r"));
   EXPECT_EQ(g.exit_code, 2) << g.output;
   EXPECT_NE(g.output.find("hidden_states[0..4]"), std::string::npos) << g.output;
   EXPECT_FALSE(fs::exists(dir_.path() / "r"));
