@@ -13,55 +13,20 @@
 #include "io/safetensors.h"
 #include "model/backend.h"
 #include "vae/audio_vae.h"
+#include "vae/vae_test_util.h"
 #include "vae/video_vae.h"
-
-#ifndef VORTEX_VAE_FIXTURES
-#error "VORTEX_VAE_FIXTURES must name tests/vae/fixtures"
-#endif
 
 namespace vortex {
 namespace {
 
-std::string fixtures() {
-  const char* env = std::getenv("VORTEX_VAE_FIXTURES");
-  return env && *env ? env : VORTEX_VAE_FIXTURES;
-}
-
-Tensor get(const SafetensorsFile& f, const std::string& name) {
-  auto t = f.tensor(name);
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  return t.ok() ? *t : Tensor();
-}
+using vae_test::fixtures;
+using vae_test::get;
+using vae_test::snr_db;
+using vae_test::video_psnr;
 
 #define VORTEX_REQUIRE_CUDA_BACKEND(var) \
   auto var = make_backend("cuda", 0);    \
   VORTEX_SKIP_NO_GPU_OR_FAIL(var.status());
-
-// PSNR (peak 1) of two ImageNet-space videos on de-normalized, clamped [0, 1] pixels.
-double video_psnr(const Tensor& a, const Tensor& b) {
-  const int64_t plane = a.numel() / 3;
-  const float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
-  double se = 0.0;
-  for (int ch = 0; ch < 3; ++ch)
-    for (int64_t i = 0; i < plane; ++i) {
-      auto px = [&](float v) { return std::min(1.0, std::max(0.0, static_cast<double>(v) * stdv[ch] + mean[ch])); };
-      const double e = px(a.data<float>()[ch * plane + i]) - px(b.data<float>()[ch * plane + i]);
-      se += e * e;
-    }
-  return 10.0 * std::log10(1.0 / std::max(se / static_cast<double>(a.numel()), 1e-20));
-}
-
-double snr_db(const Tensor& want, const Tensor& got, double* max_abs) {
-  double sig = 0.0, err = 0.0;
-  *max_abs = 0.0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double w = want.data<float>()[i], e = got.data<float>()[i] - w;
-    sig += w * w;
-    err += e * e;
-    *max_abs = std::max(*max_abs, std::abs(e));
-  }
-  return 10.0 * std::log10(sig / std::max(err, 1e-30));
-}
 
 struct VideoCase {
   const char* name;

@@ -11,17 +11,15 @@
 #include "io/safetensors.h"
 #include "model/backend.h"
 #include "vae/audio_vae.h"
+#include "vae/vae_test_util.h"
 #include "vae/video_vae.h"
 
 namespace vortex {
 namespace {
 
-namespace fs = std::filesystem;
+using vae_test::fixtures;
 
-std::string fixtures() {
-  const char* env = std::getenv("VORTEX_VAE_FIXTURES");
-  return env && *env ? env : VORTEX_VAE_FIXTURES;
-}
+namespace fs = std::filesystem;
 
 // A copy of a fixture folder with one tensor dropped or reshaped.
 std::string corrupted_copy(const std::string& src, const std::string& victim, bool drop) {

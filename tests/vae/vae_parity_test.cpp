@@ -12,25 +12,14 @@
 #include "io/safetensors.h"
 #include "model/backend.h"
 #include "vae/audio_vae.h"
+#include "vae/vae_test_util.h"
 #include "vae/video_vae.h"
-
-#ifndef VORTEX_VAE_FIXTURES
-#error "VORTEX_VAE_FIXTURES must name tests/vae/fixtures"
-#endif
 
 namespace vortex {
 namespace {
 
-std::string fixtures() {
-  const char* env = std::getenv("VORTEX_VAE_FIXTURES");
-  return env && *env ? env : VORTEX_VAE_FIXTURES;
-}
-
-Tensor get(const SafetensorsFile& f, const std::string& name) {
-  auto t = f.tensor(name);
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  return t.ok() ? *t : Tensor();
-}
+using vae_test::fixtures;
+using vae_test::get;
 
 struct VideoCase {
   const char* name;
@@ -63,13 +52,12 @@ TEST_P(VideoParity, Bf16ProgramVsDiffusersFp32) {
   auto rgb8 = video_to_rgb8(*got);
   ASSERT_TRUE(rgb8.ok());
   const int64_t f = want.dim(1), plane = f * want.dim(2) * want.dim(3);
-  const float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
   double se = 0.0;
   int64_t equal = 0, off_by_one = 0;
   for (int ch = 0; ch < 3; ++ch)
     for (int64_t i = 0; i < plane; ++i) {
-      auto px = [&](float v) { return std::min(1.0, std::max(0.0, static_cast<double>(v) * stdv[ch] + mean[ch])); };
-      const double e = px(got->data<float>()[ch * plane + i]) - px(want.data<float>()[ch * plane + i]);
+      const double e = vae_test::shown_pixel(got->data<float>()[ch * plane + i], ch) -
+                       vae_test::shown_pixel(want.data<float>()[ch * plane + i], ch);
       se += e * e;
       const int a = rgb8->data<uint8_t>()[i * 3 + ch], b = want_u8.data<uint8_t>()[ch * plane + i];
       equal += a == b;
@@ -123,14 +111,8 @@ TEST(AudioParity, Fp32ProgramVsDiffusers) {
     auto got = (*vae)->decode(latents);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     ASSERT_EQ(got->shape(), want.shape());
-    double sig = 0.0, err = 0.0, max_abs = 0.0;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      const double w = want.data<float>()[i], e = got->data<float>()[i] - w;
-      sig += w * w;
-      err += e * e;
-      max_abs = std::max(max_abs, std::abs(e));
-    }
-    const double snr = 10.0 * std::log10(sig / std::max(err, 1e-30));
+    double max_abs = 0.0;
+    const double snr = vae_test::snr_db(want, *got, &max_abs);
     std::printf("[audio %s] %s: SNR %.2f dB vs diffusers FP32, max |err| %.3g\n", name,
                 shape_to_string(got->shape()).c_str(), snr, max_abs);
     EXPECT_GE(snr, 40.0);
