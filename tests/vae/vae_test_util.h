@@ -42,7 +42,8 @@ inline double video_psnr(const Tensor& a, const Tensor& b) {
   double se = 0.0;
   for (int ch = 0; ch < 3; ++ch)
     for (int64_t i = 0; i < plane; ++i) {
-      const double e = shown_pixel(a.data<float>()[ch * plane + i], ch) - shown_pixel(b.data<float>()[ch * plane + i], ch);
+      const double e =
+          shown_pixel(a.data<float>()[ch * plane + i], ch) - shown_pixel(b.data<float>()[ch * plane + i], ch);
       se += e * e;
     }
   return 10.0 * std::log10(1.0 / std::max(se / static_cast<double>(a.numel()), 1e-20));
