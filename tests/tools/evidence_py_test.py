@@ -83,6 +83,21 @@ class ResultsTable(unittest.TestCase):
                           f"`{where}:1` |", text)
             self.assertNotIn("9.000", text)
 
+    def test_readme_modes_table_from_block_and_deviation_rows(self):
+        cfg = results_md.MODES[3][1]  # --precision fp8
+        block = {"schema": "vortex-evidence-1", "time_utc": "2026-01-01T00:00:00Z", "workload": results_md.BLOCK_WORKLOAD,
+                 "impl": "vortex cuda", "config": cfg, "ms_p10": 10.0, "ms_p50": 11.25, "ms_p90": 12.0,
+                 "_where": ("benchmarks/x.jsonl", 1)}
+        dev = lambda t, steps, v: {"schema": "vortex-deviation-1", "time_utc": t,  # noqa: E731
+                                   "label": f"fp8 (per-tensor W8A8) vs bf16, canonical, {steps}",
+                                   "video_latents": {"rel_l2": v}, "audio_latents": {"rel_l2": v},
+                                   "_where": ("benchmarks/d.jsonl", 1)}
+        rows = [block, dev("2026-01-01T00:00:00Z", "1 step", 9e-3), dev("2026-01-02T00:00:00Z", "1 step", 1.5e-2),
+                dev("2026-01-01T00:00:00Z", "12 steps", 8e-3)]
+        table = "\n".join(results_md.readme_table(rows))
+        self.assertIn("| `--precision fp8` | 11.2 (10.0-12.0) | 1.5e-02 | 8.0e-03 |", table)
+        self.assertIn("| `--precision nvfp4` | - | - | - | - |", table)  # no rows: nothing is invented
+
 
 if __name__ == "__main__":
     unittest.main()
