@@ -1,14 +1,13 @@
 // nvfp4_bench: times the NVFP4 producers at the canonical shape (S = 37,810): (b) plain quantize at K = 5376 and
 // 14336, (c) modulation -> NVFP4 at D = 5376 vs the unfused path (modulate kernel + quantize), (d) SwiGLU -> NVFP4
-// from the [S, 28672] FC1 output vs the unfused path (swiglu kernel + quantize), for every main-path kernel variant
-// (variant 0 "warp_chunks" is the baseline variant, "fma_rev", the default "fma_rev_smem") in one run. Per row:
-// p10/p50/p90 of --reps CUDA-event timings after warm-up, GB/s on bytes read + written (both passes: the input is
-// read twice) and the fraction of 4.18 TB/s, each pass alone with its own bytes (amax: the input read; pack: input
-// read + NVFP4 written), the unfused/fused ratio, the speedup over the baseline, and the check column: bytes (data,
-// scales, g) == the baseline's on the same input. Inputs: device Philox fills.
+// from the [S, 28672] FC1 output vs the unfused path (swiglu kernel + quantize). Per row: p10/p50/p90 of --reps
+// CUDA-event timings after warm-up, GB/s on bytes read + written (both passes: the input is read twice) and the
+// fraction of 4.18 TB/s, each pass alone with its own bytes (amax: the input read; pack: input read + NVFP4
+// written), the baseline/producer ratio, and the check column: a fused producer's bytes (data, scales, g) == its
+// unfused path's on the same input (the E0 tests compare both with the CPU reference). Inputs: device Philox fills.
 // Usage: nvfp4_bench [--rows 37810] [--reps 20] [--evidence-dir DIR] (appends evidence rows, docs/evidence.md, to
 // DIR/<date>-<gpu>-nvfp4-bench.jsonl). A fused producer's same-run baseline is its unfused path (kernel + quantize);
-// a plain quantizer's is variant 0.
+// a plain quantizer's is a device-to-device copy of the bytes it moves (same run).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -149,57 +148,63 @@ int main(int argc, char** argv) {
   };
   struct Row {
     std::string name;
-    double ms, bytes, amax_ms, amax_bytes, pack_ms, pack_bytes, unfused_ms;
+    double ms, bytes, amax_ms, amax_bytes, pack_ms, pack_bytes;
     std::string check;
-    double baseline_ms = 0;  // variant 0's full run, for the speedup column (0: this is the baseline)
+    std::string baseline;    // what the same-run baseline is
+    double baseline_ms = 0;  // its p50
     Percentiles full;        // the full run's timings (ms is its p50)
   };
   std::vector<Row> rowsout;
+  // The same-run copy baseline of a plain quantizer: cudaMemcpyAsync of `bytes` / 2 (read + write = bytes).
+  auto copy_ms = [&](double bytes) {
+    const size_t n = std::min(static_cast<size_t>(bytes / 2), std::min(u.bytes, m.bytes));
+    return p50_or_fail(time_ms(
+        [&]() -> Status {
+          if (cudaMemcpyAsync(u.p, m.p, n, cudaMemcpyDeviceToDevice, nullptr) != cudaSuccess)
+            return internal_error("cudaMemcpyAsync failed");
+          return Status::Ok();
+        },
+        reps));
+  };
   // One case: run(options) launches the producer; unfused(options) the materialize-then-quantize path (or null).
   using Run = std::function<Status(const cuda_ops::Nvfp4RunOptions&)>;
   auto bench_case = [&](const std::string& name, const ref::Nvfp4Layout& l, double in_bytes, const Run& run,
                         const Run& unfused) {
-    Output first;
-    double first_ms = 0;
-    for (int v = 0; v < cuda_ops::nvfp4_variant_count(); ++v) {
-      cuda_ops::Nvfp4RunOptions full, amax_only, pack_only;
-      full.variant = amax_only.variant = pack_only.variant = v;
-      amax_only.pack_pass = false;
-      pack_only.amax_pass = false;
-      Row r{name + "/" + cuda_ops::nvfp4_variant_name(v),
-            0,
-            2 * in_bytes + q_bytes(l),
-            0,
-            in_bytes,
-            0,
-            in_bytes + q_bytes(l),
-            0,
-            "-",
-            0,
-            {}};
-      cudaMemset(data.p, 0xA5, l.data_bytes());  // poison: every byte must be rewritten
+    cuda_ops::Nvfp4RunOptions full, amax_only, pack_only;
+    amax_only.pack_pass = false;
+    pack_only.amax_pass = false;
+    Row r{name, 0, 2 * in_bytes + q_bytes(l), 0, in_bytes, 0, in_bytes + q_bytes(l), "-", "", 0, {}};
+    auto poison = [&] {  // every byte must be rewritten
+      cudaMemset(data.p, 0xA5, l.data_bytes());
       cudaMemset(scales.p, 0x5A, l.scale_bytes());
       cudaMemset(g.p, 0xFF, 4);
-      const Status once = run(full);
-      if (!once.ok()) {
-        std::fprintf(stderr, "nvfp4_bench: %s: %s\n", r.name.c_str(), once.message().c_str());
-        r.ms = -1.0;
-        rowsout.push_back(r);
-        continue;
-      }
-      Output o = fetch(l);
-      if (v == 0) first = std::move(o);
-      else
-        r.check = std::string("bytes == ") + cuda_ops::nvfp4_variant_name(0) + (same(o, first) ? ": pass" : ": FAIL");
-      r.full = time_ms([&] { return run(full); }, reps);
-      r.ms = p50_or_fail(r.full);
-      r.amax_ms = p50_or_fail(time_ms([&] { return run(amax_only); }, reps));
-      r.pack_ms = p50_or_fail(time_ms([&] { return run(pack_only); }, reps));  // reads the amax word the full runs left
-      if (unfused) r.unfused_ms = p50_or_fail(time_ms([&] { return unfused(full); }, reps));
-      if (v == 0) first_ms = r.ms;
-      else r.baseline_ms = first_ms;
+    };
+    poison();
+    const Status once = run(full);
+    if (!once.ok()) {
+      std::fprintf(stderr, "nvfp4_bench: %s: %s\n", r.name.c_str(), once.message().c_str());
+      r.ms = -1.0;
       rowsout.push_back(r);
+      return;
     }
+    const Output fused = fetch(l);
+    if (unfused) {
+      poison();
+      const Status s = unfused(full);
+      r.check = s.ok() && same(fetch(l), fused) ? "bytes == unfused: pass" : "bytes == unfused: FAIL";
+    }
+    r.full = time_ms([&] { return run(full); }, reps);
+    r.ms = p50_or_fail(r.full);
+    r.amax_ms = p50_or_fail(time_ms([&] { return run(amax_only); }, reps));
+    r.pack_ms = p50_or_fail(time_ms([&] { return run(pack_only); }, reps));  // reads the amax word the full runs left
+    if (unfused) {
+      r.baseline = "unfused: the op's kernel + nvfp4_quantize (same run)";
+      r.baseline_ms = p50_or_fail(time_ms([&] { return unfused(full); }, reps));
+    } else {
+      r.baseline = "device-to-device copy of the same bytes (same run)";
+      r.baseline_ms = copy_ms(r.bytes);
+    }
+    rowsout.push_back(r);
   };
   for (int64_t k : {d, f}) {
     bench_case(
@@ -236,25 +241,21 @@ int main(int argc, char** argv) {
   auto gbs = [](double bytes, double ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0.0; };
   for (size_t i = 0; i < rowsout.size(); ++i) {
     const Row& r = rowsout[i];
-    ok = ok && r.ms > 0 && r.amax_ms > 0 && r.pack_ms > 0 && r.check.find("FAIL") == std::string::npos;
-    std::printf("%-28s %8.3f ms %7.1f GB/s (%4.1f%% of 4.18 TB/s)  amax %7.3f ms %7.1f GB/s  pack %7.3f ms %7.1f GB/s",
+    ok = ok && r.ms > 0 && r.amax_ms > 0 && r.pack_ms > 0 && r.baseline_ms > 0 &&
+         r.check.find("FAIL") == std::string::npos;
+    std::printf("%-16s %8.3f ms %7.1f GB/s (%4.1f%% of 4.18 TB/s)  amax %7.3f ms %7.1f GB/s  pack %7.3f ms %7.1f GB/s",
                 r.name.c_str(), r.ms, gbs(r.bytes, r.ms), 100.0 * gbs(r.bytes, r.ms) * 1e9 / kPeakBytesPerSecond,
                 r.amax_ms, gbs(r.amax_bytes, r.amax_ms), r.pack_ms, gbs(r.pack_bytes, r.pack_ms));
-    if (r.unfused_ms > 0) std::printf("  unfused %7.3f ms %.2fx", r.unfused_ms, r.unfused_ms / r.ms);
-    if (r.baseline_ms > 0 && r.ms > 0) std::printf("  %.2fx %s", r.baseline_ms / r.ms, cuda_ops::nvfp4_variant_name(0));
+    if (r.baseline_ms > 0 && r.ms > 0) std::printf("  baseline %7.3f ms %.2fx", r.baseline_ms, r.baseline_ms / r.ms);
     std::printf("  %s\n", r.check.c_str());
-    const size_t slash = r.name.find('/');
-    EvidenceBaseline base;
-    if (r.unfused_ms > 0) base = {"unfused: the op's kernel + nvfp4_quantize (same run)", r.unfused_ms, 0};
-    else if (r.baseline_ms > 0)
-      base = {std::string("variant ") + cuda_ops::nvfp4_variant_name(0) + " (same run)", r.baseline_ms, 0};
-    const nlohmann::json extra = {
-        {"bytes", r.bytes},         {"gb_s", gbs(r.bytes, r.ms)},     {"amax_ms_p50", r.amax_ms},
-        {"pack_ms_p50", r.pack_ms}, {"unfused_ms_p50", r.unfused_ms}, {"variant0_ms_p50", r.baseline_ms},
-        {"check", r.check}};
-    evidence.push_back(evidence_row(env, "nvfp4 " + r.name.substr(0, slash) + " S=" + std::to_string(rows),
-                                    "vortex nvfp4 producer " + r.name.substr(slash + 1), "reps=" + std::to_string(reps),
-                                    r.full, base, extra));
+    const EvidenceBaseline base{r.baseline, r.baseline_ms, 0};
+    const nlohmann::json extra = {{"bytes", r.bytes},
+                                  {"gb_s", gbs(r.bytes, r.ms)},
+                                  {"amax_ms_p50", r.amax_ms},
+                                  {"pack_ms_p50", r.pack_ms},
+                                  {"check", r.check}};
+    evidence.push_back(evidence_row(env, "nvfp4 " + r.name + " S=" + std::to_string(rows), "vortex nvfp4 producer",
+                                    "reps=" + std::to_string(reps), r.full, base, extra));
     std::printf("%s\n", evidence.back().dump().c_str());
   }
   if (!evidence_dir.empty()) {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda/ops/nvfp4_quantize.h"
 #include "ref/nvfp4_quantize.h"
+#include "tools/nvfp4_probes.h"
 
 using namespace vortex;
 
@@ -54,15 +54,15 @@ int main(int argc, char** argv) {
   unsigned long long* counters = nullptr;
   PROBE_CHECK(cudaMalloc(&binade_dev, ref::kRcpBinadeSize * 4));
   PROBE_CHECK(cudaMalloc(&counters, 8 * sizeof(unsigned long long)));
-  PROBE_STATUS(cuda_ops::nvfp4_probe_rcp_binade(binade_dev, nullptr));
+  PROBE_STATUS(nvfp4_probes::nvfp4_probe_rcp_binade(binade_dev, nullptr));
   std::vector<uint32_t> binade(ref::kRcpBinadeSize);
   PROBE_CHECK(cudaMemcpy(binade.data(), binade_dev, binade.size() * 4, cudaMemcpyDeviceToHost));
 
   unsigned long long rcp_counts[2], other[6];
-  PROBE_STATUS(cuda_ops::nvfp4_check_rcp_model(binade_dev, counters, nullptr));
+  PROBE_STATUS(nvfp4_probes::nvfp4_check_rcp_model(binade_dev, counters, nullptr));
   PROBE_CHECK(cudaMemcpy(rcp_counts, counters, sizeof(rcp_counts), cudaMemcpyDeviceToHost));
   const uint64_t seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  PROBE_STATUS(cuda_ops::nvfp4_check_div_mul_e2m1(binade_dev, seed, pairs, counters, nullptr));
+  PROBE_STATUS(nvfp4_probes::nvfp4_check_div_mul_e2m1(binade_dev, seed, pairs, counters, nullptr));
   PROBE_CHECK(cudaMemcpy(other, counters, sizeof(other), cudaMemcpyDeviceToHost));
   PROBE_CHECK(cudaFree(binade_dev));
   PROBE_CHECK(cudaFree(counters));

@@ -296,10 +296,8 @@ Status CudaBackend::nvfp4_prepare(Nvfp4ActivationSlots::Role role, int64_t rows,
 }
 
 Status CudaBackend::quantize_nvfp4(const Tensor& x, const LinearWeight& consumer, QuantizedActivation& out) {
-  if (!x.defined() || x.device() != Device::kCuda || x.dtype() != DType::kBF16 || x.ndim() != 2 || x.stride(1) != 1)
-    return invalid_argument("nvfp4 linear: x must be a device bf16 [M, K] with unit column stride, got " +
-                            (x.defined() ? x.describe() : std::string("undefined")));
-  const int64_t m = x.dim(0), k = x.dim(1);
+  VORTEX_ASSIGN_OR_RETURN(const cuda_ops::Nvfp4ProducerShape shape, cuda_ops::nvfp4_quantize_input_shape(x));
+  const int64_t m = shape.rows, k = shape.cols;
   Nvfp4ActivationSlots::Target t;
   VORTEX_RETURN_IF_ERROR(
       nvfp4_prepare(Nvfp4ActivationSlots::Role::kLinearInput, m, k, consumer, "nvfp4 linear", t, out));
@@ -320,17 +318,9 @@ Status CudaBackend::linear_nvfp4(const Tensor& x, const LinearWeight& w, const T
 
 Status CudaBackend::modulate_quantize(const Tensor& n, const Tensor& table, int shift_chunk, int scale_chunk,
                                       const SegmentTable& seg, const LinearWeight& consumer, QuantizedActivation& out) {
-  if (!n.defined() || n.device() != Device::kCuda || n.dtype() != DType::kBF16 || n.ndim() != 2 || n.stride(1) != 1)
-    return invalid_argument("modulate_quantize: n must be a device bf16 [S, D] with unit column stride, got " +
-                            (n.defined() ? n.describe() : std::string("undefined")));
-  if (table.device() != Device::kCuda || table.dtype() != DType::kBF16 || table.ndim() != 2 || table.stride(1) != 1)
-    return invalid_argument("modulate_quantize: table must be a device bf16 [rows, C * D], got " + table.describe());
-  const int64_t rows = n.dim(0), d = n.dim(1);
-  if (d == 0 || table.dim(1) % d != 0 || table.stride(0) != table.dim(1) || shift_chunk < 0 || scale_chunk < 0 ||
-      shift_chunk >= table.dim(1) / d || scale_chunk >= table.dim(1) / d)
-    return invalid_argument("modulate_quantize: table " + table.describe() +
-                            " must hold whole rows of chunks of D=" + std::to_string(d) + " covering chunks " +
-                            std::to_string(shift_chunk) + "/" + std::to_string(scale_chunk));
+  VORTEX_ASSIGN_OR_RETURN(const cuda_ops::Nvfp4ProducerShape shape,
+                          cuda_ops::nvfp4_modulated_input_shape(n, table, shift_chunk, scale_chunk));
+  const int64_t rows = shape.rows, d = shape.cols;
   Nvfp4ActivationSlots::Target t;
   VORTEX_RETURN_IF_ERROR(
       nvfp4_prepare(Nvfp4ActivationSlots::Role::kLinearInput, rows, d, consumer, "modulate_quantize", t, out));
@@ -343,11 +333,8 @@ Status CudaBackend::modulate_quantize(const Tensor& n, const Tensor& table, int 
 }
 
 Status CudaBackend::swiglu_quantize(const Tensor& u, const LinearWeight& consumer, QuantizedActivation& out) {
-  if (!u.defined() || u.device() != Device::kCuda || u.dtype() != DType::kBF16 || u.ndim() != 2 || u.stride(1) != 1 ||
-      u.dim(1) % 2 != 0)
-    return invalid_argument("swiglu_quantize: u must be a device bf16 [S, 2F] with unit column stride, got " +
-                            (u.defined() ? u.describe() : std::string("undefined")));
-  const int64_t rows = u.dim(0), f = u.dim(1) / 2;
+  VORTEX_ASSIGN_OR_RETURN(const cuda_ops::Nvfp4ProducerShape shape, cuda_ops::nvfp4_swiglu_input_shape(u));
+  const int64_t rows = shape.rows, f = shape.cols;
   Nvfp4ActivationSlots::Target t;
   VORTEX_RETURN_IF_ERROR(
       nvfp4_prepare(Nvfp4ActivationSlots::Role::kFfnHidden, rows, f, consumer, "swiglu_quantize", t, out));
@@ -392,17 +379,16 @@ Status CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, T
 
 Status CudaBackend::modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk,
                              const SegmentTable& seg) {
-  if (table.ndim() != 2) return invalid_argument("modulate: table must be 2-D [rows, C * D], got " + table.describe());
-  VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map, segments_->get(seg, table.dim(0), stream_));
+  VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map,
+                          cuda_ops::table_row_map(*segments_, seg, table, "modulate", stream_));
   VORTEX_RETURN_IF_ERROR(cuda_ops::modulate(x, table, shift_chunk, scale_chunk, map, stream_));
   return after_op("modulate");
 }
 
 Status CudaBackend::rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table,
                                       int shift_chunk, int scale_chunk, const SegmentTable& seg, Tensor& out) {
-  if (table.ndim() != 2)
-    return invalid_argument("rms_norm_modulate: table must be 2-D [rows, C * D], got " + table.describe());
-  VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map, segments_->get(seg, table.dim(0), stream_));
+  VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map,
+                          cuda_ops::table_row_map(*segments_, seg, table, "rms_norm_modulate", stream_));
   VORTEX_RETURN_IF_ERROR(
       cuda_ops::rms_norm_modulate(x, weight, eps, table, shift_chunk, scale_chunk, map, out, stream_));
   return after_op("rms_norm_modulate");
@@ -483,9 +469,8 @@ Status CudaBackend::gate_add(Tensor& x, const Tensor& a, const Tensor* table, in
     VORTEX_RETURN_IF_ERROR(cuda_ops::gate_add(x, a, nullptr, 0, nullptr, stream_));
     return after_op("gate_add");
   }
-  if (table->ndim() != 2)
-    return invalid_argument("gate_add: table must be 2-D [rows, C * D], got " + table->describe());
-  VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map, segments_->get(seg, table->dim(0), stream_));
+  VORTEX_ASSIGN_OR_RETURN(cuda_ops::DeviceRowMap map,
+                          cuda_ops::table_row_map(*segments_, seg, *table, "gate_add", stream_));
   if (fused_gate_add_) {
     VORTEX_RETURN_IF_ERROR(cuda_ops::gate_add(x, a, table, gate_chunk, &map, stream_));
     return after_op("gate_add");

@@ -267,11 +267,8 @@ Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const Comm
 #endif
 }
 
-}  // namespace
-
-Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progress) {
-  const auto t_start = Clock::now();
-  // ---- 1. cheap checks: arguments, config, text, geometry, memory, out dir ----
+// Step 1, the cheap checks: arguments, config, text, geometry, memory, out dir; returns the run's plan.
+Result<RunPlan> validate_and_plan(const GenerateRequest& req, ProgressSink& progress) {
   if (req.out_dir.empty()) return invalid_argument("--out is required: the directory the outputs are written to");
   VORTEX_RETURN_IF_ERROR(validate_pipeline_options(req.pipeline));
   if (std::optional<FieldError> e = check_run_request(req.run, req.pipeline, FieldStyle::kFlag)) return e->status;
@@ -279,6 +276,26 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   VORTEX_ASSIGN_OR_RETURN(
       RunPlan plan, plan_run(cfg, req.pipeline, req.run, progress, /*weights_resident=*/false, FieldStyle::kFlag));
   VORTEX_RETURN_IF_ERROR(check_out_dir(req));
+  return plan;
+}
+
+GenerateResult make_result(const fs::path& out, const RunOutputs& run, double total_seconds) {
+  GenerateResult result;
+  result.out_dir = out.string();
+  result.files = run.files;
+  result.geometry = run.geo;
+  result.step_seconds = run.step_seconds;
+  result.sampling_seconds = run.sampling_seconds;
+  result.total_seconds = total_seconds;
+  return result;
+}
+
+}  // namespace
+
+Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progress) {
+  const auto t_start = Clock::now();
+  // ---- 1. cheap checks: arguments, config, text, geometry, memory, out dir ----
+  VORTEX_ASSIGN_OR_RETURN(RunPlan plan, validate_and_plan(req, progress));
 
   // ---- 2. backend, then the device-memory check and the staging directory before any weight ----
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> pipeline, Pipeline::open(req.pipeline));
@@ -315,14 +332,7 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
     VORTEX_RETURN_IF_ERROR(publish_outputs(staged, out, req.overwrite));
     guard.release();
   }
-  GenerateResult result;
-  result.out_dir = out.string();
-  result.files = run.files;
-  result.geometry = run.geo;
-  result.step_seconds = run.step_seconds;
-  result.sampling_seconds = run.sampling_seconds;
-  result.total_seconds = seconds_since(t_start);
-  return result;
+  return make_result(out, run, seconds_since(t_start));
 }
 
 }  // namespace vortex

@@ -101,7 +101,7 @@ class Backend {
   virtual Status rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
     (void)x, (void)weight, (void)eps, (void)out;
     return unsupported("rms_norm_two_rounding: not provided by the " + std::string(name()) +
-                       " backend (the text encoder runs on --backend cpu)");
+                       " backend (the cpu and cuda backends provide it)");
   }
   // In place on one strided view x [S, num_heads * head_dim]: per head rms_norm_two_rounding over head_dim,
   // then qk_norm_rope's RoPE. One operand per call, so q and k may have different head counts (GQA).
@@ -109,7 +109,7 @@ class Backend {
                                 int head_dim) {
     (void)x, (void)weight, (void)eps, (void)rope, (void)num_heads, (void)head_dim;
     return unsupported("head_norm_rope: not provided by the " + std::string(name()) +
-                       " backend (the text encoder runs on --backend cpu)");
+                       " backend (the cpu and cuda backends provide it)");
   }
   // out[S, H*hd] = R(softmax_causal(q k^T / sqrt(head_dim)) v): query row i sees key rows j <= i, query head h
   // reads kv head h / (num_heads / num_kv_heads). q, out [S, H*hd]; k, v [S, H_kv*hd]; strided views allowed.
@@ -117,7 +117,7 @@ class Backend {
                                   int head_dim, Tensor& out) {
     (void)q, (void)k, (void)v, (void)num_heads, (void)num_kv_heads, (void)head_dim, (void)out;
     return unsupported("causal_attention: not provided by the " + std::string(name()) +
-                       " backend (the text encoder runs on --backend cpu)");
+                       " backend (the cpu and cuda backends provide it)");
   }
   // x = R(x + R(gate * a)), gate = table[seg.table_row, gate_chunk*D : +D]; table == nullptr: x = R(x + a).
   virtual Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) = 0;
@@ -265,7 +265,7 @@ class Backend {
  protected:
   Status vae_op_unsupported(const char* op) const {
     return unsupported(std::string(op) + " is not yet implemented on the " + std::string(name()) +
-                       " backend (a VAE decoder op); decode with --backend cpu");
+                       " backend (a VAE decoder op); decode with --backend cpu or cuda");
   }
 
  private:

@@ -95,6 +95,8 @@ class CudaOps : public ::testing::Test {
 
   std::unique_ptr<CudaBackend> gpu_;
   std::unique_ptr<CpuBackend> cpu_;
+  std::shared_ptr<CachingAllocator> row_map_memory_ = std::make_shared<CachingAllocator>();
+  cuda_ops::SegmentRowMapCache row_maps_{row_map_memory_};  // device row maps for the direct cuda_ops calls
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
 };
@@ -149,18 +151,6 @@ TEST_F(CudaOps, ModulateMatchesReference) {
   }
 }
 
-// Sets an rms_norm_modulate kernel variant for one scope and restores the previous one afterwards (also on failure).
-struct ScopedNormModulateVariant {
-  explicit ScopedNormModulateVariant(cuda_ops::RmsNormModulateVariant v)
-      : before(cuda_ops::rms_norm_modulate_variant()) {
-    cuda_ops::set_rms_norm_modulate_variant(v);
-  }
-  ~ScopedNormModulateVariant() { cuda_ops::set_rms_norm_modulate_variant(before); }
-  ScopedNormModulateVariant(const ScopedNormModulateVariant&) = delete;
-  ScopedNormModulateVariant& operator=(const ScopedNormModulateVariant&) = delete;
-  cuda_ops::RmsNormModulateVariant before;
-};
-
 // One segment per row with a random table row: every CTA of the shared-memory-table variant sees more distinct
 // table rows than it can stage, so staged and global-fallback rows alternate.
 SegmentTable per_row_segments(int64_t rows, int32_t table_rows, std::mt19937_64& rng) {
@@ -198,23 +188,33 @@ TEST_F(CudaOps, RmsNormModulateFusedMatchesReferenceAndUnfused) {
     ASSERT_OK(cpu_->rms_norm_modulate(x, w, 1e-5f, table, 0, 1, seg, expect));
     Guarded gx = guarded(x, c.ld);
     Tensor gw = upload(w), gt = upload(table);
-    // Both kernel variants (bench_ops.h: smem_prefetch_bf16x2, the default, and warp_row) must give the reference
-    // bytes; a failure names the variant. The output is contiguous (ld = cols), so one memcmp of the view plus the
-    // poisoned guard tail checks it; expect_equal (element-wise, slow at S = 37,810) runs only to report a mismatch.
-    std::string mismatched;  // variants whose bytes differ
+    // The default kernels (through the backend) and the warp-per-row fallback of register rows (called directly:
+    // on this device the table kernel always runs) must give the reference bytes; a failure names the path. The
+    // output is contiguous (ld = cols), so one memcmp of the view plus the poisoned guard tail checks it;
+    // expect_equal (element-wise, slow at S = 37,810) runs only to report a mismatch.
+    std::string mismatched;  // paths whose bytes differ
     Tensor poison = Tensor::empty({c.rows * c.cols + cuda_test::kGuardElements}, DType::kBF16);  // host, poisoned once
     cuda_test::poison_fill(poison);
-    for (int v = 0; v < cuda_ops::kRmsNormModulateVariants; ++v) {
-      const auto variant = static_cast<cuda_ops::RmsNormModulateVariant>(v);
-      const std::string what = std::string("rms_norm_modulate (fused, variant ") +
-                               cuda_ops::rms_norm_modulate_variant_name(variant) + ") vs CPU";
-      ScopedNormModulateVariant scoped(variant);
-      Guarded fused;  // fresh poisoned device buffer per variant, view [rows, cols] contiguous
+    const bool reg_rows = c.cols <= 6144 && c.cols % 8 == 0 && c.ld % 8 == 0;  // the fallback's domain
+    int paths = 0;
+    for (const bool fallback : {false, true}) {
+      if (fallback && !reg_rows) continue;
+      ++paths;
+      const std::string path = fallback ? "warp-per-row fallback" : "default";
+      const std::string what = "rms_norm_modulate (fused, " + path + ") vs CPU";
+      Guarded fused;  // fresh poisoned device buffer per path, view [rows, cols] contiguous
       fused.rows = c.rows;
       fused.cols = fused.ld = c.cols;
       fused.buffer = upload(poison);
       fused.view = fused.buffer.as_strided({c.rows, c.cols}, {c.cols, 1}).value();
-      ASSERT_OK(gpu_->rms_norm_modulate(gx.view, gw, 1e-5f, gt, 0, 1, seg, fused.view));
+      if (fallback) {
+        Result<cuda_ops::DeviceRowMap> map = cuda_ops::table_row_map(row_maps_, seg, gt, "test", gpu_->stream());
+        ASSERT_TRUE(map.ok()) << map.status().to_string();
+        ASSERT_OK(cuda_ops::rms_norm_modulate_warp_rows(gx.view, gw, 1e-5f, gt, 0, 1, map.value(), fused.view,
+                                                        gpu_->stream()));
+      } else {
+        ASSERT_OK(gpu_->rms_norm_modulate(gx.view, gw, 1e-5f, gt, 0, 1, seg, fused.view));
+      }
       Tensor got = Tensor::empty(fused.buffer.shape(), DType::kBF16);  // [rows * cols + guard] bf16
       ASSERT_OK(gpu_->download(fused.buffer, got));
       const uint16_t* g = got.data<uint16_t>();
@@ -222,13 +222,13 @@ TEST_F(CudaOps, RmsNormModulateFusedMatchesReferenceAndUnfused) {
       for (int64_t i = expect.numel(); i < got.numel(); ++i) same = same && g[i] == cuda_test::kPoisonBf16;
       if (!same) {
         expect_equal(expect, fused, what);
-        mismatched += std::string(" ") + cuda_ops::rms_norm_modulate_variant_name(variant);
+        mismatched += " " + path;
       }
       EXPECT_TRUE(same) << what << ": bytes differ (details above); " << seed_note();
     }
     std::cout << "[rms_norm_modulate] " << c.rows << "x" << c.cols << " " << fill_name(c.fill) << ", " << tc.table_rows
-              << " table rows" << (tc.per_row ? " per row" : "") << ": " << cuda_ops::kRmsNormModulateVariants
-              << " variants checked, " << (mismatched.empty() ? "all E0" : "BYTES DIFFER:" + mismatched) << std::endl;
+              << " table rows" << (tc.per_row ? " per row" : "") << ": " << paths << " kernel paths checked, "
+              << (mismatched.empty() ? "all E0" : "BYTES DIFFER:" + mismatched) << std::endl;
     if (tc.per_row || tc.table_rows != 3) continue;  // the unfused pair: once per row case
     Guarded unfused = poisoned(c.rows, c.cols, c.cols, DType::kBF16);
     ASSERT_OK(gpu_->rms_norm(gx.view, gw, 1e-5f, unfused.view));
@@ -486,15 +486,13 @@ TEST_F(CudaOps, DebugSyncRunsOpsAndReportsPeakMemory) {
 }
 
 // The micro-benchmark at the canonical shape; opt in with VORTEX_RUN_BENCH=1 (prints the rows). VORTEX_BENCH_OPS
-// (comma list of sections) and VORTEX_SKIP_VARIANTS (rms_norm_modulate variant names) narrow it; VORTEX_BENCH_REPS
-// sets the timed repetitions (default 20).
+// (comma list of sections) narrows it; VORTEX_BENCH_REPS sets the timed repetitions (default 20).
 TEST_F(CudaOps, BenchElementwiseOpsCanonical) {
   const char* on = std::getenv("VORTEX_RUN_BENCH");
   if (on == nullptr || std::string(on) != "1")
     GTEST_SKIP() << "set VORTEX_RUN_BENCH=1 to run the S = 37,810 micro-benchmark";
   OpsBenchConfig cfg;
-  if (const char* ops = std::getenv("VORTEX_BENCH_OPS")) cfg.ops = ops;                  // e.g. rms_norm_modulate
-  if (const char* skip = std::getenv("VORTEX_SKIP_VARIANTS")) cfg.skip_variants = skip;  // e.g. warp_row
+  if (const char* ops = std::getenv("VORTEX_BENCH_OPS")) cfg.ops = ops;  // e.g. rms_norm_modulate
   if (const char* reps = std::getenv("VORTEX_BENCH_REPS")) cfg.reps = std::max(1, std::atoi(reps));
   Result<OpsBenchResult> r = bench_elementwise_ops(*gpu_, cfg);
   ASSERT_TRUE(r.ok()) << r.status().to_string();

@@ -1,8 +1,6 @@
 // bench_elementwise_ops: see bench_ops.h. Inputs come from fill_synthetic (never zeros); each timed
 // repetition uses the next input set so caches do not flatter; fused vs eager outputs are downloaded
-// and compared byte for byte, and the result is recorded in each row's `check`. Row "rms_norm_modulate" is the
-// default variant; each other variant (the warp_row baseline) gets a row "rms_norm_modulate/<variant>" whose
-// check compares its bytes with the default's.
+// and compared byte for byte, and the result is recorded in each row's `check`.
 #include "cuda/ops/bench_ops.h"
 
 #include <algorithm>
@@ -121,51 +119,19 @@ Result<OpsBenchResult> bench_elementwise_ops(CudaBackend& b, const OpsBenchConfi
   const double bf = 2.0;
   const double sd = static_cast<double>(S) * static_cast<double>(D);
 
-  // rms_norm_modulate (fused, default variant) vs rms_norm + modulate (eager), then every other kernel variant
-  // (bench_ops.h: the warp_row baseline) timed on the same inputs and compared with the default variant's bytes.
+  // rms_norm_modulate (fused) vs rms_norm + modulate (eager).
   if (in_list(cfg.ops, "rms_norm_modulate", true)) {
-    using cuda_ops::RmsNormModulateVariant;
-    const RmsNormModulateVariant variant_before = cuda_ops::rms_norm_modulate_variant();
-    const RmsNormModulateVariant default_variant = cuda_ops::kRmsNormModulateDefaultVariant;
-    const std::string default_name = cuda_ops::rms_norm_modulate_variant_name(default_variant);
-    cuda_ops::set_rms_norm_modulate_variant(default_variant);
-    auto fused = [&](int i) { return b.rms_norm_modulate(xs[i % sets], weight, 1e-5f, table, 0, 1, seg, out); };
-    Result<std::vector<double>> ms_fused = time_reps(b, cfg.warmup, cfg.reps, fused);
-    if (!ms_fused.ok()) cuda_ops::set_rms_norm_modulate_variant(variant_before);
-    VORTEX_RETURN_IF_ERROR(ms_fused.status());
+    VORTEX_ASSIGN_OR_RETURN(auto ms_fused, time_reps(b, cfg.warmup, cfg.reps, [&](int i) {
+                              return b.rms_norm_modulate(xs[i % sets], weight, 1e-5f, table, 0, 1, seg, out);
+                            }));
     VORTEX_ASSIGN_OR_RETURN(auto ms_eager, time_reps(b, cfg.warmup, cfg.reps, [&](int i) -> Status {
                               VORTEX_RETURN_IF_ERROR(b.rms_norm(xs[i % sets], weight, 1e-5f, out_eager));
                               return b.modulate(out_eager, table, 0, 1, seg);
                             }));
     VORTEX_ASSIGN_OR_RETURN(bool same_norm, same_bytes(b, out, out_eager));  // both last ran on set (reps-1)%sets
     const std::string norm_check = same_norm ? "fused == eager bytes: pass" : "fused == eager bytes: FAIL";
-    res.rows.push_back(make_row("rms_norm_modulate", S, D, ms_fused.value(), 2 * sd * bf, cfg.peak_gbps, norm_check));
+    res.rows.push_back(make_row("rms_norm_modulate", S, D, ms_fused, 2 * sd * bf, cfg.peak_gbps, norm_check));
     res.rows.push_back(make_row("rms_norm+modulate (eager)", S, D, ms_eager, 4 * sd * bf, cfg.peak_gbps, norm_check));
-    VORTEX_ASSIGN_OR_RETURN(Tensor out_variant, b.alloc({S, D}, DType::kBF16));
-    for (int v = 0; v < cuda_ops::kRmsNormModulateVariants; ++v) {
-      const auto variant = static_cast<RmsNormModulateVariant>(v);
-      if (variant == default_variant) continue;  // timed above as "rms_norm_modulate"
-      const std::string name = cuda_ops::rms_norm_modulate_variant_name(variant);
-      if (in_list(cfg.skip_variants, name, false)) continue;
-      cuda_ops::set_rms_norm_modulate_variant(variant);
-      Result<std::vector<double>> ms = time_reps(b, cfg.warmup, cfg.reps, [&](int i) {
-        return b.rms_norm_modulate(xs[i % sets], weight, 1e-5f, table, 0, 1, seg, out_variant);
-      });
-      Result<bool> same = ms.ok() ? same_bytes(b, out_variant, out) : Result<bool>(ms.status());  // set (reps-1)%sets
-      if (!same.ok()) {  // keep the rows measured so far: a row that says FAIL, and stop (the context may be gone)
-        OpsBenchRow failed;
-        failed.op = "rms_norm_modulate/" + name;
-        failed.rows = S;
-        failed.cols = D;
-        failed.check = "FAIL: " + same.status().to_string();
-        res.rows.push_back(failed);
-        cuda_ops::set_rms_norm_modulate_variant(variant_before);
-        return res;
-      }
-      const std::string check = "== default variant " + default_name + " bytes: " + (same.value() ? "pass" : "FAIL");
-      res.rows.push_back(make_row("rms_norm_modulate/" + name, S, D, ms.value(), 2 * sd * bf, cfg.peak_gbps, check));
-    }
-    cuda_ops::set_rms_norm_modulate_variant(variant_before);
   }
 
   // gate_add fused vs eager: x is updated in place, so each variant runs on a fresh copy of the same x.

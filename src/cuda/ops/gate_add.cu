@@ -93,6 +93,7 @@ Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk,
     return launch_gate_add<1, false>(xv, av, nullptr, nullptr, 0, stream);
   }
   if (map == nullptr) return invalid_argument("gate_add: a gate table needs a segment map");
+  VORTEX_RETURN_IF_ERROR(expect_table_2d(*table, "gate_add"));
   VORTEX_ASSIGN_OR_RETURN(RowView tv, row_view(*table, "gate_add table"));
   VORTEX_RETURN_IF_ERROR(check_table(tv, xv.cols, {gate_chunk}, *map, xv.rows, "gate_add"));
   if (xv.rows == 0) return Status::Ok();
@@ -104,6 +105,7 @@ Status gate_multiply(const Tensor& a, const Tensor& table, int gate_chunk, const
                      cudaStream_t stream) {
   VORTEX_ASSIGN_OR_RETURN(RowView av, row_view(a, "gate_multiply a"));
   VORTEX_ASSIGN_OR_RETURN(RowView ov, row_view(out, "gate_multiply out"));
+  VORTEX_RETURN_IF_ERROR(expect_table_2d(table, "gate_multiply"));
   VORTEX_ASSIGN_OR_RETURN(RowView tv, row_view(table, "gate_multiply table"));
   VORTEX_RETURN_IF_ERROR(check_pair(ov, av, "gate_multiply"));
   VORTEX_RETURN_IF_ERROR(check_table(tv, av.cols, {gate_chunk}, map, av.rows, "gate_multiply"));

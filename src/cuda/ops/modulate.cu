@@ -42,6 +42,7 @@ Status launch_modulate(const RowView& x, const RowView& table, const DeviceRowMa
 Status modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk, const DeviceRowMap& map,
                 cudaStream_t stream) {
   VORTEX_ASSIGN_OR_RETURN(RowView xv, row_view(x, "modulate x"));
+  VORTEX_RETURN_IF_ERROR(expect_table_2d(table, "modulate"));
   VORTEX_ASSIGN_OR_RETURN(RowView tv, row_view(table, "modulate table"));
   VORTEX_RETURN_IF_ERROR(expect_dtype(xv, DType::kBF16, "modulate x"));
   VORTEX_RETURN_IF_ERROR(check_table(tv, xv.cols, {shift_chunk, scale_chunk}, map, xv.rows, "modulate"));

@@ -63,6 +63,11 @@ class SegmentRowMapCache {
   uint64_t builds_ = 0;
 };
 
+// The device row map of `seg` for an AdaLN table [rows, C * D]: kInvalidArgument naming `op` unless the table is
+// 2-D (checked before its rows bound the segments), then cache.get(seg, rows).
+Result<DeviceRowMap> table_row_map(SegmentRowMapCache& cache, const SegmentTable& seg, const Tensor& table,
+                                   const char* op, cudaStream_t stream);
+
 // out = R(fp32(fp32(x * r) * w)), r = fp32(1 / sqrt(ms + eps)) in FP64, ms canonical FP64 mean of x^2.
 // x, out [S, D] bf16 (row views allowed), weight [D] bf16.
 Status rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out, cudaStream_t stream);
@@ -74,6 +79,12 @@ Status modulate(Tensor& x, const Tensor& table, int shift_chunk, int scale_chunk
 // Fused rms_norm + modulate in one pass (E0 vs the two kernels).
 Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table, int shift_chunk,
                          int scale_chunk, const DeviceRowMap& map, Tensor& out, cudaStream_t stream);
+// The same op through the warp-per-row kernel that rms_norm_modulate falls back to where its shared-memory-table
+// kernel cannot be resident (rows <= 6144 bf16, 16-byte aligned; kInvalidArgument otherwise): the E0 tests check
+// the fallback's bytes with it on a device where the table kernel always runs.
+Status rms_norm_modulate_warp_rows(const Tensor& x, const Tensor& weight, float eps, const Tensor& table,
+                                   int shift_chunk, int scale_chunk, const DeviceRowMap& map, Tensor& out,
+                                   cudaStream_t stream);
 
 // In place on strided q, k [S, H * hd] views (row stride e.g. 3 * I): per head RMSNorm over hd with
 // weight [hd], then rotate-half RoPE on dims < rope_dims with cos/sin [S, rope_dims / 2] bf16

@@ -54,6 +54,12 @@ SegmentRowMapCache::~SegmentRowMapCache() {
   for (Entry& e : entries_) allocator_->release(e.device, e.bytes);
 }
 
+Result<DeviceRowMap> table_row_map(SegmentRowMapCache& cache, const SegmentTable& seg, const Tensor& table,
+                                   const char* op, cudaStream_t stream) {
+  VORTEX_RETURN_IF_ERROR(expect_table_2d(table, op));
+  return cache.get(seg, table.dim(0), stream);
+}
+
 Result<DeviceRowMap> SegmentRowMapCache::get(const SegmentTable& seg, int64_t table_rows, cudaStream_t stream) {
   auto same_as = [&](const Entry& e) {
     return e.rows == seg.rows && e.table_rows == table_rows && e.segments.size() == seg.segments.size() &&

@@ -33,6 +33,13 @@ inline Status expect_shape(const RowView& v, int64_t rows, int64_t cols, const c
 // A 1-D contiguous device vector of `n` elements of `dtype` (norm weights).
 Result<const void*> device_vector(const Tensor& t, int64_t n, DType dtype, const char* what);
 
+// The AdaLN table argument of `op` is 2-D [rows, C * D].
+inline Status expect_table_2d(const Tensor& table, const char* op) {
+  if (table.defined() && table.ndim() == 2) return Status::Ok();
+  return invalid_argument(std::string(op) + ": table must be 2-D [rows, C * D], got " +
+                          (table.defined() ? table.describe() : std::string("undefined")));
+}
+
 // An AdaLN table [table_rows, C * D] bf16 read at column chunks `chunks` through `map` for `rows` rows.
 inline Status check_table(const RowView& table, int64_t d, std::initializer_list<int> chunks, const DeviceRowMap& map,
                           int64_t rows, const char* op) {

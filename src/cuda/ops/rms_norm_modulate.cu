@@ -1,20 +1,18 @@
 // rms_norm_modulate: the fused Component 1 kernel: RMSNorm (NUMERICS.md step 1) and the segment modulation (step 2)
 // in one pass over the row, each element through exactly the roundings of rms_norm then modulate: E0 against the two
-// kernels and the CPU reference (tests/cuda/ops_test.cpp, both variants). Rows <= 6144 bf16, 16-byte aligned: row in
-// registers, one warp per row. Default smem_prefetch_bf16x2 (persistent; weight, R(1 + scale), shift staged in shared
-// memory, next row prefetched during the write, native bf16x2): H200 S = 37,810, D = 5376 0.226 ms = 85.9% of copy
-// vs warp_row (kept as the measured baseline, fallback) 0.269 ms = 72.3% (benchmarks/2026-11-29-h200-s8/
-// run5-rms-norm-modulate-variants.txt; smem, smem_prefetch, smem_bf16x2, FP64-intcvt were 0.228-0.242: deleted).
-// Wide/unaligned rows: block per row. Slower on H200: reread, batched stores, cp.async rings (s7).
+// kernels and the CPU reference (tests/cuda/ops_test.cpp, the fallback kernel too). Rows <= 6144 bf16, 16-byte
+// aligned: row in registers. The table kernel (persistent; weight, R(1 + scale), shift staged in shared memory, next
+// row prefetched during the write, native bf16x2): H200 S = 37,810, D = 5376 0.226 ms = 85.9% of copy vs 0.269 ms =
+// 72.3% for one warp per row reading the table from L2 (benchmarks/2026-11-29-h200-s8/
+// run5-rms-norm-modulate-variants.txt), which stays as the fallback where the table kernel cannot be resident.
+// Staging without prefetch or bf16x2, FP64-intcvt: 0.228-0.242 ms. Wide/unaligned rows: block per row. Measured
+// slower on H200 and not kept: reread, batched stores, cp.async rings.
 #include "cuda/ops/ops_internal.h"
 #include "cuda/ops/row_kernels.cuh"
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <mutex>
-
-#include "cuda/ops/bench_ops.h"
 
 namespace vortex::cuda_ops {
 namespace {
@@ -47,7 +45,8 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// Warp-per-row fused kernel: x read once into registers, canonical r, then the per-element roundings.
+// Warp-per-row fused kernel (the fallback of the table kernel): x read once into registers, canonical r, then the
+// per-element roundings.
 template <int kChunks>
 __global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
     rms_norm_modulate_warp_kernel(const uint16_t* x, int64_t ldx, const uint16_t* __restrict__ weight,
@@ -100,7 +99,7 @@ Status launch_rms_norm_modulate_warp(const RowView& x, const uint16_t* w, const 
   return Status::Ok();
 }
 
-// ---- Persistent shared-memory-table kernel (variant smem_prefetch_bf16x2, the default) -----------------
+// ---- Persistent shared-memory-table kernel (the default for register rows) -------------------------------
 // Grid: ~2 CTAs per SM, CTA b owns the contiguous rows [rows * b / G, rows * (b + 1) / G), its warps take rows
 // r0 + warp, r0 + warp + kTableWarps, ... At start the CTA picks up to `slots` distinct table rows of its range
 // (first appearance; rows of one segment are contiguous, so a CTA usually sees one or two) and stages the
@@ -112,7 +111,7 @@ Status launch_rms_norm_modulate_warp(const RowView& x, const uint16_t* w, const 
 constexpr int kTableWarps = 8;  // warps (rows in flight) per CTA
 // CTAs per SM the register budget is sized for: 2 (<= 128 registers) up to 21 chunks per lane (D = 5376); the
 // 24-chunk rows spill at 128, so they get 1. ptxas (CUDA 13.0, sm_90a), 0 spills everywhere, registers per
-// chunks per lane 4 / 8 / 16 / 21 / 24: table 94 / 121 / 122 / 128 / 241, warp_row 56 / 72 / 134 / 150 / 180;
+// chunks per lane 4 / 8 / 16 / 21 / 24: table 94 / 121 / 122 / 128 / 241, warp kernel 56 / 72 / 134 / 150 / 180;
 // block-per-row kernel 32.
 // Two CTAs per SM (a 128-register cap) only on sm_90: sm_100a's ptxas spills 12-28 bytes at that cap for 8-21
 // chunks, so the other targets take one CTA per SM (256 registers).
@@ -319,22 +318,14 @@ Status launch_rms_norm_modulate_table(const RowView& x, const uint16_t* w, const
   return Status::Ok();
 }
 
-std::atomic<int> g_variant{static_cast<int>(kRmsNormModulateDefaultVariant)};
-
-// The register-row path of the selected variant (warp_row when the table kernel cannot run here).
+// The register-row path: the table kernel, or the warp-per-row kernel when the table kernel cannot run here.
 template <int kChunks>
 Status launch_rms_norm_modulate_reg(const RowView& x, const uint16_t* w, const RowView& table, const DeviceRowMap& map,
                                     int shift_chunk, int scale_chunk, const RowView& out, float eps,
                                     cudaStream_t stream) {
   bool launched = false;
-  switch (static_cast<RmsNormModulateVariant>(g_variant.load(std::memory_order_relaxed))) {
-    case RmsNormModulateVariant::kWarpRow:
-      break;
-    case RmsNormModulateVariant::kSmemPrefetchBf16x2:
-      VORTEX_RETURN_IF_ERROR(launch_rms_norm_modulate_table<kChunks>(x, w, table, map, shift_chunk, scale_chunk, out,
-                                                                     eps, stream, &launched));
-      break;
-  }
+  VORTEX_RETURN_IF_ERROR(
+      launch_rms_norm_modulate_table<kChunks>(x, w, table, map, shift_chunk, scale_chunk, out, eps, stream, &launched));
   if (launched) return Status::Ok();
   return launch_rms_norm_modulate_warp<kChunks>(x, w, table, map, shift_chunk, scale_chunk, out, eps, stream);
 }
@@ -352,12 +343,13 @@ Status launch_rms_norm_modulate(const RowView& x, const uint16_t* w, const RowVi
   return Status::Ok();
 }
 
-}  // namespace
-
-Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table, int shift_chunk,
-                         int scale_chunk, const DeviceRowMap& map, Tensor& out, cudaStream_t stream) {
+// Validation (once, here) and dispatch. warp_rows: the register-row fallback kernel instead of the table kernel.
+Status run_rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table, int shift_chunk,
+                             int scale_chunk, const DeviceRowMap& map, Tensor& out, cudaStream_t stream,
+                             bool warp_rows) {
   VORTEX_ASSIGN_OR_RETURN(RowView xv, row_view(x, "rms_norm_modulate x"));
   VORTEX_ASSIGN_OR_RETURN(RowView ov, row_view(out, "rms_norm_modulate out"));
+  VORTEX_RETURN_IF_ERROR(expect_table_2d(table, "rms_norm_modulate"));
   VORTEX_ASSIGN_OR_RETURN(RowView tv, row_view(table, "rms_norm_modulate table"));
   VORTEX_RETURN_IF_ERROR(expect_dtype(xv, DType::kBF16, "rms_norm_modulate x"));
   VORTEX_RETURN_IF_ERROR(expect_dtype(ov, DType::kBF16, "rms_norm_modulate out"));
@@ -369,6 +361,24 @@ Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const
   if (!(eps >= 0.0f)) return invalid_argument("rms_norm_modulate: eps must be >= 0");
   RowView wv{const_cast<void*>(w), 1, xv.cols, xv.cols, DType::kBF16};
   const auto* wp = static_cast<const uint16_t*>(w);
+  const bool reg_rows = vector_ok({&xv, &ov, &wv, &tv}) && reg_row_chunks(xv.cols) != 0;
+  if (warp_rows) {
+    if (!reg_rows)
+      return invalid_argument("rms_norm_modulate_warp_rows: rows must be <= " + std::to_string(kMaxRegChunks * 256) +
+                              " bf16 and 16-byte aligned, got " + x.describe());
+    switch (reg_row_chunks(xv.cols)) {
+      case 4:
+        return launch_rms_norm_modulate_warp<4>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 8:
+        return launch_rms_norm_modulate_warp<8>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 16:
+        return launch_rms_norm_modulate_warp<16>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      case 21:
+        return launch_rms_norm_modulate_warp<21>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+      default:
+        return launch_rms_norm_modulate_warp<kMaxRegChunks>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
+    }
+  }
   if (vector_ok({&xv, &ov, &wv, &tv})) {
     switch (reg_row_chunks(xv.cols)) {
       case 4:
@@ -389,16 +399,17 @@ Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const
   return launch_rms_norm_modulate<1>(xv, wp, tv, map, shift_chunk, scale_chunk, ov, eps, stream);
 }
 
-const char* rms_norm_modulate_variant_name(RmsNormModulateVariant v) {
-  switch (v) {
-    case RmsNormModulateVariant::kSmemPrefetchBf16x2:
-      return "smem_prefetch_bf16x2";
-    case RmsNormModulateVariant::kWarpRow:
-      return "warp_row";
-  }
-  return "?";
+}  // namespace
+
+Status rms_norm_modulate(const Tensor& x, const Tensor& weight, float eps, const Tensor& table, int shift_chunk,
+                         int scale_chunk, const DeviceRowMap& map, Tensor& out, cudaStream_t stream) {
+  return run_rms_norm_modulate(x, weight, eps, table, shift_chunk, scale_chunk, map, out, stream, false);
 }
-void set_rms_norm_modulate_variant(RmsNormModulateVariant v) { g_variant.store(static_cast<int>(v)); }
-RmsNormModulateVariant rms_norm_modulate_variant() { return static_cast<RmsNormModulateVariant>(g_variant.load()); }
+
+Status rms_norm_modulate_warp_rows(const Tensor& x, const Tensor& weight, float eps, const Tensor& table,
+                                   int shift_chunk, int scale_chunk, const DeviceRowMap& map, Tensor& out,
+                                   cudaStream_t stream) {
+  return run_rms_norm_modulate(x, weight, eps, table, shift_chunk, scale_chunk, map, out, stream, true);
+}
 
 }  // namespace vortex::cuda_ops
