@@ -31,6 +31,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -515,15 +516,6 @@ Status launch(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v, 
 
 Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, const Bf16AttentionConfig& config,
                                   cudaStream_t stream) {
-  auto encode = tensor_map_encoder();
-  if (!encode.ok()) return encode.status();
-  const int64_t width = static_cast<int64_t>(args.heads) * kD;
-  auto q = make_map(*encode, args.q, width, args.seq, args.ld_q, "q");
-  if (!q.ok()) return q.status();
-  auto k = make_map(*encode, args.k, width, args.seq, args.ld_k, "k");
-  if (!k.ok()) return k.status();
-  auto v = make_map(*encode, args.v, width, args.seq, args.ld_v, "v");
-  if (!v.ok()) return v.status();
   const Params prm{static_cast<const __nv_bfloat16*>(args.q),
                    static_cast<const __nv_bfloat16*>(args.k),
                    static_cast<const __nv_bfloat16*>(args.v),
@@ -535,9 +527,22 @@ Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, const Bf16Atten
                    args.seq,
                    kLog2e / std::sqrt(static_cast<float>(kD))};
   const dim3 grid(static_cast<unsigned>((args.seq + kBlockM - 1) / kBlockM), static_cast<unsigned>(args.heads));
-  if (config.loads == Bf16AttentionLoads::kCpAsync)
-    return config.pingpong ? launch<true, true>(*q, *k, *v, prm, grid, stream)
-                           : launch<false, true>(*q, *k, *v, prm, grid, stream);
+  if (config.loads == Bf16AttentionLoads::kCpAsync) {
+    // No tensor maps (the kernel never reads them): the fallback depends on nothing of the TMA path.
+    CUtensorMap unused;
+    std::memset(&unused, 0, sizeof(unused));
+    return config.pingpong ? launch<true, true>(unused, unused, unused, prm, grid, stream)
+                           : launch<false, true>(unused, unused, unused, prm, grid, stream);
+  }
+  auto encode = tensor_map_encoder();
+  if (!encode.ok()) return encode.status();
+  const int64_t width = static_cast<int64_t>(args.heads) * kD;
+  auto q = make_map(*encode, args.q, width, args.seq, args.ld_q, "q");
+  if (!q.ok()) return q.status();
+  auto k = make_map(*encode, args.k, width, args.seq, args.ld_k, "k");
+  if (!k.ok()) return k.status();
+  auto v = make_map(*encode, args.v, width, args.seq, args.ld_v, "v");
+  if (!v.ok()) return v.status();
   return config.pingpong ? launch<true, false>(*q, *k, *v, prm, grid, stream)
                          : launch<false, false>(*q, *k, *v, prm, grid, stream);
 }
