@@ -1,10 +1,11 @@
 // Owned BF16 attention (sm_90a, bf16_attention.h) on the GPU: Q/K/V read as strided views of one [S, 3I] buffer,
-// token-major out. Two-reference rule (NUMERICS.md) against ref::attention (FP64) with ref::attention_flash_fp32
-// (the same FP32 / BF16-P program) as the CPU same-program reference, on ragged S (not multiples of the 128-row
-// tile), 1-4 heads, every configuration (TMA / cp.async loads, with and without ping-pong), fresh random inputs,
-// outputs poisoned with NaN (0xFF) and a sentinel tail after them; and against cuDNN SDPA on the same inputs (max-abs
-// and rel-L2 printed). Skips visibly without a GPU; a GPU that is not sm_90 or a build without sm_90a kernels fails
-// (tests/gpu_test.h: only a missing device is a skip).
+// token-major out. Two-reference rule (NUMERICS.md): FP64 attention (attention_fp64_reference, ref::attention's
+// program before its rounding) as the reference, ref::attention_flash_fp32 (the same FP32 / BF16-P program) as the
+// CPU same-program reference; ragged S (not multiples of the 128-row tile), 1-4 heads, every configuration (TMA /
+// cp.async loads, with and without ping-pong), fresh random inputs, outputs poisoned with NaN (0xFF) and a sentinel
+// tail after them; and cuDNN SDPA on the same inputs (its own two-reference numbers, the bound the kernel must meet,
+// and the kernel's max-abs / rel-L2 deviation from it). Skips visibly without a GPU; a GPU that is not sm_90 or a
+// build without sm_90a kernels fails (tests/gpu_test.h: only a missing device is a skip).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "cuda/attention/sdpa.h"
 #include "gpu_test.h"
 #include "ref/ref_ops.h"
+#include "ref/sage2_attention.h"  // attention_fp64_reference: FP64 attention of listed rows, unrounded
 #include "vortex/dtype.h"
 
 namespace vortex {
@@ -121,17 +123,26 @@ void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int6
   Tensor qh = host_view(qkv, 0, {n, width}, {ld * row_step, 1});
   Tensor kh = host_view(qkv, width, {s, width}, {ld, 1});
   Tensor vh = host_view(qkv, 2 * width, {s, width}, {ld, 1});
-  std::vector<uint16_t> r64(static_cast<size_t>(n * width)), rcpu(static_cast<size_t>(n * width));
-  Tensor r64t = host_view(r64, 0, {n, width}, {width, 1});
+  std::vector<uint16_t> rcpu(static_cast<size_t>(n * width));
   Tensor rcput = host_view(rcpu, 0, {n, width}, {width, 1});
-  ASSERT_TRUE(ref::attention(qh, kh, vh, heads, static_cast<int>(d), r64t).ok());
   ASSERT_TRUE(ref::attention_flash_fp32(qh, kh, vh, heads, static_cast<int>(d), rcput).ok());
-  // ref::attention rounds its FP64 result once to BF16: the rule compares against that stored value.
+  // The FP64 reference unrounded (ref::attention's program before its one BF16 rounding): r64 [n, width].
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < s; i += row_step) rows.push_back(i);
+  std::vector<double> r64(static_cast<size_t>(n * width));
+  for (int h = 0; h < heads; ++h) {
+    const std::vector<double> rh =
+        attention_fp64_reference({qkv.data(), ld}, {qkv.data() + width, ld}, {qkv.data() + 2 * width, ld}, s, h, rows);
+    ASSERT_EQ(rh.size(), static_cast<size_t>(n * d));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < d; ++c)
+        r64[static_cast<size_t>(i * width + h * d + c)] = rh[static_cast<size_t>(i * d + c)];
+  }
   TwoReference tr_cudnn;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t c = 0; c < width; ++c) {
       const size_t ri = static_cast<size_t>(i * width + c), gi = static_cast<size_t>(i * row_step * ldo + c);
-      tr_cudnn.add(f32_from_bf16_bits(och[gi]), f32_from_bf16_bits(rcpu[ri]), f32_from_bf16_bits(r64[ri]));
+      tr_cudnn.add(f32_from_bf16_bits(och[gi]), f32_from_bf16_bits(rcpu[ri]), r64[ri]);
     }
   std::printf("[bf16_attention S=%lld heads=%d pad=%lld] cuDNN: %s\n", static_cast<long long>(s), heads,
               static_cast<long long>(out_pad), tr_cudnn.summary().c_str());
@@ -157,7 +168,7 @@ void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int6
     for (int64_t i = 0; i < n; ++i)
       for (int64_t c = 0; c < width; ++c) {
         const size_t ri = static_cast<size_t>(i * width + c), gi = static_cast<size_t>(i * row_step * ldo + c);
-        tr.add(f32_from_bf16_bits(oh[gi]), f32_from_bf16_bits(rcpu[ri]), f32_from_bf16_bits(r64[ri]));
+        tr.add(f32_from_bf16_bits(oh[gi]), f32_from_bf16_bits(rcpu[ri]), r64[ri]);
       }
     const DeviationStats vs_cudnn = deviation(oh, och, s, width, ldo, ldo);
     std::printf(
