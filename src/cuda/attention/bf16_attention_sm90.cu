@@ -29,11 +29,13 @@
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cuda/attention/bf16_attention.h"
 #include "cuda/check.h"
@@ -504,9 +506,19 @@ Result<CUtensorMap> make_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const voi
 template <bool kPingPong, bool kCpAsync>
 Status launch(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v, const Params& prm, dim3 grid,
               cudaStream_t stream) {
-  // The attribute is per device and cheap to set; setting it on every call keeps multi-device use correct.
-  VORTEX_CUDA_CHECK(cudaFuncSetAttribute(bf16_attention_kernel<kPingPong, kCpAsync>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  // The shared-memory limit is a per-device attribute: set once per device and kernel instance (off the timed path).
+  static std::mutex mu;
+  static std::vector<int> configured;
+  int device = 0;
+  VORTEX_CUDA_CHECK(cudaGetDevice(&device));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (std::find(configured.begin(), configured.end(), device) == configured.end()) {
+      VORTEX_CUDA_CHECK(cudaFuncSetAttribute(bf16_attention_kernel<kPingPong, kCpAsync>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+      configured.push_back(device);
+    }
+  }
   bf16_attention_kernel<kPingPong, kCpAsync><<<grid, kThreads, kSmemBytes, stream>>>(q, k, v, prm);
   VORTEX_CUDA_LAUNCH_CHECK("bf16_attention_kernel");
   return Status::Ok();
