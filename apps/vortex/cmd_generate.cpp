@@ -451,7 +451,8 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--switches", args->switches,
                   "run-time switches over the backend policy, e.g. fp8_gate_epilogue=1 (with --precision fp8)")
       ->type_name("LIST");
-  sub->add_option("--attention", args->attention, "sdpa | sage2 (default: the backend policy's; sdpa on the CPU)")
+  sub->add_option("--attention", args->attention,
+                  "sdpa | sage2 | bf16-owned (default: the backend policy's; sdpa on the CPU)")
       ->type_name("NAME");
   sub->add_option("--lora", args->loras,
                   "LoRA adapter FILE[:SCALE], repeatable; SCALE multiplies alpha/rank (default 1), or is the whole "

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cuda/attention/bf16_attention.h"
 #include "cuda/attention/sage2_attention.h"
 #include "cuda/attention/sdpa.h"
 #include "cuda/check.h"
@@ -460,6 +461,10 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
       VORTEX_RETURN_IF_ERROR(sage2_attention(q, k, v, num_heads, head_dim, out, stream_, *sage2_));
       return after_op("attention(sage2)", opts.debug_sync);
     }
+    case AttentionKernel::kBf16Wgmma:
+      // The BF16 program through the owned sm_90a kernel (E1, like cuDNN; src/cuda/attention/bf16_attention.h).
+      VORTEX_RETURN_IF_ERROR(bf16_attention(q, k, v, num_heads, head_dim, out, stream_));
+      return after_op("attention(bf16-owned)", opts.debug_sync);
   }
   return internal_error("attention: unknown kernel");
 }

@@ -97,6 +97,8 @@ const char* attention_kernel_name(AttentionKernel k) {
       return "sage2_wgmma";
     case AttentionKernel::kSage2MmaSync:
       return "sage2_mma_sync";
+    case AttentionKernel::kBf16Wgmma:
+      return "bf16_wgmma";
   }
   return "?";
 }
@@ -108,6 +110,17 @@ Result<AttentionKernel> select_attention(const DevicePolicy& device, const ExecO
         "attention: heads and head_dim must be positive and seq >= 0, got heads=" + std::to_string(shape.heads) +
         " head_dim=" + std::to_string(shape.head_dim) + " seq=" + std::to_string(shape.seq));
   if (options.attention == AttentionKind::kSdpa) return AttentionKernel::kCudnnSdpa;
+  if (options.attention == AttentionKind::kBf16Owned) {
+    // The owned BF16 kernel is sm_90a code (wgmma, TMA): an sm_90 device, a build with 90a, head_dim 128.
+    if (shape.head_dim != 128)
+      return unsupported("attention bf16-owned: head_dim " + std::to_string(shape.head_dim) +
+                         " (the kernel is written for 128); use --attention sdpa");
+    if (device.device_arch != GpuArch::kSm90 || !build_has_sm90_kernels())
+      return unsupported("attention bf16-owned under the " + policy_label(device) +
+                         ": the kernel needs an sm_90 device and a build with 90a in VORTEX_CUDA_ARCHS; use "
+                         "--attention sdpa");
+    return AttentionKernel::kBf16Wgmma;
+  }
   // kSage2
   if (shape.head_dim != 128)
     return unsupported("attention sage2: head_dim " + std::to_string(shape.head_dim) +

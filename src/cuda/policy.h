@@ -63,8 +63,9 @@ ExecOptions policy_exec_options(GpuArch arch);
 bool debug_sync_from_env();
 
 // ---- selectors ---------------------------------------------------------------------------------
-enum class AttentionKernel : uint8_t { kCudnnSdpa, kSage2Wgmma, kSage2MmaSync };
-const char* attention_kernel_name(AttentionKernel k);  // "cudnn_sdpa" | "sage2_wgmma" | "sage2_mma_sync"
+enum class AttentionKernel : uint8_t { kCudnnSdpa, kSage2Wgmma, kSage2MmaSync, kBf16Wgmma };
+// "cudnn_sdpa" | "sage2_wgmma" | "sage2_mma_sync" | "bf16_wgmma"
+const char* attention_kernel_name(AttentionKernel k);
 struct AttentionShape {
   int64_t seq = 0;
   int heads = 0;

@@ -261,15 +261,15 @@ std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineO
                                              "' is not the loaded precision '" + o.precision +
                                              "': precision converts the weights at load, so it is chosen at startup"));
   }
-  if (!r.attention.empty() && r.attention != "sdpa" && r.attention != "sage2") {
-    return bad("attention", invalid_argument(fname(style, "attention", "attention") + " must be sdpa or sage2, got '" +
-                                             r.attention + "'"));
+  if (!r.attention.empty() && !parse_attention(r.attention).ok()) {
+    return bad("attention", invalid_argument(fname(style, "attention", "attention") +
+                                             " must be sdpa, sage2 or bf16-owned, got '" + r.attention + "'"));
   }
-  if (o.backend == "cpu" && r.attention == "sage2") {
-    return bad(
-        "attention",
-        unsupported("the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention "
-                    "sdpa (fp8/nvfp4/sage2 are approximate CUDA modes, --backend cuda)"));
+  if (o.backend == "cpu" && (r.attention == "sage2" || r.attention == "bf16-owned")) {
+    return bad("attention",
+               unsupported(
+                   "the cpu backend runs BF16 GEMMs only: use --precision bf16 (or nvfp4-weight-only) --attention "
+                   "sdpa (fp8/nvfp4/sage2 are approximate CUDA modes and bf16-owned an sm_90 kernel, --backend cuda)"));
   }
   if (r.media.value_or(false) && !o.wants_decoders()) {
     return bad("media",

@@ -3,12 +3,23 @@
 
 namespace vortex {
 
-const char* attention_name(AttentionKind a) { return a == AttentionKind::kSage2 ? "sage2" : "sdpa"; }
+const char* attention_name(AttentionKind a) {
+  switch (a) {
+    case AttentionKind::kSdpa:
+      return "sdpa";
+    case AttentionKind::kSage2:
+      return "sage2";
+    case AttentionKind::kBf16Owned:
+      return "bf16-owned";
+  }
+  return "?";
+}
 
 Result<AttentionKind> parse_attention(std::string_view name) {
   if (name == "sdpa") return AttentionKind::kSdpa;
   if (name == "sage2") return AttentionKind::kSage2;
-  return invalid_argument("unknown attention '" + std::string(name) + "' (valid: sdpa, sage2)");
+  if (name == "bf16-owned") return AttentionKind::kBf16Owned;
+  return invalid_argument("unknown attention '" + std::string(name) + "' (valid: sdpa, sage2, bf16-owned)");
 }
 
 const char* precision_name(Precision p) {

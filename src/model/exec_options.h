@@ -12,15 +12,17 @@
 
 namespace vortex {
 
-// Which attention program: kSdpa = the BF16 program (cuDNN SDPA on CUDA), kSage2 = INT8 QK / FP8 PV (E2).
-enum class AttentionKind : uint8_t { kSdpa, kSage2 };
+// Which attention program: kSdpa = the BF16 program (cuDNN SDPA on CUDA), kSage2 = INT8 QK / FP8 PV (E2),
+// kBf16Owned = the BF16 program through Vortex's own sm_90a kernel (E1 like cuDNN; opt-in, not a default:
+// src/cuda/attention/bf16_attention.h).
+enum class AttentionKind : uint8_t { kSdpa, kSage2, kBf16Owned };
 // GEMM operand precision: bf16 (the BF16 program), fp8 (per-tensor W8A8, E2), nvfp4 (W4A4, E2),
 // nvfp4-weight-only (NVFP4 weights expanded to BF16, as ComfyUI on Hopper).
 enum class Precision : uint8_t { kBf16, kFp8, kNvfp4, kNvfp4WeightOnly };
 // What FC2 runs in precision nvfp4: kW4A4 ("off": like the other GEMMs), kWeightOnly, kBf16.
 enum class Nvfp4Fc2 : uint8_t { kW4A4, kWeightOnly, kBf16 };
 
-const char* attention_name(AttentionKind a);  // "sdpa" | "sage2"
+const char* attention_name(AttentionKind a);  // "sdpa" | "sage2" | "bf16-owned"
 Result<AttentionKind> parse_attention(std::string_view name);
 const char* precision_name(Precision p);  // "bf16" | "fp8" | "nvfp4" | "nvfp4-weight-only"
 Result<Precision> parse_precision(std::string_view name);

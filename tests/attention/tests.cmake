@@ -19,3 +19,11 @@ if(VORTEX_HAVE_CUDA AND TARGET vortex_cuda)
   target_link_libraries(sdpa_bench PRIVATE vortex_cuda vortex_profiling)
   target_compile_options(sdpa_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()
+# Owned BF16 attention (sm_90a): two-reference rule and cuDNN on the same inputs (gpu label); its benchmark.
+if(VORTEX_HAVE_CUDA AND TARGET vortex_cuda)
+  vortex_test(NAME bf16_attention_test SOURCES ${CMAKE_SOURCE_DIR}/tests/attention/bf16_attention_test.cpp
+              LIBS vortex_cuda vortex_ref GPU)
+  add_executable(bf16_attention_bench ${CMAKE_SOURCE_DIR}/bench/bf16_attention_bench.cpp)
+  target_link_libraries(bf16_attention_bench PRIVATE vortex_profiling vortex_cuda vortex_gemm)
+  target_compile_options(bf16_attention_bench PRIVATE ${VORTEX_CXX_FLAGS})
+endif()

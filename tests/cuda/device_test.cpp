@@ -95,6 +95,22 @@ TEST(CudaPolicy, SelectorsAnswerKernelAndSupport) {
   EXPECT_EQ(hd64.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(hd64.status().message().find("head_dim 64"), std::string::npos) << hd64.status().message();
   EXPECT_EQ(select_attention(h200, sdpa, AttentionShape{16, 0, 128}).status().code(), ErrorCode::kInvalidArgument);
+  // The owned BF16 kernel: opt-in (never a policy default), sm_90 devices of builds with 90a, head_dim 128.
+  ExecOptions owned;
+  owned.attention = AttentionKind::kBf16Owned;
+  Result<AttentionKernel> o = select_attention(h200, owned, canonical);
+  if (build_has_sm90_kernels()) {
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    EXPECT_EQ(*o, AttentionKernel::kBf16Wgmma);
+    EXPECT_STREQ(attention_kernel_name(*o), "bf16_wgmma");
+  } else {
+    EXPECT_EQ(o.status().code(), ErrorCode::kUnsupported);
+  }
+  EXPECT_EQ(select_attention(h200, owned, AttentionShape{1024, 8, 64}).status().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(select_attention(make_device_policy("NVIDIA B200", 10, 0), owned, canonical).status().code(),
+            ErrorCode::kUnsupported);
+  for (GpuArch arch : {GpuArch::kSm90, GpuArch::kSm100, GpuArch::kSm120, GpuArch::kSm121})
+    EXPECT_NE(policy_exec_options(arch).attention, AttentionKind::kBf16Owned);
   EXPECT_EQ(*select_nvfp4(h200), Nvfp4GemmPath::kEmulatedBf16);
   EXPECT_EQ(*select_gemm(h200, Precision::kFp8), GemmPath::kCublasLtFp8);
   EXPECT_EQ(*select_gemm(h200, Precision::kBf16), GemmPath::kCublasLtBf16);

@@ -40,7 +40,7 @@ TEST(Precision, Names) {
     EXPECT_STREQ(precision_name(*parse_precision(n)), n);  // parse and print round-trip at the edge
   }
   EXPECT_EQ(parse_precision("fp4").status().code(), ErrorCode::kInvalidArgument);
-  for (const char* n : {"sdpa", "sage2"}) EXPECT_STREQ(attention_name(*parse_attention(n)), n);
+  for (const char* n : {"sdpa", "sage2", "bf16-owned"}) EXPECT_STREQ(attention_name(*parse_attention(n)), n);
   EXPECT_EQ(parse_attention("flash9").status().code(), ErrorCode::kInvalidArgument);
   for (const char* n : {"off", "weight-only", "bf16"}) EXPECT_STREQ(nvfp4_fc2_name(*parse_nvfp4_fc2(n)), n);
   for (const char* n : {"", "fp4", "nvfp4_weight_only", "BF16"}) EXPECT_FALSE(is_precision_name(n)) << n;

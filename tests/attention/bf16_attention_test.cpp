@@ -1,0 +1,261 @@
+// Owned BF16 attention (sm_90a, bf16_attention.h) on the GPU: Q/K/V read as strided views of one [S, 3I] buffer,
+// token-major out. Two-reference rule (NUMERICS.md): FP64 attention (attention_fp64_reference, ref::attention's
+// program before its rounding) as the reference, ref::attention_flash_fp32 (the same FP32 / BF16-P program) as the
+// CPU same-program reference; ragged S (not multiples of the 128-row tile), 1-4 heads, every configuration (TMA /
+// cp.async loads, with and without ping-pong), fresh random inputs, outputs poisoned with NaN (0xFF) and a sentinel
+// tail after them; and cuDNN SDPA on the same inputs (its own two-reference numbers, the bound the kernel must meet,
+// and the kernel's max-abs / rel-L2 deviation from it). Skips visibly without a GPU; a GPU that is not sm_90 or a
+// build without sm_90a kernels fails (tests/gpu_test.h: only a missing device is a skip).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/attention/bf16_attention.h"
+#include "cuda/attention/sdpa.h"
+#include "gpu_test.h"
+#include "ref/ref_ops.h"
+#include "ref/sage2_attention.h"  // attention_fp64_reference: FP64 attention of listed rows, unrounded
+#include "vortex/dtype.h"
+
+namespace vortex {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::TwoReference;
+
+Tensor device_view(const DeviceBuffer& buf, int64_t byte_offset, Shape shape, Shape strides) {
+  auto storage = std::make_shared<Storage>();
+  storage->ptr = buf.get();
+  storage->bytes = buf.bytes();
+  storage->device = Device::kCuda;
+  return Tensor::from_storage(storage, static_cast<size_t>(byte_offset), std::move(shape), DType::kBF16,
+                              std::move(strides));
+}
+Tensor host_view(std::vector<uint16_t>& data, int64_t elem_offset, Shape shape, Shape strides) {
+  auto storage = std::make_shared<Storage>();
+  storage->ptr = data.data();
+  storage->bytes = data.size() * 2;
+  storage->device = Device::kCpu;
+  return Tensor::from_storage(storage, static_cast<size_t>(elem_offset) * 2, std::move(shape), DType::kBF16,
+                              std::move(strides));
+}
+
+bool sm90_kernel_available() {
+  int dev = 0;
+  return cudaGetDevice(&dev) == cudaSuccess && bf16_attention_supported(dev);
+}
+
+struct DeviationStats {
+  double max_abs = 0, rel_l2 = 0;
+  int64_t nonfinite = 0;
+};
+DeviationStats deviation(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int64_t rows, int64_t width,
+                         int64_t lda, int64_t ldb) {
+  DeviationStats d;
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t c = 0; c < width; ++c) {
+      const double x = f32_from_bf16_bits(a[static_cast<size_t>(i * lda + c)]);
+      const double y = f32_from_bf16_bits(b[static_cast<size_t>(i * ldb + c)]);
+      if (!std::isfinite(x) || !std::isfinite(y)) {
+        ++d.nonfinite;
+        continue;
+      }
+      d.max_abs = std::max(d.max_abs, std::fabs(x - y));
+      num += (x - y) * (x - y);
+      den += y * y;
+    }
+  d.rel_l2 = std::sqrt(num / std::max(den, 1e-300));
+  return d;
+}
+
+std::string config_name(const Bf16AttentionConfig& c) {
+  return std::string(c.loads == Bf16AttentionLoads::kTma ? "tma" : "cp.async") + (c.pingpong ? "+pingpong" : "");
+}
+// Every schedule and load path of the kernel.
+const std::vector<Bf16AttentionConfig>& all_configs() {
+  static const std::vector<Bf16AttentionConfig> configs = {{false, Bf16AttentionLoads::kTma},
+                                                           {true, Bf16AttentionLoads::kTma},
+                                                           {false, Bf16AttentionLoads::kCpAsync},
+                                                           {true, Bf16AttentionLoads::kCpAsync}};
+  return configs;
+}
+
+// One case: S tokens, `heads` heads, out rows padded by out_pad columns (gap columns must stay untouched), every
+// `row_step`-th query row checked against the CPU references (all rows vs cuDNN); each kernel configuration on the
+// same inputs.
+void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int64_t row_step, std::mt19937_64& rng) {
+  const int64_t d = 128, width = heads * d, ld = 3 * width, ldo = width + out_pad;
+  SCOPED_TRACE("S=" + std::to_string(s) + " heads=" + std::to_string(heads) + " out_pad=" + std::to_string(out_pad));
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::vector<uint16_t> qkv(static_cast<size_t>(s * ld));
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t c = 0; c < ld; ++c) {
+      // K gets a per-channel mean (as real K does) and Q a larger scale so the softmax is not flat.
+      const float base = g(rng);
+      float val = base;
+      if (c < width) val = 1.5f * base;
+      else if (c < 2 * width) val = base + 0.5f * static_cast<float>((c % 7) - 3);
+      qkv[static_cast<size_t>(t * ld + c)] = bf16_bits_from_f32(val);
+    }
+  DeviceBuffer buf(qkv.size() * 2), out(static_cast<size_t>(s * ldo) * 2), out_cudnn(static_cast<size_t>(s * ldo) * 2);
+  buf.upload(qkv.data(), qkv.size() * 2);
+  Tensor q = device_view(buf, 0, {s, width}, {ld, 1});
+  Tensor k = device_view(buf, width * 2, {s, width}, {ld, 1});
+  Tensor v = device_view(buf, 2 * width * 2, {s, width}, {ld, 1});
+  Tensor o = device_view(out, 0, {s, width}, {ldo, 1});
+  Tensor oc = device_view(out_cudnn, 0, {s, width}, {ldo, 1});
+  out_cudnn.poison(0xFF);
+  Status st = sdpa.run(q, k, v, heads, static_cast<int>(d), oc, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint16_t> och(static_cast<size_t>(s * ldo));
+  out_cudnn.download(och.data(), och.size() * 2);
+
+  // CPU references on the checked query rows (a row-strided view of Q), all keys.
+  const int64_t n = (s + row_step - 1) / row_step;
+  Tensor qh = host_view(qkv, 0, {n, width}, {ld * row_step, 1});
+  Tensor kh = host_view(qkv, width, {s, width}, {ld, 1});
+  Tensor vh = host_view(qkv, 2 * width, {s, width}, {ld, 1});
+  std::vector<uint16_t> rcpu(static_cast<size_t>(n * width));
+  Tensor rcput = host_view(rcpu, 0, {n, width}, {width, 1});
+  ASSERT_TRUE(ref::attention_flash_fp32(qh, kh, vh, heads, static_cast<int>(d), rcput).ok());
+  // The FP64 reference unrounded (ref::attention's program before its one BF16 rounding): r64 [n, width].
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < s; i += row_step) rows.push_back(i);
+  std::vector<double> r64(static_cast<size_t>(n * width));
+  for (int h = 0; h < heads; ++h) {
+    const std::vector<double> rh =
+        attention_fp64_reference({qkv.data(), ld}, {qkv.data() + width, ld}, {qkv.data() + 2 * width, ld}, s, h, rows);
+    ASSERT_EQ(rh.size(), static_cast<size_t>(n * d));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < d; ++c)
+        r64[static_cast<size_t>(i * width + h * d + c)] = rh[static_cast<size_t>(i * d + c)];
+  }
+  TwoReference tr_cudnn;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < width; ++c) {
+      const size_t ri = static_cast<size_t>(i * width + c), gi = static_cast<size_t>(i * row_step * ldo + c);
+      tr_cudnn.add(f32_from_bf16_bits(och[gi]), f32_from_bf16_bits(rcpu[ri]), r64[ri]);
+    }
+  std::printf("[bf16_attention S=%lld heads=%d pad=%lld] cuDNN: %s\n", static_cast<long long>(s), heads,
+              static_cast<long long>(out_pad), tr_cudnn.summary().c_str());
+
+  // Poison: NaN (0xFFFF) in the out view, 0x7B7B in the gap columns of a padded out.
+  std::vector<uint16_t> pattern(static_cast<size_t>(s * ldo), 0x7B7B);
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t c = 0; c < width; ++c) pattern[static_cast<size_t>(t * ldo + c)] = 0xFFFF;
+  for (const Bf16AttentionConfig& cfg : all_configs()) {
+    SCOPED_TRACE(config_name(cfg));
+    out.upload(pattern.data(), pattern.size() * 2);
+    st = bf16_attention(q, k, v, heads, static_cast<int>(d), o, nullptr, cfg);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> oh(static_cast<size_t>(s * ldo));
+    out.download(oh.data(), oh.size() * 2);
+    EXPECT_TRUE(out.sentinel_intact()) << "write past the end of out";
+    int64_t gap = 0;
+    for (int64_t t = 0; t < s; ++t)
+      for (int64_t c = width; c < ldo; ++c) gap += oh[static_cast<size_t>(t * ldo + c)] != 0x7B7B;
+    EXPECT_EQ(gap, 0) << "wrote outside the out row view";
+    TwoReference tr;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < width; ++c) {
+        const size_t ri = static_cast<size_t>(i * width + c), gi = static_cast<size_t>(i * row_step * ldo + c);
+        tr.add(f32_from_bf16_bits(oh[gi]), f32_from_bf16_bits(rcpu[ri]), r64[ri]);
+      }
+    const DeviationStats vs_cudnn = deviation(oh, och, s, width, ldo, ldo);
+    std::printf(
+        "[bf16_attention S=%lld heads=%d pad=%lld %s] owned: %s | vs cuDNN (all rows): max-abs %.3e rel-L2 "
+        "%.3e nonfinite %lld\n",
+        static_cast<long long>(s), heads, static_cast<long long>(out_pad), config_name(cfg).c_str(),
+        tr.summary().c_str(), vs_cudnn.max_abs, vs_cudnn.rel_l2, static_cast<long long>(vs_cudnn.nonfinite));
+    EXPECT_TRUE(tr.passes(2e-4, 2e-3)) << tr.summary();
+    // The kernel's error vs FP64 stays within the bound the cuDNN path meets on the same inputs (NUMERICS.md).
+    EXPECT_LE(tr.rel_l2_gpu(), 2.0 * tr_cudnn.rel_l2_gpu() + 2e-4)
+        << tr.summary() << " vs cuDNN " << tr_cudnn.summary();
+    EXPECT_LE(tr.max_gpu, 2.0 * tr_cudnn.max_gpu + 2e-3 * tr.max_ref)
+        << tr.summary() << " vs cuDNN " << tr_cudnn.summary();
+    EXPECT_EQ(vs_cudnn.nonfinite, 0);
+    // Two E1 implementations of one program: a few BF16 ulps of O apart, never O(1) (a wrong tile or mask).
+    EXPECT_LT(vs_cudnn.rel_l2, 1e-2);
+  }
+}
+
+TEST(Bf16Attention, RaggedShapesTwoReferenceAndCudnn) {
+  VORTEX_REQUIRE_GPU();
+  // An unsupported GPU or a build without the kernel is a failure, not a skip (tests/gpu_test.h).
+  ASSERT_TRUE(sm90_kernel_available()) << "the owned BF16 attention needs an sm_90 GPU and 90a in VORTEX_CUDA_ARCHS";
+  auto sdpa = SdpaAttention::create();
+  ASSERT_TRUE(sdpa.ok()) << sdpa.status().to_string();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  struct Case {
+    int64_t s;
+    int heads;
+    int64_t row_step;
+  };
+  for (const Case& c : std::vector<Case>{{1, 1, 1},
+                                         {7, 2, 1},
+                                         {64, 3, 1},
+                                         {128, 2, 1},
+                                         {129, 2, 1},
+                                         {255, 3, 1},
+                                         {256, 1, 1},
+                                         {300, 4, 1},
+                                         {1000, 2, 3},
+                                         {2049, 2, 11}})
+    check_case(**sdpa, c.s, c.heads, 0, c.row_step, rng);
+}
+
+// Many key blocks (long online-softmax chains, both ring stages reused ~30 times) and a padded out view.
+TEST(Bf16Attention, LongSequenceStridedOutput) {
+  VORTEX_REQUIRE_GPU();
+  // An unsupported GPU or a build without the kernel is a failure, not a skip (tests/gpu_test.h).
+  ASSERT_TRUE(sm90_kernel_available()) << "the owned BF16 attention needs an sm_90 GPU and 90a in VORTEX_CUDA_ARCHS";
+  auto sdpa = SdpaAttention::create();
+  ASSERT_TRUE(sdpa.ok()) << sdpa.status().to_string();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  check_case(**sdpa, 97, 2, 64, 1, rng);
+  check_case(**sdpa, 7777, 3, 64, 97, rng);
+}
+
+TEST(Bf16Attention, BadArgumentsAreClearErrors) {
+  // Validation happens before any device work, so this runs without a GPU too.
+  auto st = std::make_shared<Storage>();
+  std::vector<uint16_t> host(64 * 3 * 256 + 64 * 256 + 8);
+  st->ptr = host.data();
+  st->bytes = host.size() * 2;
+  st->device = Device::kCuda;  // metadata only; never dereferenced on the error paths
+  const int64_t s = 64, width = 256, ld = 3 * width;
+  Tensor q = Tensor::from_storage(st, 0, {s, width}, DType::kBF16, {ld, 1});
+  Tensor k = Tensor::from_storage(st, width * 2, {s, width}, DType::kBF16, {ld, 1});
+  Tensor v = Tensor::from_storage(st, 2 * width * 2, {s, width}, DType::kBF16, {ld, 1});
+  Tensor o = Tensor::from_storage(st, s * ld * 2, {s, width}, DType::kBF16, {width, 1});
+  Tensor misaligned = Tensor::from_storage(st, 2, {s, width}, DType::kBF16, {ld, 1});
+  Tensor odd_stride = Tensor::from_storage(st, 0, {s, width}, DType::kBF16, {ld + 1, 1});
+  Tensor short_rows = Tensor::from_storage(st, 0, {s - 1, width}, DType::kBF16, {ld, 1});
+  Status r = bf16_attention(q, k, v, 2, 64, o, nullptr);
+  EXPECT_EQ(r.code(), ErrorCode::kUnsupported) << r.to_string();
+  r = bf16_attention(misaligned, k, v, 2, 128, o, nullptr);
+  EXPECT_EQ(r.code(), ErrorCode::kInvalidArgument) << r.to_string();
+  r = bf16_attention(q, odd_stride, v, 2, 128, o, nullptr);
+  EXPECT_EQ(r.code(), ErrorCode::kInvalidArgument) << r.to_string();
+  EXPECT_NE(r.message().find("multiple of 8"), std::string::npos) << r.message();
+  r = bf16_attention(q, k, v, 3, 128, o, nullptr);  // 3 heads need 384 columns
+  EXPECT_EQ(r.code(), ErrorCode::kInvalidArgument) << r.to_string();
+  r = bf16_attention(q, k, short_rows, 2, 128, o, nullptr);
+  EXPECT_EQ(r.code(), ErrorCode::kInvalidArgument) << r.to_string();
+}
+
+}  // namespace
+}  // namespace vortex
