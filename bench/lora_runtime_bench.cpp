@@ -6,7 +6,8 @@
 // against the plain run of the same rep):
 //   linears: the four linears on synthetic inputs of their shapes, Backend::linear vs Backend::linear_lora;
 //   block:   H3Model::run_block on the block's real input (make_block_input), without vs with the branches attached.
-// Checks rows [0, 8) of the qkv branch output against ref::linear_lora on the host (rel-L2, bytes equal).
+// Checks rows [0, 8) of the qkv branch output of both programs against ref::linear_lora on the host (rel-L2, bytes
+// equal).
 //   lora_runtime_bench --out DIR [--block 24] [--rank 128] [--reps 20] [--warmup 3]
 #include <chrono>
 #include <cmath>

@@ -3,7 +3,8 @@
 // adapters, none, and the first again must give byte for byte the latents of separate `generate` runs
 // (engine/generate.h, --lora FILE[:SCALE] --lora-mode runtime; no adapter: the plain model), and run.json records
 // each request's adapters. Bad names (a path, a missing file) and adapters on a server without --lora-dir are 400s
-// naming the field "lora".
+// naming the field "lora". Built twice: serve_lora_test (cpu, CI) and, with VORTEX_SERVE_LORA_BACKEND="cuda",
+// serve_lora_cuda_test (label gpu: the same comparison through CudaBackend::linear_lora; skips without a device).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,8 +12,17 @@
 #include <iterator>
 
 #include "engine/generate.h"
+#include "gpu_test.h"
 #include "io/safetensors.h"
+#include "model/backend.h"
 #include "serve_test_util.h"
+
+#ifndef VORTEX_SERVE_LORA_BACKEND
+#define VORTEX_SERVE_LORA_BACKEND "cpu"
+#define VORTEX_SERVE_LORA_SUITE ServeLora
+#else
+#define VORTEX_SERVE_LORA_SUITE ServeLoraCuda  // distinct ctest names, so the cpu tests keep their label
+#endif
 
 namespace vortex_serve_test {
 namespace {
@@ -53,6 +63,7 @@ std::pair<std::vector<float>, std::vector<float>> generate_latents(const fs::pat
                                                                    std::vector<vortex::LoraSpec> loras) {
   vortex::GenerateRequest r;
   r.pipeline.checkpoint_path = kModel;
+  r.pipeline.backend = VORTEX_SERVE_LORA_BACKEND;
   r.pipeline.threads = 2;
   r.pipeline.loras = std::move(loras);
   r.pipeline.lora_mode = "runtime";
@@ -66,9 +77,13 @@ std::pair<std::vector<float>, std::vector<float>> generate_latents(const fs::pat
           latents_of((out / "audio_latents.safetensors").string(), "audio_latents")};
 }
 
-class ServeLora : public ::testing::Test {
+class VORTEX_SERVE_LORA_SUITE : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (std::string(VORTEX_SERVE_LORA_BACKEND) == "cuda") {
+      auto be = vortex::make_backend("cuda", 0, 0);
+      VORTEX_SKIP_NO_GPU_OR_FAIL(be.status());
+    }
     fs::create_directories(dir_.path() / "loras");
     fs::copy_file(lora_fixture("native_comfy"), dir_.path() / "loras" / "native_comfy.safetensors");
     fs::copy_file(lora_fixture("peft_split"), dir_.path() / "loras" / "peft_split.safetensors");
@@ -80,6 +95,7 @@ class ServeLora : public ::testing::Test {
     o.pipeline.config_name.clear();
     o.pipeline.synthetic_weights = false;
     o.pipeline.checkpoint_path = kModel;
+    o.pipeline.backend = VORTEX_SERVE_LORA_BACKEND;
     if (with_lora_dir) o.pipeline.lora_dir = (dir_.path() / "loras").string();
     return o;
   }
@@ -96,7 +112,7 @@ class ServeLora : public ::testing::Test {
   std::string embeddings_;
 };
 
-TEST_F(ServeLora, PerRequestAdaptersMatchSeparateGenerateRuns) {
+TEST_F(VORTEX_SERVE_LORA_SUITE, PerRequestAdaptersMatchSeparateGenerateRuns) {
   TestServer s(options(true));
   ASSERT_TRUE(s.server);
   auto c = s.client();
@@ -151,7 +167,7 @@ TEST_F(ServeLora, PerRequestAdaptersMatchSeparateGenerateRuns) {
   EXPECT_NE(std::memcmp(served_video[0].data(), served_video[1].data(), served_video[0].size() * 4), 0);
 }
 
-TEST_F(ServeLora, BadAdapterNamesAndServersWithoutLoraDirAreRefused) {
+TEST_F(VORTEX_SERVE_LORA_SUITE, BadAdapterNamesAndServersWithoutLoraDirAreRefused) {
   {
     TestServer s(options(true));
     ASSERT_TRUE(s.server);

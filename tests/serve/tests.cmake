@@ -15,3 +15,10 @@ vortex_test(NAME serve_soak_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/soak_te
 vortex_test(NAME serve_lora_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/serve_lora_test.cpp LIBS vortex_serve vortex)
 target_compile_definitions(serve_lora_test PRIVATE VORTEX_LORA_FIXTURES="${CMAKE_SOURCE_DIR}/tests/lora/fixtures"
                                                    VORTEX_PARITY_FIXTURES="${CMAKE_SOURCE_DIR}/tests/parity/fixtures")
+if(TARGET vortex_cuda)
+  vortex_test(NAME serve_lora_cuda_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/serve_lora_test.cpp
+              LIBS vortex_serve vortex GPU)
+  target_compile_definitions(serve_lora_cuda_test PRIVATE VORTEX_SERVE_LORA_BACKEND="cuda"
+                             VORTEX_LORA_FIXTURES="${CMAKE_SOURCE_DIR}/tests/lora/fixtures"
+                             VORTEX_PARITY_FIXTURES="${CMAKE_SOURCE_DIR}/tests/parity/fixtures")
+endif()
