@@ -34,6 +34,7 @@ struct ServeArgs {
   int keep_jobs = 100;
   std::string api_key;
   std::string on_sigterm = "finish";
+  std::string lora_dir;  // adapters requests may name (docs/lora.md "Switching adapters per request")
   bool allow_fault_injection = false;
   double memory_limit_gb = 0.0;
   int max_upload_mb = 64;
@@ -71,6 +72,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   o.pipeline.device = device;
   o.pipeline.threads = a.threads;
   o.pipeline.precision = a.precision;
+  o.pipeline.lora_dir = a.lora_dir;
   // The official snapshot (engine/model_folder.h): its transformer, and its text encoder for real prompts.
   if (!a.model.empty() && is_model_folder(a.model)) {
     Result<ModelFolder> folder = open_model_folder(a.model);
@@ -137,6 +139,10 @@ void register_serve(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)")->type_name("ADDR");
   sub->add_option("--port", a->port, "Port (default 8000; 0 = any free port, printed at start)")->type_name("INT");
   sub->add_option("--data", a->data, "Directory for job outputs (required)")->type_name("DIR");
+  sub->add_option("--lora-dir", a->lora_dir,
+                  "Folder of LoRA adapters that requests name in their \"lora\" field; applied per request as "
+                  "run-time branches, the base weights untouched (docs/lora.md)")
+      ->type_name("DIR");
   sub->add_option("--queue", a->queue, "Queued jobs before 429 (default 16)")->type_name("INT");
   sub->add_option("--keep-jobs", a->keep_jobs, "Finished jobs kept, older ones deleted (default 100)")
       ->type_name("INT");

@@ -68,6 +68,17 @@ class CudaBackend : public Backend {
   // LoRA merge on the GPU (both programs, the CPU reference's bytes).
   Status lora_merge(Tensor& w, const Tensor& a, const Tensor& b, int64_t row_offset, double scale,
                     LoraMergeProgram program) override;
+  // The run-time LoRA branch (src/cuda/lora_linear.cpp): ref::linear_lora's rounding boundaries with cuBLASLt
+  // FP32 accumulation, E1 against it. BF16 weights only (quantized ones: kUnsupported, merge instead).
+  Status linear_lora(const Tensor& x, const LinearWeight& w, const Tensor* bias, const LoraBranch& lora,
+                     Tensor& out) override;
+  // How linear_lora realizes the program (both E1 vs ref::linear_lora; bench/lora_runtime_bench.cpp times both):
+  //  kConcatK:         one GEMM over K + R: [x | t_1 .. t_p] @ [W | B_1 .. B_p]^T (B zero outside its rows),
+  //                    operands assembled per call in scratch;
+  //  kFp32Accumulator: x W^T into an FP32 [S, N] accumulator, each t_p B_p^T added with beta = 1, one cast.
+  enum class LoraProgram : uint8_t { kConcatK, kFp32Accumulator };
+  void set_lora_program(LoraProgram program) { lora_program_ = program; }
+  LoraProgram lora_program() const { return lora_program_; }
   Status gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) override;
   Status swiglu(const Tensor& u, Tensor& m) override;
   Status cast(const Tensor& src, Tensor& dst) override;
@@ -165,6 +176,7 @@ class CudaBackend : public Backend {
   bool debug_sync_ = false;
   bool debug_sync_env_ = false;  // VORTEX_DEBUG_SYNC=1 forces synchronization whatever the options say
   bool fused_gate_add_ = false;
+  LoraProgram lora_program_ = LoraProgram::kConcatK;
 };
 
 // The `cuda` entry of make_backend (src/engine/backend_registry.cpp): device `ordinal` (--device N).

@@ -214,6 +214,16 @@ Status validate_pipeline_options(const PipelineOptions& o) {
   }
   if (o.mp4_crf < 0 || o.mp4_crf > 51)
     return invalid_argument("--crf must be in [0, 51], got " + std::to_string(o.mp4_crf));
+  if (!o.lora_dir.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(o.lora_dir, ec))
+      return not_found("--lora-dir " + o.lora_dir + " is not a directory (the folder requests name adapters in)");
+    if (!o.loras.empty())
+      return invalid_argument("--lora-dir (adapters per request) excludes load-time --lora adapters");
+    if (o.precision != "bf16")
+      return unsupported("--lora-dir applies adapters as run-time branches, which need --precision bf16 (got " +
+                         o.precision + ")");
+  }
   return Status::Ok();
 }
 
@@ -286,6 +296,17 @@ std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineO
   if (r.fail_alloc_after < -1) {
     return bad("fail_alloc_after", invalid_argument("fail_alloc_after must be >= 0 (or -1: off), got " +
                                                     std::to_string(r.fail_alloc_after)));
+  }
+  if (!r.loras.empty()) {
+    if (o.lora_dir.empty())
+      return bad("lora", unsupported("this server takes no per-request adapters: start it with --lora-dir DIR"));
+    for (const LoraSpec& l : r.loras) {
+      std::error_code ec;
+      if (!fs::is_regular_file(l.path, ec))
+        return bad("lora", not_found("no adapter " + fs::path(l.path).filename().string() + " in --lora-dir"));
+      if (l.scale && !std::isfinite(*l.scale))
+        return bad("lora", invalid_argument("an adapter's scale must be finite"));
+    }
   }
   return std::nullopt;
 }
@@ -634,6 +655,41 @@ class InjectedFailureGuard {
 
 }  // namespace
 
+Status Pipeline::switch_request_loras(const RunRequest& request, ProgressSink& progress) {
+  if (options_.lora_dir.empty()) {
+    if (!request.loras.empty())
+      return invalid_argument("this pipeline takes no per-request adapters (PipelineOptions::lora_dir is empty)");
+    return Status::Ok();
+  }
+  auto same = [](const std::vector<LoraSpec>& a, const std::vector<LoraSpec>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].path != b[i].path || a[i].scale != b[i].scale) return false;
+    return true;
+  };
+  if (same(request.loras, attached_request_loras_) && lora_manifest_.size() == request.loras.size())
+    return Status::Ok();
+  // Run-time branches only: the base weights stay the loaded bytes, so switching never reloads them.
+  LoraApplyOptions lo;
+  lo.allow_unmatched = options_.lora_allow_unmatched;
+  lo.mode = "runtime";
+  lo.precision = precision_name(exec_.precision);
+  if (!request.loras.empty()) progress.stage("attaching LoRA adapters");
+  nlohmann::ordered_json manifest = nlohmann::ordered_json::array();
+  Status s = apply_lora_adapters(
+      model_->mutable_weights(), request.loras, lo, cfg_, *backend_, [&](std::string_view m) { progress.note(m); },
+      [&](std::string_view m) { progress.warning(m); }, &manifest);
+  if (!s.ok()) {  // nothing half-attached survives a bad adapter: the next request starts from the base
+    detach_lora_branches(model_->mutable_weights());
+    attached_request_loras_.clear();
+    lora_manifest_ = nlohmann::ordered_json::array();
+    return s;
+  }
+  attached_request_loras_ = request.loras;
+  lora_manifest_ = std::move(manifest);
+  return Status::Ok();
+}
+
 Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, const CancelToken& cancel,
                                  const std::string& dir, double seconds_before) {
   if (!model_) return internal_error("Pipeline::run before load_weights");
@@ -649,6 +705,7 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
     VORTEX_ASSIGN_OR_RETURN(exec.attention, parse_attention(req.attention));  // checked by check_run_request
   }
   model_->options() = exec;
+  VORTEX_RETURN_IF_ERROR(switch_request_loras(req, progress));  // before prepare: the refiner may be adapted
 
   Tensor text = plan.text;  // [L, text_dim] host
   if (!text.defined()) {

@@ -49,6 +49,10 @@ struct PipelineOptions {
   std::vector<LoraSpec> loras;
   bool lora_allow_unmatched = false;
   std::string lora_mode = "merge";
+  // Per-request adapters (RunRequest::loras, `vortex serve --lora-dir DIR`): the folder requests name them in.
+  // Non-empty: each run attaches its request's adapters as run-time branches (detaching the previous ones),
+  // never merging, so the base weights stay as loaded. Excludes `loras`.
+  std::string lora_dir;
   // The prompt path (engine/model_folder.h apply_model_folder fills these from `--model DIR`): a Qwen3-VL
   // text encoder folder, its tokenizer.json and the hidden-state index H3 reads (50). With a text encoder a
   // prompt is encoded for real (engine/prompt_encoder.h), on this pipeline's backend, before the
@@ -86,6 +90,9 @@ struct RunRequest {
   uint64_t seed = 42;                          // noise (and synthetic text) seed
   std::string attention;                       // "sdpa" | "sage2"; empty: the pipeline's
   std::string precision;                       // empty or the loaded precision (a load-time choice)
+  // Run-time LoRA adapters for this request alone (PipelineOptions::lora_dir must be set; paths, as the server
+  // resolves them there): attached as branches before the run, the base weights untouched (docs/lora.md).
+  std::vector<LoraSpec> loras;
   // > 0: the flow shifts instead of the config's (--preset turbo4: video 6, audio 3).
   double video_shift = 0.0, audio_shift = 0.0;
   // Decoded media (video.mp4, audio.wav) beside the latents: unset = whenever the pipeline holds decoders;
@@ -260,6 +267,9 @@ class Pipeline {
   std::string decoders_source_;  // run.json decode.vae: the folders or "synthetic-tiny|full"
   double decoders_load_seconds_ = 0.0;
   nlohmann::ordered_json lora_manifest_ = nlohmann::ordered_json::array();  // run.json "lora"
+  // Per-request adapters (options_.lora_dir): attaches `request.loras` unless they are the ones attached.
+  Status switch_request_loras(const RunRequest& request, ProgressSink& progress);
+  std::vector<LoraSpec> attached_request_loras_;  // what the branches hold now
   // Encodings by token ids (the layer is fixed for the pipeline): host [L, hidden] bf16, a few entries
   // (oldest dropped first) so a server alternating prompts does not re-run the conditioner each time.
   static constexpr size_t kMaxCachedEncodings = 16;

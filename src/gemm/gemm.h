@@ -33,7 +33,19 @@ const char* fp8_scaling_name(Fp8Scaling scaling);
 //  kFp8RowScaled:  FP8 E4M3 with cuBLASLt OUTER_VEC_32F scales on both operands: x_scale [M] f32 (one per
 //                  token, quantize_fp8_per_row), w_scale [N] f32 (one per output channel; a per-tensor weight
 //                  scale broadcast, optionally multiplied by a per-channel gate). Hopper and later.
-enum class GemmPrecision : uint8_t { kBf16, kF32, kFp8PerTensor, kFp8Blockwise, kNvfp4Emulated, kNvfp4, kFp8RowScaled };
+//  kBf16F32Out:    BF16 A/B, FP32 accumulation and an FP32 D (no rounding to BF16): the run-time LoRA program
+//                  (CudaBackend::linear_lora) sums x W^T and t B^T into one FP32 accumulator, `accumulate`
+//                  (beta = 1) adding the second GEMM; the bias, when given, is f32.
+enum class GemmPrecision : uint8_t {
+  kBf16,
+  kF32,
+  kFp8PerTensor,
+  kFp8Blockwise,
+  kNvfp4Emulated,
+  kNvfp4,
+  kFp8RowScaled,
+  kBf16F32Out
+};
 const char* gemm_precision_name(GemmPrecision precision);
 Result<GemmPrecision> gemm_precision_from_name(const std::string& name);
 
@@ -62,7 +74,8 @@ struct GemmCall {
   const void* x_block_scale = nullptr;
   const void* w_block_scale = nullptr;
   // d = R(d + scale_a * scale_b * x @ w^T (+ bias)): beta = 1 with C = D in place (the gated residual of
-  // an H3 block when w_scale carries s_w * gate). Host-pointer-mode plans only (not the NVFP4 ones).
+  // an H3 block when w_scale carries s_w * gate; kBf16F32Out: d += x @ w^T in FP32, unrounded).
+  // Host-pointer-mode plans only (not the NVFP4 ones).
   bool accumulate = false;
 };
 

@@ -82,6 +82,8 @@ Types types_for(GemmPrecision p) {
 #endif
     case GemmPrecision::kF32:
       return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, 4, 4};
+    case GemmPrecision::kBf16F32Out:
+      return {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, 2, 4};
     case GemmPrecision::kFp8PerTensor:
     case GemmPrecision::kFp8Blockwise:
     case GemmPrecision::kFp8RowScaled:
@@ -127,7 +129,9 @@ Status validate_call(const GemmCall& c) {
   }
   const bool nvfp4 = c.precision == GemmPrecision::kNvfp4Emulated || c.precision == GemmPrecision::kNvfp4;
   if (c.accumulate && (c.alpha || c.precision == GemmPrecision::kF32))
-    return invalid_argument(where.str() + ": accumulate (d += ...) is for the bf16-output host-alpha GEMMs only");
+    return invalid_argument(where.str() +
+                            ": accumulate (d += ...) is for the bf16-input host-alpha GEMMs only (bf16, fp8, "
+                            "bf16_f32out)");
   if (nvfp4 && !c.alpha)
     return invalid_argument(where.str() + ": NVFP4 GEMMs need alpha (g_x * g_w) as one f32 in device memory");
   if (!nvfp4 && c.alpha) return invalid_argument(where.str() + ": a device alpha is only legal for the NVFP4 GEMMs");
@@ -654,6 +658,8 @@ const char* gemm_precision_name(GemmPrecision precision) {
       return "nvfp4";
     case GemmPrecision::kFp8RowScaled:
       return "fp8_row_scaled";
+    case GemmPrecision::kBf16F32Out:
+      return "bf16_f32out";
   }
   return "unknown";
 }
@@ -661,11 +667,11 @@ const char* gemm_precision_name(GemmPrecision precision) {
 Result<GemmPrecision> gemm_precision_from_name(const std::string& name) {
   for (GemmPrecision p :
        {GemmPrecision::kBf16, GemmPrecision::kF32, GemmPrecision::kFp8PerTensor, GemmPrecision::kFp8Blockwise,
-        GemmPrecision::kNvfp4Emulated, GemmPrecision::kNvfp4, GemmPrecision::kFp8RowScaled})
+        GemmPrecision::kNvfp4Emulated, GemmPrecision::kNvfp4, GemmPrecision::kFp8RowScaled, GemmPrecision::kBf16F32Out})
     if (name == gemm_precision_name(p)) return p;
   return invalid_argument(
       "unknown GEMM precision '" + name +
-      "' (expected bf16, f32, fp8_per_tensor, fp8_blockwise, fp8_row_scaled, nvfp4_emulated or nvfp4)");
+      "' (expected bf16, f32, fp8_per_tensor, fp8_blockwise, fp8_row_scaled, nvfp4_emulated, nvfp4 or bf16_f32out)");
 }
 
 std::string GemmAlgoConfig::describe() const {

@@ -2,6 +2,7 @@
 // on the raw text first because the parser recurses once per nesting level.
 #include "serve/request.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -15,9 +16,11 @@ namespace {
 
 using json = nlohmann::json;
 
-const char* const kKnownFields[] = {
-    "prompt", "width", "height",   "size",    "aspect_ratio", "short_edge", "frames", "seconds",
-    "steps",  "seed",  "schedule", "sampler", "attention",    "precision",  "media",  "fail_alloc_after"};
+const char* const kKnownFields[] = {"prompt",    "width",     "height", "size", "aspect_ratio",    "short_edge",
+                                    "frames",    "seconds",   "steps",  "seed", "schedule",        "sampler",
+                                    "attention", "precision", "media",  "lora", "fail_alloc_after"};
+
+constexpr size_t kMaxLoras = 8;
 
 std::string known_fields_help() {
   std::string s;
@@ -219,6 +222,28 @@ Result<RunRequest> parse_video_request(std::string_view body_text, const Request
   if (has("media")) {
     if (!body.at("media").is_boolean()) return bad(field, "media", "media must be true or false");
     r.media = body.at("media").get<bool>();
+  }
+  if (has("lora")) {
+    // ["NAME[:SCALE]", ...]: adapters by file name in the server's --lora-dir (resolved there; never a path).
+    const json& l = body.at("lora");
+    if (!l.is_array()) return bad(field, "lora", "lora must be an array of \"NAME[:SCALE]\" strings");
+    if (l.size() > kMaxLoras)
+      return bad(field, "lora", "at most " + std::to_string(kMaxLoras) + " adapters per request");
+    for (const json& e : l) {
+      if (!e.is_string() || e.get<std::string>().size() > 256)
+        return bad(field, "lora", "each lora entry must be a \"NAME[:SCALE]\" string of at most 256 bytes");
+      Result<LoraSpec> spec = parse_lora_spec(e.get<std::string>());
+      if (!spec.ok()) return bad(field, "lora", spec.status().message());
+      const std::string& name = spec->path;
+      const bool plain = !name.empty() && name.find_first_of("/\\") == std::string::npos && name.front() != '.' &&
+                         std::all_of(name.begin(), name.end(), [](char c) {
+                           return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f;
+                         });
+      if (!plain)
+        return bad(field, "lora",
+                   "a lora name is a file name in the server's --lora-dir (no directories, no leading '.')");
+      r.loras.push_back(*spec);
+    }
   }
   if (has("fail_alloc_after")) {
     VORTEX_RETURN_IF_ERROR(get_int(body, "fail_alloc_after", 0, std::numeric_limits<int>::max(), v, field));

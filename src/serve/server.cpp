@@ -511,6 +511,12 @@ struct Server::Impl {
       if (Status s = write_file_atomic(file, upload); !s.ok()) return set_error(res, 500, "", s.message(), "io");
       run.text_embeddings_path = file.string();
     }
+    // Adapters are named in --lora-dir (request.cpp admits plain file names only); check_run_request checks them.
+    json lora_names = json::array();
+    for (LoraSpec& l : run.loras) {
+      lora_names.push_back(l.scale ? l.path + ":" + std::to_string(*l.scale) : l.path);
+      if (!opt.pipeline.lora_dir.empty()) l.path = (fs::path(opt.pipeline.lora_dir) / l.path).string();
+    }
     if (std::optional<FieldError> e = check_run_request(run, opt.pipeline, FieldStyle::kJson)) {
       return reject(400, e->field, e->status, "invalid_request");
     }
@@ -552,6 +558,7 @@ struct Server::Impl {
                     {"attention", run.attention.empty() ? std::string(attention_name(exec.attention)) : run.attention},
                     {"precision", precision_name(exec.precision)},
                     {"media", decoders && run.media.value_or(true)},
+                    {"lora", lora_names},
                     {"memory_estimate_bytes", p.memory.total()}};
     job->plan = std::make_unique<RunPlan>(std::move(*plan));
     json out;

@@ -21,6 +21,11 @@ if(TARGET vortex_cuda)
     SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/lora_merge_test.cpp
     LIBS vortex_cuda vortex_ref vortex_core
     GPU)
+  # The run-time LoRA branch (CudaBackend::linear_lora) vs ref::linear_lora and the merged path (E1).
+  vortex_test(NAME cuda_lora_linear_test
+    SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/lora_linear_test.cpp
+    LIBS vortex_cuda vortex_ref vortex_core
+    GPU)
   vortex_test(NAME cuda_text_encoder_ops_test
     SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/text_encoder_ops_test.cpp
     LIBS vortex_cuda vortex_ref vortex_core

@@ -75,6 +75,13 @@ TEST(ServeRequest, RejectionsNameTheField) {
       {R"({"prompt": "x", "seed": 1.5})", "seed"},
       {R"({"prompt": "x", "seconds": "1"})", "seconds"},
       {R"({"prompt": "x", "schedule": 1})", "schedule"},
+      {R"({"prompt": "x", "lora": "a.safetensors"})", "lora"},
+      {R"({"prompt": "x", "lora": ["../a.safetensors"]})", "lora"},
+      {R"({"prompt": "x", "lora": ["dir/a.safetensors"]})", "lora"},
+      {R"({"prompt": "x", "lora": [".a"]})", "lora"},
+      {R"({"prompt": "x", "lora": [":0.5"]})", "lora"},
+      {R"({"prompt": "x", "lora": [1]})", "lora"},
+      {R"({"prompt": "x", "lora": ["a","b","c","d","e","f","g","h","i"]})", "lora"},
   };
   for (const auto& [body, field] : cases) {
     std::string f = "unset";
@@ -85,6 +92,17 @@ TEST(ServeRequest, RejectionsNameTheField) {
   }
   std::string f;
   EXPECT_TRUE(parse(R"({"prompt": "x", "fail_alloc_after": 1})", &f, /*faults=*/true).ok());
+}
+
+TEST(ServeRequest, LoraNamesAndScales) {
+  Result<RunRequest> r = parse(R"({"prompt": "x", "lora": ["style.safetensors:0.8", "turbo.safetensors"]})");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->loras.size(), 2u);
+  EXPECT_EQ(r->loras[0].path, "style.safetensors");
+  EXPECT_EQ(*r->loras[0].scale, 0.8);
+  EXPECT_EQ(r->loras[1].path, "turbo.safetensors");
+  EXPECT_FALSE(r->loras[1].scale);
+  EXPECT_TRUE(parse(R"({"prompt": "x"})")->loras.empty());
 }
 
 TEST(ServeRequest, DepthAndSizeLimitsComeBeforeParsing) {

@@ -9,3 +9,16 @@ target_compile_definitions(serve_request_fuzz_replay_test PRIVATE
 vortex_test(NAME serve_server_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/server_test.cpp LIBS vortex_serve)
 target_compile_definitions(serve_server_test PRIVATE VORTEX_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 vortex_test(NAME serve_soak_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/soak_test.cpp LIBS vortex_serve)
+
+# Per-request LoRA adapters (--lora-dir) vs separate `generate --lora ... --lora-mode runtime` runs, on the tiny
+# checkpoint of tests/parity with the fixtures of tests/lora.
+vortex_test(NAME serve_lora_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/serve_lora_test.cpp LIBS vortex_serve vortex)
+target_compile_definitions(serve_lora_test PRIVATE VORTEX_LORA_FIXTURES="${CMAKE_SOURCE_DIR}/tests/lora/fixtures"
+                                                   VORTEX_PARITY_FIXTURES="${CMAKE_SOURCE_DIR}/tests/parity/fixtures")
+if(TARGET vortex_cuda)
+  vortex_test(NAME serve_lora_cuda_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/serve_lora_test.cpp
+              LIBS vortex_serve vortex GPU)
+  target_compile_definitions(serve_lora_cuda_test PRIVATE VORTEX_SERVE_LORA_BACKEND="cuda"
+                             VORTEX_LORA_FIXTURES="${CMAKE_SOURCE_DIR}/tests/lora/fixtures"
+                             VORTEX_PARITY_FIXTURES="${CMAKE_SOURCE_DIR}/tests/parity/fixtures")
+endif()
