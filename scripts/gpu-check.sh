@@ -146,6 +146,8 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
       text_encoder_load_bench) run_step text_encoder_load_bench 500 "$b" --dir "$work/te-load-$$" --out benchmarks ;;
       lora_merge_bench) run_step lora_merge_bench 400 "$b" --out benchmarks ;;
       nvfp4_bench) run_step nvfp4_bench 200 "$b" --evidence-dir benchmarks ;;
+      # qk_norm_rope + the Sage2 pre-pass vs the fused Q producer + the K/V-only pre-pass, alternating, bytes checked
+      qk_norm_rope_sage2_bench) run_step qk_norm_rope_sage2_bench 200 "$b" benchmarks ;;
       sdpa_bench) run_step sdpa_bench 200 bash -c "'$b' >> benchmarks/$(date -u +%F)-h200-sdpa-cudnn.jsonl" ;;
       *) run_step "$(basename "$b")" 200 "$b" ;;
     esac

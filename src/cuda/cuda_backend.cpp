@@ -469,6 +469,69 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
   return internal_error("attention: unknown kernel");
 }
 
+Sage2Workspace& CudaBackend::sage2_workspace(AttentionKernel kernel) {
+  if (!sage2_) {
+    sage2_ = std::make_unique<Sage2Workspace>();
+    std::shared_ptr<CachingAllocator> allocator = allocator_;  // counted in memory_in_use / memory_peak
+    sage2_->device_alloc = [allocator](size_t bytes) { return allocator->allocate(bytes); };
+    sage2_->device_free = [allocator](void* ptr, size_t bytes) { allocator->release(ptr, bytes); };
+  }
+  sage2_->mainloop = kernel == AttentionKernel::kSage2Wgmma ? Sage2Mainloop::kWgmma : Sage2Mainloop::kMmaSync;
+  return *sage2_;
+}
+
+bool CudaBackend::has_fused_q_quantize(int64_t rows, int num_heads, int head_dim, const ExecOptions& opts) const {
+  if (!opts.fused_q_quantize || opts.attention != AttentionKind::kSage2) return false;
+  const Result<AttentionKernel> kernel = select_attention(policy_, opts, AttentionShape{rows, num_heads, head_dim});
+  return kernel.ok() && (*kernel == AttentionKernel::kSage2Wgmma || *kernel == AttentionKernel::kSage2MmaSync);
+}
+
+Status CudaBackend::qk_norm_rope_quantize_q(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight,
+                                            float eps, const RopeTables* rope, int num_heads, int head_dim,
+                                            const ExecOptions& opts, QuantizedQuery& out) {
+  const int64_t rows = q.defined() && q.ndim() == 2 ? q.dim(0) : 0;
+  VORTEX_ASSIGN_OR_RETURN(const AttentionKernel kernel,
+                          select_attention(policy_, opts, AttentionShape{rows, num_heads, head_dim}));
+  if (kernel != AttentionKernel::kSage2Wgmma && kernel != AttentionKernel::kSage2MmaSync)
+    return invalid_argument(std::string("qk_norm_rope_quantize_q: the selected attention kernel (") +
+                            attention_kernel_name(kernel) + ") reads a BF16 Q; use qk_norm_rope");
+  Sage2Workspace& ws = sage2_workspace(kernel);
+  const Tensor* cos = rope ? &rope->cos : nullptr;
+  const Tensor* sin = rope ? &rope->sin : nullptr;
+  const int rope_dims = rope ? rope->rope_dims : 0;
+  const Status fused =
+      qk_norm_rope_sage2(q, k, q_weight, k_weight, eps, cos, sin, rope_dims, num_heads, head_dim, stream_, ws);
+  if (fused.code() == ErrorCode::kUnsupported) {  // a shape the fused kernel does not take: the two passes
+    VORTEX_RETURN_IF_ERROR(
+        cuda_ops::qk_norm_rope(q, k, q_weight, k_weight, eps, cos, sin, rope_dims, num_heads, head_dim, stream_));
+    VORTEX_RETURN_IF_ERROR(sage2_quantize_q(q, num_heads, head_dim, stream_, ws));
+  } else {
+    VORTEX_RETURN_IF_ERROR(fused);
+  }
+  out = QuantizedQuery{rows, num_heads, head_dim, ++quantized_q_generation_};
+  return after_op("qk_norm_rope_quantize_q(sage2)", opts.debug_sync);
+}
+
+Status CudaBackend::attention_quantized_q(const QuantizedQuery& q, const Tensor& k, const Tensor& v, int num_heads,
+                                          int head_dim, Tensor& out, const ExecOptions& opts) {
+  if (q.generation == 0 || q.generation != quantized_q_generation_ || !sage2_)
+    return invalid_argument("attention_quantized_q: the quantized Q is not the last one qk_norm_rope_quantize_q wrote");
+  if (q.heads != num_heads || q.head_dim != head_dim)
+    return invalid_argument("attention_quantized_q: the quantized Q has " + std::to_string(q.heads) + " heads of " +
+                            std::to_string(q.head_dim) + ", asked for " + std::to_string(num_heads) + " of " +
+                            std::to_string(head_dim));
+  VORTEX_ASSIGN_OR_RETURN(const AttentionKernel kernel,
+                          select_attention(policy_, opts, AttentionShape{q.rows, num_heads, head_dim}));
+  if (kernel != AttentionKernel::kSage2Wgmma && kernel != AttentionKernel::kSage2MmaSync)
+    return invalid_argument(std::string("attention_quantized_q: the selected attention kernel (") +
+                            attention_kernel_name(kernel) + ") reads a BF16 Q; use attention");
+  Sage2Workspace& ws = sage2_workspace(kernel);
+  // sage2_quantize_kv checks that ws still holds this Q (tokens, heads, layout) and marks it consumed.
+  VORTEX_RETURN_IF_ERROR(sage2_quantize_kv(k, v, num_heads, head_dim, stream_, ws));
+  VORTEX_RETURN_IF_ERROR(sage2_attention_quantized(out, stream_, ws));
+  return after_op("attention_quantized_q(sage2)", opts.debug_sync);
+}
+
 Status CudaBackend::gate_add(Tensor& x, const Tensor& a, const Tensor* table, int gate_chunk, const SegmentTable& seg) {
   if (table == nullptr) {
     VORTEX_RETURN_IF_ERROR(cuda_ops::gate_add(x, a, nullptr, 0, nullptr, stream_));

@@ -59,6 +59,14 @@ class CudaBackend : public Backend {
                       const RopeTables* rope, int num_heads, int head_dim) override;
   Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
                    const ExecOptions& opts) override;
+  // attention sage2 with its Q quantization in the qk_norm_rope pass (qk_norm_rope_sage2, then the K/V-only
+  // pre-pass): E0 vs qk_norm_rope + attention.
+  bool has_fused_q_quantize(int64_t rows, int num_heads, int head_dim, const ExecOptions& opts) const override;
+  Status qk_norm_rope_quantize_q(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                                 const RopeTables* rope, int num_heads, int head_dim, const ExecOptions& opts,
+                                 QuantizedQuery& out) override;
+  Status attention_quantized_q(const QuantizedQuery& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim,
+                               Tensor& out, const ExecOptions& opts) override;
   // Decoder ops of the conditioner (src/text_encoder): E0 / E0 / E1 vs the CPU reference.
   Status rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   Status head_norm_rope(Tensor& x, const Tensor& weight, float eps, const RopeTables* rope, int num_heads,
@@ -170,6 +178,9 @@ class CudaBackend : public Backend {
   std::unique_ptr<GemmEngine> gemm_;
   std::unique_ptr<SdpaAttention> sdpa_;
   std::unique_ptr<Sage2Workspace> sage2_;  // quantized Q/K/V buffers, grown on demand
+  uint64_t quantized_q_generation_ = 0;    // qk_norm_rope_quantize_q calls (QuantizedQuery::generation)
+  // The Sage2 workspace (created on first use) set to the mainloop of `kernel`.
+  Sage2Workspace& sage2_workspace(AttentionKernel kernel);
   std::unique_ptr<Nvfp4Gemm> nvfp4_gemm_;
   std::unique_ptr<Nvfp4ActivationSlots> nvfp4_slots_;  // NVFP4 activation scratch, grown on demand
   DeviceBuffer silu_table_;                            // [65536] bf16 bits, device

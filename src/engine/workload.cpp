@@ -48,6 +48,8 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_nvfp4_producers));
     } else if (key == "fp8_gate_epilogue") {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fp8_gate_epilogue));
+    } else if (key == "fused_q_quantize") {
+      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_q_quantize));
     } else if (key == "precision") {
       // Precision converts the weights at load: a run-time switch can only restate it.
       if (value != precision_name(opts.precision))
@@ -62,7 +64,7 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
     } else {
       return invalid_argument("unknown switch '" + key +
                               "' (known: fused_norm_modulate, fused_gate_add, fused_nvfp4_producers, "
-                              "fp8_gate_epilogue, attention, debug_sync, "
+                              "fp8_gate_epilogue, fused_q_quantize, attention, debug_sync, "
                               "precision (restating the loaded one), eager, fused)");
     }
   }
@@ -75,6 +77,7 @@ std::string describe_switches(const ExecOptions& opts) {
      << ",attention=" << attention_name(opts.attention) << ",precision=" << precision_name(opts.precision);
   if (opts.precision == Precision::kNvfp4) os << ",fused_nvfp4_producers=" << opts.fused_nvfp4_producers;
   if (opts.precision == Precision::kFp8) os << ",fp8_gate_epilogue=" << opts.fp8_gate_epilogue;
+  if (opts.attention == AttentionKind::kSage2) os << ",fused_q_quantize=" << opts.fused_q_quantize;
   return os.str();
 }
 

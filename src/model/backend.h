@@ -37,6 +37,15 @@ struct QuantizedActivation {
   uint64_t generation = 0;           // the backend's producer count when written (stale views are rejected)
 };
 
+// The Q operand of a quantized attention program, written by Backend::qk_norm_rope_quantize_q into backend
+// scratch and consumed by the next attention_quantized_q (a second use, or a use after another producer, is
+// rejected by generation).
+struct QuantizedQuery {
+  int64_t rows = 0;
+  int heads = 0, head_dim = 0;
+  uint64_t generation = 0;  // the backend's count of qk_norm_rope_quantize_q calls when written
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -96,6 +105,31 @@ class Backend {
   // out[S, I] = R(softmax(q k^T / sqrt(head_dim)) v) per head; q, k, v may be strided views.
   virtual Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
                            const ExecOptions& opts) = 0;
+  // ---- attention's Q quantization fused into qk_norm_rope (ExecOptions::fused_q_quantize) ----
+  // True when the attention kernel that `opts` selects for [rows, num_heads, head_dim] reads a quantized Q that
+  // qk_norm_rope_quantize_q writes in the norm pass (the Sage2 program's INT8 Q and scales).
+  virtual bool has_fused_q_quantize(int64_t rows, int num_heads, int head_dim, const ExecOptions& opts) const {
+    (void)rows, (void)num_heads, (void)head_dim, (void)opts;
+    return false;
+  }
+  // qk_norm_rope (q and k get the same bytes), and Q quantized as that attention kernel quantizes the normed q
+  // (same bytes and scales) into backend scratch, described by `out`.
+  virtual Status qk_norm_rope_quantize_q(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight,
+                                         float eps, const RopeTables* rope, int num_heads, int head_dim,
+                                         const ExecOptions& opts, QuantizedQuery& out) {
+    (void)q, (void)k, (void)q_weight, (void)k_weight, (void)eps, (void)rope, (void)num_heads, (void)head_dim,
+        (void)opts, (void)out;
+    return unsupported("qk_norm_rope_quantize_q: not provided by the " + std::string(name()) +
+                       " backend (leave fused_q_quantize=0)");
+  }
+  // attention() with the Q operand of `q` (its BF16 source is not read again): out gets the same bytes as
+  // attention() on the normed q. k, v [S, I] views as in attention().
+  virtual Status attention_quantized_q(const QuantizedQuery& q, const Tensor& k, const Tensor& v, int num_heads,
+                                       int head_dim, Tensor& out, const ExecOptions& opts) {
+    (void)q, (void)k, (void)v, (void)num_heads, (void)head_dim, (void)out, (void)opts;
+    return unsupported("attention_quantized_q: not provided by the " + std::string(name()) +
+                       " backend (leave fused_q_quantize=0)");
+  }
   // ---- decoder ops (the Qwen3-VL conditioner, src/text_encoder); kUnsupported where not provided ----
   // out = R(fp32(R(fp32(x * r)) * w)), r as in rms_norm: transformers' Qwen3 RMSNorm (two roundings).
   virtual Status rms_norm_two_rounding(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {

@@ -44,6 +44,10 @@ struct ExecOptions {
   // precision fp8 only (E2 vs linear + gate_add): out_proj + gate_msa and FC2 + gate_mlp as one row-scaled
   // FP8 GEMM per AdaLN segment that adds into x in its epilogue. Used only where backend.has_gate_epilogue(w).
   bool fp8_gate_epilogue = false;
+  // attention sage2 only (E0 vs qk_norm_rope + attention): Sage2's Q INT8 quantization written by the
+  // qk_norm_rope pass (qk_norm_rope_sage2); the attention pre-pass then quantizes K/V only. Used only where
+  // backend.has_fused_q_quantize().
+  bool fused_q_quantize = false;
 };
 
 }  // namespace vortex

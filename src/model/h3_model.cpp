@@ -113,6 +113,37 @@ Status check_sequence_parallel(const ModelConfig& cfg, int world, int64_t rows) 
 
 namespace {
 
+// Steps 4-5 on the [S, I] views q, k, v of heads `heads`: per-head Q/K RMSNorm + RoPE in place, then
+// o = R(attention(q, k, v)) into out [S, I]. With fused_q_quantize where the backend offers it
+// (has_fused_q_quantize: Sage2 attention), the attention program's Q quantization runs in the norm pass and
+// the attention reads it: the same bytes of q, k and out as the two unfused ops.
+Status norm_rope_attention(Backend& backend, const ModelConfig& cfg, const ExecOptions& opts,
+                           const H3BlockWeights& block, const RopeTables* rope, Tensor& q, Tensor& k, const Tensor& v,
+                           int heads, Tensor& out) {
+  const int hd = cfg.head_dim;
+  if (backend.has_fused_q_quantize(q.dim(0), heads, hd, opts)) {
+    QuantizedQuery qq;
+    {
+      BackendRegion region(backend, "qk_norm_rope");
+      VORTEX_RETURN_IF_ERROR(backend
+                                 .qk_norm_rope_quantize_q(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight,
+                                                          cfg.qk_norm_eps, rope, heads, hd, opts, qq)
+                                 .with_context("qk_norm_rope + Q quantization (fused_q_quantize)"));
+    }
+    BackendRegion region(backend, "attention");
+    return backend.attention_quantized_q(qq, k, v, heads, hd, out, opts)
+        .with_context("attention on the pre-quantized Q (fused_q_quantize)");
+  }
+  {
+    BackendRegion region(backend, "qk_norm_rope");
+    VORTEX_RETURN_IF_ERROR(
+        backend.qk_norm_rope(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight, cfg.qk_norm_eps, rope, heads, hd)
+            .with_context("qk_norm_rope"));
+  }
+  BackendRegion region(backend, "attention");
+  return backend.attention(q, k, v, heads, hd, out, opts).with_context("attention");
+}
+
 // Steps 4-5 under Ulysses: qkv [rows_r, 3I] of my rows -> all-to-all -> [S, 3 I_r] of my heads ->
 // q/k norm + RoPE + attention on all rows -> all-to-all back -> attn_out [rows_r, I] of my rows.
 // Heads are independent in steps 4-5 and every op here is per (row, head), so the bytes equal the
@@ -158,16 +189,7 @@ Status ulysses_attention(Backend& backend, const ModelConfig& cfg, const ExecOpt
     VORTEX_ASSIGN_OR_RETURN(Tensor k, sp.qkv_heads.as_strided({s_all, i_me}, {3 * i_me, 1}, i_me));  // [S, I_r] view
     VORTEX_ASSIGN_OR_RETURN(Tensor v,
                             sp.qkv_heads.as_strided({s_all, i_me}, {3 * i_me, 1}, 2 * i_me));  // [S, I_r] view
-    {
-      BackendRegion region(backend, "qk_norm_rope");
-      VORTEX_RETURN_IF_ERROR(backend
-                                 .qk_norm_rope(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight,
-                                               cfg.qk_norm_eps, rope, heads_me, cfg.head_dim)
-                                 .with_context("qk_norm_rope"));
-    }
-    BackendRegion region(backend, "attention");
-    VORTEX_RETURN_IF_ERROR(
-        backend.attention(q, k, v, heads_me, cfg.head_dim, sp.attn_heads, opts).with_context("attention"));
+    VORTEX_RETURN_IF_ERROR(norm_rope_attention(backend, cfg, opts, block, rope, q, k, v, heads_me, sp.attn_heads));
   }
   int64_t off = 0;
   for (int j = 0; j < u; ++j) {
@@ -204,7 +226,7 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
   if ((table == nullptr) != (segments == nullptr))
     return invalid_argument("run_transformer_block: pass both the AdaLN table and its segments, or neither (refiner)");
   const int64_t s = x.dim(0), inner = cfg.inner();
-  const int heads = cfg.num_heads, hd = cfg.head_dim;
+  const int heads = cfg.num_heads;
   backend.configure(opts);  // run-time switches that are not op arguments (e.g. fused_gate_add on CUDA)
   VORTEX_ASSIGN_OR_RETURN(BlockScratch sc, scratch.first_rows(s));
   const SegmentTable no_segments;
@@ -262,15 +284,8 @@ Status run_transformer_block(Backend& backend, const ModelConfig& cfg, const Exe
     VORTEX_ASSIGN_OR_RETURN(Tensor q, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 0));          // [S, I] view
     VORTEX_ASSIGN_OR_RETURN(Tensor k, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, inner));      // [S, I] view
     VORTEX_ASSIGN_OR_RETURN(Tensor v, sc.qkv.as_strided({s, inner}, {3 * inner, 1}, 2 * inner));  // [S, I] view
-    // 4. per-head Q/K RMSNorm, then RoPE (main blocks only)
-    VORTEX_RETURN_IF_ERROR(timed("qk_norm_rope", [&] {
-                             return backend.qk_norm_rope(q, k, block.attn_q_norm_weight, block.attn_k_norm_weight,
-                                                         cfg.qk_norm_eps, rope, heads, hd);
-                           }).with_context("qk_norm_rope"));
-    // 5. o = R(SDPA(q, k, v))                                           // [S, I] bf16, token-major
-    VORTEX_RETURN_IF_ERROR(timed("attention", [&] {
-                             return backend.attention(q, k, v, heads, hd, sc.attn_out, opts);
-                           }).with_context("attention"));
+    // 4. per-head Q/K RMSNorm, then RoPE (main blocks only); 5. o = R(SDPA(q, k, v))  // [S, I] bf16, token-major
+    VORTEX_RETURN_IF_ERROR(norm_rope_attention(backend, cfg, opts, block, rope, q, k, v, heads, sc.attn_out));
   }
   // Gated residual in the FP8 GEMM epilogue (switch fp8_gate_epilogue, E2): x = R(x + gate * (q(in) @ q(W)^T)).
   auto gate_epilogue = [&](const LinearWeight& w) {

@@ -26,27 +26,70 @@ int8_t int8_quantize(float x, float scale) {
   return static_cast<int8_t>(std::trunc(y));
 }
 
-}  // namespace
-
-Result<Sage2Quantized> sage2_quantize_reference(Sage2HostInput q, Sage2HostInput k, Sage2HostInput v, int64_t seq,
-                                                int heads) {
+Status check_quantize_args(const char* what, int64_t seq, int heads) {
   if (seq <= 0 || heads <= 0)
-    return invalid_argument("sage2_quantize_reference: seq and heads must be positive (got seq=" + std::to_string(seq) +
+    return invalid_argument(std::string(what) + ": seq and heads must be positive (got seq=" + std::to_string(seq) +
                             ", heads=" + std::to_string(heads) + ")");
-  if (!q.data || !k.data || !v.data) return invalid_argument("sage2_quantize_reference: null input pointer");
+  return Status::Ok();
+}
+
+// Sizes `out` for seq x heads (no-op when it already has them) and returns P.
+int64_t shape_quantized(Sage2Quantized& out, int64_t seq, int heads) {
   constexpr int D = kSage2HeadDim;
-  Sage2Quantized out;
   out.seq = seq;
   out.heads = heads;
   out.padded = sage2_padded_tokens(seq);
   const int64_t P = out.padded;
-  out.q.assign(static_cast<size_t>(heads * P * D), 0);
-  out.q_scale.assign(static_cast<size_t>(heads * (P / kSage2SlabQ) * kSage2QGroupsPerSlab), 0.0f);
-  out.k_mean.assign(static_cast<size_t>(heads * D), 0);
-  out.k.assign(static_cast<size_t>(heads * P * D), 0);
-  out.k_scale.assign(static_cast<size_t>(heads * (P / kSage2BlockK) * kSage2KGroupsPerBlock), 0.0f);
-  out.v.assign(static_cast<size_t>(heads * D * P), 0);
-  out.v_scale.assign(static_cast<size_t>(heads * D), 0.0f);
+  out.q.resize(static_cast<size_t>(heads * P * D));
+  out.q_scale.resize(static_cast<size_t>(heads * (P / kSage2SlabQ) * kSage2QGroupsPerSlab));
+  out.k_mean.resize(static_cast<size_t>(heads * D));
+  out.k.resize(static_cast<size_t>(heads * P * D));
+  out.k_scale.resize(static_cast<size_t>(heads * (P / kSage2BlockK) * kSage2KGroupsPerBlock));
+  out.v.resize(static_cast<size_t>(heads * D * P));
+  out.v_scale.resize(static_cast<size_t>(heads * D));
+  return P;
+}
+
+bool same_shape(const Sage2Quantized& out, int64_t seq, int heads) { return out.seq == seq && out.heads == heads; }
+
+}  // namespace
+
+Status sage2_quantize_q_reference(Sage2HostInput q, int64_t seq, int heads, Sage2Quantized& out) {
+  VORTEX_RETURN_IF_ERROR(check_quantize_args("sage2_quantize_q_reference", seq, heads));
+  if (!q.data) return invalid_argument("sage2_quantize_q_reference: null input pointer");
+  constexpr int D = kSage2HeadDim;
+  if (!same_shape(out, seq, heads)) out = Sage2Quantized{};
+  const int64_t P = shape_quantized(out, seq, heads);
+  std::fill(out.q.begin(), out.q.end(), 0);
+  for (int h = 0; h < heads; ++h) {
+    // Q groups: rows {r, r+8} of each 16-row slab.
+    for (int64_t slab = 0; slab < P / kSage2SlabQ; ++slab) {
+      for (int r = 0; r < kSage2QGroupsPerSlab; ++r) {
+        const int64_t rows[2] = {slab * kSage2SlabQ + r, slab * kSage2SlabQ + r + 8};
+        float amax = 0.0f;
+        for (int64_t row : rows)
+          if (row < seq)
+            for (int c = 0; c < D; ++c) amax = std::max(amax, std::fabs(load_bf16(q, row, h, c)));
+        const float scale = int8_group_scale(amax);
+        out.q_scale[static_cast<size_t>((h * (P / kSage2SlabQ) + slab) * kSage2QGroupsPerSlab + r)] = scale;
+        for (int64_t row : rows)
+          if (row < seq)
+            for (int c = 0; c < D; ++c)
+              out.q[static_cast<size_t>((h * P + row) * D + c)] = int8_quantize(load_bf16(q, row, h, c), scale);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status sage2_quantize_kv_reference(Sage2HostInput k, Sage2HostInput v, int64_t seq, int heads, Sage2Quantized& out) {
+  VORTEX_RETURN_IF_ERROR(check_quantize_args("sage2_quantize_kv_reference", seq, heads));
+  if (!k.data || !v.data) return invalid_argument("sage2_quantize_kv_reference: null input pointer");
+  constexpr int D = kSage2HeadDim;
+  if (!same_shape(out, seq, heads)) out = Sage2Quantized{};
+  const int64_t P = shape_quantized(out, seq, heads);
+  std::fill(out.k.begin(), out.k.end(), 0);
+  std::fill(out.v.begin(), out.v.end(), 0);
 
   std::vector<float> kc(static_cast<size_t>(P * D));  // [P, 128] bf16(K - mean) of one head, as fp32
   for (int h = 0; h < heads; ++h) {
@@ -66,23 +109,6 @@ Result<Sage2Quantized> sage2_quantize_reference(Sage2HostInput q, Sage2HostInput
       for (int c = 0; c < D; ++c)
         kc[static_cast<size_t>(s * D + c)] =
             round_bf16(load_bf16(k, s, h, c) - f32_from_bf16_bits(out.k_mean[static_cast<size_t>(h * D + c)]));
-
-    // Q groups: rows {r, r+8} of each 16-row slab.
-    for (int64_t slab = 0; slab < P / kSage2SlabQ; ++slab) {
-      for (int r = 0; r < kSage2QGroupsPerSlab; ++r) {
-        const int64_t rows[2] = {slab * kSage2SlabQ + r, slab * kSage2SlabQ + r + 8};
-        float amax = 0.0f;
-        for (int64_t row : rows)
-          if (row < seq)
-            for (int c = 0; c < D; ++c) amax = std::max(amax, std::fabs(load_bf16(q, row, h, c)));
-        const float scale = int8_group_scale(amax);
-        out.q_scale[static_cast<size_t>((h * (P / kSage2SlabQ) + slab) * kSage2QGroupsPerSlab + r)] = scale;
-        for (int64_t row : rows)
-          if (row < seq)
-            for (int c = 0; c < D; ++c)
-              out.q[static_cast<size_t>((h * P + row) * D + c)] = int8_quantize(load_bf16(q, row, h, c), scale);
-      }
-    }
     // K groups: per 128-key block, keys with (idx mod 8) in {2t, 2t+1}.
     for (int64_t blk = 0; blk < P / kSage2BlockK; ++blk) {
       for (int t = 0; t < kSage2KGroupsPerBlock; ++t) {
@@ -110,6 +136,15 @@ Result<Sage2Quantized> sage2_quantize_reference(Sage2HostInput q, Sage2HostInput
         out.v[static_cast<size_t>((h * D + c) * P + s)] = e4m3_from_f32(load_bf16(v, s, h, c) * mult);
     }
   }
+  return Status::Ok();
+}
+
+Result<Sage2Quantized> sage2_quantize_reference(Sage2HostInput q, Sage2HostInput k, Sage2HostInput v, int64_t seq,
+                                                int heads) {
+  VORTEX_RETURN_IF_ERROR(check_quantize_args("sage2_quantize_reference", seq, heads));
+  Sage2Quantized out;
+  VORTEX_RETURN_IF_ERROR(sage2_quantize_q_reference(q, seq, heads, out));
+  VORTEX_RETURN_IF_ERROR(sage2_quantize_kv_reference(k, v, seq, heads, out));
   return out;
 }
 

@@ -99,6 +99,11 @@ struct Sage2Quantized {
 // V: mult = 448/amax (FP32 div), e4m3_rn_satfinite(v * mult), v_scale = amax/448.
 Result<Sage2Quantized> sage2_quantize_reference(Sage2HostInput q, Sage2HostInput k, Sage2HostInput v, int64_t seq,
                                                 int heads);
+// Its two halves, each writing only its own operands of `out` (sized for seq x heads first; fields of another
+// shape are discarded): Q alone (what qk_norm_rope_sage2 fuses), and K/V (the pre-pass that stays separate:
+// K smoothing needs the mean over all seq tokens). sage2_quantize_reference = both.
+Status sage2_quantize_q_reference(Sage2HostInput q, int64_t seq, int heads, Sage2Quantized& out);
+Status sage2_quantize_kv_reference(Sage2HostInput k, Sage2HostInput v, int64_t seq, int heads, Sage2Quantized& out);
 
 // The attention program on quantized operands, for the listed query rows of head `head`, with
 // sm_scale = 1/sqrt(128). Returns [rows.size(), 128] fp32 values that are exactly representable in

@@ -5,6 +5,12 @@ vortex_test(NAME sage2_ref_test SOURCES ${CMAKE_SOURCE_DIR}/tests/attention/sage
 if(VORTEX_HAVE_CUDA AND TARGET vortex_cuda)
   vortex_test(NAME sage2_sm90_test SOURCES ${CMAKE_SOURCE_DIR}/tests/attention/sage2_sm90_test.cpp
               LIBS vortex_cuda vortex_ref GPU)
+  vortex_test(NAME qk_norm_rope_sage2_test SOURCES ${CMAKE_SOURCE_DIR}/tests/attention/qk_norm_rope_sage2_test.cpp
+              LIBS vortex_cuda vortex_ref GPU)
+  add_executable(qk_norm_rope_sage2_bench ${CMAKE_SOURCE_DIR}/bench/qk_norm_rope_sage2_bench.cpp)
+  target_link_libraries(qk_norm_rope_sage2_bench PRIVATE vortex_profiling vortex_cuda vortex_gemm vortex_ref)
+  target_include_directories(qk_norm_rope_sage2_bench PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_compile_options(qk_norm_rope_sage2_bench PRIVATE ${VORTEX_CXX_FLAGS})
   add_executable(sage2_bench ${CMAKE_SOURCE_DIR}/bench/sage2_bench.cpp)
   target_link_libraries(sage2_bench PRIVATE vortex_profiling vortex_cuda vortex_gemm vortex_ref)
   target_include_directories(sage2_bench PRIVATE ${CMAKE_SOURCE_DIR}/tests)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/precision.h"
+#include "engine/workload.h"
 #include "io/quantized_layers.h"
 #include "model/h3_spec.h"
 #include "ref/nvfp4_quantize.h"
@@ -158,6 +159,22 @@ TEST(Precision, Fc2FallbackPolicyDefaultIsW4a4Everywhere) {
     EXPECT_EQ(policy_exec_options(a).nvfp4_fc2, Nvfp4Fc2::kW4A4) << gpu_arch_name(a);
 }
 #endif
+
+// fused_q_quantize (E0, attention sage2 only): parsed as a 0|1 switch, named in the description of sage2 runs only
+// (evidence labels of the other modes are unchanged), off by default.
+TEST(Switches, FusedQQuantize) {
+  ExecOptions o;
+  EXPECT_FALSE(o.fused_q_quantize);
+  ASSERT_TRUE(apply_switches("fused_q_quantize=1", o).ok());
+  EXPECT_TRUE(o.fused_q_quantize);
+  EXPECT_EQ(describe_switches(o).find("fused_q_quantize"), std::string::npos) << describe_switches(o);
+  ASSERT_TRUE(apply_switches("attention=sage2", o).ok());
+  EXPECT_NE(describe_switches(o).find("attention=sage2,precision=bf16,fused_q_quantize=1"), std::string::npos)
+      << describe_switches(o);
+  ASSERT_TRUE(apply_switches("fused_q_quantize=0", o).ok());
+  EXPECT_FALSE(o.fused_q_quantize);
+  EXPECT_EQ(apply_switches("fused_q_quantize=2", o).code(), ErrorCode::kInvalidArgument);
+}
 
 }  // namespace
 }  // namespace vortex

@@ -6,6 +6,7 @@ vortex_test(NAME ref_ops_test
     ${CMAKE_SOURCE_DIR}/tests/ref/rms_norm_two_rounding_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/modulate_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/qk_norm_rope_test.cpp
+    ${CMAKE_SOURCE_DIR}/tests/ref/qk_norm_rope_sage2_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/head_norm_rope_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/attention_test.cpp
     ${CMAKE_SOURCE_DIR}/tests/ref/causal_attention_test.cpp

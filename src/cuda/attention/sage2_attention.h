@@ -80,6 +80,11 @@ class Sage2Workspace {
   bool mma_smem_configured = false;
   bool wgmma_smem_configured = false;
 
+  // Q quantized by qk_norm_rope_sage2 and not yet consumed by sage2_quantize_kv (0 tokens: none).
+  int64_t q_pending_seq = 0;
+  int q_pending_heads = 0;
+  Sage2Mainloop q_pending_layout = Sage2Mainloop::kWgmma;
+
   int heads = 0;
   int64_t seq = 0;     // tokens of the last quantize call
   int64_t padded = 0;  // sage2_padded_tokens(seq)
@@ -104,6 +109,23 @@ class Sage2Workspace {
 // column stride, row stride a multiple of 8 elements, 16-byte aligned).
 Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, cudaStream_t stream,
                       Sage2Workspace& ws);
+
+// Its two halves (sage2_quantize = both): Q alone (the separate pass qk_norm_rope_sage2 replaces), then K/V.
+Status sage2_quantize_q(const Tensor& q, int heads, int head_dim, cudaStream_t stream, Sage2Workspace& ws);
+// The pre-pass without Q: K/V into `ws` after qk_norm_rope_sage2 or sage2_quantize_q wrote Q for the same tokens, heads
+// and mainloop layout (kInvalidArgument otherwise). Q bytes then equal sage2_quantize's from the normed q.
+Status sage2_quantize_kv(const Tensor& k, const Tensor& v, int heads, int head_dim, cudaStream_t stream,
+                         Sage2Workspace& ws);
+
+// qk_norm_rope (src/cuda/ops/ops.h) fused with Sage2's Q quantization: q, k normed + RoPE'd in place exactly as
+// qk_norm_rope writes them, and in the same pass Q's INT8 bytes and scales into ws (layout of ws.mainloop,
+// padding rows zero) exactly as sage2_quantize_q writes them from the normed q; the caller then runs
+// sage2_quantize_kv and sage2_attention_quantized.
+// head_dim 128, 16-byte aligned views with row stride % 8 == 0, rope_dims % 16 == 0 (or no RoPE); other shapes
+// return kUnsupported (the caller runs the unfused ops). src/cuda/ops/qk_norm_rope_sage2.cu.
+Status qk_norm_rope_sage2(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                          const Tensor* cos, const Tensor* sin, int rope_dims, int num_heads, int head_dim,
+                          cudaStream_t stream, Sage2Workspace& ws);
 
 // Mainloop only, on the operands the last sage2_quantize left in `ws`: out [S, heads*128] bf16.
 Status sage2_attention_quantized(Tensor& out, cudaStream_t stream, Sage2Workspace& ws);

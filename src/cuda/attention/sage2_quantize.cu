@@ -2,13 +2,15 @@
 // Q/K INT8 with Sage2 SM90 per-thread groups, V^T per-channel FP8 E4M3 — reading the strided Q/K/V
 // views of the [S, 3*7168] QKV buffer directly, writing the layouts the sm90 mainloop loads.
 // Every FP operation is the correctly rounded form the CPU reference (src/ref/sage2_attention.cpp)
-// uses, so bytes and scales are E0; checked in tests/attention/sage2_sm90_test.cpp.
+// uses, so bytes and scales are E0; checked in tests/attention/sage2_sm90_test.cpp. Split as sage2_quantize_q and
+// sage2_quantize_kv so qk_norm_rope_sage2 (src/cuda/ops) can write Q in the norm pass and leave K/V to the K/V half.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include <string>
 
 #include "cuda/attention/sage2_attention.h"
+#include "cuda/attention/sage2_quantize.cuh"
 #include "cuda/check.h"
 #include "ref/sage2_attention.h"
 
@@ -60,12 +62,6 @@ __global__ void __launch_bounds__(kD)
   v_mult[h * kD + c] = __fdiv_rn(kSage2Fp8Max, amax);
 }
 
-__device__ __forceinline__ int8_t sage2_int8(float x, float scale) {
-  float y = __fdiv_rn(x, scale);
-  y = __fadd_rn(y, y >= 0.0f ? 0.5f : -0.5f);
-  return static_cast<int8_t>(__float2int_rz(y));
-}
-
 // Q (kIsK = false) or K (kIsK = true) to INT8 for one 128-row tile of one head; thread = row.
 // Q groups: rows {r, r+8} of each 16-row slab (64 per tile); K groups: rows with (row mod 8)/2 = t
 // (4 per tile = one 128-key block). K is bf16_rn(k - k_mean) first. kTiled = false: output rows
@@ -111,7 +107,7 @@ __global__ void __launch_bounds__(128)
   for (int c = 0; c < kD; ++c) amax = fmaxf(amax, fabsf(vals[c]));
   atomicMax(&group_amax[group], __float_as_uint(amax));  // non-negative floats order as integers
   __syncthreads();
-  const float scale = __fadd_rn(__fdiv_rn(__uint_as_float(group_amax[group]), 127.0f), 1e-7f);
+  const float scale = sage2_int8_scale(__uint_as_float(group_amax[group]));
 
   uint32_t packed[kD / 4];
 #pragma unroll
@@ -203,27 +199,13 @@ Status validate_view(const Tensor& t, const char* name, int64_t seq, int heads) 
   return Status::Ok();
 }
 
-}  // namespace
-
-Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, cudaStream_t stream,
-                      Sage2Workspace& ws) {
-  if (head_dim != kD)
-    return unsupported("sage2: head_dim " + std::to_string(head_dim) + " is not supported (only 128)");
-  if (heads <= 0) return invalid_argument("sage2: heads must be positive, got " + std::to_string(heads));
-  if (!q.defined() || q.ndim() != 2 || q.dim(0) <= 0)
-    return invalid_argument("sage2: q must be a non-empty 2-D [S, heads*128] tensor");
-  const int64_t seq = q.dim(0);
-  VORTEX_RETURN_IF_ERROR(validate_view(q, "q", seq, heads));
-  VORTEX_RETURN_IF_ERROR(validate_view(k, "k", seq, heads));
-  VORTEX_RETURN_IF_ERROR(validate_view(v, "v", seq, heads));
-  VORTEX_RETURN_IF_ERROR(ws.reserve(heads, seq));
-  const int64_t padded = ws.padded;
+// K mean / V scale reductions, then K INT8 and V FP8 into ws (already reserved for heads x seq).
+Status launch_quantize_kv(const Tensor& k, const Tensor& v, int heads, cudaStream_t stream, Sage2Workspace& ws) {
+  const int64_t seq = ws.seq, padded = ws.padded;
   const int chunks = static_cast<int>((seq + kSage2MeanChunk - 1) / kSage2MeanChunk);
   const int tiles = static_cast<int>(padded / 128);
-  const auto* qp = static_cast<const __nv_bfloat16*>(q.raw_data());
   const auto* kp = static_cast<const __nv_bfloat16*>(k.raw_data());
   const auto* vp = static_cast<const __nv_bfloat16*>(v.raw_data());
-
   sage2_k_sum_v_amax_kernel<<<dim3(chunks, heads), kD, 0, stream>>>(kp, k.stride(0), vp, v.stride(0), seq, chunks,
                                                                     ws.k_partial_sum, ws.v_partial_amax);
   VORTEX_CUDA_LAUNCH_CHECK("sage2_k_sum_v_amax_kernel");
@@ -231,9 +213,6 @@ Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int hea
                                                         ws.v_scale, ws.v_mult);
   VORTEX_CUDA_LAUNCH_CHECK("sage2_k_mean_v_scale_kernel");
   if (sage2_tiled_layout(ws.mainloop)) {
-    sage2_quant_int8_kernel<false, true>
-        <<<dim3(tiles, heads), 128, 0, stream>>>(qp, q.stride(0), seq, padded, nullptr, ws.q_int8, ws.q_scale);
-    VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<Q, tiled>");
     sage2_quant_int8_kernel<true, true>
         <<<dim3(tiles, heads), 128, 0, stream>>>(kp, k.stride(0), seq, padded, ws.k_mean, ws.k_int8, ws.k_scale);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<K, tiled>");
@@ -241,9 +220,6 @@ Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int hea
         <<<dim3(tiles, heads), 128, 0, stream>>>(vp, v.stride(0), seq, padded, ws.v_mult, ws.v_fp8);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_v_kernel<tiled>");
   } else {
-    sage2_quant_int8_kernel<false, false>
-        <<<dim3(tiles, heads), 128, 0, stream>>>(qp, q.stride(0), seq, padded, nullptr, ws.q_int8, ws.q_scale);
-    VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<Q>");
     sage2_quant_int8_kernel<true, false>
         <<<dim3(tiles, heads), 128, 0, stream>>>(kp, k.stride(0), seq, padded, ws.k_mean, ws.k_int8, ws.k_scale);
     VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<K>");
@@ -253,6 +229,63 @@ Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int hea
   }
   ws.quantized_for = ws.mainloop;
   return Status::Ok();
+}
+
+}  // namespace
+
+Status sage2_quantize_q(const Tensor& q, int heads, int head_dim, cudaStream_t stream, Sage2Workspace& ws) {
+  if (head_dim != kD)
+    return unsupported("sage2: head_dim " + std::to_string(head_dim) + " is not supported (only 128)");
+  if (heads <= 0) return invalid_argument("sage2: heads must be positive, got " + std::to_string(heads));
+  if (!q.defined() || q.ndim() != 2 || q.dim(0) <= 0)
+    return invalid_argument("sage2: q must be a non-empty 2-D [S, heads*128] tensor");
+  const int64_t seq = q.dim(0);
+  VORTEX_RETURN_IF_ERROR(validate_view(q, "q", seq, heads));
+  VORTEX_RETURN_IF_ERROR(ws.reserve(heads, seq));
+  ws.q_pending_seq = 0;
+  const int tiles = static_cast<int>(ws.padded / 128);
+  const auto* qp = static_cast<const __nv_bfloat16*>(q.raw_data());
+  if (sage2_tiled_layout(ws.mainloop)) {
+    sage2_quant_int8_kernel<false, true>
+        <<<dim3(tiles, heads), 128, 0, stream>>>(qp, q.stride(0), seq, ws.padded, nullptr, ws.q_int8, ws.q_scale);
+    VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<Q, tiled>");
+  } else {
+    sage2_quant_int8_kernel<false, false>
+        <<<dim3(tiles, heads), 128, 0, stream>>>(qp, q.stride(0), seq, ws.padded, nullptr, ws.q_int8, ws.q_scale);
+    VORTEX_CUDA_LAUNCH_CHECK("sage2_quant_int8_kernel<Q>");
+  }
+  ws.q_pending_seq = seq;
+  ws.q_pending_heads = heads;
+  ws.q_pending_layout = ws.mainloop;
+  return Status::Ok();
+}
+
+Status sage2_quantize(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, cudaStream_t stream,
+                      Sage2Workspace& ws) {
+  if (q.defined() && q.ndim() == 2 && q.dim(0) > 0 && head_dim == kD && heads > 0) {  // all views before any work
+    VORTEX_RETURN_IF_ERROR(validate_view(k, "k", q.dim(0), heads));
+    VORTEX_RETURN_IF_ERROR(validate_view(v, "v", q.dim(0), heads));
+  }
+  VORTEX_RETURN_IF_ERROR(sage2_quantize_q(q, heads, head_dim, stream, ws));
+  return sage2_quantize_kv(k, v, heads, head_dim, stream, ws);
+}
+
+Status sage2_quantize_kv(const Tensor& k, const Tensor& v, int heads, int head_dim, cudaStream_t stream,
+                         Sage2Workspace& ws) {
+  if (head_dim != kD)
+    return unsupported("sage2: head_dim " + std::to_string(head_dim) + " is not supported (only 128)");
+  if (!k.defined() || k.ndim() != 2 || k.dim(0) <= 0)
+    return invalid_argument("sage2: k must be a non-empty 2-D [S, heads*128] tensor");
+  const int64_t seq = k.dim(0);
+  if (ws.q_pending_seq != seq || ws.q_pending_heads != heads || ws.q_pending_layout != ws.mainloop || ws.seq != seq ||
+      ws.heads != heads)
+    return invalid_argument("sage2: the workspace holds no quantized Q for " + std::to_string(seq) + " tokens x " +
+                            std::to_string(heads) + " heads in the " + sage2_mainloop_name(ws.mainloop) +
+                            " layout; call qk_norm_rope_sage2 or sage2_quantize_q first");
+  VORTEX_RETURN_IF_ERROR(validate_view(k, "k", seq, heads));
+  VORTEX_RETURN_IF_ERROR(validate_view(v, "v", seq, heads));
+  ws.q_pending_seq = 0;  // consumed: a later call needs a fresh Q
+  return launch_quantize_kv(k, v, heads, stream, ws);
 }
 
 }  // namespace vortex
