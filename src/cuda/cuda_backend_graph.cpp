@@ -59,8 +59,10 @@ Result<std::unique_ptr<Backend::Graph>> CudaBackend::end_capture() {
   const uint64_t releases_before = allocator_->stats().releases;
   cudaGraph_t graph = nullptr;
   cudaError_t err = cudaStreamEndCapture(stream_, &graph);
+  // A call the capture refused (and an op that returned on its error before its launch check) leaves a
+  // non-sticky error behind; clear it so that the eager rerun of the step starts clean.
+  (void)cudaGetLastError();
   if (err != cudaSuccess || graph == nullptr) {
-    (void)cudaGetLastError();  // an invalidated capture is not sticky
     if (graph) (void)cudaGraphDestroy(graph);
     return cuda_status(err != cudaSuccess ? err : cudaErrorStreamCaptureInvalidated,
                        "cudaStreamEndCapture (the step issued work a capture cannot record)", __FILE__, __LINE__);

@@ -494,12 +494,12 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
   return Status::Ok();
 }
 
-Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
-  if (!prepared_) return invalid_argument("make_step_tables: call prepare() first");
+// The host part of a step's conditioning: distinct timesteps (sorted), the slots of video and audio, and the
+// segment tables that map rows to AdaLN table rows.
+Status H3Model::step_conditioning(double sigma_v, double sigma_a, StepTables& st) const {
   if (!(sigma_v >= 0.0 && sigma_v <= 1.0) || !(sigma_a >= 0.0 && sigma_a <= 1.0))
     return invalid_argument("sigmas must lie in [0, 1], got video " + std::to_string(sigma_v) + ", audio " +
                             std::to_string(sigma_a));
-  StepTables st;
   const float tv = static_cast<float>(1.0 - sigma_v), ta = static_cast<float>(1.0 - sigma_a);
   st.timesteps = {tv, ta};
   std::sort(st.timesteps.begin(), st.timesteps.end());
@@ -508,7 +508,15 @@ Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
   st.audio_slot = static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), ta) - st.timesteps.begin());
   st.block_segments = layout_.block_segments(st.video_slot, st.audio_slot);
   st.final_segments = layout_.final_segments(st.video_slot, st.audio_slot);
-  if (sp_.comm != nullptr) st.shard_segments = st.block_segments.slice(sp_.my_rows().begin, sp_.my_rows().end);
+  st.shard_segments =
+      sp_.comm != nullptr ? st.block_segments.slice(sp_.my_rows().begin, sp_.my_rows().end) : SegmentTable{};
+  return Status::Ok();
+}
+
+Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
+  if (!prepared_) return invalid_argument("make_step_tables: call prepare() first");
+  StepTables st;
+  VORTEX_RETURN_IF_ERROR(step_conditioning(sigma_v, sigma_a, st));
   const int64_t m = static_cast<int64_t>(st.timesteps.size()), d = cfg_.hidden;
 
   VORTEX_ASSIGN_OR_RETURN(Tensor silu_host, adaln_input_host(cfg_, time_host_, st.timesteps));  // [M, E] bf16
@@ -692,19 +700,8 @@ Status H3Model::stage_step(const AvLatents& x, double sigma_v, double sigma_a) {
   ws_.staged = false;
   if (!prepared_) return invalid_argument("stage_step: call prepare() with the request layout and text first");
   if (sp_.comm != nullptr) return invalid_argument("stage_step: sequence parallel runs go through forward()");
-  if (!(sigma_v >= 0.0 && sigma_v <= 1.0) || !(sigma_a >= 0.0 && sigma_a <= 1.0))
-    return invalid_argument("sigmas must lie in [0, 1], got video " + std::to_string(sigma_v) + ", audio " +
-                            std::to_string(sigma_a));
   StepTables& st = ws_.tables;
-  const float tv = static_cast<float>(1.0 - sigma_v), ta = static_cast<float>(1.0 - sigma_a);
-  st.timesteps = {tv, ta};
-  std::sort(st.timesteps.begin(), st.timesteps.end());
-  st.timesteps.erase(std::unique(st.timesteps.begin(), st.timesteps.end()), st.timesteps.end());
-  st.video_slot = static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), tv) - st.timesteps.begin());
-  st.audio_slot = static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), ta) - st.timesteps.begin());
-  st.block_segments = layout_.block_segments(st.video_slot, st.audio_slot);
-  st.final_segments = layout_.final_segments(st.video_slot, st.audio_slot);
-  st.shard_segments = SegmentTable{};
+  VORTEX_RETURN_IF_ERROR(step_conditioning(sigma_v, sigma_a, st));
   const int64_t m = static_cast<int64_t>(st.timesteps.size()), d = cfg_.hidden;
   // Table views of the stores (no device allocation): [M, 18D] for adaln_proj, [3M, 6D] for the blocks.
   st.block_tables.clear();

@@ -188,6 +188,7 @@ class H3Model {
   StepGraphAction last_action_ = StepGraphAction::kEager;
   uint64_t workspace_generation_ = 0;  // prepare() count
   uint64_t weights_generation_ = 0;    // mutable_weights() count
+  Status step_conditioning(double sigma_v, double sigma_a, StepTables& st) const;
   Status run_step_device(const std::atomic<bool>* cancel);
   Status project_inputs(const StepIo& io, Tensor& packed);
   Status final_layer_device(const Tensor& x, const StepTables& tables, StepIo& io);
