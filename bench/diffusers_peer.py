@@ -4,11 +4,17 @@ the baseline in the same run). diffusers is a peer here, never a dependency of V
 command line is unpacked into a temporary directory and imported from there (nothing installed). Random BF16
 weights and inputs (timing only, never zeros); attention is whatever diffusers dispatches (PyTorch SDPA).
 
-  block: one MiniMaxH3TransformerBlock at S rows (default the canonical 37,810), the peer of
-         `vortex bench block --block 24`; two timesteps x three modalities in the AdaLN table.
+  block:       one MiniMaxH3TransformerBlock at S rows (default the canonical 37,810), the peer of
+               `vortex bench block --block 24`; two timesteps x three modalities in the AdaLN table.
+  transformer: the whole MiniMaxH3Transformer3DModel forward (50 blocks, ~66 GB of BF16 weights made on the
+               GPU; patch projections, time embedder and heads in FP32 as `_keep_in_fp32_modules`) at a
+               request size (default 512x512, 22 frames, 100 text rows: S = 1,966), the peer of one
+               denoiser step of bench/step_graph_bench.cpp. Its forward also runs the 2-block token
+               refiner over the text rows, which Vortex runs once per request.
 
 Usage: python3 bench/diffusers_peer.py OUT_DIR --wheel /path/diffusers-0.42.1-py3-none-any.whl
-           [--rows 37810] [--reps 20]
+           [--what block|transformer] [--rows 37810] [--width 512 --height 512 --frames 22 --text-rows 100]
+           [--reps 20]
 Writes OUT_DIR/diffusers_peer.json (commit, GPU, SM clock samples, p10/p50/p90) and prints a table."""
 import argparse, atexit, datetime, json, os, shutil, subprocess, sys, tempfile, threading, time, zipfile
 
@@ -102,12 +108,62 @@ def bench_block(torch, tm, args, gen):
     return stats
 
 
+def request_rows(width, height, frames, text_rows):
+    """Vortex's packing (src/model/packing.cpp make_geometry): frames snapped up to 17n + 5."""
+    n = max(0, -(-(frames - 5) // 17))
+    latent_frames, snapped = 5 * n + 2, 17 * n + 5
+    video = latent_frames * (height // 32) * (width // 32)
+    audio = 2 * ((5 * snapped + 1) // 3)
+    return text_rows, audio, video
+
+
+def bench_transformer(torch, tm, args, gen):
+    text, audio, video = request_rows(args.width, args.height, args.frames, args.text_rows)
+    S = text + audio + video
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        model = tm.MiniMaxH3Transformer3DModel()
+    torch.set_default_dtype(torch.float32)
+    for name in ("proj_in", "audio_proj_in", "time_embedder", "proj_out", "audio_proj_out"):
+        getattr(model, name).float()
+    model.eval()
+    randomize_(torch, model, gen)
+    hs = torch.randn(1, video, 96, device="cuda", dtype=torch.float32, generator=gen)
+    ahs = torch.randn(1, audio, 32, device="cuda", dtype=torch.float32, generator=gen)
+    ehs = torch.randn(1, text, 5120, device="cuda", dtype=torch.bfloat16, generator=gen)
+    timestep = torch.tensor([0.2, 0.35], device="cuda", dtype=torch.float32)  # two distinct noise levels
+    # Packed order [text | audio | video] as Vortex packs it; text and video at one timestep, audio at the other.
+    text_idx = torch.arange(0, text, device="cuda")
+    audio_idx = torch.arange(text, text + audio, device="cuda")
+    video_idx = torch.arange(text + audio, S, device="cuda")
+    tags = torch.zeros(S, dtype=torch.long, device="cuda")
+    tags[text_idx], tags[audio_idx] = 1, 2
+    t_idx = torch.zeros(S, dtype=torch.long, device="cuda")
+    t_idx[audio_idx] = 1
+    pos = torch.randint(0, 64, (S, 3), device="cuda", generator=gen)
+    fn = lambda: model(hs, ahs, ehs, timestep, t_idx, tags, pos, video_idx, audio_idx, text_idx, return_dict=False)
+    with torch.inference_mode():
+        stats = timeit(torch, fn, args.reps)
+        torch.cuda.reset_peak_memory_stats()
+        fn()
+        stats["peak_gib"] = torch.cuda.max_memory_allocated() / 2 ** 30
+    stats["rows"] = S
+    del model
+    torch.cuda.empty_cache()
+    return f"diffusers_transformer_{args.width}x{args.height}x{args.frames}f_S{S}", stats
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out_dir")
     ap.add_argument("--wheel", required=True, help="diffusers wheel (e.g. diffusers-0.42.1-py3-none-any.whl)")
     ap.add_argument("--rows", type=int, default=37810)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--what", choices=("block", "transformer"), default="block")
+    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--height", type=int, default=512)
+    ap.add_argument("--frames", type=int, default=22)
+    ap.add_argument("--text-rows", type=int, default=100)
     args = ap.parse_args()
     if not os.path.isfile(args.wheel):
         sys.exit(f"error: wheel not found: {args.wheel}")
@@ -128,13 +184,18 @@ def main():
                torch=torch.__version__, diffusers=diffusers.__version__,
                time_utc=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     gen = torch.Generator(device="cuda").manual_seed(0)
-    r = dict(workload=f"diffusers_block_S{args.rows}", **bench_block(torch, tm, args, gen))
+    if args.what == "transformer":
+        workload, stats = bench_transformer(torch, tm, args, gen)
+        r = dict(workload=workload, **stats)
+    else:
+        r = dict(workload=f"diffusers_block_S{args.rows}", **bench_block(torch, tm, args, gen))
     rows = [r]
     print(f"{r['workload']:32s} p10 {r['ms_p10']:9.3f}  p50 {r['ms_p50']:9.3f}  p90 {r['ms_p90']:9.3f} ms  "
           f"SM clock p50 {r['sm_clock_mhz'].get('p50', 0)} MHz")
-    with open(os.path.join(args.out_dir, "diffusers_peer.json"), "w") as f:
+    name = "diffusers_peer.json" if args.what == "block" else "diffusers_peer_transformer.json"
+    with open(os.path.join(args.out_dir, name), "w") as f:
         json.dump(dict(environment=env, rows=rows), f, indent=1)
-    print(f"evidence: {os.path.join(args.out_dir, 'diffusers_peer.json')}")
+    print(f"evidence: {os.path.join(args.out_dir, name)}")
 
 
 if __name__ == "__main__":

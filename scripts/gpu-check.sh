@@ -119,6 +119,9 @@ if [ "$part" = all ] || [ "$part" = gate ]; then
   # the speed evidence (A/B on block 24) before the sm90 default may flip (src/cuda/device.cpp).
   run_step gate_nvfp4_fused_producers 600 "$v" gate "${canon[@]}" --precision nvfp4 \
     --a fused_nvfp4_producers=0 --b fused_nvfp4_producers=1 "${extra[@]}" --out "$work/gate-nvfp4-fused-producers.json"
+  # Denoiser steps as replayed CUDA graphs at the small request they are for (E0: identical bytes).
+  run_step gate_cuda_graph 400 "$v" gate "${canon[@]}" --width 512 --height 512 --frames 22 \
+    --a cuda_graph=off --b cuda_graph=on "${extra[@]}" --out "$work/gate-cuda-graph.json"
   run_step bench_ab_nvfp4_fused_producers 400 "$v" bench ab "${canon[@]}" --precision nvfp4 --block 24 --reps 20 \
     --a fused_nvfp4_producers=0 --b fused_nvfp4_producers=1
 fi
@@ -145,6 +148,8 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
         run_step text_encoder_bench 400 "$b" --out benchmarks --baseline "$work/text_encoder_transformers.json" ;;
       text_encoder_load_bench) run_step text_encoder_load_bench 500 "$b" --dir "$work/te-load-$$" --out benchmarks ;;
       lora_merge_bench) run_step lora_merge_bench 400 "$b" --out benchmarks ;;
+      # one denoiser step at 512x512 x 22 frames, eager vs the replayed CUDA graph, idle fraction of each
+      step_graph_bench) run_step step_graph_bench 400 "$b" benchmarks ;;
       nvfp4_bench) run_step nvfp4_bench 200 "$b" --evidence-dir benchmarks ;;
       # qk_norm_rope + the Sage2 pre-pass vs the fused Q producer + the K/V-only pre-pass, alternating, bytes checked
       qk_norm_rope_sage2_bench) run_step qk_norm_rope_sage2_bench 200 "$b" benchmarks ;;

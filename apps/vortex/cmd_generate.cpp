@@ -47,6 +47,7 @@ struct GenerateArgs {
   std::string precision = "bf16";
   std::string attention;           // empty: the backend policy's (sdpa on the CPU)
   std::string switches;            // run-time switches over the backend policy (apply_switches syntax)
+  std::string cuda_graph;          // off | on | auto: appended to the switches as cuda_graph=...
   std::vector<std::string> loras;  // FILE[:SCALE], repeatable
   bool lora_allow_unmatched = false;
   std::string lora_mode = "merge";
@@ -349,6 +350,7 @@ int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
   r.overwrite = a.overwrite;
   p.precision = a.precision;
   p.switches = a.switches;
+  if (!a.cuda_graph.empty()) p.switches += (p.switches.empty() ? "" : ",") + std::string("cuda_graph=") + a.cuda_graph;
   q.attention = a.attention;
   // ---- LoRA adapters and presets (src/lora, docs/lora.md) ----
   for (const std::string& l : a.loras) {
@@ -454,6 +456,10 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--attention", args->attention,
                   "sdpa | sage2 | bf16-owned (default: the backend policy's; sdpa on the CPU)")
       ->type_name("NAME");
+  sub->add_option("--cuda-graph", args->cuda_graph,
+                  "off | on | auto: run each denoiser step as a replayed CUDA graph (cuda backend; bit-identical; "
+                  "default off, auto = requests of at most 4096 packed rows)")
+      ->type_name("MODE");
   sub->add_option("--lora", args->loras,
                   "LoRA adapter FILE[:SCALE], repeatable; SCALE multiplies alpha/rank (default 1), or is the whole "
                   "scale when the file's alpha is ambiguous (docs/lora.md)")

@@ -75,6 +75,7 @@ CudaBackend::~CudaBackend() {
   for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
   sdpa_.reset();
   sage2_.reset();
+  gate_scratch_.reset();
   nvfp4_slots_.reset();
   nvfp4_gemm_.reset();
   gemm_.reset();
@@ -120,7 +121,8 @@ void CudaBackend::region_begin(std::string_view name) {
     if (region_error_.ok()) region_error_ = !start.ok() ? start.status() : stop.status();
     return;
   }
-  cudaError_t err = cudaEventRecord(start.value(), stream_);
+  // Inside a graph capture the record becomes an event-record node, so a replay times the region's kernels.
+  cudaError_t err = cudaEventRecordWithFlags(start.value(), stream_, capturing_ ? cudaEventRecordExternal : 0);
   if (err != cudaSuccess && region_error_.ok())
     region_error_ = cuda_status(err, "cudaEventRecord(region start)", __FILE__, __LINE__);
   regions_.push_back(Region{std::string(name), start.value(), stop.value()});
@@ -128,7 +130,7 @@ void CudaBackend::region_begin(std::string_view name) {
 
 void CudaBackend::region_end() {
   if (regions_.empty()) return;
-  cudaError_t err = cudaEventRecord(regions_.back().stop, stream_);
+  cudaError_t err = cudaEventRecordWithFlags(regions_.back().stop, stream_, capturing_ ? cudaEventRecordExternal : 0);
   if (err != cudaSuccess && region_error_.ok())
     region_error_ = cuda_status(err, "cudaEventRecord(region stop)", __FILE__, __LINE__);
 }
@@ -543,8 +545,13 @@ Status CudaBackend::gate_add(Tensor& x, const Tensor& a, const Tensor* table, in
     VORTEX_RETURN_IF_ERROR(cuda_ops::gate_add(x, a, table, gate_chunk, &map, stream_));
     return after_op("gate_add");
   }
-  // Eager program: gated = R(gate * a) into a temporary, then x = R(x + gated).
-  VORTEX_ASSIGN_OR_RETURN(Tensor gated, alloc(a.shape(), DType::kBF16));  // [S, D] bf16
+  // Eager program: gated = R(gate * a) into the backend's scratch, then x = R(x + gated).
+  VORTEX_RETURN_IF_ERROR(gate_scratch_.reserve(allocator_, static_cast<size_t>(a.numel()) * sizeof(uint16_t)));
+  auto scratch = std::make_shared<Storage>();  // non-owning view: gate_scratch_ keeps the block
+  scratch->ptr = gate_scratch_.data();
+  scratch->bytes = gate_scratch_.size();
+  scratch->device = Device::kCuda;
+  Tensor gated = Tensor::from_storage(std::move(scratch), 0, a.shape(), DType::kBF16);  // [S, D] bf16
   VORTEX_RETURN_IF_ERROR(cuda_ops::gate_multiply(a, *table, gate_chunk, map, gated, stream_));
   VORTEX_RETURN_IF_ERROR(after_op("gate_add (gate multiply)"));
   VORTEX_RETURN_IF_ERROR(cuda_ops::residual_add(x, gated, stream_));

@@ -121,6 +121,18 @@ class CudaBackend : public Backend {
     debug_sync_ = opts.debug_sync || debug_sync_env_;
   }
 
+  // Step graphs (src/cuda/cuda_backend_graph.cpp): stream capture of the backend stream in thread-local
+  // mode with the caching allocator's capture guard up; a graph stays current while the allocator has
+  // released no block since its capture (nothing it references can have been reused).
+  bool supports_graphs() const override { return true; }
+  Status begin_capture() override;
+  Result<std::unique_ptr<Backend::Graph>> end_capture() override;
+  bool graph_current(const Backend::Graph& graph) const override;
+  Status replay(Backend::Graph& graph) override;
+  Status upload_to(const Tensor& host, Tensor& dst) override;
+  // Creates the cuBLASLt engine, and the cuDNN SDPA engine or NVFP4 GEMM when `opts` selects them.
+  Status warm_up(const ExecOptions& opts) override;
+
   // Profiling regions: CUDA events recorded on the backend stream.
   void region_begin(std::string_view name) override;
   void region_end() override;
@@ -184,6 +196,8 @@ class CudaBackend : public Backend {
   std::unique_ptr<Nvfp4Gemm> nvfp4_gemm_;
   std::unique_ptr<Nvfp4ActivationSlots> nvfp4_slots_;  // NVFP4 activation scratch, grown on demand
   DeviceBuffer silu_table_;                            // [65536] bf16 bits, device
+  DeviceBuffer gate_scratch_;  // eager gate_add's R(gate * a), [S, D] bf16, grown on demand (no per-call alloc)
+  bool capturing_ = false;
   bool debug_sync_ = false;
   bool debug_sync_env_ = false;  // VORTEX_DEBUG_SYNC=1 forces synchronization whatever the options say
   bool fused_gate_add_ = false;

@@ -66,6 +66,9 @@ size_t CachingAllocator::bucket_bytes(size_t bytes) {
 Result<void*> CachingAllocator::allocate(size_t bytes) {
   const size_t bucket = bucket_bytes(bytes);
   std::lock_guard<std::mutex> lock(mu_);
+  if (capture_guard_)
+    return internal_error("allocation of " + std::to_string(bytes) +
+                          " bytes during a CUDA graph capture: the captured step is not allocation-free");
   ++stats_.allocations;
   auto it = free_.find(bucket);
   void* ptr = nullptr;
@@ -108,6 +111,12 @@ void CachingAllocator::release(void* ptr, size_t bytes) {
   free_[bucket].push_back(ptr);
   stats_.current_bytes -= bucket;
   stats_.cached_bytes += bucket;
+  ++stats_.releases;
+}
+
+void CachingAllocator::set_capture_guard(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  capture_guard_ = on;
 }
 
 Status CachingAllocator::empty_cache() {

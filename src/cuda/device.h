@@ -50,6 +50,7 @@ struct AllocatorStats {
   uint64_t allocations = 0;   // allocate() calls
   uint64_t cache_hits = 0;
   uint64_t device_mallocs = 0;  // cudaMalloc calls
+  uint64_t releases = 0;        // release() calls: a captured CUDA graph is valid while this is unchanged
 };
 
 class CachingAllocator final : public DeviceMemoryResource {
@@ -68,9 +69,13 @@ class CachingAllocator final : public DeviceMemoryResource {
   Status empty_cache();                            // cudaFree every cached block
   AllocatorStats stats() const;
   void reset_peak();
+  // While set (a CUDA graph capture on the owner's stream), allocate() fails with kInternal naming the size:
+  // a captured step must allocate nothing (its blocks would be baked into the graph).
+  void set_capture_guard(bool on);
 
  private:
   mutable std::mutex mu_;
+  bool capture_guard_ = false;
   std::map<size_t, std::vector<void*>> free_;  // bucket bytes -> free blocks
   AllocatorStats stats_;
 };

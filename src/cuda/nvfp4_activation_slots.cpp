@@ -27,10 +27,9 @@ Status Nvfp4ActivationSlots::prepare(Role role, int64_t rows, int64_t cols, cons
   const size_t data_bytes = up(layout.data_bytes()), scale_bytes = up(layout.scale_bytes());
   const size_t need = data_bytes + scale_bytes + 256;
   if (need > sl.bytes) {
-    if (sl.scratch) {
-      VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream));  // no kernel may still use the old block
-      allocator_->release(sl.scratch, sl.bytes);
-    }
+    // No synchronize: a released block is reused only by later work on the same stream (the allocator's
+    // single-stream rule, src/cuda/device.h), which runs after every kernel still reading the old block.
+    if (sl.scratch) allocator_->release(sl.scratch, sl.bytes);
     sl.scratch = nullptr;
     sl.bytes = 0;
     VORTEX_ASSIGN_OR_RETURN(sl.scratch, allocator_->allocate(need));

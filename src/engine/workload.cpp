@@ -61,10 +61,12 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.debug_sync));
     } else if (key == "attention") {
       VORTEX_ASSIGN_OR_RETURN(opts.attention, parse_attention(value));
+    } else if (key == "cuda_graph") {
+      VORTEX_ASSIGN_OR_RETURN(opts.cuda_graph, parse_cuda_graph(value));
     } else {
       return invalid_argument("unknown switch '" + key +
                               "' (known: fused_norm_modulate, fused_gate_add, fused_nvfp4_producers, "
-                              "fp8_gate_epilogue, fused_q_quantize, attention, debug_sync, "
+                              "fp8_gate_epilogue, fused_q_quantize, attention, cuda_graph, debug_sync, "
                               "precision (restating the loaded one), eager, fused)");
     }
   }
@@ -78,6 +80,7 @@ std::string describe_switches(const ExecOptions& opts) {
   if (opts.precision == Precision::kNvfp4) os << ",fused_nvfp4_producers=" << opts.fused_nvfp4_producers;
   if (opts.precision == Precision::kFp8) os << ",fp8_gate_epilogue=" << opts.fp8_gate_epilogue;
   if (opts.attention == AttentionKind::kSage2) os << ",fused_q_quantize=" << opts.fused_q_quantize;
+  if (opts.cuda_graph != CudaGraphMode::kOff) os << ",cuda_graph=" << cuda_graph_name(opts.cuda_graph);
   return os.str();
 }
 

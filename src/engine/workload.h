@@ -54,7 +54,8 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log);
 
 // Parses "name=value" switch settings into ExecOptions: fused_norm_modulate=0|1, fused_gate_add=0|1,
 // fused_nvfp4_producers=0|1 (precision nvfp4 only), fp8_gate_epilogue=0|1 (precision fp8 only, E2),
-// fused_q_quantize=0|1 (attention sage2 only, E0), attention=sdpa|sage2|bf16-owned, debug_sync=0|1, and
+// fused_q_quantize=0|1 (attention sage2 only, E0), attention=sdpa|sage2|bf16-owned, cuda_graph=off|on|auto
+// (denoiser steps as CUDA graphs), debug_sync=0|1, and
 // precision=<the loaded precision> (accepted only when it restates opts.precision: precision is a load-time
 // choice). Several separated by commas. "eager" = both Component-1 fusions off, "fused" = both on (neither
 // touches fused_nvfp4_producers).

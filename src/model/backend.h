@@ -257,6 +257,42 @@ class Backend {
                        " backend; use the merged path (--lora-mode merge, the default)");
   }
 
+  // ---- step graphs (ExecOptions::cuda_graph; src/model/step_graph.h) ----
+  // Work issued on this backend between begin_capture() and end_capture() is recorded, not run;
+  // replay() runs the recording again on the same buffers. While capturing, the backend refuses to
+  // allocate (the op fails; end_capture then reports why and the caller runs the work eagerly).
+  class Graph {
+   public:
+    virtual ~Graph() = default;
+  };
+  virtual bool supports_graphs() const { return false; }
+  virtual Status begin_capture() { return unsupported(std::string(name()) + " backend has no graph capture"); }
+  // Ends the capture begun by begin_capture() (always, even after a failed op) and instantiates it.
+  virtual Result<std::unique_ptr<Graph>> end_capture() {
+    return unsupported(std::string(name()) + " backend has no graph capture");
+  }
+  // True while no memory a graph may reference was released since it was captured.
+  virtual bool graph_current(const Graph& graph) const {
+    (void)graph;
+    return false;
+  }
+  virtual Status replay(Graph& graph) {
+    (void)graph;
+    return unsupported(std::string(name()) + " backend has no graph capture");
+  }
+  // Host -> an existing tensor of this backend (same shape and dtype, dst contiguous): the allocation-free
+  // form of upload() for inputs that are rewritten every step.
+  virtual Status upload_to(const Tensor& host, Tensor& dst) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor staged, upload(host));
+    return copy(staged, dst);
+  }
+  // Creates what the ops under `opts` create on first use (GEMM and attention engines), so that later
+  // steps create nothing. Optional: the default has nothing to create.
+  virtual Status warm_up(const ExecOptions& opts) {
+    (void)opts;
+    return Status::Ok();
+  }
+
   // ---- profiling (vortex bench) ----
   // Named regions on the device timeline (CUDA events on the CUDA backend). Regions do not nest.
   // take_regions() synchronizes and returns (name, ms) in issue order since the last call. The

@@ -60,4 +60,22 @@ Result<Nvfp4Fc2> parse_nvfp4_fc2(std::string_view name) {
   return invalid_argument("nvfp4_fc2_fallback must be off, weight-only or bf16, got '" + std::string(name) + "'");
 }
 
+const char* cuda_graph_name(CudaGraphMode m) {
+  switch (m) {
+    case CudaGraphMode::kOff:
+      return "off";
+    case CudaGraphMode::kOn:
+      return "on";
+    case CudaGraphMode::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
+Result<CudaGraphMode> parse_cuda_graph(std::string_view name) {
+  for (CudaGraphMode m : {CudaGraphMode::kOff, CudaGraphMode::kOn, CudaGraphMode::kAuto})
+    if (name == cuda_graph_name(m)) return m;
+  return invalid_argument("cuda_graph must be off, on or auto, got '" + std::string(name) + "'");
+}
+
 }  // namespace vortex

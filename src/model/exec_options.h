@@ -21,6 +21,10 @@ enum class AttentionKind : uint8_t { kSdpa, kSage2, kBf16Owned };
 enum class Precision : uint8_t { kBf16, kFp8, kNvfp4, kNvfp4WeightOnly };
 // What FC2 runs in precision nvfp4: kW4A4 ("off": like the other GEMMs), kWeightOnly, kBf16.
 enum class Nvfp4Fc2 : uint8_t { kW4A4, kWeightOnly, kBf16 };
+// Whether a denoiser step runs as one captured CUDA graph (src/model/step_graph.h): kOff = eager launches,
+// kOn = capture and replay wherever the backend can, kAuto = on for requests of at most
+// ExecOptions::cuda_graph_auto_max_rows packed rows. E0 either way (the same kernels on the same buffers).
+enum class CudaGraphMode : uint8_t { kOff, kOn, kAuto };
 
 const char* attention_name(AttentionKind a);  // "sdpa" | "sage2" | "bf16-owned"
 Result<AttentionKind> parse_attention(std::string_view name);
@@ -28,6 +32,8 @@ const char* precision_name(Precision p);  // "bf16" | "fp8" | "nvfp4" | "nvfp4-w
 Result<Precision> parse_precision(std::string_view name);
 const char* nvfp4_fc2_name(Nvfp4Fc2 f);  // "off" | "weight-only" | "bf16"
 Result<Nvfp4Fc2> parse_nvfp4_fc2(std::string_view name);
+const char* cuda_graph_name(CudaGraphMode m);  // "off" | "on" | "auto"
+Result<CudaGraphMode> parse_cuda_graph(std::string_view name);
 
 struct ExecOptions {
   bool fused_norm_modulate = false;  // Component 1: rms_norm_modulate instead of rms_norm + modulate
@@ -48,6 +54,14 @@ struct ExecOptions {
   // qk_norm_rope pass (qk_norm_rope_sage2); the attention pre-pass then quantizes K/V only. Used only where
   // backend.has_fused_q_quantize().
   bool fused_q_quantize = false;
+  // Denoiser steps as CUDA graphs (warm-up step eager, next step captured, later steps replayed). Off by
+  // default until bench/step_graph_bench.cpp has measured where it pays; kAuto uses the row limit below.
+  CudaGraphMode cuda_graph = CudaGraphMode::kOff;
+  // kAuto: capture requests of at most this many packed rows (h3.c's development size, 512x512 x 22 frames,
+  // is about 2K rows; the limit is provisional until the step-graph benchmark sets it).
+  int64_t cuda_graph_auto_max_rows = 4096;
+
+  bool operator==(const ExecOptions&) const = default;  // a captured step graph is keyed by the whole set
 };
 
 }  // namespace vortex

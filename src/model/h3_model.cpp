@@ -459,6 +459,23 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
     final_norm_ = Tensor();
     VORTEX_ASSIGN_OR_RETURN(scratch_, BlockScratch::allocate(backend_, cfg_, s));
   }
+  // The single-GPU step workspace (StepWorkspace): tables sized for two distinct timesteps, I/O rows for
+  // this layout. Any captured step graph refers to the previous buffers: the generation drops it.
+  ++workspace_generation_;
+  graph_.reset();
+  ws_ = StepWorkspace{};
+  if (!sequence_parallel()) {
+    const int64_t d = cfg_.hidden;
+    VORTEX_ASSIGN_OR_RETURN(ws_.silu_temb, backend_.alloc({2, cfg_.time_embed_dim}, DType::kBF16));
+    for (int i = 0; i < cfg_.num_layers; ++i) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor t, backend_.alloc({2, 18 * d}, DType::kBF16));  // [2, 18D] bf16
+      ws_.block_table_store.push_back(t);
+    }
+    VORTEX_ASSIGN_OR_RETURN(ws_.final_table_store, backend_.alloc({2, 2 * d}, DType::kBF16));  // [2, 2D] bf16
+    VORTEX_ASSIGN_OR_RETURN(ws_.packed, backend_.alloc({s, d}, DType::kBF16));                 // [S, D] bf16
+    VORTEX_ASSIGN_OR_RETURN(ws_.io, StepIo::allocate(backend_, cfg_, layout_.geo, weights_, &scratch_.fc1_out));
+  }
+  VORTEX_RETURN_IF_ERROR(backend_.warm_up(opts_));  // engines now, not inside the first step
 
   // Text: upload as BF16 rows; raw states go through condition_proj -> refiner blocks -> final_norm.
   if (l == 0) {  // no text rows: nothing to refine (attention over zero keys is undefined)
@@ -492,12 +509,12 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
   return Status::Ok();
 }
 
-Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
-  if (!prepared_) return invalid_argument("make_step_tables: call prepare() first");
+// The host part of a step's conditioning: distinct timesteps (sorted), the slots of video and audio, and the
+// segment tables that map rows to AdaLN table rows.
+Status H3Model::step_conditioning(double sigma_v, double sigma_a, StepTables& st) const {
   if (!(sigma_v >= 0.0 && sigma_v <= 1.0) || !(sigma_a >= 0.0 && sigma_a <= 1.0))
     return invalid_argument("sigmas must lie in [0, 1], got video " + std::to_string(sigma_v) + ", audio " +
                             std::to_string(sigma_a));
-  StepTables st;
   const float tv = static_cast<float>(1.0 - sigma_v), ta = static_cast<float>(1.0 - sigma_a);
   st.timesteps = {tv, ta};
   std::sort(st.timesteps.begin(), st.timesteps.end());
@@ -506,7 +523,15 @@ Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
   st.audio_slot = static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), ta) - st.timesteps.begin());
   st.block_segments = layout_.block_segments(st.video_slot, st.audio_slot);
   st.final_segments = layout_.final_segments(st.video_slot, st.audio_slot);
-  if (sp_.comm != nullptr) st.shard_segments = st.block_segments.slice(sp_.my_rows().begin, sp_.my_rows().end);
+  st.shard_segments =
+      sp_.comm != nullptr ? st.block_segments.slice(sp_.my_rows().begin, sp_.my_rows().end) : SegmentTable{};
+  return Status::Ok();
+}
+
+Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
+  if (!prepared_) return invalid_argument("make_step_tables: call prepare() first");
+  StepTables st;
+  VORTEX_RETURN_IF_ERROR(step_conditioning(sigma_v, sigma_a, st));
   const int64_t m = static_cast<int64_t>(st.timesteps.size()), d = cfg_.hidden;
 
   VORTEX_ASSIGN_OR_RETURN(Tensor silu_host, adaln_input_host(cfg_, time_host_, st.timesteps));  // [M, E] bf16
@@ -553,49 +578,90 @@ Status H3Model::run_block_shard(int index, Tensor& x_shard, const StepTables& ta
                     std::to_string(sp_.world()) + ")");
 }
 
-Result<Tensor> H3Model::embed_inputs(const AvLatents& x) {
-  if (!prepared_) return invalid_argument("embed_inputs: call prepare() first");
+Result<StepIo> StepIo::allocate(Backend& backend, const ModelConfig& cfg, const RequestGeometry& g,
+                                const H3Weights& weights, const Tensor* f32_rows) {
+  StepIo io;
+  const int64_t d = cfg.hidden;
+  auto out_dim = [](const Tensor& w) { return w.defined() ? w.dim(0) : int64_t{0}; };
+  VORTEX_ASSIGN_OR_RETURN(io.video_in, backend.alloc({g.video_rows, int64_t{cfg.in_channels} * 4}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(io.audio_in, backend.alloc({g.audio_rows, int64_t{cfg.audio_in_channels}}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(io.video_out,
+                          backend.alloc({g.video_rows, out_dim(weights.final_layer_video_out_weight)}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(io.audio_out,
+                          backend.alloc({g.audio_rows, out_dim(weights.final_layer_audio_out_weight)}, DType::kF32));
+  const size_t video_bytes = static_cast<size_t>(g.video_rows * d) * sizeof(float);
+  const size_t audio_offset = (video_bytes + 255) / 256 * 256;
+  const size_t need = audio_offset + static_cast<size_t>(g.audio_rows * d) * sizeof(float);
+  if (f32_rows != nullptr && f32_rows->defined() && f32_rows->is_contiguous() && f32_rows->nbytes() >= need &&
+      f32_rows->byte_offset() % 256 == 0) {
+    const std::shared_ptr<Storage>& st = f32_rows->storage();
+    io.video_f32 = Tensor::from_storage(st, f32_rows->byte_offset(), {g.video_rows, d}, DType::kF32);
+    io.audio_f32 = Tensor::from_storage(st, f32_rows->byte_offset() + audio_offset, {g.audio_rows, d}, DType::kF32);
+    return io;
+  }
+  VORTEX_ASSIGN_OR_RETURN(io.video_f32, backend.alloc({g.video_rows, d}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(io.audio_f32, backend.alloc({g.audio_rows, d}, DType::kF32));
+  return io;
+}
+
+// Host latents -> patchified rows in io.video_in / io.audio_in (host work and uploads).
+Status H3Model::upload_inputs(const AvLatents& x, StepIo& io) {
   const RequestGeometry& g = layout_.geo;
-  const int64_t d = cfg_.hidden;
-  VORTEX_ASSIGN_OR_RETURN(Tensor packed, backend_.alloc({g.total_rows(), d}, DType::kBF16));  // [S, D] bf16
   VORTEX_ASSIGN_OR_RETURN(Tensor video_lat,
                           host_tensor_from(x.video, {cfg_.in_channels, g.latent_frames, g.latent_h, g.latent_w}));
   VORTEX_ASSIGN_OR_RETURN(Tensor audio_lat, host_tensor_from(x.audio, {2, cfg_.audio_in_channels, g.audio_latents}));
   VORTEX_ASSIGN_OR_RETURN(Tensor video_rows, patchify_video(cfg_, video_lat));  // [Nv, 96] f32
   VORTEX_ASSIGN_OR_RETURN(Tensor audio_rows, audio_to_rows(audio_lat));         // [Na, 32] f32
+  if (video_rows.dim(0) > 0) VORTEX_RETURN_IF_ERROR(backend_.upload_to(video_rows, io.video_in));
+  if (audio_rows.dim(0) > 0) VORTEX_RETURN_IF_ERROR(backend_.upload_to(audio_rows, io.audio_in));
+  return Status::Ok();
+}
 
+// Packed input rows [S, D] bf16: projected video/audio rows + refined text (device work only).
+Status H3Model::project_inputs(const StepIo& io, Tensor& packed) {
+  const RequestGeometry& g = layout_.geo;
   struct Input {
     const Tensor* rows;
+    Tensor proj;
     const Tensor* weight;
     const Tensor* bias;
     int64_t start;
     const char* name;
   };
-  const Input inputs[] = {
-      {&audio_rows, &weights_.audio_patch_proj_weight, &weights_.audio_patch_proj_bias, g.audio_start(),
+  Input inputs[] = {
+      {&io.audio_in, io.audio_f32, &weights_.audio_patch_proj_weight, &weights_.audio_patch_proj_bias, g.audio_start(),
        "audio_patch_proj"},
-      {&video_rows, &weights_.video_patch_proj_weight, &weights_.video_patch_proj_bias, g.video_start(),
+      {&io.video_in, io.video_f32, &weights_.video_patch_proj_weight, &weights_.video_patch_proj_bias, g.video_start(),
        "video_patch_proj"},
   };
-  for (const Input& in : inputs) {
+  for (Input& in : inputs) {
     const int64_t n = in.rows->dim(0);
     if (n == 0) continue;
-    VORTEX_ASSIGN_OR_RETURN(Tensor rows_dev, backend_.upload(*in.rows));
-    VORTEX_ASSIGN_OR_RETURN(Tensor proj, backend_.alloc({n, d}, DType::kF32));  // [N, D] f32
-    VORTEX_RETURN_IF_ERROR(backend_.linear(rows_dev, plain_linear(*in.weight), in.bias, proj).with_context(in.name));
+    VORTEX_RETURN_IF_ERROR(
+        backend_.linear(*in.rows, plain_linear(*in.weight), in.bias, in.proj).with_context(in.name));  // [N, D] f32
     VORTEX_ASSIGN_OR_RETURN(Tensor dst, packed.narrow(0, in.start, n));  // [N, D] bf16 rows of the packed buffer
-    VORTEX_RETURN_IF_ERROR(backend_.cast(proj, dst));
+    VORTEX_RETURN_IF_ERROR(backend_.cast(in.proj, dst));
   }
   if (g.text_rows > 0) {
     VORTEX_ASSIGN_OR_RETURN(Tensor dst, packed.narrow(0, g.text_start(), g.text_rows));
     VORTEX_RETURN_IF_ERROR(backend_.copy(text_refined_, dst));
   }
+  return Status::Ok();
+}
+
+Result<Tensor> H3Model::embed_inputs(const AvLatents& x) {
+  if (!prepared_) return invalid_argument("embed_inputs: call prepare() first");
+  VORTEX_ASSIGN_OR_RETURN(StepIo io, StepIo::allocate(backend_, cfg_, layout_.geo, weights_));
+  VORTEX_ASSIGN_OR_RETURN(Tensor packed,
+                          backend_.alloc({layout_.geo.total_rows(), cfg_.hidden}, DType::kBF16));  // [S, D] bf16
+  VORTEX_RETURN_IF_ERROR(upload_inputs(x, io));
+  VORTEX_RETURN_IF_ERROR(project_inputs(io, packed));
   return packed;
 }
 
-Result<AvLatents> H3Model::final_layer(const Tensor& x, const StepTables& tables) {
+// Final layer + FP32 heads into io.video_out / io.audio_out (device work only).
+Status H3Model::final_layer_device(const Tensor& x, const StepTables& tables, StepIo& io) {
   const RequestGeometry& g = layout_.geo;
-  const int64_t d = cfg_.hidden;
   backend_.configure(opts_);
   // [S, D] bf16: the block scratch, or under sequence parallelism (whose scratch holds one rank's rows)
   // its own buffer.
@@ -611,18 +677,23 @@ Result<AvLatents> H3Model::final_layer(const Tensor& x, const StepTables& tables
     VORTEX_RETURN_IF_ERROR(backend_.rms_norm(x, weights_.final_layer_norm_weight, cfg_.final_norm_eps, n));
     VORTEX_RETURN_IF_ERROR(backend_.modulate(n, tables.final_table, 0, 1, tables.final_segments));
   }
-  auto head = [&](int64_t start, int64_t rows, const Tensor& w, const Tensor& b, const char* name) -> Result<Tensor> {
-    VORTEX_ASSIGN_OR_RETURN(Tensor src, n.narrow(0, start, rows));               // [N, D] bf16
-    VORTEX_ASSIGN_OR_RETURN(Tensor xf, backend_.alloc({rows, d}, DType::kF32));  // [N, D] f32
-    VORTEX_RETURN_IF_ERROR(backend_.cast(src, xf));
-    VORTEX_ASSIGN_OR_RETURN(Tensor out, backend_.alloc({rows, w.dim(0)}, DType::kF32));  // [N, C] f32
-    VORTEX_RETURN_IF_ERROR(backend_.linear(xf, plain_linear(w), &b, out).with_context(name));
-    return download_copy(backend_, out);
+  auto head = [&](int64_t start, int64_t rows, const Tensor& w, const Tensor& b, Tensor& xf, Tensor& out,
+                  const char* name) -> Status {
+    VORTEX_ASSIGN_OR_RETURN(Tensor src, n.narrow(0, start, rows));            // [N, D] bf16
+    VORTEX_RETURN_IF_ERROR(backend_.cast(src, xf));                           // [N, D] f32
+    return backend_.linear(xf, plain_linear(w), &b, out).with_context(name);  // [N, C] f32
   };
-  VORTEX_ASSIGN_OR_RETURN(Tensor video_rows, head(g.video_start(), g.video_rows, weights_.final_layer_video_out_weight,
-                                                  weights_.final_layer_video_out_bias, "final_layer.video_out"));
-  VORTEX_ASSIGN_OR_RETURN(Tensor audio_rows, head(g.audio_start(), g.audio_rows, weights_.final_layer_audio_out_weight,
-                                                  weights_.final_layer_audio_out_bias, "final_layer.audio_out"));
+  VORTEX_RETURN_IF_ERROR(head(g.video_start(), g.video_rows, weights_.final_layer_video_out_weight,
+                              weights_.final_layer_video_out_bias, io.video_f32, io.video_out,
+                              "final_layer.video_out"));
+  return head(g.audio_start(), g.audio_rows, weights_.final_layer_audio_out_weight, weights_.final_layer_audio_out_bias,
+              io.audio_f32, io.audio_out, "final_layer.audio_out");
+}
+
+Result<AvLatents> H3Model::download_heads(const StepIo& io) {
+  const RequestGeometry& g = layout_.geo;
+  VORTEX_ASSIGN_OR_RETURN(Tensor video_rows, download_copy(backend_, io.video_out));
+  VORTEX_ASSIGN_OR_RETURN(Tensor audio_rows, download_copy(backend_, io.audio_out));
   VORTEX_ASSIGN_OR_RETURN(Tensor video, unpatchify_video(cfg_, g, video_rows));  // [C, T, H, W] f32
   VORTEX_ASSIGN_OR_RETURN(Tensor audio, rows_to_audio(cfg_, g, audio_rows));     // [2, C, Ta] f32
   AvLatents out;
@@ -631,36 +702,163 @@ Result<AvLatents> H3Model::final_layer(const Tensor& x, const StepTables& tables
   return out;
 }
 
+Result<AvLatents> H3Model::final_layer(const Tensor& x, const StepTables& tables) {
+  if (!prepared_) return invalid_argument("final_layer: call prepare() first");
+  VORTEX_ASSIGN_OR_RETURN(StepIo io, StepIo::allocate(backend_, cfg_, layout_.geo, weights_));
+  VORTEX_RETURN_IF_ERROR(final_layer_device(x, tables, io));
+  return download_heads(io);
+}
+
+// ---- the single-GPU step ------------------------------------------------------------------------
+
+Status H3Model::stage_step(const AvLatents& x, double sigma_v, double sigma_a) {
+  ws_.staged = false;
+  if (!prepared_) return invalid_argument("stage_step: call prepare() with the request layout and text first");
+  if (sp_.comm != nullptr) return invalid_argument("stage_step: sequence parallel runs go through forward()");
+  StepTables& st = ws_.tables;
+  VORTEX_RETURN_IF_ERROR(step_conditioning(sigma_v, sigma_a, st));
+  const int64_t m = static_cast<int64_t>(st.timesteps.size()), d = cfg_.hidden;
+  // Table views of the stores (no device allocation): [M, 18D] for adaln_proj, [3M, 6D] for the blocks.
+  st.block_tables.clear();
+  ws_.block_adaln_out.clear();
+  for (int i = 0; i < cfg_.num_layers; ++i) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor out, ws_.block_table_store[static_cast<size_t>(i)].narrow(0, 0, m));
+    VORTEX_ASSIGN_OR_RETURN(Tensor rows, out.reshape({3 * m, 6 * d}));  // row slot*3 + modality
+    ws_.block_adaln_out.push_back(out);
+    st.block_tables.push_back(rows);
+  }
+  VORTEX_ASSIGN_OR_RETURN(st.final_table, ws_.final_table_store.narrow(0, 0, m));               // [M, 2D]
+  VORTEX_ASSIGN_OR_RETURN(Tensor silu_host, adaln_input_host(cfg_, time_host_, st.timesteps));  // [M, E] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor silu_dst, ws_.silu_temb.narrow(0, 0, m));
+  VORTEX_RETURN_IF_ERROR(backend_.upload_to(silu_host, silu_dst));
+  VORTEX_RETURN_IF_ERROR(upload_inputs(x, ws_.io));
+  ws_.staged = true;
+  return Status::Ok();
+}
+
+Status H3Model::run_step_device(const std::atomic<bool>* cancel) {
+  StepTables& st = ws_.tables;
+  const int64_t m = static_cast<int64_t>(st.timesteps.size());
+  backend_.configure(opts_);
+  VORTEX_ASSIGN_OR_RETURN(Tensor silu_temb, ws_.silu_temb.narrow(0, 0, m));  // [M, E] bf16
+  {
+    BackendRegion region(backend_, "adaln");
+    for (int i = 0; i < cfg_.num_layers; ++i) {
+      const H3BlockWeights& b = weights_.blocks[static_cast<size_t>(i)];
+      LinearWeight adaln = plain_linear(b.adaln_proj_linear_weight);
+      adaln.lora = b.adaln_proj_lora;
+      VORTEX_RETURN_IF_ERROR(linear_call(backend_, silu_temb, adaln, &b.adaln_proj_linear_bias,
+                                         ws_.block_adaln_out[static_cast<size_t>(i)])
+                                 .with_context("blocks." + std::to_string(i) + ".adaln_proj"));
+    }
+    LinearWeight final_adaln = plain_linear(weights_.final_layer_adaln_proj_linear_weight);
+    final_adaln.lora = weights_.final_layer_adaln_proj_lora;
+    VORTEX_RETURN_IF_ERROR(
+        linear_call(backend_, silu_temb, final_adaln, &weights_.final_layer_adaln_proj_linear_bias, st.final_table)
+            .with_context("final_layer.adaln_proj"));
+  }
+  {
+    BackendRegion region(backend_, "embed");
+    VORTEX_RETURN_IF_ERROR(project_inputs(ws_.io, ws_.packed));
+  }
+  for (int i = 0; i < cfg_.num_layers; ++i) {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
+      return cancelled("cancelled before block " + std::to_string(i));
+    VORTEX_RETURN_IF_ERROR(run_block(i, ws_.packed, st));
+  }
+  if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
+    return cancelled("cancelled before the final layer");
+  BackendRegion region(backend_, "final");
+  return final_layer_device(ws_.packed, st, ws_.io);
+}
+
+Status H3Model::run_step(const std::atomic<bool>* cancel) {
+  if (!ws_.staged) return invalid_argument("run_step: call stage_step() first");
+  const StepTables& st = ws_.tables;
+  StepGraphKey key;
+  key.workspace_generation = workspace_generation_;
+  key.weights_generation = weights_generation_;
+  key.rows = layout_.geo.total_rows();
+  key.slots = static_cast<int>(st.timesteps.size());
+  key.video_slot = st.video_slot;
+  key.audio_slot = st.audio_slot;
+  key.options = opts_;
+  std::string why_not;
+  bool eligible = cuda_graph_wanted(opts_, key.rows);
+  if (eligible) {
+    if (!backend_.supports_graphs()) why_not = "the " + std::string(backend_.name()) + " backend has no graph capture";
+    else if (opts_.debug_sync) why_not = "debug_sync synchronizes after every op";
+    else if (backend_.region_level() >= 0) why_not = "profiling regions are on";
+    eligible = why_not.empty();
+  }
+  const StepGraphAction action = planner_.next(key, eligible, why_not, graph_ && backend_.graph_current(*graph_));
+  if (!planner_.holds_graph()) graph_.reset();
+  last_action_ = action;
+  auto cancel_requested = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
+  switch (action) {
+    case StepGraphAction::kEager:
+    case StepGraphAction::kWarmUp:
+      return run_step_device(cancel);
+    case StepGraphAction::kCapture: {
+      if (cancel_requested()) return cancelled("cancelled before the step");
+      Status begin = backend_.begin_capture();
+      if (!begin.ok()) {
+        planner_.capture_failed("capture not started: " + begin.to_string());
+        last_action_ = StepGraphAction::kEager;
+        return run_step_device(cancel);
+      }
+      // Recorded, not run: the replay below runs it (a failed op leaves nothing run, so the step reruns eagerly).
+      Status work = run_step_device(nullptr);
+      Result<std::unique_ptr<Backend::Graph>> graph = backend_.end_capture();
+      if (!work.ok() || !graph.ok()) {
+        planner_.capture_failed("capture failed: " + (!work.ok() ? work : graph.status()).to_string());
+        last_action_ = StepGraphAction::kEager;
+        return run_step_device(cancel);
+      }
+      graph_ = std::move(graph).value();
+      planner_.captured();
+      return backend_.replay(*graph_);
+    }
+    case StepGraphAction::kReplay:
+      if (cancel_requested()) return cancelled("cancelled before the step");
+      return backend_.replay(*graph_);
+  }
+  return internal_error("run_step: unknown step graph action");
+}
+
+Result<AvLatents> H3Model::finish_step() {
+  if (!ws_.staged) return invalid_argument("finish_step: call stage_step() and run_step() first");
+  return download_heads(ws_.io);
+}
+
 Result<AvLatents> H3Model::forward(const AvLatents& x, double sigma_v, double sigma_a,
                                    const std::atomic<bool>* cancel) {
   if (!prepared_) return invalid_argument("forward: call prepare() with the request layout and text first");
+  if (sp_.comm == nullptr) {  // one GPU: the step workspace, eager or a replayed graph
+    VORTEX_RETURN_IF_ERROR(stage_step(x, sigma_v, sigma_a));
+    VORTEX_RETURN_IF_ERROR(run_step(cancel));
+    return finish_step();
+  }
   auto cancel_requested = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
   VORTEX_ASSIGN_OR_RETURN(StepTables tables, make_step_tables(sigma_v, sigma_a));
   VORTEX_ASSIGN_OR_RETURN(Tensor h, embed_inputs(x));  // [S, D] bf16
-  if (sp_.comm != nullptr) {
-    // Sequence parallel: every rank embeds all rows (the same bytes everywhere), keeps its own, runs the
-    // blocks on them, and the all-gather rebuilds h for the final layer, which every rank runs whole so
-    // the sampler state stays identical on every rank.
-    const Span mine = sp_.my_rows();
-    VORTEX_ASSIGN_OR_RETURN(Tensor h_mine, h.narrow(0, mine.begin, mine.size()));
-    VORTEX_RETURN_IF_ERROR(backend_.copy(h_mine, x_shard_));
-    for (int i = 0; i < cfg_.num_layers; ++i) {
-      // A rank that stops here leaves its peers' next collective to fail (abort or timeout).
-      if (cancel_requested()) return cancelled("cancelled before block " + std::to_string(i));
-      VORTEX_RETURN_IF_ERROR(run_block_shard(i, x_shard_, tables));
-    }
-    std::vector<Tensor> parts;
-    for (const Span& r : sp_.rows) {
-      VORTEX_ASSIGN_OR_RETURN(Tensor part, h.narrow(0, r.begin, r.size()));  // [rows_j, D], contiguous
-      parts.push_back(part);
-    }
-    VORTEX_RETURN_IF_ERROR(sp_.comm->all_gather(x_shard_, parts).with_context("all-gather of the residual stream"));
-  } else {
-    for (int i = 0; i < cfg_.num_layers; ++i) {
-      if (cancel_requested()) return cancelled("cancelled before block " + std::to_string(i));
-      VORTEX_RETURN_IF_ERROR(run_block(i, h, tables));
-    }
+  // Sequence parallel: every rank embeds all rows (the same bytes everywhere), keeps its own, runs the
+  // blocks on them, and the all-gather rebuilds h for the final layer, which every rank runs whole so
+  // the sampler state stays identical on every rank.
+  const Span mine = sp_.my_rows();
+  VORTEX_ASSIGN_OR_RETURN(Tensor h_mine, h.narrow(0, mine.begin, mine.size()));
+  VORTEX_RETURN_IF_ERROR(backend_.copy(h_mine, x_shard_));
+  for (int i = 0; i < cfg_.num_layers; ++i) {
+    // A rank that stops here leaves its peers' next collective to fail (abort or timeout).
+    if (cancel_requested()) return cancelled("cancelled before block " + std::to_string(i));
+    VORTEX_RETURN_IF_ERROR(run_block_shard(i, x_shard_, tables));
   }
+  std::vector<Tensor> parts;
+  for (const Span& r : sp_.rows) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor part, h.narrow(0, r.begin, r.size()));  // [rows_j, D], contiguous
+    parts.push_back(part);
+  }
+  VORTEX_RETURN_IF_ERROR(sp_.comm->all_gather(x_shard_, parts).with_context("all-gather of the residual stream"));
   if (cancel_requested()) return cancelled("cancelled before the final layer");
   return final_layer(h, tables);
 }

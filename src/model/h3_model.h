@@ -13,6 +13,7 @@
 #include "model/backend.h"
 #include "model/h3_weights.h"
 #include "model/packing.h"
+#include "model/step_graph.h"
 #include "sampler/sampler.h"
 #include "vortex/config.h"
 
@@ -86,6 +87,30 @@ struct TimeEmbedderHost {
 Result<Tensor> adaln_input_host(const ModelConfig& cfg, const TimeEmbedderHost& te,
                                 const std::vector<float>& timesteps);
 
+// Device buffers of a single-GPU denoiser step's inputs and outputs besides the residual stream.
+struct StepIo {
+  Tensor video_in, audio_in;    // [Nv, 4C] / [Na, Ca] f32: patchified latents
+  Tensor video_f32, audio_f32;  // [N, D] f32: the input projection, later the normed rows for the FP32 heads
+  Tensor video_out, audio_out;  // [N, Cout] f32: head outputs (the velocity rows)
+  // `f32_rows` (optional): a buffer free before the blocks and after them (the FC1 scratch) to carve the
+  // [N, D] f32 rows from when it is large enough, so the step holds no extra activation-sized buffer.
+  static Result<StepIo> allocate(Backend& backend, const ModelConfig& cfg, const RequestGeometry& geo,
+                                 const H3Weights& weights, const Tensor* f32_rows = nullptr);
+};
+
+// Everything forward() writes on the device, allocated by prepare() and rewritten every step: a step
+// allocates nothing after prepare(), and a captured step graph replays on exactly these buffers.
+struct StepWorkspace {
+  Tensor silu_temb;                       // [2, E] bf16: silu(time MLP(t)) of the staged step's timesteps
+  std::vector<Tensor> block_table_store;  // per block [2, 18D] bf16
+  Tensor final_table_store;               // [2, 2D] bf16
+  std::vector<Tensor> block_adaln_out;    // per block: [M, 18D] view of the store (the adaln_proj output)
+  StepTables tables;                      // the staged step: segments and [3M, 6D] / [M, 2D] table views
+  Tensor packed;                          // [S, D] bf16: packed input rows, then the residual stream
+  StepIo io;
+  bool staged = false;  // stage_step ran since the last prepare()
+};
+
 class H3Model {
  public:
   H3Model(ModelConfig cfg, Backend& backend, H3Weights weights, ExecOptions opts);
@@ -94,7 +119,11 @@ class H3Model {
   Backend& backend() { return backend_; }
   const H3Weights& weights() const { return weights_; }
   // For switching run-time LoRA branches between requests (src/lora attach/detach); the base tensors stay.
-  H3Weights& mutable_weights() { return weights_; }
+  // Any call drops a captured step graph (the weights it baked in may change).
+  H3Weights& mutable_weights() {
+    ++weights_generation_;
+    return weights_;
+  }
   ExecOptions& options() { return opts_; }
   // Ulysses sequence parallelism over `comm` (nullptr: off; a world of 1 runs the same path, exchanging
   // with itself, which is how one GPU checks it). Takes effect at the next
@@ -113,7 +142,19 @@ class H3Model {
   Result<AvLatents> forward(const AvLatents& x, double sigma_v, double sigma_a,
                             const std::atomic<bool>* cancel = nullptr);
 
-  // Pieces of forward, public for `vortex bench` / `vortex gate` and tests.
+  // forward() without sequence parallelism, in three pieces (benchmarks and tests time or poison between
+  // them). stage_step: the host time MLP, patchify and uploads into the step workspace. run_step: the
+  // device work (AdaLN tables, input projections, blocks, final layer and heads), eager or as a replayed
+  // CUDA graph per ExecOptions::cuda_graph (StepGraphPlanner); `cancel` is checked between blocks when
+  // eager, before the launch when replayed. finish_step: downloads the velocity.
+  Status stage_step(const AvLatents& x, double sigma_v, double sigma_a);
+  Status run_step(const std::atomic<bool>* cancel = nullptr);
+  Result<AvLatents> finish_step();
+  const StepWorkspace& step_workspace() const { return ws_; }
+  const StepGraphStats& step_graph_stats() const { return planner_.stats(); }
+  StepGraphAction last_step_action() const { return last_action_; }
+
+  // Pieces of forward, public for `vortex bench` / `vortex gate` and tests (fresh buffers per call).
   Result<StepTables> make_step_tables(double sigma_v, double sigma_a);
   // x [S, D] bf16 on the backend, updated in place by block `index`.
   Status run_block(int index, Tensor& x, const StepTables& tables);
@@ -140,6 +181,19 @@ class H3Model {
   Tensor x_shard_;     // [rows[r], D] bf16: this rank's rows of the residual stream
   Tensor final_norm_;  // [S, D] bf16: the final layer's normed rows (the shard scratch is smaller)
   bool prepared_ = false;
+  // Single-GPU step (stage_step / run_step / finish_step).
+  StepWorkspace ws_;
+  StepGraphPlanner planner_;
+  std::unique_ptr<Backend::Graph> graph_;
+  StepGraphAction last_action_ = StepGraphAction::kEager;
+  uint64_t workspace_generation_ = 0;  // prepare() count
+  uint64_t weights_generation_ = 0;    // mutable_weights() count
+  Status step_conditioning(double sigma_v, double sigma_a, StepTables& st) const;
+  Status run_step_device(const std::atomic<bool>* cancel);
+  Status project_inputs(const StepIo& io, Tensor& packed);
+  Status final_layer_device(const Tensor& x, const StepTables& tables, StepIo& io);
+  Result<AvLatents> download_heads(const StepIo& io);
+  Status upload_inputs(const AvLatents& x, StepIo& io);
 };
 
 }  // namespace vortex

@@ -42,3 +42,17 @@ if(TARGET vortex_cuda)
     LIBS vortex_cuda vortex_ref vortex_vae vortex_core
     GPU)
 endif()
+# Step graphs (ExecOptions::cuda_graph): capture / replay on the backend, and h3-tiny's captured steps E0 vs eager.
+if(TARGET vortex_cuda)
+  vortex_test(NAME cuda_step_graph_test
+    SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/step_graph_test.cpp
+    LIBS vortex_engine
+    GPU)
+endif()
+# step_graph_bench (GPU): one H3 denoiser step at 512x512 x 22 frames, eager vs the replayed CUDA graph,
+# with the GPU idle fraction of each (bench/step_graph_bench.cpp).
+if(TARGET vortex_cuda)
+  add_executable(step_graph_bench ${CMAKE_SOURCE_DIR}/bench/step_graph_bench.cpp)
+  target_link_libraries(step_graph_bench PRIVATE vortex_engine vortex_profiling nlohmann_json::nlohmann_json)
+  target_compile_options(step_graph_bench PRIVATE ${VORTEX_CXX_FLAGS})
+endif()

@@ -4,3 +4,5 @@ vortex_test(NAME config_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/config_test
 # H3Model forward on the CPU reference backend (h3-tiny, synthetic weights).
 vortex_test(NAME h3_model_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/h3_model_test.cpp
             LIBS vortex_ref vortex_model)
+# Step graphs, host side: the planner, the cuda_graph switch, forward() through the step workspace (CPU).
+vortex_test(NAME step_graph_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/step_graph_test.cpp LIBS vortex_engine)
