@@ -1,11 +1,11 @@
 // Owned BF16 attention (sm_90a, bf16_attention.h) on the GPU: Q/K/V read as strided views of one [S, 3I] buffer,
 // token-major out. Two-reference rule (NUMERICS.md): FP64 attention (attention_fp64_reference, ref::attention's
 // program before its rounding) as the reference, ref::attention_flash_fp32 (the same FP32 / BF16-P program) as the
-// CPU same-program reference; ragged S (not multiples of the 128-row tile), 1-4 heads, every configuration (TMA /
-// cp.async loads, with and without ping-pong), fresh random inputs, outputs poisoned with NaN (0xFF) and a sentinel
-// tail after them; and cuDNN SDPA on the same inputs (its own two-reference numbers, the bound the kernel must meet,
-// and the kernel's max-abs / rel-L2 deviation from it). Skips visibly without a GPU; a GPU that is not sm_90 or a
-// build without sm_90a kernels fails (tests/gpu_test.h: only a missing device is a skip).
+// CPU same-program reference; ragged S (not multiples of the 128-row tile), 1-4 heads, fresh random inputs, outputs
+// poisoned with NaN (0xFF) and a sentinel tail after them; and cuDNN SDPA on the same inputs (its own two-reference
+// numbers, the bound the kernel must meet, and the kernel's max-abs / rel-L2 deviation from it). Skips visibly without
+// a GPU; a GPU that is not sm_90 or a build without sm_90a kernels fails (tests/gpu_test.h: only a missing device is a
+// skip).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -75,21 +75,9 @@ DeviationStats deviation(const std::vector<uint16_t>& a, const std::vector<uint1
   return d;
 }
 
-std::string config_name(const Bf16AttentionConfig& c) {
-  return std::string(c.loads == Bf16AttentionLoads::kTma ? "tma" : "cp.async") + (c.pingpong ? "+pingpong" : "");
-}
-// Every schedule and load path of the kernel.
-const std::vector<Bf16AttentionConfig>& all_configs() {
-  static const std::vector<Bf16AttentionConfig> configs = {{false, Bf16AttentionLoads::kTma},
-                                                           {true, Bf16AttentionLoads::kTma},
-                                                           {false, Bf16AttentionLoads::kCpAsync},
-                                                           {true, Bf16AttentionLoads::kCpAsync}};
-  return configs;
-}
-
 // One case: S tokens, `heads` heads, out rows padded by out_pad columns (gap columns must stay untouched), every
-// `row_step`-th query row checked against the CPU references (all rows vs cuDNN); each kernel configuration on the
-// same inputs.
+// `row_step`-th query row checked against the CPU references (all rows vs cuDNN), the kernel and cuDNN on the same
+// inputs.
 void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int64_t row_step, std::mt19937_64& rng) {
   const int64_t d = 128, width = heads * d, ld = 3 * width, ldo = width + out_pad;
   SCOPED_TRACE("S=" + std::to_string(s) + " heads=" + std::to_string(heads) + " out_pad=" + std::to_string(out_pad));
@@ -151,41 +139,37 @@ void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int6
   std::vector<uint16_t> pattern(static_cast<size_t>(s * ldo), 0x7B7B);
   for (int64_t t = 0; t < s; ++t)
     for (int64_t c = 0; c < width; ++c) pattern[static_cast<size_t>(t * ldo + c)] = 0xFFFF;
-  for (const Bf16AttentionConfig& cfg : all_configs()) {
-    SCOPED_TRACE(config_name(cfg));
-    out.upload(pattern.data(), pattern.size() * 2);
-    st = bf16_attention(q, k, v, heads, static_cast<int>(d), o, nullptr, cfg);
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<uint16_t> oh(static_cast<size_t>(s * ldo));
-    out.download(oh.data(), oh.size() * 2);
-    EXPECT_TRUE(out.sentinel_intact()) << "write past the end of out";
-    int64_t gap = 0;
-    for (int64_t t = 0; t < s; ++t)
-      for (int64_t c = width; c < ldo; ++c) gap += oh[static_cast<size_t>(t * ldo + c)] != 0x7B7B;
-    EXPECT_EQ(gap, 0) << "wrote outside the out row view";
-    TwoReference tr;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t c = 0; c < width; ++c) {
-        const size_t ri = static_cast<size_t>(i * width + c), gi = static_cast<size_t>(i * row_step * ldo + c);
-        tr.add(f32_from_bf16_bits(oh[gi]), f32_from_bf16_bits(rcpu[ri]), r64[ri]);
-      }
-    const DeviationStats vs_cudnn = deviation(oh, och, s, width, ldo, ldo);
-    std::printf(
-        "[bf16_attention S=%lld heads=%d pad=%lld %s] owned: %s | vs cuDNN (all rows): max-abs %.3e rel-L2 "
-        "%.3e nonfinite %lld\n",
-        static_cast<long long>(s), heads, static_cast<long long>(out_pad), config_name(cfg).c_str(),
-        tr.summary().c_str(), vs_cudnn.max_abs, vs_cudnn.rel_l2, static_cast<long long>(vs_cudnn.nonfinite));
-    EXPECT_TRUE(tr.passes(2e-4, 2e-3)) << tr.summary();
-    // The kernel's error vs FP64 stays within the bound the cuDNN path meets on the same inputs (NUMERICS.md).
-    EXPECT_LE(tr.rel_l2_gpu(), 2.0 * tr_cudnn.rel_l2_gpu() + 2e-4)
-        << tr.summary() << " vs cuDNN " << tr_cudnn.summary();
-    EXPECT_LE(tr.max_gpu, 2.0 * tr_cudnn.max_gpu + 2e-3 * tr.max_ref)
-        << tr.summary() << " vs cuDNN " << tr_cudnn.summary();
-    EXPECT_EQ(vs_cudnn.nonfinite, 0);
-    // Two E1 implementations of one program: a few BF16 ulps of O apart, never O(1) (a wrong tile or mask).
-    EXPECT_LT(vs_cudnn.rel_l2, 1e-2);
-  }
+  out.upload(pattern.data(), pattern.size() * 2);
+  st = bf16_attention(q, k, v, heads, static_cast<int>(d), o, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint16_t> oh(static_cast<size_t>(s * ldo));
+  out.download(oh.data(), oh.size() * 2);
+  EXPECT_TRUE(out.sentinel_intact()) << "write past the end of out";
+  int64_t gap = 0;
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t c = width; c < ldo; ++c) gap += oh[static_cast<size_t>(t * ldo + c)] != 0x7B7B;
+  EXPECT_EQ(gap, 0) << "wrote outside the out row view";
+  TwoReference tr;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < width; ++c) {
+      const size_t ri = static_cast<size_t>(i * width + c), gi = static_cast<size_t>(i * row_step * ldo + c);
+      tr.add(f32_from_bf16_bits(oh[gi]), f32_from_bf16_bits(rcpu[ri]), r64[ri]);
+    }
+  const DeviationStats vs_cudnn = deviation(oh, och, s, width, ldo, ldo);
+  std::printf(
+      "[bf16_attention S=%lld heads=%d pad=%lld] owned: %s | vs cuDNN (all rows): max-abs %.3e rel-L2 "
+      "%.3e nonfinite %lld\n",
+      static_cast<long long>(s), heads, static_cast<long long>(out_pad), tr.summary().c_str(), vs_cudnn.max_abs,
+      vs_cudnn.rel_l2, static_cast<long long>(vs_cudnn.nonfinite));
+  EXPECT_TRUE(tr.passes(2e-4, 2e-3)) << tr.summary();
+  // The kernel's error vs FP64 stays within the bound the cuDNN path meets on the same inputs (NUMERICS.md).
+  EXPECT_LE(tr.rel_l2_gpu(), 2.0 * tr_cudnn.rel_l2_gpu() + 2e-4) << tr.summary() << " vs cuDNN " << tr_cudnn.summary();
+  EXPECT_LE(tr.max_gpu, 2.0 * tr_cudnn.max_gpu + 2e-3 * tr.max_ref)
+      << tr.summary() << " vs cuDNN " << tr_cudnn.summary();
+  EXPECT_EQ(vs_cudnn.nonfinite, 0);
+  // Two E1 implementations of one program: a few BF16 ulps of O apart, never O(1) (a wrong tile or mask).
+  EXPECT_LT(vs_cudnn.rel_l2, 1e-2);
 }
 
 TEST(Bf16Attention, RaggedShapesTwoReferenceAndCudnn) {

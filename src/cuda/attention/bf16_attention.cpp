@@ -39,7 +39,7 @@ Status check_input(const Tensor& x, const char* name, int64_t seq, int64_t width
 }  // namespace
 
 Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, Tensor& out,
-                      cudaStream_t stream, const Bf16AttentionConfig& config) {
+                      cudaStream_t stream) {
   if (head_dim != 128) return unsupported("bf16_attention: head_dim must be 128, got " + std::to_string(head_dim));
   if (heads <= 0 || heads > 65535) return invalid_argument("bf16_attention: heads must be in 1..65535");
   if (!q.defined() || q.ndim() != 2) return invalid_argument("bf16_attention: q must be a 2-D tensor [S, heads*128]");
@@ -65,10 +65,9 @@ Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int hea
   const bf16_attention_detail::Bf16AttentionArgs args{q.raw_data(), k.raw_data(), v.raw_data(),   q.stride(0),
                                                       k.stride(0),  v.stride(0),  out.raw_data(), out.stride(0),
                                                       seq,          heads};
-  return bf16_attention_detail::launch_bf16_attention_sm90(args, config, stream);
+  return bf16_attention_detail::launch_bf16_attention_sm90(args, stream);
 #else
   (void)stream;
-  (void)config;
   return unsupported("bf16_attention: no sm_90a kernels in this build");
 #endif
 }

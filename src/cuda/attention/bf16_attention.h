@@ -5,8 +5,9 @@
 // (both operands from shared memory) and O += P V (P from registers, rounded once to BF16; V read N-major through
 // the descriptor's transpose bit, no transposing pass). Online softmax in FP32 with exp2 and the scale folded in
 // (p = 2^(s*c - m*c), c = log2(e) / sqrt(128)); l sums the unrounded p; out = R_bf16(O / l) once. QK(j) and PV(j-1)
-// are issued back to back so the softmax of block j overlaps PV(j-1) (FA3's intra-warpgroup pipelining); with
-// `pingpong` the two warpgroups also take turns issuing (FA3's inter-warpgroup scheduling).
+// are issued back to back so the softmax of block j overlaps PV(j-1) (FA3's intra-warpgroup pipelining), and the two
+// warpgroups take turns issuing (FA3's inter-warpgroup ping-pong, named barriers). H200 timings against cuDNN:
+// docs/performance.md "Owned BF16 attention".
 // Reads q, k, v as strided [S, heads*128] bf16 views (e.g. of the [S, 3*I] QKV output) and writes token-major out
 // [S, >= heads*128], exactly as the cuDNN path. Non-causal, scale 1/sqrt(128). CPU program:
 // ref::attention_flash_fp32 (two-reference rule vs ref::attention); tested in tests/attention/bf16_attention_test.cpp,
@@ -22,15 +23,6 @@
 
 namespace vortex {
 
-// How the producer warpgroup fills shared memory: kTma (one thread issues cp.async.bulk.tensor; the default) or
-// kCpAsync (all 128 producer threads issue 16-byte cp.async into the same swizzled layout; a fallback that
-// isolates the TMA path and its tensor maps).
-enum class Bf16AttentionLoads : uint8_t { kTma, kCpAsync };
-struct Bf16AttentionConfig {
-  bool pingpong = false;  // warpgroups take turns issuing their GEMMs (named barriers)
-  Bf16AttentionLoads loads = Bf16AttentionLoads::kTma;
-};
-
 // True when this build carries the sm_90a kernel (VORTEX_CUDA_ARCHS has 90a) and `device` is an sm_90 GPU.
 bool bf16_attention_supported(int device);
 
@@ -39,7 +31,7 @@ bool bf16_attention_supported(int device);
 // column stride, even row stride, 4-byte aligned. head_dim must be 128. kUnsupported on builds without sm_90a
 // kernels or on other GPUs (checked before any launch).
 Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, Tensor& out,
-                      cudaStream_t stream, const Bf16AttentionConfig& config = {});
+                      cudaStream_t stream);
 
 namespace bf16_attention_detail {
 struct Bf16AttentionArgs {
@@ -53,8 +45,7 @@ struct Bf16AttentionArgs {
   int heads;
 };
 // bf16_attention_sm90.cu (only in builds with sm_90a, VORTEX_HAVE_SM90_KERNELS): tensor maps + launch.
-Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, const Bf16AttentionConfig& config,
-                                  cudaStream_t stream);
+Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, cudaStream_t stream);
 }  // namespace bf16_attention_detail
 
 }  // namespace vortex

@@ -12,7 +12,8 @@
 //     (wgmma m64n128k16, both operands in shared memory, 8 k-steps) and O += P(j-1) V(j-1) (P in registers, V
 //     N-major through the transpose bit), wait for S(j) only, run the softmax of block j while PV(j-1) runs,
 //     then wait for PV(j-1), scale O by alpha(j) and pack P(j) to BF16 (the A registers are rewritten only after
-//     the wgmma reading them has completed).
+//     the wgmma reading them has completed). The two warpgroups take turns issuing (FA3's ping-pong: named
+//     barriers 1 and 2, warpgroup 0 first), so one warpgroup's softmax runs under the other's GEMMs.
 // Shared memory layout of one 128-row x 128-column bf16 tile: two 16 KB halves (columns 0-63, 64-127), each
 // 128 rows x 128 bytes with the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)); 1024-byte
 // aligned so the TMA swizzle and the wgmma descriptor swizzle agree.
@@ -21,10 +22,7 @@
 //     half kk / 4 plus (kk % 4) * 32 bytes inside the swizzle row.
 //   V as B of P V (N-major, 128B swizzle): LBO = 16384 (the next 64 output columns, the other half), SBO = 1024
 //     (the next 8 keys); k-step kk of 16 keys is kk * 2048 bytes.
-//
-// Bf16AttentionLoads::kCpAsync replaces TMA by cp.async from all 128 producer threads into the same swizzled
-// layout (then wait, fence.proxy.async, one mbarrier arrival per thread): a fallback that isolates the TMA path.
-// ptxas (CUDA 13.0, sm_90a, -Xptxas=-v) for the four variants: docs/performance.md "Owned BF16 attention".
+// ptxas (CUDA 13.0, sm_90a, -Xptxas=-v) and the H200 timings: docs/performance.md "Owned BF16 attention".
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -32,7 +30,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -52,8 +49,8 @@ namespace vortex::bf16_attention_detail {
 namespace {
 
 constexpr int kD = 128;
-constexpr int kBlockM = 128;  // query rows per CTA
-constexpr int kBlockN = 128;  // keys per block
+constexpr int kBlockM = 128;                   // query rows per CTA
+[[maybe_unused]] constexpr int kBlockN = 128;  // keys per block (unused in the trap-only device passes)
 constexpr int kStages = 2;
 constexpr int kConsumers = 2;  // consumer warpgroups
 constexpr int kThreads = (kConsumers + 1) * 128;
@@ -64,11 +61,7 @@ constexpr uint32_t kSmemBytes = kBarrierOffset + 256 + 1024;         // + barrie
 static_assert(8 * (1 + 4 * kStages) <= 256, "barriers fit their slot");
 constexpr float kLog2e = 1.4426950408889634f;
 
-struct Params {
-  const __nv_bfloat16* q;  // the cp.async loads read these (the TMA loads use the tensor maps)
-  const __nv_bfloat16* k;
-  const __nv_bfloat16* v;
-  int64_t ld_q, ld_k, ld_v;
+struct Params {  // Q, K and V are read through the tensor maps
   __nv_bfloat16* out;
   int64_t ld_out;
   int64_t seq;
@@ -162,27 +155,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
-// cp.async fallback: 16 bytes global -> shared, zero-filled when `valid` is false (rows past S).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-// The 128 producer threads copy one 128-row x 128-column tile (rows row0.. of the view, head columns col..) into
-// the swizzled layout TMA writes (16-byte chunk c of row r of a half at chunk c ^ (r % 8)), wait for their copies,
-// make them visible to the async proxy (wgmma) and arrive on `bar` (128 arrivals complete it).
-__device__ __forceinline__ void cp_async_tile(uint32_t dst, const __nv_bfloat16* base, int64_t ld, int64_t row0,
-                                              int col, int64_t seq, int pt, uint32_t bar) {
-#pragma unroll 4
-  for (int n = 0; n < 16; ++n) {
-    const int i = pt + 128 * n, row = i / 16, c16 = i % 16, half = c16 / 8, c = c16 % 8;
-    const int64_t g = row0 + row;
-    const bool valid = g < seq;
-    const __nv_bfloat16* src = base + (valid ? g : 0) * ld + col + c16 * 8;
-    cp_async16(dst + half * kHalfBytes + row * 128 + ((c ^ (row & 7)) * 16), src, valid);
-  }
-  asm volatile("cp.async.wait_all;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  mbar_arrive(bar);
-}
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
 
@@ -258,7 +230,6 @@ __device__ __forceinline__ void pack_p(const float (&p)[16][4], uint32_t (&pa)[8
   }
 }
 
-template <bool kPingPong, bool kCpAsync>
 __global__ void __launch_bounds__(kThreads, 1)
     bf16_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const Params prm) {
@@ -278,11 +249,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto empty_k = [&](int s) { return base + kBarrierOffset + 8 * (1 + 2 * kStages + s); };
   auto empty_v = [&](int s) { return base + kBarrierOffset + 8 * (1 + 3 * kStages + s); };
   if (tid == 0) {
-    const uint32_t producers = kCpAsync ? 128 : 1;  // cp.async: every producer thread arrives
-    mbar_init(q_full, producers);
+    mbar_init(q_full, 1);  // one producer thread arrives (with the expected bytes)
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_k(s), producers);
-      mbar_init(full_v(s), producers);
+      mbar_init(full_k(s), 1);
+      mbar_init(full_v(s), 1);
       mbar_init(empty_k(s), kConsumers * 4);  // one arrival per consumer warp
       mbar_init(empty_v(s), kConsumers * 4);
     }
@@ -292,18 +262,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warp >= kConsumers * 4) {  // producer warpgroup
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    if constexpr (kCpAsync) {
-      const int pt = tid - kConsumers * 128, col = h * kD;
-      cp_async_tile(q_smem, prm.q, prm.ld_q, static_cast<int64_t>(tile) * kBlockM, col, prm.seq, pt, q_full);
-      for (int j = 0; j < blocks; ++j) {
-        const int s = j % kStages;
-        const uint32_t parity = ((j / kStages) + 1) & 1;
-        if (j >= kStages) mbar_wait(empty_k(s), parity);
-        cp_async_tile(k_smem(s), prm.k, prm.ld_k, static_cast<int64_t>(j) * kBlockN, col, prm.seq, pt, full_k(s));
-        if (j >= kStages) mbar_wait(empty_v(s), parity);
-        cp_async_tile(v_smem(s), prm.v, prm.ld_v, static_cast<int64_t>(j) * kBlockN, col, prm.seq, pt, full_v(s));
-      }
-    } else if (warp == kConsumers * 4 && lane == 0) {
+    if (warp == kConsumers * 4 && lane == 0) {
       const int col = h * kD;
       mbar_arrive_expect_tx(q_full, kTileBytes);
       tma_load_2d(q_smem, &tm_q, col, tile * kBlockM, q_full);
@@ -355,17 +314,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // FA3's warpgroup scheduling: a warpgroup issues on its turn (barrier 1 + wg) and hands the turn over.
   // Warpgroup 1 gives warpgroup 0 the first turn and skips the hand-over after its last one (balanced counts).
-  auto turn_begin = [&] {
-    if constexpr (kPingPong) named_sync(1 + wg);
-  };
+  auto turn_begin = [&] { named_sync(1 + wg); };
   auto turn_end = [&](bool last) {
-    if constexpr (kPingPong) {
-      if (!(last && wg == 1)) named_arrive(1 + (wg ^ 1));
-    }
+    if (!(last && wg == 1)) named_arrive(1 + (wg ^ 1));
   };
-  if constexpr (kPingPong) {
-    if (wg == 1) named_arrive(1);
-  }
+  if (wg == 1) named_arrive(1);
 
   float o[16][4];
 #pragma unroll
@@ -461,7 +414,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 #else
-template <bool kPingPong, bool kCpAsync>
 __global__ void bf16_attention_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                       const __grid_constant__ CUtensorMap, const Params) {
   __trap();
@@ -503,10 +455,9 @@ Result<CUtensorMap> make_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const voi
   return map;
 }
 
-template <bool kPingPong, bool kCpAsync>
 Status launch(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v, const Params& prm, dim3 grid,
               cudaStream_t stream) {
-  // The shared-memory limit is a per-device attribute: set once per device and kernel instance (off the timed path).
+  // The shared-memory limit is a per-device attribute: set once per device (off the timed path).
   static std::mutex mu;
   static std::vector<int> configured;
   int device = 0;
@@ -514,38 +465,22 @@ Status launch(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v, 
   {
     std::lock_guard<std::mutex> lock(mu);
     if (std::find(configured.begin(), configured.end(), device) == configured.end()) {
-      VORTEX_CUDA_CHECK(cudaFuncSetAttribute(bf16_attention_kernel<kPingPong, kCpAsync>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+      VORTEX_CUDA_CHECK(
+          cudaFuncSetAttribute(bf16_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
       configured.push_back(device);
     }
   }
-  bf16_attention_kernel<kPingPong, kCpAsync><<<grid, kThreads, kSmemBytes, stream>>>(q, k, v, prm);
+  bf16_attention_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q, k, v, prm);
   VORTEX_CUDA_LAUNCH_CHECK("bf16_attention_kernel");
   return Status::Ok();
 }
 
 }  // namespace
 
-Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, const Bf16AttentionConfig& config,
-                                  cudaStream_t stream) {
-  const Params prm{static_cast<const __nv_bfloat16*>(args.q),
-                   static_cast<const __nv_bfloat16*>(args.k),
-                   static_cast<const __nv_bfloat16*>(args.v),
-                   args.ld_q,
-                   args.ld_k,
-                   args.ld_v,
-                   static_cast<__nv_bfloat16*>(args.out),
-                   args.ld_out,
-                   args.seq,
+Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, cudaStream_t stream) {
+  const Params prm{static_cast<__nv_bfloat16*>(args.out), args.ld_out, args.seq,
                    kLog2e / std::sqrt(static_cast<float>(kD))};
   const dim3 grid(static_cast<unsigned>((args.seq + kBlockM - 1) / kBlockM), static_cast<unsigned>(args.heads));
-  if (config.loads == Bf16AttentionLoads::kCpAsync) {
-    // No tensor maps (the kernel never reads them): the fallback depends on nothing of the TMA path.
-    CUtensorMap unused;
-    std::memset(&unused, 0, sizeof(unused));
-    return config.pingpong ? launch<true, true>(unused, unused, unused, prm, grid, stream)
-                           : launch<false, true>(unused, unused, unused, prm, grid, stream);
-  }
   auto encode = tensor_map_encoder();
   if (!encode.ok()) return encode.status();
   const int64_t width = static_cast<int64_t>(args.heads) * kD;
@@ -555,8 +490,7 @@ Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, const Bf16Atten
   if (!k.ok()) return k.status();
   auto v = make_map(*encode, args.v, width, args.seq, args.ld_v, "v");
   if (!v.ok()) return v.status();
-  return config.pingpong ? launch<true, false>(*q, *k, *v, prm, grid, stream)
-                         : launch<false, false>(*q, *k, *v, prm, grid, stream);
+  return launch(*q, *k, *v, prm, grid, stream);
 }
 
 }  // namespace vortex::bf16_attention_detail
