@@ -257,10 +257,9 @@ class CublasLtGemmEngine final : public GemmEngine {
                                         sizeof(swizzle_support), &written);
       std::vector<std::pair<int, int>> splits = {{1, CUBLASLT_REDUCTION_SCHEME_NONE}};
       if (splitk_support) {
-        for (int s : {2, 4})
-          for (uint32_t r : {CUBLASLT_REDUCTION_SCHEME_INPLACE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
-                             CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE})
-            if (red_mask & r) splits.emplace_back(s, static_cast<int>(r));
+        for (int s : {2, 4})  // FP32 reductions only, as the heuristic (run_heuristic)
+          if (red_mask & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
+            splits.emplace_back(s, static_cast<int>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
       }
       for (uint32_t tile : tiles)
         for (uint32_t stage : stages)
@@ -368,6 +367,12 @@ class CublasLtGemmEngine final : public GemmEngine {
     uint64_t ws = workspace_bytes_;
     cublasStatus_t st =
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    // Split-K partial sums reduced in the compute type (FP32) only: a reduction in the output type (or in place
+    // in the BF16 output) would round each partial sum, a second rounding the one-rounding program has not.
+    uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                sizeof(reductions));
     int n = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
       st = cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.d, plan.d, pref, count, results, &n);

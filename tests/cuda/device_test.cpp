@@ -25,8 +25,13 @@ TEST(CudaPolicy, EveryArchHasARowAndEveryNonEagerDefaultNamesCommittedEvidence) 
     EXPECT_EQ(arch_policy(a).arch, a) << gpu_arch_name(a);
   for (const ArchPolicy& p : policy_table()) {
     SCOPED_TRACE(gpu_arch_name(p.arch));
-    // The BF16 program is the default everywhere: sage2 / fp8 / nvfp4 are E2 and opt-in.
-    EXPECT_EQ(p.attention, AttentionKind::kSdpa);
+    // The BF16 program is the default everywhere (sage2 / fp8 / nvfp4 are E2 and opt-in): through cuDNN SDPA, or
+    // on sm90 through the owned kernel, which needs evidence like any other non-vendor default.
+    EXPECT_NE(p.attention, AttentionKind::kSage2);
+    if (p.attention == AttentionKind::kBf16Owned) {
+      EXPECT_EQ(p.arch, GpuArch::kSm90);
+      EXPECT_NE(std::string(p.evidence).find("attention-lora-graphs/bench-ab.jsonl"), std::string::npos);
+    }
     EXPECT_EQ(p.precision, Precision::kBf16);
     EXPECT_EQ(p.nvfp4_fc2, Nvfp4Fc2::kW4A4);
     const bool eager = !p.fused_norm_modulate && !p.fused_gate_add && !p.fused_nvfp4_producers;
@@ -95,22 +100,19 @@ TEST(CudaPolicy, SelectorsAnswerKernelAndSupport) {
   EXPECT_EQ(hd64.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(hd64.status().message().find("head_dim 64"), std::string::npos) << hd64.status().message();
   EXPECT_EQ(select_attention(h200, sdpa, AttentionShape{16, 0, 128}).status().code(), ErrorCode::kInvalidArgument);
-  // The owned BF16 kernel: opt-in (never a policy default), sm_90 devices of builds with 90a, head_dim 128.
+  // The BF16 program through the owned kernel: sm_90 devices of builds with 90a, head_dim 128; the same program
+  // through cuDNN SDPA everywhere else. It is the sm90 row's default, no other row's.
   ExecOptions owned;
   owned.attention = AttentionKind::kBf16Owned;
   Result<AttentionKernel> o = select_attention(h200, owned, canonical);
-  if (build_has_sm90_kernels()) {
-    ASSERT_TRUE(o.ok()) << o.status().to_string();
-    EXPECT_EQ(*o, AttentionKernel::kBf16Wgmma);
-    EXPECT_STREQ(attention_kernel_name(*o), "bf16_wgmma");
-  } else {
-    EXPECT_EQ(o.status().code(), ErrorCode::kUnsupported);
-  }
-  EXPECT_EQ(select_attention(h200, owned, AttentionShape{1024, 8, 64}).status().code(), ErrorCode::kUnsupported);
-  EXPECT_EQ(select_attention(make_device_policy("NVIDIA B200", 10, 0), owned, canonical).status().code(),
-            ErrorCode::kUnsupported);
-  for (GpuArch arch : {GpuArch::kSm90, GpuArch::kSm100, GpuArch::kSm120, GpuArch::kSm121})
-    EXPECT_NE(policy_exec_options(arch).attention, AttentionKind::kBf16Owned);
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_EQ(*o, build_has_sm90_kernels() ? AttentionKernel::kBf16Wgmma : AttentionKernel::kCudnnSdpa);
+  EXPECT_STREQ(attention_kernel_name(AttentionKernel::kBf16Wgmma), "bf16_wgmma");
+  EXPECT_EQ(*select_attention(h200, owned, AttentionShape{1024, 8, 64}), AttentionKernel::kCudnnSdpa);
+  EXPECT_EQ(*select_attention(make_device_policy("NVIDIA B200", 10, 0), owned, canonical), AttentionKernel::kCudnnSdpa);
+  EXPECT_EQ(policy_exec_options(GpuArch::kSm90).attention, AttentionKind::kBf16Owned);
+  for (GpuArch arch : {GpuArch::kSm100, GpuArch::kSm120, GpuArch::kSm121})
+    EXPECT_EQ(policy_exec_options(arch).attention, AttentionKind::kSdpa);
   EXPECT_EQ(*select_nvfp4(h200), Nvfp4GemmPath::kEmulatedBf16);
   EXPECT_EQ(*select_gemm(h200, Precision::kFp8), GemmPath::kCublasLtFp8);
   EXPECT_EQ(*select_gemm(h200, Precision::kBf16), GemmPath::kCublasLtBf16);
