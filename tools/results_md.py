@@ -139,8 +139,10 @@ def accuracy_tables(rows):
 
 # README modes: (shown name, the block row's config, the deviation label's prefix or None for the reference).
 MODES = [
-    ("bf16 (the reference program, default)", "fused_norm_modulate=1,fused_gate_add=1,attention=sdpa,precision=bf16",
-     None),
+    ("bf16 (the reference program, default; on sm_90 its attention runs the owned kernel)",
+     "fused_norm_modulate=1,fused_gate_add=1,attention=bf16-owned,precision=bf16", None),
+    ("bf16 + `--attention sdpa` (cuDNN)", "fused_norm_modulate=1,fused_gate_add=1,attention=sdpa,precision=bf16",
+     "bf16, owned BF16 attention"),
     ("bf16 + `--attention sage2`", "fused_norm_modulate=1,fused_gate_add=1,attention=sage2,precision=bf16",
      "bf16 + Sage2 attention"),
     ("`--precision fp8` + `--attention sage2`", "fused_norm_modulate=1,fused_gate_add=1,attention=sage2,precision=fp8",
