@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "cuda/attention/bf16_attention.h"
+#include "cuda/attention/hopper_sm90.cuh"
 #include "cuda/check.h"
 
 // wgmma, setmaxnreg and TMA exist only on sm_90a: any other device pass of this file (a misconfigured build) gets a
@@ -47,6 +48,8 @@
 
 namespace vortex::bf16_attention_detail {
 namespace {
+
+using namespace hopper;
 
 constexpr int kD = 128;
 constexpr int kBlockM = 128;                   // query rows per CTA
@@ -69,10 +72,6 @@ struct Params {  // Q, K and V are read through the tensor maps
 };
 
 #if VORTEX_BF16_ATTN_BODY
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// 128-byte-swizzle shared-memory matrix descriptor (layout type 1 in bits 62-63).
 __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
          (static_cast<uint64_t>(sbo >> 4) << 32) | (uint64_t{1} << 62);
@@ -108,45 +107,6 @@ __device__ __forceinline__ void wgmma_rs(float (&acc)[16][4], const uint32_t (&a
 #undef VX_ACC64
 #undef VX_D64
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-// Pins registers that wgmma reads or writes asynchronously so the compiler cannot move their uses across the
-// issue / wait points (CUTLASS's warpgroup_fence_operand).
-__device__ __forceinline__ void fence_operands(float (&x)[16][4]) {
-#pragma unroll
-  for (int i = 0; i < 16; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(x[i][e])::"memory");
-}
-__device__ __forceinline__ void fence_operands(uint32_t (&x)[8][4]) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(x[i][e])::"memory");
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-  } while (!done);
-}
 // One TMA box (64 columns x 128 rows) at element column c0, row c1 into dst; completion counted on bar.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
   asm volatile(

@@ -3,6 +3,7 @@
 // warpgroups). Same program as the mma.sync mainloop (sage2_attention.cu) and sage2_attention_reference
 // (research/sage2-attention.md §1.7); tested in tests/attention/sage2_sm90_test.cpp (two-reference rule),
 // timed by bench/sage2_bench.cpp.
+#include "cuda/attention/hopper_sm90.cuh"
 #include "cuda/attention/sage2_kernel_common.cuh"
 #include "cuda/check.h"
 
@@ -16,6 +17,8 @@
 
 namespace vortex::sage2_detail {
 namespace {
+
+using namespace hopper;
 
 #if VORTEX_SAGE2_WGMMA_BODY
 // S (+)= A B^T, A = Q [64 rows x 32 bytes] and B = K [128 keys x 32 bytes], both from shared memory.
@@ -62,35 +65,6 @@ __device__ __forceinline__ void wgmma_pv_e4m3(float (&acc)[16][4], uint32_t a0, 
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b_desc), "r"(accumulate));
 }
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-
-// Pins register arrays that wgmma reads or writes asynchronously: the compiler cannot see the
-// asynchrony, so without these it could read an accumulator before wgmma.wait_group or reuse the
-// A-fragment registers while the tensor core still reads them (CUTLASS's warpgroup_fence_operand).
-template <int N, int M>
-__device__ __forceinline__ void fence_operands(int (&x)[N][M]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int e = 0; e < M; ++e) asm volatile("" : "+r"(x[i][e])::"memory");
-}
-template <int N, int M>
-__device__ __forceinline__ void fence_operands(float (&x)[N][M]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int e = 0; e < M; ++e) asm volatile("" : "+f"(x[i][e])::"memory");
-}
-template <int N, int M>
-__device__ __forceinline__ void fence_operands(uint32_t (&x)[N][M]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int e = 0; e < M; ++e) asm volatile("" : "+r"(x[i][e])::"memory");
-}
-
 // Shared-memory matrix descriptor, no swizzle (K-major 8-row x 16-byte core matrices): LBO = bytes
 // between core matrices adjacent along K, SBO = bytes between 8-row groups along M/N.
 __device__ __forceinline__ uint64_t smem_desc(const void* smem_ptr, uint32_t lbo, uint32_t sbo) {
@@ -123,27 +97,6 @@ constexpr int kWsStages = 2;
 constexpr int kWsThreads = kWsConsumerWarpgroups * 128 + 128;
 constexpr int kWsSmemBytes = kTileBytes16K + kWsStages * 2 * kTileBytes16K + 256;  // Q, ring, barriers
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-  } while (!done);
-}
 // Global -> shared bulk copy (async proxy) that signals `bar` with its byte count on completion.
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
@@ -271,7 +224,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     fence_operands(acc);
     wgmma_fence();
     issue_qk(acc, 0);
-    wgmma_wait_all();
+    wgmma_wait<0>();
     fence_operands(acc);
     float p[16][4];
     online_softmax_probs(acc, blocks == 1, 0, t, prm.seq, c0, q_scale * ks, m_r, m_r8, d_r, d_r8, alpha_prev_r,
@@ -307,7 +260,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     } else {
       online_softmax_probs_full(acc, c0 * (q_scale * ks), m_r, m_r8, d_r, d_r8, alpha_r, alpha_r8, p);
     }
-    wgmma_wait_all();  // PV(j-1) done
+    wgmma_wait<0>();  // PV(j-1) done
     fence_operands(blk);
     fence_operands(pa_prev);
     release_stage(j - 1);  // the warp's reads of stage s_prev are complete
@@ -324,7 +277,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sage2_attention_wgmma_kernel(co
     fence_operands(pa_prev);
     wgmma_fence();
     issue_pv(blk, pa_prev, s_last);
-    wgmma_wait_all();
+    wgmma_wait<0>();
     fence_operands(blk);
     fence_operands(pa_prev);
     release_stage(blocks - 1);
