@@ -22,6 +22,7 @@
 
 #include "seed.h"
 #include "vortex/status.h"
+#include "vortex/tensor.h"
 
 namespace vortex::testing {
 
@@ -108,6 +109,14 @@ class DeviceBuffer {
     ASSERT_EQ(cudaMemcpy(dst, ptr_, n, cudaMemcpyDeviceToHost), cudaSuccess);
   }
   void poison(uint8_t byte) { ASSERT_EQ(cudaMemset(ptr_, byte, bytes_), cudaSuccess); }
+  // A device tensor over this buffer (not owning it: the buffer must outlive the view).
+  Tensor view(Shape shape, DType dtype, Shape strides = {}, size_t byte_offset = 0) const {
+    auto storage = std::make_shared<Storage>();
+    storage->ptr = ptr_;
+    storage->bytes = bytes_;
+    storage->device = Device::kCuda;
+    return Tensor::from_storage(storage, byte_offset, std::move(shape), dtype, std::move(strides));
+  }
 
  private:
   void* ptr_ = nullptr;

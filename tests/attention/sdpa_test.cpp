@@ -22,12 +22,7 @@ using testing::DeviceBuffer;
 using testing::TwoReference;
 
 Tensor device_view(const DeviceBuffer& buf, int64_t byte_offset, Shape shape, Shape strides) {
-  auto storage = std::make_shared<Storage>();
-  storage->ptr = buf.get();
-  storage->bytes = buf.bytes();
-  storage->device = Device::kCuda;
-  return Tensor::from_storage(storage, static_cast<size_t>(byte_offset), std::move(shape), DType::kBF16,
-                              std::move(strides));
+  return buf.view(std::move(shape), DType::kBF16, std::move(strides), static_cast<size_t>(byte_offset));
 }
 
 // FP64 attention and the CPU flash program for head h, query i. qkv: [S, 3I] bf16 bits.

@@ -267,13 +267,7 @@ SegmentTable make_random_segments(int64_t rows, int32_t table_rows, std::mt19937
   return seg;
 }
 
-Tensor device_view(const DeviceBuffer& b, Shape shape, DType dtype) {
-  auto st = std::make_shared<Storage>();
-  st->ptr = b.get();
-  st->bytes = b.bytes();
-  st->device = Device::kCuda;
-  return Tensor::from_storage(st, 0, std::move(shape), dtype);
-}
+Tensor device_view(const DeviceBuffer& b, Shape shape, DType dtype) { return b.view(std::move(shape), dtype); }
 Tensor host_tensor(const std::vector<uint16_t>& v, Shape shape) {
   Tensor t = Tensor::empty(std::move(shape), DType::kBF16);
   std::memcpy(t.raw_data(), v.data(), v.size() * 2);

@@ -25,11 +25,7 @@ using testing::DeviceBuffer;
 using testing::TwoReference;
 
 Tensor device_view(const DeviceBuffer& buf, Shape shape, DType dtype, Shape strides = {}) {
-  auto storage = std::make_shared<Storage>();
-  storage->ptr = buf.get();
-  storage->bytes = buf.bytes();
-  storage->device = Device::kCuda;
-  return Tensor::from_storage(storage, 0, std::move(shape), dtype, std::move(strides));
+  return buf.view(std::move(shape), dtype, std::move(strides));
 }
 
 std::unique_ptr<GemmEngine> make_engine() {
