@@ -36,6 +36,29 @@ Status check_device_matrix(const Tensor& t, const char* what, int64_t rows, int6
                           (t.defined() ? t.describe() + " on " + device_name(t.device()) : std::string("undefined")));
 }
 
+// t_p = R(scale_p * x A_p^T) [M, r] bf16 into dst at leading dimension ld: the down-projection into FP32 scratch,
+// then the FP64 scale and one rounding (both programs).
+Status down_project(GemmEngine& gemm, CudaBackend& be, const Tensor& x, const LoraBranchPart& p,
+                    const std::string& part, uint16_t* dst, int64_t ld) {
+  const int64_t m = x.dim(0), k = x.dim(1), r = p.a.dim(0);
+  const int64_t ld32 = (r + 3) / 4 * 4;                                   // 16-byte rows
+  VORTEX_ASSIGN_OR_RETURN(Tensor t32, be.alloc({m, ld32}, DType::kF32));  // [M, r] f32 at ld32, x A^T unrounded
+  GemmCall down;
+  down.precision = GemmPrecision::kBf16F32Out;
+  down.m = m;
+  down.n = r;
+  down.k = k;
+  down.x = x.raw_data();
+  down.ldx = x.stride(0);
+  down.w = p.a.raw_data();
+  down.ldw = k;
+  down.d = t32.raw_data();
+  down.ldd = ld32;
+  VORTEX_RETURN_IF_ERROR(gemm.gemm(down, be.stream()).with_context(part + ": x A^T"));
+  return cuda_ops::lora_scale_round(static_cast<const float*>(t32.raw_data()), ld32, m, r, p.scale, dst, ld,
+                                    be.stream());
+}
+
 // x' = [x | t_1 .. t_p | 0], W' = [W | B~_1 .. B~_p | 0], y = R(x' W'^T + bias): one GEMM, one rounding.
 Status lora_linear_concat(GemmEngine& gemm, CudaBackend& be, const Tensor& x, const LinearWeight& w, const Tensor* bias,
                           const LoraBranch& lora, Tensor& out) {
@@ -65,23 +88,8 @@ Status lora_linear_concat(GemmEngine& gemm, CudaBackend& be, const Tensor& x, co
     const LoraBranchPart& p = lora.parts[i];
     const int64_t r = p.a.dim(0), rows = p.b.dim(0);
     const std::string part = "linear_lora part " + std::to_string(i);
-    const int64_t ld32 = (r + 3) / 4 * 4;                                   // 16-byte rows
-    VORTEX_ASSIGN_OR_RETURN(Tensor t32, be.alloc({m, ld32}, DType::kF32));  // [S, r] f32 at ld32, x A^T unrounded
-    GemmCall down;
-    down.precision = GemmPrecision::kBf16F32Out;
-    down.m = m;
-    down.n = r;
-    down.k = k;
-    down.x = x.raw_data();
-    down.ldx = x.stride(0);
-    down.w = p.a.raw_data();
-    down.ldw = k;
-    down.d = t32.raw_data();
-    down.ldd = ld32;
-    VORTEX_RETURN_IF_ERROR(gemm.gemm(down, stream).with_context(part + ": x A^T"));
     // t = R(scale * x A^T) straight into its columns of x'.
-    VORTEX_RETURN_IF_ERROR(cuda_ops::lora_scale_round(static_cast<const float*>(t32.raw_data()), ld32, m, r, p.scale,
-                                                      reinterpret_cast<uint16_t*>(xcp + col * 2), kc, stream));
+    VORTEX_RETURN_IF_ERROR(down_project(gemm, be, x, p, part, reinterpret_cast<uint16_t*>(xcp + col * 2), kc));
     if (rows > 0)  // B on the part's rows of W' (the other rows of these columns stay zero)
       VORTEX_CUDA_CHECK(cudaMemcpy2DAsync(wcp + (p.row_offset * kc + col) * 2, row_c, p.b.raw_data(),
                                           static_cast<size_t>(r) * 2, static_cast<size_t>(r) * 2,
@@ -126,18 +134,9 @@ Status lora_linear_fp32_accumulator(GemmEngine& gemm, CudaBackend& be, const Ten
     const int64_t r = p.a.dim(0), rows = p.b.dim(0);
     if (rows == 0) continue;
     const std::string part = "linear_lora part " + std::to_string(i);
-    const int64_t ld32 = (r + 3) / 4 * 4, ld16 = (r + 7) / 8 * 8;            // 16-byte rows
-    VORTEX_ASSIGN_OR_RETURN(Tensor t32, be.alloc({m, ld32}, DType::kF32));   // [M, r] f32 at ld32, x A^T
+    const int64_t ld16 = (r + 7) / 8 * 8;                                    // 16-byte rows
     VORTEX_ASSIGN_OR_RETURN(Tensor t16, be.alloc({m, ld16}, DType::kBF16));  // [M, r] bf16 at ld16, R(s x A^T)
-    GemmCall down = base;
-    down.n = r;
-    down.w = p.a.raw_data();
-    down.ldw = k;
-    down.d = t32.raw_data();
-    down.ldd = ld32;
-    VORTEX_RETURN_IF_ERROR(gemm.gemm(down, be.stream()).with_context(part + ": x A^T"));
-    VORTEX_RETURN_IF_ERROR(cuda_ops::lora_scale_round(static_cast<const float*>(t32.raw_data()), ld32, m, r, p.scale,
-                                                      static_cast<uint16_t*>(t16.raw_data()), ld16, be.stream()));
+    VORTEX_RETURN_IF_ERROR(down_project(gemm, be, x, p, part, static_cast<uint16_t*>(t16.raw_data()), ld16));
     GemmCall up;
     up.precision = GemmPrecision::kBf16F32Out;
     up.m = m;
