@@ -34,6 +34,23 @@ Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int hea
                       cudaStream_t stream);
 
 namespace bf16_attention_detail {
+// Tile configurations of the kernel, compiled side by side so one benchmark run times them against each other:
+// keys per K/V block (wgmma n of S = Q K^T) and the depth of the K/V ring. Per consumer thread S(j) holds
+// kBlockN / 2 FP32 values and P(j) kBlockN / 4 BF16x2 registers next to the 64 FP32 values of O.
+//   kN128S2: 128-key blocks, 2 stages (160 KB shared memory).
+//   kN176S2: 176-key blocks, 2 stages (FA3's hdim-128 forward tile; 208 KB): fewer key blocks per row block, so the
+//            per-block fixed work (O rescale, row-max shuffles, barriers, wgmma fences) is spread over 1.375x the keys.
+//   kN128S3: 128-key blocks, 3 stages (224 KB): one more K/V tile in flight against TMA latency.
+enum class Bf16AttentionVariant { kN128S2, kN176S2, kN128S3 };
+inline constexpr Bf16AttentionVariant kBf16AttentionVariants[] = {
+    Bf16AttentionVariant::kN128S2, Bf16AttentionVariant::kN176S2, Bf16AttentionVariant::kN128S3};
+inline constexpr Bf16AttentionVariant kBf16AttentionDefault = Bf16AttentionVariant::kN128S2;  // bf16_attention()
+const char* variant_name(Bf16AttentionVariant variant);  // "n128s2", "n176s2", "n128s3"
+int variant_key_block(Bf16AttentionVariant variant);     // keys per block (ref::attention_flash_fp32's key_block)
+// bf16_attention() with an explicit tile variant (the same checks; for the test and the benchmark).
+Status bf16_attention_variant(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, Tensor& out,
+                              Bf16AttentionVariant variant, cudaStream_t stream);
+
 struct Bf16AttentionArgs {
   const void* q;
   const void* k;
@@ -45,7 +62,7 @@ struct Bf16AttentionArgs {
   int heads;
 };
 // bf16_attention_sm90.cu (only in builds with sm_90a, VORTEX_HAVE_SM90_KERNELS): tensor maps + launch.
-Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, cudaStream_t stream);
+Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, Bf16AttentionVariant variant, cudaStream_t stream);
 }  // namespace bf16_attention_detail
 
 }  // namespace vortex
