@@ -1,7 +1,8 @@
 // Owned BF16 attention for sm_90a (AttentionKernel::kBf16Wgmma, the BF16 program of the sdpa mode; E1): a
 // FlashAttention-3-style kernel (bf16_attention_sm90.cu). Per CTA 128 query rows of one head; a producer warp
-// streams Q once and a 2-stage ring of 128-key K/V tiles with TMA (128-byte swizzle) into shared memory, counted by
-// mbarriers; two consumer warpgroups (64 rows each) run wgmma m64n128k16 BF16 with FP32 accumulation for S = Q K^T
+// streams Q once and a ring of K/V tiles (the tile variant's keys per block and stages; the default: 2 stages of 128
+// keys) with TMA (128-byte swizzle) into shared memory, counted by mbarriers; two consumer warpgroups (64 rows each)
+// run wgmma BF16 with FP32 accumulation for S = Q K^T
 // (both operands from shared memory) and O += P V (P from registers, rounded once to BF16; V read N-major through
 // the descriptor's transpose bit, no transposing pass). Online softmax in FP32 with exp2 and the scale folded in
 // (p = 2^(s*c - m*c), c = log2(e) / sqrt(128)); l sums the unrounded p; out = R_bf16(O / l) once. QK(j) and PV(j-1)
