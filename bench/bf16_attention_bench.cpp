@@ -5,7 +5,8 @@
 // Also the whole-tensor deviation of the owned output from cuDNN's (max-abs, rel-L2). Prints a table and appends
 // vortex-evidence-1 rows (docs/evidence.md) to OUT_DIR/bf16_attention_bench.jsonl. --variants picks the kernel's tile
 // variants (bf16_attention_detail::Bf16AttentionVariant; default: all), each timed in the same alternation.
-//   bf16_attention_bench OUT_DIR [--seq 37810,2048] [--heads 56] [--reps 30] [--variants n128s2,n176s2,n128s3]
+//   bf16_attention_bench OUT_DIR [--seq 37810,2048] [--heads 56] [--reps 30] [--variants
+//   n128s2,n176s2,n128s3,n128s2e,n176s2e]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -120,10 +121,13 @@ int run_one(int64_t seq, int heads, int reps, const std::vector<Bf16AttentionVar
     const Bf16AttentionVariant var = variants[i];
     const bool is_default = var == bf16_attention_detail::kBf16AttentionDefault;
     impls[i].name = std::string("vortex bf16_attention ") + bf16_attention_detail::variant_name(var);
-    impls[i].config = "kernel=bf16_wgmma variant=" + std::string(bf16_attention_detail::variant_name(var)) +
-                      " tile=128x" + std::to_string(bf16_attention_detail::variant_key_block(var)) +
-                      " stages=" + (var == Bf16AttentionVariant::kN128S3 ? "3" : "2") +
-                      " schedule=intra-warpgroup+pingpong loads=tma" + (is_default ? " default=1" : " default=0");
+    impls[i].config =
+        "kernel=bf16_wgmma variant=" + std::string(bf16_attention_detail::variant_name(var)) + " tile=128x" +
+        std::to_string(bf16_attention_detail::variant_key_block(var)) +
+        " stages=" + (var == Bf16AttentionVariant::kN128S3 ? "3" : "2") + " schedule=intra-warpgroup+pingpong" +
+        (var == Bf16AttentionVariant::kN128S2E || var == Bf16AttentionVariant::kN176S2E ? " rescale=before-pv"
+                                                                                        : " rescale=after-pv") +
+        " loads=tma" + (is_default ? " default=1" : " default=0");
   }
   impls[static_cast<size_t>(cudnn)].name = "cudnn_sdpa";
   auto plan = sdpa.plan_info(seq, heads, 128, ld, width);
@@ -223,7 +227,7 @@ int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
                  "usage: bf16_attention_bench OUT_DIR [--seq 37810,2048] [--heads 56] [--reps 30] "
-                 "[--variants n128s2,n176s2,n128s3]\n");
+                 "[--variants n128s2,n176s2,n128s3,n128s2e,n176s2e]\n");
     return 1;
   }
   const std::string out_dir = argv[1];
@@ -264,7 +268,8 @@ int main(int argc, char** argv) {
             found = true;
           }
         if (!found) {
-          std::fprintf(stderr, "--variants: unknown variant '%s' (n128s2, n176s2, n128s3)\n", item.c_str());
+          std::fprintf(stderr, "--variants: unknown variant '%s' (n128s2, n176s2, n128s3, n128s2e, n176s2e)\n",
+                       item.c_str());
           return 1;
         }
       }

@@ -48,11 +48,17 @@ const char* variant_name(Bf16AttentionVariant variant) {
       return "n176s2";
     case Bf16AttentionVariant::kN128S3:
       return "n128s3";
+    case Bf16AttentionVariant::kN128S2E:
+      return "n128s2e";
+    case Bf16AttentionVariant::kN176S2E:
+      return "n176s2e";
   }
   return "unknown";
 }
 
-int variant_key_block(Bf16AttentionVariant variant) { return variant == Bf16AttentionVariant::kN176S2 ? 176 : 128; }
+int variant_key_block(Bf16AttentionVariant variant) {
+  return variant == Bf16AttentionVariant::kN176S2 || variant == Bf16AttentionVariant::kN176S2E ? 176 : 128;
+}
 
 Status bf16_attention_variant(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, Tensor& out,
                               Bf16AttentionVariant variant, cudaStream_t stream) {

@@ -42,11 +42,15 @@ namespace bf16_attention_detail {
 //   kN176S2: 176-key blocks, 2 stages (FA3's hdim-128 forward tile; 208 KB): fewer key blocks per row block, so the
 //            per-block fixed work (O rescale, row-max shuffles, barriers, wgmma fences) is spread over 1.375x the keys.
 //   kN128S3: 128-key blocks, 3 stages (224 KB): one more K/V tile in flight against TMA latency.
-enum class Bf16AttentionVariant { kN128S2, kN176S2, kN128S3 };
+//   kN128S2E, kN176S2E: as kN128S2, kN176S2 with O scaled by alpha(j-1) right after S(j) is issued, under that
+//            GEMM (FA3's RescaleOBeforeGemm, which FA3 uses for head_dim > 128), instead of after PV(j-1)
+//            completes; the same products in the same order.
+enum class Bf16AttentionVariant { kN128S2, kN176S2, kN128S3, kN128S2E, kN176S2E };
 inline constexpr Bf16AttentionVariant kBf16AttentionVariants[] = {
-    Bf16AttentionVariant::kN128S2, Bf16AttentionVariant::kN176S2, Bf16AttentionVariant::kN128S3};
+    Bf16AttentionVariant::kN128S2, Bf16AttentionVariant::kN176S2, Bf16AttentionVariant::kN128S3,
+    Bf16AttentionVariant::kN128S2E, Bf16AttentionVariant::kN176S2E};
 inline constexpr Bf16AttentionVariant kBf16AttentionDefault = Bf16AttentionVariant::kN128S2;  // bf16_attention()
-const char* variant_name(Bf16AttentionVariant variant);  // "n128s2", "n176s2", "n128s3"
+const char* variant_name(Bf16AttentionVariant variant);  // "n128s2", "n176s2", "n128s3", "n128s2e", "n176s2e"
 int variant_key_block(Bf16AttentionVariant variant);     // keys per block (ref::attention_flash_fp32's key_block)
 // bf16_attention() with an explicit tile variant (the same checks; for the test and the benchmark).
 Status bf16_attention_variant(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, Tensor& out,

@@ -63,10 +63,13 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // One tile configuration (Bf16AttentionVariant): kBlockN keys per K/V block, a ring of kStages K and V tiles.
 // Shared memory: Q, then per stage K and V (each two halves of kBlockN rows x 128 bytes), then the barriers.
-template <int kBlockN_, int kStages_>
+// kEarlyRescale: O is scaled by alpha(j-1) between issuing S(j) and PV(j-1) (under the S(j) GEMM; FA3's
+// RescaleOBeforeGemm) instead of after PV(j-1) completes; the same products R(O * alpha) in the same order either way.
+template <int kBlockN_, int kStages_, bool kEarlyRescale_ = false>
 struct Tile {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  static constexpr bool kEarlyRescale = kEarlyRescale_;
   static constexpr int kNT = kBlockN / 8;       // 8-column accumulator groups of S
   static constexpr int kKSteps = kBlockN / 16;  // k-steps of P V
   static constexpr uint32_t kKvHalfBytes = kBlockN * 128;
@@ -333,6 +336,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m_r = -INFINITY, m_r8 = -INFINITY, l_r = 0.0f, l_r8 = 0.0f;
   float acc[kNT][4];
   uint32_t pa[kKSteps][4];
+  // O <- R(O * alpha) per row (the online softmax's move of O to the new row max).
+  auto rescale_o = [&](float a_r, float a_r8) {
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt) {
+      o[nt][0] = __fmul_rn(o[nt][0], a_r);
+      o[nt][1] = __fmul_rn(o[nt][1], a_r);
+      o[nt][2] = __fmul_rn(o[nt][2], a_r8);
+      o[nt][3] = __fmul_rn(o[nt][3], a_r8);
+    }
+  };
+  // kEarlyRescale: alpha of the block whose PV is issued next (O is scaled just before that PV).
+  float alpha_next_r = 0.0f, alpha_next_r8 = 0.0f;
 
   // Prologue: S(0), its softmax, P(0).
   mbar_wait(q_full, 0);
@@ -346,9 +361,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_operands(acc);
     release(empty_k(0));
-    float alpha_r, alpha_r8;  // O is zero: nothing to rescale
+    float alpha_r, alpha_r8;  // 0 (m was -inf); O is zero: nothing to rescale
     if (blocks == 1) softmax_block<kNT, true>(acc, c, 0, t, prm.seq, m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8);
     else softmax_block<kNT, false>(acc, c, 0, t, prm.seq, m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8);
+    alpha_next_r = alpha_r;
+    alpha_next_r8 = alpha_r8;
     pack_p(acc, pa);
   }
   // Key block j >= 1: S(j) and PV(j-1) as two commit groups; the last block (masked keys) is peeled off.
@@ -362,7 +379,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_operands(o);
     fence_operands(pa);
     wgmma_fence();
-    issue_qk(acc, s);         // group: S(j)
+    issue_qk(acc, s);  // group: S(j)
+    if constexpr (T::kEarlyRescale) {
+      // O holds blocks < j-1 (PV(j-2) was waited for); scale it by alpha(j-1) while S(j) runs, then fence the
+      // rewritten accumulator registers before the wgmma that reads them.
+      fence_operands(o);
+      rescale_o(alpha_next_r, alpha_next_r8);
+      fence_operands(o);
+      wgmma_fence();
+    }
     issue_pv(o, pa, s_prev);  // group: O += P(j-1) V(j-1)
     turn_end(false);
     wgmma_wait<1>();  // S(j) done; PV(j-1) runs on
@@ -375,12 +400,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_operands(o);
     fence_operands(pa);
     release(empty_v(s_prev));
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt) {
-      o[nt][0] = __fmul_rn(o[nt][0], alpha_r);
-      o[nt][1] = __fmul_rn(o[nt][1], alpha_r);
-      o[nt][2] = __fmul_rn(o[nt][2], alpha_r8);
-      o[nt][3] = __fmul_rn(o[nt][3], alpha_r8);
+    if constexpr (T::kEarlyRescale) {
+      alpha_next_r = alpha_r;
+      alpha_next_r8 = alpha_r8;
+    } else {
+      rescale_o(alpha_r, alpha_r8);
     }
     pack_p(acc, pa);
   };
@@ -390,6 +414,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int s_last = (blocks - 1) % kStages;
     mbar_wait(full_v(s_last), ((blocks - 1) / kStages) & 1);
     turn_begin();
+    if constexpr (T::kEarlyRescale) rescale_o(alpha_next_r, alpha_next_r8);
     fence_operands(o);
     fence_operands(pa);
     wgmma_fence();
@@ -505,6 +530,10 @@ Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, Bf16AttentionVa
       return launch<Tile<176, 2>>(args, stream);
     case Bf16AttentionVariant::kN128S3:
       return launch<Tile<128, 3>>(args, stream);
+    case Bf16AttentionVariant::kN128S2E:
+      return launch<Tile<128, 2, true>>(args, stream);
+    case Bf16AttentionVariant::kN176S2E:
+      return launch<Tile<176, 2, true>>(args, stream);
   }
   return invalid_argument("bf16_attention: unknown tile variant");
 }
