@@ -3,10 +3,8 @@
 // each per round, CUDA events) so clock drift hits them alike. Default shapes: the
 // canonical H3 attention (S = 37,810, 56 heads, D = 128) and a ~2K-row request (S = 2,048). TFLOP/s = 4*S^2*H*D / time.
 // Also the whole-tensor deviation of the owned output from cuDNN's (max-abs, rel-L2). Prints a table and appends
-// vortex-evidence-1 rows (docs/evidence.md) to OUT_DIR/bf16_attention_bench.jsonl. --variants picks the kernel's tile
-// variants (bf16_attention_detail::Bf16AttentionVariant; default: all), each timed in the same alternation.
-//   bf16_attention_bench OUT_DIR [--seq 37810,2048] [--heads 56] [--reps 30] [--variants
-//   n128s2,n176s2,n128s3,n128s2e,n176s2e]
+// vortex-evidence-1 rows (docs/evidence.md) to OUT_DIR/bf16_attention_bench.jsonl.
+//   bf16_attention_bench OUT_DIR [--seq 37810,2048] [--heads 56] [--reps 30]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,7 +26,6 @@
 namespace {
 
 using namespace vortex;
-using bf16_attention_detail::Bf16AttentionVariant;
 
 #define BENCH_CHECK(expr)                                                     \
   do {                                                                        \
@@ -77,8 +73,7 @@ struct Impl {
   Deviation vs_cudnn;
 };
 
-int run_one(int64_t seq, int heads, int reps, const std::vector<Bf16AttentionVariant>& variants, SdpaAttention& sdpa,
-            const std::string& out_dir) {
+int run_one(int64_t seq, int heads, int reps, SdpaAttention& sdpa, const std::string& out_dir) {
   const int64_t width = static_cast<int64_t>(heads) * 128, ld = 3 * width;
   // Random bf16 rows: a 2,048-row block tiled over S (timing does not depend on the values). Q scaled up and K
   // given a per-channel mean so the softmax is not flat, as in the tests.
@@ -114,28 +109,16 @@ int run_one(int64_t seq, int heads, int reps, const std::vector<Bf16AttentionVar
   Tensor v = Tensor::from_storage(qkv, static_cast<size_t>(width) * 4, {seq, width}, DType::kBF16, {ld, 1});
   Tensor out = Tensor::from_storage(ost, 0, {seq, width}, DType::kBF16);
 
-  // The owned kernel's variants (entries 0 .. n-1), then cuDNN (entry n, the baseline).
-  const int n_impl = static_cast<int>(variants.size()) + 1, cudnn = n_impl - 1;
+  // The owned kernel (entry 0), then cuDNN (entry 1, the baseline).
+  constexpr int n_impl = 2, owned = 0, cudnn = 1;
   std::vector<Impl> impls(static_cast<size_t>(n_impl));
-  for (size_t i = 0; i < variants.size(); ++i) {
-    const Bf16AttentionVariant var = variants[i];
-    const bool is_default = var == bf16_attention_detail::kBf16AttentionDefault;
-    impls[i].name = std::string("vortex bf16_attention ") + bf16_attention_detail::variant_name(var);
-    impls[i].config =
-        "kernel=bf16_wgmma variant=" + std::string(bf16_attention_detail::variant_name(var)) + " tile=128x" +
-        std::to_string(bf16_attention_detail::variant_key_block(var)) +
-        " stages=" + (var == Bf16AttentionVariant::kN128S3 ? "3" : "2") + " schedule=intra-warpgroup+pingpong" +
-        (var == Bf16AttentionVariant::kN128S2E || var == Bf16AttentionVariant::kN176S2E ? " rescale=before-pv"
-                                                                                        : " rescale=after-pv") +
-        " loads=tma" + (is_default ? " default=1" : " default=0");
-  }
-  impls[static_cast<size_t>(cudnn)].name = "cudnn_sdpa";
+  impls[owned].name = "vortex bf16_attention";
+  impls[owned].config = "kernel=bf16_wgmma tile=128x128 stages=2 schedule=intra-warpgroup+pingpong loads=tma";
+  impls[cudnn].name = "cudnn_sdpa";
   auto plan = sdpa.plan_info(seq, heads, 128, ld, width);
-  impls[static_cast<size_t>(cudnn)].config = plan.ok() ? *plan : std::string("plan: ") + plan.status().to_string();
+  impls[cudnn].config = plan.ok() ? *plan : std::string("plan: ") + plan.status().to_string();
   auto launch = [&](int i) -> Status {
-    if (i < cudnn)
-      return bf16_attention_detail::bf16_attention_variant(q, k, v, heads, 128, out, variants[static_cast<size_t>(i)],
-                                                           nullptr);
+    if (i == owned) return bf16_attention(q, k, v, heads, 128, out, nullptr);
     return sdpa.run(q, k, v, heads, 128, out, nullptr);
   };
   // Outputs (poisoned first), then warm-up.
@@ -176,33 +159,28 @@ int run_one(int64_t seq, int heads, int reps, const std::vector<Bf16AttentionVar
   for (int c : clocks) clock_list += (clock_list.empty() ? "" : ",") + std::to_string(c);
   std::printf("S=%lld H=%d D=128 reps=%d  SM clock samples (MHz): %s\n", static_cast<long long>(seq), heads, reps,
               clock_list.c_str());
-  std::printf("  %-34s %9s %9s %9s %9s %10s %10s %10s\n", "impl", "p10 ms", "p50 ms", "p90 ms", "TFLOP/s", "x cuDNN",
+  std::printf("  %-44s %9s %9s %9s %9s %10s %10s %10s\n", "impl", "p10 ms", "p50 ms", "p90 ms", "TFLOP/s", "x cuDNN",
               "maxabs", "relL2");
   std::vector<nlohmann::json> rows;
   for (size_t i = 0; i < impls.size(); ++i) {
     const Impl& im = impls[i];
     const Percentiles p = percentiles(im.ms);
     const double tflops = flop / (p.p50 * 1e-3) / 1e12;
-    const std::string label = static_cast<int>(i) == cudnn
-                                  ? "cuDNN SDPA"
-                                  : std::string("owned ") + bf16_attention_detail::variant_name(variants[i]);
-    std::printf("  %-34s %9.3f %9.3f %9.3f %9.1f %10.3f %10.3e %10.3e\n", label.c_str(), p.p10, p.p50, p.p90, tflops,
+    const std::string label = static_cast<int>(i) == cudnn ? "cuDNN SDPA" : "owned tma +pingpong";
+    std::printf("  %-44s %9.3f %9.3f %9.3f %9.1f %10.3f %10.3e %10.3e\n", label.c_str(), p.p10, p.p50, p.p90, tflops,
                 cudnn_p50 / p.p50, im.vs_cudnn.max_abs, im.vs_cudnn.rel_l2);
     EvidenceBaseline base;
     if (static_cast<int>(i) != cudnn)
       base = {"cudnn_sdpa bf16 (same inputs, same run, alternating samples)", cudnn_p50, 0};
-    nlohmann::json extra = {
-        {"seq_len", seq},
-        {"num_heads", heads},
-        {"head_dim", 128},
-        {"tflops_p50", tflops},
-        {"variant", static_cast<int>(i) == cudnn ? std::string("cudnn")
-                                                 : std::string(bf16_attention_detail::variant_name(variants[i]))},
-        {"speedup_vs_cudnn", cudnn_p50 / p.p50},
-        {"sm_clock_mhz_samples", clocks},
-        {"vs_cudnn_max_abs", im.vs_cudnn.max_abs},
-        {"vs_cudnn_rel_l2", im.vs_cudnn.rel_l2},
-        {"vs_cudnn_nonfinite", im.vs_cudnn.nonfinite}};
+    nlohmann::json extra = {{"seq_len", seq},
+                            {"num_heads", heads},
+                            {"head_dim", 128},
+                            {"tflops_p50", tflops},
+                            {"speedup_vs_cudnn", cudnn_p50 / p.p50},
+                            {"sm_clock_mhz_samples", clocks},
+                            {"vs_cudnn_max_abs", im.vs_cudnn.max_abs},
+                            {"vs_cudnn_rel_l2", im.vs_cudnn.rel_l2},
+                            {"vs_cudnn_nonfinite", im.vs_cudnn.nonfinite}};
     rows.push_back(evidence_row(env,
                                 "bf16 attention S=" + std::to_string(seq) + " H=" + std::to_string(heads) +
                                     " D=128 non-causal, strided QKV views",
@@ -225,16 +203,12 @@ int run_one(int64_t seq, int heads, int reps, const std::vector<Bf16AttentionVar
 
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
-    std::fprintf(stderr,
-                 "usage: bf16_attention_bench OUT_DIR [--seq 37810,2048] [--heads 56] [--reps 30] "
-                 "[--variants n128s2,n176s2,n128s3,n128s2e,n176s2e]\n");
+    std::fprintf(stderr, "usage: bf16_attention_bench OUT_DIR [--seq 37810,2048] [--heads 56] [--reps 30]\n");
     return 1;
   }
   const std::string out_dir = argv[1];
   std::vector<int64_t> seqs = {37810, 2048};
   int heads = 56, reps = 30;
-  std::vector<Bf16AttentionVariant> variants(std::begin(bf16_attention_detail::kBf16AttentionVariants),
-                                             std::end(bf16_attention_detail::kBf16AttentionVariants));
   for (int i = 2; i < argc; i += 2) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) {
@@ -258,29 +232,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--heads must be positive\n");
         return 1;
       }
-    } else if (flag == "--variants") {
-      variants.clear();
-      for (const std::string& item : split_list(val)) {
-        bool found = false;
-        for (const Bf16AttentionVariant var : bf16_attention_detail::kBf16AttentionVariants)
-          if (item == bf16_attention_detail::variant_name(var)) {
-            if (std::find(variants.begin(), variants.end(), var) == variants.end()) variants.push_back(var);
-            found = true;
-          }
-        if (!found) {
-          std::fprintf(stderr, "--variants: unknown variant '%s' (n128s2, n176s2, n128s3, n128s2e, n176s2e)\n",
-                       item.c_str());
-          return 1;
-        }
-      }
-      if (variants.empty()) {
-        std::fprintf(stderr, "--variants needs at least one variant\n");
-        return 1;
-      }
     } else if (flag == "--reps") {
       reps = std::max(20, std::atoi(val.c_str()));
     } else {
-      std::fprintf(stderr, "unknown flag %s (use --seq a,b --heads N --reps N --variants a,b)\n", flag.c_str());
+      std::fprintf(stderr, "unknown flag %s (use --seq a,b --heads N --reps N)\n", flag.c_str());
       return 1;
     }
   }
@@ -303,6 +258,6 @@ int main(int argc, char** argv) {
   std::printf("device: %s (sm_%d%d, %d SMs); FLOP = 4*S^2*H*D; samples alternate between the rows\n", prop.name,
               prop.major, prop.minor, prop.multiProcessorCount);
   for (int64_t s : seqs)
-    if (run_one(s, heads, reps, variants, **sdpa, out_dir)) return 1;
+    if (run_one(s, heads, reps, **sdpa, out_dir)) return 1;
   return 0;
 }

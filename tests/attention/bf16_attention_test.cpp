@@ -1,12 +1,11 @@
 // Owned BF16 attention (sm_90a, bf16_attention.h) on the GPU: Q/K/V read as strided views of one [S, 3I] buffer,
 // token-major out. Two-reference rule (NUMERICS.md): FP64 attention (attention_fp64_reference, ref::attention's
 // program before its rounding) as the reference, ref::attention_flash_fp32 (the same FP32 / BF16-P program) as the
-// CPU same-program reference; ragged S (not multiples of the 128-row or 176-key tiles), 1-4 heads, fresh random inputs,
-// outputs poisoned with NaN (0xFF) and a sentinel tail after them; and cuDNN SDPA on the same inputs (its own
-// two-reference numbers, the bound the kernel must meet, and the kernel's max-abs / rel-L2 deviation from it). Skips
-// visibly without a GPU; a GPU that is not sm_90 or a build without sm_90a kernels fails (tests/gpu_test.h: only a
-// missing device is a skip). Every tile variant of the kernel (bf16_attention_detail::kBf16AttentionVariants; the
-// default through the public entry) runs on the same inputs, each against the CPU program with its own key block.
+// CPU same-program reference; ragged S (not multiples of the 128-row tile), 1-4 heads, fresh random inputs, outputs
+// poisoned with NaN (0xFF) and a sentinel tail after them; and cuDNN SDPA on the same inputs (its own two-reference
+// numbers, the bound the kernel must meet, and the kernel's max-abs / rel-L2 deviation from it). Skips visibly without
+// a GPU; a GPU that is not sm_90 or a build without sm_90a kernels fails (tests/gpu_test.h: only a missing device is a
+// skip).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,7 +26,6 @@
 namespace vortex {
 namespace {
 
-using bf16_attention_detail::Bf16AttentionVariant;
 using testing::DeviceBuffer;
 using testing::TwoReference;
 
@@ -72,52 +70,6 @@ DeviationStats deviation(const std::vector<uint16_t>& a, const std::vector<uint1
   return d;
 }
 
-// One tile variant on the inputs of check_case: poisoned out, the kernel, the two-reference rule against its own
-// CPU program (rcpu: ref::attention_flash_fp32 with the variant's key block) and FP64 (r64), cuDNN's bound.
-void check_variant(const Tensor& q, const Tensor& k, const Tensor& v, int heads, Tensor& o, DeviceBuffer& out,
-                   int64_t s, int64_t width, int64_t ldo, int64_t n, int64_t row_step, Bf16AttentionVariant variant,
-                   const std::vector<uint16_t>& rcpu, const std::vector<double>& r64, const TwoReference& tr_cudnn,
-                   const std::vector<uint16_t>& och) {
-  // Poison: NaN (0xFFFF) in the out view, 0x7B7B in the gap columns of a padded out.
-  std::vector<uint16_t> pattern(static_cast<size_t>(s * ldo), 0x7B7B);
-  for (int64_t t = 0; t < s; ++t)
-    for (int64_t c = 0; c < width; ++c) pattern[static_cast<size_t>(t * ldo + c)] = 0xFFFF;
-  out.upload(pattern.data(), pattern.size() * 2);
-  // The default variant through the public entry (the production path), the others through the variant entry.
-  const Status st = variant == bf16_attention_detail::kBf16AttentionDefault
-                        ? bf16_attention(q, k, v, heads, 128, o, nullptr)
-                        : bf16_attention_detail::bf16_attention_variant(q, k, v, heads, 128, o, variant, nullptr);
-  ASSERT_TRUE(st.ok()) << st.to_string();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<uint16_t> oh(static_cast<size_t>(s * ldo));
-  out.download(oh.data(), oh.size() * 2);
-  EXPECT_TRUE(out.sentinel_intact()) << "write past the end of out";
-  int64_t gap = 0;
-  for (int64_t t = 0; t < s; ++t)
-    for (int64_t c = width; c < ldo; ++c) gap += oh[static_cast<size_t>(t * ldo + c)] != 0x7B7B;
-  EXPECT_EQ(gap, 0) << "wrote outside the out row view";
-  TwoReference tr;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t c = 0; c < width; ++c) {
-      const size_t ri = static_cast<size_t>(i * width + c), gi = static_cast<size_t>(i * row_step * ldo + c);
-      tr.add(f32_from_bf16_bits(oh[gi]), f32_from_bf16_bits(rcpu[ri]), r64[ri]);
-    }
-  const DeviationStats vs_cudnn = deviation(oh, och, s, width, ldo, ldo);
-  std::printf(
-      "[bf16_attention S=%lld heads=%d ldo=%lld] owned %s: %s | vs cuDNN (all rows): max-abs %.3e rel-L2 "
-      "%.3e nonfinite %lld\n",
-      static_cast<long long>(s), heads, static_cast<long long>(ldo), bf16_attention_detail::variant_name(variant),
-      tr.summary().c_str(), vs_cudnn.max_abs, vs_cudnn.rel_l2, static_cast<long long>(vs_cudnn.nonfinite));
-  EXPECT_TRUE(tr.passes(2e-4, 2e-3)) << tr.summary();
-  // The kernel's error vs FP64 stays within the bound the cuDNN path meets on the same inputs (NUMERICS.md).
-  EXPECT_LE(tr.rel_l2_gpu(), 2.0 * tr_cudnn.rel_l2_gpu() + 2e-4) << tr.summary() << " vs cuDNN " << tr_cudnn.summary();
-  EXPECT_LE(tr.max_gpu, 2.0 * tr_cudnn.max_gpu + 2e-3 * tr.max_ref)
-      << tr.summary() << " vs cuDNN " << tr_cudnn.summary();
-  EXPECT_EQ(vs_cudnn.nonfinite, 0);
-  // Two E1 implementations of one program: a few BF16 ulps of O apart, never O(1) (a wrong tile or mask).
-  EXPECT_LT(vs_cudnn.rel_l2, 1e-2);
-}
-
 // One case: S tokens, `heads` heads, out rows padded by out_pad columns (gap columns must stay untouched), every
 // `row_step`-th query row checked against the CPU references (all rows vs cuDNN), the kernel and cuDNN on the same
 // inputs.
@@ -157,10 +109,6 @@ void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int6
   std::vector<uint16_t> rcpu(static_cast<size_t>(n * width));
   Tensor rcput = host_view(rcpu, 0, {n, width}, {width, 1});
   ASSERT_TRUE(ref::attention_flash_fp32(qh, kh, vh, heads, static_cast<int>(d), rcput).ok());
-  // The same program with 176-key blocks (the rescaling points of the 176-key tile variant).
-  std::vector<uint16_t> rcpu176(static_cast<size_t>(n * width));
-  Tensor rcpu176t = host_view(rcpu176, 0, {n, width}, {width, 1});
-  ASSERT_TRUE(ref::attention_flash_fp32(qh, kh, vh, heads, static_cast<int>(d), rcpu176t, 176).ok());
   // The FP64 reference unrounded (ref::attention's program before its one BF16 rounding): r64 [n, width].
   std::vector<int64_t> rows;
   for (int64_t i = 0; i < s; i += row_step) rows.push_back(i);
@@ -182,14 +130,41 @@ void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int6
   std::printf("[bf16_attention S=%lld heads=%d pad=%lld] cuDNN: %s\n", static_cast<long long>(s), heads,
               static_cast<long long>(out_pad), tr_cudnn.summary().c_str());
 
-  for (const Bf16AttentionVariant variant : bf16_attention_detail::kBf16AttentionVariants) {
-    const char* vname = bf16_attention_detail::variant_name(variant);
-    SCOPED_TRACE(std::string("variant ") + vname);
-    const int key_block = bf16_attention_detail::variant_key_block(variant);
-    ASSERT_TRUE(key_block == 128 || key_block == 176) << key_block;
-    check_variant(q, k, v, heads, o, out, s, width, ldo, n, row_step, variant, key_block == 176 ? rcpu176 : rcpu, r64,
-                  tr_cudnn, och);
-  }
+  // Poison: NaN (0xFFFF) in the out view, 0x7B7B in the gap columns of a padded out.
+  std::vector<uint16_t> pattern(static_cast<size_t>(s * ldo), 0x7B7B);
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t c = 0; c < width; ++c) pattern[static_cast<size_t>(t * ldo + c)] = 0xFFFF;
+  out.upload(pattern.data(), pattern.size() * 2);
+  st = bf16_attention(q, k, v, heads, static_cast<int>(d), o, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint16_t> oh(static_cast<size_t>(s * ldo));
+  out.download(oh.data(), oh.size() * 2);
+  EXPECT_TRUE(out.sentinel_intact()) << "write past the end of out";
+  int64_t gap = 0;
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t c = width; c < ldo; ++c) gap += oh[static_cast<size_t>(t * ldo + c)] != 0x7B7B;
+  EXPECT_EQ(gap, 0) << "wrote outside the out row view";
+  TwoReference tr;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < width; ++c) {
+      const size_t ri = static_cast<size_t>(i * width + c), gi = static_cast<size_t>(i * row_step * ldo + c);
+      tr.add(f32_from_bf16_bits(oh[gi]), f32_from_bf16_bits(rcpu[ri]), r64[ri]);
+    }
+  const DeviationStats vs_cudnn = deviation(oh, och, s, width, ldo, ldo);
+  std::printf(
+      "[bf16_attention S=%lld heads=%d pad=%lld] owned: %s | vs cuDNN (all rows): max-abs %.3e rel-L2 "
+      "%.3e nonfinite %lld\n",
+      static_cast<long long>(s), heads, static_cast<long long>(out_pad), tr.summary().c_str(), vs_cudnn.max_abs,
+      vs_cudnn.rel_l2, static_cast<long long>(vs_cudnn.nonfinite));
+  EXPECT_TRUE(tr.passes(2e-4, 2e-3)) << tr.summary();
+  // The kernel's error vs FP64 stays within the bound the cuDNN path meets on the same inputs (NUMERICS.md).
+  EXPECT_LE(tr.rel_l2_gpu(), 2.0 * tr_cudnn.rel_l2_gpu() + 2e-4) << tr.summary() << " vs cuDNN " << tr_cudnn.summary();
+  EXPECT_LE(tr.max_gpu, 2.0 * tr_cudnn.max_gpu + 2e-3 * tr.max_ref)
+      << tr.summary() << " vs cuDNN " << tr_cudnn.summary();
+  EXPECT_EQ(vs_cudnn.nonfinite, 0);
+  // Two E1 implementations of one program: a few BF16 ulps of O apart, never O(1) (a wrong tile or mask).
+  EXPECT_LT(vs_cudnn.rel_l2, 1e-2);
 }
 
 TEST(Bf16Attention, RaggedShapesTwoReferenceAndCudnn) {
@@ -211,12 +186,9 @@ TEST(Bf16Attention, RaggedShapesTwoReferenceAndCudnn) {
                                          {64, 3, 1},
                                          {128, 2, 1},
                                          {129, 2, 1},
-                                         {176, 2, 1},
-                                         {177, 1, 1},
                                          {255, 3, 1},
                                          {256, 1, 1},
                                          {300, 4, 1},
-                                         {353, 2, 1},
                                          {1000, 2, 3},
                                          {2049, 2, 11}})
     check_case(**sdpa, c.s, c.heads, 0, c.row_step, rng);

@@ -38,30 +38,8 @@ Status check_input(const Tensor& x, const char* name, int64_t seq, int64_t width
 
 }  // namespace
 
-namespace bf16_attention_detail {
-
-const char* variant_name(Bf16AttentionVariant variant) {
-  switch (variant) {
-    case Bf16AttentionVariant::kN128S2:
-      return "n128s2";
-    case Bf16AttentionVariant::kN176S2:
-      return "n176s2";
-    case Bf16AttentionVariant::kN128S3:
-      return "n128s3";
-    case Bf16AttentionVariant::kN128S2E:
-      return "n128s2e";
-    case Bf16AttentionVariant::kN176S2E:
-      return "n176s2e";
-  }
-  return "unknown";
-}
-
-int variant_key_block(Bf16AttentionVariant variant) {
-  return variant == Bf16AttentionVariant::kN176S2 || variant == Bf16AttentionVariant::kN176S2E ? 176 : 128;
-}
-
-Status bf16_attention_variant(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, Tensor& out,
-                              Bf16AttentionVariant variant, cudaStream_t stream) {
+Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, Tensor& out,
+                      cudaStream_t stream) {
   if (head_dim != 128) return unsupported("bf16_attention: head_dim must be 128, got " + std::to_string(head_dim));
   if (heads <= 0 || heads > 65535) return invalid_argument("bf16_attention: heads must be in 1..65535");
   if (!q.defined() || q.ndim() != 2) return invalid_argument("bf16_attention: q must be a 2-D tensor [S, heads*128]");
@@ -84,22 +62,14 @@ Status bf16_attention_variant(const Tensor& q, const Tensor& k, const Tensor& v,
         "bf16_attention: the owned BF16 attention is sm_90a code; this build has no sm_90a kernels "
         "(VORTEX_CUDA_ARCHS) or the device is not sm_90");
 #if defined(VORTEX_HAVE_SM90_KERNELS)
-  const Bf16AttentionArgs args{q.raw_data(), k.raw_data(),   v.raw_data(),  q.stride(0), k.stride(0),
-                               v.stride(0),  out.raw_data(), out.stride(0), seq,         heads};
-  return launch_bf16_attention_sm90(args, variant, stream);
+  const bf16_attention_detail::Bf16AttentionArgs args{q.raw_data(), k.raw_data(), v.raw_data(),   q.stride(0),
+                                                      k.stride(0),  v.stride(0),  out.raw_data(), out.stride(0),
+                                                      seq,          heads};
+  return bf16_attention_detail::launch_bf16_attention_sm90(args, stream);
 #else
-  (void)variant;
   (void)stream;
   return unsupported("bf16_attention: no sm_90a kernels in this build");
 #endif
-}
-
-}  // namespace bf16_attention_detail
-
-Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, Tensor& out,
-                      cudaStream_t stream) {
-  return bf16_attention_detail::bf16_attention_variant(q, k, v, heads, head_dim, out,
-                                                       bf16_attention_detail::kBf16AttentionDefault, stream);
 }
 
 }  // namespace vortex

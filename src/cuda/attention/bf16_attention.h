@@ -1,8 +1,7 @@
 // Owned BF16 attention for sm_90a (AttentionKernel::kBf16Wgmma, the BF16 program of the sdpa mode; E1): a
 // FlashAttention-3-style kernel (bf16_attention_sm90.cu). Per CTA 128 query rows of one head; a producer warp
-// streams Q once and a ring of K/V tiles (the tile variant's keys per block and stages; the default: 2 stages of 128
-// keys) with TMA (128-byte swizzle) into shared memory, counted by mbarriers; two consumer warpgroups (64 rows each)
-// run wgmma BF16 with FP32 accumulation for S = Q K^T
+// streams Q once and a 2-stage ring of 128-key K/V tiles with TMA (128-byte swizzle) into shared memory, counted by
+// mbarriers; two consumer warpgroups (64 rows each) run wgmma m64n128k16 BF16 with FP32 accumulation for S = Q K^T
 // (both operands from shared memory) and O += P V (P from registers, rounded once to BF16; V read N-major through
 // the descriptor's transpose bit, no transposing pass). Online softmax in FP32 with exp2 and the scale folded in
 // (p = 2^(s*c - m*c), c = log2(e) / sqrt(128)); l sums the unrounded p; out = R_bf16(O / l) once. QK(j) and PV(j-1)
@@ -35,27 +34,6 @@ Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int hea
                       cudaStream_t stream);
 
 namespace bf16_attention_detail {
-// Tile configurations of the kernel, compiled side by side so one benchmark run times them against each other:
-// keys per K/V block (wgmma n of S = Q K^T) and the depth of the K/V ring. Per consumer thread S(j) holds
-// kBlockN / 2 FP32 values and P(j) kBlockN / 4 BF16x2 registers next to the 64 FP32 values of O.
-//   kN128S2: 128-key blocks, 2 stages (160 KB shared memory).
-//   kN176S2: 176-key blocks, 2 stages (FA3's hdim-128 forward tile; 208 KB): fewer key blocks per row block, so the
-//            per-block fixed work (O rescale, row-max shuffles, barriers, wgmma fences) is spread over 1.375x the keys.
-//   kN128S3: 128-key blocks, 3 stages (224 KB): one more K/V tile in flight against TMA latency.
-//   kN128S2E, kN176S2E: as kN128S2, kN176S2 with O scaled by alpha(j-1) right after S(j) is issued, under that
-//            GEMM (FA3's RescaleOBeforeGemm, which FA3 uses for head_dim > 128), instead of after PV(j-1)
-//            completes; the same products in the same order.
-enum class Bf16AttentionVariant { kN128S2, kN176S2, kN128S3, kN128S2E, kN176S2E };
-inline constexpr Bf16AttentionVariant kBf16AttentionVariants[] = {
-    Bf16AttentionVariant::kN128S2, Bf16AttentionVariant::kN176S2, Bf16AttentionVariant::kN128S3,
-    Bf16AttentionVariant::kN128S2E, Bf16AttentionVariant::kN176S2E};
-inline constexpr Bf16AttentionVariant kBf16AttentionDefault = Bf16AttentionVariant::kN128S2;  // bf16_attention()
-const char* variant_name(Bf16AttentionVariant variant);  // "n128s2", "n176s2", "n128s3", "n128s2e", "n176s2e"
-int variant_key_block(Bf16AttentionVariant variant);     // keys per block (ref::attention_flash_fp32's key_block)
-// bf16_attention() with an explicit tile variant (the same checks; for the test and the benchmark).
-Status bf16_attention_variant(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, Tensor& out,
-                              Bf16AttentionVariant variant, cudaStream_t stream);
-
 struct Bf16AttentionArgs {
   const void* q;
   const void* k;
@@ -67,7 +45,7 @@ struct Bf16AttentionArgs {
   int heads;
 };
 // bf16_attention_sm90.cu (only in builds with sm_90a, VORTEX_HAVE_SM90_KERNELS): tensor maps + launch.
-Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, Bf16AttentionVariant variant, cudaStream_t stream);
+Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, cudaStream_t stream);
 }  // namespace bf16_attention_detail
 
 }  // namespace vortex

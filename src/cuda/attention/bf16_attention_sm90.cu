@@ -3,27 +3,25 @@
 // tests/attention/bf16_attention_test.cpp (two-reference rule, cuDNN on the same inputs), timed by
 // bench/bf16_attention_bench.cpp.
 //
-// CTA = 128 query rows of one head, 384 threads = 3 warpgroups; key blocks of kBlockN keys in a ring of kStages
-// (the tile variants, Tile<kBlockN, kStages> and Bf16AttentionVariant in bf16_attention.h):
+// CTA = 128 query rows of one head, 384 threads = 3 warpgroups:
 //   warpgroup 2 (producer, setmaxnreg 24): its first thread loads the Q tile once and rings of kStages K and V
 //     tiles with TMA (cp.async.bulk.tensor.2d, 128-byte swizzle, one 64-column box per half of the head dim);
 //     per stage and operand a full barrier counts the bytes in (complete_tx) and an empty barrier counts the 8
 //     consumer warps out (K after S(j), V after PV(j): each is refilled about one key block ahead).
 //   warpgroups 0 and 1 (consumers, setmaxnreg 240): rows 64g..64g+63. Per key block j they issue S(j) = Q K(j)^T
-//     (wgmma m64n{kBlockN}k16, both operands in shared memory, 8 k-steps) and O += P(j-1) V(j-1) (wgmma
-//     m64n128k16, kBlockN / 16 k-steps, P in registers, V N-major through the transpose bit), wait for S(j) only, run
-//     the softmax of block j while PV(j-1) runs, then wait for PV(j-1), scale O by alpha(j) and pack P(j) to BF16 (the
-//     A registers are rewritten only after the wgmma reading them has completed). The two warpgroups take turns issuing
-//     (FA3's ping-pong: named barriers 1 and 2, warpgroup 0 first), so one warpgroup's softmax runs under the other's
-//     GEMMs.
-// Shared memory layout of one n-row x 128-column bf16 tile (Q: n = 128; K, V: n = kBlockN): two halves (columns
-// 0-63, 64-127), each n rows x 128 bytes with the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8));
-// 1024-byte aligned so the TMA swizzle and the wgmma descriptor swizzle agree.
+//     (wgmma m64n128k16, both operands in shared memory, 8 k-steps) and O += P(j-1) V(j-1) (P in registers, V
+//     N-major through the transpose bit), wait for S(j) only, run the softmax of block j while PV(j-1) runs,
+//     then wait for PV(j-1), scale O by alpha(j) and pack P(j) to BF16 (the A registers are rewritten only after
+//     the wgmma reading them has completed). The two warpgroups take turns issuing (FA3's ping-pong: named
+//     barriers 1 and 2, warpgroup 0 first), so one warpgroup's softmax runs under the other's GEMMs.
+// Shared memory layout of one 128-row x 128-column bf16 tile: two 16 KB halves (columns 0-63, 64-127), each
+// 128 rows x 128 bytes with the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)); 1024-byte
+// aligned so the TMA swizzle and the wgmma descriptor swizzle agree.
 // Descriptors (PTX ISA "Shared Memory Matrix Layout"; CUTLASS make_gmma_desc's canonical layouts):
 //   Q, K (K-major, 128B swizzle): SBO = 1024 (8 rows x 128 bytes), LBO unused (1); k-step kk of 16 columns is
 //     half kk / 4 plus (kk % 4) * 32 bytes inside the swizzle row.
-//   V as B of P V (N-major, 128B swizzle): LBO = kBlockN * 128 (the next 64 output columns, the other half),
-//     SBO = 1024 (the next 8 keys); k-step kk of 16 keys is kk * 2048 bytes.
+//   V as B of P V (N-major, 128B swizzle): LBO = 16384 (the next 64 output columns, the other half), SBO = 1024
+//     (the next 8 keys); k-step kk of 16 keys is kk * 2048 bytes.
 // ptxas (CUDA 13.0, sm_90a, -Xptxas=-v) and the H200 timings: docs/performance.md "Owned BF16 attention".
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -54,34 +52,17 @@ namespace {
 using namespace hopper;
 
 constexpr int kD = 128;
-constexpr int kBlockM = 128;   // query rows per CTA
+constexpr int kBlockM = 128;                   // query rows per CTA
+[[maybe_unused]] constexpr int kBlockN = 128;  // keys per block (unused in the trap-only device passes)
+constexpr int kStages = 2;
 constexpr int kConsumers = 2;  // consumer warpgroups
 constexpr int kThreads = (kConsumers + 1) * 128;
-constexpr uint32_t kHalfBytes = 128 * 128;       // Q: 128 rows x 64 bf16
-constexpr uint32_t kTileBytes = 2 * kHalfBytes;  // Q: 128 rows x 128 bf16
+constexpr uint32_t kHalfBytes = 128 * 128;                           // 128 rows x 64 bf16
+constexpr uint32_t kTileBytes = 2 * kHalfBytes;                      // 128 rows x 128 bf16
+constexpr uint32_t kBarrierOffset = kTileBytes * (1 + 2 * kStages);  // after Q and the ring
+constexpr uint32_t kSmemBytes = kBarrierOffset + 256 + 1024;         // + barriers + alignment slack
+static_assert(8 * (1 + 4 * kStages) <= 256, "barriers fit their slot");
 constexpr float kLog2e = 1.4426950408889634f;
-
-// One tile configuration (Bf16AttentionVariant): kBlockN keys per K/V block, a ring of kStages K and V tiles.
-// Shared memory: Q, then per stage K and V (each two halves of kBlockN rows x 128 bytes), then the barriers.
-// kEarlyRescale: O is scaled by alpha(j-1) between issuing S(j) and PV(j-1) (under the S(j) GEMM; FA3's
-// RescaleOBeforeGemm) instead of after PV(j-1) completes; the same products R(O * alpha) in the same order either way.
-template <int kBlockN_, int kStages_, bool kEarlyRescale_ = false>
-struct Tile {
-  static constexpr int kBlockN = kBlockN_;
-  static constexpr int kStages = kStages_;
-  static constexpr bool kEarlyRescale = kEarlyRescale_;
-  static constexpr int kNT = kBlockN / 8;       // 8-column accumulator groups of S
-  static constexpr int kKSteps = kBlockN / 16;  // k-steps of P V
-  static constexpr uint32_t kKvHalfBytes = kBlockN * 128;
-  static constexpr uint32_t kKvTileBytes = 2 * kKvHalfBytes;
-  static constexpr uint32_t kBarrierOffset = kTileBytes + 2 * kStages * kKvTileBytes;  // after Q and the ring
-  static constexpr uint32_t kSmemBytes = kBarrierOffset + 256 + 1024;                  // + barriers + alignment
-  static_assert(kBlockN % 16 == 0 && kBlockN >= 64 && kBlockN <= 256, "wgmma n: multiple of 8 up to 256; TMA box");
-  static_assert(kKvHalfBytes % 1024 == 0, "every tile half starts on a 1024-byte swizzle atom");
-  static_assert(8 * (1 + 4 * kStages) <= 256, "barriers fit their slot");
-  static_assert(kSmemBytes <= 227 * 1024, "sm_90 opt-in shared memory per block");
-  static_assert(kSmemBytes < 256 * 1024 - 1024, "descriptor address field (18 bits of bytes)");
-};
 
 struct Params {  // Q, K and V are read through the tensor maps
   __nv_bfloat16* out;
@@ -106,8 +87,7 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint
   "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "  \
   "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
-// acc (+)= A B^T, A = 64 rows x 16 columns (K-major descriptor), B = 128 rows x 16 columns (K-major descriptor);
-// the array extent picks the instruction's n (16 groups of 8 columns: n = 128).
+// acc (+)= A B^T, A = 64 rows x 16 columns (K-major descriptor), B = 128 rows x 16 columns (K-major descriptor).
 __device__ __forceinline__ void wgmma_ss(float (&acc)[16][4], uint64_t a_desc, uint64_t b_desc, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -123,28 +103,11 @@ __device__ __forceinline__ void wgmma_rs(float (&acc)[16][4], const uint32_t (&a
       : VX_ACC64(acc)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
 }
-#define VX_ACC88(a) \
-  VX_ACC64(a), VX_ACC4(a, 16), VX_ACC4(a, 17), VX_ACC4(a, 18), VX_ACC4(a, 19), VX_ACC4(a, 20), VX_ACC4(a, 21)
-#define VX_D88                                                                                                      \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "  \
-  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, "  \
-  "%68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}"
-// acc (+)= A B^T as above with B = 176 rows x 16 columns (kBlockN = 176).
-__device__ __forceinline__ void wgmma_ss(float (&acc)[22][4], uint64_t a_desc, uint64_t b_desc, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " VX_D88 ", %88, %89, p, 1, 1, 0, 0;\n}\n"
-      : VX_ACC88(acc)
-      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
-}
 #undef VX_ACC4
 #undef VX_ACC64
-#undef VX_ACC88
 #undef VX_D64
-#undef VX_D88
 
-// One TMA box (64 columns x the map's box rows) at element column c0, row c1 into dst; completion counted on bar.
+// One TMA box (64 columns x 128 rows) at element column c0, row c1 into dst; completion counted on bar.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
@@ -169,28 +132,22 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // raw scores q . k of keys key0 + 8 nt + 2t + (e & 1); on return it holds p = 2^(s c - m c) (unrounded FP32).
 // m is the running row max of the raw scores (quad-reduced), l the thread's partial row sum of p, alpha the factor
 // that moves O and l from the old max to the new one.
-template <int kNT, bool kMask>
-__device__ __forceinline__ void softmax_block(float (&s)[kNT][4], float c, int64_t key0, int t, int64_t seq, float& m_r,
+template <bool kMask>
+__device__ __forceinline__ void softmax_block(float (&s)[16][4], float c, int64_t key0, int t, int64_t seq, float& m_r,
                                               float& m_r8, float& l_r, float& l_r8, float& alpha_r, float& alpha_r8) {
   if constexpr (kMask) {
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
+    for (int nt = 0; nt < 16; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         if (key0 + nt * 8 + 2 * t + (e & 1) >= seq) s[nt][e] = -INFINITY;
   }
-  // Row max in 8 chains, then a tree (max is exact in any order).
-  static_assert(kNT >= 8, "8 max chains");
+  // Row max as a tree (max is exact in any order).
   float mx[8], mx8[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    mx[i] = fmaxf(s[i][0], s[i][1]);
-    mx8[i] = fmaxf(s[i][2], s[i][3]);
-  }
-#pragma unroll
-  for (int nt = 8; nt < kNT; ++nt) {
-    mx[nt % 8] = fmaxf(mx[nt % 8], fmaxf(s[nt][0], s[nt][1]));
-    mx8[nt % 8] = fmaxf(mx8[nt % 8], fmaxf(s[nt][2], s[nt][3]));
+    mx[i] = fmaxf(fmaxf(s[i][0], s[i][1]), fmaxf(s[i + 8][0], s[i + 8][1]));
+    mx8[i] = fmaxf(fmaxf(s[i][2], s[i][3]), fmaxf(s[i + 8][2], s[i + 8][3]));
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) mx[i] = fmaxf(mx[i], mx[i + 4]), mx8[i] = fmaxf(mx8[i], mx8[i + 4]);
@@ -208,7 +165,7 @@ __device__ __forceinline__ void softmax_block(float (&s)[kNT][4], float c, int64
   const float mc_r = __fmul_rn(mn_r, c), mc_r8 = __fmul_rn(mn_r8, c);
   float sum_r = 0.0f, sum_r8 = 0.0f;
 #pragma unroll
-  for (int nt = 0; nt < kNT; ++nt) {
+  for (int nt = 0; nt < 16; ++nt) {
     s[nt][0] = ex2(__fmaf_rn(s[nt][0], c, -mc_r));
     s[nt][1] = ex2(__fmaf_rn(s[nt][1], c, -mc_r));
     s[nt][2] = ex2(__fmaf_rn(s[nt][2], c, -mc_r8));
@@ -220,13 +177,12 @@ __device__ __forceinline__ void softmax_block(float (&s)[kNT][4], float c, int64
   l_r8 = __fmaf_rn(l_r8, alpha_r8, sum_r8);
 }
 
-// P (FP32, accumulator layout of S) -> the BF16 A fragments of the kNT / 2 k-steps of P V: k-step kk covers keys
+// P (FP32, accumulator layout of S) -> the BF16 A fragments of the 8 k-steps of P V: k-step kk covers keys
 // 16kk..16kk+15 = accumulator groups 2kk (keys +0..7) and 2kk+1 (keys +8..15); registers {row r, keys 2t..2t+1},
 // {row r+8, keys 2t..}, {row r, keys 8+2t..}, {row r+8, keys 8+2t..}.
-template <int kNT>
-__device__ __forceinline__ void pack_p(const float (&p)[kNT][4], uint32_t (&pa)[kNT / 2][4]) {
+__device__ __forceinline__ void pack_p(const float (&p)[16][4], uint32_t (&pa)[8][4]) {
 #pragma unroll
-  for (int kk = 0; kk < kNT / 2; ++kk) {
+  for (int kk = 0; kk < 8; ++kk) {
     pa[kk][0] = pack_bf16(p[2 * kk][0], p[2 * kk][1]);
     pa[kk][1] = pack_bf16(p[2 * kk][2], p[2 * kk][3]);
     pa[kk][2] = pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]);
@@ -234,21 +190,17 @@ __device__ __forceinline__ void pack_p(const float (&p)[kNT][4], uint32_t (&pa)[
   }
 }
 
-template <class T>
 __global__ void __launch_bounds__(kThreads, 1)
     bf16_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const Params prm) {
-  constexpr int kBlockN = T::kBlockN, kStages = T::kStages, kNT = T::kNT, kKSteps = T::kKSteps;
-  constexpr uint32_t kBarrierOffset = T::kBarrierOffset, kKvHalfBytes = T::kKvHalfBytes;
-  constexpr uint32_t kKvTileBytes = T::kKvTileBytes;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const int tile = blockIdx.x, h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int blocks = static_cast<int>((prm.seq + kBlockN - 1) / kBlockN);
   const uint32_t q_smem = base;
-  auto k_smem = [&](int s) { return base + kTileBytes + kKvTileBytes * (2 * s); };
-  auto v_smem = [&](int s) { return base + kTileBytes + kKvTileBytes * (2 * s + 1); };
+  auto k_smem = [&](int s) { return base + kTileBytes * (1 + 2 * s); };
+  auto v_smem = [&](int s) { return base + kTileBytes * (2 + 2 * s); };
   // K and V have their own barriers: a K stage is released once S(j) is computed and a V stage once PV(j) is,
   // so the producer refills each about one key block ahead of its use.
   const uint32_t q_full = base + kBarrierOffset;
@@ -279,14 +231,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int s = j % kStages;
         const uint32_t parity = ((j / kStages) + 1) & 1;  // the release of block j - kStages
         if (j >= kStages) mbar_wait(empty_k(s), parity);
-        // Rows past S (the last block) read as zeros and still count the full box bytes.
-        mbar_arrive_expect_tx(full_k(s), kKvTileBytes);
+        mbar_arrive_expect_tx(full_k(s), kTileBytes);
         tma_load_2d(k_smem(s), &tm_k, col, j * kBlockN, full_k(s));
-        tma_load_2d(k_smem(s) + kKvHalfBytes, &tm_k, col + 64, j * kBlockN, full_k(s));
+        tma_load_2d(k_smem(s) + kHalfBytes, &tm_k, col + 64, j * kBlockN, full_k(s));
         if (j >= kStages) mbar_wait(empty_v(s), parity);
-        mbar_arrive_expect_tx(full_v(s), kKvTileBytes);
+        mbar_arrive_expect_tx(full_v(s), kTileBytes);
         tma_load_2d(v_smem(s), &tm_v, col, j * kBlockN, full_v(s));
-        tma_load_2d(v_smem(s) + kKvHalfBytes, &tm_v, col + 64, j * kBlockN, full_v(s));
+        tma_load_2d(v_smem(s) + kHalfBytes, &tm_v, col + 64, j * kBlockN, full_v(s));
       }
     }
     return;
@@ -302,20 +253,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Descriptor arithmetic in 16-byte units (the address field is bytes >> 4; < 256 KB never carries out of it).
   const uint64_t q_desc0 = desc_sw128(q_smem + wg * 64 * 128, 16, 1024);
   const uint64_t k_desc0 = desc_sw128(k_smem(0), 16, 1024);
-  const uint64_t v_desc0 = desc_sw128(v_smem(0), kKvHalfBytes, 1024);
-  constexpr uint64_t kStageStep = (2 * kKvTileBytes) >> 4;
-  auto issue_qk = [&](float(&acc)[kNT][4], int s) {
+  const uint64_t v_desc0 = desc_sw128(v_smem(0), kHalfBytes, 1024);
+  constexpr uint64_t kStageStep = (2 * kTileBytes) >> 4;
+  auto issue_qk = [&](float(&acc)[16][4], int s) {
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {  // half + 32 bytes per k-step
-      const uint64_t off_q = (kk / 4) * (kHalfBytes >> 4) + (kk % 4) * 2;
-      const uint64_t off_k = (kk / 4) * (kKvHalfBytes >> 4) + (kk % 4) * 2;
-      wgmma_ss(acc, q_desc0 + off_q, k_desc0 + s * kStageStep + off_k, kk > 0 ? 1 : 0);
+    for (int kk = 0; kk < 8; ++kk) {
+      const uint64_t off = (kk / 4) * (kHalfBytes >> 4) + (kk % 4) * 2;  // half + 32 bytes per k-step
+      wgmma_ss(acc, q_desc0 + off, k_desc0 + s * kStageStep + off, kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };
-  auto issue_pv = [&](float(&o)[16][4], const uint32_t(&pa)[kKSteps][4], int s) {
+  auto issue_pv = [&](float(&o)[16][4], const uint32_t(&pa)[8][4], int s) {
 #pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) wgmma_rs(o, pa[kk], v_desc0 + s * kStageStep + kk * (2048 >> 4));
+    for (int kk = 0; kk < 8; ++kk) wgmma_rs(o, pa[kk], v_desc0 + s * kStageStep + kk * (2048 >> 4));
     wgmma_commit();
   };
   auto release = [&](uint32_t bar) {  // this warp no longer reads the stage behind `bar`
@@ -334,20 +284,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int nt = 0; nt < 16; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
   float m_r = -INFINITY, m_r8 = -INFINITY, l_r = 0.0f, l_r8 = 0.0f;
-  float acc[kNT][4];
-  uint32_t pa[kKSteps][4];
-  // O <- R(O * alpha) per row (the online softmax's move of O to the new row max).
-  auto rescale_o = [&](float a_r, float a_r8) {
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt) {
-      o[nt][0] = __fmul_rn(o[nt][0], a_r);
-      o[nt][1] = __fmul_rn(o[nt][1], a_r);
-      o[nt][2] = __fmul_rn(o[nt][2], a_r8);
-      o[nt][3] = __fmul_rn(o[nt][3], a_r8);
-    }
-  };
-  // kEarlyRescale: alpha of the block whose PV is issued next (O is scaled just before that PV).
-  float alpha_next_r = 0.0f, alpha_next_r8 = 0.0f;
+  float acc[16][4];
+  uint32_t pa[8][4];
 
   // Prologue: S(0), its softmax, P(0).
   mbar_wait(q_full, 0);
@@ -361,11 +299,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_operands(acc);
     release(empty_k(0));
-    float alpha_r, alpha_r8;  // 0 (m was -inf); O is zero: nothing to rescale
-    if (blocks == 1) softmax_block<kNT, true>(acc, c, 0, t, prm.seq, m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8);
-    else softmax_block<kNT, false>(acc, c, 0, t, prm.seq, m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8);
-    alpha_next_r = alpha_r;
-    alpha_next_r8 = alpha_r8;
+    float alpha_r, alpha_r8;  // O is zero: nothing to rescale
+    if (blocks == 1) softmax_block<true>(acc, c, 0, t, prm.seq, m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8);
+    else softmax_block<false>(acc, c, 0, t, prm.seq, m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8);
     pack_p(acc, pa);
   }
   // Key block j >= 1: S(j) and PV(j-1) as two commit groups; the last block (masked keys) is peeled off.
@@ -379,32 +315,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_operands(o);
     fence_operands(pa);
     wgmma_fence();
-    issue_qk(acc, s);  // group: S(j)
-    if constexpr (T::kEarlyRescale) {
-      // O holds blocks < j-1 (PV(j-2) was waited for); scale it by alpha(j-1) while S(j) runs, then fence the
-      // rewritten accumulator registers before the wgmma that reads them.
-      fence_operands(o);
-      rescale_o(alpha_next_r, alpha_next_r8);
-      fence_operands(o);
-      wgmma_fence();
-    }
+    issue_qk(acc, s);         // group: S(j)
     issue_pv(o, pa, s_prev);  // group: O += P(j-1) V(j-1)
     turn_end(false);
     wgmma_wait<1>();  // S(j) done; PV(j-1) runs on
     fence_operands(acc);
     release(empty_k(s));
     float alpha_r, alpha_r8;
-    softmax_block<kNT, kLast>(acc, c, static_cast<int64_t>(j) * kBlockN, t, prm.seq, m_r, m_r8, l_r, l_r8, alpha_r,
-                              alpha_r8);
+    softmax_block<kLast>(acc, c, static_cast<int64_t>(j) * kBlockN, t, prm.seq, m_r, m_r8, l_r, l_r8, alpha_r,
+                         alpha_r8);
     wgmma_wait<0>();  // PV(j-1) done: O final for block j-1, the P registers free
     fence_operands(o);
     fence_operands(pa);
     release(empty_v(s_prev));
-    if constexpr (T::kEarlyRescale) {
-      alpha_next_r = alpha_r;
-      alpha_next_r8 = alpha_r8;
-    } else {
-      rescale_o(alpha_r, alpha_r8);
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt) {
+      o[nt][0] = __fmul_rn(o[nt][0], alpha_r);
+      o[nt][1] = __fmul_rn(o[nt][1], alpha_r);
+      o[nt][2] = __fmul_rn(o[nt][2], alpha_r8);
+      o[nt][3] = __fmul_rn(o[nt][3], alpha_r8);
     }
     pack_p(acc, pa);
   };
@@ -414,7 +343,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int s_last = (blocks - 1) % kStages;
     mbar_wait(full_v(s_last), ((blocks - 1) / kStages) & 1);
     turn_begin();
-    if constexpr (T::kEarlyRescale) rescale_o(alpha_next_r, alpha_next_r8);
     fence_operands(o);
     fence_operands(pa);
     wgmma_fence();
@@ -446,7 +374,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 #else
-template <class T>
 __global__ void bf16_attention_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                       const __grid_constant__ CUtensorMap, const Params) {
   __trap();
@@ -471,13 +398,13 @@ Result<PFN_cuTensorMapEncodeTiled_v12000> tensor_map_encoder() {
 }
 
 // 2-D map over one operand view: columns [0, width) of rows [0, seq), row stride ld elements; boxes of 64 columns
-// x box_rows rows (128 bytes wide: the 128-byte swizzle span), rows past seq read as zeros.
+// x 128 rows (128 bytes wide: the 128-byte swizzle span), rows past seq read as zeros.
 Result<CUtensorMap> make_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const void* ptr, int64_t width, int64_t seq,
-                             int64_t ld, uint32_t box_rows, const char* name) {
+                             int64_t ld, const char* name) {
   CUtensorMap map;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(width), static_cast<cuuint64_t>(seq)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
-  const cuuint32_t box[2] = {64, box_rows};
+  const cuuint32_t box[2] = {64, 128};
   const cuuint32_t elem_strides[2] = {1, 1};
   const CUresult res = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(ptr), dims, strides, box,
                               elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -488,20 +415,8 @@ Result<CUtensorMap> make_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const voi
   return map;
 }
 
-template <class T>
-Status launch(const Bf16AttentionArgs& args, cudaStream_t stream) {
-  const Params prm{static_cast<__nv_bfloat16*>(args.out), args.ld_out, args.seq,
-                   kLog2e / std::sqrt(static_cast<float>(kD))};
-  const dim3 grid(static_cast<unsigned>((args.seq + kBlockM - 1) / kBlockM), static_cast<unsigned>(args.heads));
-  auto encode = tensor_map_encoder();
-  if (!encode.ok()) return encode.status();
-  const int64_t width = static_cast<int64_t>(args.heads) * kD;
-  auto q = make_map(*encode, args.q, width, args.seq, args.ld_q, kBlockM, "q");
-  if (!q.ok()) return q.status();
-  auto k = make_map(*encode, args.k, width, args.seq, args.ld_k, T::kBlockN, "k");
-  if (!k.ok()) return k.status();
-  auto v = make_map(*encode, args.v, width, args.seq, args.ld_v, T::kBlockN, "v");
-  if (!v.ok()) return v.status();
+Status launch(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v, const Params& prm, dim3 grid,
+              cudaStream_t stream) {
   // The shared-memory limit is a per-device attribute: set once per device (off the timed path).
   static std::mutex mu;
   static std::vector<int> configured;
@@ -511,31 +426,31 @@ Status launch(const Bf16AttentionArgs& args, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mu);
     if (std::find(configured.begin(), configured.end(), device) == configured.end()) {
       VORTEX_CUDA_CHECK(
-          cudaFuncSetAttribute(bf16_attention_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+          cudaFuncSetAttribute(bf16_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
       configured.push_back(device);
     }
   }
-  bf16_attention_kernel<T><<<grid, kThreads, T::kSmemBytes, stream>>>(*q, *k, *v, prm);
+  bf16_attention_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q, k, v, prm);
   VORTEX_CUDA_LAUNCH_CHECK("bf16_attention_kernel");
   return Status::Ok();
 }
 
 }  // namespace
 
-Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, Bf16AttentionVariant variant, cudaStream_t stream) {
-  switch (variant) {
-    case Bf16AttentionVariant::kN128S2:
-      return launch<Tile<128, 2>>(args, stream);
-    case Bf16AttentionVariant::kN176S2:
-      return launch<Tile<176, 2>>(args, stream);
-    case Bf16AttentionVariant::kN128S3:
-      return launch<Tile<128, 3>>(args, stream);
-    case Bf16AttentionVariant::kN128S2E:
-      return launch<Tile<128, 2, true>>(args, stream);
-    case Bf16AttentionVariant::kN176S2E:
-      return launch<Tile<176, 2, true>>(args, stream);
-  }
-  return invalid_argument("bf16_attention: unknown tile variant");
+Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, cudaStream_t stream) {
+  const Params prm{static_cast<__nv_bfloat16*>(args.out), args.ld_out, args.seq,
+                   kLog2e / std::sqrt(static_cast<float>(kD))};
+  const dim3 grid(static_cast<unsigned>((args.seq + kBlockM - 1) / kBlockM), static_cast<unsigned>(args.heads));
+  auto encode = tensor_map_encoder();
+  if (!encode.ok()) return encode.status();
+  const int64_t width = static_cast<int64_t>(args.heads) * kD;
+  auto q = make_map(*encode, args.q, width, args.seq, args.ld_q, "q");
+  if (!q.ok()) return q.status();
+  auto k = make_map(*encode, args.k, width, args.seq, args.ld_k, "k");
+  if (!k.ok()) return k.status();
+  auto v = make_map(*encode, args.v, width, args.seq, args.ld_v, "v");
+  if (!v.ok()) return v.status();
+  return launch(*q, *k, *v, prm, grid, stream);
 }
 
 }  // namespace vortex::bf16_attention_detail
