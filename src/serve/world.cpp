@@ -160,8 +160,8 @@ PipelineOptions follower_pipeline_options(PipelineOptions o) {
 Status check_world_serve_options(const PipelineOptions& options) {
   if (!options.lora_dir.empty()) {
     return unsupported(
-        "--lora-dir (per-request LoRA adapters) is not supported when serving over several GPUs; serve "
-        "adapters on one GPU, or merge them into the weights with vortex quantize/--lora at generate time");
+        "--lora-dir (per-request LoRA adapters) is not supported when serving over several GPUs (the "
+        "adapters are not broadcast to the other ranks); serve adapters on one GPU, without --gpus");
   }
   return Status::Ok();
 }
