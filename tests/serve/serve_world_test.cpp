@@ -5,10 +5,19 @@
 // message naming it, fails the queued job, turns the server to 503 and lets it shut down without hanging;
 // that a cancel stops every rank at the same step and the world keeps serving; that an idle world
 // outlives the communicator timeout (heartbeats) and shutdown stops every rank with OK.
+// Built a second time as serve_world_cuda_test (label gpu, VORTEX_SERVE_WORLD_CUDA): every rank a CUDA
+// backend on device 0, the in-process world moving bytes by cudaMemcpy (as tests/dist/ulysses_cuda_test.cpp),
+// so the broadcasts and the cancel agreement run through device tensors; skips visibly without a device.
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
+
+#if defined(VORTEX_SERVE_WORLD_CUDA)
+#include <cuda_runtime.h>
+
+#include "gpu_test.h"
+#endif
 
 #include "dist/in_process.h"
 #include "engine/run_manifest.h"
@@ -34,10 +43,11 @@ uint64_t fresh_seed() {
 // A rank's communicator handed to the server or follower (which own what `join` returns) without giving
 // up the world's; optionally throws at its `throw_at`-th all_to_all once `go` is set (so the test decides
 // which jobs are queued when the rank dies).
+// Each collective first completes the rank's pending device work (the bytes it sends).
 class BorrowedCommunicator final : public Communicator {
  public:
-  BorrowedCommunicator(Communicator& inner, int throw_at, const std::atomic<bool>* go)
-      : inner_(inner), throw_at_(throw_at), go_(go) {}
+  BorrowedCommunicator(Communicator& inner, vortex::Backend& backend, int throw_at, const std::atomic<bool>* go)
+      : inner_(inner), backend_(backend), throw_at_(throw_at), go_(go) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   std::string_view name() const override { return inner_.name(); }
@@ -48,17 +58,26 @@ class BorrowedCommunicator final : public Communicator {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       throw std::runtime_error("injected fault: follower rank " + std::to_string(rank()) + " crashed");
     }
+    VORTEX_RETURN_IF_ERROR(backend_.synchronize());
     return inner_.all_to_all(send, recv);
   }
   Status all_gather(const Tensor& send, const std::vector<Tensor>& recv) override {
+    VORTEX_RETURN_IF_ERROR(backend_.synchronize());
     return inner_.all_gather(send, recv);
   }
-  Status broadcast(const Tensor& buf, int root) override { return inner_.broadcast(buf, root); }
-  Status barrier() override { return inner_.barrier(); }
+  Status broadcast(const Tensor& buf, int root) override {
+    VORTEX_RETURN_IF_ERROR(backend_.synchronize());
+    return inner_.broadcast(buf, root);
+  }
+  Status barrier() override {
+    VORTEX_RETURN_IF_ERROR(backend_.synchronize());
+    return inner_.barrier();
+  }
   void abort(const std::string& reason) override { inner_.abort(reason); }
 
  private:
   Communicator& inner_;
+  vortex::Backend& backend_;
   int throw_at_, calls_ = 0;
   const std::atomic<bool>* go_;
 };
@@ -72,26 +91,58 @@ struct Fault {
 // A serve world of `u` ranks: rank 0 starts a Server over `o` and runs `body` on it, then shuts it down
 // (finishing the running job) and returns its world status; the others follow. The first failure of any
 // rank, as run_in_process_ranks reports it.
+// The in-process world's memory: host memcpy, or device copies for the CUDA build.
+vortex::InProcessMemory world_memory() {
+  vortex::InProcessMemory m;
+#if defined(VORTEX_SERVE_WORLD_CUDA)
+  m.device = vortex::Device::kCuda;
+  m.copy = [](void* dst, const void* src, size_t bytes) -> Status {
+    const cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
+    return e == cudaSuccess ? Status::Ok() : Status(vortex::ErrorCode::kCuda, cudaGetErrorString(e));
+  };
+#endif
+  return m;
+}
+
+ServeOptions world_options(const fs::path& data) {
+  ServeOptions o = tiny_options(data);
+#if defined(VORTEX_SERVE_WORLD_CUDA)
+  o.pipeline.backend = "cuda";
+#endif
+  return o;
+}
+
+// The CUDA build skips (through tests/gpu_test.h) only when there is no device; the CPU build never does.
+#if defined(VORTEX_SERVE_WORLD_CUDA)
+#define SKIP_WITHOUT_BACKEND() VORTEX_REQUIRE_GPU()
+#else
+#define SKIP_WITHOUT_BACKEND() (void)0
+#endif
+
 Status run_world(int u, CommOptions comm, ServeOptions o, const std::function<void(Server&)>& body, Fault fault = {}) {
-  return vortex::run_in_process_ranks(u, comm, [&](Communicator& c) -> Status {
-    const int throw_at = c.rank() == fault.rank ? fault.at : -1;
-    vortex::serve::WorldJoin join = [&c, throw_at, &fault](vortex::Backend&) -> Result<std::unique_ptr<Communicator>> {
-      return std::unique_ptr<Communicator>(std::make_unique<BorrowedCommunicator>(c, throw_at, fault.go));
-    };
-    if (c.rank() != 0) {
-      vortex::serve::FollowerOptions fo;
-      fo.pipeline = o.pipeline;
-      fo.join = join;
-      return vortex::serve::run_serve_follower(fo);
-    }
-    ServeOptions mine = o;
-    mine.join = join;
-    Result<std::unique_ptr<Server>> s = Server::start(mine);
-    if (!s.ok()) return s.status();
-    body(**s);
-    (*s)->shutdown(vortex::serve::RunningJob::kFinish);
-    return (*s)->world_status();
-  });
+  return vortex::run_in_process_ranks(
+      u, comm,
+      [&](Communicator& c) -> Status {
+        const int throw_at = c.rank() == fault.rank ? fault.at : -1;
+        vortex::serve::WorldJoin join = [&c, throw_at,
+                                         &fault](vortex::Backend& backend) -> Result<std::unique_ptr<Communicator>> {
+          return std::unique_ptr<Communicator>(std::make_unique<BorrowedCommunicator>(c, backend, throw_at, fault.go));
+        };
+        if (c.rank() != 0) {
+          vortex::serve::FollowerOptions fo;
+          fo.pipeline = o.pipeline;
+          fo.join = join;
+          return vortex::serve::run_serve_follower(fo);
+        }
+        ServeOptions mine = o;
+        mine.join = join;
+        Result<std::unique_ptr<Server>> s = Server::start(mine);
+        if (!s.ok()) return s.status();
+        body(**s);
+        (*s)->shutdown(vortex::serve::RunningJob::kFinish);
+        return (*s)->world_status();
+      },
+      world_memory());
 }
 
 std::unique_ptr<httplib::Client> client_of(const Server& s) {
@@ -149,12 +200,13 @@ CommOptions comm_timeout(std::chrono::milliseconds t) {
 }
 
 TEST(ServeWorld, URankWorldServesOneRanksLatentBytes) {
+  SKIP_WITHOUT_BACKEND();
   ScratchDir dir;
   const uint64_t seed = fresh_seed();
   const std::string body = job_body(seed, 3);
   Served one;
   {
-    TestServer ts(tiny_options(dir.path() / "u1"));
+    TestServer ts(world_options(dir.path() / "u1"));
     ASSERT_TRUE(ts.server);
     one = serve_one(*ts.client(), body);
   }
@@ -168,7 +220,7 @@ TEST(ServeWorld, URankWorldServesOneRanksLatentBytes) {
     Served got;
     json health;
     Status st = run_world(u, comm_timeout(std::chrono::seconds(120)),
-                          tiny_options(dir.path() / ("u" + std::to_string(u))), [&](Server& s) {
+                          world_options(dir.path() / ("u" + std::to_string(u))), [&](Server& s) {
                             auto c = client_of(s);
                             health = body_json(c->Get("/health"));
                             got = serve_one(*c, body);
@@ -186,6 +238,7 @@ TEST(ServeWorld, URankWorldServesOneRanksLatentBytes) {
 }
 
 TEST(ServeWorld, AFollowerThatThrowsFailsTheJobNamingItAndTheServerStops) {
+  SKIP_WITHOUT_BACKEND();
   ScratchDir dir;
   std::atomic<bool> go{false};
   json running, queued, health;
@@ -197,7 +250,7 @@ TEST(ServeWorld, AFollowerThatThrowsFailsTheJobNamingItAndTheServerStops) {
   fault.at = 2;  // inside the first job's first step
   fault.go = &go;
   Status st = run_world(
-      3, comm_timeout(std::chrono::seconds(60)), tiny_options(dir.path()),
+      3, comm_timeout(std::chrono::seconds(60)), world_options(dir.path()),
       [&](Server& s) {
         auto c = client_of(s);
         const std::string a = post(*c, job_body(fresh_seed(), 3));
@@ -231,15 +284,23 @@ TEST(ServeWorld, AFollowerThatThrowsFailsTheJobNamingItAndTheServerStops) {
   EXPECT_LT(seconds, 60.0);  // nobody waited for the communicator timeout
 }
 
+// Long enough that the DELETE lands while it runs (a few seconds of h3-tiny steps on either backend).
+#if defined(VORTEX_SERVE_WORLD_CUDA)
+constexpr int kLongSteps = 1000;
+#else
+constexpr int kLongSteps = 40;
+#endif
+
 TEST(ServeWorld, CancelStopsEveryRankAndAnIdleWorldOutlivesTheTimeoutUntilShutdown) {
+  SKIP_WITHOUT_BACKEND();
   ScratchDir dir;
-  ServeOptions o = tiny_options(dir.path());
+  ServeOptions o = world_options(dir.path());
   o.heartbeat = std::chrono::milliseconds(50);
   json cancelled, after, health;
   // 1.5 s: an idle follower with no heartbeat would time out well inside the 3 s idle below.
   Status st = run_world(2, comm_timeout(std::chrono::milliseconds(1500)), o, [&](Server& s) {
     auto c = client_of(s);
-    const std::string long_job = post(*c, job_body(fresh_seed(), 40));
+    const std::string long_job = post(*c, job_body(fresh_seed(), kLongSteps));
     wait_for(
         *c, long_job, [](const json& j) { return j.value("step", 0) >= 1 || is_terminal(j); }, 60.0);
     auto del = c->Delete("/v1/videos/" + long_job);
@@ -252,7 +313,7 @@ TEST(ServeWorld, CancelStopsEveryRankAndAnIdleWorldOutlivesTheTimeoutUntilShutdo
   });
   EXPECT_TRUE(st.ok()) << st.to_string();  // every follower returned OK: it received the stop message
   EXPECT_EQ(cancelled.value("status", ""), "cancelled") << cancelled.dump();
-  EXPECT_LT(cancelled.value("step", 99), 40);
+  EXPECT_LT(cancelled.value("step", kLongSteps), kLongSteps);
   EXPECT_EQ(after.value("status", ""), "succeeded") << after.dump();
   EXPECT_EQ(health.value("status", ""), "ok") << health.dump();
   EXPECT_EQ(health.value("world_size", 0), 2);
