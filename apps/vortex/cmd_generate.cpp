@@ -24,6 +24,7 @@
 #include "engine/model_folder.h"
 #include "engine/prompt_encoder.h"
 #include "lora/lora.h"
+#include "rank_options.h"
 
 namespace vortex::cli {
 namespace {
@@ -236,43 +237,13 @@ Status apply_model_args(const GenerateArgs& a, CLI::App& sub, GenerateRequest& r
   return Status::Ok();
 }
 
-// This process's own command line (/proc/self/cmdline) without `--gpus N`: what each rank runs.
-std::vector<std::string> rank_command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
-  for (size_t pos = 0; pos < all.size();) {
-    size_t end = all.find('\0', pos);
-    if (end == std::string::npos) end = all.size();
-    args.push_back(all.substr(pos, end - pos));
-    pos = end + 1;
-  }
-  std::vector<std::string> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--gpus") {
-      ++i;
-      continue;
-    }
-    if (args[i].rfind("--gpus=", 0) == 0) continue;
-    out.push_back(args[i]);
-  }
-  if (!out.empty()) out[0] = "/proc/self/exe";  // the same binary, whatever the caller's PATH
-  return out;
-}
-
 int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
   GenerateRequest r;
   std::string error;
   // ---- multi-GPU: the launcher (--gpus N) or one rank of a world (VORTEX_RANK / RANK in the environment) ----
   Result<std::optional<RankEnv>> rank_env = rank_env_from_environment();
   if (!rank_env.ok()) return fail(2, rank_env.status().message());
-  if (!a.comm_timeout.empty()) {
-    char* end = nullptr;
-    const double t = std::strtod(a.comm_timeout.c_str(), &end);
-    if (end == a.comm_timeout.c_str() || *end != '\0' || !(t > 0.0) || t > 86400.0)
-      return fail(2, "--comm-timeout expects seconds in (0, 86400], got '" + a.comm_timeout + "'");
-    r.comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(t * 1000.0));
-  }
+  if (!a.comm_timeout.empty() && !parse_comm_timeout(a.comm_timeout, r.comm, error)) return fail(2, error);
   if (!a.gpus.empty() && !rank_env->has_value()) {
     int n = 0;
     if (!to_int("--gpus", a.gpus, n, error)) return fail(2, error);
@@ -288,28 +259,7 @@ int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
   }
   if (rank_env->has_value()) {
     RankEnv e = **rank_env;
-    // torchrun-style: every rank sees all devices and LOCAL_RANK picks one; narrow the view before CUDA starts.
-    if (e.local_rank != 0) {
-      std::string dev = std::to_string(e.local_rank);
-      if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
-        std::vector<std::string> list;
-        std::string item;
-        for (const char* c = v;; ++c) {
-          if (*c == ',' || *c == '\0') {
-            if (!item.empty()) list.push_back(item);
-            item.clear();
-            if (*c == '\0') break;
-          } else {
-            item += *c;
-          }
-        }
-        if (e.local_rank >= static_cast<int>(list.size()))
-          return fail(2, "LOCAL_RANK " + std::to_string(e.local_rank) + " but CUDA_VISIBLE_DEVICES lists " +
-                             std::to_string(list.size()) + " devices");
-        dev = list[static_cast<size_t>(e.local_rank)];
-      }
-      ::setenv("CUDA_VISIBLE_DEVICES", dev.c_str(), 1);
-    }
+    if (std::string e2 = select_local_rank_device(e); !e2.empty()) return fail(2, e2);
     r.rank = e;
   }
   const bool has_config = sub.count("--config") > 0;

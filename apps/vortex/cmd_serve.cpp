@@ -1,9 +1,17 @@
 // `vortex serve`: the CLI front end of serve/server.h. Loads the model once, serves the /v1/videos job API
 // (docs/serve.md) until SIGTERM or SIGINT, then stops accepting, cancels the queue, finishes or cancels
 // the running job (--on-sigterm) and exits 0. The signals are blocked in every thread and taken by
-// sigwait here, so no handler runs inside library code. Tested in tests/cli/cli_serve_test.cpp.
+// sigwait here, so no handler runs inside library code. With --gpus N (or a rank environment, as
+// `vortex generate` takes) it is one pipeline over N GPUs (docs/multi_gpu.md "vortex serve with N GPUs"):
+// the launcher starts N ranks and forwards SIGINT/SIGTERM to rank 0, rank 0 serves, the others follow
+// (serve/world.h); when the world fails rank 0 exits 1 and the launcher stops the rest. Tested in
+// tests/cli/cli_serve_test.cpp and, with threads as ranks, tests/serve/serve_world_test.cpp.
 #include <signal.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,7 +20,9 @@
 
 #include "commands.h"
 #include "decoder_options.h"
+#include "engine/generate.h"
 #include "engine/model_folder.h"
+#include "rank_options.h"
 #include "serve/server.h"
 
 namespace vortex::cli {
@@ -40,7 +50,9 @@ struct ServeArgs {
   int max_upload_mb = 64;
   int http_threads = 16;
   bool quiet = false;
-  DecoderArgs decoders;  // --vae --audio-vae ... (decoder_options.h)
+  DecoderArgs decoders;      // --vae --audio-vae ... (decoder_options.h)
+  std::string gpus;          // --gpus N: one rank process per GPU, one pipeline
+  std::string comm_timeout;  // --comm-timeout S
 };
 
 int fail(int code, const std::string& message) {
@@ -62,6 +74,45 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   }
   if (a.max_upload_mb < 1) return fail(2, "--max-upload-mb must be >= 1");
   if (a.memory_limit_gb < 0.0) return fail(2, "--memory-limit-gb must be positive");
+
+  // ---- several GPUs: the launcher (--gpus N) or one rank of a world (VORTEX_RANK / RANK) ----
+  Result<std::optional<RankEnv>> rank_env = rank_env_from_environment();
+  if (!rank_env.ok()) return fail(2, rank_env.status().message());
+  CommOptions comm;
+  std::string error;
+  if (!a.comm_timeout.empty() && !parse_comm_timeout(a.comm_timeout, comm, error)) return fail(2, error);
+  const bool launcher = !a.gpus.empty() && !rank_env->has_value();
+  if (launcher || rank_env->has_value()) {
+    int n = 1;
+    if (launcher) {
+      char* end = nullptr;
+      const long v = std::strtol(a.gpus.c_str(), &end, 10);
+      if (end == a.gpus.c_str() || *end != '\0' || v < 1 || v > 64)
+        return fail(2, "--gpus must be an integer between 1 and 64, got '" + a.gpus + "'");
+      n = static_cast<int>(v);
+    }
+    if (a.backend != "cuda") {
+      return fail(2, std::string(launcher ? "--gpus" : "a rank environment (VORTEX_RANK / RANK)") +
+                         " needs --backend cuda (one rank process per GPU, over NCCL)");
+    }
+    if (!a.lora_dir.empty()) {
+      PipelineOptions with_lora;
+      with_lora.lora_dir = a.lora_dir;
+      return fail(2, serve::check_world_serve_options(with_lora).message());
+    }
+    if (launcher) {
+      if (a.data.empty()) return fail(2, "--data is required: the directory job outputs go to");
+      if (!a.quiet) std::fprintf(stderr, "vortex serve: starting %d rank processes, one per GPU\n", n);
+      LaunchOptions lo;
+      lo.argv = rank_command_line();
+      lo.world = n;
+      lo.forward_signals_to_rank0 = true;  // rank 0 stops the followers with its stop message
+      Result<LaunchResult> launched = launch_ranks(lo);
+      if (!launched.ok()) return fail(exit_code_for(launched.status()), launched.status().message());
+      return launched->exit_code;
+    }
+    if (std::string e = select_local_rank_device(**rank_env); !e.empty()) return fail(2, e);
+  }
 
   serve::ServeOptions o;
   o.pipeline.config_name = a.config;
@@ -94,6 +145,24 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   if (a.memory_limit_gb > 0.0) o.memory_limit_bytes = static_cast<uint64_t>(a.memory_limit_gb * 1e9);
   o.http_threads = a.http_threads;
   if (!a.quiet) o.log = [](const std::string& line) { std::fprintf(stderr, "vortex serve: %s\n", line.c_str()); };
+  if (rank_env->has_value()) {
+    const RankEnv e = **rank_env;
+    o.join = [e, comm](Backend& backend) { return join_world(e, comm, backend); };
+    // A heartbeat well inside the timeout: an idle follower's wait never expires.
+    o.heartbeat = std::min<std::chrono::milliseconds>(std::chrono::seconds(10), comm.timeout / 4);
+    if (e.rank != 0) {
+      // Ctrl-C reaches every rank of the terminal's process group: a follower waits for rank 0's stop
+      // message instead (SIGTERM, the launcher's way of stopping it, still ends it).
+      ::signal(SIGINT, SIG_IGN);
+      serve::FollowerOptions fo;
+      fo.pipeline = o.pipeline;
+      fo.join = o.join;
+      fo.log = o.log;
+      Status st = serve::run_serve_follower(fo);
+      if (!st.ok()) return fail(exit_code_for(st), st.message());
+      return 0;
+    }
+  }
 
   // Blocked before any thread starts, so every thread inherits the mask and only sigwait sees them.
   sigset_t signals;
@@ -102,6 +171,10 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  if (o.join) {
+    // A failed world wakes the sigwait below, as a signal would.
+    o.on_world_failure = [](const Status&) { ::kill(::getpid(), SIGTERM); };
+  }
   Result<std::unique_ptr<serve::Server>> server = serve::Server::start(o);
   if (!server.ok()) return fail(exit_code_for(server.status()), server.status().message());
   std::printf("vortex serve: listening on http://%s:%d\n", o.host.c_str(), (*server)->port());
@@ -113,6 +186,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
                  a.on_sigterm == "finish" ? "finishing" : "cancelling");
   }
   (*server)->shutdown(a.on_sigterm == "finish" ? serve::RunningJob::kFinish : serve::RunningJob::kCancel);
+  if (Status world = (*server)->world_status(); !world.ok()) return fail(1, world.message());
   std::printf("vortex serve: stopped\n");
   return 0;
 }
@@ -158,6 +232,13 @@ void register_serve(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--max-upload-mb", a->max_upload_mb, "Largest text_embeddings upload (default 64)")->type_name("MB");
   sub->add_option("--http-threads", a->http_threads, "Concurrent connections (default 16)")->type_name("INT");
   add_decoder_options(sub, a->decoders, /*frames_dir=*/false);
+  sub->add_option("--gpus", a->gpus,
+                  "N GPUs as one pipeline: one rank process per GPU, Ulysses sequence parallelism over NCCL; rank 0 "
+                  "serves HTTP and writes outputs, latents identical to one GPU (--backend cuda; docs/multi_gpu.md)")
+      ->type_name("N");
+  sub->add_option("--comm-timeout", a->comm_timeout,
+                  "Seconds one collective may wait for the other ranks before the world fails (default 300)")
+      ->type_name("S");
   sub->add_flag("--quiet", a->quiet, "No log lines on stderr");
   sub->callback([a, sub, &ctx]() { ctx.exit_code = run_serve(*a, *sub, ctx.device); });
 }

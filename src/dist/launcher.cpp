@@ -117,6 +117,18 @@ Result<LaunchResult> launch_ranks(const LaunchOptions& o) {
     if (own_dir) std::filesystem::remove_all(dir, ec);
   };
 
+  sigset_t forwarded, old_mask;
+  sigemptyset(&forwarded);
+  sigaddset(&forwarded, SIGINT);
+  sigaddset(&forwarded, SIGTERM);
+  if (o.forward_signals_to_rank0) ::pthread_sigmask(SIG_BLOCK, &forwarded, &old_mask);
+  struct RestoreMask {
+    bool on;
+    sigset_t mask;
+    ~RestoreMask() {
+      if (on) ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+    }
+  } restore{o.forward_signals_to_rank0, old_mask};
   for (int r = 0; r < o.world; ++r) {
     pid_t pid = ::fork();
     if (pid < 0) {
@@ -126,6 +138,7 @@ Result<LaunchResult> launch_ranks(const LaunchOptions& o) {
       return io_error("cannot start rank " + std::to_string(r) + ": fork failed: " + why);
     }
     if (pid == 0) {
+      if (o.forward_signals_to_rank0) ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
       ::setenv("VORTEX_RANK", std::to_string(r).c_str(), 1);
       ::setenv("VORTEX_WORLD_SIZE", std::to_string(o.world).c_str(), 1);
       ::setenv("LOCAL_RANK", "0", 1);  // each rank sees exactly one device, its own
@@ -146,6 +159,11 @@ Result<LaunchResult> launch_ranks(const LaunchOptions& o) {
   int remaining = o.world;
   LaunchResult result;
   while (remaining > 0) {
+    if (o.forward_signals_to_rank0) {
+      const timespec now = {0, 0};
+      const int sig = ::sigtimedwait(&forwarded, nullptr, &now);
+      if (sig > 0 && pids[0] > 0) ::kill(pids[0], sig);
+    }
     for (int r = 0; r < o.world; ++r) {
       pid_t& p = pids[static_cast<size_t>(r)];
       if (p <= 0) continue;

@@ -33,6 +33,9 @@ struct LaunchOptions {
   std::chrono::milliseconds grace{std::chrono::seconds(10)};  // SIGTERM -> SIGKILL
   // A rank that runs longer than this is treated as hung (0: no limit).
   std::chrono::milliseconds deadline{0};
+  // SIGINT and SIGTERM sent to the launcher go to rank 0 alone (`vortex serve`: rank 0 stops the others
+  // through its own stop message); the launcher blocks both while it runs. Off: they act as usual.
+  bool forward_signals_to_rank0 = false;
 };
 struct LaunchResult {
   int exit_code = 0;  // rank 0's, or the failing rank's

@@ -235,8 +235,8 @@ Status publish_outputs(const fs::path& staged, const fs::path& out, bool overwri
   return replace_with_staged(staged, out, remove_replaced_run);
 }
 
-// This rank's communicator: rank 0 makes the NCCL unique id and publishes it in the rendezvous file,
-// the others read it; then all join (bounded by the communicator timeout).
+}  // namespace
+
 Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const CommOptions& comm, Backend& backend) {
 #if defined(VORTEX_GENERATE_HAS_NCCL)
   auto* cuda = dynamic_cast<CudaBackend*>(&backend);
@@ -266,6 +266,8 @@ Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const Comm
       " (--backend " + std::string(backend.name()) + ")");
 #endif
 }
+
+namespace {
 
 // Step 1, the cheap checks: arguments, config, text, geometry, memory, out dir; returns the run's plan.
 Result<RunPlan> validate_and_plan(const GenerateRequest& req, ProgressSink& progress) {

@@ -52,6 +52,10 @@ Result<GenerateResult> generate(const GenerateRequest& request, ProgressSink& pr
 // the first foreign entry. --overwrite replaces a non-empty --out only when this passes; `.`, `/`, $HOME
 // and the current directory or its ancestors are refused whatever they hold.
 Status check_replaceable_run_dir(const std::string& dir);
+// This rank's communicator (`vortex generate` and `vortex serve` ranks): rank 0 makes the NCCL unique id and
+// publishes it in the rendezvous file, the others read it; then all join on `backend`'s stream (bounded by
+// the communicator timeout). kInvalidArgument off --backend cuda, kUnsupported in a build without NCCL.
+Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const CommOptions& comm, Backend& backend);
 // kInvalidArgument when `out` (as `flag shown` in the message) is `/`, $HOME, the current directory or one
 // of its ancestors: output folders that every command refuses, whatever they hold.
 Status check_output_location(const std::filesystem::path& out, const std::string& flag, const std::string& shown);

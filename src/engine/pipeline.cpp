@@ -690,6 +690,16 @@ Status Pipeline::switch_request_loras(const RunRequest& request, ProgressSink& p
   return Status::Ok();
 }
 
+Result<bool> agreed_cancel(Communicator& comm, Backend& backend, const CancelToken& cancel) {
+  Tensor flag = Tensor::empty({1}, DType::kU8);  // [1] u8 host: 1 = stop
+  flag.data<uint8_t>()[0] = comm.rank() == 0 && cancel.cancelled() ? 1 : 0;
+  VORTEX_ASSIGN_OR_RETURN(Tensor on_device, backend.upload(flag));
+  VORTEX_RETURN_IF_ERROR(backend.synchronize());
+  VORTEX_RETURN_IF_ERROR(comm.broadcast(on_device, 0).with_context("the cancel agreement"));
+  VORTEX_RETURN_IF_ERROR(backend.download(on_device, flag));
+  return flag.data<uint8_t>()[0] != 0;
+}
+
 Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, const CancelToken& cancel,
                                  const std::string& dir, double seconds_before) {
   if (!model_) return internal_error("Pipeline::run before load_weights");
@@ -714,7 +724,11 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
     if (!encoded.text.defined()) return internal_error("Pipeline::run: the plan has no text and no prompt to encode");
     text = encoded.text;
   }
-  if (cancel.cancelled()) return cancelled("cancelled before sampling");
+  // With ranks, only rank 0's token counts and it is agreed before every model evaluation (agreed_cancel):
+  // a rank that stopped on its own, before sampling or between blocks, would leave its peers waiting in a
+  // collective.
+  Communicator* world = model_->communicator();
+  if (world == nullptr && cancel.cancelled()) return cancelled("cancelled before sampling");
   const bool media = has_decoders() && req.media.value_or(true);
   if (req.media.value_or(false) && !has_decoders())
     return invalid_argument("media requested but no decoders are loaded");
@@ -725,7 +739,7 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, text));
   RunOutputs result;
   result.prepare_seconds = seconds_since(t_prepare);
-  if (cancel.cancelled()) return cancelled("cancelled before sampling");
+  if (world == nullptr && cancel.cancelled()) return cancelled("cancelled before sampling");
 
   // ---- sampling ----
   progress.stage("sampling");
@@ -734,8 +748,13 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   const auto t_sample = Clock::now();
   auto t_mark = t_sample;
   H3Model& model = *model_;
-  DenoiseFn denoise = [&model, &cancel](const AvLatents& x, double sigma_v, double sigma_a, int) {
-    return model.forward(x, sigma_v, sigma_a, cancel.flag());
+  Backend& backend = *backend_;
+  DenoiseFn denoise = [&model, &cancel, &backend, world](const AvLatents& x, double sigma_v, double sigma_a,
+                                                         int) -> Result<AvLatents> {
+    if (world == nullptr) return model.forward(x, sigma_v, sigma_a, cancel.flag());
+    VORTEX_ASSIGN_OR_RETURN(const bool stop, agreed_cancel(*world, backend, cancel));
+    if (stop) return cancelled("cancelled between steps");
+    return model.forward(x, sigma_v, sigma_a, nullptr);
   };
   StepCallback on_step = [&](int, int total) {
     const auto now = Clock::now();
@@ -902,6 +921,7 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
                                                    ? J(synthetic_text_seed(prompt_hash(req.prompt)))
                                                    : J(nullptr)}};
   manifest["lora"] = lora_manifest_;
+  manifest["world"] = world_json(world);
   manifest["model_config"] = model_config_json(cfg);
   manifest["geometry"] = geometry_json(geo);
   manifest["schedule"] = {{"mode", av_schedule_mode_name(plan.schedule_mode)},

@@ -278,6 +278,11 @@ class Pipeline {
   double encode_seconds_ = 0.0;  // the last encode_ids call (0 for a cache hit)
 };
 
+// Rank 0's `cancel` broadcast to every rank of `comm` (a one-byte broadcast on `backend`'s device): true on
+// every rank when rank 0's token has fired. Pipeline::run calls it before every model evaluation of a run
+// with ranks, so all ranks stop at the same step.
+Result<bool> agreed_cancel(Communicator& comm, Backend& backend, const CancelToken& cancel);
+
 // The override rule for run-time switches, shared by generate, serve, bench and gate
 // (docs/architecture.md "Switches, policy and gates"): start from the backend's policy table, set the
 // loaded precision, then apply the caller's explicit switches in order; a switch nobody names keeps the

@@ -71,6 +71,13 @@ nlohmann::ordered_json build_info_json() {
   return {{"version", VORTEX_VERSION_STRING}, {"git_commit", VORTEX_GIT_COMMIT_STRING}};
 }
 
+nlohmann::ordered_json world_json(const Communicator* comm) {
+  using J = nlohmann::ordered_json;
+  return {{"world_size", comm != nullptr ? comm->size() : 1},
+          {"parallelism", comm != nullptr ? "ulysses" : "none"},
+          {"communicator", comm != nullptr ? J(std::string(comm->name())) : J(nullptr)}};
+}
+
 nlohmann::ordered_json model_config_json(const ModelConfig& c) {
   return {{"name", c.name},
           {"num_layers", c.num_layers},

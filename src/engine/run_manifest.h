@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/communicator.h"
 #include "model/packing.h"
 #include "vortex/config.h"
 #include "vortex/status.h"
@@ -24,6 +25,9 @@ std::string host_name();
 nlohmann::ordered_json build_info_json();
 nlohmann::ordered_json model_config_json(const ModelConfig& cfg);
 nlohmann::ordered_json geometry_json(const RequestGeometry& geo);
+// run.json "world": {"world_size": U, "parallelism": "ulysses" | "none", "communicator": "nccl" | "in-process"
+// | null}; `comm` is the model's communicator (nullptr: one device, no world; a world of 1 is still "ulysses").
+nlohmann::ordered_json world_json(const Communicator* comm);
 // Writes `j` pretty-printed (2 spaces) to `path`, flushed and closed; error names the file.
 Status write_json_file(const nlohmann::ordered_json& j, const std::string& path);
 

@@ -131,6 +131,7 @@ class H3Model {
   // same requests. forward() returns the same bytes on every rank, equal to one rank's.
   void set_communicator(Communicator* comm) { comm_ = comm; }
   bool sequence_parallel() const { return comm_ != nullptr; }
+  Communicator* communicator() const { return comm_; }
 
   // Once per request. `text` is host [L, text_dim] (Qwen3-VL layer-50 states, refined here) or
   // [L, hidden] (already refined), f32 or bf16. L must equal layout.geo.text_rows.

@@ -204,7 +204,10 @@ class NoteSink : public ProgressSink {
 struct Server::Impl {
   ServeOptions opt;
   std::unique_ptr<Pipeline> pipeline;  // owned and used by the worker thread only
-  ModelConfig cfg;                     // copies for the HTTP threads (immutable after load)
+  std::unique_ptr<Communicator> comm;  // rank 0's, with ServeOptions::join (worker thread only)
+  int world_size = 1;
+  std::string world_error;  // under mu: why the world failed ("" while it works)
+  ModelConfig cfg;          // copies for the HTTP threads (immutable after load)
   ExecOptions exec;
   bool decoders = false;  // the pipeline holds the VAE decoders (jobs get video.mp4 + audio.wav)
   fs::path jobs_dir;
@@ -332,7 +335,8 @@ struct Server::Impl {
     Job& j_;
   };
 
-  void run_job(const std::shared_ptr<Job>& job) {
+  // Runs `job`; its error when it failed (OK when it succeeded or was cancelled).
+  Status run_job(const std::shared_ptr<Job>& job) {
     const fs::path staging = job->dir / "output.partial";
     const fs::path out = job->dir / "output";
     std::error_code ec;
@@ -364,9 +368,70 @@ struct Server::Impl {
     } else {
       job->error_type = error_type_for(result.status().code());
       job->error_message = result.status().message();
+      if (comm) job->error_message += "; the world of " + std::to_string(world_size) + " ranks has stopped";
       finish(*job, JobState::kFailed);
+      running.reset();
+      return result.status();
     }
     running.reset();
+    return Status::Ok();
+  }
+
+  // A job failed while every rank ran it, or a broadcast failed: the ranks no longer agree on the
+  // collective sequence, so the world stops. Aborts the communicator (followers fail at their next
+  // collective instead of waiting), fails the queued jobs, refuses new ones (503) and tells the owner.
+  void world_failed(const Status& why) {
+    comm->abort(why.message());
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      world_error = why.message();
+      accepting = false;
+      while (!queue.empty()) {
+        std::shared_ptr<Job> j = jobs.at(queue.front());
+        queue.pop_front();
+        j->error_type = "unavailable";
+        j->error_message =
+            "not run: the world of " + std::to_string(world_size) + " ranks failed (" + world_error + ")";
+        finish(*j, JobState::kFailed);
+      }
+      log("world failed: " + world_error);
+    }
+    if (opt.on_world_failure) opt.on_world_failure(why);
+  }
+
+  // Rank 0's side of a job: the text rows resolved (a prompt encoded here), then the job broadcast. An
+  // error before the broadcast fails the job alone; a failed broadcast fails the world.
+  // Returns false when the job must not run.
+  bool broadcast_job(const std::shared_ptr<Job>& job) {
+    auto fail_job = [&](const Status& st) {
+      std::lock_guard<std::mutex> lock(mu);
+      job->error_type = error_type_for(st.code());
+      job->error_message = st.message();
+      finish(*job, JobState::kFailed);
+      running.reset();
+    };
+    JobProgress progress(*this, *job);
+    if (Status st = pipeline->encode_prompt(*job->plan, progress); !st.ok()) {
+      fail_job(st);
+      return false;
+    }
+    if (job->cancel.cancelled()) {  // not broadcast yet: the followers never see it
+      std::lock_guard<std::mutex> lock(mu);
+      finish(*job, JobState::kCancelled);
+      running.reset();
+      return false;
+    }
+    Result<std::string> bytes = encode_world_job(*job->plan);
+    if (!bytes.ok()) {
+      fail_job(bytes.status());
+      return false;
+    }
+    if (Status st = send_world_message(*comm, pipeline->backend(), WorldMessage::kJob, *bytes); !st.ok()) {
+      fail_job(Status(st.code(), st.message() + "; the world of " + std::to_string(world_size) + " ranks has stopped"));
+      world_failed(st);
+      return false;
+    }
+    return true;
   }
 
   std::promise<Status> loaded;  // the worker's load result, awaited by start()
@@ -381,12 +446,28 @@ struct Server::Impl {
      private:
       const Impl& s_;
     } load_log(*this);
-    Result<std::unique_ptr<Pipeline>> p = Pipeline::load(opt.pipeline, load_log);
+    Result<std::unique_ptr<Pipeline>> p = Pipeline::open(opt.pipeline);
     if (!p.ok()) {
       loaded.set_value(p.status());
       return;
     }
     pipeline = std::move(*p);
+    if (opt.join) {  // joined before the weights load, as generate's ranks do
+      load_log.stage("joining the world of ranks");
+      Result<std::unique_ptr<Communicator>> c = opt.join(pipeline->backend());
+      if (!c.ok()) {
+        loaded.set_value(c.status());
+        return;
+      }
+      comm = std::move(*c);
+      world_size = comm->size();
+    }
+    if (Status st = pipeline->load_weights(load_log); !st.ok()) {
+      if (comm) comm->abort("rank 0 could not load the weights: " + st.message());
+      loaded.set_value(st);
+      return;
+    }
+    if (comm) pipeline->model().set_communicator(comm.get());
     cfg = pipeline->config();
     decoders = pipeline->has_decoders();
     exec = pipeline->exec_options();
@@ -402,8 +483,24 @@ struct Server::Impl {
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mu);
-        work.wait(lock, [&] { return stop_worker || !queue.empty(); });
-        if (queue.empty()) return;  // stop_worker and nothing left
+        const auto ready = [&] { return stop_worker || !queue.empty(); };
+        if (!comm) {
+          work.wait(lock, ready);
+        } else if (!work.wait_for(lock, opt.heartbeat, ready)) {
+          lock.unlock();
+          if (Status st = send_world_message(*comm, pipeline->backend(), WorldMessage::kIdle, ""); !st.ok()) {
+            return world_failed(st);
+          }
+          continue;
+        }
+        if (queue.empty()) {  // stop_worker and nothing left
+          lock.unlock();
+          if (comm) {
+            Status st = send_world_message(*comm, pipeline->backend(), WorldMessage::kStop, "");
+            if (!st.ok()) world_failed(st);
+          }
+          return;
+        }
         job = jobs.at(queue.front());
         queue.pop_front();
         job->state = JobState::kRunning;
@@ -415,8 +512,18 @@ struct Server::Impl {
         persist(*job);
         touch(*job);
       }
-      run_job(job);
+      if (comm && !broadcast_job(job)) {
+        if (!world_status().ok()) return;
+        continue;
+      }
+      const Status failed = run_job(job);
+      if (comm && !failed.ok()) return world_failed(failed.with_context("job " + job->id));
     }
+  }
+
+  Status world_status() {
+    std::lock_guard<std::mutex> lock(mu);
+    return world_error.empty() ? Status::Ok() : internal_error("the world of ranks failed: " + world_error);
   }
 
   // ---- HTTP ----
@@ -483,7 +590,11 @@ struct Server::Impl {
       std::lock_guard<std::mutex> lock(mu);
       if (!accepting) {
         res.set_header("Retry-After", "30");
-        return set_error(res, 503, "", "the server is shutting down", "unavailable");
+        return set_error(res, 503, "",
+                         world_error.empty()
+                             ? "the server is shutting down"
+                             : "the world of ranks failed (" + world_error + "); the server is stopping",
+                         "unavailable");
       }
     }
     // The job directory exists before validation only when an upload has to be read from it.
@@ -527,6 +638,12 @@ struct Server::Impl {
       const bool memory = plan.status().message().rfind("not enough memory", 0) == 0;
       return reject(400, field, plan.status(), memory ? "insufficient_memory" : "invalid_request");
     }
+    // A world larger than the request's packed rows cannot split it (one row per rank at least).
+    if (world_size > 1) {
+      if (Status sp = check_sequence_parallel(cfg, world_size, plan->geo.total_rows()); !sp.ok()) {
+        return reject(400, "width", sp, "invalid_request");
+      }
+    }
     // Decodable frames: check_decodable reads only the decoders' config, fixed since load.
     if (Status dec = pipeline->check_decodable(*plan, FieldStyle::kJson); !dec.ok()) {
       return reject(400, "frames", dec, "invalid_request");
@@ -566,7 +683,11 @@ struct Server::Impl {
       std::lock_guard<std::mutex> lock(mu);
       if (!accepting) {
         res.set_header("Retry-After", "30");
-        return set_error(res, 503, "", "the server is shutting down", "unavailable");
+        return set_error(res, 503, "",
+                         world_error.empty()
+                             ? "the server is shutting down"
+                             : "the world of ranks failed (" + world_error + "); the server is stopping",
+                         "unavailable");
       }
       if (static_cast<int>(queue.size()) >= opt.queue_limit) {
         ++rejected["queue_full"];
@@ -724,15 +845,19 @@ struct Server::Impl {
 
   void handle_health(const httplib::Request&, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(mu);
-    json h = {{"status", stopping ? "stopping" : "ok"},
+    json h = {{"status", !world_error.empty() ? "failed"
+                         : stopping           ? "stopping"
+                                              : "ok"},
               {"model", cfg.name},
               {"backend", opt.pipeline.backend},
               {"precision", precision_name(exec.precision)},
               {"attention", attention_name(exec.attention)},
               {"queue_length", queue.size()},
               {"running", running ? json(running->id) : json(nullptr)},
-              {"content_kind", decoders ? "video" : "latents"}};
-    res.status = stopping ? 503 : 200;
+              {"content_kind", decoders ? "video" : "latents"},
+              {"world_size", world_size},
+              {"world_error", world_error.empty() ? json(nullptr) : json(world_error)}};
+    res.status = stopping || !world_error.empty() ? 503 : 200;
     res.set_content(h.dump(), "application/json");
   }
 
@@ -873,6 +998,7 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() { shutdown(RunningJob::kCancel); }
 int Server::port() const { return impl_->bound_port; }
 void Server::shutdown(RunningJob running) { impl_->shutdown(running); }
+Status Server::world_status() const { return impl_->world_status(); }
 
 Result<std::unique_ptr<Server>> Server::start(const ServeOptions& options) {
   if (options.data_dir.empty()) return invalid_argument("--data is required: the directory job outputs go to");
@@ -882,6 +1008,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServeOptions& options) {
     return invalid_argument("--keep-jobs must be >= 1, got " + std::to_string(options.keep_jobs));
   if (options.port < 0 || options.port > 65535) return invalid_argument("--port must be in [0, 65535]");
   VORTEX_RETURN_IF_ERROR(validate_pipeline_options(options.pipeline));
+  if (options.join) VORTEX_RETURN_IF_ERROR(check_world_serve_options(options.pipeline));
   auto impl = std::make_unique<Impl>();
   impl->opt = options;
   std::error_code ec;

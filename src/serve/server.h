@@ -2,12 +2,15 @@
 // HTTP threads (cpp-httplib's pool) only validate, enqueue and read job state; one worker thread owns the
 // pipeline and runs the jobs one at a time, so GPU work is serialized. Each job lives in memory and in
 // <data>/jobs/<id>/ (job.json, output/ published by one rename, an uploaded text_embeddings file); ids are
-// generated here and only ever looked up, never used as paths from the client. Retention keeps the last
+// generated here and only ever looked up, never used as paths from the client. With ServeOptions::join the
+// worker is rank 0 of a world of ranks (world.h): it broadcasts each job before running it, heartbeats
+// while idle and stops the followers at shutdown. Retention keeps the last
 // `keep_jobs` finished jobs and deletes only their own directories.
 // Tested in process on 127.0.0.1 in tests/serve/server_test.cpp (every route and error, the curl examples
 // of docs/serve.md) and tests/serve/soak_test.cpp; as a process with SIGTERM in tests/cli/cli_serve_test.cpp.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,6 +19,7 @@
 
 #include "engine/pipeline.h"
 #include "serve/request.h"
+#include "serve/world.h"
 #include "vortex/status.h"
 
 namespace vortex::serve {
@@ -37,6 +41,16 @@ struct ServeOptions {
   // One line per event ("loaded ...", "job <id> <terminal state>[: reason]"); called with the job table
   // locked, so it must not call back into the server. May be empty.
   std::function<void(const std::string&)> log;
+  // Several ranks as one pipeline (world.h, docs/multi_gpu.md): makes rank 0's communicator once the
+  // backend is open, before the weights load; the other ranks run run_serve_follower. Empty: one device.
+  WorldJoin join;
+  // While idle, rank 0 broadcasts a heartbeat this often (keep it well below the communicator timeout, so
+  // a waiting follower never times out and a dead one is noticed without a job).
+  std::chrono::milliseconds heartbeat{std::chrono::seconds(10)};
+  // Called once, from the worker thread with no lock held, when the world fails (a rank failed or died, a
+  // collective timed out): the running job has failed with the reason, the queued ones too, and the
+  // server takes no more jobs (503); its owner should shut it down and exit non-zero. May be empty.
+  std::function<void(const Status&)> on_world_failure;
 };
 
 // How a shutdown treats the running job (queued ones are always cancelled).
@@ -52,6 +66,8 @@ class Server {
   // Stops accepting (new submissions get 503, SSE streams end), stops the listener, cancels queued
   // jobs, finishes or cancels the running one and joins every thread. Idempotent.
   void shutdown(RunningJob running);
+  // OK unless the world of ranks (ServeOptions::join) has failed; then why.
+  Status world_status() const;
 
   struct Impl;
 

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -138,6 +139,36 @@ TEST(CliServe, ArgumentErrors) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   r = vortex_cli_test::run_vortex("serve --synthetic --config h3-huge --data " + dir.str("d"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+// Several GPUs: what the multi-rank server cannot do is refused before any rank starts or any weight loads.
+TEST(CliServe, GpusArgumentErrors) {
+  ScratchDir dir;
+  const std::string base = "serve --synthetic --port 0 --data " + dir.str("d");
+  auto r = vortex_cli_test::run_vortex(base + " --gpus 2");  // --backend cpu (the default)
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--gpus needs --backend cuda"), std::string::npos) << r.output;
+  r = vortex_cli_test::run_vortex(base + " --backend cuda --gpus 0");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--gpus must be an integer between 1 and 64"), std::string::npos) << r.output;
+  r = vortex_cli_test::run_vortex(base + " --backend cuda --gpus 2 --lora-dir " + dir.str("adapters"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--lora-dir (per-request LoRA adapters) is not supported"), std::string::npos) << r.output;
+  r = vortex_cli_test::run_vortex(base + " --backend cuda --gpus 2 --comm-timeout -1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--comm-timeout expects seconds"), std::string::npos) << r.output;
+  // One rank of a world (the launcher's or torchrun's environment) on the CPU backend.
+  ::setenv("VORTEX_RANK", "1", 1);
+  ::setenv("VORTEX_WORLD_SIZE", "2", 1);
+  ::setenv("VORTEX_RENDEZVOUS", dir.str("rdv").c_str(), 1);
+  r = vortex_cli_test::run_vortex(base);
+  ::unsetenv("VORTEX_RANK");
+  ::unsetenv("VORTEX_WORLD_SIZE");
+  ::unsetenv("VORTEX_RENDEZVOUS");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("a rank environment (VORTEX_RANK / RANK) needs --backend cuda"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "d" / "jobs")) << "nothing was served";
 }
 
 }  // namespace

@@ -186,6 +186,10 @@ std::string check_outputs(const fs::path& out, int steps, const std::vector<int6
   EXPECT_EQ(run["request"]["backend"].get<std::string>(), "cpu");
   EXPECT_EQ(run["model_config"]["name"].get<std::string>(), "h3-tiny");
   EXPECT_EQ(run["time_utc"].get<std::string>().size(), 20u);
+  // One device, no world of ranks (docs/outputs.md "world").
+  EXPECT_EQ(run["world"]["world_size"].get<int>(), 1);
+  EXPECT_EQ(run["world"]["parallelism"].get<std::string>(), "none");
+  EXPECT_TRUE(run["world"]["communicator"].is_null());
 
   std::string latent_bytes;
   const std::pair<const char*, std::vector<int64_t>> tensors[] = {{"video_latents", video_shape},

@@ -1,7 +1,8 @@
 // launch_ranks with /bin/sh children: every rank gets its VORTEX_RANK / VORTEX_WORLD_SIZE /
 // VORTEX_RENDEZVOUS / CUDA_VISIBLE_DEVICES; a rank that exits non-zero, dies by a signal or hangs fails
 // the world with a message naming it and the other ranks are stopped (no orphan keeps running); the
-// rank environment parser refuses inconsistent settings.
+// rank environment parser refuses inconsistent settings; with forward_signals_to_rank0 SIGTERM and SIGINT reach
+// rank 0 alone.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -102,6 +103,29 @@ TEST(Launcher, RankEnvironmentIsCheckedWhole) {
   EXPECT_EQ((*ok)->world, 2);
   EXPECT_EQ((*ok)->local_rank, 1);
   ::unsetenv("RANK"), ::unsetenv("WORLD_SIZE"), ::unsetenv("VORTEX_RENDEZVOUS"), ::unsetenv("LOCAL_RANK");
+}
+
+// `vortex serve --gpus N`: SIGTERM or SIGINT sent to the launcher reaches rank 0 alone (which then stops the
+// others through its own stop message, here a file), and the launcher itself survives it and exits 0.
+TEST(Launcher, ForwardsSigtermAndSigintToRankZeroOnly) {
+  for (const char* sig : {"TERM", "INT"}) {
+    const fs::path dir = fresh_dir();
+    const std::string d = dir.string();
+    LaunchOptions o =
+        sh(std::string("if [ \"$VORTEX_RANK\" = 0 ]; then trap 'echo got > ") + d + "/rank0; exit 0' " + sig +
+               "; while :; do sleep 0.02; done; fi; " + "if [ \"$VORTEX_RANK\" = 1 ]; then sleep 0.3; kill -" + sig +
+               " $PPID; fi; " + "i=0; while [ ! -f " + d +
+               "/rank0 ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done; " + "[ -f " + d +
+               "/rank0 ] && echo stopped > " + d + "/rank$VORTEX_RANK",
+           3);
+    o.forward_signals_to_rank0 = true;
+    o.deadline = std::chrono::seconds(20);
+    auto r = launch_ranks(o);
+    ASSERT_TRUE(r.ok()) << sig << ": " << r.status().to_string();
+    EXPECT_EQ(r->exit_code, 0) << sig;
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(fs::exists(dir / ("rank" + std::to_string(i)))) << sig << " rank " << i;
+    fs::remove_all(dir);
+  }
 }
 
 }  // namespace

@@ -22,3 +22,11 @@ if(TARGET vortex_cuda)
                              VORTEX_LORA_FIXTURES="${CMAKE_SOURCE_DIR}/tests/lora/fixtures"
                              VORTEX_PARITY_FIXTURES="${CMAKE_SOURCE_DIR}/tests/parity/fixtures")
 endif()
+# `vortex serve` over a world of ranks: threads as ranks (InProcessWorld) on the CPU backend, rank 0 a real
+# server on 127.0.0.1; U = 2, 4 latents == one rank's, a failing follower, cancel, heartbeats, shutdown.
+vortex_test(NAME serve_world_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/serve_world_test.cpp LIBS vortex_serve)
+if(TARGET vortex_cuda)
+  vortex_test(NAME serve_world_cuda_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/serve_world_test.cpp
+              LIBS vortex_serve GPU)
+  target_compile_definitions(serve_world_cuda_test PRIVATE VORTEX_SERVE_WORLD_CUDA=1)
+endif()

@@ -1,0 +1,230 @@
+// The rank-0 -> followers protocol of multi-GPU `vortex serve` and the follower loop (see world.h).
+#include "serve/world.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include <nlohmann/json.hpp>
+
+namespace vortex::serve {
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+// Broadcasts `bytes` (host, `n` of them) from rank 0 through a tensor on the backend's device; on the
+// other ranks `bytes` receives rank 0's.
+Status broadcast_bytes(Communicator& comm, Backend& backend, char* bytes, size_t n, const char* what) {
+  if (n == 0) return Status::Ok();
+  Tensor host = Tensor::empty({static_cast<int64_t>(n)}, DType::kU8);  // [n] u8
+  std::memcpy(host.raw_data(), bytes, n);
+  VORTEX_ASSIGN_OR_RETURN(Tensor on_device, backend.upload(host));
+  VORTEX_RETURN_IF_ERROR(backend.synchronize());
+  VORTEX_RETURN_IF_ERROR(comm.broadcast(on_device, 0).with_context(what));
+  VORTEX_RETURN_IF_ERROR(backend.download(on_device, host));
+  std::memcpy(bytes, host.raw_data(), n);
+  return Status::Ok();
+}
+
+const char* message_name(WorldMessage kind) {
+  switch (kind) {
+    case WorldMessage::kIdle:
+      return "heartbeat";
+    case WorldMessage::kJob:
+      return "job";
+    case WorldMessage::kStop:
+      return "stop";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+Status send_world_message(Communicator& comm, Backend& backend, WorldMessage kind, const std::string& payload) {
+  uint64_t header[2] = {static_cast<uint64_t>(kind), payload.size()};
+  const std::string what = std::string("serve: broadcasting the ") + message_name(kind);
+  VORTEX_RETURN_IF_ERROR(broadcast_bytes(comm, backend, reinterpret_cast<char*>(header), sizeof(header), what.c_str()));
+  std::string copy = payload;
+  return broadcast_bytes(comm, backend, copy.data(), copy.size(), what.c_str());
+}
+
+Result<ReceivedWorldMessage> receive_world_message(Communicator& comm, Backend& backend) {
+  uint64_t header[2] = {0, 0};
+  VORTEX_RETURN_IF_ERROR(broadcast_bytes(comm, backend, reinterpret_cast<char*>(header), sizeof(header),
+                                         "serve: waiting for rank 0's next message"));
+  if (header[0] < 1 || header[0] > 3 || header[1] > (uint64_t{1} << 34)) {
+    return internal_error("serve: rank 0 sent a malformed message header (kind " + std::to_string(header[0]) + ", " +
+                          std::to_string(header[1]) + " bytes)");
+  }
+  ReceivedWorldMessage m;
+  m.kind = static_cast<WorldMessage>(header[0]);
+  m.payload.resize(header[1]);
+  VORTEX_RETURN_IF_ERROR(
+      broadcast_bytes(comm, backend, m.payload.data(), m.payload.size(), "serve: receiving rank 0's job"));
+  return m;
+}
+
+Result<std::string> encode_world_job(const RunPlan& plan) {
+  const RunRequest& r = plan.request;
+  if (!r.loras.empty()) return invalid_argument("per-request LoRA adapters are not served over several GPUs");
+  if (!plan.text.defined()) return internal_error("encode_world_job: the plan's text rows are not resolved yet");
+  const Tensor& t = plan.text;  // host [L, text_dim] or [L, hidden], f32 or bf16
+  json j = {{"width", r.width},
+            {"height", r.height},
+            {"frames", r.frames},
+            {"seconds", r.seconds},
+            {"steps", r.steps},
+            {"schedule", r.schedule},
+            {"sampler", r.sampler},
+            {"seed", r.seed},
+            {"attention", r.attention},
+            {"precision", r.precision},
+            {"video_shift", r.video_shift},
+            {"audio_shift", r.audio_shift},
+            {"text_dtype", dtype_name(t.dtype())},
+            {"text_shape", t.shape()},
+            {"total_rows", plan.geo.total_rows()}};
+  const std::string head = j.dump();
+  std::string out;
+  const uint64_t head_bytes = head.size();
+  out.append(reinterpret_cast<const char*>(&head_bytes), sizeof(head_bytes));
+  out += head;
+  out.append(static_cast<const char*>(t.raw_data()), t.nbytes());
+  return out;
+}
+
+Result<RunPlan> decode_world_job(const std::string& payload, const ModelConfig& cfg, const PipelineOptions& options) {
+  uint64_t head_bytes = 0;
+  if (payload.size() < sizeof(head_bytes)) return internal_error("serve: rank 0's job message is truncated");
+  std::memcpy(&head_bytes, payload.data(), sizeof(head_bytes));
+  if (head_bytes > payload.size() - sizeof(head_bytes))
+    return internal_error("serve: rank 0's job header is truncated");
+  const json j = json::parse(payload.substr(sizeof(head_bytes), head_bytes), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return internal_error("serve: rank 0's job header is not JSON");
+  try {
+    VORTEX_ASSIGN_OR_RETURN(const DType dtype, dtype_from_name(j.at("text_dtype").get<std::string>()));
+    const Shape shape = j.at("text_shape").get<Shape>();
+    if (shape.size() != 2) return internal_error("serve: rank 0's text rows are not 2-D");
+    Tensor text = Tensor::empty(shape, dtype);  // host [L, text_dim] or [L, hidden]
+    if (text.nbytes() != payload.size() - sizeof(head_bytes) - head_bytes)
+      return internal_error("serve: rank 0's text rows have the wrong byte size");
+    std::memcpy(text.raw_data(), payload.data() + sizeof(head_bytes) + head_bytes, text.nbytes());
+
+    RunRequest r;
+    r.width = j.at("width").get<int>();
+    r.height = j.at("height").get<int>();
+    r.frames = j.at("frames").get<int>();
+    r.seconds = j.at("seconds").get<double>();
+    r.steps = j.at("steps").get<int>();
+    r.schedule = j.at("schedule").get<std::string>();
+    r.sampler = j.at("sampler").get<std::string>();
+    r.seed = j.at("seed").get<uint64_t>();
+    r.attention = j.at("attention").get<std::string>();
+    r.precision = j.at("precision").get<std::string>();
+    r.video_shift = j.at("video_shift").get<double>();
+    r.audio_shift = j.at("audio_shift").get<double>();
+    r.media = false;  // rank 0 decodes
+    // The geometry depends on the text row count alone: plan as for L synthetic rows, then condition on
+    // rank 0's rows.
+    r.synthetic_text_rows = static_cast<int>(shape[0]);
+    ProgressSink quiet;
+    std::string field;
+    VORTEX_ASSIGN_OR_RETURN(RunPlan plan,
+                            plan_run(cfg, options, r, quiet, /*weights_resident=*/true, FieldStyle::kJson, &field));
+    plan.text = std::move(text);
+    plan.text_source = "rank 0";  // neither a file nor a prompt here; this rank's run.json is not published
+    const int64_t rows = j.at("total_rows").get<int64_t>();
+    if (plan.geo.total_rows() != rows) {
+      return internal_error("serve: this rank planned " + std::to_string(plan.geo.total_rows()) +
+                            " packed rows for rank 0's job of " + std::to_string(rows));
+    }
+    return plan;
+  } catch (const nlohmann::json::exception& e) {
+    return internal_error(std::string("serve: rank 0's job header: ") + e.what());
+  }
+}
+
+PipelineOptions follower_pipeline_options(PipelineOptions o) {
+  o.vae_dir.clear();
+  o.audio_vae_dir.clear();
+  o.synthetic_vae.clear();
+  o.text_encoder_dir.clear();
+  o.tokenizer_path.clear();
+  return o;
+}
+
+Status check_world_serve_options(const PipelineOptions& options) {
+  if (!options.lora_dir.empty()) {
+    return unsupported(
+        "--lora-dir (per-request LoRA adapters) is not supported when serving over several GPUs (the "
+        "adapters are not broadcast to the other ranks); serve adapters on one GPU, without --gpus");
+  }
+  return Status::Ok();
+}
+
+Status run_serve_follower(const FollowerOptions& fo) {
+  auto log = [&](const std::string& line) {
+    if (fo.log) fo.log(line);
+  };
+  const PipelineOptions options = follower_pipeline_options(fo.pipeline);
+  VORTEX_RETURN_IF_ERROR(check_world_serve_options(options));
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> pipeline, Pipeline::open(options));
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, fo.join(pipeline->backend()));
+  const std::string me = "rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->size());
+  ProgressSink quiet;
+  if (Status s = pipeline->load_weights(quiet); !s.ok()) {
+    comm->abort(me + " could not load the weights: " + s.message());
+    return s;
+  }
+  pipeline->model().set_communicator(comm.get());
+  log(me + ": loaded, following rank 0");
+
+  // A private folder for the outputs every rank writes (only rank 0's are published).
+  std::string tmpl = (fs::temp_directory_path() / "vortex-serve-follower-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    const Status s = io_error("cannot create a temporary folder under " + fs::temp_directory_path().string());
+    comm->abort(me + ": " + s.message());
+    return s;
+  }
+  const fs::path scratch(tmpl);
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{scratch};
+
+  const CancelToken never;  // rank 0's token is the one that counts (agreed_cancel)
+  for (uint64_t jobs = 0;;) {
+    Result<ReceivedWorldMessage> m = receive_world_message(*comm, pipeline->backend());
+    if (!m.ok()) {
+      comm->abort(me + ": " + m.status().message());
+      return m.status().with_context(me);
+    }
+    if (m->kind == WorldMessage::kIdle) continue;
+    if (m->kind == WorldMessage::kStop) {
+      log(me + ": stop after " + std::to_string(jobs) + " jobs");
+      return Status::Ok();
+    }
+    ++jobs;
+    Result<RunPlan> plan = decode_world_job(m->payload, pipeline->config(), options);
+    const fs::path dir = scratch / ("job" + std::to_string(jobs));
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    Result<RunOutputs> ran = !plan.ok() ? Result<RunOutputs>(plan.status())
+                             : ec ? Result<RunOutputs>(io_error("cannot create " + dir.string() + ": " + ec.message()))
+                                  : pipeline->run(*plan, quiet, never, dir.string());
+    fs::remove_all(dir, ec);
+    if (!ran.ok() && ran.status().code() != ErrorCode::kCancelled) {
+      comm->abort(me + " failed the job: " + ran.status().message());
+      return ran.status().with_context(me);
+    }
+  }
+}
+
+}  // namespace vortex::serve
