@@ -84,7 +84,8 @@ class ResultsTable(unittest.TestCase):
             self.assertNotIn("9.000", text)
 
     def test_readme_modes_table_from_block_and_deviation_rows(self):
-        cfg = results_md.MODES[4][1]  # --precision fp8; a switch named at its off value is the same mode
+        # --precision fp8; a switch named at its off value is the same mode
+        cfg = next(config for name, config, _ in results_md.MODES if name == "`--precision fp8`")
         block = {"schema": "vortex-evidence-1", "time_utc": "2026-01-01T00:00:00Z", "workload": results_md.BLOCK_WORKLOAD,
                  "impl": "vortex cuda", "config": cfg + ",fp8_gate_epilogue=0", "ms_p10": 10.0, "ms_p50": 11.25, "ms_p90": 12.0,
                  "_where": ("benchmarks/x.jsonl", 1)}
