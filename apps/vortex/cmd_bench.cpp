@@ -1,12 +1,20 @@
 // `vortex bench block|step|run|ab`: loads a workload (default: synthetic h3 on cuda, canonical request)
 // and writes evidence rows to benchmarks/<date>-<gpu>-bench-<what>.jsonl plus a short table.
+// `--gpus N` (block, step, run) starts N rank processes like `vortex generate --gpus N`; each joins the NCCL
+// world before the weights load and runs the same timed loop on its rows; rank 0 writes the one row.
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "commands.h"
 #include "engine/bench.h"
+#include "engine/generate.h"
+#include "engine/pipeline.h"
 #include "engine/workload.h"
+#include "model/packing.h"
+#include "rank_options.h"
 
 namespace vortex::cli {
 
@@ -16,11 +24,78 @@ struct BenchArgs {
   WorkloadSpec spec;
   BenchOptions opts;
   std::string evidence_dir = "benchmarks";
+  std::string gpus;          // --gpus N: one rank process per GPU
+  std::string comm_timeout;  // --comm-timeout S
 };
 
+int bench_fail(int code, const std::string& message) {
+  std::fprintf(stderr, "vortex bench: error: %s\n", message.c_str());
+  return code;
+}
+
+// A world of `world` ranks needs at least one packed row per rank: checked before any rank starts or any
+// weight loads (the config comes from its name or the checkpoint's header).
+Status check_world_fits(const WorkloadSpec& spec, int world) {
+  PipelineOptions options;
+  options.config_name = spec.config;
+  options.checkpoint_path = spec.checkpoint;
+  options.synthetic_weights = spec.checkpoint.empty();
+  VORTEX_ASSIGN_OR_RETURN(ModelConfig cfg, resolve_model_config(options));
+  VORTEX_ASSIGN_OR_RETURN(RequestGeometry geo,
+                          make_geometry(cfg, spec.width, spec.height, spec.frames, spec.text_rows));
+  return check_sequence_parallel(cfg, world, geo.total_rows());
+}
+
 int run_bench(const std::string& what, BenchArgs& args) {
-  auto log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
-  auto w = load_workload(args.spec, log);
+  // ---- multi-GPU: the launcher (--gpus N) or one rank of a world (VORTEX_RANK / RANK in the environment) ----
+  Result<std::optional<RankEnv>> rank_env = rank_env_from_environment();
+  if (!rank_env.ok()) return bench_fail(2, rank_env.status().message());
+  CommOptions comm;
+  std::string error;
+  if (!args.comm_timeout.empty() && !parse_comm_timeout(args.comm_timeout, comm, error)) return bench_fail(2, error);
+  const bool ranked = !args.gpus.empty() || rank_env->has_value();
+  if (ranked && what == "ab")
+    return bench_fail(2,
+                      "bench ab does not run with ranks (--gpus, a rank environment): it alternates switches "
+                      "inside one process; run it on one device");
+  if (ranked && args.spec.backend != "cuda")
+    return bench_fail(2,
+                      "--gpus and rank environments need --backend cuda (one rank process per GPU, over NCCL); "
+                      "got --backend " +
+                          args.spec.backend);
+  if (!args.gpus.empty() && !rank_env->has_value()) {
+    char* end = nullptr;
+    const long n = std::strtol(args.gpus.c_str(), &end, 10);
+    if (end == args.gpus.c_str() || *end != '\0' || n < 1 || n > 64)
+      return bench_fail(2, "--gpus must be an integer between 1 and 64, got '" + args.gpus + "'");
+    if (Status st = check_world_fits(args.spec, static_cast<int>(n)); !st.ok())
+      return bench_fail(exit_code_for(st), st.to_string());
+    std::fprintf(stderr, "vortex bench %s: starting %ld rank processes, one per GPU\n", what.c_str(), n);
+    LaunchOptions lo;
+    lo.argv = rank_command_line();
+    lo.world = static_cast<int>(n);
+    Result<LaunchResult> launched = launch_ranks(lo);
+    if (!launched.ok()) return bench_fail(exit_code_for(launched.status()), launched.status().message());
+    return launched->exit_code;
+  }
+  JoinWorldFn join;
+  bool rank0 = true;
+  if (rank_env->has_value()) {
+    const RankEnv e = **rank_env;
+    if (std::string e2 = select_local_rank_device(e); !e2.empty()) return bench_fail(2, e2);
+    if (Status st = check_world_fits(args.spec, e.world); !st.ok())
+      return bench_fail(exit_code_for(st), st.to_string());
+    rank0 = e.rank == 0;
+    join = [e, comm](Backend& backend, std::unique_ptr<Communicator>& own) -> Result<Communicator*> {
+      VORTEX_ASSIGN_OR_RETURN(own, join_world(e, comm, backend));
+      return own.get();
+    };
+  }
+  // Ranks other than 0 run silently; rank 0 reports.
+  auto log = [rank0](const std::string& m) {
+    if (rank0) std::fprintf(stderr, "%s\n", m.c_str());
+  };
+  auto w = load_workload(args.spec, log, join);
   if (!w.ok()) {
     std::fprintf(stderr, "vortex bench: error: %s\n", w.status().to_string().c_str());
     return exit_code_for(w.status());
@@ -36,6 +111,7 @@ int run_bench(const std::string& what, BenchArgs& args) {
     std::fprintf(stderr, "vortex bench %s: error: %s\n", what.c_str(), rows.status().to_string().c_str());
     return exit_code_for(rows.status());
   }
+  if (!rank0) return 0;  // rank 0 gathered this rank's timings into its row
   std::string path = evidence_path(args.evidence_dir, env, "bench-" + what);
   Status st = append_jsonl(path, *rows);
   if (!st.ok()) {
@@ -83,6 +159,17 @@ void register_bench(CLI::App& app, CommandContext& ctx) {
         ->capture_default_str();
     if (std::string(what) == "block" || std::string(what) == "ab")
       sub->add_option("--block", args.opts.block)->capture_default_str();
+    sub->add_option("--gpus", args.gpus,
+                    std::string(what) == "ab"
+                        ? "not with ab (refused: A/B pairs alternate inside one process)"
+                        : "N GPUs: one rank process per GPU (Ulysses over NCCL, --backend cuda); every rank times the "
+                          "same iterations, rank 0 writes one row with world=N, the slowest rank per component, every "
+                          "rank's p50 and the all-to-all bytes and bandwidth (docs/multi_gpu.md)")
+        ->type_name("N");
+    if (std::string(what) != "ab")
+      sub->add_option("--comm-timeout", args.comm_timeout,
+                      "Seconds one collective may wait for the other ranks before the run fails (default 300)")
+          ->type_name("S");
     if (std::string(what) == "ab") {
       sub->add_option("--a", args.opts.a, "baseline switches, e.g. eager")->required();
       sub->add_option("--b", args.opts.b, "candidate switches, e.g. fused")->required();

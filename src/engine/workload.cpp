@@ -113,7 +113,7 @@ class LogProgress : public ProgressSink {
 
 }  // namespace
 
-Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
+Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log, const JoinWorldFn& join) {
   Workload w;
   PipelineOptions options;
   options.config_name = spec.config;
@@ -136,9 +136,16 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
   // Bad switches fail before the weights load (open resolves them over the backend's policy).
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> opened, Pipeline::open(options));
   std::shared_ptr<Pipeline> pipeline = std::move(opened);
+  w.cfg = pipeline->config();
+  // The request and the world are checked before the weights load: both are cheap, the weights are not.
+  VORTEX_ASSIGN_OR_RETURN(RequestGeometry geo,
+                          make_geometry(w.cfg, spec.width, spec.height, spec.frames, spec.text_rows));
+  if (join) {
+    VORTEX_ASSIGN_OR_RETURN(w.comm, join(pipeline->backend(), w.owned_comm));
+    VORTEX_RETURN_IF_ERROR(check_sequence_parallel(w.cfg, w.comm->size(), geo.total_rows()));
+  }
   LogProgress progress(log);
   VORTEX_RETURN_IF_ERROR(pipeline->load_weights(progress));
-  w.cfg = pipeline->config();
   w.pipeline = pipeline;
   w.backend = &pipeline->backend();
   w.model = &pipeline->model();
@@ -147,13 +154,13 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log) {
         std::string(w.backend->name()) + ")");
   }
 
-  VORTEX_ASSIGN_OR_RETURN(RequestGeometry geo,
-                          make_geometry(w.cfg, spec.width, spec.height, spec.frames, spec.text_rows));
   VORTEX_ASSIGN_OR_RETURN(w.layout, pack_request(w.cfg, geo));
   if (log)
     log("request: " + std::to_string(geo.width) + "x" + std::to_string(geo.height) + ", " + std::to_string(geo.frames) +
         " frames -> " + std::to_string(geo.total_rows()) + " rows (text " + std::to_string(geo.text_rows) + ", audio " +
         std::to_string(geo.audio_rows) + ", video " + std::to_string(geo.video_rows) + ")");
+  // Sequence parallel: prepare() builds the rank's UlyssesPlan (rows, heads, exchange buffers).
+  w.model->set_communicator(w.comm);
 
   // Synthetic refined text [L, D] (the seeds benchmark with refined synthetic tokens): N(0, 1), noise
   // stream 1 of the noise seed so it never overlaps the latent noise.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "dist/communicator.h"
 #include "model/backend.h"
 #include "model/h3_model.h"
 #include "model/packing.h"
@@ -37,6 +38,10 @@ class Pipeline;
 struct Workload {
   ModelConfig cfg;
   std::shared_ptr<Pipeline> pipeline;  // owns the backend and the model (engine/pipeline.h)
+  // This rank's communicator when the workload runs sequence parallel (declared after the pipeline so it
+  // goes first: an NCCL communicator uses the backend's stream). Empty when the caller owns it.
+  std::unique_ptr<Communicator> owned_comm;
+  Communicator* comm = nullptr;  // nullptr: one device, no world
   Backend* backend = nullptr;
   H3Model* model = nullptr;
   PackedLayout layout;
@@ -50,7 +55,12 @@ SamplerSpec workload_sampler(const Workload& w, int steps);
 // Step-1 sigmas of a `steps`-step schedule (at least 2 steps): two distinct timesteps, as in every step
 // after the first — the conditioning used for block benchmarks and gates.
 Result<std::pair<double, double>> second_step_sigmas(const Workload& w, int steps);
-Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log);
+// Joins a world on the opened backend, before any weights load (`vortex bench --gpus N` ranks: join_world;
+// tests: an InProcessWorld rank). Returns the communicator and, when the workload should own it, sets `own`.
+using JoinWorldFn = std::function<Result<Communicator*>(Backend& backend, std::unique_ptr<Communicator>& own)>;
+// With `join`: the model runs Ulysses sequence parallelism over the returned communicator (docs/multi_gpu.md);
+// a world with more ranks than the request's packed rows is refused before the weights load.
+Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log, const JoinWorldFn& join = {});
 
 // Parses "name=value" switch settings into ExecOptions: fused_norm_modulate=0|1, fused_gate_add=0|1,
 // fused_nvfp4_producers=0|1 (precision nvfp4 only), fp8_gate_epilogue=0|1 (precision fp8 only, E2),

@@ -103,5 +103,42 @@ TEST(CliBench, UnknownSwitchAndBadBlockAreClearErrors) {
   EXPECT_TRUE(read_jsonl(dir.path(), ".jsonl").empty());
 }
 
+// --gpus and rank environments: refused with exit 2 before any rank starts or any weight loads.
+TEST(CliBench, GpusArgumentErrors) {
+  ScratchDir dir;
+  const std::string ev = " --evidence-dir '" + dir.path().string() + "'";
+  RunResult r = run_vortex(std::string("bench block") + kTiny + " --gpus 2" + ev);  // --backend cpu
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--gpus and rank environments need --backend cuda"), std::string::npos) << r.output;
+  const std::string tiny_cuda = " --config h3-tiny --backend cuda --width 256 --height 128 --frames 5 --text-rows 8";
+  r = run_vortex(std::string("bench block") + tiny_cuda + " --gpus 0" + ev);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--gpus must be an integer between 1 and 64"), std::string::npos) << r.output;
+  // A 64x64x1 request with one text row has fewer packed rows than 64 ranks.
+  r = run_vortex(std::string("bench step") +
+                 " --config h3-tiny --backend cuda --width 64 --height 64 --frames 1 --text-rows 1 --gpus 64" + ev);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("needs at least one packed row per rank"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("starting"), std::string::npos) << "no rank started: " << r.output;
+  r = run_vortex(std::string("bench ab") + tiny_cuda + " --a eager --b fused --gpus 2" + ev);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("bench ab does not run with ranks"), std::string::npos) << r.output;
+  r = run_vortex(std::string("bench run") + tiny_cuda + " --gpus 2 --comm-timeout 0" + ev);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--comm-timeout expects seconds"), std::string::npos) << r.output;
+  // One rank of a world (the launcher's or torchrun's environment) on the CPU backend.
+  ::setenv("VORTEX_RANK", "1", 1);
+  ::setenv("VORTEX_WORLD_SIZE", "2", 1);
+  ::setenv("VORTEX_RENDEZVOUS", (dir.path() / "rdv").c_str(), 1);
+  r = run_vortex(std::string("bench block") + kTiny + ev);
+  ::unsetenv("VORTEX_RANK");
+  ::unsetenv("VORTEX_WORLD_SIZE");
+  ::unsetenv("VORTEX_RENDEZVOUS");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--gpus and rank environments need --backend cuda"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("weights ready"), std::string::npos) << r.output;
+  EXPECT_TRUE(read_jsonl(dir.path(), ".jsonl").empty());
+}
+
 }  // namespace
 }  // namespace vortex_cli_test

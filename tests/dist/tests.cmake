@@ -1,6 +1,8 @@
 # dist: communicators (in-process world, rendezvous) and Ulysses sequence parallelism on the CPU backend.
 vortex_test(NAME communicator_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/communicator_test.cpp LIBS vortex_dist)
 vortex_test(NAME ulysses_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/ulysses_test.cpp)
+# `vortex bench block` with rank threads: sp_* components on every rank, world=U, all-to-all bytes.
+vortex_test(NAME bench_world_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/bench_world_test.cpp)
 # Launcher (spawns shell children that succeed, fail, crash and hang).
 vortex_test(NAME launcher_test SOURCES ${CMAKE_SOURCE_DIR}/tests/dist/launcher_test.cpp LIBS vortex_dist)
 if(VORTEX_HAVE_CUDA)
