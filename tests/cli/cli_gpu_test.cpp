@@ -5,6 +5,7 @@
 // Seeds are fresh per run from std::random_device and printed in every failure message.
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 
 #include "cli/cli_test_util.h"
 #include "gpu_test.h"
@@ -65,6 +66,45 @@ TEST(CliGenerateGpu, CudaMatchesCpuAndIsReproducible) {
     // (layout, rounding boundary, missing bias) gives O(1) errors; order noise stays far below 3e-2.
     EXPECT_LT(err, 3e-2) << name << " (seed " << seed << ")";
   }
+#endif
+}
+
+// `vortex bench block --gpus 1` on h3-tiny: the launcher starts one rank, it joins an NCCL world of one
+// before the weights load and runs the Ulysses block path (pack, the world-of-1 all-to-alls, unpack);
+// rank 0's row has world=1,comm=nccl, the four sp_* regions with positive times and no bytes off the rank.
+TEST(CliBenchGpu, BlockGpus1RunsTheUlyssesPathOverNccl) {
+#if !VORTEX_BUILD_HAS_CUDA || !VORTEX_BUILD_HAS_NCCL
+  VORTEX_SKIP_NO_GPU("this build has no CUDA backend with NCCL (nvcc or nccl.h was not found at configure time)");
+#else
+  if (std::system("nvidia-smi -L >/dev/null 2>&1") != 0) {
+    VORTEX_SKIP_NO_GPU("nvidia-smi -L finds no GPU");
+  }
+  ScratchDir dir;
+  const RunResult r = run_vortex(
+      "bench block --config h3-tiny --backend cuda --width 256 --height 128 --frames 5 --text-rows 8 --block 1 "
+      "--reps 3 --warmup 1 --gpus 1 --evidence-dir '" +
+      dir.path().string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<nlohmann::json> rows;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    std::ifstream f(e.path());
+    for (std::string line; std::getline(f, line);)
+      if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  }
+  ASSERT_EQ(rows.size(), 1u) << r.output;
+  const nlohmann::json& row = rows[0];
+  EXPECT_NE(row["config"].get<std::string>().find(",world=1,comm=nccl"), std::string::npos) << row["config"];
+  for (const char* name : {"sp_pack", "sp_all_to_all_qkv", "sp_all_to_all_out", "sp_unpack", "attention"}) {
+    bool found = false;
+    for (const auto& c : row["components"]) {
+      if (c["name"] != name) continue;
+      found = true;
+      ASSERT_EQ(c["ms_p50_per_rank"].size(), 1u) << c.dump();
+      EXPECT_GT(c["ms_p50"].get<double>(), 0.0) << c.dump();
+    }
+    EXPECT_TRUE(found) << name << " missing: " << row["components"].dump();
+  }
+  EXPECT_EQ(row["world"]["qkv_bytes_sent_per_rank"][0].get<int64_t>(), 0);
 #endif
 }
 

@@ -38,8 +38,11 @@ BenchOptions tiny_bench() {
 
 RunEnvironment env() { return collect_environment("cpu", "", ""); }
 
-// Runs bench_block on `u` rank threads; rows[r] is rank r's return.
-std::vector<std::vector<nlohmann::json>> bench_block_ranks(int u, int64_t* total_rows, ModelConfig* cfg) {
+using BenchFn = Result<std::vector<nlohmann::json>> (*)(Workload&, const BenchOptions&, const RunEnvironment&);
+
+// Runs `fn` (bench_block by default) on `u` rank threads; rows[r] is rank r's return.
+std::vector<std::vector<nlohmann::json>> bench_ranks(int u, int64_t* total_rows, ModelConfig* cfg,
+                                                     BenchFn fn = bench_block, BenchOptions o = tiny_bench()) {
   std::vector<std::vector<nlohmann::json>> rows(static_cast<size_t>(u));
   std::mutex mu;
   CommOptions opts;
@@ -47,7 +50,7 @@ std::vector<std::vector<nlohmann::json>> bench_block_ranks(int u, int64_t* total
   Status st = run_in_process_ranks(u, opts, [&](Communicator& c) -> Status {
     JoinWorldFn join = [&c](Backend&, std::unique_ptr<Communicator>&) -> Result<Communicator*> { return &c; };
     VORTEX_ASSIGN_OR_RETURN(Workload w, load_workload(tiny_spec(), {}, join));
-    VORTEX_ASSIGN_OR_RETURN(std::vector<nlohmann::json> mine, bench_block(w, tiny_bench(), env()));
+    VORTEX_ASSIGN_OR_RETURN(std::vector<nlohmann::json> mine, fn(w, o, env()));
     std::lock_guard<std::mutex> lock(mu);
     rows[static_cast<size_t>(c.rank())] = mine;
     if (c.rank() == 0) {
@@ -71,7 +74,7 @@ const char* const kSp[] = {"sp_pack", "sp_all_to_all_qkv", "sp_all_to_all_out", 
 TEST(BenchWorld, BlockWithTwoRanksGathersSpComponentsAndBytes) {
   int64_t s = 0;
   ModelConfig cfg;
-  const auto rows = bench_block_ranks(2, &s, &cfg);
+  const auto rows = bench_ranks(2, &s, &cfg);
   ASSERT_EQ(rows[0].size(), 1u);
   EXPECT_TRUE(rows[1].empty()) << "only rank 0 returns the row";
   const nlohmann::json& row = rows[0][0];
@@ -107,8 +110,8 @@ TEST(BenchWorld, BlockWithTwoRanksGathersSpComponentsAndBytes) {
   EXPECT_EQ(world["size"].get<int>(), 2);
   EXPECT_EQ(world["rows"], nlohmann::json::parse("[[0," + std::to_string(s / 2) + "],[" + std::to_string(s / 2) + "," +
                                                  std::to_string(s) + "]]"));
-  EXPECT_EQ(world["heads"], nlohmann::json::parse("[[0," + std::to_string(h / 2) + "],[" + std::to_string(h / 2) +
-                                                  "," + std::to_string(h) + "]]"));
+  EXPECT_EQ(world["heads"], nlohmann::json::parse("[[0," + std::to_string(h / 2) + "],[" + std::to_string(h / 2) + "," +
+                                                  std::to_string(h) + "]]"));
   for (int r = 0; r < 2; ++r) {
     const int p = 1 - r;
     EXPECT_EQ(world["qkv_bytes_sent_per_rank"][r].get<int64_t>(), rows_of[r] * 3 * heads_of[p] * hd * 2) << r;
@@ -126,10 +129,36 @@ TEST(BenchWorld, BlockWithTwoRanksGathersSpComponentsAndBytes) {
   EXPECT_EQ(row["memory_peak_bytes_per_rank"].size(), 2u);
 }
 
+TEST(BenchWorld, StepAndRunWithTwoRanksGiveOneRowWithEveryRanksTimes) {
+  int64_t s = 0;
+  ModelConfig cfg;
+  BenchOptions o = tiny_bench();
+  o.reps = 4;  // bench step times reps / 4 = 1 forward after its warm-up
+  auto rows = bench_ranks(2, &s, &cfg, bench_step, o);
+  ASSERT_EQ(rows[0].size(), 1u);
+  EXPECT_TRUE(rows[1].empty());
+  const nlohmann::json& step = rows[0][0];
+  EXPECT_NE(step["config"].get<std::string>().find(",world=2,"), std::string::npos) << step["config"];
+  ASSERT_EQ(step["blocks"].size(), static_cast<size_t>(cfg.num_layers));
+  for (const auto& b : step["blocks"]) {
+    ASSERT_EQ(b["ms_p50_per_rank"].size(), 2u) << b.dump();
+    for (const auto& v : b["ms_p50_per_rank"]) EXPECT_GT(v.get<double>(), 0.0) << b.dump();
+  }
+  EXPECT_EQ(step["world"]["size"].get<int>(), 2);
+  o.steps = 2;
+  rows = bench_ranks(2, &s, &cfg, bench_run, o);
+  ASSERT_EQ(rows[0].size(), 1u);
+  EXPECT_TRUE(rows[1].empty());
+  const nlohmann::json& run = rows[0][0];
+  EXPECT_NE(run["config"].get<std::string>().find(",world=2,"), std::string::npos) << run["config"];
+  ASSERT_EQ(run["step_ms"].size(), 2u);
+  EXPECT_EQ(run["memory_peak_bytes_per_rank"].size(), 2u);
+}
+
 TEST(BenchWorld, WorldOfOneRunsTheUlyssesPathWithNoBytesLeavingTheRank) {
   int64_t s = 0;
   ModelConfig cfg;
-  const auto rows = bench_block_ranks(1, &s, &cfg);
+  const auto rows = bench_ranks(1, &s, &cfg);
   ASSERT_EQ(rows[0].size(), 1u);
   const nlohmann::json& row = rows[0][0];
   EXPECT_NE(row["config"].get<std::string>().find(",world=1,"), std::string::npos) << row["config"];
@@ -149,8 +178,7 @@ TEST(BenchWorld, NoWorldHasNoSpComponents) {
   EXPECT_EQ(row["config"].get<std::string>().find("world="), std::string::npos) << row["config"];
   EXPECT_FALSE(row.contains("world"));
   ASSERT_FALSE(row["components"].empty());
-  for (const auto& c : row["components"])
-    EXPECT_NE(c["name"].get<std::string>().rfind("sp_", 0), 0u) << c["name"];
+  for (const auto& c : row["components"]) EXPECT_NE(c["name"].get<std::string>().rfind("sp_", 0), 0u) << c["name"];
   EXPECT_NE(component(row, "attention"), nullptr);
 }
 
@@ -162,7 +190,9 @@ TEST(BenchWorld, WorldLargerThanTheRowsIsRefusedBeforeTheWeightsLoad) {
     int rank() const override { return 0; }
     int size() const override { return 10000; }
     std::string_view name() const override { return "test"; }
-    Status all_to_all(const std::vector<Tensor>&, const std::vector<Tensor>&) override { return internal_error("unused"); }
+    Status all_to_all(const std::vector<Tensor>&, const std::vector<Tensor>&) override {
+      return internal_error("unused");
+    }
     Status all_gather(const Tensor&, const std::vector<Tensor>&) override { return internal_error("unused"); }
     Status broadcast(const Tensor&, int) override { return internal_error("unused"); }
     Status barrier() override { return internal_error("unused"); }
@@ -172,7 +202,8 @@ TEST(BenchWorld, WorldLargerThanTheRowsIsRefusedBeforeTheWeightsLoad) {
     own = std::make_unique<BigWorld>();
     return own.get();
   };
-  Result<Workload> w = load_workload(tiny_spec(), [&](const std::string& m) { loaded |= m.find("weights") == 0; }, join);
+  Result<Workload> w = load_workload(
+      tiny_spec(), [&](const std::string& m) { loaded |= m.find("weights") == 0; }, join);
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(w.status().message().find("needs at least one packed row per rank"), std::string::npos)
