@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Ulysses scaling on several GPUs: canonical 12-step sampling with `vortex generate --gpus N` against one
-GPU in the same session, latent bit-identity across N, and the communication figures of
-ulysses_comm_bench (per-block all-to-all time, all-to-all and link bandwidth).
+GPU in the same session, latent bit-identity across N, the communication figures of ulysses_comm_bench
+(standalone all-to-all time, all-to-all and link bandwidth), and `vortex bench block --block 24 --gpus N`:
+the canonical block inside a real run, with its sp_* communication regions on every rank, the bytes per rank
+and the achieved all-to-all bandwidth (set against the link's measured bandwidth).
 
-  python3 bench/ulysses_scaling.py OUT_DIR [--gpus 2,4,8] [--steps 12] [--build build]
+  python3 bench/ulysses_scaling.py OUT_DIR [--gpus 2,4,8] [--steps 12] [--build build] [--block 24] [--block-reps 10]
 
 Writes OUT_DIR/ulysses_scaling.json (commit, GPU, SM clock samples, per N: sampling seconds of each step
 p10/p50/p90, total sampling seconds, speedup vs the same-run one-GPU baseline, latents SHA-256 and whether
-they equal the baseline's, the comm benchmark's JSON) and prints a table. Targets (issue 18): 2 GPUs >= 1.9x,
+they equal the baseline's, the comm benchmark's JSON, the bench block row) and prints a table. The bench
+block rows (vortex-evidence-1) are also kept under OUT_DIR/bench_block/. Targets (issue 18): 2 GPUs >= 1.9x,
 4 >= 3.6x, 8 >= 6.8x, latents bit-identical.
 """
 import argparse, json, os, shutil, subprocess, sys, tempfile, threading, time
@@ -49,6 +52,44 @@ def generate(vortex, out, gpus, steps):
     return run, wall
 
 
+def block_rows(evidence_dir):
+    rows = []
+    for name in sorted(os.listdir(evidence_dir)):  # <date>-<gpu>-bench-block.jsonl: by date
+        if name.endswith("-bench-block.jsonl"):
+            rows += [json.loads(l) for l in open(os.path.join(evidence_dir, name)) if l.strip()]
+    return rows
+
+
+def bench_block(vortex, evidence_dir, gpus, block, reps):
+    """`vortex bench block` on the canonical request; returns the one evidence row it appends."""
+    os.makedirs(evidence_dir, exist_ok=True)
+    before = len(block_rows(evidence_dir))
+    cmd = [vortex, "bench", "block", "--config", "h3", "--backend", "cuda", "--block", str(block), "--reps",
+           str(reps), "--evidence-dir", evidence_dir]
+    if gpus:
+        cmd += ["--gpus", str(gpus)]
+    sh(cmd)
+    rows = block_rows(evidence_dir)
+    if len(rows) != before + 1:
+        raise RuntimeError("vortex bench block appended %d rows under %s, expected 1" % (len(rows) - before,
+                                                                                        evidence_dir))
+    return rows[-1]
+
+
+def comm_of(row):
+    """The per-block communication figures of a bench block row (None off a world)."""
+    w = row.get("world")
+    comps = {c["name"]: c for c in row["components"]}
+    if not w:
+        return None
+    return {"block_comm_ms_p50": w["block_comm_ms_p50"],
+            "qkv_bytes_sent_per_rank": w["qkv_bytes_sent_per_rank"],
+            "out_bytes_sent_per_rank": w["out_bytes_sent_per_rank"],
+            "qkv_GBps": w.get("qkv_GBps"), "out_GBps": w.get("out_GBps"),
+            "sp_ms_p50": {n: comps[n]["ms_p50"] for n in ("sp_pack", "sp_all_to_all_qkv", "sp_all_to_all_out",
+                                                          "sp_unpack") if n in comps}}
+
+
 def find_steps(run):
     return run["timing"]["step_seconds"]
 
@@ -59,6 +100,8 @@ def main():
     ap.add_argument("--gpus", default="2,4,8")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--build", default="build")
+    ap.add_argument("--block", type=int, default=24, help="block for `vortex bench block` (canonical: 24)")
+    ap.add_argument("--block-reps", type=int, default=10)
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
     vortex = os.path.join(a.build, "bin", "vortex")
@@ -78,6 +121,9 @@ def main():
         base_run, base_wall = generate(vortex, os.path.join(tmp, "u1"), 0, a.steps)
         base = {"gpus": 1, "step_seconds": pct(find_steps(base_run)), "sampling_seconds": sum(find_steps(base_run)),
                 "wall_seconds": base_wall, "outputs": base_run.get("outputs", {})}
+        evidence = os.path.join(a.out_dir, "bench_block")
+        base_block = bench_block(vortex, evidence, 0, a.block, a.block_reps)
+        base["block_ms_p50"] = base_block["ms_p50"]
         results["baseline"] = base
         for n in counts:
             run, wall = generate(vortex, os.path.join(tmp, "u%d" % n), n, a.steps)
@@ -89,6 +135,10 @@ def main():
             entry["latents_identical_to_1"] = same
             comm = sh([bench, "--gpus", str(n)]).stdout.strip().splitlines()[-1]
             entry["comm"] = json.loads(comm)
+            row = bench_block(vortex, evidence, n, a.block, a.block_reps)
+            entry["bench_block"] = {"ms_p50": row["ms_p50"], "ms_p10": row["ms_p10"], "ms_p90": row["ms_p90"],
+                                    "vs_1_gpu": base["block_ms_p50"] / row["ms_p50"], "comm": comm_of(row),
+                                    "config": row["config"]}
             results["runs"].append(entry)
             shutil.rmtree(os.path.join(tmp, "u%d" % n), ignore_errors=True)
     finally:
@@ -98,13 +148,18 @@ def main():
     results["sm_clock_mhz"] = {i: pct(v) for i, v in samples.items()}
     path = os.path.join(a.out_dir, "ulysses_scaling.json")
     json.dump(results, open(path, "w"), indent=2)
-    print("\n| GPUs | sampling s | speedup | latents == 1 GPU | block comm ms p50 | a2a GB/s | link GB/s |")
-    print("|---|---|---|---|---|---|---|")
-    print("| 1 | %.1f | 1.00x | - | - | - | - |" % results["baseline"]["sampling_seconds"])
+    print("\n| GPUs | sampling s | speedup | latents == 1 GPU | block %d ms p50 | in-block comm ms p50 | in-block a2a "
+          "GB/s | standalone comm ms p50 | standalone a2a GB/s | link GB/s |" % a.block)
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| 1 | %.1f | 1.00x | - | %.2f | - | - | - | - | - |" % (results["baseline"]["sampling_seconds"],
+                                                                  results["baseline"]["block_ms_p50"]))
     for e in results["runs"]:
-        c = e["comm"]
-        print("| %d | %.1f | %.2fx | %s | %.2f | %.1f | %.1f |" % (e["gpus"], e["sampling_seconds"], e["speedup_vs_1"] or 0,
-              e["latents_identical_to_1"], c["block_comm_ms_p50"], c["all_to_all_qkv_GBps_p50"], c["link_p2p_GBps_p50"]))
+        c, b = e["comm"], e["bench_block"]
+        bc = b["comm"] or {}
+        print("| %d | %.1f | %.2fx | %s | %.2f | %.2f | %s | %.2f | %.1f | %.1f |" % (
+            e["gpus"], e["sampling_seconds"], e["speedup_vs_1"] or 0, e["latents_identical_to_1"], b["ms_p50"],
+            bc.get("block_comm_ms_p50", 0.0), "%.1f" % bc["qkv_GBps"] if bc.get("qkv_GBps") else "-",
+            c["block_comm_ms_p50"], c["all_to_all_qkv_GBps_p50"], c["link_p2p_GBps_p50"]))
     print("evidence:", path)
 
 
