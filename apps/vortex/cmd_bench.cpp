@@ -108,6 +108,7 @@ int run_bench(const std::string& what, BenchArgs& args) {
   else if (what == "run") rows = bench_run(*w, args.opts, env);
   else if (what == "ab") rows = bench_ab(*w, args.opts, env);
   if (!rows.ok()) {
+    if (w->comm != nullptr) w->comm->abort(rows.status().message());  // peers fail at their next collective
     std::fprintf(stderr, "vortex bench %s: error: %s\n", what.c_str(), rows.status().to_string().c_str());
     return exit_code_for(rows.status());
   }

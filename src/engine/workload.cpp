@@ -136,6 +136,7 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log, const
   // Bad switches fail before the weights load (open resolves them over the backend's policy).
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> opened, Pipeline::open(options));
   std::shared_ptr<Pipeline> pipeline = std::move(opened);
+  w.pipeline = pipeline;  // held by `w` from here: its communicator goes before the backend on every return
   w.cfg = pipeline->config();
   // The request and the world are checked before the weights load: both are cheap, the weights are not.
   VORTEX_ASSIGN_OR_RETURN(RequestGeometry geo,
@@ -146,7 +147,6 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log, const
   }
   LogProgress progress(log);
   VORTEX_RETURN_IF_ERROR(pipeline->load_weights(progress));
-  w.pipeline = pipeline;
   w.backend = &pipeline->backend();
   w.model = &pipeline->model();
   if (log) {
