@@ -142,11 +142,15 @@ void add_workload_options(CLI::App* sub, WorkloadSpec& spec) {
 }
 
 void register_bench(CLI::App& app, CommandContext& ctx) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks: block | step | run | ab (evidence JSONL under benchmarks/)");
+  auto* bench = app.add_subcommand(
+      "bench",
+      "Benchmarks: block | step | run | ab (evidence JSONL under benchmarks/); block, step, run take --gpus N");
   bench->require_subcommand(1);
   static BenchArgs args;  // lives for the duration of main()
   const std::pair<const char*, const char*> kinds[] = {
-      {"block", "One block (--block N): per-component device timings and the whole block"},
+      {"block",
+       "One block (--block N): per-component device timings and the whole block; with --gpus N on every rank, "
+       "the Ulysses sp_* regions and all-to-all bandwidth included"},
       {"step", "One full forward (every block): per-block and total timings"},
       {"run", "The sampling trajectory of --steps steps: per-step timings and peak memory"},
       {"ab", "Switches --a vs --b alternated A,B,A,B in one loaded model: per-pair time ratios"}};
