@@ -95,12 +95,12 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
       return fail(2, std::string(launcher ? "--gpus" : "a rank environment (VORTEX_RANK / RANK)") +
                          " needs --backend cuda (one rank process per GPU, over NCCL)");
     }
-    if (!a.lora_dir.empty()) {
-      PipelineOptions with_lora;
-      with_lora.lora_dir = a.lora_dir;
-      return fail(2, serve::check_world_serve_options(with_lora).message());
-    }
     if (launcher) {
+      // Every rank gets this command line, so the same --lora-dir: a wrong one is refused once, here.
+      PipelineOptions lora;
+      lora.lora_dir = a.lora_dir;
+      lora.precision = a.precision;
+      if (Status s = validate_lora_dir_options(lora); !s.ok()) return fail(exit_code_for(s), s.message());
       if (a.data.empty()) return fail(2, "--data is required: the directory job outputs go to");
       if (!a.quiet) std::fprintf(stderr, "vortex serve: starting %d rank processes, one per GPU\n", n);
       LaunchOptions lo;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -214,6 +215,10 @@ Status validate_pipeline_options(const PipelineOptions& o) {
   }
   if (o.mp4_crf < 0 || o.mp4_crf > 51)
     return invalid_argument("--crf must be in [0, 51], got " + std::to_string(o.mp4_crf));
+  return validate_lora_dir_options(o);
+}
+
+Status validate_lora_dir_options(const PipelineOptions& o) {
   if (!o.lora_dir.empty()) {
     std::error_code ec;
     if (!fs::is_directory(o.lora_dir, ec))
@@ -653,7 +658,87 @@ class InjectedFailureGuard {
   bool armed_;
 };
 
+// {"name", "bytes", "sha256", "adapter_config_sha256"} of an adapter file and of the adapter_config.json that
+// load_lora may read beside it (null when there is none).
+Result<nlohmann::ordered_json> adapter_fingerprint(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t bytes = fs::file_size(path, ec);
+  if (ec) return io_error("cannot read the size of " + path + ": " + ec.message());
+  VORTEX_ASSIGN_OR_RETURN(const std::string sha, sha256_file(path));
+  nlohmann::ordered_json config_sha = nullptr;
+  const fs::path config = fs::path(path).parent_path() / "adapter_config.json";
+  if (fs::is_regular_file(config, ec)) {
+    VORTEX_ASSIGN_OR_RETURN(const std::string c, sha256_file(config.string()));
+    config_sha = c;
+  }
+  return nlohmann::ordered_json{{"name", fs::path(path).filename().string()},
+                                {"bytes", bytes},
+                                {"sha256", sha},
+                                {"adapter_config_sha256", config_sha}};
+}
+
+// Every rank's `mine` (host bytes, not empty) in rank order: the sizes, then the bytes, by two all-gathers
+// through tensors on `backend`'s device.
+Result<std::vector<std::string>> all_gather_bytes(Communicator& comm, Backend& backend, const std::string& mine,
+                                                  const std::string& what) {
+  const int u = comm.size();
+  Tensor size_host = Tensor::empty({8}, DType::kU8);  // [8] u8: this rank's byte count (u64)
+  const uint64_t n = mine.size();
+  std::memcpy(size_host.raw_data(), &n, sizeof(n));
+  VORTEX_ASSIGN_OR_RETURN(Tensor size_send, backend.upload(size_host));
+  std::vector<Tensor> size_recv(u);
+  for (Tensor& t : size_recv) {
+    VORTEX_ASSIGN_OR_RETURN(t, backend.alloc({8}, DType::kU8));  // [8] u8
+  }
+  VORTEX_RETURN_IF_ERROR(backend.synchronize());
+  VORTEX_RETURN_IF_ERROR(comm.all_gather(size_send, size_recv).with_context(what + " (sizes)"));
+  std::vector<uint64_t> sizes(u);
+  for (int j = 0; j < u; ++j) {
+    VORTEX_RETURN_IF_ERROR(backend.download(size_recv[j], size_host));
+    std::memcpy(&sizes[j], size_host.raw_data(), sizeof(uint64_t));
+    if (sizes[j] == 0 || sizes[j] > (uint64_t{1} << 24))
+      return internal_error(what + ": rank " + std::to_string(j) + " announced " + std::to_string(sizes[j]) + " bytes");
+  }
+  Tensor host = Tensor::empty({static_cast<int64_t>(n)}, DType::kU8);  // [n] u8
+  std::memcpy(host.raw_data(), mine.data(), n);
+  VORTEX_ASSIGN_OR_RETURN(Tensor send, backend.upload(host));
+  std::vector<Tensor> recv(u);
+  for (int j = 0; j < u; ++j) {
+    VORTEX_ASSIGN_OR_RETURN(recv[j], backend.alloc({static_cast<int64_t>(sizes[j])}, DType::kU8));  // [n_j] u8
+  }
+  VORTEX_RETURN_IF_ERROR(backend.synchronize());
+  VORTEX_RETURN_IF_ERROR(comm.all_gather(send, recv).with_context(what));
+  std::vector<std::string> out(u);
+  for (int j = 0; j < u; ++j) {
+    Tensor h = Tensor::empty({static_cast<int64_t>(sizes[j])}, DType::kU8);  // [n_j] u8
+    VORTEX_RETURN_IF_ERROR(backend.download(recv[j], h));
+    out[j].assign(static_cast<const char*>(h.raw_data()), sizes[j]);
+  }
+  return out;
+}
+
+std::string short_sha(const nlohmann::ordered_json& sha) {
+  return sha.is_string() ? sha.get<std::string>().substr(0, 16) : std::string("none");
+}
+
 }  // namespace
+
+bool Pipeline::request_loras_attached(const RunRequest& request) const {
+  const std::vector<LoraSpec>& a = request.loras;
+  const std::vector<LoraSpec>& b = attached_request_loras_;
+  if (a.size() != b.size() || lora_manifest_.size() != a.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].path != b[i].path || a[i].scale != b[i].scale) return false;
+  return true;
+}
+
+void Pipeline::detach_request_loras() {
+  if (options_.lora_dir.empty()) return;  // nothing attached per request (load-time adapters stay)
+  detach_lora_branches(model_->mutable_weights());
+  attached_request_loras_.clear();
+  lora_manifest_ = nlohmann::ordered_json::array();
+  attached_fingerprints_ = nlohmann::ordered_json::array();
+}
 
 Status Pipeline::switch_request_loras(const RunRequest& request, ProgressSink& progress) {
   if (options_.lora_dir.empty()) {
@@ -661,14 +746,19 @@ Status Pipeline::switch_request_loras(const RunRequest& request, ProgressSink& p
       return invalid_argument("this pipeline takes no per-request adapters (PipelineOptions::lora_dir is empty)");
     return Status::Ok();
   }
-  auto same = [](const std::vector<LoraSpec>& a, const std::vector<LoraSpec>& b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (a[i].path != b[i].path || a[i].scale != b[i].scale) return false;
-    return true;
-  };
-  if (same(request.loras, attached_request_loras_) && lora_manifest_.size() == request.loras.size())
-    return Status::Ok();
+  if (request_loras_attached(request)) return Status::Ok();
+  // With ranks, each file's fingerprint is taken as it is loaded, for agree_request_loras.
+  nlohmann::ordered_json fingerprints = nlohmann::ordered_json::array();
+  if (model_->communicator() != nullptr) {
+    for (const LoraSpec& l : request.loras) {
+      Result<nlohmann::ordered_json> f = adapter_fingerprint(l.path);
+      if (!f.ok()) {
+        detach_request_loras();
+        return f.status();
+      }
+      fingerprints.push_back(std::move(*f));
+    }
+  }
   // Run-time branches only: the base weights stay the loaded bytes, so switching never reloads them.
   LoraApplyOptions lo;
   lo.allow_unmatched = options_.lora_allow_unmatched;
@@ -680,14 +770,101 @@ Status Pipeline::switch_request_loras(const RunRequest& request, ProgressSink& p
       model_->mutable_weights(), request.loras, lo, cfg_, *backend_, [&](std::string_view m) { progress.note(m); },
       [&](std::string_view m) { progress.warning(m); }, &manifest);
   if (!s.ok()) {  // nothing half-attached survives a bad adapter: the next request starts from the base
-    detach_lora_branches(model_->mutable_weights());
-    attached_request_loras_.clear();
-    lora_manifest_ = nlohmann::ordered_json::array();
+    detach_request_loras();
     return s;
   }
   attached_request_loras_ = request.loras;
   lora_manifest_ = std::move(manifest);
+  attached_fingerprints_ = std::move(fingerprints);
   return Status::Ok();
+}
+
+Result<AdapterVerdict> Pipeline::agree_request_loras(const RunRequest& request, ProgressSink& progress) {
+  if (!model_) return internal_error("Pipeline::agree_request_loras before load_weights");
+  Communicator* world = model_->communicator();
+  if (world == nullptr) return internal_error("Pipeline::agree_request_loras: the model has no communicator");
+  const int me = world->rank(), u = world->size();
+  const std::string who = "rank " + std::to_string(me);
+  // This rank's part: attach (the names resolved in its own lora_dir), or why not.
+  Status local = Status::Ok();
+  if (options_.lora_dir.empty()) {
+    if (!request.loras.empty()) local = invalid_argument(who + " was started without --lora-dir");
+  } else {
+    for (const LoraSpec& l : request.loras) {
+      std::error_code ec;
+      if (!fs::is_regular_file(l.path, ec)) {
+        local = not_found(who + ": no adapter " + fs::path(l.path).filename().string() + " in its --lora-dir " +
+                          options_.lora_dir);
+        break;
+      }
+    }
+    if (local.ok()) {
+      if (Status s = switch_request_loras(request, progress); !s.ok())
+        local = Status(s.code(), who + " could not attach the adapters: " + s.message());
+    }
+  }
+  nlohmann::ordered_json mine = {
+      {"code", static_cast<int>(local.code())},
+      {"error", local.ok() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(local.message())},
+      {"lora_dir", options_.lora_dir},
+      {"adapters", local.ok() ? attached_fingerprints_ : nlohmann::ordered_json::array()}};
+  VORTEX_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                          all_gather_bytes(*world, *backend_, mine.dump(), "the adapters of the job (" + who + ")"));
+
+  // Every rank judges the same bytes the same way.
+  std::vector<nlohmann::ordered_json> ranks(u);
+  for (int r = 0; r < u; ++r) {
+    ranks[r] = nlohmann::ordered_json::parse(all[r], nullptr, /*allow_exceptions=*/false);
+    if (!ranks[r].is_object() || !ranks[r].contains("error") || !ranks[r]["adapters"].is_array() ||
+        !ranks[r]["code"].is_number_integer() || !ranks[r]["lora_dir"].is_string())
+      return internal_error("the adapters of the job: rank " + std::to_string(r) + " sent a malformed report");
+  }
+  if (!ranks[0]["error"].is_null()) {  // the job's own adapters fail (as on one rank), with rank 0's error
+    detach_request_loras();
+    const int c = ranks[0]["code"].get<int>();
+    const ErrorCode code =
+        c > 0 && c <= static_cast<int>(ErrorCode::kCancelled) ? static_cast<ErrorCode>(c) : ErrorCode::kInternal;
+    return AdapterVerdict{Status(code, ranks[0]["error"].get<std::string>())};
+  }
+  // A follower that differs from rank 0: the deployment's fault, not the request's.
+  std::vector<std::string> reasons;
+  const nlohmann::ordered_json& base = ranks[0]["adapters"];
+  const std::string base_dir = ranks[0]["lora_dir"].get<std::string>();
+  for (int r = 1; r < u; ++r) {
+    const std::string rank = "rank " + std::to_string(r);
+    if (!ranks[r]["error"].is_null()) {
+      reasons.push_back(ranks[r]["error"].get<std::string>());
+      continue;
+    }
+    const nlohmann::ordered_json& theirs = ranks[r]["adapters"];
+    if (theirs.size() != base.size()) {
+      reasons.push_back(rank + " attached " + std::to_string(theirs.size()) + " adapters, rank 0 " +
+                        std::to_string(base.size()));
+      continue;
+    }
+    const std::string dirs =
+        " in its --lora-dir " + ranks[r]["lora_dir"].get<std::string>() + " than rank 0's (" + base_dir + ")";
+    for (size_t i = 0; i < base.size(); ++i) {
+      const nlohmann::ordered_json &a = base[i], &b = theirs[i];
+      if (a == b) continue;
+      const std::string name = a.value("name", std::string("?"));
+      if (a["bytes"] != b["bytes"] || a["sha256"] != b["sha256"]) {
+        reasons.push_back(rank + " has another " + name + dirs + ": " + b["bytes"].dump() + " bytes, sha256 " +
+                          short_sha(b["sha256"]) + ".. vs rank 0's " + a["bytes"].dump() + " bytes, sha256 " +
+                          short_sha(a["sha256"]) + "..");
+      } else {
+        reasons.push_back(rank + " has another adapter_config.json beside " + name + dirs + ": sha256 " +
+                          short_sha(b["adapter_config_sha256"]) + " vs rank 0's " +
+                          short_sha(a["adapter_config_sha256"]));
+      }
+    }
+  }
+  if (reasons.empty()) return AdapterVerdict{};
+  detach_request_loras();  // on every rank: the next job attaches (and fingerprints) afresh
+  std::string why;
+  for (const std::string& r : reasons) why += (why.empty() ? "" : "; ") + r;
+  return AdapterVerdict{internal_error("the ranks do not agree on the job's adapters: " + why +
+                                       "; every rank must serve the same --lora-dir files; the job was not run")};
 }
 
 Result<bool> agreed_cancel(Communicator& comm, Backend& backend, const CancelToken& cancel) {
@@ -715,6 +892,10 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
     VORTEX_ASSIGN_OR_RETURN(exec.attention, parse_attention(req.attention));  // checked by check_run_request
   }
   model_->options() = exec;
+  // With ranks the adapters were attached and compared by agree_request_loras: a rank loading here alone
+  // could sample with other weights than its peers.
+  if (model_->communicator() != nullptr && !req.loras.empty() && !request_loras_attached(req))
+    return internal_error("Pipeline::run with ranks: the job's adapters were not agreed (agree_request_loras)");
   VORTEX_RETURN_IF_ERROR(switch_request_loras(req, progress));  // before prepare: the refiner may be adapted
 
   Tensor text = plan.text;  // [L, text_dim] host

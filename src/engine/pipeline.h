@@ -115,9 +115,17 @@ struct FieldError {
   Status status;
 };
 
+// What the ranks decided about a job's adapters (Pipeline::agree_request_loras), the same on every rank.
+struct AdapterVerdict {
+  Status status;  // OK: the job may run; else why not
+};
+
 // Load-time options: weights source, backend name, thread count, precision name (the CLI's flags name
 // them). Cheap: touches no file beyond existence checks.
 Status validate_pipeline_options(const PipelineOptions& options);
+// The part of validate_pipeline_options about PipelineOptions::lora_dir (a directory, no load-time adapters,
+// BF16 weights); the multi-GPU launcher runs it before any rank starts.
+Status validate_lora_dir_options(const PipelineOptions& options);
 // The per-request fields against what `options` loads: ranges, names, backend support. In the CLI's
 // order; the first failure wins.
 std::optional<FieldError> check_run_request(const RunRequest& request, const PipelineOptions& options,
@@ -244,6 +252,17 @@ class Pipeline {
   Result<RunOutputs> run(const RunPlan& plan, ProgressSink& progress, const CancelToken& cancel, const std::string& dir,
                          double seconds_before = 0.0);
 
+  // Per-request adapters with ranks (the model has a communicator; docs/multi_gpu.md "Adapters"): every rank
+  // calls it with the job's request before run(). Attaches `request.loras` on this rank as run() would (each
+  // rank resolved the names in its own lora_dir), then all ranks all-gather what they attached (an error, or
+  // per adapter the file name, byte size and SHA-256 of the file and of an adapter_config.json beside it,
+  // taken when the file was loaded) and judge it the same way: the job may run only when every rank attached
+  // and every fingerprint equals rank 0's. The outer error: the exchange itself failed (the ranks no longer
+  // agree on the collective sequence). The value: the verdict, the same on every rank: OK, or why the job
+  // cannot run, naming the rank and the file; after a failed verdict every rank has detached its adapters and
+  // none has entered sampling, so the world can run the next job.
+  Result<AdapterVerdict> agree_request_loras(const RunRequest& request, ProgressSink& progress);
+
   // Fills plan.text for a prompt the text encoder conditions on: from the cache when this pipeline encoded
   // the same ids before, else load the conditioner's first K layers on the backend (after checking they fit
   // the free memory), encode, and free it again before returning, so the transformer never shares the
@@ -269,7 +288,12 @@ class Pipeline {
   nlohmann::ordered_json lora_manifest_ = nlohmann::ordered_json::array();  // run.json "lora"
   // Per-request adapters (options_.lora_dir): attaches `request.loras` unless they are the ones attached.
   Status switch_request_loras(const RunRequest& request, ProgressSink& progress);
+  bool request_loras_attached(const RunRequest& request) const;
+  void detach_request_loras();
   std::vector<LoraSpec> attached_request_loras_;  // what the branches hold now
+  // With ranks: per attached adapter, {"name", "bytes", "sha256", "adapter_config_sha256"} of the file as it
+  // was loaded (agree_request_loras compares them across ranks).
+  nlohmann::ordered_json attached_fingerprints_ = nlohmann::ordered_json::array();
   // Encodings by token ids (the layer is fixed for the pipeline): host [L, hidden] bf16, a few entries
   // (oldest dropped first) so a server alternating prompts does not re-run the conditioner each time.
   static constexpr size_t kMaxCachedEncodings = 16;

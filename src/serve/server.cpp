@@ -399,8 +399,9 @@ struct Server::Impl {
     if (opt.on_world_failure) opt.on_world_failure(why);
   }
 
-  // Rank 0's side of a job: the text rows resolved (a prompt encoded here), then the job broadcast. An
-  // error before the broadcast fails the job alone; a failed broadcast fails the world.
+  // Rank 0's side of a job: the text rows resolved (a prompt encoded here), then the job broadcast, then
+  // (with adapters) the ranks' agreement on them. An error before the broadcast, or a verdict against the
+  // adapters (every rank skips the job), fails the job alone; a failed broadcast or exchange fails the world.
   // Returns false when the job must not run.
   bool broadcast_job(const std::shared_ptr<Job>& job) {
     auto fail_job = [&](const Status& st) {
@@ -430,6 +431,20 @@ struct Server::Impl {
       fail_job(Status(st.code(), st.message() + "; the world of " + std::to_string(world_size) + " ranks has stopped"));
       world_failed(st);
       return false;
+    }
+    if (!job->plan->request.loras.empty()) {
+      Result<AdapterVerdict> verdict = pipeline->agree_request_loras(job->plan->request, progress);
+      if (!verdict.ok()) {
+        const Status& st = verdict.status();
+        fail_job(
+            Status(st.code(), st.message() + "; the world of " + std::to_string(world_size) + " ranks has stopped"));
+        world_failed(st);
+        return false;
+      }
+      if (!verdict->status.ok()) {
+        fail_job(verdict->status);
+        return false;
+      }
     }
     return true;
   }
@@ -1008,7 +1023,6 @@ Result<std::unique_ptr<Server>> Server::start(const ServeOptions& options) {
     return invalid_argument("--keep-jobs must be >= 1, got " + std::to_string(options.keep_jobs));
   if (options.port < 0 || options.port > 65535) return invalid_argument("--port must be in [0, 65535]");
   VORTEX_RETURN_IF_ERROR(validate_pipeline_options(options.pipeline));
-  if (options.join) VORTEX_RETURN_IF_ERROR(check_world_serve_options(options.pipeline));
   auto impl = std::make_unique<Impl>();
   impl->opt = options;
   std::error_code ec;

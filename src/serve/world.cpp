@@ -70,7 +70,6 @@ Result<ReceivedWorldMessage> receive_world_message(Communicator& comm, Backend& 
 
 Result<std::string> encode_world_job(const RunPlan& plan) {
   const RunRequest& r = plan.request;
-  if (!r.loras.empty()) return invalid_argument("per-request LoRA adapters are not served over several GPUs");
   if (!plan.text.defined()) return internal_error("encode_world_job: the plan's text rows are not resolved yet");
   const Tensor& t = plan.text;  // host [L, text_dim] or [L, hidden], f32 or bf16
   json j = {{"width", r.width},
@@ -88,6 +87,11 @@ Result<std::string> encode_world_job(const RunPlan& plan) {
             {"text_dtype", dtype_name(t.dtype())},
             {"text_shape", t.shape()},
             {"total_rows", plan.geo.total_rows()}};
+  // Adapters by file name: each rank resolves them in its own --lora-dir (agree_request_loras compares the files).
+  json loras = json::array();
+  for (const LoraSpec& l : r.loras)
+    loras.push_back({{"name", fs::path(l.path).filename().string()}, {"scale", l.scale ? json(*l.scale) : json()}});
+  j["lora"] = loras;
   const std::string head = j.dump();
   std::string out;
   const uint64_t head_bytes = head.size();
@@ -128,6 +132,16 @@ Result<RunPlan> decode_world_job(const std::string& payload, const ModelConfig& 
     r.video_shift = j.at("video_shift").get<double>();
     r.audio_shift = j.at("audio_shift").get<double>();
     r.media = false;  // rank 0 decodes
+    for (const json& l : j.at("lora")) {
+      const std::string name = l.at("name").get<std::string>();
+      // request.cpp admits plain file names only; a follower never follows a path out of its folder.
+      if (name.empty() || name != fs::path(name).filename().string() || name == "." || name == "..")
+        return internal_error("serve: rank 0 named the adapter '" + name + "', not a plain file name");
+      LoraSpec spec;
+      spec.path = options.lora_dir.empty() ? name : (fs::path(options.lora_dir) / name).string();
+      if (!l.at("scale").is_null()) spec.scale = l.at("scale").get<double>();
+      r.loras.push_back(std::move(spec));
+    }
     // The geometry depends on the text row count alone: plan as for L synthetic rows, then condition on
     // rank 0's rows.
     r.synthetic_text_rows = static_cast<int>(shape[0]);
@@ -157,21 +171,11 @@ PipelineOptions follower_pipeline_options(PipelineOptions o) {
   return o;
 }
 
-Status check_world_serve_options(const PipelineOptions& options) {
-  if (!options.lora_dir.empty()) {
-    return unsupported(
-        "--lora-dir (per-request LoRA adapters) is not supported when serving over several GPUs (the "
-        "adapters are not broadcast to the other ranks); serve adapters on one GPU, without --gpus");
-  }
-  return Status::Ok();
-}
-
 Status run_serve_follower(const FollowerOptions& fo) {
   auto log = [&](const std::string& line) {
     if (fo.log) fo.log(line);
   };
   const PipelineOptions options = follower_pipeline_options(fo.pipeline);
-  VORTEX_RETURN_IF_ERROR(check_world_serve_options(options));
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> pipeline, Pipeline::open(options));
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, fo.join(pipeline->backend()));
   const std::string me = "rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->size());
@@ -213,6 +217,18 @@ Status run_serve_follower(const FollowerOptions& fo) {
     }
     ++jobs;
     Result<RunPlan> plan = decode_world_job(m->payload, pipeline->config(), options);
+    if (plan.ok() && !plan->request.loras.empty()) {
+      // Rank 0 runs the same agreement; a failed verdict skips the job on every rank, the world goes on.
+      Result<AdapterVerdict> verdict = pipeline->agree_request_loras(plan->request, quiet);
+      if (!verdict.ok()) {
+        comm->abort(me + ": " + verdict.status().message());
+        return verdict.status().with_context(me);
+      }
+      if (!verdict->status.ok()) {
+        log(me + ": job " + std::to_string(jobs) + " not run: " + verdict->status.message());
+        continue;
+      }
+    }
     const fs::path dir = scratch / ("job" + std::to_string(jobs));
     std::error_code ec;
     fs::create_directories(dir, ec);

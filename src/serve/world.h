@@ -3,9 +3,13 @@
 // followers (run_serve_follower). Everything rank 0 says goes through Communicator::broadcast from rank 0:
 // a header [kind, payload bytes] (two u64), then the payload. For each job it takes from its queue, rank 0
 // broadcasts the resolved request (the request fields and its text rows, encode_world_job); every rank then
-// runs the same sequence-parallel sampling; only rank 0 writes and publishes the outputs. While idle, rank 0
-// broadcasts a heartbeat (kIdle) so a follower's wait never reaches the communicator timeout and a dead
-// follower is noticed without a job; at shutdown it broadcasts kStop and the followers return OK.
+// runs the same sequence-parallel sampling; only rank 0 writes and publishes the outputs. A job with
+// per-request LoRA adapters names them by file name; before sampling every rank attaches them from its own
+// --lora-dir and the ranks compare what they loaded (Pipeline::agree_request_loras): a rank that cannot
+// attach, or whose file differs from rank 0's, fails that job on every rank, and the world serves on.
+// While idle, rank 0 broadcasts a heartbeat (kIdle) so a follower's wait never reaches the communicator
+// timeout and a dead follower is noticed without a job; at shutdown it broadcasts kStop and the followers
+// return OK.
 // Tested on the CPU backend with threads as ranks in tests/serve/serve_world_test.cpp.
 #pragma once
 
@@ -37,19 +41,17 @@ Result<ReceivedWorldMessage> receive_world_message(Communicator& comm, Backend& 
 
 // A job as rank 0 resolved it: the request fields that shape the sampling (sizes, frames or seconds,
 // steps, schedule, sampler, seed, shifts, attention) and the text rows (plan.text, already encoded when
-// a text encoder conditions on the prompt), plus the packed row count as a consistency check.
-// kInvalidArgument for what followers cannot run (per-request LoRA adapters, no text rows yet).
+// a text encoder conditions on the prompt), the adapters (file names and scales), plus the packed row
+// count as a consistency check. kInternal when the text rows are not resolved yet.
 Result<std::string> encode_world_job(const RunPlan& plan);
 // A follower's plan of `payload`: the same plan_run as rank 0's, conditioned on rank 0's text rows, for
-// latents only (media off, no frames folder); kInternal when its packed rows differ from rank 0's.
+// latents only (media off, no frames folder), the adapters resolved in `options.lora_dir`; kInternal when
+// its packed rows differ from rank 0's.
 Result<RunPlan> decode_world_job(const std::string& payload, const ModelConfig& cfg, const PipelineOptions& options);
 
 // What a follower loads: rank 0's options without the decoders and the text encoder (rank 0 decodes and
 // encodes prompts; followers receive the text rows).
 PipelineOptions follower_pipeline_options(PipelineOptions options);
-// Options the multi-rank server cannot serve, refused before anything loads: per-request LoRA adapters
-// (--lora-dir).
-Status check_world_serve_options(const PipelineOptions& options);
 
 struct FollowerOptions {
   PipelineOptions pipeline;  // rank 0's; follower_pipeline_options is applied here
@@ -57,9 +59,9 @@ struct FollowerOptions {
   std::function<void(const std::string&)> log;  // may be empty
 };
 // One follower rank: opens the backend, joins, loads the weights, then runs every job rank 0 broadcasts
-// (outputs into a private temporary folder, removed after each job) until kStop (OK). A failure (a job
-// error, a collective that fails or times out) aborts the communicator, so rank 0 fails the job instead
-// of waiting, and is returned.
+// (outputs into a private temporary folder, removed after each job) until kStop (OK). A job whose adapters
+// the ranks do not agree on is skipped (every rank skips it). A failure (a job error, a collective that
+// fails or times out) aborts the communicator, so rank 0 fails the job instead of waiting, and is returned.
 Status run_serve_follower(const FollowerOptions& options);
 
 }  // namespace vortex::serve

@@ -151,9 +151,19 @@ TEST(CliServe, GpusArgumentErrors) {
   r = vortex_cli_test::run_vortex(base + " --backend cuda --gpus 0");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--gpus must be an integer between 1 and 64"), std::string::npos) << r.output;
+  // --lora-dir is served over several GPUs; a folder that does not exist is refused before any rank starts.
   r = vortex_cli_test::run_vortex(base + " --backend cuda --gpus 2 --lora-dir " + dir.str("adapters"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--lora-dir (per-request LoRA adapters) is not supported"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--lora-dir " + dir.str("adapters") + " is not a directory"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("starting 2 rank processes"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("not supported"), std::string::npos) << r.output;
+  fs::create_directories(dir.path() / "adapters");
+  r = vortex_cli_test::run_vortex(base + " --backend cuda --gpus 2 --precision fp8 --lora-dir " + dir.str("adapters"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--lora-dir applies adapters as run-time branches, which need --precision bf16"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("starting 2 rank processes"), std::string::npos) << r.output;
   r = vortex_cli_test::run_vortex(base + " --backend cuda --gpus 2 --comm-timeout -1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--comm-timeout expects seconds"), std::string::npos) << r.output;
