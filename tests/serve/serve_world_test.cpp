@@ -163,16 +163,6 @@ std::unique_ptr<httplib::Client> client_of(const Server& s) {
   return c;
 }
 
-std::string job_body(uint64_t seed, int steps) {
-  return json{{"prompt", "a lighthouse at dusk"},
-              {"width", 64},
-              {"height", 64},
-              {"frames", 5},
-              {"steps", steps},
-              {"seed", seed}}
-      .dump();
-}
-
 std::string post(httplib::Client& c, const std::string& body) {
   auto r = c.Post("/v1/videos", body, "application/json");
   EXPECT_TRUE(r && r->status == 201) << (r ? r->body : "no response");
@@ -184,15 +174,14 @@ struct Served {
   json run;
 };
 
-// Submits one job, waits for it and fetches its latents and run.json.
-Served serve_one(httplib::Client& c, const std::string& body) {
+// A succeeded job's latents (SHA-256) and run.json.
+Served fetch(httplib::Client& c, const json& done) {
   Served out;
-  const std::string id = post(c, body);
-  const json done = wait_for(c, id, is_terminal, 120.0);
   EXPECT_EQ(done.value("status", ""), "succeeded") << done.dump();
+  const std::string id = done.value("id", "");
   for (const char* v : {"video_latents", "audio_latents", "run_json"}) {
     auto r = c.Get("/v1/videos/" + id + "/content?variant=" + v);
-    EXPECT_TRUE(r && r->status == 200) << v;
+    EXPECT_TRUE(r && r->status == 200) << id << " " << v;
     if (!r || r->status != 200) continue;
     if (std::string(v) == "run_json") {
       out.run = json::parse(r->body, nullptr, false);
@@ -202,6 +191,12 @@ Served serve_one(httplib::Client& c, const std::string& body) {
     }
   }
   return out;
+}
+
+// Submits one job, waits for it and fetches its latents and run.json.
+Served serve_one(httplib::Client& c, const std::string& body) {
+  const std::string id = post(c, body);
+  return fetch(c, wait_for(c, id, is_terminal, 120.0));
 }
 
 CommOptions comm_timeout(std::chrono::milliseconds t) {
@@ -214,7 +209,7 @@ TEST(ServeWorld, URankWorldServesOneRanksLatentBytes) {
   SKIP_WITHOUT_BACKEND();
   ScratchDir dir;
   const uint64_t seed = fresh_seed();
-  const std::string body = job_body(seed, 3);
+  const std::string body = small_job(3, seed);
   Served one;
   {
     TestServer ts(world_options(dir.path() / "u1"));
@@ -264,12 +259,12 @@ TEST(ServeWorld, AFollowerThatThrowsFailsTheJobNamingItAndTheServerStops) {
       3, comm_timeout(std::chrono::seconds(60)), world_options(dir.path()),
       [&](Server& s) {
         auto c = client_of(s);
-        const std::string a = post(*c, job_body(fresh_seed(), 3));
-        const std::string b = post(*c, job_body(fresh_seed(), 3));  // queued behind a: rank 1 waits for `go`
+        const std::string a = post(*c, small_job(3, fresh_seed()));
+        const std::string b = post(*c, small_job(3, fresh_seed()));  // queued behind a: rank 1 waits for `go`
         go = true;
         running = wait_for(*c, a, is_terminal, 30.0);
         queued = wait_for(*c, b, is_terminal, 30.0);
-        auto late = c->Post("/v1/videos", job_body(1, 2), "application/json");
+        auto late = c->Post("/v1/videos", small_job(2, 1), "application/json");
         late_status = late ? late->status : -1;
         const json late_body = body_json(late);
         late_error = late_body.contains("error") && late_body["error"].is_object()
@@ -311,13 +306,13 @@ TEST(ServeWorld, CancelStopsEveryRankAndAnIdleWorldOutlivesTheTimeoutUntilShutdo
   // 1.5 s: an idle follower with no heartbeat would time out well inside the 3 s idle below.
   Status st = run_world(2, comm_timeout(std::chrono::milliseconds(1500)), o, [&](Server& s) {
     auto c = client_of(s);
-    const std::string long_job = post(*c, job_body(fresh_seed(), kLongSteps));
+    const std::string long_job = post(*c, small_job(kLongSteps, fresh_seed()));
     wait_for(
         *c, long_job, [](const json& j) { return j.value("step", 0) >= 1 || is_terminal(j); }, 60.0);
     auto del = c->Delete("/v1/videos/" + long_job);
     EXPECT_TRUE(del && del->status == 202);
     cancelled = wait_for(*c, long_job, is_terminal, 60.0);
-    const std::string next = post(*c, job_body(fresh_seed(), 2));
+    const std::string next = post(*c, small_job(2, fresh_seed()));
     after = wait_for(*c, next, is_terminal, 60.0);
     std::this_thread::sleep_for(std::chrono::seconds(3));
     health = body_json(c->Get("/health"));
@@ -373,7 +368,7 @@ const std::vector<std::string> kStyleLayers = {"token_refiner.blocks.0.attn.qkv_
 const std::vector<std::string> kDetailLayers = {"blocks.1.attn.qkv_proj", "blocks.1.mlp.fc1", "blocks.1.attn.out_proj"};
 
 std::string lora_job(uint64_t seed, const json& lora) {
-  json j = json::parse(job_body(seed, 3));
+  json j = json::parse(small_job(3, seed));
   if (!lora.is_null()) j["lora"] = lora;
   return j.dump();
 }
@@ -385,25 +380,6 @@ std::vector<json> run_all(httplib::Client& c, const std::vector<std::string>& bo
   std::vector<json> done;
   for (const std::string& id : ids) done.push_back(wait_for(c, id, is_terminal, 120.0));
   return done;
-}
-
-// A succeeded job's latents (SHA-256) and run.json.
-Served fetch(httplib::Client& c, const json& done) {
-  Served out;
-  EXPECT_EQ(done.value("status", ""), "succeeded") << done.dump();
-  const std::string id = done.value("id", "");
-  for (const char* v : {"video_latents", "audio_latents", "run_json"}) {
-    auto r = c.Get("/v1/videos/" + id + "/content?variant=" + v);
-    EXPECT_TRUE(r && r->status == 200) << id << " " << v;
-    if (!r || r->status != 200) continue;
-    if (std::string(v) == "run_json") {
-      out.run = json::parse(r->body, nullptr, false);
-    } else {
-      (std::string(v) == "video_latents" ? out.video_sha : out.audio_sha) =
-          vortex::sha256_hex(r->body.data(), r->body.size());
-    }
-  }
-  return out;
 }
 
 TEST(ServeWorld, URankWorldWithAdaptersServesOneRanksBytes) {
