@@ -8,8 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <map>
+
+#include "engine/pipeline.h"
 
 namespace vortex {
 
@@ -31,39 +32,12 @@ Status align_ranks(Workload& w) {
 
 bool leader(const Workload& w) { return w.comm == nullptr || w.comm->rank() == 0; }
 
-// Every rank's `mine` on every rank, in rank order: the byte lengths, then the bytes, through the
-// communicator on tensors of the backend's device (NCCL needs device memory).
+// Every rank's `mine` on every rank, in rank order (all_gather_bytes of its JSON text).
 Result<std::vector<nlohmann::json>> gather_json(Workload& w, const nlohmann::json& mine) {
-  Communicator& comm = *w.comm;
-  Backend& be = *w.backend;
-  const int u = comm.size();
-  const std::string text = mine.dump();
-  Tensor len_host = Tensor::empty({1}, DType::kI64);
-  len_host.data<int64_t>()[0] = static_cast<int64_t>(text.size());
-  VORTEX_ASSIGN_OR_RETURN(Tensor len_dev, be.upload(len_host));
-  std::vector<Tensor> lens;
-  for (int j = 0; j < u; ++j) {
-    VORTEX_ASSIGN_OR_RETURN(Tensor t, be.alloc({1}, DType::kI64));
-    lens.push_back(t);
-  }
-  VORTEX_RETURN_IF_ERROR(comm.all_gather(len_dev, lens).with_context("bench: gathering the ranks' timings"));
-  Tensor bytes_host = Tensor::empty({static_cast<int64_t>(text.size())}, DType::kU8);
-  std::memcpy(bytes_host.raw_data(), text.data(), text.size());
-  VORTEX_ASSIGN_OR_RETURN(Tensor bytes_dev, be.upload(bytes_host));
-  std::vector<Tensor> parts;
-  for (int j = 0; j < u; ++j) {
-    Tensor n = Tensor::empty({1}, DType::kI64);
-    VORTEX_RETURN_IF_ERROR(be.download(lens[static_cast<size_t>(j)], n));
-    VORTEX_ASSIGN_OR_RETURN(Tensor t, be.alloc({n.data<int64_t>()[0]}, DType::kU8));
-    parts.push_back(t);
-  }
-  VORTEX_RETURN_IF_ERROR(comm.all_gather(bytes_dev, parts).with_context("bench: gathering the ranks' timings"));
+  VORTEX_ASSIGN_OR_RETURN(std::vector<std::string> texts,
+                          all_gather_bytes(*w.comm, *w.backend, mine.dump(), "bench: gathering the ranks' timings"));
   std::vector<nlohmann::json> all;
-  for (const Tensor& t : parts) {
-    Tensor h = Tensor::empty(t.shape(), DType::kU8);
-    VORTEX_RETURN_IF_ERROR(be.download(t, h));
-    all.push_back(nlohmann::json::parse(std::string(static_cast<const char*>(h.raw_data()), h.nbytes())));
-  }
+  for (const std::string& t : texts) all.push_back(nlohmann::json::parse(t));
   return all;
 }
 

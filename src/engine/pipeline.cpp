@@ -677,8 +677,12 @@ Result<nlohmann::ordered_json> adapter_fingerprint(const std::string& path) {
                                 {"adapter_config_sha256", config_sha}};
 }
 
-// Every rank's `mine` (host bytes, not empty) in rank order: the sizes, then the bytes, by two all-gathers
-// through tensors on `backend`'s device.
+std::string short_sha(const nlohmann::ordered_json& sha) {
+  return sha.is_string() ? sha.get<std::string>().substr(0, 16) : std::string("none");
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> all_gather_bytes(Communicator& comm, Backend& backend, const std::string& mine,
                                                   const std::string& what) {
   const int u = comm.size();
@@ -716,12 +720,6 @@ Result<std::vector<std::string>> all_gather_bytes(Communicator& comm, Backend& b
   }
   return out;
 }
-
-std::string short_sha(const nlohmann::ordered_json& sha) {
-  return sha.is_string() ? sha.get<std::string>().substr(0, 16) : std::string("none");
-}
-
-}  // namespace
 
 bool Pipeline::request_loras_attached(const RunRequest& request) const {
   const std::vector<LoraSpec>& a = request.loras;

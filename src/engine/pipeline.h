@@ -307,6 +307,12 @@ class Pipeline {
 // with ranks, so all ranks stop at the same step.
 Result<bool> agreed_cancel(Communicator& comm, Backend& backend, const CancelToken& cancel);
 
+// Every rank's `mine` (host bytes, 1 byte to 16 MiB) on every rank, in rank order: the sizes, then the bytes, by
+// two all-gathers through tensors on `backend`'s device (NCCL moves device memory); `what` names the exchange in
+// errors.
+Result<std::vector<std::string>> all_gather_bytes(Communicator& comm, Backend& backend, const std::string& mine,
+                                                  const std::string& what);
+
 // The override rule for run-time switches, shared by generate, serve, bench and gate
 // (docs/architecture.md "Switches, policy and gates"): start from the backend's policy table, set the
 // loaded precision, then apply the caller's explicit switches in order; a switch nobody names keeps the
