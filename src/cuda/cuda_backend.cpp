@@ -453,14 +453,7 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
     case AttentionKernel::kSage2Wgmma:
     case AttentionKernel::kSage2MmaSync: {
       // Sage2-compatible INT8 QK / FP8 PV program (E2 vs the BF16 program; deviation in docs/results.md).
-      if (!sage2_) {
-        sage2_ = std::make_unique<Sage2Workspace>();
-        std::shared_ptr<CachingAllocator> allocator = allocator_;  // counted in memory_in_use / memory_peak
-        sage2_->device_alloc = [allocator](size_t bytes) { return allocator->allocate(bytes); };
-        sage2_->device_free = [allocator](void* ptr, size_t bytes) { allocator->release(ptr, bytes); };
-      }
-      sage2_->mainloop = kernel == AttentionKernel::kSage2Wgmma ? Sage2Mainloop::kWgmma : Sage2Mainloop::kMmaSync;
-      VORTEX_RETURN_IF_ERROR(sage2_attention(q, k, v, num_heads, head_dim, out, stream_, *sage2_));
+      VORTEX_RETURN_IF_ERROR(sage2_attention(q, k, v, num_heads, head_dim, out, stream_, sage2_workspace(kernel)));
       return after_op("attention(sage2)", opts.debug_sync);
     }
     case AttentionKernel::kBf16Wgmma:

@@ -16,6 +16,7 @@
 #include "dist/in_process.h"
 #include "engine/pipeline.h"
 #include "engine/run_manifest.h"
+#include "synced_communicator.h"
 
 namespace vortex {
 namespace {
@@ -26,33 +27,6 @@ uint64_t fresh_seed() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
-
-// Makes the rank's pending GPU work (the bytes it sends) complete before each collective.
-class StreamSyncCommunicator final : public Communicator {
- public:
-  StreamSyncCommunicator(Communicator& inner, Backend& backend) : inner_(inner), backend_(backend) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::string_view name() const override { return inner_.name(); }
-  Status all_to_all(const std::vector<Tensor>& send, const std::vector<Tensor>& recv) override {
-    VORTEX_RETURN_IF_ERROR(backend_.synchronize());
-    return inner_.all_to_all(send, recv);
-  }
-  Status all_gather(const Tensor& send, const std::vector<Tensor>& recv) override {
-    VORTEX_RETURN_IF_ERROR(backend_.synchronize());
-    return inner_.all_gather(send, recv);
-  }
-  Status broadcast(const Tensor& buf, int root) override {
-    VORTEX_RETURN_IF_ERROR(backend_.synchronize());
-    return inner_.broadcast(buf, root);
-  }
-  Status barrier() override { return inner_.barrier(); }
-  void abort(const std::string& reason) override { inner_.abort(reason); }
-
- private:
-  Communicator& inner_;
-  Backend& backend_;
-};
 
 struct Digest {
   std::string video, audio;
@@ -66,8 +40,8 @@ Result<Digest> generate_cuda(Communicator* comm, uint64_t weights_seed, uint64_t
   o.weights_seed = weights_seed;
   o.backend = "cuda";
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> p, Pipeline::load(o, quiet));
-  std::unique_ptr<StreamSyncCommunicator> synced;
-  if (comm) synced = std::make_unique<StreamSyncCommunicator>(*comm, p->backend());
+  std::unique_ptr<testing::SyncedCommunicator> synced;
+  if (comm) synced = std::make_unique<testing::SyncedCommunicator>(*comm, p->backend());
   p->model().set_communicator(synced.get());
   RunRequest r;
   r.width = 128;

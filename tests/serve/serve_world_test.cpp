@@ -32,6 +32,7 @@
 #include "io/safetensors.h"
 #include "serve/world.h"
 #include "serve_test_util.h"
+#include "synced_communicator.h"
 
 namespace vortex_serve_test {
 namespace {
@@ -52,14 +53,10 @@ uint64_t fresh_seed() {
 // A rank's communicator handed to the server or follower (which own what `join` returns) without giving
 // up the world's; optionally throws at its `throw_at`-th all_to_all once `go` is set (so the test decides
 // which jobs are queued when the rank dies).
-// Each collective first completes the rank's pending device work (the bytes it sends).
-class BorrowedCommunicator final : public Communicator {
+class BorrowedCommunicator final : public vortex::testing::SyncedCommunicator {
  public:
   BorrowedCommunicator(Communicator& inner, vortex::Backend& backend, int throw_at, const std::atomic<bool>* go)
-      : inner_(inner), backend_(backend), throw_at_(throw_at), go_(go) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::string_view name() const override { return inner_.name(); }
+      : SyncedCommunicator(inner, backend), throw_at_(throw_at), go_(go) {}
   Status all_to_all(const std::vector<Tensor>& send, const std::vector<Tensor>& recv) override {
     if (throw_at_ >= 0 && calls_++ == throw_at_) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -67,26 +64,10 @@ class BorrowedCommunicator final : public Communicator {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       throw std::runtime_error("injected fault: follower rank " + std::to_string(rank()) + " crashed");
     }
-    VORTEX_RETURN_IF_ERROR(backend_.synchronize());
-    return inner_.all_to_all(send, recv);
+    return SyncedCommunicator::all_to_all(send, recv);
   }
-  Status all_gather(const Tensor& send, const std::vector<Tensor>& recv) override {
-    VORTEX_RETURN_IF_ERROR(backend_.synchronize());
-    return inner_.all_gather(send, recv);
-  }
-  Status broadcast(const Tensor& buf, int root) override {
-    VORTEX_RETURN_IF_ERROR(backend_.synchronize());
-    return inner_.broadcast(buf, root);
-  }
-  Status barrier() override {
-    VORTEX_RETURN_IF_ERROR(backend_.synchronize());
-    return inner_.barrier();
-  }
-  void abort(const std::string& reason) override { inner_.abort(reason); }
 
  private:
-  Communicator& inner_;
-  vortex::Backend& backend_;
   int throw_at_, calls_ = 0;
   const std::atomic<bool>* go_;
 };
