@@ -73,6 +73,7 @@ CudaBackend::~CudaBackend() {
     if (r.stop) (void)cudaEventDestroy(r.stop);
   }
   for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
+  for (auto& [ticket, e] : downloads_) (void)cudaEventDestroy(e);
   sdpa_.reset();
   sage2_.reset();
   gate_scratch_.reset();
@@ -206,6 +207,55 @@ Result<Tensor> CudaBackend::upload(const Tensor& host) {
     done += n;
   }
   return dst;
+}
+
+Result<Tensor> CudaBackend::alloc_host(const Shape& shape, DType dtype) {
+  for (int64_t d : shape)
+    if (d < 0) return invalid_argument("alloc_host: negative dimension in " + shape_to_string(shape));
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  auto storage = std::make_shared<Storage>();
+  if (bytes > 0) {
+    VORTEX_CUDA_CHECK(cudaHostAlloc(&storage->ptr, bytes, cudaHostAllocDefault));
+    storage->bytes = bytes;
+    storage->release = [](void* p, size_t) { (void)cudaFreeHost(p); };
+  }
+  return Tensor::from_storage(std::move(storage), 0, shape, dtype);
+}
+
+Result<uint64_t> CudaBackend::download_async(const Tensor& src, Tensor& host_dst) {
+  VORTEX_RETURN_IF_ERROR(expect_dense_host(host_dst, "download destination"));
+  if (src.device() != Device::kCuda) return invalid_argument("download_async source must be a CUDA tensor");
+  if (src.shape() != host_dst.shape() || src.dtype() != host_dst.dtype())
+    return invalid_argument("download_async: " + src.describe() + " -> " + host_dst.describe() +
+                            ": shape and dtype must match");
+  // Page-locked destinations (alloc_host) take the asynchronous copy; pageable ones the staged download().
+  cudaPointerAttributes attr{};
+  const bool pinned =
+      cudaPointerGetAttributes(&attr, host_dst.raw_data()) == cudaSuccess && attr.type == cudaMemoryTypeHost;
+  (void)cudaGetLastError();  // a pageable pointer is not an error here
+  if (!pinned || !src.is_contiguous()) {
+    VORTEX_RETURN_IF_ERROR(download(src, host_dst));
+    return uint64_t{0};
+  }
+  VORTEX_CUDA_CHECK(
+      cudaMemcpyAsync(host_dst.raw_data(), src.raw_data(), src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  VORTEX_ASSIGN_OR_RETURN(cudaEvent_t done, take_event());
+  VORTEX_CUDA_CHECK(cudaEventRecord(done, stream_));
+  const uint64_t ticket = next_download_++;
+  downloads_.emplace(ticket, done);
+  return ticket;
+}
+
+Status CudaBackend::wait_download(uint64_t ticket) {
+  if (ticket == 0) return Status::Ok();  // a synchronous download
+  auto it = downloads_.find(ticket);
+  if (it == downloads_.end()) return invalid_argument("wait_download: unknown ticket " + std::to_string(ticket));
+  cudaEvent_t done = it->second;
+  downloads_.erase(it);
+  const cudaError_t err = cudaEventSynchronize(done);
+  free_events_.push_back(done);
+  if (err != cudaSuccess) return cuda_status(err, "cudaEventSynchronize(download)", __FILE__, __LINE__);
+  return Status::Ok();
 }
 
 Status CudaBackend::download(const Tensor& src, Tensor& host_dst) {
@@ -462,6 +512,26 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
       return after_op("attention(bf16-owned)", opts.debug_sync);
   }
   return internal_error("attention: unknown kernel");
+}
+
+Status CudaBackend::attention_batched(const Tensor& q, const Tensor& k, const Tensor& v, int64_t batch, int num_heads,
+                                      int head_dim, Tensor& out, const ExecOptions& opts) {
+  if (batch < 1 || !q.defined() || q.ndim() != 2 || q.dim(0) % batch != 0)
+    return invalid_argument("attention_batched: " + std::to_string(batch) + " sequences do not split q " +
+                            (q.defined() ? q.describe() : std::string("undefined")) + " into equal row blocks");
+  VORTEX_ASSIGN_OR_RETURN(const AttentionKernel kernel,
+                          select_attention(policy_, opts, AttentionShape{q.dim(0) / batch, num_heads, head_dim}));
+#if defined(VORTEX_CUDA_HAVE_SDPA)
+  if (kernel == AttentionKernel::kCudnnSdpa && batch > 1) {
+    if (!sdpa_) {
+      VORTEX_ASSIGN_OR_RETURN(sdpa_, SdpaAttention::create(allocator_));  // counted in memory_peak
+    }
+    VORTEX_RETURN_IF_ERROR(sdpa_->run_batched(q, k, v, batch, num_heads, head_dim, out, stream_));
+    return after_op("attention_batched(sdpa)", opts.debug_sync);
+  }
+#endif
+  (void)kernel;
+  return attention_per_sequence(q, k, v, batch, num_heads, head_dim, out, opts);
 }
 
 Sage2Workspace& CudaBackend::sage2_workspace(AttentionKernel kernel) {

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -59,6 +60,10 @@ class CudaBackend : public Backend {
                       const RopeTables* rope, int num_heads, int head_dim) override;
   Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
                    const ExecOptions& opts) override;
+  // One batched cuDNN SDPA call when the selected kernel is cuDNN SDPA, else one attention() per sequence. E1 vs
+  // the CPU reference.
+  Status attention_batched(const Tensor& q, const Tensor& k, const Tensor& v, int64_t batch, int num_heads,
+                           int head_dim, Tensor& out, const ExecOptions& opts) override;
   // attention sage2 with its Q quantization in the qk_norm_rope pass (qk_norm_rope_sage2, then the K/V-only
   // pre-pass): E0 vs qk_norm_rope + attention.
   bool has_fused_q_quantize(int64_t rows, int num_heads, int head_dim, const ExecOptions& opts) const override;
@@ -130,6 +135,11 @@ class CudaBackend : public Backend {
   bool graph_current(const Backend::Graph& graph) const override;
   Status replay(Backend::Graph& graph) override;
   Status upload_to(const Tensor& host, Tensor& dst) override;
+  // Page-locked host tensors (cudaHostAlloc); download_async into one is a cudaMemcpyAsync on the backend stream
+  // followed by an event that wait_download synchronizes on (into other host memory it is download()).
+  Result<Tensor> alloc_host(const Shape& shape, DType dtype) override;
+  Result<uint64_t> download_async(const Tensor& src, Tensor& host_dst) override;
+  Status wait_download(uint64_t ticket) override;
   // Creates the cuBLASLt engine, and the cuDNN SDPA engine or NVFP4 GEMM when `opts` selects them.
   Status warm_up(const ExecOptions& opts) override;
 
@@ -182,6 +192,8 @@ class CudaBackend : public Backend {
   Status fp8_gemm_;  // select_gemm(policy_, kFp8): whether FP8 weights may run
   std::vector<Region> regions_;
   std::vector<cudaEvent_t> free_events_;
+  std::map<uint64_t, cudaEvent_t> downloads_;  // download_async tickets in flight
+  uint64_t next_download_ = 1;
   Status region_error_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<CachingAllocator> allocator_;

@@ -105,6 +105,33 @@ class Backend {
   // out[S, I] = R(softmax(q k^T / sqrt(head_dim)) v) per head; q, k, v may be strided views.
   virtual Status attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
                            const ExecOptions& opts) = 0;
+  // `batch` independent sequences of equal length packed along the rows: q, k, v, out [batch * L, I], sequence b
+  // in rows [b * L, (b + 1) * L); each is attention() of its own rows (same bytes as that call, E1 between
+  // backends). The default runs attention() once per sequence on row views; the CUDA backend runs one batched
+  // cuDNN call (the video VAE's tiles).
+  virtual Status attention_batched(const Tensor& q, const Tensor& k, const Tensor& v, int64_t batch, int num_heads,
+                                   int head_dim, Tensor& out, const ExecOptions& opts) {
+    return attention_per_sequence(q, k, v, batch, num_heads, head_dim, out, opts);
+  }
+  // attention_batched realized as one attention() per sequence (the default; also a measured CUDA alternative).
+  Status attention_per_sequence(const Tensor& q, const Tensor& k, const Tensor& v, int64_t batch, int num_heads,
+                                int head_dim, Tensor& out, const ExecOptions& opts) {
+    if (batch < 1 || !q.defined() || q.ndim() != 2 || q.dim(0) % batch != 0)
+      return invalid_argument("attention_batched: " + std::to_string(batch) + " sequences do not split q " +
+                              (q.defined() ? q.describe() : std::string("undefined")) + " into equal row blocks");
+    for (const Tensor* t : {&k, &v, static_cast<const Tensor*>(&out)})
+      if (!t->defined() || t->ndim() != 2 || t->dim(0) != q.dim(0))
+        return invalid_argument("attention_batched: k, v and out need q's " + std::to_string(q.dim(0)) + " rows");
+    const int64_t len = q.dim(0) / batch;
+    for (int64_t b = 0; b < batch; ++b) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor qb, q.narrow(0, b * len, len));  // [L, I] views
+      VORTEX_ASSIGN_OR_RETURN(Tensor kb, k.narrow(0, b * len, len));
+      VORTEX_ASSIGN_OR_RETURN(Tensor vb, v.narrow(0, b * len, len));
+      VORTEX_ASSIGN_OR_RETURN(Tensor ob, out.narrow(0, b * len, len));
+      VORTEX_RETURN_IF_ERROR(attention(qb, kb, vb, num_heads, head_dim, ob, opts));
+    }
+    return Status::Ok();
+  }
   // ---- attention's Q quantization fused into qk_norm_rope (ExecOptions::fused_q_quantize) ----
   // True when the attention kernel that `opts` selects for [rows, num_heads, head_dim] reads a quantized Q that
   // qk_norm_rope_quantize_q writes in the norm pass (the Sage2 program's INT8 Q and scales).
@@ -212,18 +239,20 @@ class Backend {
     return vae_op_unsupported("add");
   }
   // out[Cout, L + 2p - d(K-1)] = conv1d(x[Cin, L], w[Cout, Cin, K]) + bias, zero padding p, dilation d, f32.
+  // Contiguous [B, Cin, L] -> [B, Cout, Lout] stacks convolve B signals in one call (same program per signal).
   virtual Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
                         Tensor& out) {
     (void)x, (void)weight, (void)bias, (void)dilation, (void)padding, (void)out;
     return vae_op_unsupported("conv1d");
   }
-  // out[Cout, (L-1)s - 2p + K] = conv_transpose1d(x[Cin, L], w[Cin, Cout, K]) + bias, f32.
+  // out[Cout, (L-1)s - 2p + K] = conv_transpose1d(x[Cin, L], w[Cin, Cout, K]) + bias, f32 ([B, C, L] stacks too).
   virtual Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
                                   Tensor& out) {
     (void)x, (void)weight, (void)bias, (void)stride, (void)padding, (void)out;
     return vae_op_unsupported("conv_transpose1d");
   }
-  // In place on x[C, L] f32: x + 1/(exp(beta) + 1e-9) * sin(exp(alpha) * x)^2, alpha/beta [C] log-space.
+  // In place on x[B * C, L] f32 (row r is channel r % C): x + 1/(exp(beta) + 1e-9) * sin(exp(alpha) * x)^2,
+  // alpha/beta [C] log-space.
   virtual Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta) {
     (void)x, (void)alpha, (void)beta;
     return vae_op_unsupported("snake_beta");
@@ -285,6 +314,19 @@ class Backend {
   virtual Status upload_to(const Tensor& host, Tensor& dst) {
     VORTEX_ASSIGN_OR_RETURN(Tensor staged, upload(host));
     return copy(staged, dst);
+  }
+  // Host memory the device copies into without staging (page-locked on CUDA; ordinary host memory elsewhere).
+  virtual Result<Tensor> alloc_host(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype); }
+  // Queues a device -> host copy of contiguous `src` behind the work already queued and returns a ticket;
+  // host_dst (same shape and dtype, from alloc_host to be asynchronous) holds the bytes once wait_download(ticket)
+  // returns, and must stay alive until then. The default copies synchronously (download()).
+  virtual Result<uint64_t> download_async(const Tensor& src, Tensor& host_dst) {
+    VORTEX_RETURN_IF_ERROR(download(src, host_dst));
+    return uint64_t{0};
+  }
+  virtual Status wait_download(uint64_t ticket) {
+    (void)ticket;
+    return Status::Ok();
   }
   // Creates what the ops under `opts` create on first use (GEMM and attention engines), so that later
   // steps create nothing. Optional: the default has nothing to create.

@@ -34,20 +34,6 @@ Tensor tensor_from_video(const Video& v) {
   return t;
 }
 
-// Latent sub-block [C, t0:t0+nt, y0:y0+nh, x0:x0+nw] of a [C, T, H, W] host tensor.
-Tensor latent_block(const Tensor& z, int64_t t0, int64_t nt, int64_t y0, int64_t nh, int64_t x0, int64_t nw) {
-  const int64_t c = z.dim(0), t = z.dim(1), h = z.dim(2), w = z.dim(3);
-  Tensor out = Tensor::empty({c, nt, nh, nw}, DType::kF32);
-  const float* src = z.data<float>();
-  float* dst = out.data<float>();
-  for (int64_t ci = 0; ci < c; ++ci)
-    for (int64_t ti = 0; ti < nt; ++ti)
-      for (int64_t y = 0; y < nh; ++y)
-        for (int64_t x = 0; x < nw; ++x)
-          dst[((ci * nt + ti) * nh + y) * nw + x] = src[((ci * t + t0 + ti) * h + y0 + y) * w + x0 + x];
-  return out;
-}
-
 std::pair<float, float> synthetic_init(const std::string& name, const Shape& shape) {
   auto ends_with = [&](const char* s) {
     const size_t n = std::strlen(s);
@@ -415,21 +401,33 @@ Status VideoVae::check_latents(const Tensor& z) const {
   return Status::Ok();
 }
 
-// Device activations of one tile forward, sized once for the largest tile of a decode and reused by every
-// tile (views of the first S rows); y holds two output buffers so tile k + 2 can run while tile k is stitched.
+// Device activations of one batched forward, sized once for the largest batch of a decode and reused (views of
+// the first rows); y holds two output buffers so batch k + 1 runs while batch k is copied out and stitched.
 struct VideoVae::Workspace {
-  int64_t rows = 0;  // S capacity
-  Tensor pq;         // [N, C] f32
-  Tensor x;          // [S, D] f32 residual stream
+  int64_t rows = 0;  // row capacity (tiles * S)
+  Tensor pq;         // [rows, C] f32
+  Tensor x;          // [rows, D] f32 residual stream
   Tensor nrm, qkv, o, a, u, m;
-  Tensor y[2];  // [S, 3 * pt * p * p] bf16
+  Tensor y[2];       // [rows, 3 * pt * p * p] bf16
+  Tensor y_host[2];  // host copies of y (Backend::alloc_host: page-locked on CUDA), allocated on first use
+  int64_t bytes = 0;
 };
 
 VideoVae::VideoVae(VideoVaeConfig cfg, Backend& backend) : cfg_(std::move(cfg)), backend_(backend) {}
 VideoVae::~VideoVae() = default;
 
+Status VideoVae::set_batching(const Batching& b) {
+  if (b.max_batch_tiles < 0 || b.max_batch_rows < 1)
+    return invalid_argument("video VAE batching: max_batch_tiles must be >= 0 (0 = no limit) and max_batch_rows >= 1");
+  batching_ = b;
+  return Status::Ok();
+}
+
+int64_t VideoVae::workspace_bytes() const { return ws_ ? ws_->bytes : 0; }
+
 Status VideoVae::reserve(int64_t s) {
   if (ws_ && ws_->rows >= s) return Status::Ok();
+  ws_.reset();  // the old buffers go back to the allocator before the larger ones are taken
   Backend& be = backend_;
   const int64_t c = cfg_.latent_channels, d = cfg_.dim(), f = cfg_.ffn_dim(), pv = cfg_.patch_values();
   auto w = std::make_unique<Workspace>();
@@ -445,15 +443,16 @@ Status VideoVae::reserve(int64_t s) {
   for (Tensor& y : w->y) {
     VORTEX_ASSIGN_OR_RETURN(y, be.alloc({s, pv}, DType::kBF16));
   }
+  w->bytes = s * (c * 4 + d * 4 + 3 * d * 2 + 3 * d * 2 + 2 * f * 2 + f * 2 + 2 * pv * 2);
   ws_ = std::move(w);
   return Status::Ok();
 }
 
 // RoPE: per axis coordinate 2 * ((i + 0.5) / size) - 1 in FP32, angle = fp32(fp32(2 pi * pos) * inv_freq),
-// columns [t freqs | h freqs | w freqs]; registers and the zero token sit at 0 (cos 1, sin 0). Built once per
-// tile shape and kept on the backend.
-Result<const RopeTables*> VideoVae::rope_for(int64_t t, int64_t h, int64_t wd) {
-  const std::array<int64_t, 3> key = {t, h, wd};
+// columns [t freqs | h freqs | w freqs]; registers and the zero token sit at 0 (cos 1, sin 0). One tile's table
+// repeated `batch` times; built once per (shape, batch) and kept on the backend.
+Result<const RopeTables*> VideoVae::rope_for(int64_t t, int64_t h, int64_t wd, int64_t batch) {
+  const std::array<int64_t, 4> key = {t, h, wd, batch};
   auto it = rope_cache_.find(key);
   if (it != rope_cache_.end()) return &it->second;
   const int64_t n = t * h * wd, s = n + cfg_.registers + 1;
@@ -466,7 +465,7 @@ Result<const RopeTables*> VideoVae::rope_for(int64_t t, int64_t h, int64_t wd) {
     const float pw = static_cast<float>(std::pow(static_cast<double>(cfg_.rope_theta), static_cast<double>(e)));
     inv_freq[static_cast<size_t>(k)] = 1.0f / pw;
   }
-  Tensor cos_t = Tensor::empty({s, half}, DType::kBF16), sin_t = Tensor::empty({s, half}, DType::kBF16);
+  Tensor cos_t = Tensor::empty({batch * s, half}, DType::kBF16), sin_t = Tensor::empty({batch * s, half}, DType::kBF16);
   const float two_pi = static_cast<float>(2.0 * M_PI);
   const int64_t sizes[3] = {t, h, wd};
   for (int64_t i = 0; i < s; ++i) {
@@ -487,89 +486,87 @@ Result<const RopeTables*> VideoVae::rope_for(int64_t t, int64_t h, int64_t wd) {
       }
     }
   }
+  const size_t tile_elems = static_cast<size_t>(s * half);
+  for (int64_t b = 1; b < batch; ++b) {
+    std::memcpy(cos_t.data<uint16_t>() + b * tile_elems, cos_t.data<uint16_t>(), tile_elems * 2);
+    std::memcpy(sin_t.data<uint16_t>() + b * tile_elems, sin_t.data<uint16_t>(), tile_elems * 2);
+  }
   VORTEX_ASSIGN_OR_RETURN(rope.cos, backend_.upload(cos_t));
   VORTEX_ASSIGN_OR_RETURN(rope.sin, backend_.upload(sin_t));
   return &rope_cache_.emplace(key, std::move(rope)).first->second;
 }
 
-Status VideoVae::forward_tile(const Tensor& z, int slot) {
+Status VideoVae::forward_batch(const Tensor& tokens, int64_t batch, int64_t t, int64_t h, int64_t wd, int slot) {
   Backend& be = backend_;
-  const int64_t c = cfg_.latent_channels, t = z.dim(1), h = z.dim(2), wd = z.dim(3);
-  const int64_t n = t * h * wd, r = cfg_.registers, s = n + r + 1;
+  const int64_t n = t * h * wd, r = cfg_.registers, s = n + r + 1, rows = batch * s;
   const int64_t d = cfg_.dim();
-  if (!ws_ || ws_->rows < s)
-    return internal_error("video VAE: workspace not reserved for " + std::to_string(s) + " tokens");
-  VORTEX_ASSIGN_OR_RETURN(const RopeTables* rope, rope_for(t, h, wd));
-  // Tokens are voxels in (t, h, w) order, channels last.
-  Tensor tok = Tensor::empty({n, c}, DType::kF32);  // [N, C] f32
-  for (int64_t ci = 0; ci < c; ++ci)
-    for (int64_t i = 0; i < n; ++i) tok.data<float>()[i * c + ci] = z.data<float>()[ci * n + i];
-  VORTEX_ASSIGN_OR_RETURN(Tensor tok_d, be.upload(tok));
+  if (!ws_ || ws_->rows < rows)
+    return internal_error("video VAE: workspace not reserved for " + std::to_string(rows) + " rows");
+  if (tokens.ndim() != 2 || tokens.dim(0) != rows || tokens.dim(1) != cfg_.latent_channels)
+    return internal_error("video VAE: batch tokens " + tokens.describe() + " are not [" + std::to_string(rows) + ", " +
+                          std::to_string(cfg_.latent_channels) + "]");
+  VORTEX_ASSIGN_OR_RETURN(const RopeTables* rope, rope_for(t, h, wd, batch));
   Workspace& w = *ws_;
-  VORTEX_ASSIGN_OR_RETURN(Tensor pq, w.pq.narrow(0, 0, n));  // [N, C] f32
+  // post_quant_conv and proj_in over every row (the register / zero-token rows are overwritten below).
+  VORTEX_ASSIGN_OR_RETURN(Tensor pq, w.pq.narrow(0, 0, rows));  // [B * S, C] f32
   VORTEX_RETURN_IF_ERROR(
-      be.linear(tok_d, w_.post_quant_conv, &w_.post_quant_conv_bias, pq).with_context("post_quant_conv"));
-  VORTEX_ASSIGN_OR_RETURN(Tensor x, w.x.narrow(0, 0, s));  // [S, D] f32 residual stream
-  {
-    VORTEX_ASSIGN_OR_RETURN(Tensor xv, x.narrow(0, 0, n));
-    VORTEX_RETURN_IF_ERROR(be.linear(pq, w_.decoder_proj_in, &w_.decoder_proj_in_bias, xv).with_context("proj_in"));
+      be.linear(tokens, w_.post_quant_conv, &w_.post_quant_conv_bias, pq).with_context("post_quant_conv"));
+  VORTEX_ASSIGN_OR_RETURN(Tensor x, w.x.narrow(0, 0, rows));  // [B * S, D] f32 residual stream
+  VORTEX_RETURN_IF_ERROR(be.linear(pq, w_.decoder_proj_in, &w_.decoder_proj_in_bias, x).with_context("proj_in"));
+  for (int64_t b = 0; b < batch; ++b) {
     if (r > 0) {
-      VORTEX_ASSIGN_OR_RETURN(Tensor xr, x.narrow(0, n, r));
+      VORTEX_ASSIGN_OR_RETURN(Tensor xr, x.narrow(0, b * s + n, r));
       VORTEX_RETURN_IF_ERROR(be.copy(w_.decoder_register_tokens, xr));
     }
-    VORTEX_ASSIGN_OR_RETURN(Tensor xz, x.narrow(0, n + r, 1));
+    VORTEX_ASSIGN_OR_RETURN(Tensor xz, x.narrow(0, b * s + n + r, 1));
     VORTEX_RETURN_IF_ERROR(be.copy(w_.zero_token, xz));
   }
-  VORTEX_ASSIGN_OR_RETURN(Tensor nrm, w.nrm.narrow(0, 0, s));  // [S, D] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor qkv, w.qkv.narrow(0, 0, s));  // [S, 3I] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor o, w.o.narrow(0, 0, s));      // [S, I] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor a, w.a.narrow(0, 0, s));      // [S, D] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor u, w.u.narrow(0, 0, s));      // [S, 2F] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor m, w.m.narrow(0, 0, s));      // [S, F] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.as_strided({s, d}, {3 * d, 1}, 0));
-  VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.as_strided({s, d}, {3 * d, 1}, d));
-  VORTEX_ASSIGN_OR_RETURN(Tensor v, qkv.as_strided({s, d}, {3 * d, 1}, 2 * d));
+  VORTEX_ASSIGN_OR_RETURN(Tensor nrm, w.nrm.narrow(0, 0, rows));  // [B * S, D] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor qkv, w.qkv.narrow(0, 0, rows));  // [B * S, 3I] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor o, w.o.narrow(0, 0, rows));      // [B * S, I] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor a, w.a.narrow(0, 0, rows));      // [B * S, D] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor u, w.u.narrow(0, 0, rows));      // [B * S, 2F] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor m, w.m.narrow(0, 0, rows));      // [B * S, F] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.as_strided({rows, d}, {3 * d, 1}, 0));
+  VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.as_strided({rows, d}, {3 * d, 1}, d));
+  VORTEX_ASSIGN_OR_RETURN(Tensor v, qkv.as_strided({rows, d}, {3 * d, 1}, 2 * d));
   const ExecOptions opts;
   for (size_t i = 0; i < w_.blocks.size(); ++i) {
-    const VideoVaeBlockWeights& b = w_.blocks[i];
+    const VideoVaeBlockWeights& bw = w_.blocks[i];
     const std::string ctx = "video VAE block " + std::to_string(i);
-    VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, b.norm1_weight, cfg_.norm_eps, nrm).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.linear(nrm, b.attn_qkv, &b.attn_qkv_bias, qkv).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, bw.norm1_weight, cfg_.norm_eps, nrm).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.linear(nrm, bw.attn_qkv, &bw.attn_qkv_bias, qkv).with_context(ctx));
     VORTEX_RETURN_IF_ERROR(
         be.qk_norm_rope(q, k, w_.qk_norm_ones, w_.qk_norm_ones, cfg_.norm_eps, rope, cfg_.heads, cfg_.head_dim)
             .with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.attention(q, k, v, cfg_.heads, cfg_.head_dim, o, opts).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.linear(o, b.attn_to_out_0, &b.attn_to_out_0_bias, a).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.scale_add(x, a, b.scale1).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, b.norm2_weight, cfg_.norm_eps, nrm).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.linear(nrm, b.ff_net_0_proj, &b.ff_net_0_proj_bias, u).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR((batching_.batched_attention
+                                ? be.attention_batched(q, k, v, batch, cfg_.heads, cfg_.head_dim, o, opts)
+                                : be.attention_per_sequence(q, k, v, batch, cfg_.heads, cfg_.head_dim, o, opts))
+                               .with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.linear(o, bw.attn_to_out_0, &bw.attn_to_out_0_bias, a).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.scale_add(x, a, bw.scale1).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, bw.norm2_weight, cfg_.norm_eps, nrm).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.linear(nrm, bw.ff_net_0_proj, &bw.ff_net_0_proj_bias, u).with_context(ctx));
     VORTEX_RETURN_IF_ERROR(be.swiglu(u, m).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.linear(m, b.ff_net_2, &b.ff_net_2_bias, a).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.scale_add(x, a, b.scale2).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.linear(m, bw.ff_net_2, &bw.ff_net_2_bias, a).with_context(ctx));
+    VORTEX_RETURN_IF_ERROR(be.scale_add(x, a, bw.scale2).with_context(ctx));
   }
   VORTEX_RETURN_IF_ERROR(be.layer_norm(x, w_.decoder_norm_out_weight, w_.decoder_norm_out_bias, cfg_.norm_eps, nrm)
                              .with_context("video VAE norm_out"));
-  VORTEX_ASSIGN_OR_RETURN(Tensor y, w.y[slot].narrow(0, 0, s));  // [S, 3 * pt * p * p] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor y, w.y[slot].narrow(0, 0, rows));  // [B * S, 3 * pt * p * p] bf16
   VORTEX_RETURN_IF_ERROR(be.linear(nrm, w_.decoder_proj_out, &w_.decoder_proj_out_bias, y).with_context("proj_out"));
   return Status::Ok();
-}
-
-Result<Tensor> VideoVae::fetch_tile(int slot, int64_t t, int64_t h, int64_t wd) {
-  const int64_t s = t * h * wd + cfg_.registers + 1;
-  VORTEX_ASSIGN_OR_RETURN(Tensor y, ws_->y[slot].narrow(0, 0, s));
-  Tensor yh = Tensor::empty({s, cfg_.patch_values()}, DType::kBF16);
-  VORTEX_RETURN_IF_ERROR(backend_.download(y, yh));
-  return yh;
 }
 
 namespace {
 
 // Unpatchify: token (ti, hi, wi) value ((ch * pt + a) * p + b) * p + cc -> pixel (ch, ti*pt + a, hi*p + b, wi*p + cc).
-// y [S, 3 * pt * p * p] bf16 host (the first t * h * w rows are the voxel tokens) -> Video [3, t*pt, h*p, w*p].
-Video unpatchify(const Tensor& yh, int64_t t, int64_t h, int64_t wd, int64_t oc, int64_t pt, int64_t p, int threads) {
-  const int64_t pv = yh.dim(1), n = t * h * wd;
+// src: one tile's rows of y [S, pv = 3 * pt * p * p] bf16 host (the first t * h * w rows are the voxel tokens)
+// -> Video [3, t*pt, h*p, w*p].
+Video unpatchify(const uint16_t* src, int64_t pv, int64_t t, int64_t h, int64_t wd, int64_t oc, int64_t pt, int64_t p,
+                 int threads) {
+  const int64_t n = t * h * wd;
   Video out(static_cast<int>(oc), static_cast<int>(t * pt), static_cast<int>(h * p), static_cast<int>(wd * p));
-  const uint16_t* src = yh.data<uint16_t>();
   const int64_t fo = t * pt, ho = h * p, wo = wd * p;
   parallel_for_ranges(static_cast<size_t>(n), threads, 1, [&](size_t begin, size_t end) {
     for (int64_t i = static_cast<int64_t>(begin); i < static_cast<int64_t>(end); ++i) {
@@ -598,11 +595,23 @@ inline float blend_value(float a, float b, int i, int e) {
 }  // namespace
 
 Result<Tensor> VideoVae::decode_tile(const Tensor& z) {
-  const int64_t t = z.dim(1), h = z.dim(2), wd = z.dim(3);
-  VORTEX_RETURN_IF_ERROR(reserve(t * h * wd + cfg_.registers + 1));
-  VORTEX_RETURN_IF_ERROR(forward_tile(z, 0));
-  VORTEX_ASSIGN_OR_RETURN(Tensor yh, fetch_tile(0, t, h, wd));
-  return tensor_from_video(unpatchify(yh, t, h, wd, cfg_.out_channels, cfg_.patch_t, cfg_.patch, 1));
+  if (!z.defined() || z.ndim() != 4 || z.dtype() != DType::kF32 || !z.is_contiguous() ||
+      z.dim(0) != cfg_.latent_channels)
+    return invalid_argument("decode_tile: expected contiguous host [" + std::to_string(cfg_.latent_channels) +
+                            ", t, h, w] f32 latents, got " + (z.defined() ? z.describe() : std::string("nothing")));
+  const int64_t c = cfg_.latent_channels, t = z.dim(1), h = z.dim(2), wd = z.dim(3);
+  const int64_t n = t * h * wd, s = n + cfg_.registers + 1;
+  VORTEX_RETURN_IF_ERROR(reserve(s));
+  Tensor tok = Tensor::zeros({s, c}, DType::kF32);  // [S, C] f32: voxels in (t, h, w) order, channels last
+  for (int64_t ci = 0; ci < c; ++ci)
+    for (int64_t i = 0; i < n; ++i) tok.data<float>()[i * c + ci] = z.data<float>()[ci * n + i];
+  VORTEX_ASSIGN_OR_RETURN(Tensor tok_d, backend_.upload(tok));
+  VORTEX_RETURN_IF_ERROR(forward_batch(tok_d, 1, t, h, wd, 0));
+  VORTEX_ASSIGN_OR_RETURN(Tensor y, ws_->y[0].narrow(0, 0, s));
+  Tensor yh = Tensor::empty({s, cfg_.patch_values()}, DType::kBF16);
+  VORTEX_RETURN_IF_ERROR(backend_.download(y, yh));
+  return tensor_from_video(
+      unpatchify(yh.data<uint16_t>(), yh.dim(1), t, h, wd, cfg_.out_channels, cfg_.patch_t, cfg_.patch, 1));
 }
 
 // The whole decode in one pass over the tiles (clips in order, tiles row-major), equal value for value to
@@ -611,7 +620,7 @@ Result<Tensor> VideoVae::decode_tile(const Tensor& z) {
 // padded frames are cropped at the end), but with every pixel written once straight into the output. Tile k + 2 is
 // queued on the backend before tile k is stitched on the host, so on the CUDA backend the GPU keeps working while
 // the host unpatchifies and blends.
-Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& progress) {
+Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& progress, const VideoFramesFn& on_frames) {
   VORTEX_RETURN_IF_ERROR(check_latents(latents));
   const int64_t c = latents.dim(0), t = latents.dim(1), h = latents.dim(2), w = latents.dim(3);
   const int64_t tcs = cfg_.tokens_chunk_size(), drop = cfg_.token_drop, ratio = cfg_.patch_t;
@@ -691,39 +700,96 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
     int clip, i, j;
   };
   std::vector<Job> jobs;
-  int64_t max_tokens = 0;
   for (int ci = 0; ci < static_cast<int>(clips.size()); ++ci)
     for (int i = 0; i < ny; ++i)
-      for (int j = 0; j < nx; ++j) {
-        jobs.push_back({ci, i, j});
-        max_tokens = std::max<int64_t>(max_tokens, clips[ci].len * (ys.lengths[i] / ps) * (xs.lengths[j] / ps));
-      }
-  VORTEX_RETURN_IF_ERROR(reserve(max_tokens + cfg_.registers + 1));
-  auto block_of = [&](const Job& jb) {
-    const Clip& cl = clips[jb.clip];
-    return latent_block(z, cl.start, cl.len, ys.starts[jb.i] / ps, ys.lengths[jb.i] / ps, xs.starts[jb.j] / ps,
-                        xs.lengths[jb.j] / ps);
+      for (int j = 0; j < nx; ++j) jobs.push_back({ci, i, j});
+  // Batches: runs of consecutive tiles of one token shape (a clip's tiles), capped by the Batching limits.
+  struct Batch {
+    size_t first = 0, count = 0;
+    int64_t t = 0, h = 0, w = 0, s = 0, row0 = 0;  // tile shape in latents, tokens per tile, first input row
   };
+  std::vector<Batch> batches;
+  int64_t total_rows = 0, max_rows = 0;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const Job& jb = jobs[k];
+    const int64_t lt = clips[jb.clip].len, lh = ys.lengths[jb.i] / ps, lw = xs.lengths[jb.j] / ps;
+    const int64_t s_tile = lt * lh * lw + cfg_.registers + 1;
+    const bool joins =
+        !batches.empty() && batches.back().t == lt && batches.back().h == lh && batches.back().w == lw &&
+        (batching_.max_batch_tiles == 0 || batches.back().count < static_cast<size_t>(batching_.max_batch_tiles)) &&
+        (static_cast<int64_t>(batches.back().count) + 1) * s_tile <= batching_.max_batch_rows;
+    if (joins) {
+      ++batches.back().count;
+    } else {
+      batches.push_back(Batch{k, 1, lt, lh, lw, s_tile, total_rows});
+    }
+    total_rows += s_tile;
+    max_rows = std::max<int64_t>(max_rows, static_cast<int64_t>(batches.back().count) * s_tile);
+  }
+  VORTEX_RETURN_IF_ERROR(reserve(max_rows));
+  // Every tile's input rows [S, C] (voxels in (t, h, w) order, channels last; register / zero-token rows 0),
+  // uploaded once so that no later upload waits for the queued forwards.
   const int threads = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+  Tensor tokens_h = Tensor::zeros({total_rows, c}, DType::kF32);  // [sum of B * S, C] f32
+  parallel_for_ranges(jobs.size(), threads, 1, [&](size_t k0, size_t k1) {
+    for (size_t bi = 0; bi < batches.size(); ++bi) {
+      const Batch& bt = batches[bi];
+      for (size_t q = 0; q < bt.count; ++q) {
+        if (bt.first + q < k0 || bt.first + q >= k1) continue;  // this thread's tiles
+        const Job& jb = jobs[bt.first + q];
+        const Clip& cl = clips[jb.clip];
+        const int64_t y0 = ys.starts[jb.i] / ps, x0 = xs.starts[jb.j] / ps, zt = t + pad;
+        float* dst = tokens_h.data<float>() + (bt.row0 + static_cast<int64_t>(q) * bt.s) * c;
+        for (int64_t ti = 0; ti < bt.t; ++ti)
+          for (int64_t y = 0; y < bt.h; ++y)
+            for (int64_t x = 0; x < bt.w; ++x) {
+              const int64_t row = (ti * bt.h + y) * bt.w + x;
+              for (int64_t ch = 0; ch < c; ++ch)
+                dst[row * c + ch] = z.data<float>()[((ch * zt + cl.start + ti) * h + y0 + y) * w + x0 + x];
+            }
+      }
+    }
+  });
+  VORTEX_ASSIGN_OR_RETURN(Tensor tokens_d, backend_.upload(tokens_h));
+  // Host copies of the two output buffers (page-locked on CUDA, so the copy-out is queued behind the forward),
+  // kept with the workspace.
+  const int64_t pv = cfg_.patch_values();
+  Tensor* y_host = ws_->y_host;
+  for (int sl = 0; sl < std::min<int>(2, static_cast<int>(batches.size())); ++sl)
+    if (!y_host[sl].defined()) {
+      VORTEX_ASSIGN_OR_RETURN(y_host[sl], backend_.alloc_host({ws_->rows, pv}, DType::kBF16));
+    }
+  uint64_t ticket[2] = {0, 0};
+  // Queues batch bi's forward into slot bi % 2 and its copy-out into y_host[bi % 2].
+  auto launch = [&](size_t bi) -> Status {
+    const Batch& bt = batches[bi];
+    const int sl = static_cast<int>(bi % 2);
+    const int64_t rows = static_cast<int64_t>(bt.count) * bt.s;
+    VORTEX_ASSIGN_OR_RETURN(Tensor in, tokens_d.narrow(0, bt.row0, rows));
+    VORTEX_RETURN_IF_ERROR(forward_batch(in, static_cast<int64_t>(bt.count), bt.t, bt.h, bt.w, sl));
+    VORTEX_ASSIGN_OR_RETURN(Tensor y, ws_->y[sl].narrow(0, 0, rows));
+    VORTEX_ASSIGN_OR_RETURN(Tensor yh, y_host[sl].narrow(0, 0, rows));
+    VORTEX_ASSIGN_OR_RETURN(ticket[sl], backend_.download_async(y, yh));
+    return Status::Ok();
+  };
+
   std::vector<std::vector<Video>> orig(static_cast<size_t>(ny), std::vector<Video>(static_cast<size_t>(nx)));
   Video overlap, next_overlap;  // [3, frames, hp, wp] chunk-1 frames of the previous / current clip
   bool have_overlap = false;
   const int64_t total = static_cast<int64_t>(jobs.size());
-  for (size_t k = 0; k < std::min<size_t>(2, jobs.size()); ++k)
-    VORTEX_RETURN_IF_ERROR(forward_tile(block_of(jobs[k]), static_cast<int>(k % 2)));
-  for (size_t k = 0; k < jobs.size(); ++k) {
+  int64_t final_frames = 0;  // frames [0, final_frames) of `out` are written for good
+  // Stitches tile k (rows `src` of its batch's output) into the output and the next clip's overlap.
+  auto stitch = [&](size_t k, const uint16_t* src) {
     const Job jb = jobs[k];
     const Clip& cl = clips[jb.clip];
     const int64_t lt = cl.len, lh = ys.lengths[jb.i] / ps, lw = xs.lengths[jb.j] / ps;
-    VORTEX_ASSIGN_OR_RETURN(Tensor yh, fetch_tile(static_cast<int>(k % 2), lt, lh, lw));
-    if (k + 2 < jobs.size()) VORTEX_RETURN_IF_ERROR(forward_tile(block_of(jobs[k + 2]), static_cast<int>(k % 2)));
     if (jb.i == 0 && jb.j == 0) {
       next_overlap = Video(oc, static_cast<int>(cl.fe1 - cl.f01), hp, wp);
     }
     if (jb.j == 0 && jb.i >= 2)
       for (Video& v : orig[static_cast<size_t>(jb.i - 2)]) v = Video();  // no longer a neighbour
     Video& tile = orig[static_cast<size_t>(jb.i)][static_cast<size_t>(jb.j)];
-    tile = unpatchify(yh, lt, lh, lw, oc, ratio, ps, threads);
+    tile = unpatchify(src, pv, lt, lh, lw, oc, ratio, ps, threads);
     const Video* above = jb.i > 0 ? &orig[static_cast<size_t>(jb.i - 1)][static_cast<size_t>(jb.j)] : nullptr;
     const Video* left = jb.j > 0 ? &orig[static_cast<size_t>(jb.i)][static_cast<size_t>(jb.j - 1)] : nullptr;
     const int ey = above ? std::min({above->h, tile.h, ys.overlaps[static_cast<size_t>(jb.i - 1)]}) : 0;
@@ -763,12 +829,34 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
             }
           }
         });
-    if (jb.i == ny - 1 && jb.j == nx - 1 && drop > 0) {  // the clip is complete
-      overlap = std::move(next_overlap);
-      next_overlap = Video();
-      have_overlap = true;
+    if (jb.i == ny - 1 && jb.j == nx - 1) {  // the clip is complete: its chunk-0 frames are final
+      if (drop > 0) {
+        overlap = std::move(next_overlap);
+        next_overlap = Video();
+        have_overlap = true;
+      }
+      final_frames = std::min<int64_t>(out_frames, cl.out_offset + (cl.fe0 - cl.f00));
     }
     if (progress) progress({"video", static_cast<int64_t>(k) + 1, total});
+  };
+  int64_t emitted = 0;  // frames [0, emitted) handed to on_frames
+  auto emit = [&]() -> Status {
+    if (!on_frames || final_frames <= emitted) return Status::Ok();
+    VORTEX_RETURN_IF_ERROR(on_frames(out, emitted, final_frames));
+    emitted = final_frames;
+    return Status::Ok();
+  };
+  // Batch bi + 1 is queued before batch bi is stitched, so the device runs it while the host stitches.
+  VORTEX_RETURN_IF_ERROR(launch(0));
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    if (bi + 1 < batches.size()) VORTEX_RETURN_IF_ERROR(launch(bi + 1));
+    const int sl = static_cast<int>(bi % 2);
+    VORTEX_RETURN_IF_ERROR(backend_.wait_download(ticket[sl]));
+    const Batch& bt = batches[bi];
+    for (size_t q = 0; q < bt.count; ++q) {
+      stitch(bt.first + q, y_host[sl].data<uint16_t>() + static_cast<int64_t>(q) * bt.s * pv);
+      VORTEX_RETURN_IF_ERROR(emit());
+    }
   }
   if (have_overlap) {  // the last clip's overlap chunk closes the video
     const int64_t base = clips.back().out_offset + (clips.back().fe0 - clips.back().f00);
@@ -777,25 +865,44 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
         std::memcpy(&out_at(ch, base + q, 0, 0), &overlap.at(ch, static_cast<int>(q), 0, 0),
                     static_cast<size_t>(hp) * static_cast<size_t>(wp) * sizeof(float));
   }
+  final_frames = out_frames;
+  VORTEX_RETURN_IF_ERROR(emit());
   return out;
 }
 
 Result<Tensor> video_to_rgb8(const Tensor& decoded) {
+  if (!decoded.defined() || decoded.ndim() != 4)
+    return invalid_argument("video_to_rgb8: expected a contiguous [3, F, H, W] f32 tensor, got " +
+                            (decoded.defined() ? decoded.describe() : std::string("nothing")));
+  return video_to_rgb8(decoded, 0, decoded.dim(1), 1);
+}
+
+Result<Tensor> video_to_rgb8(const Tensor& decoded, int64_t begin, int64_t end, int threads) {
   if (!decoded.defined() || decoded.ndim() != 4 || decoded.dim(0) != 3 || decoded.dtype() != DType::kF32 ||
       !decoded.is_contiguous())
-    return invalid_argument("video_to_rgb8: expected a contiguous [3, F, H, W] f32 tensor, got " + decoded.describe());
-  const int64_t f = decoded.dim(1), h = decoded.dim(2), w = decoded.dim(3), plane = f * h * w;
-  Tensor out = Tensor::empty({f, h, w, 3}, DType::kU8);
+    return invalid_argument("video_to_rgb8: expected a contiguous [3, F, H, W] f32 tensor, got " +
+                            (decoded.defined() ? decoded.describe() : std::string("nothing")));
+  const int64_t f = decoded.dim(1), h = decoded.dim(2), w = decoded.dim(3), plane = f * h * w, fp = h * w;
+  if (begin < 0 || end > f || begin > end)
+    return invalid_argument("video_to_rgb8: frames [" + std::to_string(begin) + ", " + std::to_string(end) +
+                            ") are outside the " + std::to_string(f) + " decoded frames");
+  Tensor out = Tensor::empty({end - begin, h, w, 3}, DType::kU8);
   const float* src = decoded.data<float>();
   uint8_t* dst = out.data<uint8_t>();
-  for (int ch = 0; ch < 3; ++ch)
-    for (int64_t i = 0; i < plane; ++i) {
-      volatile float sv = src[ch * plane + i] * kImagenetStd[ch];
-      float v = sv + kImagenetMean[ch];
-      v = std::isnan(v) ? 0.0f : std::min(1.0f, std::max(0.0f, v));
-      volatile float s255 = v * 255.0f;
-      dst[i * 3 + ch] = static_cast<uint8_t>(std::nearbyint(static_cast<float>(s255)));  // ties to even
-    }
+  parallel_for_ranges(static_cast<size_t>(end - begin), std::max(1, threads), 1, [&](size_t b0, size_t b1) {
+    for (size_t fi = b0; fi < b1; ++fi)
+      for (int ch = 0; ch < 3; ++ch) {
+        const float* s = src + ch * plane + (begin + static_cast<int64_t>(fi)) * fp;
+        uint8_t* d = dst + static_cast<int64_t>(fi) * fp * 3;
+        for (int64_t i = 0; i < fp; ++i) {
+          volatile float sv = s[i] * kImagenetStd[ch];
+          float v = sv + kImagenetMean[ch];
+          v = std::isnan(v) ? 0.0f : std::min(1.0f, std::max(0.0f, v));
+          volatile float s255 = v * 255.0f;
+          d[i * 3 + ch] = static_cast<uint8_t>(std::nearbyint(static_cast<float>(s255)));  // ties to even
+        }
+      }
+  });
   return out;
 }
 

@@ -108,6 +108,11 @@ struct VaeProgress {
   int64_t done = 0, total = 0;  // tile forwards (video) or stereo channels (audio)
 };
 using VaeProgressFn = std::function<void(const VaeProgress&)>;
+// decode() calls it with its output [3, F, H, W] f32 each time frames [begin, end) are final (after each clip, in
+// order, covering [0, F) once). decode() never writes those frames again, so the callee, or a thread it hands
+// them to, may read them while the decode goes on (the tensor lives on in decode's result). An error stops the
+// decode.
+using VideoFramesFn = std::function<Status(const Tensor& video, int64_t begin, int64_t end)>;
 
 class VideoVae {
  public:
@@ -135,29 +140,45 @@ class VideoVae {
   // Tile forwards a decode of `latents` runs (for progress).
   int64_t tile_forwards(const Shape& latent_shape) const;
   // Normalized latents [C, T, H, W] f32 host -> ImageNet-space video [3, F, H * p, W * p] f32 host.
-  Result<Tensor> decode(const Tensor& latents, const VaeProgressFn& progress = nullptr);
+  Result<Tensor> decode(const Tensor& latents, const VaeProgressFn& progress = nullptr,
+                        const VideoFramesFn& on_frames = nullptr);
   // One ViT forward: de-normalized latents [C, t, h, w] f32 host -> [3, t * pt, h * p, w * p] f32 host.
   Result<Tensor> decode_tile(const Tensor& z);
+
+  // How decode() batches its tile forwards: consecutive tiles of one shape (the tiles of a clip) run as one
+  // forward of up to max_batch_tiles tiles (0: no limit) and max_batch_rows token rows, so the GEMMs see
+  // M = tiles * S rows; batched_attention: attention through Backend::attention_batched (one batched call on
+  // CUDA) instead of one attention() per tile. Every setting gives the same bytes on the CPU backend.
+  struct Batching {
+    int max_batch_tiles = 0;
+    int64_t max_batch_rows = 65536;
+    bool batched_attention = true;
+  };
+  const Batching& batching() const { return batching_; }
+  Status set_batching(const Batching& b);
+  // Device memory of the activation workspace reserved by the last decode (bytes).
+  int64_t workspace_bytes() const;
 
  private:
   struct Workspace;
   VideoVae(VideoVaeConfig cfg, Backend& backend);
-  // Device activations for tiles of up to `tokens` tokens (kept and reused; grown only for a larger tile).
-  Status reserve(int64_t tokens);
-  // The BF16 cos/sin tables of a t x h x w tile, built once per shape.
-  Result<const RopeTables*> rope_for(int64_t t, int64_t h, int64_t w);
-  // Queues one ViT forward of de-normalized latents z [C, t, h, w] (host) into output buffer `slot` (0 or 1);
-  // the latent upload is its only host synchronization.
-  Status forward_tile(const Tensor& z, int slot);
-  // Downloads buffer `slot`'s [S, 3 * pt * p * p] bf16 output of a t x h x w tile (waits for it).
-  Result<Tensor> fetch_tile(int slot, int64_t t, int64_t h, int64_t w);
+  // Device activations for batches of up to `rows` token rows (kept and reused; grown only for a larger batch).
+  Status reserve(int64_t rows);
+  // The BF16 cos/sin tables of `batch` stacked t x h x w tiles ([batch * S, rope_dims / 2]), built once per shape.
+  Result<const RopeTables*> rope_for(int64_t t, int64_t h, int64_t w, int64_t batch);
+  // Queues one ViT forward of `batch` tiles of t x h x w tokens whose input rows are `tokens` [batch * S, C] f32
+  // on the device (tile b's voxels in rows [b * S, b * S + t * h * w); the register and zero-token rows are
+  // overwritten) into output buffer `slot` (0 or 1): y[slot] rows [0, batch * S) get [batch * S, 3 * pt * p * p]
+  // bf16. No host synchronization.
+  Status forward_batch(const Tensor& tokens, int64_t batch, int64_t t, int64_t h, int64_t w, int slot);
 
   VideoVaeConfig cfg_;
   Backend& backend_;
   VideoVaeWeights w_;
   int64_t params_ = 0;
   std::unique_ptr<Workspace> ws_;
-  std::map<std::array<int64_t, 3>, RopeTables> rope_cache_;
+  std::map<std::array<int64_t, 4>, RopeTables> rope_cache_;
+  Batching batching_;
   VaeLayout layout_ = VaeLayout::kDiffusers;
 };
 
@@ -165,5 +186,8 @@ class VideoVae {
 // v = clamp(fp32(fp32(x * std_c) + mean_c), 0, 1), u8 = round_half_even(fp32(v * 255)).
 // decoded [3, F, H, W] f32 -> frames [F, H, W, 3] u8 (interleaved RGB, what the encoder and PNGs receive).
 Result<Tensor> video_to_rgb8(const Tensor& decoded);
+// Frames [begin, end) of `decoded` only -> [end - begin, H, W, 3] u8 (the same bytes as video_to_rgb8's rows),
+// over `threads` threads.
+Result<Tensor> video_to_rgb8(const Tensor& decoded, int64_t begin, int64_t end, int threads = 1);
 
 }  // namespace vortex

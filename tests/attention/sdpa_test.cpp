@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "cuda/attention/sdpa.h"
@@ -144,6 +145,78 @@ TEST(SdpaCudnn, RaggedShapesTwoReference) {
   auto info = (*sdpa)->plan_info(129, 2, 128, 3 * 256, 256);
   ASSERT_TRUE(info.ok()) << info.status().to_string();
   std::printf("[sdpa plan] %s\n", info->c_str());
+}
+
+// run_batched: B equal sequences packed along the rows of one [B * S, 3I] buffer (the video VAE's tiles, D = 64),
+// one cuDNN call; each sequence checked with the two-reference rule on its own rows, and compared with the
+// per-sequence run() (reported: equal bytes are expected of one kernel but not part of the contract).
+TEST(SdpaCudnn, BatchedSequencesTwoReference) {
+  VORTEX_REQUIRE_GPU();
+  auto sdpa = SdpaAttention::create();
+  ASSERT_TRUE(sdpa.ok()) << sdpa.status().to_string();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g(0.f, 1.f);
+  for (auto [batch, s, heads] : std::vector<std::tuple<int64_t, int64_t, int>>{{3, 97, 2}, {4, 261, 4}, {2, 1797, 2}}) {
+    const int64_t d = 64, width = heads * d, ld = 3 * width, rows = batch * s;
+    SCOPED_TRACE("B=" + std::to_string(batch) + " S=" + std::to_string(s));
+    std::vector<uint16_t> qkv(static_cast<size_t>(rows * ld));
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t c = 0; c < ld; ++c) {
+        const float base = g(rng);
+        const float val = c < width       ? 1.5f * base
+                          : c < 2 * width ? base + 0.5f * static_cast<float>((c % 7) - 3)
+                                          : base;
+        qkv[static_cast<size_t>(t * ld + c)] = bf16_bits_from_f32(val);
+      }
+    DeviceBuffer buf(qkv.size() * 2), out(static_cast<size_t>(rows * width) * 2),
+        out1(static_cast<size_t>(rows * width) * 2);
+    buf.upload(qkv.data(), qkv.size() * 2);
+    out.poison(0xFF);
+    out1.poison(0xFF);
+    Tensor q = device_view(buf, 0, {rows, width}, {ld, 1});
+    Tensor k = device_view(buf, width * 2, {rows, width}, {ld, 1});
+    Tensor v = device_view(buf, 2 * width * 2, {rows, width}, {ld, 1});
+    Tensor o = device_view(out, 0, {rows, width}, {width, 1});
+    Status st = (*sdpa)->run_batched(q, k, v, batch, heads, static_cast<int>(d), o, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    for (int64_t b = 0; b < batch; ++b) {  // the per-sequence calls into out1
+      auto qb = q.narrow(0, b * s, s), kb = k.narrow(0, b * s, s), vb = v.narrow(0, b * s, s);
+      Tensor ob = device_view(out1, b * s * width * 2, {s, width}, {width, 1});
+      ASSERT_TRUE(qb.ok() && kb.ok() && vb.ok());
+      ASSERT_TRUE((*sdpa)->run(*qb, *kb, *vb, heads, static_cast<int>(d), ob, nullptr).ok());
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> oh(static_cast<size_t>(rows * width)), oh1(oh.size());
+    out.download(oh.data(), oh.size() * 2);
+    out1.download(oh1.data(), oh1.size() * 2);
+    EXPECT_TRUE(out.sentinel_intact()) << "write past the end of out";
+    int64_t differ = 0;
+    for (size_t i = 0; i < oh.size(); ++i) differ += oh[i] != oh1[i];
+    TwoReference tr;
+    std::vector<double> r64;
+    std::vector<float> rcpu;
+    for (int64_t b = 0; b < batch; ++b) {
+      const std::vector<uint16_t> seq(qkv.begin() + b * s * ld, qkv.begin() + (b + 1) * s * ld);
+      for (int h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < s; i += 13) {
+          reference_row(seq, s, width, d, h, i, r64, rcpu);
+          for (int64_t c = 0; c < d; ++c)
+            tr.add(f32_from_bf16_bits(oh[static_cast<size_t>((b * s + i) * width + h * d + c)]),
+                   rcpu[static_cast<size_t>(c)], r64[static_cast<size_t>(c)]);
+        }
+    }
+    std::printf("[sdpa batched B=%lld S=%lld heads=%d D=64] %s; %lld of %zu values differ from per-sequence run()\n",
+                static_cast<long long>(batch), static_cast<long long>(s), heads, tr.summary().c_str(),
+                static_cast<long long>(differ), oh.size());
+    EXPECT_TRUE(tr.passes(2e-4, 2e-3)) << tr.summary();
+  }
+  // Rows that do not split into equal sequences are refused.
+  DeviceBuffer buf(static_cast<size_t>(10 * 3 * 128) * 2), out(static_cast<size_t>(10 * 128) * 2);
+  Tensor q = device_view(buf, 0, {10, 128}, {384, 1}), k = device_view(buf, 256, {10, 128}, {384, 1});
+  Tensor v = device_view(buf, 512, {10, 128}, {384, 1}), o = device_view(out, 0, {10, 128}, {128, 1});
+  EXPECT_EQ((*sdpa)->run_batched(q, k, v, 3, 2, 64, o, nullptr).code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(SdpaCudnn, StridedOutputView) {

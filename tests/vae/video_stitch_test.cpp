@@ -211,5 +211,94 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, VideoStitch,
                            return std::string(info.param.name) + (info.param.tiling ? "_tiled" : "_untiled");
                          });
 
+// Batched tile forwards (VideoVae::Batching): a clip's tiles run as one forward of B * S rows. On the CPU backend
+// every row-wise op and the per-sequence attention give the same bytes for any batching, so each setting must
+// reproduce the one-tile-per-forward decode exactly (the literal composition above is per tile too).
+TEST(VideoBatching, EverySettingGivesTheSameBytes) {
+  auto backend = make_backend("cpu", 0);
+  ASSERT_TRUE(backend.ok());
+  auto vae = VideoVae::load(std::string(VORTEX_VAE_FIXTURES) + "/video_vae", **backend);
+  ASSERT_TRUE(vae.ok()) << vae.status().to_string();
+  (*vae)->mutable_config().tile = 16;
+  (*vae)->mutable_config().tile_overlap = 4;
+  auto cases = SafetensorsFile::open(std::string(VORTEX_VAE_FIXTURES) + "/video_cases.safetensors");
+  ASSERT_TRUE(cases.ok());
+  auto latents = cases->tensor("tiled_two_clips.latents");
+  ASSERT_TRUE(latents.ok());
+  VideoVae::Batching one;
+  one.max_batch_tiles = 1;
+  ASSERT_TRUE((*vae)->set_batching(one).ok());
+  auto want = (*vae)->decode(*latents);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  const int64_t per_tile_bytes = (*vae)->workspace_bytes();
+  VideoVae::Batching all, two, looped, small_rows;
+  two.max_batch_tiles = 2;
+  looped.batched_attention = false;
+  small_rows.max_batch_rows = 1;  // below one tile: every batch still takes one tile
+  int index = 0;
+  for (const VideoVae::Batching& b : {all, two, looped, small_rows}) {
+    ASSERT_TRUE((*vae)->set_batching(b).ok());
+    auto got = (*vae)->decode(*latents);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    ASSERT_EQ(got->shape(), want->shape());
+    EXPECT_EQ(std::memcmp(got->raw_data(), want->raw_data(), want->nbytes()), 0) << "setting " << index;
+    ++index;
+  }
+  // The unlimited setting really batched: its workspace holds more rows than a single tile's.
+  ASSERT_TRUE((*vae)->set_batching(all).ok());
+  auto vae2 = VideoVae::load(std::string(VORTEX_VAE_FIXTURES) + "/video_vae", **backend);
+  ASSERT_TRUE(vae2.ok());
+  (*vae2)->mutable_config().tile = 16;
+  (*vae2)->mutable_config().tile_overlap = 4;
+  ASSERT_TRUE((*vae2)->decode(*latents).ok());
+  EXPECT_GT((*vae2)->workspace_bytes(), per_tile_bytes);
+}
+
+TEST(VideoBatching, RejectsBadLimits) {
+  auto backend = make_backend("cpu", 0);
+  ASSERT_TRUE(backend.ok());
+  auto vae = VideoVae::load(std::string(VORTEX_VAE_FIXTURES) + "/video_vae", **backend);
+  ASSERT_TRUE(vae.ok());
+  VideoVae::Batching b;
+  b.max_batch_tiles = -1;
+  EXPECT_EQ((*vae)->set_batching(b).code(), ErrorCode::kInvalidArgument);
+  b.max_batch_tiles = 0;
+  b.max_batch_rows = 0;
+  EXPECT_EQ((*vae)->set_batching(b).code(), ErrorCode::kInvalidArgument);
+}
+
+// Backend::attention_batched's default (one attention() per row block) against attention() on each block.
+TEST(VideoBatching, AttentionBatchedIsPerSequenceAttention) {
+  auto backend = make_backend("cpu", 0);
+  ASSERT_TRUE(backend.ok());
+  Backend& be = **backend;
+  const int64_t batch = 3, len = 7, heads = 2, hd = 16, width = heads * hd;
+  Tensor qkv = Tensor::empty({batch * len, 3 * width}, DType::kBF16);  // [B * L, 3I]
+  uint64_t state = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(::testing::UnitTest::GetInstance()->random_seed());
+  for (int64_t i = 0; i < qkv.numel(); ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    qkv.data<uint16_t>()[i] =
+        bf16_bits_from_f32(static_cast<float>(static_cast<int64_t>(state >> 40) % 2001 - 1000) / 500.0f);
+  }
+  auto q = qkv.as_strided({batch * len, width}, {3 * width, 1}, 0);
+  auto k = qkv.as_strided({batch * len, width}, {3 * width, 1}, width);
+  auto v = qkv.as_strided({batch * len, width}, {3 * width, 1}, 2 * width);
+  ASSERT_TRUE(q.ok() && k.ok() && v.ok());
+  Tensor got = Tensor::empty({batch * len, width}, DType::kBF16);
+  std::memset(got.raw_data(), 0xff, got.nbytes());  // poison
+  ASSERT_TRUE(be.attention_batched(*q, *k, *v, batch, heads, hd, got, ExecOptions{}).ok());
+  for (int64_t b = 0; b < batch; ++b) {
+    Tensor want = Tensor::empty({len, width}, DType::kBF16);
+    auto qb = q->narrow(0, b * len, len), kb = k->narrow(0, b * len, len), vb = v->narrow(0, b * len, len);
+    ASSERT_TRUE(be.attention(*qb, *kb, *vb, heads, hd, want, ExecOptions{}).ok());
+    EXPECT_EQ(std::memcmp(want.raw_data(), got.data<uint16_t>() + b * len * width, want.nbytes()), 0) << "block " << b;
+  }
+  // Against whole-sequence attention the blocks must differ (the batch really is independent sequences).
+  Tensor whole = Tensor::empty({batch * len, width}, DType::kBF16);
+  ASSERT_TRUE(be.attention(*q, *k, *v, heads, hd, whole, ExecOptions{}).ok());
+  EXPECT_NE(std::memcmp(whole.raw_data(), got.raw_data(), got.nbytes()), 0);
+  EXPECT_EQ(be.attention_batched(*q, *k, *v, 2, heads, hd, got, ExecOptions{}).code(), ErrorCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace vortex

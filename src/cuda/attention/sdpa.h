@@ -28,6 +28,10 @@ class SdpaAttention {
   // each), out rows of `ld_out` elements. All bf16, 16-byte aligned.
   virtual Status run_raw(const void* q, const void* k, const void* v, int64_t ld_qkv, void* out, int64_t ld_out,
                          int64_t seq_len, int num_heads, int head_dim, cudaStream_t stream) = 0;
+  // `batch` equal-length sequences packed along the rows of q, k, v, out ([batch * L, I] views as in run()), one
+  // cuDNN call with a batch dimension: sequence b is rows [b * L, (b + 1) * L) (the video VAE's tiles).
+  virtual Status run_batched(const Tensor& q, const Tensor& k, const Tensor& v, int64_t batch, int num_heads,
+                             int head_dim, Tensor& out, cudaStream_t stream) = 0;
   // Which cuDNN graph / engine the plan for this shape uses (builds the plan if needed).
   virtual Result<std::string> plan_info(int64_t seq_len, int num_heads, int head_dim, int64_t ld_qkv,
                                         int64_t ld_out) = 0;

@@ -1,7 +1,7 @@
 // SdpaAttention through cuDNN's backend (graph) API: one fused flash-attention plan per
-// (S, heads, D, row strides), cached. Graph order tried: the unified SDPA_FWD operation (cuDNN >= 9.13),
+// (batch, S, heads, D, row strides), cached. Graph order tried: the unified SDPA_FWD operation (cuDNN >= 9.13),
 // then the composite flash pattern (bmm, scale, max, sub, exp, sum, div, bmm). Q/K/V are strided views
-// of the [S, 3I] QKV buffer (dims [1, H, S, D], strides {S*ld, D, ld, 1}); O is token-major [S, I].
+// of the [B * S, 3I] QKV buffer (dims [B, H, S, D], strides {S*ld, D, ld, 1}); O is token-major [B * S, I].
 // kUnsupported with cuDNN's own message when no engine accepts the configuration.
 // Tested in tests/attention/sdpa_test.cpp (two-reference rule vs FP64 attention, ragged S, sentinels).
 #include <cudnn.h>
@@ -160,27 +160,27 @@ Status add_matmul(std::vector<Desc>& keep, std::vector<cudnnBackendDescriptor_t>
 }
 
 struct Shape {
-  int64_t s, h, d, ld_qkv, ld_out;
-  auto tie() const { return std::tie(s, h, d, ld_qkv, ld_out); }
+  int64_t s, h, d, ld_qkv, ld_out, b = 1;  // b sequences of s rows each, packed along the rows
+  auto tie() const { return std::tie(s, h, d, ld_qkv, ld_out, b); }
   bool operator<(const Shape& o) const { return tie() < o.tie(); }
 };
 
 Result<GraphParts> build_graph(cudnnHandle_t handle, SdpaGraphKind kind, const Shape& sh) {
   GraphParts g;
-  const int64_t s = sh.s, h = sh.h, d = sh.d, ld = sh.ld_qkv, ldo = sh.ld_out;
-  // [1, H, S, D] views of the token-major buffers: head stride D, token stride ld.
+  const int64_t s = sh.s, h = sh.h, d = sh.d, ld = sh.ld_qkv, ldo = sh.ld_out, b = sh.b;
+  // [B, H, S, D] views of the token-major buffers: sequence stride S*ld, head stride D, token stride ld.
   VORTEX_ASSIGN_OR_RETURN(Desc q,
-                          make_tensor(kUidQ, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ld, d, ld, 1}, false, false));
+                          make_tensor(kUidQ, CUDNN_DATA_BFLOAT16, {b, h, s, d}, {s * ld, d, ld, 1}, false, false));
   VORTEX_ASSIGN_OR_RETURN(Desc v,
-                          make_tensor(kUidV, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ld, d, ld, 1}, false, false));
+                          make_tensor(kUidV, CUDNN_DATA_BFLOAT16, {b, h, s, d}, {s * ld, d, ld, 1}, false, false));
   VORTEX_ASSIGN_OR_RETURN(Desc o,
-                          make_tensor(kUidO, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ldo, d, ldo, 1}, false, false));
+                          make_tensor(kUidO, CUDNN_DATA_BFLOAT16, {b, h, s, d}, {s * ldo, d, ldo, 1}, false, false));
   VORTEX_ASSIGN_OR_RETURN(Desc scale,
                           make_tensor(kUidScale, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true));
   std::vector<cudnnBackendDescriptor_t> ops;
   if (kind == SdpaGraphKind::kUnified) {
     VORTEX_ASSIGN_OR_RETURN(Desc k,
-                            make_tensor(kUidK, CUDNN_DATA_BFLOAT16, {1, h, s, d}, {s * ld, d, ld, 1}, false, false));
+                            make_tensor(kUidK, CUDNN_DATA_BFLOAT16, {b, h, s, d}, {s * ld, d, ld, 1}, false, false));
     VORTEX_ASSIGN_OR_RETURN(Desc op, Desc::make(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR));
     VORTEX_RETURN_IF_ERROR(op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, q, "sdpa q"));
     VORTEX_RETURN_IF_ERROR(op.set_desc(CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, k, "sdpa k"));
@@ -192,14 +192,14 @@ Result<GraphParts> build_graph(cudnnHandle_t handle, SdpaGraphKind kind, const S
     g.keep.push_back(std::move(k));
     g.keep.push_back(std::move(op));
   } else {
-    // K^T as a [1, H, D, S] view: element (d, s) at s*ld + d.
+    // K^T as a [B, H, D, S] view: element (d, s) at s*ld + d.
     VORTEX_ASSIGN_OR_RETURN(Desc kt,
-                            make_tensor(kUidK, CUDNN_DATA_BFLOAT16, {1, h, d, s}, {s * ld, d, 1, ld}, false, false));
+                            make_tensor(kUidK, CUDNN_DATA_BFLOAT16, {b, h, d, s}, {s * ld, d, 1, ld}, false, false));
     auto full = [&](int64_t uid) {
-      return make_tensor(uid, CUDNN_DATA_FLOAT, {1, h, s, s}, {h * s * s, s * s, s, 1}, true, false);
+      return make_tensor(uid, CUDNN_DATA_FLOAT, {b, h, s, s}, {h * s * s, s * s, s, 1}, true, false);
     };
     auto row = [&](int64_t uid) {
-      return make_tensor(uid, CUDNN_DATA_FLOAT, {1, h, s, 1}, {h * s, s, 1, 1}, true, false);
+      return make_tensor(uid, CUDNN_DATA_FLOAT, {b, h, s, 1}, {h * s, s, 1, 1}, true, false);
     };
     VORTEX_ASSIGN_OR_RETURN(Desc sc, full(100));
     VORTEX_ASSIGN_OR_RETURN(Desc sc2, full(101));
@@ -296,8 +296,8 @@ Result<std::unique_ptr<Plan>> build_plan(cudnnHandle_t handle, SdpaGraphKind kin
     }
   }
   return unsupported(std::string("cuDNN has no executable SDPA plan (graph ") + graph_name(kind) +
-                     ") for S=" + std::to_string(sh.s) + " heads=" + std::to_string(sh.h) +
-                     " D=" + std::to_string(sh.d) + ": " + last);
+                     ") for B=" + std::to_string(sh.b) + " S=" + std::to_string(sh.s) +
+                     " heads=" + std::to_string(sh.h) + " D=" + std::to_string(sh.d) + ": " + last);
 }
 
 class CudnnSdpa final : public SdpaAttention {
@@ -315,6 +315,11 @@ class CudnnSdpa final : public SdpaAttention {
 
   Status run(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads, int head_dim, Tensor& out,
              cudaStream_t stream) override {
+    return run_batched(q, k, v, 1, num_heads, head_dim, out, stream);
+  }
+
+  Status run_batched(const Tensor& q, const Tensor& k, const Tensor& v, int64_t batch, int num_heads, int head_dim,
+                     Tensor& out, cudaStream_t stream) override {
     for (const Tensor* t : {&q, &k, &v, static_cast<const Tensor*>(&out)}) {
       if (!t->defined() || t->device() != Device::kCuda || t->dtype() != DType::kBF16 || t->ndim() != 2 ||
           t->stride(1) != 1)
@@ -331,13 +336,22 @@ class CudnnSdpa final : public SdpaAttention {
                               ", v " + v.describe() + ", out " + out.describe());
     if (k.stride(0) != q.stride(0) || v.stride(0) != q.stride(0))
       return invalid_argument("sdpa: q, k and v must share one row stride (views of one [S, 3I] buffer)");
-    return run_raw(q.raw_data(), k.raw_data(), v.raw_data(), q.stride(0), out.raw_data(), out.stride(0), s, num_heads,
-                   head_dim, stream);
+    if (batch < 1 || s % batch != 0)
+      return invalid_argument("sdpa: " + std::to_string(batch) + " sequences do not split " + std::to_string(s) +
+                              " rows into equal blocks");
+    return run_impl(q.raw_data(), k.raw_data(), v.raw_data(), q.stride(0), out.raw_data(), out.stride(0), s / batch,
+                    batch, num_heads, head_dim, stream);
   }
 
   Status run_raw(const void* q, const void* k, const void* v, int64_t ld_qkv, void* out, int64_t ld_out,
                  int64_t seq_len, int num_heads, int head_dim, cudaStream_t stream) override {
-    if (seq_len <= 0 || num_heads <= 0 || head_dim <= 0) return invalid_argument("sdpa: sizes must be positive");
+    return run_impl(q, k, v, ld_qkv, out, ld_out, seq_len, 1, num_heads, head_dim, stream);
+  }
+
+  Status run_impl(const void* q, const void* k, const void* v, int64_t ld_qkv, void* out, int64_t ld_out,
+                  int64_t seq_len, int64_t batch, int num_heads, int head_dim, cudaStream_t stream) {
+    if (seq_len <= 0 || batch <= 0 || num_heads <= 0 || head_dim <= 0)
+      return invalid_argument("sdpa: sizes must be positive");
     if (ld_qkv < static_cast<int64_t>(num_heads) * head_dim || ld_out < static_cast<int64_t>(num_heads) * head_dim)
       return invalid_argument("sdpa: row stride smaller than heads*head_dim");
     for (const void* p : {q, k, v, static_cast<const void*>(out)})
@@ -346,7 +360,7 @@ class CudnnSdpa final : public SdpaAttention {
     if ((ld_qkv * 2) % 16 || (ld_out * 2) % 16)
       return invalid_argument("sdpa: row strides must be multiples of 8 elements (16 bytes)");
     std::lock_guard<std::mutex> lock(mu_);
-    VORTEX_ASSIGN_OR_RETURN(Plan * plan, get_plan({seq_len, num_heads, head_dim, ld_qkv, ld_out}));
+    VORTEX_ASSIGN_OR_RETURN(Plan * plan, get_plan({seq_len, num_heads, head_dim, ld_qkv, ld_out, batch}));
     if (plan->workspace > 0)  // a replaced block is reused only by later work on the same stream
       VORTEX_RETURN_IF_ERROR(
           workspace_.reserve(memory_, static_cast<size_t>(plan->workspace)).with_context("sdpa workspace"));
@@ -386,9 +400,10 @@ class CudnnSdpa final : public SdpaAttention {
       }
       errors += std::string(errors.empty() ? "" : "; ") + graph_name(kind) + ": " + plan.status().message();
     }
-    return unsupported("cuDNN rejects this SDPA configuration (S=" + std::to_string(sh.s) + ", heads=" +
-                       std::to_string(sh.h) + ", D=" + std::to_string(sh.d) + ", ld=" + std::to_string(sh.ld_qkv) +
-                       "): " + errors + ". Use the Sage2 or reference attention backend instead.");
+    return unsupported("cuDNN rejects this SDPA configuration (B=" + std::to_string(sh.b) +
+                       ", S=" + std::to_string(sh.s) + ", heads=" + std::to_string(sh.h) +
+                       ", D=" + std::to_string(sh.d) + ", ld=" + std::to_string(sh.ld_qkv) + "): " + errors +
+                       ". Use the Sage2 or reference attention backend instead.");
   }
 
   cudnnHandle_t handle_ = nullptr;
