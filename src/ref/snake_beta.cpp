@@ -15,19 +15,26 @@ namespace vortex::ref {
 Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta, const RowRunner& run) {
   if (!x.defined() || x.ndim() != 2)
     return invalid_argument("snake_beta: x must be 2-D [C, L] f32, got " + x.describe());
-  const int64_t c = x.dim(0), l = x.dim(1);
-  VORTEX_RETURN_IF_ERROR(check_rows(x, "snake_beta x", DType::kF32, c, l));
+  const int64_t rows = x.dim(0), l = x.dim(1);
+  VORTEX_RETURN_IF_ERROR(check_rows(x, "snake_beta x", DType::kF32, rows, l));
+  // Rows are B stacked signals of c channels (row r is channel r % c).
+  const int64_t c = alpha.defined() ? alpha.numel() : 0;
+  if (c < 1 || rows % c != 0)
+    return invalid_argument("snake_beta: x " + x.describe() + " does not hold whole signals of " + std::to_string(c) +
+                            " channels (alpha " + (alpha.defined() ? alpha.describe() : std::string("undefined")) +
+                            ")");
   for (const Tensor* p : {&alpha, &beta})
     if (!p->defined() || p->dtype() != DType::kF32 || p->numel() != c || !p->is_contiguous())
       return invalid_argument("snake_beta: alpha and beta must be contiguous [" + std::to_string(c) +
                               "] f32 tensors, got " + p->describe());
-  run(c, [&](int64_t begin, int64_t end) {
-    for (int64_t ch = begin; ch < end; ++ch) {
+  run(rows, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t ch = row % c;
       const float a = static_cast<float>(std::exp(static_cast<double>(alpha.data<float>()[ch])));
       const float b = static_cast<float>(std::exp(static_cast<double>(beta.data<float>()[ch])));
       volatile float b_eps = b + 1e-9f;
       const float inv_b = 1.0f / b_eps;
-      float* xr = row_ptr<float>(x, ch);
+      float* xr = row_ptr<float>(x, row);
       for (int64_t i = 0; i < l; ++i) {
         volatile float ax = a * xr[i];
         const float sn = static_cast<float>(std::sin(static_cast<double>(static_cast<float>(ax))));

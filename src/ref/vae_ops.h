@@ -33,19 +33,20 @@ Status add(Tensor& x, const Tensor& y, float scale, const RowRunner& run = run_s
 
 // out[o, t] = bias[o] + sum_{c, k} w[o, c, k] * x[c, t + k * dilation - padding] (zero outside [0, L)), FP64
 // sum in (c, k) order, one rounding to FP32. x [Cin, L], w [Cout, Cin, K], bias [Cout] or null,
-// out [Cout, L + 2 * padding - dilation * (K - 1)], all f32. Stride 1.
+// out [Cout, L + 2 * padding - dilation * (K - 1)], all f32. Stride 1. A contiguous [B, Cin, L] x and
+// [B, Cout, Lout] out convolve each of the B signals (the audio decoder's stereo pair) with the same program.
 Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
               const RowRunner& run = run_serial);
 
 // Transposed convolution: out[o, j] = bias[o] + sum_{c, i, k : i * stride + k - padding = j} x[c, i] * w[c, o, k],
 // FP64 sum in (c, i) order, one rounding. x [Cin, L], w [Cin, Cout, K], out [Cout, (L - 1) * stride - 2 * padding
-// + K], all f32.
+// + K], all f32; contiguous [B, Cin, L] -> [B, Cout, Lout] stacks as in conv1d.
 Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding, Tensor& out,
                         const RowRunner& run = run_serial);
 
 // SnakeBeta in place: a = fp32(exp(alpha[c])), b = fp32(exp(beta[c])), x = x + fp32(1 / fp32(b + 1e-9)) * sin(a * x)^2,
 // each operation one FP32 rounding in that order (exp and sin evaluated in FP64 and rounded once; sin of the FP32
-// product). x [C, L], alpha/beta [C] f32
+// product). x [B * C, L] (B >= 1 stacked signals: row r is channel r % C), alpha/beta [C] f32
 // (log-space parameters, as stored).
 Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta, const RowRunner& run = run_serial);
 

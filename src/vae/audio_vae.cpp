@@ -1,4 +1,5 @@
-// Audio VAE decoder (see audio_vae.h): the BigVGAN forward on the Backend, one stereo channel at a time.
+// Audio VAE decoder (see audio_vae.h): the BigVGAN forward on the Backend, both stereo channels in one pass
+// ([B, C, L] stacks: the convolutions take the batch, the per-channel ops see [B * C, L] rows).
 #include "vae/audio_vae.h"
 
 #include <cmath>
@@ -292,29 +293,44 @@ Status AudioVae::check_latents(const Tensor& z) const {
   return Status::Ok();
 }
 
+namespace {
+
+// The [B * C, L] row view of a contiguous [B, C, L] stack (for the per-channel ops).
+Result<Tensor> stacked_rows(const Tensor& t) { return t.reshape({t.dim(0) * t.dim(1), t.dim(2)}); }
+
+}  // namespace
+
 Result<Tensor> AudioVae::activation(const Tensor& x, const AudioVaeActivationWeights& a) {
-  const int64_t ch = x.dim(0), l = x.dim(1), r = cfg_.act_ratio;
-  VORTEX_ASSIGN_OR_RETURN(Tensor upx, backend_.alloc({ch, l * r}, DType::kF32));  // [C, rL] f32
-  VORTEX_RETURN_IF_ERROR(backend_.upsample1d(x, a.upsample_filter, static_cast<int>(r), upx));
-  VORTEX_RETURN_IF_ERROR(backend_.snake_beta(upx, a.act_alpha, a.act_beta));
-  VORTEX_ASSIGN_OR_RETURN(Tensor down, backend_.alloc({ch, (l * r - 1) / r + 1}, DType::kF32));  // [C, L] f32
-  VORTEX_RETURN_IF_ERROR(backend_.downsample1d(upx, a.downsample_lowpass_filter, static_cast<int>(r), down));
+  const int64_t b = x.dim(0), ch = x.dim(1), l = x.dim(2), r = cfg_.act_ratio;
+  VORTEX_ASSIGN_OR_RETURN(Tensor upx, backend_.alloc({b, ch, l * r}, DType::kF32));                 // [B, C, rL] f32
+  VORTEX_ASSIGN_OR_RETURN(Tensor down, backend_.alloc({b, ch, (l * r - 1) / r + 1}, DType::kF32));  // [B, C, L] f32
+  VORTEX_ASSIGN_OR_RETURN(Tensor x_rows, stacked_rows(x));
+  VORTEX_ASSIGN_OR_RETURN(Tensor up_rows, stacked_rows(upx));
+  VORTEX_ASSIGN_OR_RETURN(Tensor down_rows, stacked_rows(down));
+  VORTEX_RETURN_IF_ERROR(backend_.upsample1d(x_rows, a.upsample_filter, static_cast<int>(r), up_rows));
+  VORTEX_RETURN_IF_ERROR(backend_.snake_beta(up_rows, a.act_alpha, a.act_beta));
+  VORTEX_RETURN_IF_ERROR(backend_.downsample1d(up_rows, a.downsample_lowpass_filter, static_cast<int>(r), down_rows));
   return down;
 }
 
 Result<Tensor> AudioVae::amp_block(const Tensor& x_in, const AudioVaeAmpBlockWeights& b) {
-  const int64_t ch = x_in.dim(0), l = x_in.dim(1);
-  VORTEX_ASSIGN_OR_RETURN(Tensor x, backend_.alloc({ch, l}, DType::kF32));  // [C, L] f32
-  VORTEX_RETURN_IF_ERROR(backend_.copy(x_in, x));
-  VORTEX_ASSIGN_OR_RETURN(Tensor r1, backend_.alloc({ch, l}, DType::kF32));
-  VORTEX_ASSIGN_OR_RETURN(Tensor r2, backend_.alloc({ch, l}, DType::kF32));
+  const int64_t bs = x_in.dim(0), ch = x_in.dim(1), l = x_in.dim(2);
+  VORTEX_ASSIGN_OR_RETURN(Tensor x, backend_.alloc({bs, ch, l}, DType::kF32));  // [B, C, L] f32
+  VORTEX_ASSIGN_OR_RETURN(Tensor x_rows, stacked_rows(x));
+  {
+    VORTEX_ASSIGN_OR_RETURN(Tensor in_rows, stacked_rows(x_in));
+    VORTEX_RETURN_IF_ERROR(backend_.copy(in_rows, x_rows));
+  }
+  VORTEX_ASSIGN_OR_RETURN(Tensor r1, backend_.alloc({bs, ch, l}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(Tensor r2, backend_.alloc({bs, ch, l}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(Tensor r2_rows, stacked_rows(r2));
   for (size_t i = 0; i < b.dilations.size(); ++i) {
     const int d = b.dilations[i];
     VORTEX_ASSIGN_OR_RETURN(Tensor a1, activation(x, b.activations[2 * i]));
     VORTEX_RETURN_IF_ERROR(backend_.conv1d(a1, b.convs1_weight[i], &b.convs1_bias[i], d, (b.kernel * d - d) / 2, r1));
     VORTEX_ASSIGN_OR_RETURN(Tensor a2, activation(r1, b.activations[2 * i + 1]));
     VORTEX_RETURN_IF_ERROR(backend_.conv1d(a2, b.convs2_weight[i], &b.convs2_bias[i], 1, (b.kernel - 1) / 2, r2));
-    VORTEX_RETURN_IF_ERROR(backend_.add(x, r2, 1.0f));
+    VORTEX_RETURN_IF_ERROR(backend_.add(x_rows, r2_rows, 1.0f));
   }
   return x;
 }
@@ -323,53 +339,56 @@ Result<Tensor> AudioVae::decode(const Tensor& latents, const VaeProgressFn& prog
   VORTEX_RETURN_IF_ERROR(check_latents(latents));
   const int64_t batch = latents.dim(0), c = latents.dim(1), ta = latents.dim(2);
   const int64_t samples = ta * cfg_.hop();
-  Tensor out = Tensor::empty({batch, samples}, DType::kF32);
   const size_t nk = cfg_.resblock_kernel_sizes.size();
-  for (int64_t bi = 0; bi < batch; ++bi) {
-    Tensor zin = Tensor::empty({c, ta}, DType::kF32);  // [C, Ta] f32, de-normalized
+  Tensor zin = Tensor::empty({batch, c, ta}, DType::kF32);  // [B, C, Ta] f32, de-normalized
+  for (int64_t bi = 0; bi < batch; ++bi)
     for (int64_t ci = 0; ci < c; ++ci)
       for (int64_t t = 0; t < ta; ++t) {
         volatile float sv = latents.data<float>()[(bi * c + ci) * ta + t] * cfg_.latents_std[static_cast<size_t>(ci)];
-        zin.data<float>()[ci * ta + t] = sv + cfg_.latents_mean[static_cast<size_t>(ci)];
+        zin.data<float>()[(bi * c + ci) * ta + t] = sv + cfg_.latents_mean[static_cast<size_t>(ci)];
       }
-    VORTEX_ASSIGN_OR_RETURN(Tensor z, backend_.upload(zin));
-    VORTEX_ASSIGN_OR_RETURN(Tensor h0, backend_.alloc({cfg_.latent_dim, ta}, DType::kF32));  // [latent_dim, Ta]
+  VORTEX_ASSIGN_OR_RETURN(Tensor z, backend_.upload(zin));
+  VORTEX_ASSIGN_OR_RETURN(Tensor h0, backend_.alloc({batch, cfg_.latent_dim, ta}, DType::kF32));  // [B, latent_dim, Ta]
+  VORTEX_RETURN_IF_ERROR(
+      backend_.conv1d(z, w_.dec_in_proj_weight, &w_.dec_in_proj_bias, 1, 0, h0).with_context("dec_in_proj"));
+  VORTEX_ASSIGN_OR_RETURN(Tensor h, backend_.alloc({batch, cfg_.decoder_dim, ta}, DType::kF32));  // [B, D0, Ta]
+  VORTEX_RETURN_IF_ERROR(
+      backend_.conv1d(h0, w_.decoder_conv_pre_weight, &w_.decoder_conv_pre_bias, 1, 3, h).with_context("conv_pre"));
+  for (size_t i = 0; i < cfg_.decoder_rates.size(); ++i) {
+    const int r = cfg_.decoder_rates[i], k = cfg_.decoder_kernel_sizes[i];
+    const int64_t lo = ref::conv_transpose1d_out_length(h.dim(2), k, r, (k - r) / 2);
+    VORTEX_ASSIGN_OR_RETURN(Tensor hu, backend_.alloc({batch, h.dim(1) / 2, lo}, DType::kF32));  // [B, Ci / 2, L * r]
     VORTEX_RETURN_IF_ERROR(
-        backend_.conv1d(z, w_.dec_in_proj_weight, &w_.dec_in_proj_bias, 1, 0, h0).with_context("dec_in_proj"));
-    VORTEX_ASSIGN_OR_RETURN(Tensor h, backend_.alloc({cfg_.decoder_dim, ta}, DType::kF32));  // [D0, Ta]
-    VORTEX_RETURN_IF_ERROR(
-        backend_.conv1d(h0, w_.decoder_conv_pre_weight, &w_.decoder_conv_pre_bias, 1, 3, h).with_context("conv_pre"));
-    for (size_t i = 0; i < cfg_.decoder_rates.size(); ++i) {
-      const int r = cfg_.decoder_rates[i], k = cfg_.decoder_kernel_sizes[i];
-      const int64_t lo = ref::conv_transpose1d_out_length(h.dim(1), k, r, (k - r) / 2);
-      VORTEX_ASSIGN_OR_RETURN(Tensor hu, backend_.alloc({h.dim(0) / 2, lo}, DType::kF32));  // [Ci / 2, L * r]
-      VORTEX_RETURN_IF_ERROR(
-          backend_.conv_transpose1d(h, w_.decoder_ups_weight[i], &w_.decoder_ups_bias[i], r, (k - r) / 2, hu)
-              .with_context("ups." + std::to_string(i)));
-      Tensor acc;
-      for (size_t j = 0; j < nk; ++j) {
-        VORTEX_ASSIGN_OR_RETURN(Tensor blk, amp_block(hu, w_.decoder_resblocks[i * nk + j]));
-        if (j == 0) acc = blk;
-        // The mean over the parallel resblocks: sum in order, times fp32(1 / n) on the last add.
-        else VORTEX_RETURN_IF_ERROR(backend_.add(acc, blk, j + 1 == nk ? 1.0f / static_cast<float>(nk) : 1.0f));
+        backend_.conv_transpose1d(h, w_.decoder_ups_weight[i], &w_.decoder_ups_bias[i], r, (k - r) / 2, hu)
+            .with_context("ups." + std::to_string(i)));
+    Tensor acc;
+    for (size_t j = 0; j < nk; ++j) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor blk, amp_block(hu, w_.decoder_resblocks[i * nk + j]));
+      if (j == 0) {
+        acc = blk;
+        continue;
       }
-      h = acc;
+      // The mean over the parallel resblocks: sum in order, times fp32(1 / n) on the last add.
+      VORTEX_ASSIGN_OR_RETURN(Tensor acc_rows, stacked_rows(acc));
+      VORTEX_ASSIGN_OR_RETURN(Tensor blk_rows, stacked_rows(blk));
+      VORTEX_RETURN_IF_ERROR(backend_.add(acc_rows, blk_rows, j + 1 == nk ? 1.0f / static_cast<float>(nk) : 1.0f));
     }
-    VORTEX_ASSIGN_OR_RETURN(Tensor act, activation(h, w_.decoder_activation_post));
-    VORTEX_ASSIGN_OR_RETURN(Tensor y, backend_.alloc({1, h.dim(1)}, DType::kF32));  // [1, samples]
-    VORTEX_RETURN_IF_ERROR(
-        backend_.conv1d(act, w_.decoder_conv_post_weight, nullptr, 1, 3, y).with_context("conv_post"));
-    if (y.dim(1) != samples)
-      return internal_error("audio VAE produced " + std::to_string(y.dim(1)) + " samples, expected " +
-                            std::to_string(samples));
-    Tensor yh = Tensor::empty({1, samples}, DType::kF32);
-    VORTEX_RETURN_IF_ERROR(backend_.download(y, yh));
-    for (int64_t i = 0; i < samples; ++i) {
-      const float v = yh.data<float>()[i];
-      out.data<float>()[bi * samples + i] = std::min(1.0f, std::max(-1.0f, v));
-    }
-    if (progress) progress({"audio", bi + 1, batch});
+    h = acc;
   }
+  VORTEX_ASSIGN_OR_RETURN(Tensor act, activation(h, w_.decoder_activation_post));
+  VORTEX_ASSIGN_OR_RETURN(Tensor y, backend_.alloc({batch, 1, h.dim(2)}, DType::kF32));  // [B, 1, samples]
+  VORTEX_RETURN_IF_ERROR(backend_.conv1d(act, w_.decoder_conv_post_weight, nullptr, 1, 3, y).with_context("conv_post"));
+  if (y.dim(2) != samples)
+    return internal_error("audio VAE produced " + std::to_string(y.dim(2)) + " samples, expected " +
+                          std::to_string(samples));
+  Tensor out = Tensor::empty({batch, samples}, DType::kF32);
+  VORTEX_ASSIGN_OR_RETURN(Tensor y_rows, y.reshape({batch, samples}));
+  VORTEX_RETURN_IF_ERROR(backend_.download(y_rows, out));
+  for (int64_t i = 0; i < batch * samples; ++i) {
+    float& v = out.data<float>()[i];
+    v = std::min(1.0f, std::max(-1.0f, v));
+  }
+  if (progress) progress({"audio", batch, batch});
   return out;
 }
 

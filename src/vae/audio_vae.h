@@ -1,4 +1,4 @@
-// H3's audio VAE decoder (diffusers AutoencoderKLMiniMaxH3Audio.decode): per stereo channel, latent
+// H3's audio VAE decoder (diffusers AutoencoderKLMiniMaxH3Audio.decode): both stereo channels in one pass, latent
 // de-normalization, dec_in_proj (1x1 conv), then BigVGAN: conv_pre, transposed-conv upsamplers, AMP blocks of
 // anti-aliased SnakeBeta activations (2x Kaiser-sinc up/down sampling around each activation), the mean over the
 // parallel resblocks, activation_post, conv_post (no bias) and a clamp to [-1, 1]. FP32 throughout, as diffusers

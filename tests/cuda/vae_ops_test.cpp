@@ -221,6 +221,96 @@ TEST_F(CudaVaeOps, ConvTranspose1dMatchesReference) {
   }
 }
 
+// The video decoder's copy-out: download_async into page-locked memory (alloc_host) is queued behind the work
+// on the stream and complete once wait_download returns; into pageable memory it is a synchronous download.
+TEST_F(CudaVaeOps, DownloadAsyncIntoPinnedAndPageableMemory) {
+  Tensor host = random_f32({257, 1031});
+  Tensor dev = upload(host);
+  Tensor sum = upload(host);
+  ASSERT_OK(gpu_->add(sum, dev, 0.5f));  // queued work the copy must wait for: (x + x) * 0.5 == x in FP32
+  auto pinned = gpu_->alloc_host({257, 1031}, DType::kF32);
+  ASSERT_TRUE(pinned.ok()) << pinned.status().to_string();
+  std::memset(pinned->raw_data(), 0xff, pinned->nbytes());  // poison
+  auto ticket = gpu_->download_async(sum, *pinned);
+  ASSERT_TRUE(ticket.ok()) << ticket.status().to_string();
+  EXPECT_NE(*ticket, 0u);  // asynchronous
+  ASSERT_OK(gpu_->wait_download(*ticket));
+  EXPECT_EQ(std::memcmp(pinned->raw_data(), host.raw_data(), host.nbytes()), 0);
+  EXPECT_EQ(gpu_->wait_download(*ticket).code(), ErrorCode::kInvalidArgument);  // used once
+  Tensor pageable = Tensor::empty({257, 1031}, DType::kF32);
+  std::memset(pageable.raw_data(), 0xff, pageable.nbytes());
+  auto sync = gpu_->download_async(dev, pageable);
+  ASSERT_TRUE(sync.ok());
+  EXPECT_EQ(*sync, 0u);  // the synchronous path
+  ASSERT_OK(gpu_->wait_download(*sync));
+  EXPECT_EQ(std::memcmp(pageable.raw_data(), host.raw_data(), host.nbytes()), 0);
+  Tensor wrong = Tensor::empty({257, 1030}, DType::kF32);
+  EXPECT_EQ(gpu_->download_async(dev, wrong).status().code(), ErrorCode::kInvalidArgument);
+}
+
+// [B, C, L] stacks (the audio decoder's stereo pair, one launch with grid z = B): byte for byte the CPU reference's
+// batched call (itself per-signal calls, tests/ref/vae_ops_test.cpp). snake_beta on [B * C, L] rows: the same bytes
+// as the GPU's per-signal calls (one kernel program; row r reads channel r % C).
+TEST_F(CudaVaeOps, StereoStacksMatchReference) {
+  auto poisoned_3d = [&](Shape shape) {
+    Tensor h = Tensor::empty(shape, DType::kF32);
+    for (int64_t i = 0; i < h.numel(); ++i) h.data<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+    return upload(h);
+  };
+  auto download = [&](const Tensor& d) {
+    Tensor h = Tensor::empty(d.shape(), d.dtype());
+    EXPECT_TRUE(gpu_->download(d, h).ok());
+    return h;
+  };
+  for (const ConvCase& c : std::vector<ConvCase>{
+           {64, 207, 128, 7, 1, 3, true}, {16, 5000, 16, 11, 5, 25, true}, {8, 3000, 1, 7, 1, 3, false}}) {
+    const int64_t lout = ref::conv1d_out_length(c.l, c.k, c.dilation, c.padding);
+    Tensor x = random_f32({2, c.cin, c.l});
+    Tensor w = random_f32({c.cout, c.cin, c.k}, 1.0f / std::sqrt(static_cast<float>(c.cin * c.k)));
+    Tensor b = random_f32({c.cout}, 0.1f);
+    Tensor expect = Tensor::empty({2, c.cout, lout}, DType::kF32);
+    ASSERT_OK(cpu_->conv1d(x, w, c.bias ? &b : nullptr, c.dilation, c.padding, expect));
+    Tensor xd = upload(x), wd = upload(w), bd = upload(b), od = poisoned_3d({2, c.cout, lout});
+    ASSERT_OK(gpu_->conv1d(xd, wd, c.bias ? &bd : nullptr, c.dilation, c.padding, od));
+    const std::string diff = cuda_test::compare_bytes(expect, download(od));
+    EXPECT_TRUE(diff.empty()) << "stacked conv1d cin " << c.cin << " L " << c.l << ": " << diff << seed_note();
+  }
+  for (const ConvTCase& c : std::vector<ConvTCase>{{256, 207, 128, 9, 5, 2}, {16, 3000, 8, 4, 2, 1}}) {
+    const int64_t lout = ref::conv_transpose1d_out_length(c.l, c.k, c.stride, c.padding);
+    Tensor x = random_f32({2, c.cin, c.l});
+    Tensor w = random_f32({c.cin, c.cout, c.k}, 1.0f / std::sqrt(static_cast<float>(c.cin)));
+    Tensor b = random_f32({c.cout}, 0.1f);
+    Tensor expect = Tensor::empty({2, c.cout, lout}, DType::kF32);
+    ASSERT_OK(cpu_->conv_transpose1d(x, w, &b, c.stride, c.padding, expect));
+    Tensor xd = upload(x), wd = upload(w), bd = upload(b), od = poisoned_3d({2, c.cout, lout});
+    ASSERT_OK(gpu_->conv_transpose1d(xd, wd, &bd, c.stride, c.padding, od));
+    const std::string diff = cuda_test::compare_bytes(expect, download(od));
+    EXPECT_TRUE(diff.empty()) << "stacked conv_transpose1d cin " << c.cin << ": " << diff << seed_note();
+  }
+  {
+    const int64_t ch = 24, l = 4001;
+    Tensor x = random_f32({2 * ch, l}, 3.0f), alpha = random_f32({ch}, 0.5f), beta = random_f32({ch}, 0.5f);
+    Tensor ad = upload(alpha), bd = upload(beta);
+    Tensor stacked = upload(x);
+    ASSERT_OK(gpu_->snake_beta(stacked, ad, bd));
+    const Tensor got = download(stacked);
+    for (int64_t i = 0; i < 2; ++i) {
+      Tensor xi = Tensor::empty({ch, l}, DType::kF32);
+      std::memcpy(xi.raw_data(), x.data<float>() + i * ch * l, xi.nbytes());
+      Tensor di = upload(xi);
+      ASSERT_OK(gpu_->snake_beta(di, ad, bd));
+      const Tensor want = download(di);
+      EXPECT_EQ(std::memcmp(want.raw_data(), got.data<float>() + i * ch * l, want.nbytes()), 0)
+          << "stacked snake_beta signal " << i << "; " << seed_note();
+    }
+    Tensor odd = upload(random_f32({ch + 1, l}));
+    EXPECT_EQ(gpu_->snake_beta(odd, ad, bd).code(), ErrorCode::kInvalidArgument);
+  }
+  // A stack whose out holds another batch is refused before any launch.
+  Tensor x = upload(random_f32({2, 4, 10})), w = upload(random_f32({3, 4, 3})), o = poisoned_3d({1, 3, 10});
+  EXPECT_EQ(gpu_->conv1d(x, w, nullptr, 1, 1, o).code(), ErrorCode::kInvalidArgument);
+}
+
 // Two libms' FP64 exp/sin rounded to FP32 agree except within ~2 FP64 ulps of an FP32 rounding midpoint:
 // docs/numerics.md allows a differing element only if it is within 2^-20 of max(|y|, 1/b) (a one-ulp change of
 // a, b or sin propagated through the FP32 steps) and at most 1 in 10^5 elements differ.

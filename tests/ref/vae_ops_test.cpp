@@ -1,6 +1,7 @@
 // CPU reference ops of the VAE decoders (src/ref/vae_ops.h) against independent long-double formulas and
 // hand-picked values: padding, dilation and stride edges, resampler invariants, rounding of the norms.
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -160,6 +161,43 @@ TEST(Residuals, ScaleAddAndAddExact) {
   EXPECT_EQ(x.data<float>()[0], 1.5f);
   EXPECT_EQ(x.data<float>()[1], 0.25f);
   EXPECT_EQ(x.data<float>()[2], 0.75f);
+}
+
+// [B, C, L] stacks (the audio decoder's stereo pair in one call): each signal gets the bytes of its own 2-D call.
+TEST(Batched, ConvolutionsAndSnakeEqualPerSignalCalls) {
+  const uint32_t seed = static_cast<uint32_t>(::testing::UnitTest::GetInstance()->random_seed()) * 7919u + 1u;
+  const int64_t bs = 3, cin = 4, cout = 5, l = 23;
+  Tensor x = rand_f32({bs, cin, l}, seed), w = rand_f32({cout, cin, 3}, seed + 1), b = rand_f32({cout}, seed + 2);
+  Tensor wt = rand_f32({cin, cout, 4}, seed + 3);
+  const int64_t lo = conv1d_out_length(l, 3, 2, 2), lt = conv_transpose1d_out_length(l, 4, 2, 1);
+  Tensor out = rand_f32({bs, cout, lo}, seed + 4), outt = rand_f32({bs, cout, lt}, seed + 5);  // poisoned
+  ASSERT_TRUE(conv1d(x, w, &b, 2, 2, out).ok());
+  ASSERT_TRUE(conv_transpose1d(x, wt, &b, 2, 1, outt).ok());
+  for (int64_t i = 0; i < bs; ++i) {
+    Tensor xi = Tensor::empty({cin, l}, DType::kF32);
+    std::memcpy(xi.raw_data(), x.data<float>() + i * cin * l, xi.nbytes());
+    Tensor oi = Tensor::empty({cout, lo}, DType::kF32), ti = Tensor::empty({cout, lt}, DType::kF32);
+    ASSERT_TRUE(conv1d(xi, w, &b, 2, 2, oi).ok());
+    ASSERT_TRUE(conv_transpose1d(xi, wt, &b, 2, 1, ti).ok());
+    EXPECT_EQ(std::memcmp(oi.raw_data(), out.data<float>() + i * cout * lo, oi.nbytes()), 0) << "signal " << i;
+    EXPECT_EQ(std::memcmp(ti.raw_data(), outt.data<float>() + i * cout * lt, ti.nbytes()), 0) << "signal " << i;
+  }
+  // snake_beta on [B * C, L] rows: row r uses channel r % C.
+  Tensor a = rand_f32({cin}, seed + 6, 0.5f), be = rand_f32({cin}, seed + 7, 0.5f);
+  Tensor rows = rand_f32({bs * cin, l}, seed + 8, 3.0f), want = Tensor::empty({bs * cin, l}, DType::kF32);
+  std::memcpy(want.raw_data(), rows.raw_data(), rows.nbytes());
+  ASSERT_TRUE(snake_beta(rows, a, be).ok());
+  for (int64_t i = 0; i < bs; ++i) {
+    Tensor xi = Tensor::empty({cin, l}, DType::kF32);
+    std::memcpy(xi.raw_data(), want.data<float>() + i * cin * l, xi.nbytes());
+    ASSERT_TRUE(snake_beta(xi, a, be).ok());
+    EXPECT_EQ(std::memcmp(xi.raw_data(), rows.data<float>() + i * cin * l, xi.nbytes()), 0) << "signal " << i;
+  }
+  // Mismatched batches and partial signals are refused.
+  Tensor out2 = Tensor::empty({bs - 1, cout, lo}, DType::kF32);
+  EXPECT_EQ(conv1d(x, w, &b, 2, 2, out2).code(), ErrorCode::kInvalidArgument);
+  Tensor odd = rand_f32({cin + 1, l}, seed + 9);
+  EXPECT_EQ(snake_beta(odd, a, be).code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

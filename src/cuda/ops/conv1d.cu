@@ -1,9 +1,9 @@
-// conv1d: stride-1 dilated 1-D convolution of a channel-major FP32 signal (the audio VAE's dec_in_proj,
-// conv_pre, AMP convs and conv_post). Program: each output is ONE FP64 chain over (input channel, tap) in
-// ascending order plus the bias, rounded once to FP32 — src/ref/conv1d.cpp's. A product of two FP32 values is
-// exact in FP64, so the DFMA equals the reference's multiply-then-add and the result is E0 (for finite
-// weights: the zero padding is multiplied in where the reference skips the tap, which adds +-0 to the chain).
-// Kernel: a 256-thread block computes a [16 * kTo output channels] x [16 * kTt positions] tile, each thread a
+// conv1d: stride-1 dilated 1-D convolution of a channel-major FP32 signal or a [B, C, L] stack of them (grid z; the
+// audio VAE's two stereo channels) (dec_in_proj, conv_pre, AMP convs and conv_post). Program: each output is ONE FP64
+// chain over (input channel, tap) in ascending order plus the bias, rounded once to FP32 — src/ref/conv1d.cpp's. A
+// product of two FP32 values is exact in FP64, so the DFMA equals the reference's multiply-then-add and the result is
+// E0 (for finite weights: the zero padding is multiplied in where the reference skips the tap, which adds +-0 to the
+// chain). Kernel: a 256-thread block computes a [16 * kTo output channels] x [16 * kTt positions] tile, each thread a
 // kTo x kTt register tile; input channels are staged kCc at a time into shared memory as FP64 (the signal
 // window with its dilated halo, and the weights transposed to [c, tap, o]). Tested in tests/cuda/vae_ops_test.cpp.
 #include "cuda/ops/vae_common.cuh"
@@ -18,7 +18,9 @@ template <int kTo, int kTt>
 __global__ void __launch_bounds__(kConvThreads)
     conv1d_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ w, const float* __restrict__ bias,
                   float* __restrict__ out, int64_t ldo, int cin, int l, int cout, int lout, int k, int dilation,
-                  int padding, int cc_chunk) {
+                  int padding, int cc_chunk, int64_t x_batch_stride, int64_t out_batch_stride) {
+  x += blockIdx.z * x_batch_stride;  // signal blockIdx.z of a [B, C, L] stack
+  out += blockIdx.z * out_batch_stride;
   constexpr int kBo = 16 * kTo, kBt = 16 * kTt;
   constexpr int kWs = kBo + 1;  // padded weight row: the transposing stores hit distinct banks
   extern __shared__ double smem[];
@@ -79,8 +81,9 @@ __global__ void __launch_bounds__(kConvThreads)
 }
 
 template <int kTo, int kTt>
-Status launch_conv1d(const RowView& xv, const float* w, const float* bias, const RowView& ov, int k, int dilation,
-                     int padding, cudaStream_t stream) {
+Status launch_conv1d(const BatchedRows& xb, const float* w, const float* bias, const BatchedRows& ob, int k,
+                     int dilation, int padding, cudaStream_t stream) {
+  const RowView &xv = xb.first, &ov = ob.first;
   constexpr int kBo = 16 * kTo, kBt = 16 * kTt;
   const int64_t span = kBt + static_cast<int64_t>(k - 1) * dilation;
   auto smem_for = [&](int64_t cc) { return static_cast<size_t>(cc * span + cc * k * (kBo + 1)) * sizeof(double); };
@@ -92,10 +95,10 @@ Status launch_conv1d(const RowView& xv, const float* w, const float* bias, const
   const int64_t gx = (ov.cols + kBt - 1) / kBt, gy = (ov.rows + kBo - 1) / kBo;
   if (gy > 65535 || gx > kMaxGridX) return invalid_argument("conv1d: output too large for one launch");
   conv1d_kernel<kTo, kTt>
-      <<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy), 1), kConvThreads, smem_for(cc), stream>>>(
-          static_cast<const float*>(xv.ptr), xv.ld, w, bias, static_cast<float*>(ov.ptr), ov.ld,
-          static_cast<int>(xv.rows), static_cast<int>(xv.cols), static_cast<int>(ov.rows), static_cast<int>(ov.cols), k,
-          dilation, padding, cc);
+      <<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(xb.batch)), kConvThreads,
+         smem_for(cc), stream>>>(static_cast<const float*>(xv.ptr), xv.ld, w, bias, static_cast<float*>(ov.ptr), ov.ld,
+                                 static_cast<int>(xv.rows), static_cast<int>(xv.cols), static_cast<int>(ov.rows),
+                                 static_cast<int>(ov.cols), k, dilation, padding, cc, xb.batch_stride, ob.batch_stride);
   VORTEX_CUDA_LAUNCH_CHECK("conv1d_kernel");
   return Status::Ok();
 }
@@ -105,7 +108,8 @@ Status launch_conv1d(const RowView& xv, const float* w, const float* bias, const
 Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
               cudaStream_t stream) {
   if (dilation < 1 || padding < 0) return invalid_argument("conv1d: dilation must be >= 1 and padding >= 0");
-  VORTEX_ASSIGN_OR_RETURN(RowView xv, vae_rows(x, "conv1d x", DType::kF32, -1, -1));
+  VORTEX_ASSIGN_OR_RETURN(BatchedRows xb, vae_batched_rows(x, "conv1d x", DType::kF32, -1, -1));
+  const RowView& xv = xb.first;
   if (!weight.defined() || weight.device() != Device::kCuda || weight.ndim() != 3 || weight.dtype() != DType::kF32 ||
       !weight.is_contiguous())
     return invalid_argument("conv1d: weight must be a contiguous device [Cout, Cin, K] f32 tensor, got " +
@@ -120,27 +124,29 @@ Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dil
     return invalid_argument("conv1d: the signal (" + std::to_string(l) + " samples) is shorter than the kernel span");
   if (l + 2 * static_cast<int64_t>(padding) > INT32_MAX)
     return invalid_argument("conv1d: signal longer than 2^31 - 1 samples");
-  VORTEX_ASSIGN_OR_RETURN(RowView ov, vae_rows(out, "conv1d out", DType::kF32, cout, lout));
+  VORTEX_ASSIGN_OR_RETURN(BatchedRows ob, vae_batched_rows(out, "conv1d out", DType::kF32, cout, lout));
+  if (ob.batch != xb.batch)
+    return invalid_argument("conv1d: x " + x.describe() + " and out " + out.describe() + " hold different batches");
   const float* bp = nullptr;
   if (bias) {
     VORTEX_ASSIGN_OR_RETURN(const void* b, device_vector(*bias, cout, DType::kF32, "conv1d bias"));
     bp = static_cast<const float*>(b);
   }
-  VORTEX_RETURN_IF_ERROR(expect_disjoint(xv, ov, "conv1d"));
+  VORTEX_RETURN_IF_ERROR(expect_disjoint(xb.all, ob.all, "conv1d"));
   if (cout == 0) return Status::Ok();
   const float* wp = static_cast<const float*>(weight.raw_data());
   const int ki = static_cast<int>(k);
   // Narrow layers (the last stages, conv_post) take 16-channel tiles; short signals take 64-position tiles so
   // the grid still covers the GPU (two 128-position waves of 132 SMs need 264 tiles).
   const bool narrow = cout <= 16;
-  const int64_t tiles_wide = ((lout + 127) / 128) * ((cout + (narrow ? 15 : 63)) / (narrow ? 16 : 64));
+  const int64_t tiles_wide = xb.batch * ((lout + 127) / 128) * ((cout + (narrow ? 15 : 63)) / (narrow ? 16 : 64));
   const bool short_tiles = tiles_wide < 264;
   if (narrow) {
-    return short_tiles ? launch_conv1d<1, 4>(xv, wp, bp, ov, ki, dilation, padding, stream)
-                       : launch_conv1d<1, 8>(xv, wp, bp, ov, ki, dilation, padding, stream);
+    return short_tiles ? launch_conv1d<1, 4>(xb, wp, bp, ob, ki, dilation, padding, stream)
+                       : launch_conv1d<1, 8>(xb, wp, bp, ob, ki, dilation, padding, stream);
   }
-  return short_tiles ? launch_conv1d<4, 4>(xv, wp, bp, ov, ki, dilation, padding, stream)
-                     : launch_conv1d<4, 8>(xv, wp, bp, ov, ki, dilation, padding, stream);
+  return short_tiles ? launch_conv1d<4, 4>(xb, wp, bp, ob, ki, dilation, padding, stream)
+                     : launch_conv1d<4, 8>(xb, wp, bp, ob, ki, dilation, padding, stream);
 }
 
 }  // namespace vortex::cuda_ops

@@ -10,10 +10,10 @@ namespace {
 
 __global__ void __launch_bounds__(kEltThreads)
     snake_beta_kernel(float* __restrict__ x, int64_t ldx, const float* __restrict__ alpha,
-                      const float* __restrict__ beta, int rows, int cols) {
+                      const float* __restrict__ beta, int rows, int cols, int channels) {
   for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-    const float a = __double2float_rn(exp(static_cast<double>(alpha[r])));
-    const float b = __double2float_rn(exp(static_cast<double>(beta[r])));
+    const float a = __double2float_rn(exp(static_cast<double>(alpha[r % channels])));
+    const float b = __double2float_rn(exp(static_cast<double>(beta[r % channels])));
     const float inv_b = __fdiv_rn(1.0f, __fadd_rn(b, 1e-9f));
     for (int c = blockIdx.x * kEltThreads + threadIdx.x; c < cols; c += gridDim.x * kEltThreads) {
       float& xr = x[static_cast<int64_t>(r) * ldx + c];
@@ -28,12 +28,18 @@ __global__ void __launch_bounds__(kEltThreads)
 
 Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta, cudaStream_t stream) {
   VORTEX_ASSIGN_OR_RETURN(RowView xv, vae_rows(x, "snake_beta x", DType::kF32, -1, -1));
-  VORTEX_ASSIGN_OR_RETURN(const void* a, device_vector(alpha, xv.rows, DType::kF32, "snake_beta alpha"));
-  VORTEX_ASSIGN_OR_RETURN(const void* b, device_vector(beta, xv.rows, DType::kF32, "snake_beta beta"));
+  // Rows are B stacked signals of C channels: row r reads alpha / beta [r % C].
+  const int64_t ch = alpha.defined() ? alpha.numel() : 0;
+  if (ch < 1 || xv.rows % ch != 0)
+    return invalid_argument("snake_beta: x " + x.describe() + " does not hold whole signals of " + std::to_string(ch) +
+                            " channels (alpha " + (alpha.defined() ? alpha.describe() : std::string("undefined")) +
+                            ")");
+  VORTEX_ASSIGN_OR_RETURN(const void* a, device_vector(alpha, ch, DType::kF32, "snake_beta alpha"));
+  VORTEX_ASSIGN_OR_RETURN(const void* b, device_vector(beta, ch, DType::kF32, "snake_beta beta"));
   if (xv.rows == 0 || xv.cols == 0) return Status::Ok();
   snake_beta_kernel<<<elementwise_grid(xv.rows, xv.cols), kEltThreads, 0, stream>>>(
       static_cast<float*>(xv.ptr), xv.ld, static_cast<const float*>(a), static_cast<const float*>(b),
-      static_cast<int>(xv.rows), static_cast<int>(xv.cols));
+      static_cast<int>(xv.rows), static_cast<int>(xv.cols), static_cast<int>(ch));
   VORTEX_CUDA_LAUNCH_CHECK("snake_beta_kernel");
   return Status::Ok();
 }

@@ -28,6 +28,34 @@ inline Result<RowView> vae_rows(const Tensor& t, const char* what, DType dtype, 
   return v;
 }
 
+// A signal operand of the convolutions: a 2-D row view [C, L], or a contiguous [B, C, L] stack of B signals
+// (batch b starts `batch_stride` elements after batch 0). `first` is batch 0's [C, L] view, `all` the [B * C, L]
+// rows (for the aliasing check).
+struct BatchedRows {
+  RowView first, all;
+  int64_t batch = 1, batch_stride = 0;
+};
+inline Result<BatchedRows> vae_batched_rows(const Tensor& t, const char* what, DType dtype, int64_t rows,
+                                            int64_t cols) {
+  if (!t.defined()) return invalid_argument(std::string(what) + " is undefined");
+  BatchedRows b;
+  if (t.ndim() == 2) {
+    VORTEX_ASSIGN_OR_RETURN(b.first, vae_rows(t, what, dtype, rows, cols));
+    b.all = b.first;
+    return b;
+  }
+  if (t.ndim() != 3 || !t.is_contiguous() || t.dim(0) < 1 || t.dim(0) > 65535)
+    return invalid_argument(std::string(what) + " must be a 2-D [C, L] view or a contiguous [B, C, L] tensor with " +
+                            "1 <= B <= 65535, got " + t.describe());
+  VORTEX_ASSIGN_OR_RETURN(Tensor flat, t.reshape({t.dim(0) * t.dim(1), t.dim(2)}));
+  VORTEX_ASSIGN_OR_RETURN(Tensor first, flat.narrow(0, 0, t.dim(1)));
+  VORTEX_ASSIGN_OR_RETURN(b.first, vae_rows(first, what, dtype, rows, cols));
+  VORTEX_ASSIGN_OR_RETURN(b.all, vae_rows(flat, what, dtype, -1, -1));
+  b.batch = t.dim(0);
+  b.batch_stride = t.dim(1) * t.dim(2);
+  return b;
+}
+
 // Byte range [first, last) a row view touches.
 inline std::pair<uintptr_t, uintptr_t> view_bytes(const RowView& v) {
   const uintptr_t b = reinterpret_cast<uintptr_t>(v.ptr);

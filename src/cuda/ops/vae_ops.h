@@ -24,13 +24,16 @@ Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
 Status scale_add(Tensor& x, const Tensor& a, const Tensor& scale, cudaStream_t stream);
 // x[C, L] f32 = fp32(x + y), then fp32(x * scale) when scale != 1.
 Status add(Tensor& x, const Tensor& y, float scale, cudaStream_t stream);
-// out[Cout, Lout] = conv1d(x[Cin, L], w[Cout, Cin, K]) + bias (stride 1), all f32.
+// out[Cout, Lout] = conv1d(x[Cin, L], w[Cout, Cin, K]) + bias (stride 1), all f32; or x [B, Cin, L] ->
+// out [B, Cout, Lout] (contiguous stacks, one launch).
 Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
               cudaStream_t stream);
-// out[Cout, (L-1)s - 2p + K] = conv_transpose1d(x[Cin, L], w[Cin, Cout, K]) + bias, all f32.
+// out[Cout, (L-1)s - 2p + K] = conv_transpose1d(x[Cin, L], w[Cin, Cout, K]) + bias, all f32; or [B, Cin, L] ->
+// [B, Cout, Lout] (contiguous stacks, one launch).
 Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding, Tensor& out,
                         cudaStream_t stream);
-// In place on x[C, L] f32 with alpha/beta [C] f32 (log-space).
+// In place on x[B * C, L] f32 (B >= 1 stacked signals; row r reads channel r % C) with alpha/beta [C] f32
+// (log-space).
 Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta, cudaStream_t stream);
 // [C, L] -> [C, L * ratio] (BigVGAN UpSample1d), filter [K] f32.
 Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out, cudaStream_t stream);
