@@ -1,6 +1,7 @@
 // End-to-end decode (see decode.h).
 #include "engine/decode.h"
 #include "engine/generate.h"
+#include "engine/stream_mux.h"
 
 #include <unistd.h>
 
@@ -128,23 +129,19 @@ Result<DecodedMedia> decode_latents(const Tensor& video_latents, const Tensor& a
   return media;
 }
 
-Result<nlohmann::json> write_media_files(const DecodedMedia& media, const std::string& dir, const Mp4Options& opts) {
+Result<nlohmann::json> write_media_files(const DecodedMedia& media, const std::string& dir, const Mp4Options& opts,
+                                         const Mp4EncoderInfo* mp4_written) {
   const fs::path d(dir);
   Mp4Options o = opts;
   o.fps = media.fps;
-  VORTEX_RETURN_IF_ERROR(write_mp4((d / "video.mp4").string(), media.frames, media.audio, media.sample_rate, o));
+  Mp4EncoderInfo encoder;
+  if (mp4_written) encoder = *mp4_written;
+  else
+    VORTEX_RETURN_IF_ERROR(
+        write_mp4((d / "video.mp4").string(), media.frames, media.audio, media.sample_rate, o, &encoder));
   VORTEX_RETURN_IF_ERROR(write_wav_f32((d / "audio.wav").string(), media.audio, media.sample_rate));
   nlohmann::json m;
-  m["video.mp4"] = {{"codec", "h264"},
-                    {"pixel_format", "yuv420p"},
-                    {"crf", o.crf},
-                    {"preset", o.preset},
-                    {"fps", o.fps},
-                    {"frames", media.frames.dim(0)},
-                    {"height", media.frames.dim(1)},
-                    {"width", media.frames.dim(2)},
-                    {"audio_codec", "aac"},
-                    {"audio_bitrate", o.audio_bitrate}};
+  m["video.mp4"] = describe_mp4(o, encoder, media.frames);
   m["audio.wav"] = {{"format", "IEEE float 32-bit"},
                     {"sample_rate", media.sample_rate},
                     {"channels", 2},

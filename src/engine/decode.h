@@ -67,7 +67,10 @@ Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir
 
 // Writes video.mp4 (H.264 + AAC) and audio.wav into the existing directory `dir` (a caller's staging folder,
 // published atomically by that caller) and returns their run.json / decode.json descriptions keyed by file.
-Result<nlohmann::json> write_media_files(const DecodedMedia& media, const std::string& dir, const Mp4Options& opts);
+// `mp4_written`: video.mp4 is already in `dir` (decode_to_mp4, src/engine/stream_mux.h), written with that
+// encoder; only audio.wav is written and video.mp4 described.
+Result<nlohmann::json> write_media_files(const DecodedMedia& media, const std::string& dir, const Mp4Options& opts,
+                                         const Mp4EncoderInfo* mp4_written = nullptr);
 // --frames-dir: may not exist, may be empty, or (overwrite) may hold only frame_*.png a previous decode wrote.
 Status check_frames_dir(const std::string& frames_dir, bool overwrite);
 // Writes every frame as frame_00000.png ... into a staging sibling of `frames_dir`, then renames it into place

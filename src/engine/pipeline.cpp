@@ -21,6 +21,7 @@
 #include "engine/preview.h"
 #include "engine/prompt_encoder.h"
 #include "engine/run_manifest.h"
+#include "engine/stream_mux.h"
 #include "engine/workload.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -1004,18 +1005,16 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
     auto t0 = Clock::now();
     VORTEX_RETURN_IF_ERROR(video_vae_->check_latents(video).with_context("sampled video latents"));
     VORTEX_RETURN_IF_ERROR(audio_vae_->check_latents(audio).with_context("sampled audio latents"));
-    DecodedMedia decoded;
-    VORTEX_ASSIGN_OR_RETURN(Tensor pixels, video_vae_->decode(video, on_tile));
-    VORTEX_ASSIGN_OR_RETURN(decoded.frames, video_to_rgb8(pixels));
-    const double video_s = seconds_since(t0);
-    t0 = Clock::now();
-    VORTEX_ASSIGN_OR_RETURN(decoded.audio, audio_vae_->decode(audio, on_tile));
-    decoded.sample_rate = audio_vae_->config().sampling_rate;
-    const double audio_s = seconds_since(t0);
-    t0 = Clock::now();
+    // video.mp4 is encoded while the video decodes (the audio first; src/engine/stream_mux.h).
     Mp4Options mp4;
     mp4.crf = options_.mp4_crf;
-    VORTEX_ASSIGN_OR_RETURN(nlohmann::json described, write_media_files(decoded, staged.string(), mp4));
+    VORTEX_ASSIGN_OR_RETURN(StreamedDecode streamed, decode_to_mp4(video, audio, *video_vae_, *audio_vae_,
+                                                                   (staged / "video.mp4").string(), mp4, on_tile));
+    const DecodedMedia& decoded = streamed.media;
+    const double video_s = streamed.video_decode_s, audio_s = streamed.audio_decode_s;
+    t0 = Clock::now();
+    VORTEX_ASSIGN_OR_RETURN(nlohmann::json described,
+                            write_media_files(decoded, staged.string(), mp4, &streamed.encoder));
     for (const char* f : {"video.mp4", "audio.wav"})
       VORTEX_RETURN_IF_ERROR(describe_output(f, J::parse(described[f].dump())));
     if (!req.frames_dir.empty()) VORTEX_RETURN_IF_ERROR(write_frames_dir(decoded, req.frames_dir));

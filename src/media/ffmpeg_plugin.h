@@ -2,6 +2,8 @@
 // loads it with dlopen on the first MP4 request (src/media/mp4_writer.cpp), so Vortex runs, and reports
 // what to install, on machines without FFmpeg's shared libraries. Plain C types only: the module and the
 // binary share no C++ objects. Every function returns 0 or a vortex::ErrorCode value, with a message.
+// An MP4 is written as a stream: open (encoders chosen, audio handed over), frames written in order as they
+// are decoded, finish (flush, trailer, close).
 #pragma once
 
 #include <stddef.h>
@@ -11,20 +13,30 @@
 extern "C" {
 #endif
 
-#define VORTEX_FFMPEG_ABI_VERSION 1
+#define VORTEX_FFMPEG_ABI_VERSION 2
 
-typedef struct VortexMp4Request {
-  const char* path;    // written in place; the caller owns temp-file naming and the atomic rename
-  const uint8_t* rgb;  // [frames, height, width, 3] RGB, contiguous
-  int frames, height, width;
-  const float* audio;  // [2, samples] planar stereo, or NULL (no audio stream)
+typedef struct VortexMp4StreamRequest {
+  const char* path;  // written in place; the caller owns temp-file naming and the atomic rename
+  int height, width;
+  int fps;
+  const float* audio;  // [2, samples] planar stereo (copied at open), or NULL (no audio stream)
   int64_t samples;
   int sample_rate;
-  int fps;
-  int crf;             // libx264 constant rate factor
-  const char* preset;  // libx264 preset
-  int audio_bitrate;   // AAC bits/s
-} VortexMp4Request;
+  const char* video_encoder;  // "auto" (h264_nvenc when it opens here, else libx264) | "libx264" | "h264_nvenc"
+  int crf;                    // libx264 constant rate factor; h264_nvenc takes it as its constant quality (cq)
+  const char* preset;         // libx264 preset
+  const char* nvenc_preset;   // h264_nvenc preset (p1 fastest .. p7 slowest)
+  int audio_bitrate;          // AAC bits/s
+} VortexMp4StreamRequest;
+
+// Which H.264 encoder the stream opened and with what settings; fallback names why "auto" did not take NVENC.
+typedef struct VortexMp4EncoderInfo {
+  char encoder[32];
+  char settings[256];
+  char fallback[512];
+} VortexMp4EncoderInfo;
+
+typedef struct VortexMp4Stream VortexMp4Stream;
 
 typedef struct VortexMediaInfo {
   int streams;
@@ -38,7 +50,14 @@ typedef struct VortexMediaInfo {
 } VortexMediaInfo;
 
 int vortex_ffmpeg_abi_version(void);
-int vortex_ffmpeg_write_mp4(const VortexMp4Request* request, char* error, size_t error_size);
+// Opens the file, both encoders and the header; *out owns everything (release with vortex_ffmpeg_stream_free).
+int vortex_ffmpeg_stream_open(const VortexMp4StreamRequest* request, VortexMp4Stream** out, VortexMp4EncoderInfo* info,
+                              char* error, size_t error_size);
+// Encodes `frames` RGB frames [frames, height, width, 3] (contiguous), interleaving the audio up to their time.
+int vortex_ffmpeg_stream_write(VortexMp4Stream* stream, const uint8_t* rgb, int frames, char* error, size_t error_size);
+// Flushes both encoders, writes the remaining audio and the trailer, closes the file.
+int vortex_ffmpeg_stream_finish(VortexMp4Stream* stream, char* error, size_t error_size);
+void vortex_ffmpeg_stream_free(VortexMp4Stream* stream);
 int vortex_ffmpeg_probe(const char* path, VortexMediaInfo* info, char* error, size_t error_size);
 
 #ifdef __cplusplus

@@ -26,7 +26,10 @@ constexpr const char* kPluginName = "libvortex_ffmpeg.so";
 
 struct Plugin {
   Status status;
-  decltype(&vortex_ffmpeg_write_mp4) write_mp4 = nullptr;
+  decltype(&vortex_ffmpeg_stream_open) open = nullptr;
+  decltype(&vortex_ffmpeg_stream_write) write = nullptr;
+  decltype(&vortex_ffmpeg_stream_finish) finish = nullptr;
+  decltype(&vortex_ffmpeg_stream_free) free = nullptr;
   decltype(&vortex_ffmpeg_probe) probe = nullptr;
 };
 
@@ -59,9 +62,12 @@ Plugin load_plugin() {
       continue;
     }
     auto abi = reinterpret_cast<decltype(&vortex_ffmpeg_abi_version)>(dlsym(handle, "vortex_ffmpeg_abi_version"));
-    p.write_mp4 = reinterpret_cast<decltype(&vortex_ffmpeg_write_mp4)>(dlsym(handle, "vortex_ffmpeg_write_mp4"));
+    p.open = reinterpret_cast<decltype(&vortex_ffmpeg_stream_open)>(dlsym(handle, "vortex_ffmpeg_stream_open"));
+    p.write = reinterpret_cast<decltype(&vortex_ffmpeg_stream_write)>(dlsym(handle, "vortex_ffmpeg_stream_write"));
+    p.finish = reinterpret_cast<decltype(&vortex_ffmpeg_stream_finish)>(dlsym(handle, "vortex_ffmpeg_stream_finish"));
+    p.free = reinterpret_cast<decltype(&vortex_ffmpeg_stream_free)>(dlsym(handle, "vortex_ffmpeg_stream_free"));
     p.probe = reinterpret_cast<decltype(&vortex_ffmpeg_probe)>(dlsym(handle, "vortex_ffmpeg_probe"));
-    if (!abi || !p.write_mp4 || !p.probe || abi() != VORTEX_FFMPEG_ABI_VERSION) {
+    if (!abi || !p.open || !p.write || !p.finish || !p.free || !p.probe || abi() != VORTEX_FFMPEG_ABI_VERSION) {
       tried += "\n  " + path + ": not a matching Vortex FFmpeg module (ABI " +
                std::to_string(VORTEX_FFMPEG_ABI_VERSION) + ")";
       dlclose(handle);
@@ -93,43 +99,94 @@ Status from_plugin(int code, const char* message) {
 
 Status mp4_support() { return plugin().status; }
 
-Status write_mp4(const std::string& path, const Tensor& frames, const Tensor& audio, int sample_rate,
-                 const Mp4Options& opts) {
-  if (!frames.defined() || frames.ndim() != 4 || frames.dim(3) != 3 || frames.dtype() != DType::kU8 ||
-      !frames.is_contiguous() || frames.dim(0) < 1)
-    return invalid_argument("write_mp4: frames must be a contiguous [F, H, W, 3] u8 tensor, got " +
-                            (frames.defined() ? frames.describe() : std::string("nothing")));
-  const int nf = static_cast<int>(frames.dim(0)), h = static_cast<int>(frames.dim(1)),
-            w = static_cast<int>(frames.dim(2));
-  if (h % 2 || w % 2 || h < 2 || w < 2)
-    return invalid_argument("write_mp4: yuv420p needs an even frame size, got " + std::to_string(w) + "x" +
-                            std::to_string(h));
+Result<std::unique_ptr<Mp4Stream>> Mp4Stream::open(const std::string& path, int width, int height, const Tensor& audio,
+                                                   int sample_rate, const Mp4Options& opts) {
+  if (height % 2 || width % 2 || height < 2 || width < 2)
+    return invalid_argument("write_mp4: yuv420p needs an even frame size, got " + std::to_string(width) + "x" +
+                            std::to_string(height));
   const bool with_audio = audio.defined();
   if (with_audio && (audio.ndim() != 2 || audio.dim(0) != 2 || audio.dtype() != DType::kF32 || !audio.is_contiguous()))
     return invalid_argument("write_mp4: audio must be a contiguous [2, N] f32 tensor, got " + audio.describe());
   if (with_audio && sample_rate <= 0) return invalid_argument("write_mp4: sample rate must be positive");
   if (opts.fps <= 0) return invalid_argument("write_mp4: fps must be positive");
+  if (opts.video_encoder != "auto" && opts.video_encoder != "libx264" && opts.video_encoder != "h264_nvenc")
+    return invalid_argument("write_mp4: video encoder must be auto, libx264 or h264_nvenc, got '" + opts.video_encoder +
+                            "'");
   VORTEX_RETURN_IF_ERROR(mp4_support());
-
-  const std::string temp = atomic_temp_path(path);
-  VortexMp4Request req{};
-  req.path = temp.c_str();
-  req.rgb = frames.data<uint8_t>();
-  req.frames = nf;
-  req.height = h;
-  req.width = w;
+  std::unique_ptr<Mp4Stream> s(new Mp4Stream());
+  s->path_ = path;
+  s->temp_ = atomic_temp_path(path);
+  s->width_ = width;
+  s->height_ = height;
+  VortexMp4StreamRequest req{};
+  req.path = s->temp_.c_str();
+  req.height = height;
+  req.width = width;
+  req.fps = opts.fps;
   req.audio = with_audio ? audio.data<float>() : nullptr;
   req.samples = with_audio ? audio.dim(1) : 0;
   req.sample_rate = sample_rate;
-  req.fps = opts.fps;
+  req.video_encoder = opts.video_encoder.c_str();
   req.crf = opts.crf;
   req.preset = opts.preset.c_str();
+  req.nvenc_preset = opts.nvenc_preset.c_str();
   req.audio_bitrate = opts.audio_bitrate;
+  VortexMp4EncoderInfo info{};
+  VortexMp4Stream* handle = nullptr;
   char error[1024] = {0};
-  Status st = from_plugin(plugin().write_mp4(&req, error, sizeof(error)), error);
-  if (st.ok()) st = atomic_commit(temp, path);
-  if (!st.ok()) std::remove(temp.c_str());
-  return st;
+  Status st = from_plugin(plugin().open(&req, &handle, &info, error, sizeof(error)), error);
+  s->stream_ = handle;  // freed (and the temp file removed) by the destructor, also on failure
+  if (!st.ok()) return st;
+  s->info_ = Mp4EncoderInfo{info.encoder, info.settings, info.fallback};
+  return s;
+}
+
+Mp4Stream::~Mp4Stream() {
+  if (stream_) plugin().free(static_cast<VortexMp4Stream*>(stream_));
+  if (!done_ && !temp_.empty()) std::remove(temp_.c_str());
+}
+
+Status Mp4Stream::write(const Tensor& frames) {
+  if (done_ || !stream_) return internal_error("write_mp4: the stream is finished");
+  if (!frames.defined() || frames.ndim() != 4 || frames.dim(3) != 3 || frames.dtype() != DType::kU8 ||
+      !frames.is_contiguous() || frames.dim(1) != height_ || frames.dim(2) != width_)
+    return invalid_argument("write_mp4: frames must be a contiguous [F, " + std::to_string(height_) + ", " +
+                            std::to_string(width_) + ", 3] u8 tensor, got " +
+                            (frames.defined() ? frames.describe() : std::string("nothing")));
+  char error[1024] = {0};
+  VORTEX_RETURN_IF_ERROR(from_plugin(plugin().write(static_cast<VortexMp4Stream*>(stream_), frames.data<uint8_t>(),
+                                                    static_cast<int>(frames.dim(0)), error, sizeof(error)),
+                                     error));
+  frames_ += frames.dim(0);
+  return Status::Ok();
+}
+
+Status Mp4Stream::finish() {
+  if (done_ || !stream_) return internal_error("write_mp4: the stream is finished");
+  if (frames_ < 1) return invalid_argument("write_mp4: no frames were written");
+  char error[1024] = {0};
+  Status st = from_plugin(plugin().finish(static_cast<VortexMp4Stream*>(stream_), error, sizeof(error)), error);
+  plugin().free(static_cast<VortexMp4Stream*>(stream_));
+  stream_ = nullptr;
+  if (st.ok()) st = atomic_commit(temp_, path_);
+  if (!st.ok()) return st;  // the destructor removes the temp file
+  done_ = true;
+  return Status::Ok();
+}
+
+Status write_mp4(const std::string& path, const Tensor& frames, const Tensor& audio, int sample_rate,
+                 const Mp4Options& opts, Mp4EncoderInfo* info) {
+  if (!frames.defined() || frames.ndim() != 4 || frames.dim(3) != 3 || frames.dtype() != DType::kU8 ||
+      !frames.is_contiguous() || frames.dim(0) < 1)
+    return invalid_argument("write_mp4: frames must be a contiguous [F, H, W, 3] u8 tensor, got " +
+                            (frames.defined() ? frames.describe() : std::string("nothing")));
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Mp4Stream> s,
+                          Mp4Stream::open(path, static_cast<int>(frames.dim(2)), static_cast<int>(frames.dim(1)), audio,
+                                          sample_rate, opts));
+  VORTEX_RETURN_IF_ERROR(s->write(frames));
+  VORTEX_RETURN_IF_ERROR(s->finish());
+  if (info) *info = s->encoder();
+  return Status::Ok();
 }
 
 Result<MediaInfo> probe_media(const std::string& path) {

@@ -1,11 +1,13 @@
-// MP4 output through FFmpeg's libraries: H.264 (libx264, yuv420p, BT.709 limited range, CRF 18 preset
-// medium by default) at 24 fps plus AAC-LC (FFmpeg's native encoder, 192 kb/s) at the decoder's sample rate
-// in stereo, interleaved by time, written atomically (temp file + rename). probe_media re-opens a file with
-// libavformat for checks (tests, `vortex decode` self-check). FFmpeg is reached only through
-// libvortex_ffmpeg.so (ffmpeg_plugin.h), loaded on first use: without FFmpeg's shared libraries both
-// calls return kUnsupported saying what to install. Tested in tests/media/media_test.cpp.
+// MP4 output through FFmpeg's libraries: H.264 (yuv420p, BT.709 limited range; h264_nvenc when the driver offers
+// it, constant quality cq 18 preset p5, else libx264 CRF 18 preset medium) at 24 fps plus AAC-LC (FFmpeg's native
+// encoder, 192 kb/s) at the decoder's sample rate in stereo, interleaved by time, written atomically (temp file +
+// rename). Mp4Stream takes the frames as they are decoded; write_mp4 is the one-call form. probe_media re-opens a file
+// with libavformat for checks (tests, `vortex decode` self-check). FFmpeg is reached only through libvortex_ffmpeg.so
+// (ffmpeg_plugin.h), loaded on first use: without FFmpeg's shared libraries both calls return kUnsupported saying what
+// to install. Tested in tests/media/media_test.cpp.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "vortex/status.h"
@@ -15,9 +17,42 @@ namespace vortex {
 
 struct Mp4Options {
   int fps = 24;
-  int crf = 18;  // x264 constant rate factor: 18 is visually lossless for most content
-  std::string preset = "medium";
-  int audio_bitrate = 192000;  // bits/s
+  int crf = 18;  // x264 constant rate factor (NVENC: constant quality cq): 18 is visually lossless for most content
+  std::string preset = "medium";       // libx264
+  std::string nvenc_preset = "p5";     // h264_nvenc
+  std::string video_encoder = "auto";  // "auto" (h264_nvenc if it opens, else libx264) | "libx264" | "h264_nvenc"
+  int audio_bitrate = 192000;          // bits/s
+};
+
+// The H.264 encoder an MP4 was written with (for run.json): "h264_nvenc" or "libx264", its settings, and why
+// "auto" fell back to libx264 (empty when it did not).
+struct Mp4EncoderInfo {
+  std::string encoder, settings, fallback;
+};
+
+// An MP4 written while its frames are produced: open() checks the arguments, loads FFmpeg and opens both encoders
+// (the audio is handed over whole: it is decoded before the video), write() encodes frames in order, finish()
+// flushes and renames the temp file onto `path`. Destroyed unfinished, it removes the temp file.
+class Mp4Stream {
+ public:
+  // width/height even (yuv420p), audio [2, N] f32 in [-1, 1] or undefined (no sound).
+  static Result<std::unique_ptr<Mp4Stream>> open(const std::string& path, int width, int height, const Tensor& audio,
+                                                 int sample_rate, const Mp4Options& opts = {});
+  ~Mp4Stream();
+  // frames [n, H, W, 3] u8 RGB, contiguous, of the opened size.
+  Status write(const Tensor& frames);
+  Status finish();
+  const Mp4EncoderInfo& encoder() const { return info_; }
+  int64_t frames_written() const { return frames_; }
+
+ private:
+  Mp4Stream() = default;
+  std::string path_, temp_;
+  int width_ = 0, height_ = 0;
+  int64_t frames_ = 0;
+  void* stream_ = nullptr;  // VortexMp4Stream of the FFmpeg module
+  bool done_ = false;
+  Mp4EncoderInfo info_;
 };
 
 // Ok when MP4 output works here (the FFmpeg module and its libraries load); otherwise kUnsupported naming
@@ -25,8 +60,9 @@ struct Mp4Options {
 Status mp4_support();
 
 // frames [F, H, W, 3] u8 RGB (H, W even: yuv420p), audio [2, N] f32 in [-1, 1] or undefined (no sound).
+// `info` (optional) receives the encoder that ran.
 Status write_mp4(const std::string& path, const Tensor& frames, const Tensor& audio, int sample_rate,
-                 const Mp4Options& opts = {});
+                 const Mp4Options& opts = {}, Mp4EncoderInfo* info = nullptr);
 
 struct MediaInfo {
   int streams = 0;

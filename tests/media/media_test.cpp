@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -108,6 +110,81 @@ TEST(Mp4, VideoOnlyAndFailuresLeaveNoFile) {
   EXPECT_FALSE(write_mp4(dir + "/none.mp4", frames(3, 16, 16), Tensor::empty({1, 10}, DType::kF32), 32000).ok());
   EXPECT_FALSE(fs::exists(dir + "/none.mp4"));
   EXPECT_FALSE(probe_media(dir + "/keep.mp4").ok());
+}
+
+// The H.264 encoder choice: "auto" takes h264_nvenc only where the driver opens it (a GPU with NVENC), else libx264
+// with the reason recorded; forcing h264_nvenc where it does not open is an error, not a silent fallback.
+TEST(Mp4, EncoderChoiceAndFallback) {
+  const std::string dir = temp_dir("encoder");
+  Mp4Options auto_opts;
+  Mp4EncoderInfo info;
+  ASSERT_TRUE(write_mp4(dir + "/auto.mp4", frames(4, 32, 32), Tensor(), 0, auto_opts, &info).ok());
+  auto probed = probe_media(dir + "/auto.mp4");
+  ASSERT_TRUE(probed.ok()) << probed.status().to_string();
+  EXPECT_EQ(probed->video_codec, "h264");
+  EXPECT_EQ(probed->video_frames, 4);
+  Mp4Options nvenc = auto_opts;
+  nvenc.video_encoder = "h264_nvenc";
+  Mp4EncoderInfo forced;
+  const Status st = write_mp4(dir + "/nvenc.mp4", frames(4, 32, 32), Tensor(), 0, nvenc, &forced);
+  if (info.encoder == "h264_nvenc") {  // a machine whose driver offers NVENC
+    EXPECT_NE(info.settings.find("cq 18"), std::string::npos) << info.settings;
+    EXPECT_TRUE(info.fallback.empty());
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  } else {  // this machine (CI, no GPU): the fallback, with why
+    EXPECT_EQ(info.encoder, "libx264");
+    EXPECT_NE(info.settings.find("crf 18"), std::string::npos) << info.settings;
+    EXPECT_NE(info.fallback.find("h264_nvenc"), std::string::npos) << info.fallback;
+    EXPECT_EQ(st.code(), ErrorCode::kUnsupported) << st.to_string();
+    EXPECT_FALSE(fs::exists(dir + "/nvenc.mp4"));
+  }
+  Mp4Options x264 = auto_opts;
+  x264.video_encoder = "libx264";
+  Mp4EncoderInfo plain;
+  ASSERT_TRUE(write_mp4(dir + "/x264.mp4", frames(4, 32, 32), Tensor(), 0, x264, &plain).ok());
+  EXPECT_EQ(plain.encoder, "libx264");
+  EXPECT_TRUE(plain.fallback.empty());
+  Mp4Options bad = auto_opts;
+  bad.video_encoder = "h265";
+  EXPECT_EQ(write_mp4(dir + "/bad.mp4", frames(4, 32, 32), Tensor(), 0, bad).code(), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(dir + "/bad.mp4"));
+}
+
+// Frames written in pieces as they are produced give the file the one-call writer gives (same streams, frame
+// count, durations); a stream dropped before finish() leaves neither the file nor its temp file.
+TEST(Mp4, StreamInPiecesAndAbandoned) {
+  const std::string dir = temp_dir("stream");
+  const int rate = 32000, nf = 30;
+  Tensor all = frames(nf, 48, 64), audio = tone(nf * rate / 24, rate);
+  Mp4Options opts;
+  opts.video_encoder = "libx264";
+  ASSERT_TRUE(write_mp4(dir + "/whole.mp4", all, audio, rate, opts).ok());
+  auto s = Mp4Stream::open(dir + "/pieces.mp4", 64, 48, audio, rate, opts);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_FALSE(fs::exists(dir + "/pieces.mp4"));  // only the temp file until finish()
+  for (auto [b, e] : std::vector<std::pair<int, int>>{{0, 7}, {7, 8}, {8, 30}}) {
+    auto part = all.narrow(0, b, e - b);
+    ASSERT_TRUE(part.ok());
+    ASSERT_TRUE((*s)->write(*part).ok());
+  }
+  EXPECT_EQ((*s)->write(frames(1, 48, 32)).code(), ErrorCode::kInvalidArgument);  // wrong size
+  ASSERT_TRUE((*s)->finish().ok());
+  EXPECT_FALSE((*s)->finish().ok());
+  auto whole = probe_media(dir + "/whole.mp4"), pieces = probe_media(dir + "/pieces.mp4");
+  ASSERT_TRUE(whole.ok() && pieces.ok());
+  EXPECT_EQ(pieces->video_frames, nf);
+  EXPECT_EQ(pieces->video_frames, whole->video_frames);
+  EXPECT_EQ(pieces->audio_codec, "aac");
+  EXPECT_NEAR(pieces->audio_duration_s, whole->audio_duration_s, 1e-9);
+  EXPECT_NEAR(pieces->duration_s, whole->duration_s, 1e-9);
+  {
+    auto dropped = Mp4Stream::open(dir + "/dropped.mp4", 64, 48, audio, rate, opts);
+    ASSERT_TRUE(dropped.ok());
+    ASSERT_TRUE((*dropped)->write(all).ok());
+  }
+  EXPECT_FALSE(fs::exists(dir + "/dropped.mp4"));
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find("dropped"), std::string::npos) << e.path();
 }
 
 }  // namespace

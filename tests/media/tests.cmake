@@ -1,2 +1,6 @@
 # Media writers (WAV, MP4 through FFmpeg's libraries), checked by reading the files back.
 vortex_test(NAME media_test SOURCES ${CMAKE_SOURCE_DIR}/tests/media/media_test.cpp LIBS vortex_media)
+# decode_to_mp4: the MP4 written while the fixture decoders decode (CPU backend).
+vortex_test(NAME stream_mux_test SOURCES ${CMAKE_SOURCE_DIR}/tests/media/stream_mux_test.cpp
+            LIBS vortex_engine vortex_vae vortex_media)
+target_compile_definitions(stream_mux_test PRIVATE VORTEX_VAE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vae/fixtures")

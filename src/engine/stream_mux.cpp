@@ -1,0 +1,145 @@
+// decode_to_mp4 (see stream_mux.h): one worker thread takes the finished frame ranges in order, converts them to
+// RGB8 into the full frame tensor and hands them to the Mp4Stream; the decode thread only queues ranges.
+#include "engine/stream_mux.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace vortex {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Encodes queued frame ranges of a decoded video on its own thread, in order.
+class FrameEncoder {
+ public:
+  FrameEncoder(Mp4Stream& stream, Tensor& rgb) : stream_(stream), rgb_(rgb), worker_([this] { run(); }) {}
+  ~FrameEncoder() { (void)close(); }
+
+  Status push(const Tensor& video, int64_t begin, int64_t end) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_.ok()) return error_;
+    queue_.push_back({video, begin, end});
+    cv_.notify_one();
+    return Status::Ok();
+  }
+  // Waits for every queued range; the first error, if any.
+  Status close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+      cv_.notify_one();
+    }
+    if (worker_.joinable()) worker_.join();
+    return error_;
+  }
+
+ private:
+  struct Range {
+    Tensor video;
+    int64_t begin, end;
+  };
+  void run() {
+    const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
+    while (true) {
+      Range r;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        r = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      Status st = encode(r, threads);
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        error_ = st;
+        queue_.clear();
+        return;
+      }
+    }
+  }
+  Status encode(const Range& r, int threads) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor u8, video_to_rgb8(r.video, r.begin, r.end, threads));  // [n, H, W, 3]
+    VORTEX_ASSIGN_OR_RETURN(Tensor dst, rgb_.narrow(0, r.begin, r.end - r.begin));
+    std::memcpy(dst.raw_data(), u8.raw_data(), u8.nbytes());
+    return stream_.write(u8);
+  }
+
+  Mp4Stream& stream_;
+  Tensor& rgb_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Range> queue_;
+  bool closing_ = false;
+  Status error_;
+  std::thread worker_;
+};
+
+}  // namespace
+
+Result<StreamedDecode> decode_to_mp4(const Tensor& video_latents, const Tensor& audio_latents, VideoVae& video_vae,
+                                     AudioVae& audio_vae, const std::string& mp4_path, const Mp4Options& opts,
+                                     const VaeProgressFn& progress) {
+  VORTEX_RETURN_IF_ERROR(video_vae.check_latents(video_latents).with_context("video_latents"));
+  VORTEX_RETURN_IF_ERROR(audio_vae.check_latents(audio_latents).with_context("audio_latents"));
+  StreamedDecode out;
+  auto t0 = Clock::now();
+  VORTEX_ASSIGN_OR_RETURN(out.media.audio, audio_vae.decode(audio_latents, progress));
+  out.audio_decode_s = seconds_since(t0);
+  out.media.sample_rate = audio_vae.config().sampling_rate;
+  out.media.fps = opts.fps;
+  const VideoVaeConfig& vc = video_vae.config();
+  const int64_t frames = video_vae.frames_for(video_latents.dim(1));
+  const int64_t h = video_latents.dim(2) * vc.patch, w = video_latents.dim(3) * vc.patch;
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Mp4Stream> stream,
+                          Mp4Stream::open(mp4_path, static_cast<int>(w), static_cast<int>(h), out.media.audio,
+                                          out.media.sample_rate, opts));
+  out.encoder = stream->encoder();
+  out.media.frames = Tensor::empty({frames, h, w, 3}, DType::kU8);
+  t0 = Clock::now();
+  Result<Tensor> video = internal_error("video decode did not run");
+  Status enc_status;
+  {
+    FrameEncoder encoder(*stream, out.media.frames);
+    video = video_vae.decode(video_latents, progress,
+                             [&](const Tensor& v, int64_t begin, int64_t end) { return encoder.push(v, begin, end); });
+    out.video_decode_s = seconds_since(t0);
+    t0 = Clock::now();
+    enc_status = encoder.close();  // on a decode error: the ranges queued so far, then the stream is dropped
+  }
+  if (!video.ok()) return video.status();
+  VORTEX_RETURN_IF_ERROR(enc_status.with_context("video.mp4"));
+  if (stream->frames_written() != frames)
+    return internal_error("video.mp4: " + std::to_string(stream->frames_written()) + " frames encoded of " +
+                          std::to_string(frames));
+  VORTEX_RETURN_IF_ERROR(stream->finish());
+  out.mux_tail_s = seconds_since(t0);
+  return out;
+}
+
+nlohmann::json describe_mp4(const Mp4Options& opts, const Mp4EncoderInfo& encoder, const Tensor& frames) {
+  nlohmann::json m = {{"codec", "h264"},
+                      {"encoder", encoder.encoder},
+                      {"encoder_settings", encoder.settings},
+                      {"pixel_format", "yuv420p"},
+                      {"crf", opts.crf},
+                      {"preset", encoder.encoder == "h264_nvenc" ? opts.nvenc_preset : opts.preset},
+                      {"fps", opts.fps},
+                      {"frames", frames.dim(0)},
+                      {"height", frames.dim(1)},
+                      {"width", frames.dim(2)},
+                      {"audio_codec", "aac"},
+                      {"audio_bitrate", opts.audio_bitrate}};
+  if (!encoder.fallback.empty()) m["encoder_fallback"] = encoder.fallback;
+  return m;
+}
+
+}  // namespace vortex

@@ -1,0 +1,33 @@
+// Decode with video.mp4 written while the video decodes: the audio first (tens of milliseconds), the MP4 opened
+// with it (h264_nvenc when the driver offers it, else libx264; src/media/mp4_writer.h), then the video decode,
+// whose finished frames (each clip's, VideoVae::decode's on_frames) are converted to RGB8 and encoded on a worker
+// thread while later clips decode. The file is complete soon after the last clip, not a whole encode later.
+// Tested in tests/media/stream_mux_test.cpp (CPU: fallback encoder, same frames as the one-shot path).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/decode.h"
+#include "media/mp4_writer.h"
+#include "vae/audio_vae.h"
+#include "vae/video_vae.h"
+
+namespace vortex {
+
+struct StreamedDecode {
+  DecodedMedia media;  // all frames [F, H, W, 3] u8 (for PNG output) and the audio
+  Mp4EncoderInfo encoder;
+  double audio_decode_s = 0.0, video_decode_s = 0.0;
+  double mux_tail_s = 0.0;  // from the end of the video decode to video.mp4 renamed into place
+};
+
+// Writes `mp4_path` (atomically); both latents are checked before any work.
+Result<StreamedDecode> decode_to_mp4(const Tensor& video_latents, const Tensor& audio_latents, VideoVae& video_vae,
+                                     AudioVae& audio_vae, const std::string& mp4_path, const Mp4Options& opts,
+                                     const VaeProgressFn& progress = nullptr);
+
+// run.json's description of a video.mp4: codec, the encoder that ran and its settings, geometry, audio.
+nlohmann::json describe_mp4(const Mp4Options& opts, const Mp4EncoderInfo& encoder, const Tensor& frames);
+
+}  // namespace vortex
