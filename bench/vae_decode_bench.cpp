@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
                               {"reps", mux_reps},
                               {"note", "synthetic-weight output (noise): a worst case for the encoders"}};
       if (!fallback.empty()) extra["encoder_fallback"] = fallback;
-      rows.push_back(evidence_row(env, "decode_to_mp4", std::string("vortex-cuda+") + used,
+      rows.push_back(evidence_row(env, "decode_to_mp4", std::string("vortex-cuda+") + enc + "->" + used,
                                   shape_to_string(vlat.shape()), pm, {}, extra));
       table.push_back({std::string("decode + mux to video.mp4 (") + enc + " -> " + used + ")", pm});
     }
