@@ -140,7 +140,13 @@ Error open_video_encoder(VortexMp4Stream& s, const VortexMp4StreamRequest& r, co
     av_opt_set(c->priv_data, "preset", r.preset, 0);
     settings = std::string("preset ") + r.preset + ", crf " + crf + ", yuv420p bt709";
   }
+  // A refused NVENC session (no driver library, a GPU without an encoder engine) is an expected outcome of
+  // "auto": FFmpeg's own error lines are silenced and the reason is returned for run.json instead.
+  const bool nvenc = std::strcmp(name, "h264_nvenc") == 0;
+  const int level = av_log_get_level();
+  if (nvenc) av_log_set_level(AV_LOG_QUIET);
   const int ret = avcodec_open2(c, codec, nullptr);
+  if (nvenc) av_log_set_level(level);
   if (ret < 0) {
     avcodec_free_context(&s.venc.ctx);
     return {kUnsupported, std::string("avcodec_open2(") + name + ") failed: " + av_err(ret)};
