@@ -12,8 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
+#include "core/config_json.h"
 #include "engine/memory_estimate.h"
 #include "text_encoder/text_encoder.h"
 
@@ -21,29 +20,21 @@ namespace vortex {
 namespace fs = std::filesystem;
 namespace {
 
-std::optional<nlohmann::json> read_json_object(const fs::path& p) {
+std::optional<ConfigJson> read_json_object(const fs::path& p) {
   std::error_code ec;
   if (!fs::is_regular_file(p, ec)) return std::nullopt;
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return std::nullopt;
-  return j;
+  Result<ConfigJson> j = ConfigJson::read_file(p.string());
+  if (!j.ok()) return std::nullopt;
+  return std::move(*j);
 }
 
 // The MiniMaxH3 pipeline config of `d`: model_index.json, else modular_model_index.json.
-std::optional<nlohmann::json> pipeline_index(const fs::path& d) {
+std::optional<ConfigJson> pipeline_index(const fs::path& d) {
   for (const char* name : {"model_index.json", "modular_model_index.json"}) {
-    std::optional<nlohmann::json> j = read_json_object(d / name);
-    if (j && j->value("_class_name", "").rfind("MiniMaxH3", 0) == 0) return j;
+    std::optional<ConfigJson> j = read_json_object(d / name);
+    if (j && j->kind() == ConfigKind::kPipeline) return j;
   }
   return std::nullopt;
-}
-
-bool is_qwen3_vl_config(const fs::path& p) {
-  std::optional<nlohmann::json> j = read_json_object(p);
-  return j && (j->contains("text_config") || j->value("model_type", "") == "qwen3_vl_text");
 }
 
 uint64_t file_bytes(const fs::path& p) {
@@ -70,13 +61,13 @@ ModelPart weights_part(const std::string& name, const fs::path& dir, const std::
     const fs::path index = dir / index_name;
     if (!fs::is_regular_file(index, ec)) continue;
     weights = true;
-    std::optional<nlohmann::json> j = read_json_object(index);
-    if (!j || !j->contains("weight_map") || !(*j)["weight_map"].is_object()) {
+    std::optional<ConfigJson> j = read_json_object(index);
+    if (!j || !j->json().contains("weight_map") || !j->json()["weight_map"].is_object()) {
       problems.push_back(index.string() + " has no weight_map");
       break;
     }
     std::set<std::string> shards;
-    for (const auto& [tensor, shard] : (*j)["weight_map"].items())
+    for (const auto& [tensor, shard] : j->json()["weight_map"].items())
       if (shard.is_string()) shards.insert(shard.get<std::string>());
     int missing = 0;
     std::string first;
@@ -163,7 +154,7 @@ bool is_model_folder(const std::string& dir) {
   const fs::path d(dir);
   std::error_code ec;
   if (!fs::is_directory(d, ec)) return false;
-  return pipeline_index(d).has_value() || is_qwen3_vl_config(d / "config.json");
+  return pipeline_index(d).has_value() || is_qwen3_vl_config((d / "config.json").string());
 }
 
 Result<ModelFolder> open_model_folder(const std::string& dir) {
@@ -176,18 +167,22 @@ Result<ModelFolder> open_model_folder(const std::string& dir) {
                             "model_index.json), or --checkpoint FILE for a transformer file alone");
   ModelFolder f;
   f.dir = dir;
-  if (std::optional<nlohmann::json> index = pipeline_index(d)) {
-    f.pipeline_class = index->value("_class_name", "");
-    const nlohmann::json* h3 = index->contains("_minimax_h3") ? &(*index)["_minimax_h3"] : nullptr;
-    if (h3 != nullptr && h3->is_object()) {
+  if (std::optional<ConfigJson> index = pipeline_index(d)) {
+    f.pipeline_class = index->class_name();
+    if (index->has("_minimax_h3")) {
+      VORTEX_ASSIGN_OR_RETURN(const ConfigJson h3, index->object("_minimax_h3"));
+      VORTEX_ASSIGN_OR_RETURN(f.partition, h3.get_string("partition", ""));
       f.layout = ModelFolderLayout::kPartition;
-      f.partition = h3->value("partition", "");
       std::transform(f.partition.begin(), f.partition.end(), f.partition.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
       if (f.partition != "fl2va") {
+        fs::path self = fs::absolute(d, ec).lexically_normal();
+        if (self.filename().empty()) self = self.parent_path();  // "Ref2VA/"
         return invalid_argument("--model " + dir + " is the '" + f.partition +
-                                "' partition; text-to-video runs on the "
-                                "FL2VA transformer: pass the snapshot root or its FL2VA/ folder");
+                                "' partition (reference-to-video, which needs reference inputs Vortex does not "
+                                "take); text-to-video runs on the FL2VA transformer: pass " +
+                                (self.parent_path() / "FL2VA").string() + " or the snapshot root " +
+                                self.parent_path().string());
       }
       f.parts.push_back(weights_part("transformer", d / "transformer", kTransformersIndex, kTransformersFile));
       f.parts.push_back(weights_part("text_encoder", d / "text_encoder", kTransformersIndex, kTransformersFile));
@@ -223,7 +218,7 @@ Result<ModelFolder> open_model_folder(const std::string& dir) {
     f.text_layer = *layer;
     return f;
   }
-  if (is_qwen3_vl_config(d / "config.json")) {
+  if (is_qwen3_vl_config((d / "config.json").string())) {
     f.layout = ModelFolderLayout::kTransformers;
     ModelPart te = weights_part("text_encoder", d, kTransformersIndex, kTransformersFile);
     f.parts.push_back(te);

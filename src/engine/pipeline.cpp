@@ -322,6 +322,7 @@ Result<ModelConfig> resolve_model_config(const PipelineOptions& o) {
   if (!o.checkpoint_path.empty()) {
     std::error_code ec;
     if (!fs::exists(o.checkpoint_path, ec)) return not_found("--checkpoint " + o.checkpoint_path + " does not exist");
+    VORTEX_RETURN_IF_ERROR(refuse_reference_transformer(o.checkpoint_path));
     Result<ModelConfig> from_checkpoint = config_for_checkpoint(o.checkpoint_path);
     if (!from_checkpoint.ok()) return with_checkpoint_advice(from_checkpoint.status(), o.checkpoint_path);
     cfg = *from_checkpoint;

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/config_json.h"
 #include "io/quantized_layers.h"
 #include "model/h3_spec.h"
 #include "vortex/dtype.h"
@@ -899,6 +900,31 @@ Result<ModelConfig> config_for_checkpoint(const std::string& path) {
   }
   VORTEX_ASSIGN_OR_RETURN(Opened o, open_and_inspect(path, CheckpointLayout::kAuto));
   return infer_config_from_checkpoint(o.set, o.info.key_prefix, o.info.layout);
+}
+
+Status refuse_reference_transformer(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir = fs::absolute(fs::path(path), ec).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "transformer_ref/"
+  if (!fs::is_directory(dir, ec)) dir = dir.parent_path();
+  const fs::path parent = dir.parent_path();
+  std::string fl2va;
+  if (dir.filename() == "transformer_ref") {
+    fl2va = (parent / "transformer").string() + " (diffusers layout)";
+  } else {
+    Result<ConfigJson> index = ConfigJson::read_file((parent / "model_index.json").string());
+    if (!index.ok() || !index->has("_minimax_h3")) return Status::Ok();
+    Result<ConfigJson> h3 = index->object("_minimax_h3");
+    if (!h3.ok()) return Status::Ok();
+    Result<std::string> partition = h3->get_string("partition", "");
+    if (!partition.ok() || (*partition != "ref2va" && *partition != "Ref2VA")) return Status::Ok();
+    fl2va = (parent.parent_path() / "FL2VA" / "transformer").string() + " (original layout)";
+  }
+  return unsupported(path +
+                     " is the Ref2VA transformer (reference-to-video, which needs reference inputs Vortex "
+                     "does not take); text-to-video runs on the FL2VA transformer: " +
+                     fl2va);
 }
 
 }  // namespace vortex

@@ -103,6 +103,10 @@ Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& co
 // inferred from tensor shapes. Each dimension is inferred from every tensor that carries it (majority),
 // so one malformed tensor cannot redefine the config and is the one the loader then names.
 Result<ModelConfig> config_for_checkpoint(const std::string& path);
+// kUnsupported when `path` is (or is inside) the release's Ref2VA transformer: a `transformer_ref/` folder, or the
+// transformer/ of a partition whose model_index.json says `_minimax_h3.partition: ref2va`. Reference-to-video
+// needs reference inputs Vortex does not take; the message names the FL2VA transformer that runs text-to-video.
+Status refuse_reference_transformer(const std::string& path);
 Result<ModelConfig> infer_config_from_checkpoint(const SafetensorsSet& set, const std::string& key_prefix,
                                                  CheckpointLayout layout = CheckpointLayout::kOriginal);
 // config.json text with the original MiniMax key names (read back by ModelConfig::from_json_text).

@@ -3,11 +3,8 @@
 #include "io/output_guard.h"
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
-#include <nlohmann/json.hpp>
-
+#include "core/config_json.h"
 #include "io/safetensors.h"
 
 namespace vortex {
@@ -22,10 +19,10 @@ bool is_vortex_safetensors(const std::string& path) {
 
 namespace {
 
+// The file's JSON object, or null when it is not one.
 nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  Result<ConfigJson> j = ConfigJson::read_file(path);
+  return j.ok() ? j->json() : nlohmann::json();
 }
 
 bool vortex_index(const std::string& path) {

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/config_json.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/h3_spec.h"
@@ -457,9 +458,9 @@ Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config
     for (size_t i = 0; i < ad.parts.size(); ++i) scales[i] = *meta_alpha / static_cast<double>(ad.parts[i].rank());
     ad.alpha_source = "__metadata__ " + meta_key + " = " + fmt(*meta_alpha) + " (alpha / rank per module)";
   } else if (std::filesystem::is_regular_file(config_path, ec)) {
-    std::ifstream in(config_path);
-    const json cfg = json::parse(in, nullptr, false);
-    if (cfg.is_discarded() || !cfg.contains("lora_alpha") || !cfg["lora_alpha"].is_number() || !cfg.contains("r") ||
+    Result<ConfigJson> read = ConfigJson::read_file(config_path.string());
+    const json cfg = read.ok() ? read->json() : json();
+    if (!cfg.is_object() || !cfg.contains("lora_alpha") || !cfg["lora_alpha"].is_number() || !cfg.contains("r") ||
         !cfg["r"].is_number()) {
       ambiguity = config_path.string() + " has no numeric lora_alpha and r";
     } else if ((cfg.contains("rank_pattern") && cfg["rank_pattern"].is_object() && !cfg["rank_pattern"].empty()) ||

@@ -4,8 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "core/config_json.h"
 #include "vortex/config.h"
 
 namespace vortex {
@@ -40,102 +39,67 @@ Result<ModelConfig> ModelConfig::by_name(std::string_view name) {
                           "': use 'h3' (the 33B release) or 'h3-tiny' (CI size)");
 }
 
-namespace {
-
-using nlohmann::json;
-
-// Reads an integer key if present; a non-integer value is a format error naming the key.
-Status read_int(const json& j, const char* key, int& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::Ok();
-  if (!it->is_number_integer())
-    return format_error(std::string("config key '") + key + "' must be an integer, got " + it->dump());
-  int64_t v = it->get<int64_t>();
-  if (v < INT32_MIN || v > INT32_MAX)
-    return format_error(std::string("config key '") + key + "' out of range: " + it->dump());
-  out = static_cast<int>(v);
-  return Status::Ok();
-}
-
-template <typename T>
-Status read_number(const json& j, const char* key, T& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::Ok();
-  if (!it->is_number())
-    return format_error(std::string("config key '") + key + "' must be a number, got " + it->dump());
-  out = static_cast<T>(it->get<double>());
-  return Status::Ok();
-}
-
-// The same integer under its original and its diffusers key: either may be present; both present
-// and different is a format error naming the two keys.
-Status read_int_either(const json& j, const char* original_key, const char* diffusers_key, int& out) {
-  int a = out, b = out;
-  VORTEX_RETURN_IF_ERROR(read_int(j, original_key, a));
-  VORTEX_RETURN_IF_ERROR(read_int(j, diffusers_key, b));
-  const bool has_a = j.contains(original_key) && !j[original_key].is_null();
-  const bool has_b = j.contains(diffusers_key) && !j[diffusers_key].is_null();
-  if (has_a && has_b && a != b)
-    return format_error(std::string("config.json: '") + original_key + "' = " + std::to_string(a) + " and '" +
-                        diffusers_key + "' = " + std::to_string(b) +
-                        " name the same dimension and disagree; keep one of them");
-  out = has_a ? a : b;
-  return Status::Ok();
-}
-
-}  // namespace
-
 Result<ModelConfig> ModelConfig::from_json_text(std::string_view json_text) {
-  json j = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return format_error("config.json is not valid JSON");
-  if (!j.is_object()) return format_error("config.json must be a JSON object, got " + std::string(j.type_name()));
+  VORTEX_ASSIGN_OR_RETURN(const ConfigJson j, ConfigJson::parse(json_text, "config.json"));
+  // MiniMaxH3DiTModel (the release's original layout) and MiniMaxH3Transformer3DModel (diffusers) both name the
+  // transformer; another component's config (a VAE, the text encoder, a pipeline index) is refused.
+  VORTEX_RETURN_IF_ERROR(j.expect_kind(ConfigKind::kTransformer));
   ModelConfig c = h3();
-  c.name = "custom";
-  if (auto it = j.find("name"); it != j.end() && it->is_string()) c.name = it->get<std::string>();
-  // Keys spelled differently by the original release and by diffusers (MiniMaxH3Transformer3DModel):
-  // either spelling is accepted; a file carrying both with different values is refused.
-  if (auto it = j.find("_class_name");
-      it != j.end() && it->is_string() && it->get<std::string>() != "MiniMaxH3Transformer3DModel")
-    return format_error("config.json describes a diffusers '" + it->get<std::string>() +
-                        "', not the H3 transformer (MiniMaxH3Transformer3DModel): point --checkpoint at the "
-                        "transformer folder");
-  VORTEX_RETURN_IF_ERROR(read_int(j, "hidden_size", c.hidden));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "num_layers", c.num_layers));
-  VORTEX_RETURN_IF_ERROR(read_int_either(j, "token_refiner_num_layers", "num_refiner_layers", c.num_refiner_layers));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "num_attention_heads", c.num_heads));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "attention_head_dim", c.head_dim));
-  VORTEX_RETURN_IF_ERROR(read_int_either(j, "ffn_hidden_size", "ffn_dim", c.ffn));
-  VORTEX_RETURN_IF_ERROR(read_int_either(j, "latents_dim", "in_channels", c.in_channels));
-  VORTEX_RETURN_IF_ERROR(read_int_either(j, "audio_latents_dim", "audio_in_channels", c.audio_in_channels));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "text_dim", c.text_dim));
-  VORTEX_RETURN_IF_ERROR(read_int_either(j, "timestep_input_dim", "freq_dim", c.freq_dim));
-  VORTEX_RETURN_IF_ERROR(read_int_either(j, "time_embed_hidden_size", "time_embed_hidden_dim", c.time_embed_hidden));
-  VORTEX_RETURN_IF_ERROR(read_int(j, "time_embed_dim", c.time_embed_dim));
-  VORTEX_RETURN_IF_ERROR(read_int_either(j, "rope_inv_freq_len", "rope_freq_dim", c.rope_inv_freq_len));
-  VORTEX_RETURN_IF_ERROR(read_number(j, "rope_theta", c.rope_theta));
-  VORTEX_RETURN_IF_ERROR(read_number(j, "norm_eps", c.norm_eps));
-  VORTEX_RETURN_IF_ERROR(read_number(j, "qk_norm_eps", c.qk_norm_eps));
-  VORTEX_RETURN_IF_ERROR(read_number(j, "final_norm_eps", c.final_norm_eps));
-  VORTEX_RETURN_IF_ERROR(read_number(j, "video_shift", c.video_shift));
-  VORTEX_RETURN_IF_ERROR(read_number(j, "audio_shift", c.audio_shift));
-  if (auto it = j.find("patch_size"); it != j.end() && !it->is_null()) {
-    if (it->is_number_integer()) {
+  VORTEX_ASSIGN_OR_RETURN(c.name, j.get_string("name", "custom"));
+  // Keys spelled differently by the original release and by diffusers: either spelling is read; a file carrying
+  // both with different values is refused.
+  VORTEX_ASSIGN_OR_RETURN(c.hidden, j.get_int({"hidden_size"}, c.hidden));
+  VORTEX_ASSIGN_OR_RETURN(c.num_layers, j.get_int({"num_layers"}, c.num_layers));
+  VORTEX_ASSIGN_OR_RETURN(c.num_refiner_layers,
+                          j.get_int({"token_refiner_num_layers", "num_refiner_layers"}, c.num_refiner_layers));
+  VORTEX_ASSIGN_OR_RETURN(c.num_heads, j.get_int({"num_attention_heads"}, c.num_heads));
+  VORTEX_ASSIGN_OR_RETURN(c.head_dim, j.get_int({"attention_head_dim"}, c.head_dim));
+  VORTEX_ASSIGN_OR_RETURN(c.ffn, j.get_int({"ffn_hidden_size", "ffn_dim"}, c.ffn));
+  VORTEX_ASSIGN_OR_RETURN(c.in_channels, j.get_int({"latents_dim", "in_channels"}, c.in_channels));
+  VORTEX_ASSIGN_OR_RETURN(c.audio_in_channels,
+                          j.get_int({"audio_latents_dim", "audio_in_channels"}, c.audio_in_channels));
+  VORTEX_ASSIGN_OR_RETURN(c.text_dim, j.get_int({"text_dim"}, c.text_dim));
+  VORTEX_ASSIGN_OR_RETURN(c.freq_dim, j.get_int({"timestep_input_dim", "freq_dim"}, c.freq_dim));
+  VORTEX_ASSIGN_OR_RETURN(c.time_embed_hidden,
+                          j.get_int({"time_embed_hidden_size", "time_embed_hidden_dim"}, c.time_embed_hidden));
+  VORTEX_ASSIGN_OR_RETURN(c.time_embed_dim, j.get_int({"time_embed_dim"}, c.time_embed_dim));
+  VORTEX_ASSIGN_OR_RETURN(c.rope_inv_freq_len, j.get_int({"rope_inv_freq_len", "rope_freq_dim"}, c.rope_inv_freq_len));
+  VORTEX_ASSIGN_OR_RETURN(c.rope_theta, j.get_number({"rope_theta"}, c.rope_theta));
+  VORTEX_ASSIGN_OR_RETURN(const double norm_eps, j.get_number({"norm_eps"}, c.norm_eps));
+  VORTEX_ASSIGN_OR_RETURN(const double qk_norm_eps, j.get_number({"qk_norm_eps"}, c.qk_norm_eps));
+  VORTEX_ASSIGN_OR_RETURN(const double final_norm_eps, j.get_number({"final_norm_eps"}, c.final_norm_eps));
+  VORTEX_ASSIGN_OR_RETURN(const double video_shift, j.get_number({"video_shift"}, c.video_shift));
+  VORTEX_ASSIGN_OR_RETURN(const double audio_shift, j.get_number({"audio_shift"}, c.audio_shift));
+  c.norm_eps = static_cast<float>(norm_eps);
+  c.qk_norm_eps = static_cast<float>(qk_norm_eps);
+  c.final_norm_eps = static_cast<float>(final_norm_eps);
+  c.video_shift = static_cast<decltype(c.video_shift)>(video_shift);
+  c.audio_shift = static_cast<decltype(c.audio_shift)>(audio_shift);
+  // patch_size: an integer (spatial; t = 1) or [t, h, w].
+  if (j.has("patch_size")) {
+    if (j.json()["patch_size"].is_number_integer()) {
+      VORTEX_ASSIGN_OR_RETURN(c.patch_h, j.get_int({"patch_size"}, 0));
       c.patch_t = 1;
-      c.patch_h = c.patch_w = it->get<int>();
-    } else if (it->is_array() && it->size() == 3 && (*it)[0].is_number_integer() && (*it)[1].is_number_integer() &&
-               (*it)[2].is_number_integer()) {
-      c.patch_t = (*it)[0].get<int>();
-      c.patch_h = (*it)[1].get<int>();
-      c.patch_w = (*it)[2].get<int>();
+      c.patch_w = c.patch_h;
     } else {
-      return format_error("config key 'patch_size' must be an integer or [t, h, w], got " + it->dump());
+      VORTEX_ASSIGN_OR_RETURN(const std::vector<int> p, j.get_ints("patch_size", {}));
+      if (p.size() != 3)
+        return format_error("config.json: 'patch_size' must be an integer or [t, h, w], got " +
+                            std::to_string(p.size()) + " values");
+      c.patch_t = p[0];
+      c.patch_h = p[1];
+      c.patch_w = p[2];
     }
   }
-  // Consistency between the two spellings of the AdaLN width, when a file carries it.
-  if (auto it = j.find("adaln_out_features");
-      it != j.end() && it->is_number_integer() && it->get<int64_t>() != 18LL * c.hidden)
-    return format_error("config.json: adaln_out_features " + it->dump() + " != 18 * hidden_size (" +
+  // The AdaLN widths the original layout also records: consistent with hidden_size when present.
+  VORTEX_ASSIGN_OR_RETURN(const int adaln, j.get_int({"adaln_out_features"}, 0));
+  if (j.has("adaln_out_features") && adaln != 18LL * c.hidden)
+    return format_error("config.json: adaln_out_features " + std::to_string(adaln) + " != 18 * hidden_size (" +
                         std::to_string(18LL * c.hidden) + ")");
+  VORTEX_ASSIGN_OR_RETURN(const int final_adaln, j.get_int({"final_adaln_out_features"}, 0));
+  if (j.has("final_adaln_out_features") && final_adaln != 2LL * c.hidden)
+    return format_error("config.json: final_adaln_out_features " + std::to_string(final_adaln) +
+                        " != 2 * hidden_size (" + std::to_string(2LL * c.hidden) + ")");
   VORTEX_RETURN_IF_ERROR(c.validate().with_context("config.json"));
   return c;
 }

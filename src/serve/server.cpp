@@ -5,12 +5,15 @@
 #include "serve/server.h"
 
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -151,10 +154,34 @@ json job_json(const Job& j) {
   return o;
 }
 
+// Every JSON text the server writes: strings that are not valid UTF-8 (a request's bytes reaching a message)
+// are written with U+FFFD in place of the bad bytes instead of throwing.
+std::string json_text(const json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+// Request bytes quoted in a message: printable ASCII kept, every other byte as %XX, at most `max` bytes read.
+std::string quoted_input(const std::string& raw, size_t max = 64) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (size_t i = 0; i < raw.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(raw[i]);
+    if (c > 0x20 && c < 0x7f && c != '%') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  if (raw.size() > max) out += "...";
+  return out;
+}
+
 std::string error_body(const std::string& field, const std::string& message, const std::string& type) {
   json e;
   e["error"] = {{"field", field.empty() ? json(nullptr) : json(field)}, {"message", message}, {"type", type}};
-  return e.dump();
+  return json_text(e);
 }
 
 void set_error(httplib::Response& res, int status, const std::string& field, const std::string& message,
@@ -259,7 +286,7 @@ struct Server::Impl {
   }
 
   void persist(const Job& j) {  // job.json, written atomically; under mu
-    Status s = write_file_atomic(j.dir / "job.json", job_json(j).dump(2) + "\n");
+    Status s = write_file_atomic(j.dir / "job.json", json_text(job_json(j), 2) + "\n");
     if (!s.ok()) log("cannot write job.json of " + j.id + ": " + s.message());
   }
 
@@ -563,8 +590,8 @@ struct Server::Impl {
     if (req.is_multipart_form_data()) {
       for (const auto& [name, part] : req.files) {
         if (name != "request" && name != "text_embeddings") {
-          return set_error(res, 400, name,
-                           "unknown form part '" + name.substr(0, 64) + "' (known: request, text_embeddings)",
+          return set_error(res, 400, quoted_input(name),
+                           "unknown form part '" + quoted_input(name) + "' (known: request, text_embeddings)",
                            "invalid_request");
         }
       }
@@ -724,7 +751,7 @@ struct Server::Impl {
     guard.p.clear();
     work.notify_one();
     res.status = 201;
-    res.set_content(out.dump(), "application/json");
+    res.set_content(json_text(out), "application/json");
   }
 
   std::shared_ptr<Job> find(const std::string& id) {  // under mu
@@ -741,14 +768,14 @@ struct Server::Impl {
     std::lock_guard<std::mutex> lock(mu);
     std::shared_ptr<Job> j = find(id);
     if (!j) return no_job(res, id);
-    res.set_content(job_json(*j).dump(), "application/json");
+    res.set_content(json_text(job_json(*j)), "application/json");
   }
 
   void handle_list(const httplib::Request&, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(mu);
     json data = json::array();
     for (const std::string& id : order) data.push_back(job_json(*jobs.at(id)));
-    res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+    res.set_content(json_text(json{{"object", "list"}, {"data", data}}), "application/json");
   }
 
   void handle_delete(const httplib::Request& req, httplib::Response& res) {
@@ -772,7 +799,7 @@ struct Server::Impl {
       }
     }
     res.status = 202;
-    res.set_content(job_json(*j).dump(), "application/json");
+    res.set_content(json_text(job_json(*j)), "application/json");
   }
 
   void handle_content(const httplib::Request& req, httplib::Response& res) {
@@ -834,7 +861,7 @@ struct Server::Impl {
     if (!job) return no_job(res, id);
     auto last = std::make_shared<uint64_t>(~0ull);
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, job, last](size_t, httplib::DataSink& sink) {
+    auto provider = [this, job, last](size_t, httplib::DataSink& sink) {
       std::unique_lock<std::mutex> lock(mu);
       changed.wait_for(lock, std::chrono::seconds(1), [&] { return stopping || job->version != *last; });
       if (stopping) {
@@ -846,7 +873,7 @@ struct Server::Impl {
       if (job->version != *last) {
         *last = job->version;
         const bool end = terminal(job->state);
-        event = std::string("event: ") + (end ? "done" : "progress") + "\ndata: " + job_json(*job).dump() + "\n\n";
+        event = std::string("event: ") + (end ? "done" : "progress") + "\ndata: " + json_text(job_json(*job)) + "\n\n";
         lock.unlock();
         if (!sink.write(event.data(), event.size())) return false;
         if (end) sink.done();
@@ -855,7 +882,8 @@ struct Server::Impl {
       lock.unlock();
       static const std::string kKeepAlive = ": keep-alive\n\n";
       return sink.write(kKeepAlive.data(), kKeepAlive.size());
-    });
+    };
+    res.set_chunked_content_provider("text/event-stream", total_provider(std::move(provider)));
   }
 
   void handle_health(const httplib::Request&, httplib::Response& res) {
@@ -873,7 +901,7 @@ struct Server::Impl {
               {"world_size", world_size},
               {"world_error", world_error.empty() ? json(nullptr) : json(world_error)}};
     res.status = stopping || !world_error.empty() ? 503 : 200;
-    res.set_content(h.dump(), "application/json");
+    res.set_content(json_text(h), "application/json");
   }
 
   void handle_metrics(const httplib::Request&, httplib::Response& res) {
@@ -919,42 +947,91 @@ struct Server::Impl {
     res.set_content(m.str(), "text/plain; version=0.0.4");
   }
 
-  void routes() {
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-      res.set_header("WWW-Authenticate", "Bearer");
-      set_error(res, 401, "", "missing or wrong bearer token (Authorization: Bearer <key>)", "unauthorized");
-      return httplib::Server::HandlerResponse::Handled;
-    });
-    const std::string id = "/v1/videos/([A-Za-z0-9_]{1,64})";
-    http.Post("/v1/videos", [this](const httplib::Request& q, httplib::Response& r) { handle_create(q, r); });
-    http.Get("/v1/videos", [this](const httplib::Request& q, httplib::Response& r) { handle_list(q, r); });
-    http.Get(id, [this](const httplib::Request& q, httplib::Response& r) { handle_get(q, r); });
-    http.Delete(id, [this](const httplib::Request& q, httplib::Response& r) { handle_delete(q, r); });
-    http.Get(id + "/content", [this](const httplib::Request& q, httplib::Response& r) { handle_content(q, r); });
-    http.Get(id + "/events", [this](const httplib::Request& q, httplib::Response& r) { handle_events(q, r); });
-    http.Get("/health", [this](const httplib::Request& q, httplib::Response& r) { handle_health(q, r); });
-    http.Get("/metrics", [this](const httplib::Request& q, httplib::Response& r) { handle_metrics(q, r); });
-    // Statuses without a body (no route, 413 from the parser, a wrong method) get a JSON error too.
-    http.set_error_handler(
-        httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-          std::string msg = res.status == 404   ? "no route " + req.method + " " + req.path.substr(0, 128)
-                            : res.status == 413 ? std::string("the request is larger than the server accepts")
-                            : res.status == 405 ? std::string("method not allowed")
-                                                : std::string("bad request");
-          res.set_content(error_body("", msg, res.status == 404 ? "not_found" : "invalid_request"), "application/json");
-          return httplib::Server::HandlerResponse::Handled;
-        }));
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "unexpected error";
+  // A 500 with a fixed message: the exception's text stays in the server's log, out of the response.
+  void internal_error_response(httplib::Response& res, const char* where) noexcept {
+    try {
+      std::string what = "an exception that is not a std::exception";
       try {
-        if (ep) std::rethrow_exception(ep);
+        throw;
       } catch (const std::exception& e) {
         what = e.what();
       } catch (...) {
       }
-      set_error(res, 500, "", what, "internal");
+      log(std::string("internal error in ") + where + ": " + quoted_input(what, 200));
+      res.status = 500;
+      res.set_content(error_body("", "internal error (logged by the server)", "internal"), "application/json");
+    } catch (...) {
+    }
+  }
+
+  // Every handler is total: whatever it throws becomes that request's 500, never the process's end.
+  using Route = void (Impl::*)(const httplib::Request&, httplib::Response&);
+  httplib::Server::Handler guarded(Route route) {
+    return [this, route](const httplib::Request& q, httplib::Response& r) {
+      try {
+        (this->*route)(q, r);
+      } catch (...) {
+        internal_error_response(r, "a route handler");
+      }
+    };
+  }
+
+  // A content provider that cannot end the process: an exception ends that one response.
+  template <typename Provider>
+  httplib::ContentProviderWithoutLength total_provider(Provider provider) {
+    return [this, provider](size_t offset, httplib::DataSink& sink) {
+      try {
+        return provider(offset, sink);
+      } catch (...) {
+        log("internal error in a streamed response");
+        return false;
+      }
+    };
+  }
+
+  void routes() {
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        if (req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+        res.set_header("WWW-Authenticate", "Bearer");
+        set_error(res, 401, "", "missing or wrong bearer token (Authorization: Bearer <key>)", "unauthorized");
+      } catch (...) {
+        internal_error_response(res, "the authorization check");
+      }
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    const std::string id = "/v1/videos/([A-Za-z0-9_]{1,64})";
+    http.Post("/v1/videos", guarded(&Impl::handle_create));
+    http.Get("/v1/videos", guarded(&Impl::handle_list));
+    http.Get(id, guarded(&Impl::handle_get));
+    http.Delete(id, guarded(&Impl::handle_delete));
+    http.Get(id + "/content", guarded(&Impl::handle_content));
+    http.Get(id + "/events", guarded(&Impl::handle_events));
+    http.Get("/health", guarded(&Impl::handle_health));
+    http.Get("/metrics", guarded(&Impl::handle_metrics));
+    // Statuses without a body (no route, 413 from the parser, a wrong method) get a JSON error too. The request
+    // line is quoted escaped (quoted_input), never as raw bytes.
+    http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                       httplib::Response& res) {
+      try {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string msg = res.status == 404 ? "no route " + quoted_input(req.method, 16) + " " + quoted_input(req.path)
+                          : res.status == 413 ? std::string("the request is larger than the server accepts")
+                          : res.status == 405 ? std::string("method not allowed")
+                                              : std::string("bad request");
+        res.set_content(error_body("", msg, res.status == 404 ? "not_found" : "invalid_request"), "application/json");
+      } catch (...) {
+        internal_error_response(res, "the error handler");
+      }
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      try {
+        if (ep) std::rethrow_exception(ep);
+        throw std::runtime_error("no exception object");
+      } catch (...) {
+        internal_error_response(res, "the HTTP layer");
+      }
     });
     const int threads = std::max(2, opt.http_threads);
     http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
@@ -1042,12 +1119,24 @@ Result<std::unique_ptr<Server>> Server::start(const ServeOptions& options) {
   s->log("loaded " + s->cfg.name + " on " + options.pipeline.backend + " in " +
          std::to_string(s->pipeline->load_seconds()) + " s");
   s->routes();
+  // httplib's default sets SO_REUSEPORT, which lets a second server bind a port in use and take half of its
+  // connections; SO_REUSEADDR alone still refuses a port another socket listens on.
+  s->http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  errno = 0;
   const bool bound = options.port == 0 ? (s->bound_port = s->http.bind_to_any_port(options.host)) > 0
                                        : s->http.bind_to_port(options.host, options.port);
   if (!bound) {
+    const int err = errno;
     std::unique_ptr<Server> tmp(new Server(std::move(impl)));  // joins the worker
-    return io_error("cannot listen on " + options.host + ":" + std::to_string(options.port) +
-                    " (in use, or not an address of this machine)");
+    const std::string port = std::to_string(options.port);
+    return io_error("cannot listen on " + options.host + ":" + port + ": " +
+                    (err == EADDRINUSE
+                         ? "port " + port + " is in use by another process (another vortex serve?)"
+                         : "port " + port + " is in use, or " + options.host + " is not an address of this machine (" +
+                               (err != 0 ? std::strerror(err) : "bind failed") + ")"));
   }
   if (options.port != 0) s->bound_port = options.port;
   s->listener = std::thread([s] { s->http.listen_after_bind(); });

@@ -7,42 +7,29 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "core/config_json.h"
 #include "text_encoder/mrope.h"
 
 namespace vortex {
-namespace {
 
 namespace fs = std::filesystem;
 
-Result<nlohmann::json> read_json(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) return not_found(p.string() + " cannot be opened");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    return format_error(p.string() + ": not valid JSON (" + e.what() + ")");
-  }
-}
-
-bool is_qwen3_vl_config(const fs::path& p) {
+bool is_qwen3_vl_config(const std::string& path) {
+  const fs::path p(path);
   std::error_code ec;
   if (!fs::is_regular_file(p, ec)) return false;
-  Result<nlohmann::json> j = read_json(p);
-  return j.ok() && j->is_object() && (j->contains("text_config") || j->value("model_type", "") == "qwen3_vl_text");
+  Result<ConfigJson> j = ConfigJson::read_file(p.string());
+  if (!j.ok()) return false;
+  if (j->kind() == ConfigKind::kTextEncoder || j->has("text_config")) return true;
+  Result<std::string> model_type = j->get_string("model_type", "");
+  return model_type.ok() && *model_type == "qwen3_vl_text";
 }
-
-}  // namespace
 
 Result<std::string> text_encoder_folder(const std::string& dir) {
   const fs::path d(dir);
-  if (is_qwen3_vl_config(d / "config.json")) return d.string();
-  if (is_qwen3_vl_config(d / "text_encoder" / "config.json")) return (d / "text_encoder").string();
+  if (is_qwen3_vl_config((d / "config.json").string())) return d.string();
+  if (is_qwen3_vl_config((d / "text_encoder" / "config.json").string())) return (d / "text_encoder").string();
   return not_found(dir + " is not a Qwen3-VL folder: neither " + (d / "config.json").string() + " nor " +
                    (d / "text_encoder" / "config.json").string() + " is a Qwen3-VL config.json");
 }
@@ -54,14 +41,9 @@ Result<int> pipeline_text_layer(const std::string& dir) {
   for (const fs::path& p : candidates) {
     std::error_code ec;
     if (!fs::is_regular_file(p, ec)) continue;
-    VORTEX_ASSIGN_OR_RETURN(nlohmann::json j, read_json(p));
-    if (!j.is_object()) continue;
-    if (j.contains("text_encoder_layer")) {
-      if (!j["text_encoder_layer"].is_number_integer() || j["text_encoder_layer"].get<int>() < 0)
-        return format_error(p.string() + ": text_encoder_layer must be a non-negative integer");
-      return j["text_encoder_layer"].get<int>();
-    }
-    if (j.value("_class_name", "").rfind("MiniMaxH3", 0) == 0) return kH3TextEncoderLayer;
+    VORTEX_ASSIGN_OR_RETURN(const ConfigJson j, ConfigJson::read_file(p.string()));
+    if (j.has("text_encoder_layer")) return j.require_int("text_encoder_layer", 0, 1 << 20);
+    if (j.kind() == ConfigKind::kPipeline) return kH3TextEncoderLayer;
   }
   return not_found("no pipeline config (model_index.json of a MiniMaxH3 pipeline, or one with text_encoder_layer) in " +
                    dir + " or its parent; pass --text-layer K");

@@ -51,6 +51,9 @@ class TextEncoder {
 // The folder holding the conditioner under `dir`: `dir` itself when its config.json is a Qwen3-VL config,
 // else `dir`/text_encoder (a diffusers pipeline folder). kNotFound naming both when neither is.
 Result<std::string> text_encoder_folder(const std::string& dir);
+// True when `path` is a Qwen3-VL config.json: the text encoder's class name (`architectures`), a `text_config`,
+// or a bare `qwen3_vl_text` config.
+bool is_qwen3_vl_config(const std::string& path);
 // The hidden-state index the pipeline at `dir` conditions on: "text_encoder_layer" in its
 // (modular_)model_index.json, else kH3TextEncoderLayer for a MiniMaxH3 pipeline (`_class_name`); `dir` may be
 // the pipeline folder or its text_encoder/ subfolder. kNotFound when no pipeline config says (pass --text-layer).

@@ -4,25 +4,11 @@
 // (attention_scaling 1) exists for this model. Tested in tests/text_encoder/text_encoder_test.cpp.
 #include "text_encoder/text_encoder_config.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "core/config_json.h"
 
 namespace vortex {
-namespace {
-
-using nlohmann::json;
-
-Status read_int(const json& j, const char* key, int& out, const std::string& label) {
-  auto it = j.find(key);
-  if (it == j.end()) return format_error(label + ": text_config." + key + " is missing");
-  if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > (1 << 30))
-    return format_error(label + ": text_config." + key + " must be a positive integer, got " + it->dump());
-  out = it->get<int>();
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status TextEncoderConfig::validate() const {
   if (hidden <= 0 || num_layers <= 0 || num_heads <= 0 || num_kv_heads <= 0 || head_dim <= 0 || ffn <= 0 || vocab <= 0)
@@ -61,94 +47,92 @@ TextEncoderConfig TextEncoderConfig::qwen3_vl_32b() {
 }
 
 std::string TextEncoderConfig::to_config_json() const {
-  json text = {{"model_type", "qwen3_vl_text"},
-               {"hidden_size", hidden},
-               {"num_hidden_layers", num_layers},
-               {"num_attention_heads", num_heads},
-               {"num_key_value_heads", num_kv_heads},
-               {"head_dim", head_dim},
-               {"intermediate_size", ffn},
-               {"vocab_size", vocab},
-               {"rms_norm_eps", rms_norm_eps},
-               {"hidden_act", "silu"},
-               {"attention_bias", false},
-               {"tie_word_embeddings", false},
-               {"rope_parameters",
-                {{"rope_type", "default"},
-                 {"rope_theta", rope_theta},
-                 {"mrope_interleaved", true},
-                 {"mrope_section", {mrope_section[0], mrope_section[1], mrope_section[2]}}}}};
+  nlohmann::json text = {{"model_type", "qwen3_vl_text"},
+                         {"hidden_size", hidden},
+                         {"num_hidden_layers", num_layers},
+                         {"num_attention_heads", num_heads},
+                         {"num_key_value_heads", num_kv_heads},
+                         {"head_dim", head_dim},
+                         {"intermediate_size", ffn},
+                         {"vocab_size", vocab},
+                         {"rms_norm_eps", rms_norm_eps},
+                         {"hidden_act", "silu"},
+                         {"attention_bias", false},
+                         {"tie_word_embeddings", false},
+                         {"rope_parameters",
+                          {{"rope_type", "default"},
+                           {"rope_theta", rope_theta},
+                           {"mrope_interleaved", true},
+                           {"mrope_section", {mrope_section[0], mrope_section[1], mrope_section[2]}}}}};
   if (max_positions > 0) text["max_position_embeddings"] = max_positions;
-  json root = {{"architectures", {"Qwen3VLForConditionalGeneration"}},
-               {"model_type", "qwen3_vl"},
-               {"dtype", "bfloat16"},
-               {"text_config", text}};
+  nlohmann::json root = {{"architectures", {"Qwen3VLForConditionalGeneration"}},
+                         {"model_type", "qwen3_vl"},
+                         {"dtype", "bfloat16"},
+                         {"text_config", text}};
   return root.dump(2) + "\n";
 }
 
 Result<TextEncoderConfig> TextEncoderConfig::from_json_text(const std::string& text, const std::string& label) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    return format_error(label + ": not valid JSON (" + e.what() + ")");
+  VORTEX_ASSIGN_OR_RETURN(const ConfigJson root, ConfigJson::parse(text, label));
+  return from_config(root);
+}
+
+Result<TextEncoderConfig> TextEncoderConfig::from_config(const ConfigJson& root) {
+  VORTEX_RETURN_IF_ERROR(root.expect_kind(ConfigKind::kTextEncoder));
+  ConfigJson t = root;
+  if (root.has("text_config")) {
+    VORTEX_ASSIGN_OR_RETURN(t, root.object("text_config"));
   }
-  if (!root.is_object()) return format_error(label + ": expected a JSON object");
-  const json& t = root.contains("text_config") ? root["text_config"] : root;
-  if (!t.is_object()) return format_error(label + ": text_config must be an object");
+  constexpr int64_t kMax = 1 << 30;
   TextEncoderConfig c;
-  VORTEX_RETURN_IF_ERROR(read_int(t, "hidden_size", c.hidden, label));
-  VORTEX_RETURN_IF_ERROR(read_int(t, "num_hidden_layers", c.num_layers, label));
-  VORTEX_RETURN_IF_ERROR(read_int(t, "num_attention_heads", c.num_heads, label));
-  VORTEX_RETURN_IF_ERROR(read_int(t, "num_key_value_heads", c.num_kv_heads, label));
-  VORTEX_RETURN_IF_ERROR(read_int(t, "intermediate_size", c.ffn, label));
-  VORTEX_RETURN_IF_ERROR(read_int(t, "vocab_size", c.vocab, label));
-  if (t.contains("head_dim")) {
-    VORTEX_RETURN_IF_ERROR(read_int(t, "head_dim", c.head_dim, label));
+  VORTEX_ASSIGN_OR_RETURN(c.hidden, t.require_int("hidden_size", 1, kMax));
+  VORTEX_ASSIGN_OR_RETURN(c.num_layers, t.require_int("num_hidden_layers", 1, kMax));
+  VORTEX_ASSIGN_OR_RETURN(c.num_heads, t.require_int("num_attention_heads", 1, kMax));
+  VORTEX_ASSIGN_OR_RETURN(c.num_kv_heads, t.require_int("num_key_value_heads", 1, kMax));
+  VORTEX_ASSIGN_OR_RETURN(c.ffn, t.require_int("intermediate_size", 1, kMax));
+  VORTEX_ASSIGN_OR_RETURN(c.vocab, t.require_int("vocab_size", 1, kMax));
+  if (t.has("head_dim")) {
+    VORTEX_ASSIGN_OR_RETURN(c.head_dim, t.require_int("head_dim", 1, kMax));
   } else {
     c.head_dim = c.hidden / c.num_heads;  // transformers' default when head_dim is absent
   }
-  if (t.contains("rms_norm_eps")) {
-    if (!t["rms_norm_eps"].is_number()) return format_error(label + ": text_config.rms_norm_eps must be a number");
-    c.rms_norm_eps = t["rms_norm_eps"].get<float>();
-  }
+  VORTEX_ASSIGN_OR_RETURN(const double eps, t.get_number({"rms_norm_eps"}, c.rms_norm_eps));
+  c.rms_norm_eps = static_cast<float>(eps);
   // transformers 5.x: rope_parameters {rope_type, rope_theta, mrope_section, mrope_interleaved};
   // 4.x: rope_theta next to rope_scaling {rope_type, mrope_section, mrope_interleaved}.
-  const json* rope = nullptr;
-  if (t.contains("rope_parameters") && t["rope_parameters"].is_object()) rope = &t["rope_parameters"];
-  else if (t.contains("rope_scaling") && t["rope_scaling"].is_object()) rope = &t["rope_scaling"];
-  if (rope == nullptr)
-    return format_error(label + ": text_config has no rope_parameters / rope_scaling (M-RoPE sections)");
-  const json* theta =
-      rope->contains("rope_theta") ? &(*rope)["rope_theta"] : (t.contains("rope_theta") ? &t["rope_theta"] : nullptr);
-  if (theta == nullptr || !theta->is_number()) return format_error(label + ": text_config has no numeric rope_theta");
-  c.rope_theta = theta->get<double>();
-  const std::string type = rope->value("rope_type", rope->value("type", std::string("default")));
+  const char* rope_key = t.has("rope_parameters") ? "rope_parameters"
+                         : t.has("rope_scaling")  ? "rope_scaling"
+                                                  : nullptr;
+  if (rope_key == nullptr) return format_error(t.label() + " has no rope_parameters / rope_scaling (M-RoPE sections)");
+  VORTEX_ASSIGN_OR_RETURN(const ConfigJson rope, t.object(rope_key));
+  const ConfigJson& theta_in = rope.has("rope_theta") ? rope : t;  // 5.x inside the rope object, 4.x beside it
+  if (!theta_in.has("rope_theta")) return format_error(t.label() + " has no numeric rope_theta");
+  VORTEX_ASSIGN_OR_RETURN(c.rope_theta, theta_in.get_number({"rope_theta"}, 0.0));
+  VORTEX_ASSIGN_OR_RETURN(const std::string type_alias, rope.get_string("type", "default"));
+  VORTEX_ASSIGN_OR_RETURN(const std::string type, rope.get_string("rope_type", type_alias));
   if (type != "default" && type != "mrope")
-    return unsupported(label + ": rope_type '" + type + "' is not supported (Qwen3-VL uses 'default')");
-  if (rope->contains("mrope_interleaved") && (*rope)["mrope_interleaved"] == false)
-    return unsupported(label +
+    return unsupported(root.label() + ": rope_type '" + type + "' is not supported (Qwen3-VL uses 'default')");
+  VORTEX_ASSIGN_OR_RETURN(const bool interleaved, rope.get_bool("mrope_interleaved", true));
+  if (!interleaved)
+    return unsupported(root.label() +
                        ": mrope_interleaved false is not Qwen3-VL's layout (its rotary embedding always interleaves)");
-  const json sec = rope->value("mrope_section", json::array({24, 20, 20}));  // transformers' default
-  if (!sec.is_array() || sec.size() != 3)
-    return format_error(label + ": mrope_section must be 3 integers, got " + sec.dump());
-  for (size_t i = 0; i < 3; ++i) {
-    if (!sec[i].is_number_integer())
-      return format_error(label + ": mrope_section must be 3 integers, got " + sec.dump());
-    c.mrope_section[i] = sec[i].get<int>();
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<int> sec, rope.get_ints("mrope_section", {24, 20, 20}));  // default
+  if (sec.size() != 3)
+    return format_error(rope.label() + ": mrope_section must be 3 integers, got " + std::to_string(sec.size()));
+  for (size_t i = 0; i < 3; ++i) c.mrope_section[i] = sec[i];
+  if (t.has("max_position_embeddings")) {
+    VORTEX_ASSIGN_OR_RETURN(c.max_positions, t.require_int("max_position_embeddings", 1, kMax));
   }
-  if (t.contains("max_position_embeddings") && !t["max_position_embeddings"].is_null())
-    VORTEX_RETURN_IF_ERROR(read_int(t, "max_position_embeddings", c.max_positions, label));
-  VORTEX_RETURN_IF_ERROR(c.validate().with_context(label));
+  VORTEX_RETURN_IF_ERROR(c.validate().with_context(root.label()));
   return c;
 }
 
 Result<TextEncoderConfig> TextEncoderConfig::from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return not_found(path + " cannot be opened (a transformers Qwen3-VL folder has config.json)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_json_text(ss.str(), path);
+  Result<ConfigJson> root = ConfigJson::read_file(path);
+  if (!root.ok() && root.status().code() == ErrorCode::kNotFound)
+    return not_found(path + " cannot be opened (a transformers Qwen3-VL folder has config.json)");
+  if (!root.ok()) return root.status();
+  return from_config(*root);
 }
 
 }  // namespace vortex

@@ -10,6 +10,10 @@
 #include "vortex/status.h"
 
 namespace vortex {
+class ConfigJson;
+}
+
+namespace vortex {
 
 // H3 conditions on hidden_states[50] of its Qwen3-VL conditioner (diffusers' MiniMaxH3 pipeline
 // `text_encoder_layer`): the pre-norm residual after decoder layer index 49.
@@ -39,6 +43,8 @@ struct TextEncoderConfig {
   // A Qwen3-VL config.json (text_config inside) or a bare text config object.
   static Result<TextEncoderConfig> from_json_text(const std::string& text, const std::string& label);
   static Result<TextEncoderConfig> from_file(const std::string& path);
+  // The same from a parsed file (another component's config, e.g. the transformer's, is refused by name).
+  static Result<TextEncoderConfig> from_config(const ConfigJson& root);
   // A Qwen3VLForConditionalGeneration config.json holding this text config (and a minimal vision_config,
   // which the conditioner never reads): what `write_synthetic_text_encoder` puts beside its weights.
   std::string to_config_json() const;

@@ -81,29 +81,33 @@ Status AudioVaeConfig::validate() const {
   return Status::Ok();
 }
 
-Result<AudioVaeConfig> AudioVaeConfig::from_json(const nlohmann::json& j) {
+Result<AudioVaeConfig> AudioVaeConfig::from_json(const ConfigJson& j) {
   AudioVaeConfig c;
-  VORTEX_ASSIGN_OR_RETURN(c.latent_channels, config_int(j, "latent_channels", c.latent_channels));
-  VORTEX_ASSIGN_OR_RETURN(c.latent_dim, config_int(j, "latent_dim", c.latent_dim));
-  VORTEX_ASSIGN_OR_RETURN(c.decoder_dim, config_int(j, "decoder_dim", c.decoder_dim));
-  VORTEX_ASSIGN_OR_RETURN(c.decoder_rates, config_ints(j, "decoder_rates", c.decoder_rates));
-  VORTEX_ASSIGN_OR_RETURN(c.decoder_kernel_sizes, config_ints(j, "decoder_kernel_sizes", c.decoder_kernel_sizes));
-  VORTEX_ASSIGN_OR_RETURN(c.resblock_kernel_sizes, config_ints(j, "resblock_kernel_sizes", c.resblock_kernel_sizes));
-  if (j.contains("resblock_dilation_sizes")) {
-    c.resblock_dilation_sizes.clear();
-    const auto& v = j["resblock_dilation_sizes"];
+  VORTEX_ASSIGN_OR_RETURN(c.latent_channels, j.get_int({"latent_channels"}, c.latent_channels));
+  VORTEX_ASSIGN_OR_RETURN(c.latent_dim, j.get_int({"latent_dim"}, c.latent_dim));
+  VORTEX_ASSIGN_OR_RETURN(c.decoder_dim, j.get_int({"decoder_dim"}, c.decoder_dim));
+  VORTEX_ASSIGN_OR_RETURN(c.decoder_rates, j.get_ints("decoder_rates", c.decoder_rates));
+  VORTEX_ASSIGN_OR_RETURN(c.decoder_kernel_sizes, j.get_ints("decoder_kernel_sizes", c.decoder_kernel_sizes));
+  VORTEX_ASSIGN_OR_RETURN(c.resblock_kernel_sizes, j.get_ints("resblock_kernel_sizes", c.resblock_kernel_sizes));
+  if (j.has("resblock_dilation_sizes")) {
+    const nlohmann::json& v = j.json()["resblock_dilation_sizes"];
     if (!v.is_array())
-      return format_error("config.json: 'resblock_dilation_sizes' must be a list of lists of integers");
+      return format_error(j.label() + ": 'resblock_dilation_sizes' must be a list of lists of integers");
+    c.resblock_dilation_sizes.clear();
     for (const auto& row : v) {
-      nlohmann::json wrap = {{"d", row}};
-      VORTEX_ASSIGN_OR_RETURN(auto d, config_ints(wrap, "d", {}));
+      VORTEX_ASSIGN_OR_RETURN(const ConfigJson wrap,
+                              ConfigJson::from_object({{"resblock_dilation_sizes", row}}, j.label()));
+      VORTEX_ASSIGN_OR_RETURN(auto d, wrap.get_ints("resblock_dilation_sizes", {}));
       c.resblock_dilation_sizes.push_back(d);
     }
   }
-  VORTEX_ASSIGN_OR_RETURN(c.sampling_rate, config_int(j, "sampling_rate", c.sampling_rate));
-  VORTEX_ASSIGN_OR_RETURN(c.latents_mean,
-                          config_floats(j, "latents_mean", std::vector<float>(c.latent_channels, 0.0f)));
-  VORTEX_ASSIGN_OR_RETURN(c.latents_std, config_floats(j, "latents_std", std::vector<float>(c.latent_channels, 1.0f)));
+  VORTEX_ASSIGN_OR_RETURN(c.sampling_rate, j.get_int({"sampling_rate"}, c.sampling_rate));
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> mean,
+                          j.get_numbers("latents_mean", std::vector<double>(c.latent_channels, 0.0)));
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> std,
+                          j.get_numbers("latents_std", std::vector<double>(c.latent_channels, 1.0)));
+  c.latents_mean.assign(mean.begin(), mean.end());
+  c.latents_std.assign(std.begin(), std.end());
   VORTEX_RETURN_IF_ERROR(c.validate());
   return c;
 }
@@ -117,14 +121,17 @@ AudioVaeConfig AudioVaeConfig::tiny() {
   return c;
 }
 
-Result<AudioVaeConfig> AudioVaeConfig::from_original_json(const nlohmann::json& wrapper, const nlohmann::json& kwargs) {
+Result<AudioVaeConfig> AudioVaeConfig::from_original_json(const ConfigJson& wrapper_config,
+                                                          const ConfigJson& kwargs_config) {
+  const nlohmann::json& wrapper = wrapper_config.json();
+  const nlohmann::json& kwargs = kwargs_config.json();
   // metadata.json's constructor kwargs + the MiniMaxH3AudioVAE wrapper, cross-checked where they repeat each
   // other, with the kernel sizes the reference derives from the rates (2u for even u, 2u - 1 for odd u) and
   // its fixed resblock tables (diffusers' conversion script, get_audio_vae_config).
   if (kwargs.contains("decoder_type") && kwargs["decoder_type"] != "bigvgan")
     return invalid_argument("metadata.json: decoder_type " + kwargs["decoder_type"].dump() +
                             "; only the BigVGAN decoder is supported");
-  nlohmann::json j;
+  nlohmann::json j = nlohmann::json::object();
   auto copy = [&](const nlohmann::json& from, const char* key, const char* as) {
     if (from.contains(key)) j[as] = from[key];
   };
@@ -142,15 +149,19 @@ Result<AudioVaeConfig> AudioVaeConfig::from_original_json(const nlohmann::json& 
                           " " + kwargs[k].dump());
   if (!wrapper.contains("latents_mean") || !wrapper.contains("latents_std"))
     return format_error("config.json has no latents_mean / latents_std (the per-channel latent normalization)");
-  VORTEX_ASSIGN_OR_RETURN(std::vector<int> rates, config_ints(j, "decoder_rates", AudioVaeConfig{}.decoder_rates));
+  VORTEX_ASSIGN_OR_RETURN(ConfigJson renamed,
+                          ConfigJson::from_object(j, wrapper_config.label() + " + " + kwargs_config.label()));
+  VORTEX_ASSIGN_OR_RETURN(std::vector<int> rates, renamed.get_ints("decoder_rates", AudioVaeConfig{}.decoder_rates));
   nlohmann::json kernels = nlohmann::json::array();
   for (int u : rates) kernels.push_back(2 * u - (u % 2));
   j["decoder_kernel_sizes"] = kernels;
-  return from_json(j);
+  VORTEX_ASSIGN_OR_RETURN(renamed, ConfigJson::from_object(std::move(j), renamed.label()));
+  return from_json(renamed);
 }
 
 Result<std::unique_ptr<AudioVae>> AudioVae::load(const std::string& dir, Backend& backend) {
-  VORTEX_ASSIGN_OR_RETURN(VaeFolder folder, open_vae_folder(dir, "audio VAE (--audio-vae)", "MiniMaxH3AudioVAE"));
+  VORTEX_ASSIGN_OR_RETURN(VaeFolder folder,
+                          open_vae_folder(dir, "audio VAE (--audio-vae)", "MiniMaxH3AudioVAE", ConfigKind::kAudioVae));
   // The original layout's key names are diffusers' own (the conversion is an identity on names).
   auto cfg = folder.layout == VaeLayout::kOriginal
                  ? AudioVaeConfig::from_original_json(folder.config, folder.source_config)

@@ -36,9 +36,9 @@ struct AudioVaeConfig {
 
   int hop() const;  // samples per latent frame: prod(decoder_rates)
   Status validate() const;
-  static Result<AudioVaeConfig> from_json(const nlohmann::json& cfg);
+  static Result<AudioVaeConfig> from_json(const ConfigJson& cfg);
   // The official original layout: the MiniMaxH3AudioVAE wrapper config.json and metadata.json's kwargs.
-  static Result<AudioVaeConfig> from_original_json(const nlohmann::json& wrapper, const nlohmann::json& kwargs);
+  static Result<AudioVaeConfig> from_original_json(const ConfigJson& wrapper, const ConfigJson& kwargs);
   static AudioVaeConfig full();  // the released decoder (~65M parameters)
   static AudioVaeConfig tiny();  // released rates and channels, narrow widths (demos, CLI tests)
 };

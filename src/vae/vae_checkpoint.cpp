@@ -4,8 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 #include "core/synthetic.h"
@@ -64,32 +62,31 @@ const char* vae_layout_name(VaeLayout layout) { return layout == VaeLayout::kOri
 
 namespace {
 
-Result<nlohmann::json> read_json_object(const std::string& path, std::string_view what, bool* missing = nullptr) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+Result<ConfigJson> read_json_object(const std::string& path, std::string_view what, bool* missing = nullptr) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
     if (missing) *missing = true;
     return not_found(std::string(what) + ": " + path + " does not exist");
   }
-  auto j = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}), nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return format_error(std::string(what) + ": " + path + " is not a JSON object");
+  Result<ConfigJson> j = ConfigJson::read_file(path);
+  if (!j.ok()) return j.status().with_context(std::string(what));
   return j;
 }
 
-Result<std::string> config_string(const nlohmann::json& cfg, const char* key, const std::string& fallback,
-                                  const std::string& file) {
-  if (!cfg.contains(key)) return fallback;
-  if (!cfg[key].is_string()) return format_error(file + ": '" + key + "' must be a string");
-  const std::string v = cfg[key].get<std::string>();
-  // A relative path inside the folder: never '..' or absolute (the folder is the unit a user points at).
-  if (v.empty() || v.front() == '/' || v.find("..") != std::string::npos)
-    return format_error(file + ": '" + key + "' must be a relative path inside the folder, got '" + v + "'");
+// A relative path inside the folder: never '..' or absolute (the folder is the unit a user points at).
+Result<std::string> relative_path(const ConfigJson& cfg, const char* key, const std::string& fallback) {
+  Result<std::string> value = cfg.get_string(key, fallback);
+  if (!value.ok()) return value.status();
+  const std::string& v = *value;
+  if (v.empty() || v[0] == '/' || v.find("..") != std::string::npos)
+    return format_error(cfg.label() + ": '" + key + "' must be a relative path inside the folder, got '" + v + "'");
   return v;
 }
 
 }  // namespace
 
-Result<VaeFolder> open_vae_folder(const std::string& dir, std::string_view what, std::string_view original_class) {
+Result<VaeFolder> open_vae_folder(const std::string& dir, std::string_view what, std::string_view original_class,
+                                  ConfigKind kind) {
   namespace fs = std::filesystem;
   VaeFolder folder;
   folder.dir = dir;
@@ -107,9 +104,8 @@ Result<VaeFolder> open_vae_folder(const std::string& dir, std::string_view what,
   }
   if (!cfg.ok()) return cfg.status();
   folder.config = std::move(*cfg);
-  const auto cls = folder.config.find("_class_name");
-  const bool original = folder.config.contains("source_safetensors_path") ||
-                        (cls != folder.config.end() && cls->is_string() && cls->get<std::string>() == original_class);
+  VORTEX_RETURN_IF_ERROR(folder.config.expect_kind(kind).with_context(std::string(what)));
+  const bool original = folder.config.has("source_safetensors_path") || folder.config.class_name() == original_class;
   std::string weights;
   if (!original) {
     weights = dir + "/diffusion_pytorch_model.safetensors";
@@ -121,11 +117,11 @@ Result<VaeFolder> open_vae_folder(const std::string& dir, std::string_view what,
     folder.layout = VaeLayout::kOriginal;
     // Video: weights and the model config one level down (source_path); audio: beside config.json, with the
     // constructor kwargs in metadata.json.
-    const bool video = folder.config.contains("source_path");
-    VORTEX_ASSIGN_OR_RETURN(const std::string sub, config_string(folder.config, "source_path", ".", cfg_path));
+    const bool video = folder.config.has("source_path");
+    VORTEX_ASSIGN_OR_RETURN(const std::string sub, relative_path(folder.config, "source_path", "."));
     const std::string base = video ? dir + "/" + sub : dir;
     VORTEX_ASSIGN_OR_RETURN(const std::string file,
-                            config_string(folder.config, "source_safetensors_path", "model.safetensors", cfg_path));
+                            relative_path(folder.config, "source_safetensors_path", "model.safetensors"));
     weights = base + "/" + file;
     if (!fs::exists(weights))
       return not_found(std::string(what) + ": " + cfg_path + " names the weights " + weights +
@@ -134,12 +130,10 @@ Result<VaeFolder> open_vae_folder(const std::string& dir, std::string_view what,
       VORTEX_ASSIGN_OR_RETURN(folder.source_config, read_json_object(base + "/config.json", what));
     } else {
       VORTEX_ASSIGN_OR_RETURN(const std::string meta,
-                              config_string(folder.config, "source_metadata_path", "metadata.json", cfg_path));
-      VORTEX_ASSIGN_OR_RETURN(nlohmann::json m, read_json_object(dir + "/" + meta, what));
-      if (!m.contains("metadata") || !m["metadata"].is_object() || !m["metadata"].contains("kwargs") ||
-          !m["metadata"]["kwargs"].is_object())
-        return format_error(std::string(what) + ": " + dir + "/" + meta + " has no metadata.kwargs object");
-      folder.source_config = m["metadata"]["kwargs"];
+                              relative_path(folder.config, "source_metadata_path", "metadata.json"));
+      VORTEX_ASSIGN_OR_RETURN(const ConfigJson m, read_json_object(dir + "/" + meta, what));
+      VORTEX_ASSIGN_OR_RETURN(const ConfigJson metadata, m.object("metadata"));
+      VORTEX_ASSIGN_OR_RETURN(folder.source_config, metadata.object("kwargs"));
     }
   }
   folder.weights_path = weights;
@@ -191,45 +185,6 @@ VaeTensorSource synthetic_tensor_source(uint64_t seed,
     VORTEX_RETURN_IF_ERROR(fill_synthetic_host(t, seed ^ name_hash(name), scale, offset));
     return t;
   };
-}
-
-Result<int> config_int(const nlohmann::json& cfg, const char* key, int fallback) {
-  if (!cfg.contains(key)) return fallback;
-  const auto& v = cfg[key];
-  if (!v.is_number_integer()) return format_error(std::string("config.json: '") + key + "' must be an integer");
-  return v.get<int>();
-}
-
-Result<float> config_float(const nlohmann::json& cfg, const char* key, float fallback) {
-  if (!cfg.contains(key)) return fallback;
-  const auto& v = cfg[key];
-  if (!v.is_number()) return format_error(std::string("config.json: '") + key + "' must be a number");
-  return v.get<float>();
-}
-
-Result<std::vector<int>> config_ints(const nlohmann::json& cfg, const char* key, std::vector<int> fallback) {
-  if (!cfg.contains(key)) return fallback;
-  const auto& v = cfg[key];
-  std::vector<int> out;
-  if (!v.is_array()) return format_error(std::string("config.json: '") + key + "' must be a list of integers");
-  for (const auto& e : v) {
-    if (!e.is_number_integer())
-      return format_error(std::string("config.json: '") + key + "' must be a list of integers");
-    out.push_back(e.get<int>());
-  }
-  return out;
-}
-
-Result<std::vector<float>> config_floats(const nlohmann::json& cfg, const char* key, std::vector<float> fallback) {
-  if (!cfg.contains(key) || cfg[key].is_null()) return fallback;
-  const auto& v = cfg[key];
-  std::vector<float> out;
-  if (!v.is_array()) return format_error(std::string("config.json: '") + key + "' must be a list of numbers");
-  for (const auto& e : v) {
-    if (!e.is_number()) return format_error(std::string("config.json: '") + key + "' must be a list of numbers");
-    out.push_back(e.get<float>());
-  }
-  return out;
 }
 
 }  // namespace vortex

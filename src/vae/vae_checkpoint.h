@@ -18,8 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "core/config_json.h"
 #include "io/safetensors.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
@@ -35,17 +34,19 @@ const char* vae_layout_name(VaeLayout layout);  // "diffusers" | "original"
 struct VaeFolder {
   std::string dir;
   VaeLayout layout = VaeLayout::kDiffusers;
-  nlohmann::json config;         // DIR/config.json (original layout: the MiniMaxH3*VAE wrapper)
-  nlohmann::json source_config;  // original layout: video source/config.json, audio metadata.json's kwargs
-  std::string weights_path;      // the safetensors file or index opened
+  ConfigJson config;         // DIR/config.json (original layout: the MiniMaxH3*VAE wrapper)
+  ConfigJson source_config;  // original layout: video source/config.json, audio metadata.json's kwargs
+  std::string weights_path;  // the safetensors file or index opened
   SafetensorsSet weights;
   // File tensor names a VaeTensorSource over this folder has read (for the unexpected-tensor check).
   std::shared_ptr<std::set<std::string>> consumed = std::make_shared<std::set<std::string>>();
 };
 
 // Opens a VAE folder in either layout. The original layout is recognised by its wrapper config
-// (`_class_name` `original_class`, or a `source_safetensors_path` key); `what` names the VAE in errors.
-Result<VaeFolder> open_vae_folder(const std::string& dir, std::string_view what, std::string_view original_class);
+// (`_class_name` `original_class`, or a `source_safetensors_path` key); `what` names the VAE in errors. A config
+// of another component than `kind` (e.g. the transformer's, or the other VAE's) is refused naming both.
+Result<VaeFolder> open_vae_folder(const std::string& dir, std::string_view what, std::string_view original_class,
+                                  ConfigKind kind);
 // Reads `name` from the folder's safetensors as host f32 with exactly `shape` (its name recorded as consumed).
 Result<Tensor> read_vae_tensor(const VaeFolder& folder, const std::string& name, const Shape& shape);
 // A VaeTensorSource over a folder's safetensors by the file's own names (converts to f32, checks the shape).
@@ -57,12 +58,6 @@ Status check_unexpected_vae_tensors(const VaeFolder& folder, const std::vector<s
 // element = offset + scale * u, u uniform in [-1, 1), with (scale, offset) chosen by `init(name, shape)`.
 VaeTensorSource synthetic_tensor_source(uint64_t seed,
                                         std::function<std::pair<float, float>(const std::string&, const Shape&)> init);
-
-// config.json readers with errors naming the key.
-Result<int> config_int(const nlohmann::json& cfg, const char* key, int fallback);
-Result<float> config_float(const nlohmann::json& cfg, const char* key, float fallback);
-Result<std::vector<int>> config_ints(const nlohmann::json& cfg, const char* key, std::vector<int> fallback);
-Result<std::vector<float>> config_floats(const nlohmann::json& cfg, const char* key, std::vector<float> fallback);
 
 // Contiguous host copy of `t` as f32 (f32 / bf16 / f16 sources).
 Result<Tensor> to_f32_host(const Tensor& t, std::string_view name);

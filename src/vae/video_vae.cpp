@@ -68,27 +68,33 @@ Status VideoVaeConfig::validate() const {
   return Status::Ok();
 }
 
-Result<VideoVaeConfig> VideoVaeConfig::from_json(const nlohmann::json& j) {
+Result<VideoVaeConfig> VideoVaeConfig::from_json(const ConfigJson& j) {
   VideoVaeConfig c;
-  VORTEX_ASSIGN_OR_RETURN(c.latent_channels, config_int(j, "latent_channels", c.latent_channels));
-  VORTEX_ASSIGN_OR_RETURN(c.out_channels, config_int(j, "out_channels", c.out_channels));
-  VORTEX_ASSIGN_OR_RETURN(auto sf, config_ints(j, "spatial_downsample_factors", {2, 2, 2, 2, 1, 1}));
-  VORTEX_ASSIGN_OR_RETURN(auto tf, config_ints(j, "temporal_downsample_factors", {1, 2, 2, 1, 1, 1}));
+  VORTEX_ASSIGN_OR_RETURN(c.latent_channels, j.get_int({"latent_channels"}, c.latent_channels));
+  VORTEX_ASSIGN_OR_RETURN(c.out_channels, j.get_int({"out_channels"}, c.out_channels));
+  VORTEX_ASSIGN_OR_RETURN(auto sf, j.get_ints("spatial_downsample_factors", {2, 2, 2, 2, 1, 1}));
+  VORTEX_ASSIGN_OR_RETURN(auto tf, j.get_ints("temporal_downsample_factors", {1, 2, 2, 1, 1, 1}));
   c.patch = std::accumulate(sf.begin(), sf.end(), 1, std::multiplies<int>());
   c.patch_t = std::accumulate(tf.begin(), tf.end(), 1, std::multiplies<int>());
-  VORTEX_ASSIGN_OR_RETURN(c.num_layers, config_int(j, "decoder_num_layers", c.num_layers));
-  VORTEX_ASSIGN_OR_RETURN(c.heads, config_int(j, "decoder_num_attention_heads", c.heads));
-  VORTEX_ASSIGN_OR_RETURN(c.head_dim, config_int(j, "decoder_attention_head_dim", c.head_dim));
-  VORTEX_ASSIGN_OR_RETURN(c.registers, config_int(j, "decoder_num_register_tokens", c.registers));
-  VORTEX_ASSIGN_OR_RETURN(c.ffn_mult, config_int(j, "decoder_ffn_mult", c.ffn_mult));
-  VORTEX_ASSIGN_OR_RETURN(c.rope_theta, config_float(j, "decoder_rope_theta", c.rope_theta));
-  VORTEX_ASSIGN_OR_RETURN(c.rope_dim_ratio, config_float(j, "decoder_rope_dim_ratio", c.rope_dim_ratio));
-  VORTEX_ASSIGN_OR_RETURN(c.norm_eps, config_float(j, "decoder_norm_eps", c.norm_eps));
-  VORTEX_ASSIGN_OR_RETURN(c.clip_length, config_int(j, "clip_length", c.clip_length));
-  VORTEX_ASSIGN_OR_RETURN(c.token_drop, config_int(j, "token_drop", c.token_drop));
-  VORTEX_ASSIGN_OR_RETURN(c.latents_mean,
-                          config_floats(j, "latents_mean", std::vector<float>(c.latent_channels, 0.0f)));
-  VORTEX_ASSIGN_OR_RETURN(c.latents_std, config_floats(j, "latents_std", std::vector<float>(c.latent_channels, 1.0f)));
+  VORTEX_ASSIGN_OR_RETURN(c.num_layers, j.get_int({"decoder_num_layers"}, c.num_layers));
+  VORTEX_ASSIGN_OR_RETURN(c.heads, j.get_int({"decoder_num_attention_heads"}, c.heads));
+  VORTEX_ASSIGN_OR_RETURN(c.head_dim, j.get_int({"decoder_attention_head_dim"}, c.head_dim));
+  VORTEX_ASSIGN_OR_RETURN(c.registers, j.get_int({"decoder_num_register_tokens"}, c.registers));
+  VORTEX_ASSIGN_OR_RETURN(c.ffn_mult, j.get_int({"decoder_ffn_mult"}, c.ffn_mult));
+  VORTEX_ASSIGN_OR_RETURN(const double rope_theta, j.get_number({"decoder_rope_theta"}, c.rope_theta));
+  VORTEX_ASSIGN_OR_RETURN(const double rope_dim_ratio, j.get_number({"decoder_rope_dim_ratio"}, c.rope_dim_ratio));
+  VORTEX_ASSIGN_OR_RETURN(const double norm_eps, j.get_number({"decoder_norm_eps"}, c.norm_eps));
+  c.rope_theta = static_cast<float>(rope_theta);
+  c.rope_dim_ratio = static_cast<float>(rope_dim_ratio);
+  c.norm_eps = static_cast<float>(norm_eps);
+  VORTEX_ASSIGN_OR_RETURN(c.clip_length, j.get_int({"clip_length"}, c.clip_length));
+  VORTEX_ASSIGN_OR_RETURN(c.token_drop, j.get_int({"token_drop"}, c.token_drop));
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> mean,
+                          j.get_numbers("latents_mean", std::vector<double>(c.latent_channels, 0.0)));
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> std,
+                          j.get_numbers("latents_std", std::vector<double>(c.latent_channels, 1.0)));
+  c.latents_mean.assign(mean.begin(), mean.end());
+  c.latents_std.assign(std.begin(), std.end());
   VORTEX_RETURN_IF_ERROR(c.validate());
   return c;
 }
@@ -121,7 +127,10 @@ TileSplit split_tiles(int length, int tile, int min_overlap, int ratio) {
   return s;
 }
 
-Result<VideoVaeConfig> VideoVaeConfig::from_original_json(const nlohmann::json& wrapper, const nlohmann::json& source) {
+Result<VideoVaeConfig> VideoVaeConfig::from_original_json(const ConfigJson& wrapper_config,
+                                                          const ConfigJson& source_config) {
+  const nlohmann::json& wrapper = wrapper_config.json();
+  const nlohmann::json& source = source_config.json();
   // The original AutoencoderKLLegacy config (source/config.json) and the MiniMaxH3VideoVAE wrapper, mapped
   // field for field as diffusers' conversion script documents; options the port bakes in must have their
   // released value.
@@ -140,7 +149,7 @@ Result<VideoVaeConfig> VideoVaeConfig::from_original_json(const nlohmann::json& 
   VORTEX_RETURN_IF_ERROR(need(vit, "qk_norm_affine", false));
   VORTEX_RETURN_IF_ERROR(need(vit, "ffn_use_gated", true));
   VORTEX_RETURN_IF_ERROR(need(vit, "ffn_activation_fn", "silu"));
-  nlohmann::json j;  // the diffusers spelling, then the shared reader
+  nlohmann::json j = nlohmann::json::object();  // the diffusers spelling, then the shared reader
   auto copy = [&](const nlohmann::json& from, const char* key, const char* as) {
     if (from.contains(key)) j[as] = from[key];
   };
@@ -163,10 +172,13 @@ Result<VideoVaeConfig> VideoVaeConfig::from_original_json(const nlohmann::json& 
                         ", source/config.json embed_dim " + j["latent_channels"].dump());
   if (!wrapper.contains("latents_mean") || !wrapper.contains("latents_std"))
     return format_error("config.json has no latents_mean / latents_std (the per-channel latent normalization)");
-  VORTEX_ASSIGN_OR_RETURN(VideoVaeConfig c, from_json(j));
-  VORTEX_ASSIGN_OR_RETURN(c.tile, config_int(wrapper, "vae_tile_size", c.tile));
-  VORTEX_ASSIGN_OR_RETURN(c.tile_overlap, config_int(wrapper, "vae_tile_overlap_min", c.tile_overlap));
-  VORTEX_ASSIGN_OR_RETURN(const int tiling, config_int(wrapper, "vae_decoder_tiling", 1));
+  VORTEX_ASSIGN_OR_RETURN(
+      const ConfigJson renamed,
+      ConfigJson::from_object(std::move(j), wrapper_config.label() + " + " + source_config.label()));
+  VORTEX_ASSIGN_OR_RETURN(VideoVaeConfig c, from_json(renamed));
+  VORTEX_ASSIGN_OR_RETURN(c.tile, wrapper_config.get_int({"vae_tile_size"}, c.tile));
+  VORTEX_ASSIGN_OR_RETURN(c.tile_overlap, wrapper_config.get_int({"vae_tile_overlap_min"}, c.tile_overlap));
+  VORTEX_ASSIGN_OR_RETURN(const int tiling, wrapper_config.get_int({"vae_decoder_tiling"}, 1));
   c.tiling = tiling != 0;
   VORTEX_RETURN_IF_ERROR(c.validate());
   return c;
@@ -219,7 +231,8 @@ VaeTensorSource original_video_source(const VaeFolder& folder, const VideoVaeCon
 }  // namespace
 
 Result<std::unique_ptr<VideoVae>> VideoVae::load(const std::string& dir, Backend& backend) {
-  VORTEX_ASSIGN_OR_RETURN(VaeFolder folder, open_vae_folder(dir, "video VAE (--vae)", "MiniMaxH3VideoVAE"));
+  VORTEX_ASSIGN_OR_RETURN(VaeFolder folder,
+                          open_vae_folder(dir, "video VAE (--vae)", "MiniMaxH3VideoVAE", ConfigKind::kVideoVae));
   const bool original = folder.layout == VaeLayout::kOriginal;
   auto cfg = original ? VideoVaeConfig::from_original_json(folder.config, folder.source_config)
                       : VideoVaeConfig::from_json(folder.config);

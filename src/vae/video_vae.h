@@ -58,10 +58,10 @@ struct VideoVaeConfig {
 
   Status validate() const;
   // diffusers config.json keys (missing keys keep the released values).
-  static Result<VideoVaeConfig> from_json(const nlohmann::json& cfg);
+  static Result<VideoVaeConfig> from_json(const ConfigJson& cfg);
   // The official original layout: the MiniMaxH3VideoVAE wrapper config.json (latent normalization, clip and
   // tile geometry) and source/config.json (AutoencoderKLLegacy: vit_decoder_kwargs, space_down, time_down).
-  static Result<VideoVaeConfig> from_original_json(const nlohmann::json& wrapper, const nlohmann::json& source);
+  static Result<VideoVaeConfig> from_original_json(const ConfigJson& wrapper, const ConfigJson& source);
   static VideoVaeConfig full();  // the released decoder (~2.4B parameters)
   static VideoVaeConfig tiny();  // released geometry, 2 layers of width 32 (demos, CLI tests)
 };

@@ -181,4 +181,21 @@ TEST(CliServe, GpusArgumentErrors) {
   EXPECT_FALSE(fs::exists(dir.path() / "d" / "jobs")) << "nothing was served";
 }
 
+// A second `vortex serve` on a port the first one listens on exits 1 naming the port, and the first keeps serving.
+TEST(CliServe, PortInUseExitsOneNamingThePort) {
+  ScratchDir dir;
+  ServeProcess first(
+      {"--synthetic", "--config", "h3-tiny", "--threads", "1", "--port", "0", "--data", dir.str("a"), "--quiet"});
+  ASSERT_GT(first.port, 0) << "no 'listening on' line";
+  const std::string port = std::to_string(first.port);
+  auto r = vortex_cli_test::run_vortex("serve --synthetic --config h3-tiny --threads 1 --port " + port + " --data " +
+                                       dir.str("b") + " --quiet");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("port " + port + " is in use"), std::string::npos) << r.output;
+  httplib::Client c("127.0.0.1", first.port);
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
 }  // namespace

@@ -19,6 +19,16 @@ if(TARGET vortex_cli)
   target_compile_definitions(cli_checkpoint_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>")
   add_dependencies(cli_checkpoint_test vortex_cli)
 
+  # The release's layout (verbatim configs of tests/fixtures/release, tiny weights): --checkpoint on each
+  # transformer folder, --model on the root and on FL2VA/, Ref2VA and other components refused.
+  vortex_test(NAME cli_release_layout_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_release_layout_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(cli_release_layout_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
+                             VORTEX_RELEASE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/fixtures/release"
+                             VORTEX_TEXT_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text/fixtures"
+                             VORTEX_VAE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vae/fixtures")
+  add_dependencies(cli_release_layout_test vortex_cli)
+
   vortex_test(NAME bench_gate_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/bench_gate_test.cpp
               LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
   target_compile_definitions(bench_gate_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>")

@@ -5,6 +5,7 @@ vortex_test(NAME dtype_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/dtype_test.cp
 vortex_test(NAME strings_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/strings_test.cpp LIBS vortex_core)
 vortex_test(NAME rng_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/rng_test.cpp LIBS vortex_core)
 vortex_test(NAME synthetic_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/synthetic_test.cpp LIBS vortex_core)
+vortex_test(NAME config_json_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/config_json_test.cpp LIBS vortex_core)
 vortex_test(NAME evidence_test SOURCES ${CMAKE_SOURCE_DIR}/tests/core/evidence_test.cpp LIBS vortex_profiling)
 
 # Oracle: dtype_dump writes our conversions of a fixed input set; dtype_oracle.py recomputes them

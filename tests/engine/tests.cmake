@@ -18,6 +18,11 @@ target_compile_options(nvfp4_deviation PRIVATE ${VORTEX_CXX_FLAGS})
 # presentation against diffusers with the conditioner cache on a Pipeline (prompt_encoder_test; fixtures made by
 # tests/engine/make_prompt_fixtures.py), and the CLI on a tiny synthetic snapshot (model_folder_cli_test).
 vortex_test(NAME model_folder_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/model_folder_test.cpp LIBS vortex)
+# Every config file of the MiniMax-H3 release (tests/fixtures/release, verbatim) through every config reader.
+vortex_test(NAME release_configs_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/release_configs_test.cpp
+            LIBS vortex OpenSSL::Crypto)
+target_compile_definitions(release_configs_test PRIVATE
+                           VORTEX_RELEASE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/fixtures/release")
 vortex_test(NAME prompt_encoder_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/prompt_encoder_test.cpp LIBS vortex)
 target_compile_definitions(prompt_encoder_test PRIVATE VORTEX_ENGINE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/engine/fixtures"
                                                        VORTEX_TEXT_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text/fixtures")

@@ -153,6 +153,22 @@ TEST(ConfigTest, BothSpellingsMustAgree) {
   EXPECT_NE(s.message().find("AutoencoderKLMiniMaxH3"), std::string::npos) << s.message();
 }
 
+// The release's original-layout class name is the transformer too (issue 24: it was refused as "a diffusers
+// 'MiniMaxH3DiTModel'"); the release's files themselves are read in tests/engine/release_configs_test.cpp.
+TEST(ConfigTest, BothReleaseClassNamesAreTheTransformer) {
+  for (const char* cls : {"MiniMaxH3DiTModel", "MiniMaxH3Transformer3DModel"}) {
+    Result<ModelConfig> c = ModelConfig::from_json_text(std::string(R"({"_class_name": ")") + cls +
+                                                        R"(", "hidden_size": 256, "num_attention_heads": 4,
+                                                        "attention_head_dim": 64, "rope_inv_freq_len": 8, "adaln_out_features": 4608,
+                                                        "final_adaln_out_features": 512})");
+    ASSERT_TRUE(c.ok()) << cls << ": " << c.status().to_string();
+    EXPECT_EQ(c->hidden, 256);
+  }
+  Status s = ModelConfig::from_json_text(R"({"hidden_size": 256, "final_adaln_out_features": 500})").status();
+  EXPECT_EQ(s.code(), ErrorCode::kFormat) << s.to_string();
+  EXPECT_NE(s.message().find("final_adaln_out_features"), std::string::npos) << s.message();
+}
+
 TEST(ConfigTest, BadJsonAndBadValues) {
   struct Case {
     const char* text;

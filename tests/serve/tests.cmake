@@ -8,6 +8,8 @@ target_compile_definitions(serve_request_fuzz_replay_test PRIVATE
                            VORTEX_SERVE_FUZZ_CORPUS="${CMAKE_SOURCE_DIR}/fuzz/corpus/serve_request")
 vortex_test(NAME serve_server_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/server_test.cpp LIBS vortex_serve)
 target_compile_definitions(serve_server_test PRIVATE VORTEX_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+# Hostile bytes (invalid / cut UTF-8) in every part of a request to every route, and a port already in use.
+vortex_test(NAME serve_hostile_input_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/hostile_input_test.cpp LIBS vortex_serve)
 vortex_test(NAME serve_soak_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/soak_test.cpp LIBS vortex_serve)
 
 # Per-request LoRA adapters (--lora-dir) vs separate `generate --lora ... --lora-mode runtime` runs, on the tiny
