@@ -30,6 +30,8 @@
 
 #include "engine/memory_estimate.h"
 #include "serve/http_server.h"
+#include "serve/job_store.h"
+#include "serve/reconcile.h"
 
 namespace vortex::serve {
 namespace fs = std::filesystem;
@@ -107,10 +109,12 @@ struct Job {
   std::vector<double> step_seconds;
   double sampling_seconds = 0, wall_seconds = 0, queue_seconds = 0;
   std::vector<std::string> files;
-  uint64_t version = 0;  // bumped on every change (SSE)
+  std::optional<json> frozen;  // a job restored from the store at start: its final status JSON, as stored
+  uint64_t version = 0;        // bumped on every change (SSE)
 };
 
 json job_json(const Job& j) {
+  if (j.frozen) return *j.frozen;
   json t;
   t["queue_seconds"] = j.state == JobState::kQueued ? since(j.created) : j.queue_seconds;
   t["wall_seconds"] = j.state == JobState::kRunning ? since(j.started) : j.wall_seconds;
@@ -218,9 +222,11 @@ struct Server::Impl {
   std::string world_error;  // under mu: why the world failed ("" while it works)
   ModelConfig cfg;          // copies for the HTTP threads (immutable after load)
   ExecOptions exec;
-  bool decoders = false;        // the pipeline holds the VAE decoders (jobs get video.mp4 + audio.wav)
-  fs::path data_dir, jobs_dir;  // absolute
-  std::mutex probe_mu;          // the data folder probe of /health
+  bool decoders = false;            // the pipeline holds the VAE decoders (jobs get video.mp4 + audio.wav)
+  fs::path data_dir, jobs_dir;      // absolute
+  std::unique_ptr<JobStore> store;  // every job's state (<data>/jobs.sqlite3)
+  std::string owner;                // "host:port", written with each job
+  std::mutex probe_mu;              // the data folder probe of /health
   Clock::time_point probe_time;
   bool probe_ok = false;
   std::unique_ptr<http::HttpServer> http;
@@ -273,9 +279,21 @@ struct Server::Impl {
     if (http) http->wake();  // SSE streams
   }
 
-  void persist(const Job& j) {  // job.json, written atomically; under mu
-    Status s = write_file_atomic(j.dir / "job.json", dump(job_json(j), 2) + "\n");
+  // The job's state in the store and in job.json (written atomically); under mu.
+  void persist(const Job& j) {
+    const json status = job_json(j);
+    Status s = write_file_atomic(j.dir / "job.json", dump(status, 2) + "\n");
     if (!s.ok()) log("cannot write job.json of " + j.id + ": " + s.message());
+    if (!store) return;
+    StoredJob row;
+    row.id = j.id;
+    row.state = state_name(j.state);
+    row.created_at = j.created_at;
+    row.finished_at = j.finished_at;
+    row.request_json = dump(j.request);
+    row.status_json = dump(status);
+    row.owner = owner;
+    if (Status st = store->put(row); !st.ok()) log(st.message());
   }
 
   // A job reached a terminal state: timings, metrics, job.json, retention. Under mu.
@@ -305,14 +323,9 @@ struct Server::Impl {
       finished.pop_front();
       auto it = jobs.find(old);
       if (it == jobs.end()) continue;
-      const fs::path dir = it->second->dir;
       jobs.erase(it);
       order.erase(std::remove(order.begin(), order.end(), old), order.end());
-      // Only a directory this server made for a job id it generated.
-      if (is_job_id(old) && dir.parent_path() == jobs_dir) {
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-      }
+      forget(old);
     }
   }
 
@@ -1032,6 +1045,56 @@ struct Server::Impl {
     res.set_content(m.str(), "text/plain; version=0.0.4");
   }
 
+  // Retention of one job: its store row and its folder (only a real folder named by a generated id).
+  void forget(const std::string& id) {
+    if (store) {
+      if (Status s = store->remove(id); !s.ok()) log(s.message());
+    }
+    const fs::path dir = jobs_dir / id;
+    std::error_code ec;
+    if (is_job_id(id) && fs::is_directory(fs::symlink_status(dir, ec))) fs::remove_all(dir, ec);
+  }
+
+  // At start, before any request: the store reconciled with <data>/jobs (reconcile.h), retention applied
+  // to every stored job, and the jobs kept loaded (terminal, served from their stored status).
+  Status restore_jobs() {
+    VORTEX_ASSIGN_OR_RETURN(ReconcileReport r, reconcile_jobs(*store, jobs_dir, &is_job_id, unix_now()));
+    if (r.interrupted + r.imported + r.orphans > 0 || !r.left.empty()) {
+      log("reconciled " + jobs_dir.string() + ": " + std::to_string(r.interrupted) + " interrupted job(s) failed, " +
+          std::to_string(r.imported) + " imported, " + std::to_string(r.orphans) + " leftover(s) removed (" +
+          std::to_string(r.orphan_bytes) + " bytes), " + std::to_string(r.left.size()) + " unknown entr(ies) left");
+    }
+    VORTEX_ASSIGN_OR_RETURN(std::vector<std::string> expired,
+                            store->beyond_retention(static_cast<size_t>(opt.keep_jobs)));
+    for (const std::string& id : expired) forget(id);
+    VORTEX_ASSIGN_OR_RETURN(std::vector<StoredJob> rows, store->all());
+    std::vector<std::pair<double, std::string>> by_finish;
+    for (const StoredJob& row : rows) {
+      json status = json::parse(row.status_json, nullptr, false);
+      if (!is_job_id(row.id) || !status.is_object() || !terminal_state(row.state)) continue;
+      auto job = std::make_shared<Job>();
+      job->id = row.id;
+      job->dir = jobs_dir / row.id;
+      job->state = row.state == "succeeded" ? JobState::kSucceeded
+                   : row.state == "failed"  ? JobState::kFailed
+                                            : JobState::kCancelled;
+      job->phase = row.state;
+      job->created_at = row.created_at;
+      job->finished_at = row.finished_at;
+      std::error_code ec;
+      for (fs::directory_iterator it(job->dir / "output", ec), end; !ec && it != end; it.increment(ec)) {
+        job->files.push_back(it->path().filename().string());
+      }
+      job->frozen = std::move(status);
+      jobs[row.id] = job;
+      order.push_back(row.id);
+      by_finish.emplace_back(row.finished_at, row.id);
+    }
+    std::sort(by_finish.begin(), by_finish.end());
+    for (const auto& [t, id] : by_finish) finished.push_back(id);
+    return Status::Ok();
+  }
+
   // ---- routing ----
   // The largest body each route reads (checked against Content-Length before any of it is read).
   uint64_t body_limit(const http::Request& req) const {
@@ -1295,6 +1358,9 @@ Result<std::unique_ptr<Server>> Server::start(const ServeOptions& options) {
   fs::create_directories(impl->jobs_dir, ec);
   if (ec)
     return io_error("cannot create " + impl->jobs_dir.string() + ": " + ec.message() + "; choose a writable --data");
+  VORTEX_ASSIGN_OR_RETURN(impl->store, open_sqlite_job_store((impl->data_dir / "jobs.sqlite3").string()));
+  impl->owner = options.host + ":" + std::to_string(options.port);
+  VORTEX_RETURN_IF_ERROR(impl->restore_jobs());
 
   Impl* s = impl.get();
   std::future<Status> load_done = s->loaded.get_future();

@@ -6,7 +6,9 @@
 // generated here and only ever looked up, never used as paths from the client. With ServeOptions::join the
 // worker is rank 0 of a world of ranks (world.h): it broadcasts each job before running it, heartbeats
 // while idle and stops the followers at shutdown. Retention keeps the last
-// `keep_jobs` finished jobs and deletes only their own directories.
+// `keep_jobs` finished jobs and deletes only their own directories. Every job is also a row of the job
+// store (job_store.h, <data>/jobs.sqlite3), reconciled with <data>/jobs at start (reconcile.h), so
+// finished jobs stay reachable across restarts.
 // Tested in process on 127.0.0.1 in tests/serve/server_test.cpp (every route and error, the curl examples
 // of docs/serve.md), tests/serve/hostile_test.cpp (issue 26's hostile clients) and tests/serve/soak_test.cpp; as a
 // process with SIGTERM in tests/cli/cli_serve_test.cpp.

@@ -42,3 +42,6 @@ target_compile_definitions(serve_http_parser_fuzz_replay_test PRIVATE
 vortex_test(NAME serve_http_server_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/http_server_test.cpp LIBS vortex_serve)
 vortex_test(NAME serve_hostile_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/hostile_test.cpp
             LIBS vortex_serve vortex_httplib)
+# The job store, the start-up reconciliation and restarts of the server on one data folder.
+vortex_test(NAME serve_job_store_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/job_store_test.cpp
+            LIBS vortex_serve vortex_httplib)
