@@ -56,6 +56,7 @@ struct ServeArgs {
   std::string allowed_hosts;  // comma-separated
   bool insecure_no_auth = false;
   double drain_timeout = 30.0;
+  serve::CostLimits cost;  // --max-job-seconds, --max-frames, --max-pixels, --max-text-rows
   bool quiet = false;
   DecoderArgs decoders;      // --vae --audio-vae ... (decoder_options.h)
   std::string gpus;          // --gpus N: one rank process per GPU, one pipeline
@@ -88,6 +89,9 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
     return fail(2, "VORTEX_API_KEY is set but empty: give a key, or unset it");
   }
   if (!(a.drain_timeout > 0.0)) return fail(2, "--drain-timeout must be positive (seconds)");
+  if (a.cost.max_job_seconds < 0 || a.cost.max_frames < 1 || a.cost.max_pixels < 1 || a.cost.max_text_rows < 1) {
+    return fail(2, "--max-job-seconds must be >= 0 (0: no limit); --max-frames, --max-pixels, --max-text-rows >= 1");
+  }
 
   // ---- several GPUs: the launcher (--gpus N) or one rank of a world (VORTEX_RANK / RANK) ----
   Result<std::optional<RankEnv>> rank_env = rank_env_from_environment();
@@ -159,6 +163,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   if (a.memory_limit_gb > 0.0) o.memory_limit_bytes = static_cast<uint64_t>(a.memory_limit_gb * 1e9);
   o.http_threads = a.http_threads;
   o.max_connections = a.max_connections;
+  o.cost = a.cost;
   o.insecure_no_auth = a.insecure_no_auth;
   for (size_t at = 0; at < a.allowed_hosts.size();) {
     const size_t comma = std::min(a.allowed_hosts.find(',', at), a.allowed_hosts.size());
@@ -284,6 +289,14 @@ void register_serve(CLI::App& app, CommandContext& ctx) {
       ->type_name("H,H");
   sub->add_flag("--insecure-no-auth", a->insecure_no_auth,
                 "Allow a non-loopback --host without --api-key (anyone who reaches the port can submit jobs)");
+  sub->add_option("--max-job-seconds", a->cost.max_job_seconds,
+                  "Refuse requests estimated above this, stop jobs running past it (default 3600; 0: none)")
+      ->type_name("S");
+  sub->add_option("--max-frames", a->cost.max_frames, "Largest frames a request may ask (default 257)")->type_name("N");
+  sub->add_option("--max-pixels", a->cost.max_pixels, "Largest width x height (default 2088960 = 1920x1088)")
+      ->type_name("N");
+  sub->add_option("--max-text-rows", a->cost.max_text_rows, "Most text rows, a prompt's or an upload's (default 4096)")
+      ->type_name("N");
   sub->add_option("--drain-timeout", a->drain_timeout,
                   "Seconds a SIGTERM/SIGINT drain may take before a hard exit (default 30)")
       ->type_name("S");

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/memory_estimate.h"
+#include "serve/cost.h"
 #include "serve/http_server.h"
 #include "serve/job_store.h"
 #include "serve/reconcile.h"
@@ -110,6 +111,8 @@ struct Job {
   double sampling_seconds = 0, wall_seconds = 0, queue_seconds = 0;
   std::vector<std::string> files;
   std::optional<json> frozen;  // a job restored from the store at start: its final status JSON, as stored
+  double flops = 0;            // its price's floating-point work (all steps)
+  bool time_limited = false;   // stopped by --max-job-seconds
   uint64_t version = 0;        // bumped on every change (SSE)
 };
 
@@ -258,7 +261,10 @@ struct Server::Impl {
   double cancel_latency_sum = 0, cancel_latency_max = 0;
   size_t gpu_in_use = 0, gpu_peak = 0;
   std::optional<size_t> gpu_free;
-  std::optional<uint64_t> device_budget;  // free device memory right after load (cuda)
+  std::optional<uint64_t> device_budget;            // free device memory right after load (cuda)
+  std::optional<double> measured_flops_per_second;  // from finished jobs' sampling (prices requests)
+  std::thread watchdog;                             // --max-job-seconds on the running job
+  std::condition_variable watchdog_wake;            // shutdown
 
   void log(const std::string& line) const {
     if (opt.log) opt.log(line);
@@ -389,8 +395,19 @@ struct Server::Impl {
     gpu_peak = peak;
     if (result.ok()) {
       job->sampling_seconds = result->sampling_seconds;
+      // The measured throughput prices the next requests (an even blend with the previous measurement).
+      if (job->sampling_seconds > 0 && job->flops > 0) {
+        const double r = job->flops / job->sampling_seconds;
+        measured_flops_per_second = measured_flops_per_second ? 0.5 * (*measured_flops_per_second + r) : r;
+      }
       job->files = result->files;
       finish(*job, JobState::kSucceeded);
+    } else if (result.status().code() == ErrorCode::kCancelled && job->time_limited) {
+      job->error_type = "time_limit";
+      job->error_message = job->error_message_raw = "the job ran past this server's --max-job-seconds (" +
+                                                    std::to_string(static_cast<long>(opt.cost.max_job_seconds)) +
+                                                    " s) and was stopped";
+      finish(*job, JobState::kFailed);
     } else if (result.status().code() == ErrorCode::kCancelled) {
       finish(*job, JobState::kCancelled);
     } else {
@@ -646,6 +663,9 @@ struct Server::Impl {
       return reject(400, "prompt", invalid_argument("give a prompt, or upload text_embeddings (multipart)"),
                     "invalid_request");
     }
+    if (std::optional<CostRefusal> over = check_request_fields(run, opt.cost)) {
+      return reject(over->status, over->field, invalid_argument(over->message), "limit_exceeded");
+    }
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!accepting) {
@@ -721,6 +741,18 @@ struct Server::Impl {
                                      "; reduce the size, frames or text rows"),
                     "insufficient_memory");
     }
+    // The price (docs/serve.md "Cost limits"): refused when over a limit, else recorded with the job.
+    std::optional<double> rate;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      rate = measured_flops_per_second;
+    }
+    if (opt.cost.flops_per_second > 0) rate = opt.cost.flops_per_second;
+    if (!rate && opt.pipeline.backend == "cpu") rate = kCpuFlopsPerThread * std::max(1, plan->workers);
+    const Price price = price_of(*plan, rate);
+    if (std::optional<CostRefusal> over = check_price(*plan, price, has_upload, opt.cost)) {
+      return reject(over->status, over->field, invalid_argument(over->message), "limit_exceeded");
+    }
     auto job = std::make_shared<Job>();
     job->id = id;
     job->dir = dir;
@@ -742,7 +774,14 @@ struct Server::Impl {
                     {"precision", precision_name(exec.precision)},
                     {"media", decoders && run.media.value_or(true)},
                     {"lora", lora_names},
-                    {"memory_estimate_bytes", p.memory.total()}};
+                    {"memory_estimate_bytes", p.memory.total()},
+                    {"price",
+                     {{"rows", price.rows},
+                      {"steps", price.steps},
+                      {"memory_bytes", price.memory_bytes},
+                      {"flops", price.flops},
+                      {"estimated_seconds", price.seconds ? json(*price.seconds) : json(nullptr)}}}};
+    job->flops = price.flops;
     job->plan = std::make_unique<RunPlan>(std::move(*plan));
     json out;
     {
@@ -1016,7 +1055,7 @@ struct Server::Impl {
       << "vortex_jobs_submitted_total " << submitted << "\n";
     m << "# HELP vortex_requests_rejected_total Submissions refused, by reason.\n"
       << "# TYPE vortex_requests_rejected_total counter\n";
-    for (const char* r : {"invalid_request", "insufficient_memory", "queue_full"}) {
+    for (const char* r : {"invalid_request", "insufficient_memory", "limit_exceeded", "queue_full"}) {
       m << "vortex_requests_rejected_total{reason=\"" << r << "\"} " << (rejected.count(r) ? rejected.at(r) : 0)
         << "\n";
     }
@@ -1043,6 +1082,23 @@ struct Server::Impl {
     m << "# HELP vortex_process_resident_bytes Resident set size.\n# TYPE vortex_process_resident_bytes gauge\n"
       << "vortex_process_resident_bytes " << resident_bytes() << "\n";
     res.set_content(m.str(), "text/plain; version=0.0.4");
+  }
+
+  // --max-job-seconds while a job runs: past it, the job is cancelled and fails with "time_limit".
+  void watchdog_loop() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stop_worker) {
+      watchdog_wake.wait_for(lock, std::chrono::milliseconds(100));
+      if (running && opt.cost.max_job_seconds > 0 && !running->cancel_requested &&
+          since(running->started) > opt.cost.max_job_seconds) {
+        running->time_limited = true;
+        running->cancel_requested = true;
+        running->cancel_time = Clock::now();
+        running->cancel_step = running->step;
+        running->cancel.cancel();
+        touch(*running);
+      }
+    }
   }
 
   // Retention of one job: its store row and its folder (only a real folder named by a generated id).
@@ -1246,8 +1302,10 @@ struct Server::Impl {
       }
       stop_worker = true;
       work.notify_all();
+      watchdog_wake.notify_all();
     }
     if (worker.joinable()) worker.join();
+    if (watchdog.joinable()) watchdog.join();
     {
       std::lock_guard<std::mutex> lock(mu);
       streams_ended = true;
@@ -1372,6 +1430,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServeOptions& options) {
   }
   s->log("loaded " + s->cfg.name + " on " + options.pipeline.backend + " in " +
          std::to_string(s->pipeline->load_seconds()) + " s");
+  s->watchdog = std::thread([s] { s->watchdog_loop(); });
   Result<std::unique_ptr<http::HttpServer>> h = http::HttpServer::start(s->http_options());
   if (!h.ok()) {
     std::unique_ptr<Server> tmp(new Server(std::move(impl)));  // joins the worker

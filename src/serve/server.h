@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/pipeline.h"
+#include "serve/cost.h"
 #include "serve/request.h"
 #include "serve/world.h"
 #include "vortex/status.h"
@@ -38,6 +39,7 @@ struct ServeOptions {
   int queue_limit = 16;  // queued jobs (the running one not counted); beyond: 429 + Retry-After
   int keep_jobs = 100;   // finished jobs kept (memory and disk); older ones are deleted
   RequestLimits limits;
+  CostLimits cost;                        // per-field limits and --max-job-seconds (cost.h)
   size_t max_upload_bytes = 64ull << 20;  // one text_embeddings upload
   std::string api_key;                    // non-empty: every route but /health needs "Authorization: Bearer <key>"
   // Admission budget for a request's memory estimate; unset: free device memory after load (cuda), free

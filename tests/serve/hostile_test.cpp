@@ -21,8 +21,9 @@ std::string get(int port, const std::string& target, const std::string& extra = 
 }
 
 std::string post(int port, const std::string& body, const std::string& type, const std::string& extra = "") {
-  return raw_exchange(port, "POST /v1/videos HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: " + type +
-                            "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra + "\r\n" + body);
+  return raw_exchange(port,
+                      "POST /v1/videos HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: " + type +
+                          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra + "\r\n" + body);
 }
 
 json job_of(const std::string& response) { return json::parse(body_of(response), nullptr, false); }
@@ -61,13 +62,14 @@ TEST_F(Hostile, OnlyJsonOrMultipartIsTakenAndCrossSiteFormsAreRefused) {
   EXPECT_EQ(status_of(post(port_, body, "application/x-www-form-urlencoded")), 415);
   EXPECT_EQ(status_of(post(port_, body, "application/json", "Origin: http://evil.example\r\n")), 403);
   EXPECT_EQ(status_of(post(port_, body, "application/json", "Origin: null\r\n")), 403);
-  EXPECT_EQ(status_of(raw_exchange(port_, "GET /v1/videos HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")),
-            403);
+  EXPECT_EQ(
+      status_of(raw_exchange(port_, "GET /v1/videos HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")),
+      403);
   EXPECT_EQ(status_of(raw_exchange(port_, "GET /health HTTP/1.1\r\nHost: rebind.evil.example:" + std::to_string(port_) +
-                                          "\r\nConnection: close\r\n\r\n")),
+                                              "\r\nConnection: close\r\n\r\n")),
             403);
   EXPECT_EQ(status_of(raw_exchange(port_, "GET /health HTTP/1.1\r\nHost: localhost:" + std::to_string(port_) +
-                                          "\r\nConnection: close\r\n\r\n")),
+                                              "\r\nConnection: close\r\n\r\n")),
             200);
   // None made a job; a same-origin JSON post does.
   EXPECT_TRUE(job_of(get(port_, "/v1/videos"))["data"].empty());
@@ -92,12 +94,14 @@ TEST(HostileStart, ANonLoopbackBindNeedsAKey) {
 
 TEST(HostileStart, AbsolutePathsAreRedactedForClients) {
   using vortex::serve::redact_paths;
-  const std::vector<std::pair<std::string, std::string>> known = {{"/srv/data", "<data>"}, {"/opt/loras", "<lora-dir>"}};
+  const std::vector<std::pair<std::string, std::string>> known = {{"/srv/data", "<data>"},
+                                                                  {"/opt/loras", "<lora-dir>"}};
   EXPECT_EQ(redact_paths("cannot open /srv/data/jobs/x/output/run.json: denied", known),
             "cannot open <data>/jobs/x/output/run.json: denied");
   EXPECT_EQ(redact_paths("rank 1's --lora-dir /opt/loras_rank1 differs from rank 0's (/opt/loras)", known),
             "rank 1's --lora-dir <path>/loras_rank1 differs from rank 0's (<lora-dir>)");
-  EXPECT_EQ(redact_paths("'/etc/shadow' is not a safetensors file", known), "'<path>/shadow' is not a safetensors file");
+  EXPECT_EQ(redact_paths("'/etc/shadow' is not a safetensors file", known),
+            "'<path>/shadow' is not a safetensors file");
   EXPECT_EQ(redact_paths("POST /v1/videos takes JSON; see /health", known), "POST /v1/videos takes JSON; see /health");
   EXPECT_EQ(redact_paths("ratio 16/9 and a/b stay", known), "ratio 16/9 and a/b stay");
 }
@@ -115,8 +119,7 @@ TEST_F(HostileWithKey, TheAuthorizationHeaderIsComparedRaw) {
   EXPECT_EQ(status_of(get(port_, "/v1/videos", "Authorization: Bearer k y/1\r\n")), 200);
   EXPECT_EQ(status_of(get(port_, "/v1/videos", "Authorization: Bearer k%20y%2F1\r\n")), 401);
   EXPECT_EQ(status_of(get(port_, "/v1/videos", "Authorization: Bearer k+y/1\r\n")), 401);
-  EXPECT_EQ(status_of(get(port_, "/v1/videos",
-                          "Authorization: Bearer k y/1\r\nAuthorization: Bearer k y/1\r\n")),
+  EXPECT_EQ(status_of(get(port_, "/v1/videos", "Authorization: Bearer k y/1\r\nAuthorization: Bearer k y/1\r\n")),
             401);  // repeated: ambiguous
   EXPECT_EQ(status_of(get(port_, "/v1/videos")), 401);
 }
@@ -190,8 +193,8 @@ TEST_F(Hostile, UnreadEventStreamsDoNotBlockOtherRoutes) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(status_of(get(port_, "/health")), 200);
   EXPECT_EQ(status_of(get(port_, "/v1/videos/" + id)), 200);
-  const std::string d = raw_exchange(port_, "DELETE /v1/videos/" + id +
-                                            " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  const std::string d =
+      raw_exchange(port_, "DELETE /v1/videos/" + id + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(status_of(d), 202) << d;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
   auto c = s_->client();
@@ -222,6 +225,62 @@ TEST_F(Hostile, TheDrainAnswers503AndEndsStreamsWithDone) {
   ASSERT_NE(done, std::string::npos) << events.substr(0, 500);
   EXPECT_NE(events.find("\"status\":\"succeeded\"", done), std::string::npos) << events.substr(done, 300);
   EXPECT_LT(connect_loopback(port_), 0);
+}
+
+// The "No cost cap" row: requests are priced before admission and refused naming the limit; a job that
+// runs past --max-job-seconds is stopped and fails with the reason.
+TEST_F(Hostile, RequestsArePricedAndRefusedNamingTheLimit) {
+  auto refused = [&](const json& body, const std::string& field, const std::string& option) {
+    const std::string r = post(port_, body.dump(), "application/json");
+    EXPECT_EQ(status_of(r), 400) << r;
+    const json e = job_of(r)["error"];
+    EXPECT_EQ(e["field"], field) << r;
+    EXPECT_EQ(e["type"], "limit_exceeded") << r;
+    EXPECT_NE(e["message"].get<std::string>().find(option), std::string::npos) << r;
+  };
+  refused({{"prompt", "x"}, {"width", 32}, {"height", 32}, {"frames", 100000}}, "frames", "--max-frames");
+  refused({{"prompt", "x"}, {"width", 32}, {"height", 32}, {"seconds", 3600}}, "seconds", "--max-frames");
+  refused({{"prompt", "x"}, {"width", 8192}, {"height", 8192}, {"frames", 5}}, "width", "--max-pixels");
+  // An accepted request carries its price.
+  const std::string ok = post(port_, small_job(), "application/json");
+  ASSERT_EQ(status_of(ok), 201) << ok;
+  const json price = job_of(ok)["request"]["price"];
+  EXPECT_GT(price["rows"].get<int64_t>(), 0) << price.dump();
+  EXPECT_EQ(price["steps"], 2);
+  EXPECT_GT(price["memory_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GT(price["flops"].get<double>(), 0);
+  EXPECT_GT(price["estimated_seconds"].get<double>(), 0);
+  EXPECT_TRUE(job_of(get(port_, "/metrics")).is_discarded());  // text, not JSON
+  EXPECT_NE(body_of(get(port_, "/metrics")).find("vortex_requests_rejected_total{reason=\"limit_exceeded\"} 3"),
+            std::string::npos);
+}
+
+class HostileCost : public Hostile {
+ protected:
+  vortex::serve::ServeOptions options() override {
+    vortex::serve::ServeOptions o = tiny_options(dir_.path() / "data");
+    o.cost.max_job_seconds = 1.0;
+    o.cost.max_text_rows = 8;
+    o.cost.flops_per_second = 1e15;  // every estimate under the limit: the running limit must act
+    return o;
+  }
+};
+
+TEST_F(HostileCost, TheJobSecondsLimitStopsARunningJobAndTextRowsAreLimited) {
+  const std::string long_prompt(100, 'a');  // 25 synthetic rows
+  const std::string r = post(port_, json{{"prompt", long_prompt}, {"width", 64}, {"height", 64}, {"frames", 5}}.dump(),
+                             "application/json");
+  EXPECT_EQ(status_of(r), 400) << r;
+  EXPECT_EQ(job_of(r)["error"]["field"], "prompt") << r;
+  EXPECT_NE(r.find("--max-text-rows"), std::string::npos) << r;
+  const std::string created = post(port_, small_job(1000), "application/json");
+  ASSERT_EQ(status_of(created), 201) << created;
+  const std::string id = job_of(created)["id"];
+  auto c = s_->client();
+  const json j = wait_for(*c, id, is_terminal, 30.0);
+  EXPECT_EQ(j["status"], "failed") << j.dump();
+  EXPECT_EQ(j["error"]["type"], "time_limit") << j.dump();
+  EXPECT_LT(j["timing"]["wall_seconds"].get<double>(), 3.0) << j.dump();  // 1 s limit + the cancel bound
 }
 
 }  // namespace
