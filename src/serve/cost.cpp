@@ -20,9 +20,10 @@ std::string fmt(double v) {
 std::optional<CostRefusal> check_request_fields(const RunRequest& r, const CostLimits& l) {
   const double frames = r.seconds > 0 ? std::ceil(24.0 * r.seconds) : static_cast<double>(r.frames);
   if (frames > l.max_frames) {
-    return CostRefusal{400, r.seconds > 0 ? "seconds" : "frames",
-                       (r.seconds > 0 ? "seconds " + fmt(r.seconds) + " is " + fmt(frames) + " frames" : "frames " + fmt(frames)) +
-                           ", above this server's limit of " + std::to_string(l.max_frames) + " frames (--max-frames)"};
+    return CostRefusal{
+        400, r.seconds > 0 ? "seconds" : "frames",
+        (r.seconds > 0 ? "seconds " + fmt(r.seconds) + " is " + fmt(frames) + " frames" : "frames " + fmt(frames)) +
+            ", above this server's limit of " + std::to_string(l.max_frames) + " frames (--max-frames)"};
   }
   const double pixels = static_cast<double>(r.width) * static_cast<double>(r.height);
   if (pixels > static_cast<double>(l.max_pixels)) {

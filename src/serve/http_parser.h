@@ -68,7 +68,8 @@ class HeadScanner {
 };
 
 // Parses a complete head (as delimited by HeadScanner; ends with "\r\n\r\n") into `out`. Strict: one
-// request line `METHOD SP origin-form SP HTTP/1.x`, header names of token characters directly followed by
+// request line `METHOD SP origin-form SP HTTP/1.x` (the target without spaces or control bytes), header names of token
+// characters directly followed by
 // ':', no obsolete line folding, no control characters, exactly one Host on HTTP/1.1, Content-Length only
 // as digits and at most once, no Transfer-Encoding (request bodies carry a Content-Length), and a body
 // method (POST, PUT, PATCH) must say its Content-Length (411).

@@ -54,31 +54,56 @@ FileBody::~FileBody() {
 
 const char* reason_phrase(int status) {
   switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 421: return "Misdirected Request";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Status";
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Content Too Large";
+    case 414:
+      return "URI Too Long";
+    case 415:
+      return "Unsupported Media Type";
+    case 417:
+      return "Expectation Failed";
+    case 421:
+      return "Misdirected Request";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Status";
   }
 }
 
@@ -93,7 +118,7 @@ struct HttpServer::Impl {
     HeadScanner scanner;
     Request req;
     uint64_t body_need = 0;
-    uint64_t reserved = 0;  // body bytes counted against max_body_in_flight
+    uint64_t reserved = 0;   // body bytes counted against max_body_in_flight
     uint64_t discarded = 0;  // kLinger
     std::string out;
     size_t out_off = 0;
@@ -165,7 +190,9 @@ struct HttpServer::Impl {
     c.out.erase(0, c.out_off);
     c.out_off = 0;
     c.out += h;
-    if (!res.stream && !res.file) c.out += res.body;
+    const bool head = c.req.method == "HEAD";  // the length of the body a GET would get, and no body
+    if (!res.stream && !res.file && !head) c.out += res.body;
+    if (head) res.file.reset();
     c.file = std::move(res.file);
     c.file_off = 0;
     c.stream = std::move(res.stream);
@@ -216,10 +243,10 @@ struct HttpServer::Impl {
       const uint64_t length = c.req.content_length.value_or(0);
       const uint64_t limit = opt.body_limit ? opt.body_limit(c.req) : 0;
       if (length > limit) {
-        return queue_error(c, 413,
-                           "the body is " + std::to_string(length) + " bytes; this route accepts at most " +
-                               std::to_string(limit),
-                           true);
+        return queue_error(
+            c, 413,
+            "the body is " + std::to_string(length) + " bytes; this route accepts at most " + std::to_string(limit),
+            true);
       }
       if (length > 0 && body_in_flight + length > opt.max_body_in_flight) {
         return queue_error(c, 503, "too many request bodies in flight; retry shortly", true);
@@ -292,7 +319,8 @@ struct HttpServer::Impl {
 
   void wake() {
     const uint64_t one = 1;
-    if (wake_fd >= 0) [[maybe_unused]] ssize_t n = ::write(wake_fd, &one, sizeof one);
+    if (wake_fd >= 0) [[maybe_unused]]
+      ssize_t n = ::write(wake_fd, &one, sizeof one);
   }
 
   // ---- I/O ----
@@ -312,11 +340,12 @@ struct HttpServer::Impl {
       const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;  // EAGAIN, or a transient error (EMFILE, ECONNABORTED): try at the next tick
       if (stopping.load() || static_cast<int>(conns.size()) >= opt.max_connections) {
-        std::string body = opt.error_body ? opt.error_body(503, "too many connections; retry shortly", "")
-                                          : "too many connections";
-        const std::string r = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-                              "Connection: close\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
+        std::string body =
+            opt.error_body ? opt.error_body(503, "too many connections; retry shortly", "") : "too many connections";
+        const std::string r =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+            "Connection: close\r\nContent-Length: " +
+            std::to_string(body.size()) + "\r\n\r\n" + body;
         [[maybe_unused]] ssize_t n = ::send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         ::close(fd);
         std::lock_guard<std::mutex> lock(stats_mu);
@@ -581,6 +610,7 @@ struct HttpServer::Impl {
       return invalid_argument("cannot resolve --host " + opt.host + ": " + ::gai_strerror(rc));
     }
     std::string why = "no address";
+    bool in_use = false;
     for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
       int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
       if (fd < 0) continue;
@@ -589,6 +619,7 @@ struct HttpServer::Impl {
       const int one = 1;
       ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
       if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, opt.backlog) != 0) {
+        in_use |= errno == EADDRINUSE;
         why = std::strerror(errno);
         ::close(fd);
         continue;
@@ -597,6 +628,10 @@ struct HttpServer::Impl {
       break;
     }
     ::freeaddrinfo(res);
+    if (listen_fd < 0 && in_use) {
+      return io_error("port " + port + " is in use: another process listens on " + opt.host + ":" + port +
+                      "; choose another --port");
+    }
     if (listen_fd < 0) {
       return io_error("cannot listen on " + opt.host + ":" + port + " (" + why +
                       "; in use, or not an address of this machine)");

@@ -30,7 +30,9 @@ class Statement {
   Statement& operator=(const Statement&) = delete;
   bool ok() const { return rc_ == SQLITE_OK; }
   sqlite3_stmt* get() const { return s_; }
-  void text(int i, const std::string& v) { sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
+  void text(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
   void real(int i, double v) { sqlite3_bind_double(s_, i, v); }
   std::string column_text(int i) const {
     const unsigned char* p = sqlite3_column_text(s_, i);
@@ -66,7 +68,8 @@ class SqliteJobStore : public JobStore {
 
   Result<std::optional<StoredJob>> get(const std::string& id) override {
     std::lock_guard<std::mutex> lock(mu_);
-    Statement s(db_, "SELECT id, state, created_at, finished_at, request_json, status_json, owner FROM jobs WHERE id = ?1");
+    Statement s(db_,
+                "SELECT id, state, created_at, finished_at, request_json, status_json, owner FROM jobs WHERE id = ?1");
     if (!s.ok()) return error("prepare get");
     s.text(1, id);
     const int rc = sqlite3_step(s.get());
@@ -122,7 +125,9 @@ class SqliteJobStore : public JobStore {
     j.owner = s.column_text(6);
     return j;
   }
-  Status error(const std::string& what) const { return io_error("job store: cannot " + what + ": " + sqlite3_errmsg(db_)); }
+  Status error(const std::string& what) const {
+    return io_error("job store: cannot " + what + ": " + sqlite3_errmsg(db_));
+  }
 
   std::mutex mu_;
   sqlite3* db_;

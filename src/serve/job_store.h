@@ -18,11 +18,11 @@ namespace vortex::serve {
 
 struct StoredJob {
   std::string id;
-  std::string state;  // queued | running | succeeded | failed | cancelled
+  std::string state;                       // queued | running | succeeded | failed | cancelled
   double created_at = 0, finished_at = 0;  // Unix seconds; finished_at 0 until terminal
-  std::string request_json;  // the admitted request (after defaults and snapping)
-  std::string status_json;   // the job's status JSON at its latest change (docs/serve.md "Jobs")
-  std::string owner;         // the server that runs it ("host:port")
+  std::string request_json;                // the admitted request (after defaults and snapping)
+  std::string status_json;                 // the job's status JSON at its latest change (docs/serve.md "Jobs")
+  std::string owner;                       // the server that runs it ("host:port")
 };
 
 class JobStore {

@@ -21,8 +21,8 @@ uint64_t tree_bytes(const fs::path& p) {
   std::error_code ec;
   uint64_t n = 0;
   if (fs::is_regular_file(fs::symlink_status(p, ec))) return fs::file_size(p, ec);
-  for (fs::recursive_directory_iterator it(p, fs::directory_options::skip_permission_denied, ec), end;
-       !ec && it != end; it.increment(ec)) {
+  for (fs::recursive_directory_iterator it(p, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
+       it.increment(ec)) {
     if (it->is_regular_file(ec) && !it->is_symlink(ec)) n += it->file_size(ec);
   }
   return n;
@@ -81,8 +81,8 @@ void collect_leftovers(const fs::path& dir, ReconcileReport& r) {
 
 }  // namespace
 
-Result<ReconcileReport> reconcile_jobs(JobStore& store, const fs::path& jobs_dir,
-                                       bool (*is_job_id)(const std::string&), double now) {
+Result<ReconcileReport> reconcile_jobs(JobStore& store, const fs::path& jobs_dir, bool (*is_job_id)(const std::string&),
+                                       double now) {
   ReconcileReport r;
   Result<std::vector<StoredJob>> rows = store.all();
   if (!rows.ok()) return rows.status();
@@ -125,7 +125,8 @@ Result<ReconcileReport> reconcile_jobs(JobStore& store, const fs::path& jobs_dir
         row.state = j["status"].get<std::string>();
         row.created_at = j.value("created_at", now);
         row.finished_at = j["finished_at"].is_number() ? j["finished_at"].get<double>() : now;
-        row.request_json = j.contains("request") ? j["request"].dump(-1, ' ', false, json::error_handler_t::replace) : "{}";
+        row.request_json =
+            j.contains("request") ? j["request"].dump(-1, ' ', false, json::error_handler_t::replace) : "{}";
         row.status_json = j.dump(-1, ' ', false, json::error_handler_t::replace);
         if (!terminal_state(row.state)) {
           row.state = "failed";
@@ -142,7 +143,8 @@ Result<ReconcileReport> reconcile_jobs(JobStore& store, const fs::path& jobs_dir
     bool only_upload = true;
     std::error_code fec;
     for (fs::directory_iterator f(e.path(), fec), fend; !fec && f != fend; f.increment(fec)) {
-      only_upload &= f->path().filename() == "text_embeddings.safetensors" && f->is_regular_file(ec) && !f->is_symlink(ec);
+      only_upload &=
+          f->path().filename() == "text_embeddings.safetensors" && f->is_regular_file(ec) && !f->is_symlink(ec);
     }
     only_upload &= !fec;
     if (only_upload) {

@@ -162,6 +162,25 @@ json job_json(const Job& j) {
   return o;
 }
 
+// Request bytes quoted in a message: printable ASCII kept, every other byte (and '%') as %XX, at most
+// `max` bytes read.
+std::string quoted_input(const std::string& raw, size_t max = 64) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (size_t i = 0; i < raw.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(raw[i]);
+    if (c > 0x20 && c < 0x7f && c != '%') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  if (raw.size() > max) out += "...";
+  return out;
+}
+
 // JSON text that never throws: invalid UTF-8 (a client's bytes) is replaced, not a type_error.
 std::string dump(const json& j, int indent = -1) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
 
@@ -402,13 +421,14 @@ struct Server::Impl {
       }
       job->files = result->files;
       finish(*job, JobState::kSucceeded);
-    } else if (result.status().code() == ErrorCode::kCancelled && job->time_limited) {
+    } else if ((result.status().code() == ErrorCode::kCancelled || job->cancel.cancelled()) && job->time_limited) {
       job->error_type = "time_limit";
       job->error_message = job->error_message_raw = "the job ran past this server's --max-job-seconds (" +
                                                     std::to_string(static_cast<long>(opt.cost.max_job_seconds)) +
                                                     " s) and was stopped";
       finish(*job, JobState::kFailed);
-    } else if (result.status().code() == ErrorCode::kCancelled) {
+    } else if (result.status().code() == ErrorCode::kCancelled || job->cancel.cancelled()) {
+      // A cancel cuts long ops short (Backend::set_cancel_flag); whatever they then report is the cancel.
       finish(*job, JobState::kCancelled);
     } else {
       job->error_type = error_type_for(result.status().code());
@@ -627,9 +647,10 @@ struct Server::Impl {
           upload = std::move(part.content);
           has_upload = true;
         } else {
-          // The part's name is the field when it is a plain name (never other client bytes).
-          return set_error(res, 400, valid_id_chars(part.name) ? part.name : "",
-                           "unknown or repeated form part (known: request, text_embeddings)", "invalid_request");
+          return set_error(
+              res, 400, quoted_input(part.name),
+              "unknown or repeated form part '" + quoted_input(part.name) + "' (known: request, text_embeddings)",
+              "invalid_request");
         }
       }
       if (!has_request) body = "{}";

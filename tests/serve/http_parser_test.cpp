@@ -48,38 +48,39 @@ TEST(HttpParser, FramingIsStrict) {
   Request r;
   ASSERT_EQ(parse(h + "Content-Length: 59\r\n\r\n", &r), 0);
   EXPECT_EQ(r.content_length.value_or(0), 59u);
-  EXPECT_EQ(parse(h + "Content-Length: 3\r\nContent-Length: 5\r\n\r\n"), 400);    // conflicting
-  EXPECT_EQ(parse(h + "Content-Length: 3\r\nContent-Length: 3\r\n\r\n"), 400);    // repeated
-  EXPECT_EQ(parse(h + "Content-Length: +59\r\n\r\n"), 400);                       // signed
+  EXPECT_EQ(parse(h + "Content-Length: 3\r\nContent-Length: 5\r\n\r\n"), 400);  // conflicting
+  EXPECT_EQ(parse(h + "Content-Length: 3\r\nContent-Length: 3\r\n\r\n"), 400);  // repeated
+  EXPECT_EQ(parse(h + "Content-Length: +59\r\n\r\n"), 400);                     // signed
   EXPECT_EQ(parse(h + "Content-Length: 5 9\r\n\r\n"), 400);
   EXPECT_EQ(parse(h + "Content-Length: 0x10\r\n\r\n"), 400);
-  EXPECT_EQ(parse(h + "Content-Length: 99999999999999999999\r\n\r\n"), 400);     // overflow
-  EXPECT_EQ(parse(h + "Transfer-Encoding : chunked\r\n\r\n"), 400);               // space before ':'
-  EXPECT_EQ(parse(h + "Transfer-Encoding: xchunked\r\n\r\n"), 400);               // unknown coding
+  EXPECT_EQ(parse(h + "Content-Length: 99999999999999999999\r\n\r\n"), 400);  // overflow
+  EXPECT_EQ(parse(h + "Transfer-Encoding : chunked\r\n\r\n"), 400);           // space before ':'
+  EXPECT_EQ(parse(h + "Transfer-Encoding: xchunked\r\n\r\n"), 400);           // unknown coding
   EXPECT_EQ(parse(h + "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"), 400);
   EXPECT_EQ(parse(h + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
-  EXPECT_EQ(parse(h + "Transfer-Encoding: chunked\r\n\r\n"), 411);                // chunked bodies: not taken
-  EXPECT_EQ(parse(h + "\r\n"), 411);                                               // a body method, no length
+  EXPECT_EQ(parse(h + "Transfer-Encoding: chunked\r\n\r\n"), 411);  // chunked bodies: not taken
+  EXPECT_EQ(parse(h + "\r\n"), 411);                                // a body method, no length
   EXPECT_EQ(parse(h + "Expect: 100-continue\r\nContent-Length: 2\r\n\r\n", &r), 0);
   EXPECT_TRUE(r.expect_continue);
   EXPECT_EQ(parse(h + "Expect: something-else\r\nContent-Length: 2\r\n\r\n"), 417);
 }
 
 TEST(HttpParser, RequestLineAndHeadersAreStrict) {
-  EXPECT_EQ(parse("GET / HTTP/1.1\nHost: a\n\n"), 400);                 // bare LF
+  EXPECT_EQ(parse("GET / HTTP/1.1\nHost: a\n\n"), 400);                      // bare LF
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n 2\r\n\r\n"), 400);  // obs-fold
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: a\r\nX\x01: 1\r\n\r\n"), 400);
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: a\r\nX: a\x01b\r\n\r\n"), 400);
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: a\r\nNo colon\r\n\r\n"), 400);
   EXPECT_EQ(parse(std::string("GET /\0 HTTP/1.1\r\nHost: a\r\n\r\n", 29)), 400);  // NUL
-  EXPECT_EQ(parse("GET /\xff HTTP/1.1\r\nHost: a\r\n\r\n"), 400);       // raw non-ASCII target
-  EXPECT_EQ(parse("GET /%FF HTTP/1.1\r\nHost: a\r\n\r\n"), 0);          // escaped: fine (no route later)
-  EXPECT_EQ(parse("GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n"), 400);   // absolute form
+  EXPECT_EQ(parse("GET /\xff HTTP/1.1\r\nHost: a\r\n\r\n"), 0);                   // raw bytes >= 0x80: routed (404)
+  EXPECT_EQ(parse("GET /a\x7f HTTP/1.1\r\nHost: a\r\n\r\n"), 400);                // a control byte
+  EXPECT_EQ(parse("GET /%FF HTTP/1.1\r\nHost: a\r\n\r\n"), 0);                    // escaped: fine (no route later)
+  EXPECT_EQ(parse("GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n"), 400);             // absolute form
   EXPECT_EQ(parse("GET  / HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
   EXPECT_EQ(parse("get / HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
   EXPECT_EQ(parse("GET / HTTP/2.0\r\nHost: a\r\n\r\n"), 505);
   EXPECT_EQ(parse("GET / HTTP/1.1x\r\nHost: a\r\n\r\n"), 400);
-  EXPECT_EQ(parse("GET / HTTP/1.1\r\n\r\n"), 400);                      // no Host
+  EXPECT_EQ(parse("GET / HTTP/1.1\r\n\r\n"), 400);  // no Host
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
   EXPECT_EQ(parse("\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
   Request r;
@@ -153,8 +154,8 @@ TEST(HttpParser, Multipart) {
   EXPECT_EQ((*parts)[1].content, "ab\r\n--c");
   auto quoted = parse_multipart("Multipart/Form-Data; charset=x; boundary=\"XyZ\"", body, 4, &why);
   ASSERT_TRUE(quoted) << why;
-  EXPECT_FALSE(parse_multipart("multipart/form-data", body, 4, &why));                   // no boundary
-  EXPECT_FALSE(parse_multipart("multipart/form-data; boundary=XyZ", body, 1, &why));     // too many parts
+  EXPECT_FALSE(parse_multipart("multipart/form-data", body, 4, &why));                // no boundary
+  EXPECT_FALSE(parse_multipart("multipart/form-data; boundary=XyZ", body, 1, &why));  // too many parts
   EXPECT_FALSE(parse_multipart("multipart/form-data; boundary=XyZ", body.substr(0, body.size() - 4), 4, &why));
   EXPECT_FALSE(parse_multipart("multipart/form-data; boundary=XyZ", "junk" + body, 4, &why));
   EXPECT_FALSE(parse_multipart("multipart/form-data; boundary=XyZ",
