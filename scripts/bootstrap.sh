@@ -6,7 +6,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(cmake ninja-build g++ libgtest-dev nlohmann-json3-dev libcli11-dev libpng-dev libssl-dev
-              libpcre2-dev libicu-dev libcpp-httplib-dev python3 python3-pip clang clang-format
+              libpcre2-dev libicu-dev libcpp-httplib-dev libsqlite3-dev python3 python3-pip clang clang-format
               pkg-config libavformat-dev libavcodec-dev libswscale-dev libswresample-dev libavutil-dev libx264-dev)
 
 log() { echo "bootstrap: $*"; }

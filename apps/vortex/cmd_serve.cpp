@@ -11,12 +11,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "commands.h"
 #include "decoder_options.h"
@@ -49,6 +52,11 @@ struct ServeArgs {
   double memory_limit_gb = 0.0;
   int max_upload_mb = 64;
   int http_threads = 16;
+  int max_connections = 512;
+  std::string allowed_hosts;  // comma-separated
+  bool insecure_no_auth = false;
+  double drain_timeout = 30.0;
+  serve::CostLimits cost;  // --max-job-seconds, --max-frames, --max-pixels, --max-text-rows
   bool quiet = false;
   DecoderArgs decoders;      // --vae --audio-vae ... (decoder_options.h)
   std::string gpus;          // --gpus N: one rank process per GPU, one pipeline
@@ -74,6 +82,16 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   }
   if (a.max_upload_mb < 1) return fail(2, "--max-upload-mb must be >= 1");
   if (a.memory_limit_gb < 0.0) return fail(2, "--memory-limit-gb must be positive");
+  if (sub.count("--api-key") > 0 && a.api_key.empty()) {
+    return fail(2, "--api-key is empty: give a key, or leave the option out (loopback only without one)");
+  }
+  if (const char* env = std::getenv("VORTEX_API_KEY"); env != nullptr && *env == '\0' && a.api_key.empty()) {
+    return fail(2, "VORTEX_API_KEY is set but empty: give a key, or unset it");
+  }
+  if (!(a.drain_timeout > 0.0)) return fail(2, "--drain-timeout must be positive (seconds)");
+  if (a.cost.max_job_seconds < 0 || a.cost.max_frames < 1 || a.cost.max_pixels < 1 || a.cost.max_text_rows < 1) {
+    return fail(2, "--max-job-seconds must be >= 0 (0: no limit); --max-frames, --max-pixels, --max-text-rows >= 1");
+  }
 
   // ---- several GPUs: the launcher (--gpus N) or one rank of a world (VORTEX_RANK / RANK) ----
   Result<std::optional<RankEnv>> rank_env = rank_env_from_environment();
@@ -144,6 +162,16 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   o.max_upload_bytes = static_cast<size_t>(a.max_upload_mb) << 20;
   if (a.memory_limit_gb > 0.0) o.memory_limit_bytes = static_cast<uint64_t>(a.memory_limit_gb * 1e9);
   o.http_threads = a.http_threads;
+  o.max_connections = a.max_connections;
+  o.cost = a.cost;
+  o.insecure_no_auth = a.insecure_no_auth;
+  for (size_t at = 0; at < a.allowed_hosts.size();) {
+    const size_t comma = std::min(a.allowed_hosts.find(',', at), a.allowed_hosts.size());
+    std::string h = a.allowed_hosts.substr(at, comma - at);
+    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!h.empty()) o.allowed_hosts.push_back(h);
+    at = comma + 1;
+  }
   if (!a.quiet) o.log = [](const std::string& line) { std::fprintf(stderr, "vortex serve: %s\n", line.c_str()); };
   if (rank_env->has_value()) {
     const RankEnv e = **rank_env;
@@ -182,10 +210,31 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   int sig = 0;
   sigwait(&signals, &sig);
   if (!a.quiet) {
-    std::fprintf(stderr, "vortex serve: %s: stopping (%s the running job)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                 a.on_sigterm == "finish" ? "finishing" : "cancelling");
+    std::fprintf(stderr, "vortex serve: %s: draining (%s the running job, at most %g s)\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", a.on_sigterm == "finish" ? "finishing" : "cancelling",
+                 a.drain_timeout);
   }
-  (*server)->shutdown(a.on_sigterm == "finish" ? serve::RunningJob::kFinish : serve::RunningJob::kCancel);
+  // The drain runs on its own thread; this one exits hard when it overruns --drain-timeout or when a
+  // second SIGTERM/SIGINT arrives (an interrupted job is marked failed at the next start).
+  std::atomic<bool> drained{false};
+  serve::Server* srv = server->get();
+  std::thread drain([&] {
+    srv->shutdown(a.on_sigterm == "finish" ? serve::RunningJob::kFinish : serve::RunningJob::kCancel);
+    drained = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.drain_timeout);
+  while (!drained) {
+    const timespec tick{0, 50'000'000};
+    const int again = sigtimedwait(&signals, nullptr, &tick);
+    const bool late = std::chrono::steady_clock::now() >= deadline;
+    if (again > 0 || late) {
+      std::fprintf(stderr, "vortex serve: %s: exiting without finishing the drain\n",
+                   late ? "the drain timeout passed" : "a second signal");
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
+  drain.join();
   if (Status world = (*server)->world_status(); !world.ok()) return fail(1, world.message());
   std::printf("vortex serve: stopped\n");
   return 0;
@@ -230,7 +279,27 @@ void register_serve(CLI::App& app, CommandContext& ctx) {
                   "Admit only requests estimated below this (default: free memory)")
       ->type_name("GB");
   sub->add_option("--max-upload-mb", a->max_upload_mb, "Largest text_embeddings upload (default 64)")->type_name("MB");
-  sub->add_option("--http-threads", a->http_threads, "Concurrent connections (default 16)")->type_name("INT");
+  sub->add_option("--http-threads", a->http_threads,
+                  "Request handler threads (default 16; streams and slow clients hold none)")
+      ->type_name("INT");
+  sub->add_option("--max-connections", a->max_connections, "Open connections; beyond: 503 (default 512)")
+      ->type_name("INT");
+  sub->add_option("--allowed-hosts", a->allowed_hosts,
+                  "Host/Origin names answered, comma-separated; '*' any (default: --host, localhost, 127.0.0.1, ::1)")
+      ->type_name("H,H");
+  sub->add_flag("--insecure-no-auth", a->insecure_no_auth,
+                "Allow a non-loopback --host without --api-key (anyone who reaches the port can submit jobs)");
+  sub->add_option("--max-job-seconds", a->cost.max_job_seconds,
+                  "Refuse requests estimated above this, stop jobs running past it (default 3600; 0: none)")
+      ->type_name("S");
+  sub->add_option("--max-frames", a->cost.max_frames, "Largest frames a request may ask (default 257)")->type_name("N");
+  sub->add_option("--max-pixels", a->cost.max_pixels, "Largest width x height (default 2088960 = 1920x1088)")
+      ->type_name("N");
+  sub->add_option("--max-text-rows", a->cost.max_text_rows, "Most text rows, a prompt's or an upload's (default 4096)")
+      ->type_name("N");
+  sub->add_option("--drain-timeout", a->drain_timeout,
+                  "Seconds a SIGTERM/SIGINT drain may take before a hard exit (default 30)")
+      ->type_name("S");
   add_decoder_options(sub, a->decoders, /*frames_dir=*/false);
   sub->add_option("--gpus", a->gpus,
                   "N GPUs as one pipeline: one rank process per GPU, Ulysses sequence parallelism over NCCL; rank 0 "

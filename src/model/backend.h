@@ -66,6 +66,11 @@ class Backend {
   // Applies run-time switches that are not op arguments (e.g. the fused gate/add kernel on the CUDA
   // backend). The model calls it before each block, so A/B gates can flip switches per call.
   virtual void configure(const ExecOptions& opts) {}
+  // While set, long host ops poll `flag` every few rows and skip the rest of their work once it is true;
+  // their outputs are then undefined, so the caller must stop at its next check of the same flag (the
+  // model's block boundary). nullptr clears it. The CPU backend uses it (one CPU block can take minutes);
+  // device backends return between blocks quickly enough and ignore it.
+  virtual void set_cancel_flag(const std::atomic<bool>* flag) { (void)flag; }
 
   // ---- fault injection (tests of the out-of-memory path) ----
   // The alloc() after `successes` more successful ones fails with kOutOfMemory, exactly as an exhausted

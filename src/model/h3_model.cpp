@@ -835,9 +835,18 @@ Result<AvLatents> H3Model::forward(const AvLatents& x, double sigma_v, double si
                                    const std::atomic<bool>* cancel) {
   if (!prepared_) return invalid_argument("forward: call prepare() with the request layout and text first");
   if (sp_.comm == nullptr) {  // one GPU: the step workspace, eager or a replayed graph
+    // The backend polls `cancel` inside long ops too (Backend::set_cancel_flag); an op it cut short leaves
+    // undefined outputs, so a cancel seen after the step discards the step.
+    struct CancelScope {
+      Backend& b;
+      ~CancelScope() { b.set_cancel_flag(nullptr); }
+    } scope{backend_};
+    backend_.set_cancel_flag(cancel);
     VORTEX_RETURN_IF_ERROR(stage_step(x, sigma_v, sigma_a));
     VORTEX_RETURN_IF_ERROR(run_step(cancel));
-    return finish_step();
+    Result<AvLatents> out = finish_step();
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return cancelled("cancelled during the step");
+    return out;
   }
   auto cancel_requested = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
   VORTEX_ASSIGN_OR_RETURN(StepTables tables, make_step_tables(sigma_v, sigma_a));

@@ -4,6 +4,7 @@
 // Tested in tests/ref/cpu_backend_test.cpp.
 #include "ref/cpu_backend.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/synthetic.h"
@@ -12,7 +13,22 @@
 
 namespace vortex {
 
-CpuBackend::CpuBackend(int threads) : pool_(threads), run_(pool_.runner()) {}
+// Rows per cancel check: each thread's range runs in pieces of this many rows (a multiple of every op's
+// row blocking), so a cancel stops an op within one piece. Rows are independent in every op (results are
+// identical for any split, tests/ref/cpu_backend_test.cpp), so the pieces change no byte.
+constexpr int64_t kCancelRows = 64;
+
+CpuBackend::CpuBackend(int threads)
+    : pool_(threads), run_([this](int64_t rows, const ref::RowBody& body) {
+        const std::atomic<bool>* stop = cancel_.load();
+        if (stop == nullptr) return pool_.parallel_for(rows, body);
+        pool_.parallel_for(rows, [&](int64_t begin, int64_t end) {
+          for (int64_t b = begin; b < end; b += kCancelRows) {
+            if (stop->load(std::memory_order_relaxed)) return;
+            body(b, std::min(end, b + kCancelRows));
+          }
+        });
+      }) {}
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
 

@@ -4,6 +4,7 @@
 // Tested in tests/ref/cpu_backend_test.cpp (every method vs the ref ops, thread-count invariance).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string_view>
 
@@ -24,6 +25,7 @@ class CpuBackend : public Backend {
   Status download(const Tensor& src, Tensor& host_dst) override;
   Status copy(const Tensor& src, Tensor& dst) override;
   Status synchronize() override { return Status::Ok(); }
+  void set_cancel_flag(const std::atomic<bool>* flag) override { cancel_.store(flag); }
   Status fill_synthetic(Tensor& dst, uint64_t seed, float scale, float offset) override;
 
   Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
@@ -62,6 +64,7 @@ class CpuBackend : public Backend {
 
  private:
   ref::RowThreadPool pool_;
+  std::atomic<const std::atomic<bool>*> cancel_{nullptr};  // set_cancel_flag
   ref::RowRunner run_;
 };
 

@@ -4,16 +4,15 @@
 // a job. A job's cancel token is set under the lock and read by the model between blocks.
 #include "serve/server.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -27,14 +26,18 @@
 #include <thread>
 #include <vector>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/memory_estimate.h"
+#include "serve/cost.h"
+#include "serve/http_server.h"
+#include "serve/job_store.h"
+#include "serve/reconcile.h"
 
 namespace vortex::serve {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
+namespace http = vortex::serve::http;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -94,9 +97,10 @@ struct Job {
   int step = 0, total_steps = 0;
   double created_at = 0, started_at = 0, finished_at = 0;  // unix seconds
   Clock::time_point created, started;
-  std::string error_type, error_message;
-  std::unique_ptr<RunPlan> plan;  // released when the job ends (it holds the text rows)
-  json request;                   // the request as it runs (after defaults and snapping)
+  std::string error_type, error_message;  // error_message as clients see it (redact())
+  std::string error_message_raw;          // with paths, for the log
+  std::unique_ptr<RunPlan> plan;          // released when the job ends (it holds the text rows)
+  json request;                           // the request as it runs (after defaults and snapping)
   std::vector<std::string> notes;
   CancelToken cancel;
   bool cancel_requested = false;
@@ -106,10 +110,14 @@ struct Job {
   std::vector<double> step_seconds;
   double sampling_seconds = 0, wall_seconds = 0, queue_seconds = 0;
   std::vector<std::string> files;
-  uint64_t version = 0;  // bumped on every change (SSE)
+  std::optional<json> frozen;  // a job restored from the store at start: its final status JSON, as stored
+  double flops = 0;            // its price's floating-point work (all steps)
+  bool time_limited = false;   // stopped by --max-job-seconds
+  uint64_t version = 0;        // bumped on every change (SSE)
 };
 
 json job_json(const Job& j) {
+  if (j.frozen) return *j.frozen;
   json t;
   t["queue_seconds"] = j.state == JobState::kQueued ? since(j.created) : j.queue_seconds;
   t["wall_seconds"] = j.state == JobState::kRunning ? since(j.started) : j.wall_seconds;
@@ -154,13 +162,8 @@ json job_json(const Job& j) {
   return o;
 }
 
-// Every JSON text the server writes: strings that are not valid UTF-8 (a request's bytes reaching a message)
-// are written with U+FFFD in place of the bad bytes instead of throwing.
-std::string json_text(const json& j, int indent = -1) {
-  return j.dump(indent, ' ', false, json::error_handler_t::replace);
-}
-
-// Request bytes quoted in a message: printable ASCII kept, every other byte as %XX, at most `max` bytes read.
+// Request bytes quoted in a message: printable ASCII kept, every other byte (and '%') as %XX, at most
+// `max` bytes read.
 std::string quoted_input(const std::string& raw, size_t max = 64) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;
@@ -178,13 +181,18 @@ std::string quoted_input(const std::string& raw, size_t max = 64) {
   return out;
 }
 
-std::string error_body(const std::string& field, const std::string& message, const std::string& type) {
+// JSON text that never throws: invalid UTF-8 (a client's bytes) is replaced, not a type_error.
+std::string dump(const json& j, int indent = -1) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
+
+std::string error_body(const std::string& field, const std::string& message, const std::string& type,
+                       const std::string& request_id = "") {
   json e;
   e["error"] = {{"field", field.empty() ? json(nullptr) : json(field)}, {"message", message}, {"type", type}};
-  return json_text(e);
+  if (!request_id.empty()) e["error"]["request_id"] = request_id;
+  return dump(e);
 }
 
-void set_error(httplib::Response& res, int status, const std::string& field, const std::string& message,
+void set_error(http::Response& res, int status, const std::string& field, const std::string& message,
                const std::string& type) {
   res.status = status;
   res.set_content(error_body(field, message, type), "application/json");
@@ -236,11 +244,16 @@ struct Server::Impl {
   std::string world_error;  // under mu: why the world failed ("" while it works)
   ModelConfig cfg;          // copies for the HTTP threads (immutable after load)
   ExecOptions exec;
-  bool decoders = false;  // the pipeline holds the VAE decoders (jobs get video.mp4 + audio.wav)
-  fs::path jobs_dir;
-  httplib::Server http;
+  bool decoders = false;            // the pipeline holds the VAE decoders (jobs get video.mp4 + audio.wav)
+  fs::path data_dir, jobs_dir;      // absolute
+  std::unique_ptr<JobStore> store;  // every job's state (<data>/jobs.sqlite3)
+  std::string owner;                // "host:port", written with each job
+  std::mutex probe_mu;              // the data folder probe of /health
+  Clock::time_point probe_time;
+  bool probe_ok = false;
+  std::unique_ptr<http::HttpServer> http;
   int bound_port = -1;
-  std::thread listener, worker;
+  std::thread worker;
 
   std::mutex mu;
   std::condition_variable changed;  // any job changed (SSE, tests)
@@ -251,6 +264,8 @@ struct Server::Impl {
   std::deque<std::string> finished;  // terminal ids, oldest first (retention)
   std::shared_ptr<Job> running;
   bool accepting = true, stopping = false, stop_worker = false, shut_down = false;
+  bool streams_ended = false;              // SSE streams send `done` now (the end of a shutdown)
+  std::vector<std::string> allowed_hosts;  // Host / Origin hosts served ("*": any)
   RunningJob on_stop = RunningJob::kCancel;
   std::mt19937_64 rng{std::random_device{}()};
 
@@ -265,7 +280,10 @@ struct Server::Impl {
   double cancel_latency_sum = 0, cancel_latency_max = 0;
   size_t gpu_in_use = 0, gpu_peak = 0;
   std::optional<size_t> gpu_free;
-  std::optional<uint64_t> device_budget;  // free device memory right after load (cuda)
+  std::optional<uint64_t> device_budget;            // free device memory right after load (cuda)
+  std::optional<double> measured_flops_per_second;  // from finished jobs' sampling (prices requests)
+  std::thread watchdog;                             // --max-job-seconds on the running job
+  std::condition_variable watchdog_wake;            // shutdown
 
   void log(const std::string& line) const {
     if (opt.log) opt.log(line);
@@ -283,11 +301,24 @@ struct Server::Impl {
   void touch(Job& j) {
     ++j.version;
     changed.notify_all();
+    if (http) http->wake();  // SSE streams
   }
 
-  void persist(const Job& j) {  // job.json, written atomically; under mu
-    Status s = write_file_atomic(j.dir / "job.json", json_text(job_json(j), 2) + "\n");
+  // The job's state in the store and in job.json (written atomically); under mu.
+  void persist(const Job& j) {
+    const json status = job_json(j);
+    Status s = write_file_atomic(j.dir / "job.json", dump(status, 2) + "\n");
     if (!s.ok()) log("cannot write job.json of " + j.id + ": " + s.message());
+    if (!store) return;
+    StoredJob row;
+    row.id = j.id;
+    row.state = state_name(j.state);
+    row.created_at = j.created_at;
+    row.finished_at = j.finished_at;
+    row.request_json = dump(j.request);
+    row.status_json = dump(status);
+    row.owner = owner;
+    if (Status st = store->put(row); !st.ok()) log(st.message());
   }
 
   // A job reached a terminal state: timings, metrics, job.json, retention. Under mu.
@@ -310,21 +341,16 @@ struct Server::Impl {
     j.plan.reset();
     persist(j);
     touch(j);
-    log("job " + j.id + " " + state_name(state) + (j.error_message.empty() ? "" : ": " + j.error_message));
+    log("job " + j.id + " " + state_name(state) + (j.error_message.empty() ? "" : ": " + j.error_message_raw));
     finished.push_back(j.id);
     while (static_cast<int>(finished.size()) > opt.keep_jobs) {
       const std::string old = finished.front();
       finished.pop_front();
       auto it = jobs.find(old);
       if (it == jobs.end()) continue;
-      const fs::path dir = it->second->dir;
       jobs.erase(it);
       order.erase(std::remove(order.begin(), order.end(), old), order.end());
-      // Only a directory this server made for a job id it generated.
-      if (is_job_id(old) && dir.parent_path() == jobs_dir) {
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-      }
+      forget(old);
     }
   }
 
@@ -388,14 +414,30 @@ struct Server::Impl {
     gpu_peak = peak;
     if (result.ok()) {
       job->sampling_seconds = result->sampling_seconds;
+      // The measured throughput prices the next requests (an even blend with the previous measurement).
+      if (job->sampling_seconds > 0 && job->flops > 0) {
+        const double r = job->flops / job->sampling_seconds;
+        measured_flops_per_second = measured_flops_per_second ? 0.5 * (*measured_flops_per_second + r) : r;
+      }
       job->files = result->files;
       finish(*job, JobState::kSucceeded);
-    } else if (result.status().code() == ErrorCode::kCancelled) {
+    } else if ((result.status().code() == ErrorCode::kCancelled || job->cancel.cancelled()) && job->time_limited) {
+      job->error_type = "time_limit";
+      job->error_message = job->error_message_raw = "the job ran past this server's --max-job-seconds (" +
+                                                    std::to_string(static_cast<long>(opt.cost.max_job_seconds)) +
+                                                    " s) and was stopped";
+      finish(*job, JobState::kFailed);
+    } else if (result.status().code() == ErrorCode::kCancelled || job->cancel.cancelled()) {
+      // A cancel cuts long ops short (Backend::set_cancel_flag); whatever they then report is the cancel.
       finish(*job, JobState::kCancelled);
     } else {
       job->error_type = error_type_for(result.status().code());
-      job->error_message = result.status().message();
-      if (comm) job->error_message += "; the world of " + std::to_string(world_size) + " ranks has stopped";
+      job->error_message_raw = result.status().message();
+      job->error_message = redact(job->error_message_raw);
+      if (comm) {
+        job->error_message += "; the world of " + std::to_string(world_size) + " ranks has stopped";
+        job->error_message_raw += "; the world of " + std::to_string(world_size) + " ranks has stopped";
+      }
       finish(*job, JobState::kFailed);
       running.reset();
       return result.status();
@@ -417,8 +459,9 @@ struct Server::Impl {
         std::shared_ptr<Job> j = jobs.at(queue.front());
         queue.pop_front();
         j->error_type = "unavailable";
-        j->error_message =
+        j->error_message_raw =
             "not run: the world of " + std::to_string(world_size) + " ranks failed (" + world_error + ")";
+        j->error_message = redact(j->error_message_raw);
         finish(*j, JobState::kFailed);
       }
       log("world failed: " + world_error);
@@ -434,7 +477,8 @@ struct Server::Impl {
     auto fail_job = [&](const Status& st) {
       std::lock_guard<std::mutex> lock(mu);
       job->error_type = error_type_for(st.code());
-      job->error_message = st.message();
+      job->error_message_raw = st.message();
+      job->error_message = redact(job->error_message_raw);
       finish(*job, JobState::kFailed);
       running.reset();
     };
@@ -569,11 +613,12 @@ struct Server::Impl {
   }
 
   // ---- HTTP ----
-  bool authorized(const httplib::Request& req) const {
+  bool authorized(const http::Request& req) const {
     if (opt.api_key.empty()) return true;
-    const std::string h = req.get_header_value("Authorization");
+    // The header's raw bytes (never decoded); a repeated Authorization header counts as absent.
+    const std::string* h = req.header("authorization");
     const std::string prefix = "Bearer ";
-    const std::string token = h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : std::string();
+    const std::string token = h && h->rfind(prefix, 0) == 0 ? h->substr(prefix.size()) : std::string();
     return constant_time_equals(token, opt.api_key);
   }
 
@@ -583,22 +628,33 @@ struct Server::Impl {
     return device_budget;  // cuda; the cpu backend's host memory is checked by plan_run
   }
 
-  void handle_create(const httplib::Request& req, httplib::Response& res) {
+  void handle_create(const http::Request& req, http::Response& res) {
     std::string body = req.body;
     std::string upload;
     bool has_upload = false;
-    if (req.is_multipart_form_data()) {
-      for (const auto& [name, part] : req.files) {
-        if (name != "request" && name != "text_embeddings") {
-          return set_error(res, 400, quoted_input(name),
-                           "unknown form part '" + quoted_input(name) + "' (known: request, text_embeddings)",
-                           "invalid_request");
+    const std::string* content_type = req.header("content-type");
+    const std::string media = content_type ? http::media_type(*content_type) : std::string();
+    if (media == "multipart/form-data") {
+      std::string why;
+      std::optional<std::vector<http::FormPart>> parts = http::parse_multipart(*content_type, req.body, 4, &why);
+      if (!parts) return set_error(res, 400, "", "malformed multipart/form-data body: " + why, "invalid_request");
+      bool has_request = false;
+      for (http::FormPart& part : *parts) {
+        if (part.name == "request" && !has_request) {
+          body = std::move(part.content);
+          has_request = true;
+        } else if (part.name == "text_embeddings" && !has_upload) {
+          upload = std::move(part.content);
+          has_upload = true;
+        } else {
+          return set_error(
+              res, 400, quoted_input(part.name),
+              "unknown or repeated form part '" + quoted_input(part.name) + "' (known: request, text_embeddings)",
+              "invalid_request");
         }
       }
-      body = req.has_file("request") ? req.get_file_value("request").content : "{}";
-      if (req.has_file("text_embeddings")) {
-        upload = req.get_file_value("text_embeddings").content;
-        has_upload = true;
+      if (!has_request) body = "{}";
+      if (has_upload) {
         if (upload.size() > opt.max_upload_bytes) {
           return set_error(res, 413, "text_embeddings",
                            "the upload is " + std::to_string(upload.size()) + " bytes; the limit is " +
@@ -627,6 +683,9 @@ struct Server::Impl {
     if (!has_upload && run.prompt.empty()) {
       return reject(400, "prompt", invalid_argument("give a prompt, or upload text_embeddings (multipart)"),
                     "invalid_request");
+    }
+    if (std::optional<CostRefusal> over = check_request_fields(run, opt.cost)) {
+      return reject(over->status, over->field, invalid_argument(over->message), "limit_exceeded");
     }
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -658,10 +717,10 @@ struct Server::Impl {
     } guard{dir};
     std::error_code ec;
     fs::create_directory(dir, ec);
-    if (ec) return set_error(res, 500, "", "cannot create the job directory: " + ec.message(), "io");
+    if (ec) return internal_failure(req, res, "cannot create " + dir.string() + ": " + ec.message());
     if (has_upload) {
       const fs::path file = dir / "text_embeddings.safetensors";
-      if (Status s = write_file_atomic(file, upload); !s.ok()) return set_error(res, 500, "", s.message(), "io");
+      if (Status s = write_file_atomic(file, upload); !s.ok()) return internal_failure(req, res, s.message());
       run.text_embeddings_path = file.string();
     }
     // Adapters are named in --lora-dir (request.cpp admits plain file names only); check_run_request checks them.
@@ -669,6 +728,12 @@ struct Server::Impl {
     for (LoraSpec& l : run.loras) {
       lora_names.push_back(l.scale ? l.path + ":" + std::to_string(*l.scale) : l.path);
       if (!opt.pipeline.lora_dir.empty()) l.path = (fs::path(opt.pipeline.lora_dir) / l.path).string();
+      std::error_code lec;
+      if (fs::is_symlink(fs::symlink_status(l.path, lec))) {
+        return reject(400, "lora",
+                      invalid_argument("lora: adapters in --lora-dir must be regular files, not symbolic links"),
+                      "invalid_request");
+      }
     }
     if (std::optional<FieldError> e = check_run_request(run, opt.pipeline, FieldStyle::kJson)) {
       return reject(400, e->field, e->status, "invalid_request");
@@ -697,6 +762,18 @@ struct Server::Impl {
                                      "; reduce the size, frames or text rows"),
                     "insufficient_memory");
     }
+    // The price (docs/serve.md "Cost limits"): refused when over a limit, else recorded with the job.
+    std::optional<double> rate;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      rate = measured_flops_per_second;
+    }
+    if (opt.cost.flops_per_second > 0) rate = opt.cost.flops_per_second;
+    if (!rate && opt.pipeline.backend == "cpu") rate = kCpuFlopsPerThread * std::max(1, plan->workers);
+    const Price price = price_of(*plan, rate);
+    if (std::optional<CostRefusal> over = check_price(*plan, price, has_upload, opt.cost)) {
+      return reject(over->status, over->field, invalid_argument(over->message), "limit_exceeded");
+    }
     auto job = std::make_shared<Job>();
     job->id = id;
     job->dir = dir;
@@ -718,7 +795,14 @@ struct Server::Impl {
                     {"precision", precision_name(exec.precision)},
                     {"media", decoders && run.media.value_or(true)},
                     {"lora", lora_names},
-                    {"memory_estimate_bytes", p.memory.total()}};
+                    {"memory_estimate_bytes", p.memory.total()},
+                    {"price",
+                     {{"rows", price.rows},
+                      {"steps", price.steps},
+                      {"memory_bytes", price.memory_bytes},
+                      {"flops", price.flops},
+                      {"estimated_seconds", price.seconds ? json(*price.seconds) : json(nullptr)}}}};
+    job->flops = price.flops;
     job->plan = std::make_unique<RunPlan>(std::move(*plan));
     json out;
     {
@@ -751,7 +835,7 @@ struct Server::Impl {
     guard.p.clear();
     work.notify_one();
     res.status = 201;
-    res.set_content(json_text(out), "application/json");
+    res.set_content(dump(out), "application/json");
   }
 
   std::shared_ptr<Job> find(const std::string& id) {  // under mu
@@ -759,26 +843,26 @@ struct Server::Impl {
     return it == jobs.end() ? nullptr : it->second;
   }
 
-  void no_job(httplib::Response& res, const std::string& id) {
+  void no_job(http::Response& res, const std::string& id) {
     set_error(res, 404, "id", "no job '" + id + "' (finished jobs are kept up to the retention limit)", "not_found");
   }
 
-  void handle_get(const httplib::Request& req, httplib::Response& res) {
+  void handle_get(const http::Request& req, http::Response& res) {
     const std::string id = req.matches[1];
     std::lock_guard<std::mutex> lock(mu);
     std::shared_ptr<Job> j = find(id);
     if (!j) return no_job(res, id);
-    res.set_content(json_text(job_json(*j)), "application/json");
+    res.set_content(dump(job_json(*j)), "application/json");
   }
 
-  void handle_list(const httplib::Request&, httplib::Response& res) {
+  void handle_list(const http::Request&, http::Response& res) {
     std::lock_guard<std::mutex> lock(mu);
     json data = json::array();
     for (const std::string& id : order) data.push_back(job_json(*jobs.at(id)));
-    res.set_content(json_text(json{{"object", "list"}, {"data", data}}), "application/json");
+    res.set_content(dump(json{{"object", "list"}, {"data", data}}), "application/json");
   }
 
-  void handle_delete(const httplib::Request& req, httplib::Response& res) {
+  void handle_delete(const http::Request& req, http::Response& res) {
     const std::string id = req.matches[1];
     std::unique_lock<std::mutex> lock(mu);
     std::shared_ptr<Job> j = find(id);
@@ -799,10 +883,10 @@ struct Server::Impl {
       }
     }
     res.status = 202;
-    res.set_content(json_text(job_json(*j)), "application/json");
+    res.set_content(dump(job_json(*j)), "application/json");
   }
 
-  void handle_content(const httplib::Request& req, httplib::Response& res) {
+  void handle_content(const http::Request& req, http::Response& res) {
     const std::string id = req.matches[1];
     fs::path out;
     bool media = false;
@@ -819,9 +903,8 @@ struct Server::Impl {
       media = std::find(j->files.begin(), j->files.end(), "video.mp4") != j->files.end();
     }
     // The MP4 by default when the job was decoded, else the video latents.
-    const std::string variant = req.has_param("variant") ? req.get_param_value("variant")
-                                : media                  ? "video"
-                                                         : "video_latents";
+    const std::optional<std::string> param = req.param("variant");
+    const std::string variant = param ? *param : media ? "video" : "video_latents";
     static const std::map<std::string, std::pair<const char*, const char*>> kFiles = {
         {"video", {"video.mp4", "video/mp4"}},
         {"audio", {"audio.wav", "audio/wav"}},
@@ -842,16 +925,38 @@ struct Server::Impl {
                            "set \"media\": false); its content is the latents: variant=video_latents",
                        "not_found");
     }
-    std::ifstream f(out / it->second.first, std::ios::binary);
-    if (!f) return set_error(res, 404, "id", "job " + id + "'s outputs were removed", "not_found");
-    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::shared_ptr<http::FileBody> file = open_output(id, it->second.first);
+    if (!file) return set_error(res, 404, "id", "job " + id + "'s outputs were removed", "not_found");
     const bool latents = variant == "video_latents" || variant == "audio_latents";
     res.set_header("X-Vortex-Content-Kind", latents ? "latents" : variant);
     res.set_header("Content-Disposition", std::string("attachment; filename=\"") + id + "_" + it->second.first + "\"");
-    res.set_content(std::move(bytes), it->second.second);
+    res.content_type = it->second.second;
+    res.file = std::move(file);
   }
 
-  void handle_events(const httplib::Request& req, httplib::Response& res) {
+  // <jobs>/<id>/output/<name>, opened without following a symbolic link at any of the three levels
+  // (O_NOFOLLOW) and only when it is a regular file; nullptr otherwise.
+  std::shared_ptr<http::FileBody> open_output(const std::string& id, const char* name) const {
+    int base = ::open(jobs_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (base < 0) return nullptr;
+    int job = ::openat(base, id.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    ::close(base);
+    if (job < 0) return nullptr;
+    int out = ::openat(job, "output", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    ::close(job);
+    if (out < 0) return nullptr;
+    const int fd = ::openat(out, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ::close(out);
+    if (fd < 0) return nullptr;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return nullptr;
+    }
+    return std::make_shared<http::FileBody>(fd, static_cast<uint64_t>(st.st_size));
+  }
+
+  void handle_events(const http::Request& req, http::Response& res) {
     const std::string id = req.matches[1];
     std::shared_ptr<Job> job;
     {
@@ -859,52 +964,105 @@ struct Server::Impl {
       job = find(id);
     }
     if (!job) return no_job(res, id);
-    auto last = std::make_shared<uint64_t>(~0ull);
     res.set_header("Cache-Control", "no-cache");
-    auto provider = [this, job, last](size_t, httplib::DataSink& sink) {
-      std::unique_lock<std::mutex> lock(mu);
-      changed.wait_for(lock, std::chrono::seconds(1), [&] { return stopping || job->version != *last; });
-      if (stopping) {
-        lock.unlock();
-        sink.done();
-        return true;
-      }
-      std::string event;
-      if (job->version != *last) {
-        *last = job->version;
-        const bool end = terminal(job->state);
-        event = std::string("event: ") + (end ? "done" : "progress") + "\ndata: " + json_text(job_json(*job)) + "\n\n";
-        lock.unlock();
-        if (!sink.write(event.data(), event.size())) return false;
-        if (end) sink.done();
-        return true;
-      }
-      lock.unlock();
-      static const std::string kKeepAlive = ": keep-alive\n\n";
-      return sink.write(kKeepAlive.data(), kKeepAlive.size());
-    };
-    res.set_chunked_content_provider("text/event-stream", total_provider(std::move(provider)));
+    res.content_type = "text/event-stream";
+    res.stream = std::make_shared<JobEvents>(*this, std::move(job));
   }
 
-  void handle_health(const httplib::Request&, httplib::Response& res) {
+  // A job's Server-Sent Events, pulled by the HTTP I/O thread (never blocks: the job table's lock only).
+  // `progress` on every change, `done` with the final state at the end, or with the state at the time
+  // the server ends the streams (shutdown); a comment line every 15 s keeps idle proxies open.
+  class JobEvents : public http::StreamSource {
+   public:
+    JobEvents(Impl& s, std::shared_ptr<Job> job) : s_(s), job_(std::move(job)) {}
+    bool poll(std::string& out) override {
+      std::lock_guard<std::mutex> lock(s_.mu);
+      const bool end = terminal(job_->state) || s_.streams_ended;
+      if (job_->version != last_ || end) {
+        last_ = job_->version;
+        out += std::string("event: ") + (end ? "done" : "progress") + "\ndata: " + dump(job_json(*job_)) + "\n\n";
+        last_sent_ = Clock::now();
+        return !end;
+      }
+      if (Clock::now() - last_sent_ > std::chrono::seconds(15)) {
+        out += ": keep-alive\n\n";
+        last_sent_ = Clock::now();
+      }
+      return true;
+    }
+
+   private:
+    Impl& s_;
+    std::shared_ptr<Job> job_;
+    uint64_t last_ = ~0ull;
+    Clock::time_point last_sent_ = Clock::now();
+  };
+
+  // Whether a file can be created in <data>/jobs (a probe written and removed, at most once a second).
+  bool data_writable() {
+    std::lock_guard<std::mutex> lock(probe_mu);
+    if (Clock::now() - probe_time < std::chrono::seconds(1)) return probe_ok;
+    const fs::path probe = jobs_dir / ".vortex-health-probe";
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    probe_ok = fd >= 0 && ::write(fd, "ok", 2) == 2;
+    if (fd >= 0) {
+      probe_ok = (::close(fd) == 0) && probe_ok;
+      ::unlink(probe.c_str());
+    }
+    probe_time = Clock::now();
+    return probe_ok;
+  }
+
+  // Without credentials (when a key is set): the status, the data folder and the worker only. 503 when
+  // stopping, when the world failed or when the data folder cannot be written (every job would fail).
+  void handle_health(const http::Request& req, http::Response& res) {
+    const bool data_ok = data_writable();
     std::lock_guard<std::mutex> lock(mu);
+    const bool down = stopping || !world_error.empty() || !data_ok;
+    const char* worker_state = !world_error.empty() ? "failed"
+                               : stop_worker        ? "stopping"
+                               : running            ? "running"
+                                                    : "idle";
     json h = {{"status", !world_error.empty() ? "failed"
                          : stopping           ? "stopping"
+                         : !data_ok           ? "degraded"
                                               : "ok"},
-              {"model", cfg.name},
-              {"backend", opt.pipeline.backend},
-              {"precision", precision_name(exec.precision)},
-              {"attention", attention_name(exec.attention)},
-              {"queue_length", queue.size()},
-              {"running", running ? json(running->id) : json(nullptr)},
-              {"content_kind", decoders ? "video" : "latents"},
-              {"world_size", world_size},
-              {"world_error", world_error.empty() ? json(nullptr) : json(world_error)}};
-    res.status = stopping || !world_error.empty() ? 503 : 200;
-    res.set_content(json_text(h), "application/json");
+              {"data_dir", data_ok ? "writable" : "not writable"},
+              {"worker", worker_state}};
+    if (authorized(req)) {
+      h["model"] = cfg.name;
+      h["backend"] = opt.pipeline.backend;
+      h["precision"] = precision_name(exec.precision);
+      h["attention"] = attention_name(exec.attention);
+      h["queue_length"] = queue.size();
+      h["running"] = running ? json(running->id) : json(nullptr);
+      h["content_kind"] = decoders ? "video" : "latents";
+      h["world_size"] = world_size;
+      h["world_error"] = world_error.empty() ? json(nullptr) : json(world_error);
+    }
+    res.status = down ? 503 : 200;
+    res.set_content(dump(h), "application/json");
   }
 
-  void handle_metrics(const httplib::Request&, httplib::Response& res) {
+  // `message` without absolute paths, for clients: one under --data becomes "<data>/...", one under
+  // --lora-dir "<lora-dir>/...", any other "<path>/NAME" (its last component). API routes are kept.
+  std::string redact(const std::string& message) const {
+    std::error_code ec;
+    const std::string lora =
+        opt.pipeline.lora_dir.empty() ? "" : fs::absolute(opt.pipeline.lora_dir, ec).lexically_normal().string();
+    return redact_paths(message, {{data_dir.string(), "<data>"}, {lora, "<lora-dir>"}});
+  }
+
+  // A server-side failure: logged in full with the request id; the client gets the id only.
+  void internal_failure(const http::Request& req, http::Response& res, const std::string& what) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      log("request " + req.id + ": " + what);
+    }
+    set_error(res, 500, "", "the server could not complete this request (request " + req.id + "; see its log)", "io");
+  }
+
+  void handle_metrics(const http::Request&, http::Response& res) {
     std::ostringstream m;
     std::lock_guard<std::mutex> lock(mu);
     std::map<std::string, int> by_state = {
@@ -918,7 +1076,7 @@ struct Server::Impl {
       << "vortex_jobs_submitted_total " << submitted << "\n";
     m << "# HELP vortex_requests_rejected_total Submissions refused, by reason.\n"
       << "# TYPE vortex_requests_rejected_total counter\n";
-    for (const char* r : {"invalid_request", "insufficient_memory", "queue_full"}) {
+    for (const char* r : {"invalid_request", "insufficient_memory", "limit_exceeded", "queue_full"}) {
       m << "vortex_requests_rejected_total{reason=\"" << r << "\"} " << (rejected.count(r) ? rejected.at(r) : 0)
         << "\n";
     }
@@ -947,97 +1105,192 @@ struct Server::Impl {
     res.set_content(m.str(), "text/plain; version=0.0.4");
   }
 
-  // A 500 with a fixed message: the exception's text stays in the server's log, out of the response.
-  void internal_error_response(httplib::Response& res, const char* where) noexcept {
-    try {
-      std::string what = "an exception that is not a std::exception";
-      try {
-        throw;
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
+  // --max-job-seconds while a job runs: past it, the job is cancelled and fails with "time_limit".
+  void watchdog_loop() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stop_worker) {
+      watchdog_wake.wait_for(lock, std::chrono::milliseconds(100));
+      if (running && opt.cost.max_job_seconds > 0 && !running->cancel_requested &&
+          since(running->started) > opt.cost.max_job_seconds) {
+        running->time_limited = true;
+        running->cancel_requested = true;
+        running->cancel_time = Clock::now();
+        running->cancel_step = running->step;
+        running->cancel.cancel();
+        touch(*running);
       }
-      log(std::string("internal error in ") + where + ": " + quoted_input(what, 200));
-      res.status = 500;
-      res.set_content(error_body("", "internal error (logged by the server)", "internal"), "application/json");
-    } catch (...) {
     }
   }
 
-  // Every handler is total: whatever it throws becomes that request's 500, never the process's end.
-  using Route = void (Impl::*)(const httplib::Request&, httplib::Response&);
-  httplib::Server::Handler guarded(Route route) {
-    return [this, route](const httplib::Request& q, httplib::Response& r) {
-      try {
-        (this->*route)(q, r);
-      } catch (...) {
-        internal_error_response(r, "a route handler");
-      }
-    };
+  // Retention of one job: its store row and its folder (only a real folder named by a generated id).
+  void forget(const std::string& id) {
+    if (store) {
+      if (Status s = store->remove(id); !s.ok()) log(s.message());
+    }
+    const fs::path dir = jobs_dir / id;
+    std::error_code ec;
+    if (is_job_id(id) && fs::is_directory(fs::symlink_status(dir, ec))) fs::remove_all(dir, ec);
   }
 
-  // A content provider that cannot end the process: an exception ends that one response.
-  template <typename Provider>
-  httplib::ContentProviderWithoutLength total_provider(Provider provider) {
-    return [this, provider](size_t offset, httplib::DataSink& sink) {
-      try {
-        return provider(offset, sink);
-      } catch (...) {
-        log("internal error in a streamed response");
-        return false;
+  // At start, before any request: the store reconciled with <data>/jobs (reconcile.h), retention applied
+  // to every stored job, and the jobs kept loaded (terminal, served from their stored status).
+  Status restore_jobs() {
+    VORTEX_ASSIGN_OR_RETURN(ReconcileReport r, reconcile_jobs(*store, jobs_dir, &is_job_id, unix_now()));
+    if (r.interrupted + r.imported + r.orphans > 0 || !r.left.empty()) {
+      log("reconciled " + jobs_dir.string() + ": " + std::to_string(r.interrupted) + " interrupted job(s) failed, " +
+          std::to_string(r.imported) + " imported, " + std::to_string(r.orphans) + " leftover(s) removed (" +
+          std::to_string(r.orphan_bytes) + " bytes), " + std::to_string(r.left.size()) + " unknown entr(ies) left");
+    }
+    VORTEX_ASSIGN_OR_RETURN(std::vector<std::string> expired,
+                            store->beyond_retention(static_cast<size_t>(opt.keep_jobs)));
+    for (const std::string& id : expired) forget(id);
+    VORTEX_ASSIGN_OR_RETURN(std::vector<StoredJob> rows, store->all());
+    std::vector<std::pair<double, std::string>> by_finish;
+    for (const StoredJob& row : rows) {
+      json status = json::parse(row.status_json, nullptr, false);
+      if (!is_job_id(row.id) || !status.is_object() || !terminal_state(row.state)) continue;
+      auto job = std::make_shared<Job>();
+      job->id = row.id;
+      job->dir = jobs_dir / row.id;
+      job->state = row.state == "succeeded" ? JobState::kSucceeded
+                   : row.state == "failed"  ? JobState::kFailed
+                                            : JobState::kCancelled;
+      job->phase = row.state;
+      job->created_at = row.created_at;
+      job->finished_at = row.finished_at;
+      std::error_code ec;
+      for (fs::directory_iterator it(job->dir / "output", ec), end; !ec && it != end; it.increment(ec)) {
+        job->files.push_back(it->path().filename().string());
       }
-    };
+      job->frozen = std::move(status);
+      jobs[row.id] = job;
+      order.push_back(row.id);
+      by_finish.emplace_back(row.finished_at, row.id);
+    }
+    std::sort(by_finish.begin(), by_finish.end());
+    for (const auto& [t, id] : by_finish) finished.push_back(id);
+    return Status::Ok();
   }
 
-  void routes() {
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      try {
-        if (req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-        res.set_header("WWW-Authenticate", "Bearer");
-        set_error(res, 401, "", "missing or wrong bearer token (Authorization: Bearer <key>)", "unauthorized");
-      } catch (...) {
-        internal_error_response(res, "the authorization check");
+  // ---- routing ----
+  // The largest body each route reads (checked against Content-Length before any of it is read).
+  uint64_t body_limit(const http::Request& req) const {
+    if (req.method != "POST" || req.path != "/v1/videos") return 0;
+    const std::string* type = req.header("content-type");
+    if (type && http::media_type(*type) == "multipart/form-data") {
+      return opt.max_upload_bytes + opt.limits.max_body_bytes + (64u << 10);  // + part heads
+    }
+    return opt.limits.max_body_bytes;
+  }
+
+  // The host part of a Host or Origin authority ("[::1]:8000" -> "::1", "Example.com:80" -> "example.com").
+  static std::string authority_host(std::string_view a) {
+    std::string h;
+    if (!a.empty() && a.front() == '[') {
+      h = std::string(a.substr(1, a.find(']') == std::string_view::npos ? 0 : a.find(']') - 1));
+    } else {
+      h = std::string(a.substr(0, a.rfind(':') == std::string_view::npos ? a.size() : a.rfind(':')));
+    }
+    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return h;
+  }
+
+  bool host_allowed(const std::string& host) const {
+    for (const std::string& a : allowed_hosts) {
+      if (a == "*" || a == host) return true;
+    }
+    return false;
+  }
+
+  // Host (DNS rebinding) and Origin (cross-site forms): refused unless one of --allowed-hosts.
+  std::optional<std::string> misdirected(const http::Request& req) const {
+    const std::string* host = req.header("host");
+    if (host && !host_allowed(authority_host(*host))) return "the Host header names a host this server does not serve";
+    if (const std::string* origin = req.header("origin")) {
+      const size_t scheme = origin->find("://");
+      if (scheme == std::string::npos || !host_allowed(authority_host(origin->substr(scheme + 3)))) {
+        return "cross-origin requests are refused (the Origin is not one of --allowed-hosts)";
       }
-      return httplib::Server::HandlerResponse::Handled;
-    });
-    const std::string id = "/v1/videos/([A-Za-z0-9_]{1,64})";
-    http.Post("/v1/videos", guarded(&Impl::handle_create));
-    http.Get("/v1/videos", guarded(&Impl::handle_list));
-    http.Get(id, guarded(&Impl::handle_get));
-    http.Delete(id, guarded(&Impl::handle_delete));
-    http.Get(id + "/content", guarded(&Impl::handle_content));
-    http.Get(id + "/events", guarded(&Impl::handle_events));
-    http.Get("/health", guarded(&Impl::handle_health));
-    http.Get("/metrics", guarded(&Impl::handle_metrics));
-    // Statuses without a body (no route, 413 from the parser, a wrong method) get a JSON error too. The request
-    // line is quoted escaped (quoted_input), never as raw bytes.
-    http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                       httplib::Response& res) {
-      try {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        std::string msg = res.status == 404 ? "no route " + quoted_input(req.method, 16) + " " + quoted_input(req.path)
-                          : res.status == 413 ? std::string("the request is larger than the server accepts")
-                          : res.status == 405 ? std::string("method not allowed")
-                                              : std::string("bad request");
-        res.set_content(error_body("", msg, res.status == 404 ? "not_found" : "invalid_request"), "application/json");
-      } catch (...) {
-        internal_error_response(res, "the error handler");
+    }
+    return std::nullopt;
+  }
+
+  static bool valid_id_chars(std::string_view id) {
+    if (id.empty() || id.size() > 64) return false;
+    return std::all_of(id.begin(), id.end(),
+                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  }
+
+  void method_not_allowed(http::Response& res, const char* allow) {
+    res.set_header("Allow", allow);
+    set_error(res, 405, "", "method not allowed on this route", "invalid_request");
+  }
+
+  void handle(http::Request& req, http::Response& res) {
+    route(req, res);
+    if (res.status >= 400 && !res.stream && !res.file) res.body = redact(std::move(res.body));
+  }
+
+  void route(http::Request& req, http::Response& res) {
+    if (std::optional<std::string> why = misdirected(req)) return set_error(res, 403, "", *why, "forbidden");
+    if (req.path != "/health" && !authorized(req)) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      return set_error(res, 401, "", "missing or wrong bearer token (Authorization: Bearer <key>)", "unauthorized");
+    }
+    const std::string& m = req.method;
+    if (req.path == "/v1/videos") {
+      if (m == "GET") return handle_list(req, res);
+      if (m != "POST") return method_not_allowed(res, "GET, POST");
+      const std::string* type = req.header("content-type");
+      const std::string media = type ? http::media_type(*type) : std::string();
+      if (media != "application/json" && media != "multipart/form-data") {
+        return set_error(res, 415, "", "POST /v1/videos takes application/json (or multipart/form-data with an upload)",
+                         "unsupported_media_type");
       }
-      return httplib::Server::HandlerResponse::Handled;
-    }));
-    http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      try {
-        if (ep) std::rethrow_exception(ep);
-        throw std::runtime_error("no exception object");
-      } catch (...) {
-        internal_error_response(res, "the HTTP layer");
+      return handle_create(req, res);
+    }
+    if (req.path == "/health") return m == "GET" ? handle_health(req, res) : method_not_allowed(res, "GET");
+    if (req.path == "/metrics") return m == "GET" ? handle_metrics(req, res) : method_not_allowed(res, "GET");
+    static const std::string kPrefix = "/v1/videos/";
+    if (req.path.rfind(kPrefix, 0) == 0) {
+      const std::string rest = req.path.substr(kPrefix.size());
+      const size_t slash = rest.find('/');
+      const std::string id = rest.substr(0, slash);
+      const std::string sub = slash == std::string::npos ? std::string() : rest.substr(slash);
+      if (valid_id_chars(id)) {
+        req.matches = {req.path, id};
+        if (sub.empty()) {
+          if (m == "GET") return handle_get(req, res);
+          if (m == "DELETE") return handle_delete(req, res);
+          return method_not_allowed(res, "GET, DELETE");
+        }
+        if (sub == "/content") return m == "GET" ? handle_content(req, res) : method_not_allowed(res, "GET");
+        if (sub == "/events") return m == "GET" ? handle_events(req, res) : method_not_allowed(res, "GET");
       }
-    });
-    const int threads = std::max(2, opt.http_threads);
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-    http.set_payload_max_length(std::max(opt.limits.max_body_bytes, opt.max_upload_bytes) + (64u << 10));
-    http.set_read_timeout(10, 0);
-    http.set_write_timeout(10, 0);
+    }
+    set_error(res, 404, "", "no route for this method and path", "not_found");
+  }
+
+  http::ServerOptions http_options() {
+    http::ServerOptions h;
+    h.host = opt.host;
+    h.port = opt.port;
+    h.handler_threads = std::max(2, opt.http_threads);
+    h.max_connections = opt.max_connections;
+    h.body_limit = [this](const http::Request& r) { return body_limit(r); };
+    h.handler = [this](http::Request& q, http::Response& r) { handle(q, r); };
+    h.error_body = [](int status, const std::string& message, const std::string& request_id) {
+      const char* type = status == 413 || status == 431 || status == 414 ? "too_large"
+                         : status == 503                                 ? "unavailable"
+                         : status == 408                                 ? "timeout"
+                                                                         : "invalid_request";
+      return error_body("", message, type, request_id);
+    };
+    h.log = [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mu);
+      log(line);
+    };
+    return h;
   }
 
   void shutdown(RunningJob mode) {
@@ -1049,8 +1302,9 @@ struct Server::Impl {
       stopping = true;
       changed.notify_all();
     }
-    http.stop();
-    if (listener.joinable()) listener.join();
+    // The drain: HTTP keeps answering (new work gets 503 + Retry-After, /health 503), the queue is
+    // cancelled, the running job finishes or is cancelled; then every SSE stream sends `done` with its
+    // job's final state and the listener closes.
     {
       std::lock_guard<std::mutex> lock(mu);
       while (!queue.empty()) {
@@ -1069,10 +1323,76 @@ struct Server::Impl {
       }
       stop_worker = true;
       work.notify_all();
+      watchdog_wake.notify_all();
     }
     if (worker.joinable()) worker.join();
+    if (watchdog.joinable()) watchdog.join();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      streams_ended = true;
+    }
+    if (http) http->stop(std::chrono::milliseconds(1000));
   }
 };
+
+std::string redact_paths(const std::string& message, const std::vector<std::pair<std::string, std::string>>& known) {
+  auto delimiter = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\'' || c == '"' || c == ',' || c == ';' || c == ')' ||
+           c == ']' || c == '(' || c == '[' || c == '=';
+  };
+  std::string out;
+  size_t i = 0;
+  while (i < message.size()) {
+    const bool starts = message[i] == '/' && (i == 0 || delimiter(message[i - 1]) || message[i - 1] == ':');
+    if (!starts) {
+      out += message[i++];
+      continue;
+    }
+    size_t end = i;
+    while (end < message.size() && !delimiter(message[end]) &&
+           !(message[end] == ':' && (end + 1 == message.size() || message[end + 1] == ' ')))
+      ++end;
+    std::string path = message.substr(i, end - i);
+    while (path.size() > 1 && (path.back() == '.' || path.back() == ':')) {
+      path.pop_back();
+      --end;
+    }
+    i = end;
+    if (path.rfind("/v1/", 0) == 0 || path == "/v1" || path == "/health" || path == "/metrics" || path == "/") {
+      out += path;
+      continue;
+    }
+    bool replaced = false;
+    for (const auto& [prefix, name] : known) {
+      if (prefix.size() > 1 && path.rfind(prefix, 0) == 0 &&
+          (path.size() == prefix.size() || path[prefix.size()] == '/')) {
+        out += name + path.substr(prefix.size());
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) {
+      const size_t slash = path.find_last_of('/');
+      out += "<path>/" + path.substr(slash + 1);
+    }
+  }
+  return out;
+}
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::vector<std::string> default_allowed_hosts(const ServeOptions& o) {
+  if (!o.allowed_hosts.empty()) return o.allowed_hosts;
+  // A wildcard bind has no one name clients use: any Host then (such a server needs a key, see start()).
+  if (o.host == "0.0.0.0" || o.host == "::" || o.host.empty()) return {"*"};
+  std::vector<std::string> hosts = {"localhost", "127.0.0.1", "::1"};
+  std::string h = o.host;
+  for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  return hosts;
+}
 
 bool constant_time_equals(const std::string& a, const std::string& b) {
   // Every byte of the longer string is visited whatever the contents.
@@ -1099,14 +1419,27 @@ Result<std::unique_ptr<Server>> Server::start(const ServeOptions& options) {
   if (options.keep_jobs < 1)
     return invalid_argument("--keep-jobs must be >= 1, got " + std::to_string(options.keep_jobs));
   if (options.port < 0 || options.port > 65535) return invalid_argument("--port must be in [0, 65535]");
+  if (options.max_connections < 1)
+    return invalid_argument("--max-connections must be >= 1, got " + std::to_string(options.max_connections));
+  if (options.api_key.empty() && !options.insecure_no_auth && !is_loopback_host(options.host)) {
+    return invalid_argument("--host " + options.host +
+                            " is reachable from other machines: give --api-key (or VORTEX_API_KEY), or "
+                            "--insecure-no-auth to serve it without authentication");
+  }
   VORTEX_RETURN_IF_ERROR(validate_pipeline_options(options.pipeline));
   auto impl = std::make_unique<Impl>();
   impl->opt = options;
+  impl->allowed_hosts = default_allowed_hosts(options);
   std::error_code ec;
-  impl->jobs_dir = fs::absolute(fs::path(options.data_dir), ec).lexically_normal() / "jobs";
+  impl->data_dir = fs::absolute(fs::path(options.data_dir), ec).lexically_normal();
+  if (!impl->data_dir.empty() && impl->data_dir.filename().empty()) impl->data_dir = impl->data_dir.parent_path();
+  impl->jobs_dir = impl->data_dir / "jobs";
   fs::create_directories(impl->jobs_dir, ec);
   if (ec)
     return io_error("cannot create " + impl->jobs_dir.string() + ": " + ec.message() + "; choose a writable --data");
+  VORTEX_ASSIGN_OR_RETURN(impl->store, open_sqlite_job_store((impl->data_dir / "jobs.sqlite3").string()));
+  impl->owner = options.host + ":" + std::to_string(options.port);
+  VORTEX_RETURN_IF_ERROR(impl->restore_jobs());
 
   Impl* s = impl.get();
   std::future<Status> load_done = s->loaded.get_future();
@@ -1118,28 +1451,14 @@ Result<std::unique_ptr<Server>> Server::start(const ServeOptions& options) {
   }
   s->log("loaded " + s->cfg.name + " on " + options.pipeline.backend + " in " +
          std::to_string(s->pipeline->load_seconds()) + " s");
-  s->routes();
-  // httplib's default sets SO_REUSEPORT, which lets a second server bind a port in use and take half of its
-  // connections; SO_REUSEADDR alone still refuses a port another socket listens on.
-  s->http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  errno = 0;
-  const bool bound = options.port == 0 ? (s->bound_port = s->http.bind_to_any_port(options.host)) > 0
-                                       : s->http.bind_to_port(options.host, options.port);
-  if (!bound) {
-    const int err = errno;
+  s->watchdog = std::thread([s] { s->watchdog_loop(); });
+  Result<std::unique_ptr<http::HttpServer>> h = http::HttpServer::start(s->http_options());
+  if (!h.ok()) {
     std::unique_ptr<Server> tmp(new Server(std::move(impl)));  // joins the worker
-    const std::string port = std::to_string(options.port);
-    return io_error("cannot listen on " + options.host + ":" + port + ": " +
-                    (err == EADDRINUSE
-                         ? "port " + port + " is in use by another process (another vortex serve?)"
-                         : "port " + port + " is in use, or " + options.host + " is not an address of this machine (" +
-                               (err != 0 ? std::strerror(err) : "bind failed") + ")"));
+    return h.status();
   }
-  if (options.port != 0) s->bound_port = options.port;
-  s->listener = std::thread([s] { s->http.listen_after_bind(); });
+  s->http = std::move(*h);
+  s->bound_port = s->http->port();
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

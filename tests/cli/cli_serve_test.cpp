@@ -1,6 +1,7 @@
 // `vortex serve` as a process (apps/vortex/cmd_serve.cpp): it prints its port (--port 0), serves a job,
 // and on SIGTERM stops accepting and exits 0, finishing (default) or cancelling (--on-sigterm cancel) the
-// running job, whose job.json records the outcome. Also the argument errors (exit 2). Loopback only.
+// running job, whose job.json records the outcome; the drain's hard exits (--drain-timeout, a second
+// signal); the safe-default refusals and the argument errors (exit 2). Loopback only.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -124,6 +125,67 @@ void sigterm_case(bool cancel) {
 
 TEST(CliServe, SigtermFinishesTheRunningJobAndExitsZero) { sigterm_case(false); }
 TEST(CliServe, SigtermWithOnSigtermCancelStopsTheRunningJob) { sigterm_case(true); }
+
+// The drain is bounded: past --drain-timeout, or on a second signal, the process exits 1 at once (issue 26:
+// two SIGTERMs and a SIGINT were ignored); the next start marks the interrupted job failed.
+TEST(CliServe, TheDrainTimeoutAndASecondSignalEndTheProcess) {
+  for (const bool second_signal : {false, true}) {
+    ScratchDir dir;
+    const fs::path data = dir.path() / "data";
+    std::vector<std::string> args = {"--synthetic",
+                                     "--config",
+                                     "h3-tiny",
+                                     "--threads",
+                                     "2",
+                                     "--port",
+                                     "0",
+                                     "--data",
+                                     data.string(),
+                                     "--quiet",
+                                     "--drain-timeout",
+                                     second_signal ? "30" : "1"};
+    std::string id;
+    {
+      ServeProcess p(args);
+      ASSERT_GT(p.port, 0);
+      httplib::Client c("127.0.0.1", p.port);
+      auto r = c.Post("/v1/videos",
+                      json{{"prompt", "drain"}, {"width", 64}, {"height", 64}, {"frames", 5}, {"steps", 1000}}.dump(),
+                      "application/json");
+      ASSERT_TRUE(r && r->status == 201);
+      id = json::parse(r->body)["id"];
+      wait_status(c, id, "running", 1);
+      const auto t0 = std::chrono::steady_clock::now();
+      ASSERT_EQ(kill(p.pid, SIGTERM), 0);
+      if (second_signal) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        ASSERT_EQ(kill(p.pid, SIGINT), 0);
+      }
+      EXPECT_EQ(p.wait_exit(10), 1);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_LT(s, second_signal ? 1.3 : 2.0) << "the drain bound is --drain-timeout + 1 s";
+    }
+    ServeProcess again(args);
+    ASSERT_GT(again.port, 0);
+    httplib::Client c("127.0.0.1", again.port);
+    auto r = c.Get("/v1/videos/" + id);
+    ASSERT_TRUE(r && r->status == 200);
+    EXPECT_EQ(json::parse(r->body)["status"], "failed") << r->body;
+    EXPECT_EQ(json::parse(r->body)["error"]["type"], "interrupted") << r->body;
+  }
+}
+
+// Safe by default: an empty key is an error, and so is a non-loopback address without a key.
+TEST(CliServe, AnEmptyKeyOrAnOpenAddressWithoutAKeyIsRefused) {
+  ScratchDir dir;
+  const std::string base = "serve --synthetic --port 0 --data " + dir.str("d");
+  auto r = vortex_cli_test::run_vortex(base + " --api-key ''");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--api-key is empty"), std::string::npos) << r.output;
+  r = vortex_cli_test::run_vortex(base + " --host 0.0.0.0");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--insecure-no-auth"), std::string::npos) << r.output;
+}
 
 TEST(CliServe, ArgumentErrors) {
   ScratchDir dir;
