@@ -290,13 +290,32 @@ RgbImage apply_exif_orientation(const RgbImage& img, int orientation) {
     for (int x = 0; x < out.width; ++x) {
       int sy = y, sx = x;  // source pixel for output (y, x)
       switch (orientation) {
-        case 2: sx = w - 1 - x; break;                    // FLIP_LEFT_RIGHT
-        case 3: sy = h - 1 - y; sx = w - 1 - x; break;    // ROTATE_180
-        case 4: sy = h - 1 - y; break;                    // FLIP_TOP_BOTTOM
-        case 5: sy = x; sx = y; break;                    // TRANSPOSE
-        case 6: sy = h - 1 - x; sx = y; break;            // ROTATE_270 (90 clockwise)
-        case 7: sy = h - 1 - x; sx = w - 1 - y; break;    // TRANSVERSE
-        case 8: sy = x; sx = w - 1 - y; break;            // ROTATE_90 (90 counter-clockwise)
+        case 2:
+          sx = w - 1 - x;
+          break;  // FLIP_LEFT_RIGHT
+        case 3:
+          sy = h - 1 - y;
+          sx = w - 1 - x;
+          break;  // ROTATE_180
+        case 4:
+          sy = h - 1 - y;
+          break;  // FLIP_TOP_BOTTOM
+        case 5:
+          sy = x;
+          sx = y;
+          break;  // TRANSPOSE
+        case 6:
+          sy = h - 1 - x;
+          sx = y;
+          break;  // ROTATE_270 (90 clockwise)
+        case 7:
+          sy = h - 1 - x;
+          sx = w - 1 - y;
+          break;  // TRANSVERSE
+        case 8:
+          sy = x;
+          sx = w - 1 - y;
+          break;  // ROTATE_90 (90 counter-clockwise)
       }
       std::memcpy(out.rgb.data() + (static_cast<size_t>(y) * out.width + x) * 3,
                   img.rgb.data() + (static_cast<size_t>(sy) * w + sx) * 3, 3);

@@ -75,12 +75,9 @@ Result<PlacedKeyframes> place_keyframes(const RgbImage* first, const RgbImage* l
   out.canvas = canvas;
   for (size_t i = 0; i < frames.size(); ++i) {
     const RgbImage& img = *frames[i].first;
-    if (img.width == canvas.width && img.height == canvas.height)
-      out.keyframes.push_back(img);
-    else if (i == 0)
-      out.keyframes.push_back(lanczos_resize(img, canvas.width, canvas.height));
-    else
-      out.keyframes.push_back(cover_crop(img, canvas));
+    if (img.width == canvas.width && img.height == canvas.height) out.keyframes.push_back(img);
+    else if (i == 0) out.keyframes.push_back(lanczos_resize(img, canvas.width, canvas.height));
+    else out.keyframes.push_back(cover_crop(img, canvas));
     out.anchors.push_back(frames[i].second);
   }
   return out;

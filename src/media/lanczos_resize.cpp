@@ -24,8 +24,8 @@ double lanczos(double x) { return (-3.0 <= x && x < 3.0) ? sinc(x) * sinc(x / 3)
 
 struct Coeffs {
   int ksize = 0;
-  std::vector<int> bounds;   // [out, 2]: first source index, tap count
-  std::vector<int32_t> k;    // [out, ksize] fixed point
+  std::vector<int> bounds;  // [out, 2]: first source index, tap count
+  std::vector<int32_t> k;   // [out, ksize] fixed point
 };
 
 Coeffs precompute(int in_size, int out_size) {
@@ -54,9 +54,8 @@ Coeffs precompute(int in_size, int out_size) {
     for (int x = 0; x < xmax; ++x) {
       double v = w[static_cast<size_t>(x)];
       if (ww != 0.0) v /= ww;
-      c.k[static_cast<size_t>(xx) * c.ksize + x] =
-          v < 0 ? static_cast<int32_t>(-0.5 + v * (1 << kPrecisionBits))
-                : static_cast<int32_t>(0.5 + v * (1 << kPrecisionBits));
+      c.k[static_cast<size_t>(xx) * c.ksize + x] = v < 0 ? static_cast<int32_t>(-0.5 + v * (1 << kPrecisionBits))
+                                                         : static_cast<int32_t>(0.5 + v * (1 << kPrecisionBits));
     }
     c.bounds[static_cast<size_t>(xx) * 2] = xmin;
     c.bounds[static_cast<size_t>(xx) * 2 + 1] = xmax;

@@ -78,7 +78,8 @@ Act pad_reflect(const Act& x, int top, int bottom, int left, int right) {
       float* d = y.at(c, t);
       for (int i = 0; i < y.h; ++i) {
         const int si = reflect(i - top, x.h);
-        for (int j = 0; j < y.w; ++j) d[static_cast<size_t>(i) * y.w + j] = s[static_cast<size_t>(si) * x.w + reflect(j - left, x.w)];
+        for (int j = 0; j < y.w; ++j)
+          d[static_cast<size_t>(i) * y.w + j] = s[static_cast<size_t>(si) * x.w + reflect(j - left, x.w)];
       }
     }
   return y;
@@ -261,12 +262,9 @@ float f32_from_f16_bits(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   float v;
-  if (e == 0)
-    v = std::ldexp(static_cast<float>(m), -24);
-  else if (e == 31)
-    v = m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  else
-    v = std::ldexp(static_cast<float>(m | 0x400u), static_cast<int>(e) - 25);
+  if (e == 0) v = std::ldexp(static_cast<float>(m), -24);
+  else if (e == 31) v = m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  else v = std::ldexp(static_cast<float>(m | 0x400u), static_cast<int>(e) - 25);
   uint32_t bits;
   std::memcpy(&bits, &v, 4);
   bits |= sign;
@@ -395,16 +393,17 @@ int VideoVaeEncoderConfig::temporal_ratio() const {
 Status VideoVaeEncoderConfig::validate() const {
   const size_t n = block_out_channels.size();
   if (n == 0 || spatial_down.size() != n || temporal_down.size() != n)
-    return format_error("video VAE config: block_out_channels, spatial_downsample_factors and "
-                        "temporal_downsample_factors must be non-empty lists of one length");
+    return format_error(
+        "video VAE config: block_out_channels, spatial_downsample_factors and "
+        "temporal_downsample_factors must be non-empty lists of one length");
   if (in_channels <= 0 || latent_channels <= 0 || layers_per_block <= 0 || groups <= 0 || clip_length <= 0 ||
       token_drop < 0)
     return format_error("video VAE config: channel, layer, group and clip counts must be positive");
   for (size_t i = 0; i < n; ++i) {
     if (block_out_channels[i] <= 0 || block_out_channels[i] % groups)
-      return format_error("video VAE config: block_out_channels[" + std::to_string(i) + "] = " +
-                          std::to_string(block_out_channels[i]) + " is not a positive multiple of norm_num_groups " +
-                          std::to_string(groups));
+      return format_error("video VAE config: block_out_channels[" + std::to_string(i) +
+                          "] = " + std::to_string(block_out_channels[i]) +
+                          " is not a positive multiple of norm_num_groups " + std::to_string(groups));
     if (spatial_down[i] < 1 || spatial_down[i] > 2 || temporal_down[i] < 1 || temporal_down[i] > 2)
       return format_error("video VAE config: downsample factors must be 1 or 2");
   }
@@ -414,8 +413,9 @@ Status VideoVaeEncoderConfig::validate() const {
   for (float s : latents_std)
     if (!(s > 0)) return format_error("video VAE config: latents_std entries must be positive");
   if (tiling && (tile <= 0 || tile_overlap < 0 || tile_overlap >= tile || tile % spatial_ratio()))
-    return format_error("video VAE config: tile geometry must be positive, overlap < tile, tile a multiple of "
-                        "the spatial compression");
+    return format_error(
+        "video VAE config: tile geometry must be positive, overlap < tile, tile a multiple of "
+        "the spatial compression");
   return Status::Ok();
 }
 
@@ -503,7 +503,9 @@ Result<VideoVaeEncoder> VideoVaeEncoder::load(const std::string& vae_dir) {
 
 Result<Tensor> VideoVaeEncoder::encode_tile(const Tensor& xt) const {
   // MiniMaxH3VideoCausalConv3d with spatial padding 1 (reflect) and temporal padding 2 (zeros in front).
-  auto causal3 = [](const Act& x, const Conv& c) { return conv3d(pad_reflect(x, 1, 1, 1, 1), 2, c.weight, c.bias, 1, 1); };
+  auto causal3 = [](const Act& x, const Conv& c) {
+    return conv3d(pad_reflect(x, 1, 1, 1, 1), 2, c.weight, c.bias, 1, 1);
+  };
   Act h = causal3(from_tensor(xt), conv_in_);
   for (const Level& level : levels_) {
     for (const Resnet& r : level.resnets) {
@@ -571,8 +573,8 @@ Result<Tensor> VideoVaeEncoder::encode_clip(const Tensor& x) const {
       for (int c = 0; c < t.c; ++c)
         for (int f = 0; f < t.t; ++f)
           for (int i = 0; i < t.h; ++i)
-            std::memcpy(out.at(c, f) + static_cast<size_t>(y0 + i) * out_w + x0, t.at(c, f) + static_cast<size_t>(i) * t.w,
-                        sizeof(float) * static_cast<size_t>(t.w));
+            std::memcpy(out.at(c, f) + static_cast<size_t>(y0 + i) * out_w + x0,
+                        t.at(c, f) + static_cast<size_t>(i) * t.w, sizeof(float) * static_cast<size_t>(t.w));
       x0 += t.w;
     }
     y0 += row[0].h;
@@ -647,8 +649,8 @@ Result<Tensor> VideoVaeEncoder::encode_condition(const Tensor& pixels, uint64_t 
       const float logvar = std::clamp(mp[n + k], -30.0f, 20.0f);
       const float stdv = std::exp(0.5f * logvar);
       const float sample = round_to_f16(mean + stdv * noise[k]);
-      out.data<float>()[k] = (sample - config_.latents_mean[static_cast<size_t>(c)]) /
-                             config_.latents_std[static_cast<size_t>(c)];
+      out.data<float>()[k] =
+          (sample - config_.latents_mean[static_cast<size_t>(c)]) / config_.latents_std[static_cast<size_t>(c)];
     }
   return out;
 }

@@ -83,8 +83,8 @@ class VideoVaeEncoder {
   std::vector<Level> levels_;
   Norm norm_out_;
 
-  Result<Tensor> encode_clip(const Tensor& x) const;   // tiled
-  Result<Tensor> encode_tile(const Tensor& x) const;   // quant_conv(encoder(x))
+  Result<Tensor> encode_clip(const Tensor& x) const;  // tiled
+  Result<Tensor> encode_tile(const Tensor& x) const;  // quant_conv(encoder(x))
 };
 
 // torch.randn(n, generator=torch.Generator().manual_seed(seed)) on the CPU, float32, bit for bit: mt19937,

@@ -127,10 +127,14 @@ TEST(ImageRead, HeaderFacts) {
 
 TEST(ImageRead, RefusalsNameTheReasonBeforeDecoding) {
   const json m = manifest();
-  std::map<std::string, std::string> expect = {
-      {"gray16.png", "16 bits"}, {"rgb16.png", "16 bits"},        {"cmyk.jpg", "CMYK"},
-      {"animated.png", "animated"}, {"animated.webp", "animated"}, {"empty.png", "empty"},
-      {"text.png", "not a PNG, JPEG or WebP"}, {"bomb.png", "over the limit"}};
+  std::map<std::string, std::string> expect = {{"gray16.png", "16 bits"},
+                                               {"rgb16.png", "16 bits"},
+                                               {"cmyk.jpg", "CMYK"},
+                                               {"animated.png", "animated"},
+                                               {"animated.webp", "animated"},
+                                               {"empty.png", "empty"},
+                                               {"text.png", "not a PNG, JPEG or WebP"},
+                                               {"bomb.png", "over the limit"}};
   for (const auto& [name, why] : expect) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(m["refused"].contains(name));
@@ -218,8 +222,7 @@ TEST(LanczosResize, IdentityAndCrop) {
   const RgbImage c = crop(img, 2, 1, 5, 4);
   for (int y = 0; y < 4; ++y)
     for (int x = 0; x < 5; ++x)
-      for (int ch = 0; ch < 3; ++ch)
-        ASSERT_EQ(c.rgb[(y * 5 + x) * 3 + ch], img.rgb[((y + 1) * 13 + x + 2) * 3 + ch]);
+      for (int ch = 0; ch < 3; ++ch) ASSERT_EQ(c.rgb[(y * 5 + x) * 3 + ch], img.rgb[((y + 1) * 13 + x + 2) * 3 + ch]);
   // A constant image stays constant through both passes (the coefficients sum to 1 in fixed point).
   RgbImage flat{40, 30, std::vector<uint8_t>(40 * 30 * 3, 173)};
   for (auto [w, h] : {std::pair{17, 11}, {96, 64}, {40, 7}, {5, 30}}) {

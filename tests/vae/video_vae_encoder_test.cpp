@@ -1,7 +1,7 @@
 // The video VAE encoder against diffusers 0.42.1 (fixtures from tests/vae/make_vae_encoder_fixtures.py): the
-// posterior noise equals torch's CPU randn bit for bit; the moments of a keyframe, a tiled keyframe and a two-clip video
-// are as close to the FP64 run of the same model as diffusers' FP32 run is (the floor); the conditioning
-// latents after the float16 rounding equal diffusers' except for rare one-ulp rounding flips; errors.
+// posterior noise equals torch's CPU randn bit for bit; the moments of a keyframe, a tiled keyframe and a two-clip
+// video are as close to the FP64 run of the same model as diffusers' FP32 run is (the floor); the conditioning latents
+// after the float16 rounding equal diffusers' except for rare one-ulp rounding flips; errors.
 #include <openssl/sha.h>
 
 #include <cmath>
@@ -53,7 +53,8 @@ Tensor u8_to_normalized(const Tensor& u8) {
   const int64_t per = u8.numel() / 3;
   for (int c = 0; c < 3; ++c)
     for (int64_t i = 0; i < per; ++i)
-      x.data<float>()[c * per + i] = (static_cast<float>(u8.data<uint8_t>()[c * per + i]) / 255.0f - kMean[c]) / kStd[c];
+      x.data<float>()[c * per + i] =
+          (static_cast<float>(u8.data<uint8_t>()[c * per + i]) / 255.0f - kMean[c]) / kStd[c];
   return x;
 }
 
@@ -183,8 +184,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, EncoderCase, ::testing::Values("keyframe", "k
 
 TEST(VideoVaeEncoder, Errors) {
   const VideoVaeEncoder enc = load_for("keyframe");
-  EXPECT_FALSE(enc.moments(Tensor::empty({3, 1, 10, 16}, DType::kF32)).ok());  // 10 is not a multiple of 4
-  EXPECT_FALSE(enc.moments(Tensor::empty({4, 1, 16, 16}, DType::kF32)).ok());  // 4 channels
+  EXPECT_FALSE(enc.moments(Tensor::empty({3, 1, 10, 16}, DType::kF32)).ok());           // 10 is not a multiple of 4
+  EXPECT_FALSE(enc.moments(Tensor::empty({4, 1, 16, 16}, DType::kF32)).ok());           // 4 channels
   EXPECT_FALSE(enc.encode_condition(Tensor::empty({3, 1, 16, 16}, DType::kF32)).ok());  // not u8
   auto missing = VideoVaeEncoder::load(dir() + "/no_such_folder");
   ASSERT_FALSE(missing.ok());
