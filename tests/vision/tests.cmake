@@ -1,0 +1,5 @@
+# Qwen3-VL image processor and vision tower against transformers 5.x (fixtures made by
+# tests/vision/make_vision_fixtures.py and committed; CI needs no torch).
+vortex_test(NAME vision_tower_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/vision_tower_test.cpp
+            LIBS vortex_vision vortex_vae vortex_io nlohmann_json::nlohmann_json OpenSSL::Crypto)
+target_compile_definitions(vision_tower_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures")
