@@ -6,6 +6,43 @@
 
 namespace vortex {
 
+Result<Tensor> mrope_positions_with_images(const std::vector<int32_t>& ids, int32_t image_pad_id,
+                                           const std::vector<std::pair<int, int>>& grids, int merge) {
+  if (merge <= 0) return invalid_argument("mrope_positions_with_images: merge must be positive");
+  const int64_t n = static_cast<int64_t>(ids.size());
+  Tensor positions = Tensor::empty({3, n}, DType::kI32);
+  int32_t* pos = positions.data<int32_t>();
+  int64_t cur = 0;
+  size_t image = 0;
+  // Runs of text (every id but the image pad) and of image pads, one image per pad run.
+  for (int64_t i = 0; i < n;) {
+    const bool is_pad = ids[static_cast<size_t>(i)] == image_pad_id;
+    int64_t j = i;
+    while (j < n && (ids[static_cast<size_t>(j)] == image_pad_id) == is_pad) ++j;
+    if (!is_pad) {
+      for (int64_t k = i; k < j; ++k) pos[k] = pos[n + k] = pos[2 * n + k] = static_cast<int32_t>(cur + (k - i));
+      cur += j - i;
+    } else {
+      if (image >= grids.size()) return invalid_argument("more image-pad runs than image grids");
+      const int rows = grids[image].first / merge, cols = grids[image].second / merge;
+      if (j - i != static_cast<int64_t>(rows) * cols)
+        return invalid_argument("image-pad run " + std::to_string(image + 1) + " has " + std::to_string(j - i) +
+                                " tokens where its grid has " + std::to_string(rows * cols));
+      for (int64_t k = i; k < j; ++k) {
+        const int64_t q = k - i;
+        pos[k] = static_cast<int32_t>(cur);
+        pos[n + k] = static_cast<int32_t>(cur + q / cols);
+        pos[2 * n + k] = static_cast<int32_t>(cur + q % cols);
+      }
+      cur += std::max(rows, cols);
+      ++image;
+    }
+    i = j;
+  }
+  if (image != grids.size()) return invalid_argument("fewer image-pad runs than image grids");
+  return positions;
+}
+
 Result<KeyframePresentation> build_keyframe_presentation(const Tokenizer& tokenizer,
                                                          const std::vector<std::pair<int, int>>& grids, int merge,
                                                          std::string_view prompt) {
@@ -39,34 +76,7 @@ Result<KeyframePresentation> build_keyframe_presentation(const Tokenizer& tokeni
   p.ids.insert(p.ids.end(), text.begin(), text.end());
   p.tags.insert(p.tags.end(), text.size(), Modality::kText);
 
-  // get_rope_index: runs of text (every id but <|image_pad|>) and of image pads, one image per pad run.
-  const int64_t n = static_cast<int64_t>(p.ids.size());
-  p.positions = Tensor::empty({3, n}, DType::kI32);
-  int32_t* pos = p.positions.data<int32_t>();
-  int64_t cur = 0;
-  size_t image = 0;
-  for (int64_t i = 0; i < n;) {
-    const bool is_pad = p.ids[static_cast<size_t>(i)] == *pad;
-    int64_t j = i;
-    while (j < n && (p.ids[static_cast<size_t>(j)] == *pad) == is_pad) ++j;
-    if (!is_pad) {
-      for (int64_t k = i; k < j; ++k) pos[k] = pos[n + k] = pos[2 * n + k] = static_cast<int32_t>(cur + (k - i));
-      cur += j - i;
-    } else {
-      if (image >= grids.size()) return internal_error("more image-pad runs than keyframes");
-      const int rows = grids[image].first / merge, cols = grids[image].second / merge;
-      if (j - i != static_cast<int64_t>(rows) * cols) return internal_error("an image-pad run of the wrong length");
-      for (int64_t k = i; k < j; ++k) {
-        const int64_t q = k - i;
-        pos[k] = static_cast<int32_t>(cur);
-        pos[n + k] = static_cast<int32_t>(cur + q / cols);
-        pos[2 * n + k] = static_cast<int32_t>(cur + q % cols);
-      }
-      cur += std::max(rows, cols);
-      ++image;
-    }
-    i = j;
-  }
+  VORTEX_ASSIGN_OR_RETURN(p.positions, mrope_positions_with_images(p.ids, *pad, grids, merge));
   return p;
 }
 

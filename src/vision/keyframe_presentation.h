@@ -24,6 +24,11 @@ struct KeyframePresentation {
   std::vector<int64_t> image_pad_rows;  // where the vision tokens go, in order (all keyframes)
 };
 
+// get_rope_index for one sequence: runs of image_pad_id are images (grids in order), everything else text.
+// Returns [3, L] i32 (t, h, w).
+Result<Tensor> mrope_positions_with_images(const std::vector<int32_t>& ids, int32_t image_pad_id,
+                                           const std::vector<std::pair<int, int>>& grids, int merge);
+
 // grids: each keyframe's patch grid (grid_h, grid_w) from the image processor; merge: its merge size.
 Result<KeyframePresentation> build_keyframe_presentation(const Tokenizer& tokenizer,
                                                          const std::vector<std::pair<int, int>>& grids, int merge,

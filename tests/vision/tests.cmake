@@ -9,3 +9,8 @@ vortex_test(NAME presentation_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/pres
 target_compile_definitions(presentation_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
                                                      VORTEX_QWEN_TOKENIZER="${CMAKE_BINARY_DIR}/tests/text/qwen/qwen_tokenizer.json")
 add_dependencies(presentation_test qwen_tokenizer_fixture)
+# The conditioner with keyframes (tests/vision/make_conditioner_fixtures.py) on the text encoder tests' tiny model.
+vortex_test(NAME conditioner_vision_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/conditioner_vision_test.cpp
+            LIBS vortex)
+target_compile_definitions(conditioner_vision_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
+                                                           VORTEX_TE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text_encoder/fixtures")
