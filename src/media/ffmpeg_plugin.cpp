@@ -570,7 +570,13 @@ Error decode_image(VortexImageDecode& r) {
                                                       : AV_CODEC_ID_WEBP;
   const AVCodec* codec = avcodec_find_decoder(id);
   if (!codec) return {kUnsupported, std::string("this FFmpeg has no ") + avcodec_get_name(id) + " decoder"};
-  av_log_set_level(AV_LOG_FATAL);  // a corrupt file is reported through the returned error
+  // A corrupt file is reported through the returned error; FFmpeg's own log is quiet meanwhile.
+  const int level = av_log_get_level();
+  av_log_set_level(AV_LOG_FATAL);
+  struct LevelGuard {
+    int level;
+    ~LevelGuard() { av_log_set_level(level); }
+  } restore{level};
   std::unique_ptr<AVCodecContext, void (*)(AVCodecContext*)> ctx(avcodec_alloc_context3(codec),
                                                                  [](AVCodecContext* c) { avcodec_free_context(&c); });
   if (!ctx) return {kOutOfMemory, "avcodec_alloc_context3 failed"};
