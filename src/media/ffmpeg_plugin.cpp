@@ -1,7 +1,7 @@
 // libvortex_ffmpeg.so: H.264 (h264_nvenc when the driver offers it, else libx264) + AAC in MP4, written as a
-// stream of frames, and a probe, behind the C interface of ffmpeg_plugin.h. Every FFmpeg call is checked; errors name
-// the call and carry av_strerror's text. Codes are vortex::ErrorCode values (kIo = 3, kUnsupported = 5, kOutOfMemory =
-// 6, kInternal = 11), pinned by a static_assert in mp4_writer.cpp.
+// stream of frames, a probe, and still-image decoding (PNG, JPEG, WebP), behind the C interface of ffmpeg_plugin.h.
+// Every FFmpeg call is checked; errors name the call and carry av_strerror's text. Codes are vortex::ErrorCode values
+// (kIo = 3, kUnsupported = 5, kOutOfMemory = 6, kInternal = 11), pinned by a static_assert in mp4_writer.cpp.
 #include "media/ffmpeg_plugin.h"
 
 #include <algorithm>
@@ -318,6 +318,298 @@ Error probe(const char* path, VortexMediaInfo& info) {
   return {};
 }
 
+// ---- YCbCr to RGB as the libraries behind Pillow do it ----
+// JPEG (libjpeg-turbo, jdsample.c / jdcolor.c): "fancy" triangle-filter chroma upsampling (h2v1, h2v2)
+// with replicated edge rows, then 16-bit fixed-point full-range BT.601 tables.
+// WebP (libwebp, dsp/upsampling.c / dsp/yuv.h / dec/io_dec.c): its own fancy upsampler over row pairs
+// and the 14-bit "mulhi" limited-range conversion.
+// Both are integer programs, so with the same decoded planes the RGB is the same bytes.
+
+struct JpegTables {
+  int cr_r[256], cb_b[256];
+  int64_t cr_g[256], cb_g[256];
+  JpegTables() {
+    constexpr int kScale = 16;
+    constexpr int64_t kHalf = int64_t{1} << (kScale - 1);
+    auto fix = [](double x) { return static_cast<int64_t>(x * (1 << kScale) + 0.5); };
+    for (int i = 0; i < 256; ++i) {
+      const int64_t x = i - 128;
+      cr_r[i] = static_cast<int>((fix(1.40200) * x + kHalf) >> kScale);
+      cb_b[i] = static_cast<int>((fix(1.77200) * x + kHalf) >> kScale);
+      cr_g[i] = -fix(0.71414) * x;
+      cb_g[i] = -fix(0.34414) * x + kHalf;
+    }
+  }
+};
+
+inline uint8_t clamp255(int v) { return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v)); }
+
+// One chroma row upsampled horizontally by 2 (h2v1 fancy); in: cw samples, out: 2 * cw.
+void jpeg_h2v1(const uint8_t* in, int cw, uint8_t* out) {
+  out[0] = in[0];
+  out[1] = static_cast<uint8_t>((in[0] * 3 + in[1] + 2) >> 2);
+  for (int i = 1; i < cw - 1; ++i) {
+    const int v = in[i] * 3;
+    out[2 * i] = static_cast<uint8_t>((v + in[i - 1] + 1) >> 2);
+    out[2 * i + 1] = static_cast<uint8_t>((v + in[i + 1] + 2) >> 2);
+  }
+  out[2 * cw - 2] = static_cast<uint8_t>((in[cw - 1] * 3 + in[cw - 2] + 1) >> 2);
+  out[2 * cw - 1] = in[cw - 1];
+}
+
+// One output row of h2v2 fancy: `near` is the chroma row of this output row, `far` the one above (upper
+// output row) or below (lower); out: 2 * cw.
+void jpeg_h2v2(const uint8_t* near, const uint8_t* far, int cw, uint8_t* out) {
+  int this_sum = near[0] * 3 + far[0];
+  int next_sum = near[1] * 3 + far[1];
+  out[0] = static_cast<uint8_t>((this_sum * 4 + 8) >> 4);
+  out[1] = static_cast<uint8_t>((this_sum * 3 + next_sum + 7) >> 4);
+  int last_sum = this_sum;
+  this_sum = next_sum;
+  for (int i = 2; i < cw; ++i) {
+    next_sum = near[i] * 3 + far[i];
+    out[2 * i - 2] = static_cast<uint8_t>((this_sum * 3 + last_sum + 8) >> 4);
+    out[2 * i - 1] = static_cast<uint8_t>((this_sum * 3 + next_sum + 7) >> 4);
+    last_sum = this_sum;
+    this_sum = next_sum;
+  }
+  out[2 * cw - 2] = static_cast<uint8_t>((this_sum * 3 + last_sum + 8) >> 4);
+  out[2 * cw - 1] = static_cast<uint8_t>((this_sum * 4 + 7) >> 4);
+}
+
+// JPEG planes (chroma subsampled by sx, sy in {1, 2}) to RGB. False when the layout is not one libjpeg's
+// fancy upsampler handles this way (a chroma plane narrower than 2 samples).
+bool jpeg_to_rgb(const AVFrame* f, int sx, int sy, uint8_t* rgb) {
+  static const JpegTables t;
+  const int w = f->width, h = f->height;
+  const int cw = (w + sx - 1) / sx, ch = (h + sy - 1) / sy;
+  if (sx == 2 && cw < 2) return false;
+  std::vector<uint8_t> cb(static_cast<size_t>(cw) * sx), cr(static_cast<size_t>(cw) * sx);
+  std::vector<uint8_t> tmp_b(static_cast<size_t>(cw)), tmp_r(static_cast<size_t>(cw));
+  auto plane = [&](int p, int row) { return f->data[p] + static_cast<ptrdiff_t>(row) * f->linesize[p]; };
+  for (int y = 0; y < h; ++y) {
+    const int crow = y / sy;
+    const uint8_t *nb = plane(1, crow), *nr = plane(2, crow);
+    if (sy == 2) {
+      // Upper output row of a pair reads the chroma row above, the lower one the row below (edges repeat).
+      const int far = (y % 2 == 0) ? std::max(crow - 1, 0) : std::min(crow + 1, ch - 1);
+      const uint8_t *fb = plane(1, far), *fr = plane(2, far);
+      if (sx == 2) {
+        jpeg_h2v2(nb, fb, cw, cb.data());
+        jpeg_h2v2(nr, fr, cw, cr.data());
+      } else {  // h1v2: vertical triangle only
+        for (int i = 0; i < cw; ++i) {
+          cb[i] = static_cast<uint8_t>((nb[i] * 3 + fb[i] + (y % 2 == 0 ? 1 : 2)) >> 2);
+          cr[i] = static_cast<uint8_t>((nr[i] * 3 + fr[i] + (y % 2 == 0 ? 1 : 2)) >> 2);
+        }
+      }
+    } else if (sx == 2) {
+      jpeg_h2v1(nb, cw, cb.data());
+      jpeg_h2v1(nr, cw, cr.data());
+    } else {
+      std::memcpy(cb.data(), nb, static_cast<size_t>(cw));
+      std::memcpy(cr.data(), nr, static_cast<size_t>(cw));
+    }
+    const uint8_t* ly = plane(0, y);
+    uint8_t* d = rgb + static_cast<size_t>(y) * w * 3;
+    for (int x = 0; x < w; ++x) {
+      const int yy = ly[x], b = cb[x], r = cr[x];
+      d[x * 3] = clamp255(yy + t.cr_r[r]);
+      d[x * 3 + 1] = clamp255(yy + static_cast<int>((t.cb_g[b] + t.cr_g[r]) >> 16));
+      d[x * 3 + 2] = clamp255(yy + t.cb_b[b]);
+    }
+  }
+  return true;
+}
+
+inline int webp_mult_hi(int v, int coeff) { return (v * coeff) >> 8; }
+inline uint8_t webp_clip8(int v) {
+  constexpr int kMask = (256 << 6) - 1;
+  return static_cast<uint8_t>((v & ~kMask) == 0 ? (v >> 6) : (v < 0 ? 0 : 255));
+}
+inline void webp_yuv_to_rgb(int y, int u, int v, uint8_t* d) {
+  d[0] = webp_clip8(webp_mult_hi(y, 19077) + webp_mult_hi(v, 26149) - 14234);
+  d[1] = webp_clip8(webp_mult_hi(y, 19077) - webp_mult_hi(u, 6419) - webp_mult_hi(v, 13320) + 8708);
+  d[2] = webp_clip8(webp_mult_hi(y, 19077) + webp_mult_hi(u, 33050) - 17685);
+}
+
+// libwebp's fancy upsampler for one pair of output rows: top_y reads chroma rows (top_uv nearer),
+// bottom_y (may be null) reads (cur_uv nearer). U and V are packed into one word as libwebp packs them.
+void webp_pair(const uint8_t* top_y, const uint8_t* bottom_y, const uint8_t* top_u, const uint8_t* top_v,
+               const uint8_t* cur_u, const uint8_t* cur_v, uint8_t* top_dst, uint8_t* bottom_dst, int len) {
+  auto load = [](uint8_t u, uint8_t v) { return uint32_t{u} | (uint32_t{v} << 16); };
+  auto emit = [](const uint8_t* y, int i, uint32_t uv, uint8_t* dst) {
+    webp_yuv_to_rgb(y[i], static_cast<int>(uv & 0xff), static_cast<int>(uv >> 16), dst + i * 3);
+  };
+  const int last_pair = (len - 1) >> 1;
+  uint32_t tl_uv = load(top_u[0], top_v[0]), l_uv = load(cur_u[0], cur_v[0]);
+  emit(top_y, 0, (3 * tl_uv + l_uv + 0x00020002u) >> 2, top_dst);
+  if (bottom_y) emit(bottom_y, 0, (3 * l_uv + tl_uv + 0x00020002u) >> 2, bottom_dst);
+  for (int x = 1; x <= last_pair; ++x) {
+    const uint32_t t_uv = load(top_u[x], top_v[x]), uv = load(cur_u[x], cur_v[x]);
+    const uint32_t avg = tl_uv + t_uv + l_uv + uv + 0x00080008u;
+    const uint32_t diag_12 = (avg + 2 * (t_uv + l_uv)) >> 3;
+    const uint32_t diag_03 = (avg + 2 * (tl_uv + uv)) >> 3;
+    emit(top_y, 2 * x - 1, (diag_12 + tl_uv) >> 1, top_dst);
+    emit(top_y, 2 * x, (diag_03 + t_uv) >> 1, top_dst);
+    if (bottom_y) {
+      emit(bottom_y, 2 * x - 1, (diag_03 + l_uv) >> 1, bottom_dst);
+      emit(bottom_y, 2 * x, (diag_12 + uv) >> 1, bottom_dst);
+    }
+    tl_uv = t_uv;
+    l_uv = uv;
+  }
+  if (!(len & 1)) {
+    emit(top_y, len - 1, (3 * tl_uv + l_uv + 0x00020002u) >> 2, top_dst);
+    if (bottom_y) emit(bottom_y, len - 1, (3 * l_uv + tl_uv + 0x00020002u) >> 2, bottom_dst);
+  }
+}
+
+// 4:2:0 WebP planes to RGB: row 0 alone, then rows (2k - 1, 2k) between chroma rows k - 1 and k, then
+// the last row alone when the height is even (io_dec.c's EmitFancyRGB over a whole picture).
+void webp_to_rgb(const AVFrame* f, uint8_t* rgb) {
+  const int w = f->width, h = f->height;
+  auto row = [&](int p, int r) { return f->data[p] + static_cast<ptrdiff_t>(r) * f->linesize[p]; };
+  auto out = [&](int r) { return rgb + static_cast<size_t>(r) * w * 3; };
+  webp_pair(row(0, 0), nullptr, row(1, 0), row(2, 0), row(1, 0), row(2, 0), out(0), nullptr, w);
+  int k = 1;
+  for (; 2 * k < h; ++k)
+    webp_pair(row(0, 2 * k - 1), row(0, 2 * k), row(1, k - 1), row(2, k - 1), row(1, k), row(2, k), out(2 * k - 1),
+              out(2 * k), w);
+  if (h % 2 == 0 && h > 1) {
+    const int c = h / 2 - 1;
+    webp_pair(row(0, h - 1), nullptr, row(1, c), row(2, c), row(1, c), row(2, c), out(h - 1), nullptr, w);
+  }
+}
+
+// Decoded samples to RGB24 as Pillow's decode + convert("RGB") gives them: packed formats are copied or
+// expanded byte for byte (alpha dropped, grey replicated, palette looked up, 1-bit to 0/255); JPEG and
+// WebP YCbCr go through the libjpeg / libwebp programs above. Any other layout goes through swscale and
+// is reported as inexact.
+Error frame_to_rgb(const AVFrame* f, int codec, uint8_t* rgb, int& exact) {
+  const int w = f->width, h = f->height;
+  const auto fmt = static_cast<AVPixelFormat>(f->format);
+  exact = 1;
+  if (codec == VORTEX_IMAGE_JPEG) {
+    int sx = 0, sy = 0;
+    if (fmt == AV_PIX_FMT_YUVJ444P || fmt == AV_PIX_FMT_YUV444P) sx = sy = 1;
+    if (fmt == AV_PIX_FMT_YUVJ422P || fmt == AV_PIX_FMT_YUV422P) sx = 2, sy = 1;
+    if (fmt == AV_PIX_FMT_YUVJ420P || fmt == AV_PIX_FMT_YUV420P) sx = sy = 2;
+    if (fmt == AV_PIX_FMT_YUVJ440P || fmt == AV_PIX_FMT_YUV440P) sx = 1, sy = 2;
+    if (sx && jpeg_to_rgb(f, sx, sy, rgb)) return {};
+  }
+  if (codec == VORTEX_IMAGE_WEBP && (fmt == AV_PIX_FMT_YUV420P || fmt == AV_PIX_FMT_YUVA420P) && w >= 1) {
+    webp_to_rgb(f, rgb);
+    return {};
+  }
+  bool packed = true;
+  for (int y = 0; y < h && packed; ++y) {
+    const uint8_t* s = f->data[0] + static_cast<ptrdiff_t>(y) * f->linesize[0];
+    uint8_t* d = rgb + static_cast<size_t>(y) * w * 3;
+    switch (fmt) {
+      case AV_PIX_FMT_RGB24:
+        std::memcpy(d, s, static_cast<size_t>(w) * 3);
+        break;
+      case AV_PIX_FMT_RGBA:
+        for (int x = 0; x < w; ++x) std::memcpy(d + x * 3, s + x * 4, 3);
+        break;
+      case AV_PIX_FMT_ARGB:
+        for (int x = 0; x < w; ++x) std::memcpy(d + x * 3, s + x * 4 + 1, 3);
+        break;
+      case AV_PIX_FMT_GRAY8:
+        for (int x = 0; x < w; ++x) d[x * 3] = d[x * 3 + 1] = d[x * 3 + 2] = s[x];
+        break;
+      case AV_PIX_FMT_YA8:
+        for (int x = 0; x < w; ++x) d[x * 3] = d[x * 3 + 1] = d[x * 3 + 2] = s[x * 2];
+        break;
+      case AV_PIX_FMT_PAL8: {
+        const uint32_t* pal = reinterpret_cast<const uint32_t*>(f->data[1]);  // 0xAARRGGBB, native endian
+        for (int x = 0; x < w; ++x) {
+          const uint32_t c = pal[s[x]];
+          d[x * 3] = static_cast<uint8_t>(c >> 16);
+          d[x * 3 + 1] = static_cast<uint8_t>(c >> 8);
+          d[x * 3 + 2] = static_cast<uint8_t>(c);
+        }
+        break;
+      }
+      case AV_PIX_FMT_MONOBLACK:
+      case AV_PIX_FMT_MONOWHITE: {
+        const uint8_t one = fmt == AV_PIX_FMT_MONOBLACK ? 255 : 0;
+        for (int x = 0; x < w; ++x) {
+          const bool bit = (s[x >> 3] >> (7 - (x & 7))) & 1;
+          d[x * 3] = d[x * 3 + 1] = d[x * 3 + 2] = bit ? one : static_cast<uint8_t>(255 - one);
+        }
+        break;
+      }
+      default:
+        packed = false;
+        break;
+    }
+  }
+  if (packed) return {};
+  exact = 0;
+  std::unique_ptr<SwsContext, void (*)(SwsContext*)> sws(
+      sws_getContext(w, h, fmt, w, h, AV_PIX_FMT_RGB24, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr,
+                     nullptr, nullptr),
+      sws_freeContext);
+  if (!sws)
+    return {kUnsupported, std::string("no conversion from the decoder's pixel format ") +
+                              (av_get_pix_fmt_name(fmt) ? av_get_pix_fmt_name(fmt) : "?") + " to RGB"};
+  const int full_range = f->color_range == AVCOL_RANGE_JPEG || codec == VORTEX_IMAGE_JPEG;
+  const int* coefs = sws_getCoefficients(SWS_CS_ITU601);
+  sws_setColorspaceDetails(sws.get(), coefs, full_range, coefs, 1, 0, 1 << 16, 1 << 16);
+  uint8_t* dst[1] = {rgb};
+  const int stride[1] = {w * 3};
+  if (sws_scale(sws.get(), f->data, f->linesize, 0, h, dst, stride) != h) return {kInternal, "sws_scale failed"};
+  return {};
+}
+
+Error decode_image(VortexImageDecode& r) {
+  const AVCodecID id = r.codec == VORTEX_IMAGE_PNG    ? AV_CODEC_ID_PNG
+                       : r.codec == VORTEX_IMAGE_JPEG ? AV_CODEC_ID_MJPEG
+                                                      : AV_CODEC_ID_WEBP;
+  const AVCodec* codec = avcodec_find_decoder(id);
+  if (!codec) return {kUnsupported, std::string("this FFmpeg has no ") + avcodec_get_name(id) + " decoder"};
+  // A corrupt file is reported through the returned error; FFmpeg's own log is quiet meanwhile.
+  const int level = av_log_get_level();
+  av_log_set_level(AV_LOG_FATAL);
+  struct LevelGuard {
+    int level;
+    ~LevelGuard() { av_log_set_level(level); }
+  } restore{level};
+  std::unique_ptr<AVCodecContext, void (*)(AVCodecContext*)> ctx(avcodec_alloc_context3(codec),
+                                                                 [](AVCodecContext* c) { avcodec_free_context(&c); });
+  if (!ctx) return {kOutOfMemory, "avcodec_alloc_context3 failed"};
+  ctx->max_pixels = r.max_pixels;
+  ctx->thread_count = 1;
+  // FF_IDCT_INT is FFmpeg's port of the IJG integer IDCT, libjpeg's default (JDCT_ISLOW) that Pillow decodes with.
+  if (id == AV_CODEC_ID_MJPEG) ctx->idct_algo = FF_IDCT_INT;
+  ctx->err_recognition = AV_EF_CRCCHECK | AV_EF_BITSTREAM | AV_EF_BUFFER | AV_EF_EXPLODE;
+  RETURN_IF_FAILED(av_check(avcodec_open2(ctx.get(), codec, nullptr), "avcodec_open2"));
+  std::unique_ptr<AVPacket, void (*)(AVPacket*)> pkt(av_packet_alloc(), [](AVPacket* p) { av_packet_free(&p); });
+  std::unique_ptr<AVFrame, void (*)(AVFrame*)> frame(av_frame_alloc(), [](AVFrame* f) { av_frame_free(&f); });
+  if (!pkt || !frame) return {kOutOfMemory, "av_packet_alloc/av_frame_alloc failed"};
+  if (r.size > static_cast<size_t>(INT32_MAX - AV_INPUT_BUFFER_PADDING_SIZE)) return {kIo, "image file too large"};
+  RETURN_IF_FAILED(av_check(av_new_packet(pkt.get(), static_cast<int>(r.size)), "av_new_packet"));
+  std::memcpy(pkt->data, r.data, r.size);
+  pkt->flags |= AV_PKT_FLAG_KEY;
+  int ret = avcodec_send_packet(ctx.get(), pkt.get());
+  if (ret < 0) return {kIo, "the image data is corrupt: " + av_err(ret)};
+  ret = avcodec_receive_frame(ctx.get(), frame.get());
+  if (ret == AVERROR(EAGAIN)) {
+    avcodec_send_packet(ctx.get(), nullptr);
+    ret = avcodec_receive_frame(ctx.get(), frame.get());
+  }
+  if (ret < 0) return {kIo, "the image data is corrupt: " + av_err(ret)};
+  if (frame->decode_error_flags || (frame->flags & AV_FRAME_FLAG_CORRUPT))
+    return {kIo, "the image data is corrupt (the decoder flagged the frame)"};
+  copy_name(r.pixel_format, av_get_pix_fmt_name(static_cast<AVPixelFormat>(frame->format)));
+  if (frame->width != r.width || frame->height != r.height)
+    return {kIo, "the decoder returned " + std::to_string(frame->width) + "x" + std::to_string(frame->height) +
+                     " pixels where the header says " + std::to_string(r.width) + "x" + std::to_string(r.height)};
+  return frame_to_rgb(frame.get(), r.codec, r.rgb, r.exact);
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_abi_version(void) {
@@ -360,4 +652,11 @@ extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_probe(const 
                                                                           char* error, size_t error_size) {
   if (!path || !info) return report({kInternal, "vortex_ffmpeg_probe: null argument"}, error, error_size);
   return report(probe(path, *info), error, error_size);
+}
+
+extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_decode_image(VortexImageDecode* request,
+                                                                                 char* error, size_t error_size) {
+  if (!request || !request->data || !request->rgb)
+    return report({kInternal, "vortex_ffmpeg_decode_image: null request"}, error, error_size);
+  return report(decode_image(*request), error, error_size);
 }

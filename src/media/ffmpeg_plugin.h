@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define VORTEX_FFMPEG_ABI_VERSION 2
+#define VORTEX_FFMPEG_ABI_VERSION 3
 
 typedef struct VortexMp4StreamRequest {
   const char* path;  // written in place; the caller owns temp-file naming and the atomic rename
@@ -49,6 +49,21 @@ typedef struct VortexMediaInfo {
   double duration_s, audio_duration_s;
 } VortexMediaInfo;
 
+// One still image decoded to 8-bit RGB (src/media/image_reader.cpp parses the header first and sizes `rgb`).
+#define VORTEX_IMAGE_PNG 0
+#define VORTEX_IMAGE_JPEG 1
+#define VORTEX_IMAGE_WEBP 2
+typedef struct VortexImageDecode {
+  const uint8_t* data;  // the whole file
+  size_t size;
+  int codec;              // VORTEX_IMAGE_*
+  int width, height;      // from the header; a decoded frame of another size is an error
+  int64_t max_pixels;     // handed to the decoder as AVCodecContext.max_pixels
+  uint8_t* rgb;           // out: [height, width, 3]; alpha dropped, grey and palette expanded
+  char pixel_format[32];  // out: the decoder's pixel format
+  int exact;              // out: 1 when the RGB is the decoded samples themselves (no colour conversion)
+} VortexImageDecode;
+
 int vortex_ffmpeg_abi_version(void);
 // Opens the file, both encoders and the header; *out owns everything (release with vortex_ffmpeg_stream_free).
 int vortex_ffmpeg_stream_open(const VortexMp4StreamRequest* request, VortexMp4Stream** out, VortexMp4EncoderInfo* info,
@@ -58,6 +73,8 @@ int vortex_ffmpeg_stream_write(VortexMp4Stream* stream, const uint8_t* rgb, int 
 // Flushes both encoders, writes the remaining audio and the trailer, closes the file.
 int vortex_ffmpeg_stream_finish(VortexMp4Stream* stream, char* error, size_t error_size);
 void vortex_ffmpeg_stream_free(VortexMp4Stream* stream);
+// Decodes one still image (see VortexImageDecode).
+int vortex_ffmpeg_decode_image(VortexImageDecode* request, char* error, size_t error_size);
 int vortex_ffmpeg_probe(const char* path, VortexMediaInfo* info, char* error, size_t error_size);
 
 #ifdef __cplusplus

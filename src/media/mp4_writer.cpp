@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "media/atomic_file.h"
+#include "media/ffmpeg_module.h"
 #include "media/ffmpeg_plugin.h"
 
 namespace vortex {
@@ -31,6 +32,7 @@ struct Plugin {
   decltype(&vortex_ffmpeg_stream_finish) finish = nullptr;
   decltype(&vortex_ffmpeg_stream_free) free = nullptr;
   decltype(&vortex_ffmpeg_probe) probe = nullptr;
+  decltype(&vortex_ffmpeg_decode_image) decode_image = nullptr;
 };
 
 // Candidates in order: $VORTEX_FFMPEG_PLUGIN, next to the executable, <exe>/../lib/vortex, the loader path.
@@ -67,7 +69,10 @@ Plugin load_plugin() {
     p.finish = reinterpret_cast<decltype(&vortex_ffmpeg_stream_finish)>(dlsym(handle, "vortex_ffmpeg_stream_finish"));
     p.free = reinterpret_cast<decltype(&vortex_ffmpeg_stream_free)>(dlsym(handle, "vortex_ffmpeg_stream_free"));
     p.probe = reinterpret_cast<decltype(&vortex_ffmpeg_probe)>(dlsym(handle, "vortex_ffmpeg_probe"));
-    if (!abi || !p.open || !p.write || !p.finish || !p.free || !p.probe || abi() != VORTEX_FFMPEG_ABI_VERSION) {
+    p.decode_image =
+        reinterpret_cast<decltype(&vortex_ffmpeg_decode_image)>(dlsym(handle, "vortex_ffmpeg_decode_image"));
+    if (!abi || !p.open || !p.write || !p.finish || !p.free || !p.probe || !p.decode_image ||
+        abi() != VORTEX_FFMPEG_ABI_VERSION) {
       tried += "\n  " + path + ": not a matching Vortex FFmpeg module (ABI " +
                std::to_string(VORTEX_FFMPEG_ABI_VERSION) + ")";
       dlclose(handle);
@@ -81,7 +86,8 @@ Plugin load_plugin() {
       "Debian: apt install libavformat59 libavcodec59 libswscale6) and Vortex's " +
       std::string(kPluginName) +
       ", which could not be loaded:" + (tried.empty() ? std::string("\n  (no candidate found)") : tried) +
-      "\nWAV and --frames-dir PNG output do not need FFmpeg.");
+      "\nKeyframe images (PNG, JPEG, WebP) are read through it too; WAV and --frames-dir PNG output do not need "
+      "FFmpeg.");
   return p;
 }
 
@@ -187,6 +193,12 @@ Status write_mp4(const std::string& path, const Tensor& frames, const Tensor& au
   VORTEX_RETURN_IF_ERROR(s->finish());
   if (info) *info = s->encoder();
   return Status::Ok();
+}
+
+Status ffmpeg_decode_image(VortexImageDecode& request) {
+  VORTEX_RETURN_IF_ERROR(mp4_support());
+  char error[1024] = {0};
+  return from_plugin(plugin().decode_image(&request, error, sizeof(error)), error);
 }
 
 Result<MediaInfo> probe_media(const std::string& path) {

@@ -1,7 +1,8 @@
-// Request packing for t2va (research §2.5-2.7, §7.2): frame snapping, latent grid, the packed order
-// [text | audio L | audio R | video], per-row modality, FP64 RoPE positions (the same formulas and
-// operation order as ComfyUI comfy/ldm/minimax/model.py PackedLayout), segment tables, and
-// (un)patchify between latents and packed rows. RoPE cos/sin tables live in rope.cpp.
+// Request packing for t2va and fl2va (research §2.5-2.7, §7.2): frame snapping, latent grid, the packed order
+// [text | keyframe conditions | audio L | audio R | video], per-row modality, FP64 RoPE positions (the same
+// formulas and operation order as ComfyUI comfy/ldm/minimax/model.py PackedLayout and diffusers'
+// build_packed_sequence), segment tables, and (un)patchify between latents and packed rows. RoPE cos/sin
+// tables live in rope.cpp.
 // Tested in tests/model/packing_test.cpp (canonical 37,810-row request, positions, round trips).
 #include "model/packing.h"
 
@@ -34,6 +35,30 @@ std::vector<double> axis_grid(int d, double sqrt_area) {
   const double step = (stop - left) / static_cast<double>(n);
   for (int i = 0; i < n; ++i) g[static_cast<size_t>(i)] = (static_cast<double>(i) * step + left) * 32.0;
   return g;
+}
+
+// numpy's pairwise summation (np.add.reduce over a contiguous float64 array): blocks of at most 128 summed
+// with 8 accumulators, longer arrays split in halves rounded to a multiple of 8. The "last" keyframe's
+// anchor time is such a sum in diffusers.
+double numpy_pairwise_sum(const double* a, int64_t n) {
+  if (n < 8) {
+    double s = 0.0;  // numpy starts from -0.0; for these non-negative spans the result is the same
+    for (int64_t i = 0; i < n; ++i) s += a[i];
+    return s;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (int k = 0; k < 8; ++k) r[k] = a[k];
+    int64_t i = 8;
+    for (; i < n - n % 8; i += 8)
+      for (int k = 0; k < 8; ++k) r[k] += a[i + k];
+    double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) s += a[i];
+    return s;
+  }
+  int64_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return numpy_pairwise_sum(a, n2) + numpy_pairwise_sum(a + n2, n - n2);
 }
 
 Status check_video_latents(const ModelConfig& cfg, const Tensor& t, const char* what) {
@@ -98,7 +123,10 @@ Result<RequestGeometry> make_geometry(const ModelConfig& cfg, int width, int hei
   return g;
 }
 
-Result<PackedLayout> pack_request(const ModelConfig& cfg, const RequestGeometry& geo) {
+const char* keyframe_anchor_name(KeyframeAnchor anchor) { return anchor == KeyframeAnchor::kFirst ? "first" : "last"; }
+
+Result<PackedLayout> pack_request(const ModelConfig& cfg, const RequestGeometry& geo,
+                                  const std::vector<Modality>& text_modality) {
   if (geo.latent_h <= 0 || geo.latent_w <= 0 || geo.latent_h % 2 || geo.latent_w % 2 || geo.latent_frames <= 0 ||
       geo.audio_latents <= 0 || geo.text_rows < 0) {
     return invalid_argument("pack_request: invalid geometry (build it with make_geometry)");
@@ -114,15 +142,39 @@ Result<PackedLayout> pack_request(const ModelConfig& cfg, const RequestGeometry&
   layout.modality.resize(static_cast<size_t>(total));
   const double cursor = static_cast<double>(geo.text_rows);  // media timeline origin L
 
+  if (!text_modality.empty() && static_cast<int64_t>(text_modality.size()) != geo.text_rows)
+    return invalid_argument("pack_request: " + std::to_string(text_modality.size()) + " text modality tags for " +
+                            std::to_string(geo.text_rows) + " text rows");
   // Text rows: (i, 0, 0).
   for (int64_t i = 0; i < geo.text_rows; ++i) {
     layout.positions[static_cast<size_t>(i)] = {static_cast<double>(i), 0.0, 0.0};
-    layout.modality[static_cast<size_t>(i)] = Modality::kText;
+    const Modality m = text_modality.empty() ? Modality::kText : text_modality[static_cast<size_t>(i)];
+    if (m == Modality::kAudio) return invalid_argument("pack_request: a text row cannot be tagged audio");
+    layout.modality[static_cast<size_t>(i)] = m;
   }
 
   const double sqrt_area = std::sqrt(static_cast<double>(geo.latent_h) * static_cast<double>(geo.latent_w));
   const std::vector<double> h_grid = axis_grid(geo.latent_h, sqrt_area);  // [latent_h/2]
   const std::vector<double> w_grid = axis_grid(geo.latent_w, sqrt_area);  // [latent_w/2]
+
+  // Keyframe conditioning rows: one latent frame's (h, w) grid per keyframe, at the rotary time of the first
+  // latent frame (L) or of the last one (L + the pairwise sum of every frame's span - the span of one unit).
+  for (size_t k = 0; k < geo.keyframes.size(); ++k) {
+    double t = cursor;
+    if (geo.keyframes[k] == KeyframeAnchor::kLast) {
+      std::vector<double> spans(static_cast<size_t>(geo.latent_frames));
+      for (int f = 0; f < geo.latent_frames; ++f)
+        spans[static_cast<size_t>(f)] = kFrameRescale * static_cast<double>(kFramesPerLatent[f % 5]);
+      t = cursor + numpy_pairwise_sum(spans.data(), geo.latent_frames) - kFrameRescale;
+    }
+    const int64_t c0 = geo.condition_start() + static_cast<int64_t>(k) * frame_rows;
+    for (size_t hi = 0; hi < h_grid.size(); ++hi)
+      for (size_t wi = 0; wi < w_grid.size(); ++wi) {
+        const size_t r = static_cast<size_t>(c0 + static_cast<int64_t>(hi * w_grid.size() + wi));
+        layout.positions[r] = {t, h_grid[hi], w_grid[wi]};
+        layout.modality[r] = Modality::kVideo;
+      }
+  }
 
   // Audio rows, channel-major: left j = 0..Ta-1 at w = w_grid.front(), then right at w = w_grid.back().
   const int64_t a0 = geo.audio_start();
@@ -154,19 +206,33 @@ Result<PackedLayout> pack_request(const ModelConfig& cfg, const RequestGeometry&
   return layout;
 }
 
-SegmentTable PackedLayout::block_segments(int video_slot, int audio_slot) const {
+SegmentTable PackedLayout::block_segments(int video_slot, int audio_slot, int condition_slot) const {
+  if (condition_slot < 0) condition_slot = video_slot;
   SegmentTable t;
   t.rows = geo.total_rows();
   auto add = [&](int64_t start, int64_t stop, int32_t row) {
-    if (stop > start) t.segments.push_back({start, stop, row});
+    if (stop <= start) return;
+    if (!t.segments.empty() && t.segments.back().table_row == row && t.segments.back().stop == start) {
+      t.segments.back().stop = stop;
+    } else {
+      t.segments.push_back({start, stop, row});
+    }
   };
-  add(geo.text_start(), geo.audio_start(), video_slot * kNumModalities + static_cast<int>(Modality::kText));
+  // Text rows in runs of one modality (a vision block is tagged video and modulated as video).
+  for (int64_t i = geo.text_start(); i < geo.condition_start();) {
+    int64_t j = i;
+    while (j < geo.condition_start() && modality[static_cast<size_t>(j)] == modality[static_cast<size_t>(i)]) ++j;
+    add(i, j, video_slot * kNumModalities + static_cast<int>(modality[static_cast<size_t>(i)]));
+    i = j;
+  }
+  add(geo.condition_start(), geo.audio_start(), condition_slot * kNumModalities + static_cast<int>(Modality::kVideo));
   add(geo.audio_start(), geo.video_start(), audio_slot * kNumModalities + static_cast<int>(Modality::kAudio));
   add(geo.video_start(), t.rows, video_slot * kNumModalities + static_cast<int>(Modality::kVideo));
   return t;
 }
 
-SegmentTable PackedLayout::final_segments(int video_slot, int audio_slot) const {
+SegmentTable PackedLayout::final_segments(int video_slot, int audio_slot, int condition_slot) const {
+  if (condition_slot < 0) condition_slot = video_slot;
   SegmentTable t;
   t.rows = geo.total_rows();
   auto add = [&](int64_t start, int64_t stop, int32_t row) {
@@ -177,10 +243,26 @@ SegmentTable PackedLayout::final_segments(int video_slot, int audio_slot) const 
       t.segments.push_back({start, stop, row});
     }
   };
-  add(geo.text_start(), geo.audio_start(), video_slot);
+  add(geo.text_start(), geo.condition_start(), video_slot);
+  add(geo.condition_start(), geo.audio_start(), condition_slot);
   add(geo.audio_start(), geo.video_start(), audio_slot);
   add(geo.video_start(), t.rows, video_slot);
   return t;
+}
+
+Result<Tensor> noise_condition_latents(const Tensor& latents, const Tensor& noise, float t) {
+  for (const Tensor* x : {&latents, &noise})
+    if (!x->defined() || x->device() != Device::kCpu || x->dtype() != DType::kF32 || !x->is_contiguous() ||
+        x->ndim() != 4)
+      return invalid_argument("noise_condition_latents: latents and noise must be contiguous host [C, T, H, W] f32");
+  if (latents.shape() != noise.shape())
+    return invalid_argument("noise_condition_latents: latents " + latents.describe() + " and noise " +
+                            noise.describe() + " differ in shape");
+  Tensor out = Tensor::empty(latents.shape(), DType::kF32);
+  const float keep = t, mix = 1.0f - t;  // torch: timestep * sample + (1.0 - timestep) * noise, all float32
+  for (int64_t i = 0; i < latents.numel(); ++i)
+    out.data<float>()[i] = keep * latents.data<float>()[i] + mix * noise.data<float>()[i];
+  return out;
 }
 
 Result<Tensor> patchify_video(const ModelConfig& cfg, const Tensor& latents) {

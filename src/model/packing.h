@@ -1,7 +1,8 @@
-// Request packing for t2va (research §2.5-2.7, §7.2): frame snapping, latent grid, packed order
-// [text | audio L | audio R | video], per-row (timestep slot, modality), segment tables, RoPE
-// positions and BF16 cos/sin tables, and (un)patchify between latents and packed rows.
-// Canonical request (1344x768, 124 frames, 100 text rows) -> 37,810 rows. Tested in tests/model/packing_test.cpp.
+// Request packing for t2va and fl2va (research §2.5-2.7, §7.2): frame snapping, latent grid, packed order
+// [text | keyframe conditions | audio L | audio R | video], per-row (timestep slot, modality), segment tables,
+// RoPE positions and BF16 cos/sin tables, and (un)patchify between latents and packed rows.
+// Canonical request (1344x768, 124 frames, 100 text rows) -> 37,810 rows. Tested in tests/model/packing_test.cpp;
+// the fl2va layout against diffusers in tests/parity/fl2va_packing_parity_test.cpp.
 #pragma once
 
 #include <array>
@@ -15,6 +16,15 @@
 
 namespace vortex {
 
+// Which end of the video an fl2va keyframe anchors: its conditioning rows sit at the first latent frame's
+// rotary time or at the last one's.
+enum class KeyframeAnchor { kFirst, kLast };
+const char* keyframe_anchor_name(KeyframeAnchor anchor);  // "first" | "last"
+
+// The t a keyframe's conditioning rows are noised to and held at for every step (diffusers'
+// keyframe_noise_aug); their AdaLN timestep is max(t_video, kKeyframeNoiseAug) (build_row_timesteps).
+constexpr float kKeyframeNoiseAug = 0.999f;
+
 struct RequestGeometry {
   int width = 0, height = 0;       // pixels; multiples of 32 (validated)
   int frames_requested = 0;        // pixel frames as asked for
@@ -25,10 +35,16 @@ struct RequestGeometry {
   int audio_latents = 0;           // round(frames / 24 * 40) per channel
   int64_t audio_rows = 0;          // 2 * audio_latents
   int64_t text_rows = 0;
-  int64_t total_rows() const { return text_rows + audio_rows + video_rows; }
+  // fl2va: one conditioning block of (latent_h/2)*(latent_w/2) rows per keyframe, in packed order, between the
+  // text and the audio (diffusers' build_packed_sequence). Empty for t2va.
+  std::vector<KeyframeAnchor> keyframes;
+  int64_t frame_rows() const { return static_cast<int64_t>(latent_h / 2) * (latent_w / 2); }
+  int64_t condition_rows() const { return static_cast<int64_t>(keyframes.size()) * frame_rows(); }
+  int64_t total_rows() const { return text_rows + condition_rows() + audio_rows + video_rows; }
   int64_t text_start() const { return 0; }
-  int64_t audio_start() const { return text_rows; }
-  int64_t video_start() const { return text_rows + audio_rows; }
+  int64_t condition_start() const { return text_rows; }
+  int64_t audio_start() const { return text_rows + condition_rows(); }
+  int64_t video_start() const { return audio_start() + audio_rows; }
 };
 
 // Frame counts the video VAE decodes are 17n + 5 (n >= 0). snap_frames_up rounds a count up to the next
@@ -44,12 +60,21 @@ struct PackedLayout {
   RequestGeometry geo;
   std::vector<std::array<double, 3>> positions;  // [S] (t, h, w) in FP64, research §2.5
   std::vector<Modality> modality;                // [S]
-  // Block AdaLN segments for the given table slots of t_video / t_audio (row = slot * 3 + tag).
-  SegmentTable block_segments(int video_slot, int audio_slot) const;
-  // Final-layer segments (row = slot; text rows use the video slot).
-  SegmentTable final_segments(int video_slot, int audio_slot) const;
+  // Block AdaLN segments for the given table slots of t_video / t_audio / the keyframe conditioning
+  // (row = slot * 3 + tag; condition_slot < 0: the video slot). Text rows tagged video (an fl2va vision
+  // block) take the video row of the video slot.
+  SegmentTable block_segments(int video_slot, int audio_slot, int condition_slot = -1) const;
+  // Final-layer segments (row = slot; text rows use the video slot, conditioning rows condition_slot).
+  SegmentTable final_segments(int video_slot, int audio_slot, int condition_slot = -1) const;
 };
-Result<PackedLayout> pack_request(const ModelConfig& cfg, const RequestGeometry& geo);
+// text_modality: the modality of every text row (empty: all text). fl2va tags the rows of a keyframe's vision
+// block kVideo (MiniMaxH3FL2VATextEncoderStep); only kText and kVideo are accepted.
+Result<PackedLayout> pack_request(const ModelConfig& cfg, const RequestGeometry& geo,
+                                  const std::vector<Modality>& text_modality = {});
+
+// MiniMaxH3PrepareConditionLatentsStep's mix, before patchify: t * latents + (1 - t) * noise in FP32
+// (scale_noise at t = kKeyframeNoiseAug). latents and noise: [C, T, H, W] f32 of one shape.
+Result<Tensor> noise_condition_latents(const Tensor& latents, const Tensor& noise, float t = kKeyframeNoiseAug);
 
 // BF16 cos/sin [S, rope_dims/2] on the host (NUMERICS.md step 4). inv_freq: the checkpoint's
 // rope.inv_freq when given (f32 [rope_inv_freq_len]), else theta^(-k/L) in FP64 -> FP32.

@@ -69,7 +69,8 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, int layer_in
   return encode(ids, text_mrope_positions(static_cast<int64_t>(ids.size())), layer_index);
 }
 
-Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor& positions, int layer_index) {
+Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor& positions, int layer_index,
+                                   const VisionEmbeddings* vision) {
   const TextEncoderConfig& c = config_;
   if (ids.empty()) return invalid_argument("text encoder: no token ids");
   if (layer_index < 0 || layer_index > c.num_layers)
@@ -89,6 +90,21 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
   if (positions.defined() && positions.ndim() == 2 && positions.dim(1) != len)
     return invalid_argument("text encoder: positions are " + positions.describe() + " for " + std::to_string(len) +
                             " ids");
+  if (vision) {
+    const int64_t n = static_cast<int64_t>(vision->rows.size());
+    for (size_t i = 0; i < vision->rows.size(); ++i)
+      if (vision->rows[i] < 0 || vision->rows[i] >= len || (i > 0 && vision->rows[i] <= vision->rows[i - 1]))
+        return invalid_argument("text encoder: vision rows must be ascending row indices below " + std::to_string(len));
+    auto fits = [&](const Tensor& t) {
+      return t.defined() && t.device() == Device::kCpu && t.dtype() == DType::kF32 && t.is_contiguous() &&
+             t.ndim() == 2 && t.dim(0) == n && t.dim(1) == d;
+    };
+    if (!fits(vision->tokens))
+      return invalid_argument("text encoder: vision tokens must be host [" + std::to_string(n) + ", " +
+                              std::to_string(d) + "] f32, got " + vision->tokens.describe());
+    for (const Tensor& t : vision->deepstack)
+      if (!fits(t)) return invalid_argument("text encoder: a DeepStack feature is " + t.describe());
+  }
   VORTEX_ASSIGN_OR_RETURN(RopeTables rope, make_mrope_tables(c, positions));
   Backend& be = backend_;
   if (be.device() != Device::kCpu) {  // the tables are host tensors; the ops read them on the backend's device
@@ -102,6 +118,23 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
   for (int64_t i = 0; i < len; ++i)
     std::memcpy(x_host.data<uint16_t>() + i * d, table + static_cast<int64_t>(ids[static_cast<size_t>(i)]) * d,
                 static_cast<size_t>(d) * 2);
+  // The vision tokens in place of the image-pad embeddings, rounded to BF16 (masked_scatter into the BF16 rows).
+  const size_t num_deep = vision ? vision->deepstack.size() : 0;
+  std::vector<Tensor> deep_delta(num_deep);  // each [L, D] bf16: the feature at the vision rows, 0 elsewhere
+  if (vision) {
+    for (size_t r = 0; r < vision->rows.size(); ++r)
+      for (int64_t j = 0; j < d; ++j)
+        x_host.data<uint16_t>()[vision->rows[r] * d + j] =
+            bf16_bits_from_f32(vision->tokens.data<float>()[static_cast<int64_t>(r) * d + j]);
+    for (size_t i = 0; i < num_deep && static_cast<int>(i) < layer_index; ++i) {
+      Tensor delta = Tensor::zeros({len, d}, DType::kBF16);  // [L, D] bf16
+      for (size_t r = 0; r < vision->rows.size(); ++r)
+        for (int64_t j = 0; j < d; ++j)
+          delta.data<uint16_t>()[vision->rows[r] * d + j] =
+              bf16_bits_from_f32(vision->deepstack[i].data<float>()[static_cast<int64_t>(r) * d + j]);
+      VORTEX_ASSIGN_OR_RETURN(deep_delta[i], backend_.upload(delta));
+    }
+  }
   if (layer_index == 0) return x_host;
   VORTEX_ASSIGN_OR_RETURN(Tensor x, be.upload(x_host));  // [L, D] bf16 residual stream
 
@@ -144,6 +177,11 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
     VORTEX_RETURN_IF_ERROR(be.swiglu(up, act).with_context(at + " silu(gate) * up"));
     VORTEX_RETURN_IF_ERROR(be.linear(act, l.mlp_down_proj, nullptr, proj).with_context(at + " down_proj"));
     VORTEX_RETURN_IF_ERROR(be.gate_add(x, proj, nullptr, 0, no_segments).with_context(at + " mlp residual"));
+    // DeepStack: x = R(x + feature) at the vision rows (x + 0 elsewhere is exact). hidden_states[i + 1] is
+    // recorded before it, so the last layer run for an intermediate state skips it.
+    if (static_cast<size_t>(i) < num_deep && (i + 1 < layers_run || layer_index == c.num_layers))
+      VORTEX_RETURN_IF_ERROR(
+          be.gate_add(x, deep_delta[static_cast<size_t>(i)], nullptr, 0, no_segments).with_context(at + " DeepStack"));
   }
   if (layer_index == c.num_layers) {
     VORTEX_RETURN_IF_ERROR(

@@ -21,6 +21,15 @@
 
 namespace vortex {
 
+// fl2va keyframes in the conditioner (transformers' Qwen3VLModel.forward): the vision tokens replace the
+// embedding rows of the image-pad tokens (masked_scatter), and DeepStack feature i is added to the residual
+// stream at those rows after decoder layer i (Qwen3VLTextModel._deepstack_process), in BF16.
+struct VisionEmbeddings {
+  std::vector<int64_t> rows;      // the image-pad rows, ascending (src/vision/keyframe_presentation.h)
+  Tensor tokens;                  // [rows, hidden] f32 host: the vision tower's merged output
+  std::vector<Tensor> deepstack;  // each [rows, hidden] f32 host, in tap order
+};
+
 class TextEncoder {
  public:
   // A transformers Qwen3-VL folder (config.json + safetensors), reading only what hidden_states[k] for
@@ -37,8 +46,11 @@ class TextEncoder {
 
   // hidden_states[layer_index] of input ids (text positions (i, i, i)): host [L, hidden] bf16.
   Result<Tensor> encode(const std::vector<int32_t>& ids, int layer_index);
-  // The same with explicit M-RoPE positions: host i32 [3, L] (t, h, w), for presentations with images.
-  Result<Tensor> encode(const std::vector<int32_t>& ids, const Tensor& positions, int layer_index);
+  // The same with explicit M-RoPE positions: host i32 [3, L] (t, h, w), for presentations with images, and the
+  // vision embeddings of those images (null: none). hidden_states[k] is the output of decoder layer k - 1 before
+  // its DeepStack addition, as transformers records it.
+  Result<Tensor> encode(const std::vector<int32_t>& ids, const Tensor& positions, int layer_index,
+                        const VisionEmbeddings* vision = nullptr);
 
  private:
   TextEncoder(const TextEncoderConfig& config, Backend& backend, TextEncoderWeights weights)

@@ -4,3 +4,8 @@ vortex_test(NAME media_test SOURCES ${CMAKE_SOURCE_DIR}/tests/media/media_test.c
 vortex_test(NAME stream_mux_test SOURCES ${CMAKE_SOURCE_DIR}/tests/media/stream_mux_test.cpp
             LIBS vortex_engine vortex_vae vortex_media)
 target_compile_definitions(stream_mux_test PRIVATE VORTEX_VAE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vae/fixtures")
+# Keyframe images: decode, EXIF orientation, refusals and canvas placement against Pillow / diffusers
+# (fixtures made by tests/media/make_image_fixtures.py and committed).
+vortex_test(NAME image_test SOURCES ${CMAKE_SOURCE_DIR}/tests/media/image_test.cpp
+            LIBS vortex_media nlohmann_json::nlohmann_json OpenSSL::Crypto)
+target_compile_definitions(image_test PRIVATE VORTEX_IMAGE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/images")

@@ -17,3 +17,7 @@ vortex_test(NAME diffusers_parity_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/par
             LIBS vortex nlohmann_json::nlohmann_json GPU)
 target_compile_definitions(diffusers_parity_gpu_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}"
                                                              VORTEX_PARITY_BACKEND="cuda" VORTEX_PARITY_PREFIX=Cuda)
+# fl2va packing (tests/parity/make_fl2va_fixtures.py): keyframe rows, positions, tags, row timesteps, condition rows.
+vortex_test(NAME fl2va_packing_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/fl2va_packing_parity_test.cpp
+            LIBS vortex_model vortex_io nlohmann_json::nlohmann_json OpenSSL::Crypto)
+target_compile_definitions(fl2va_packing_parity_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}")

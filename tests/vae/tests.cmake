@@ -29,3 +29,7 @@ if(TARGET vortex_cuda)
   target_link_libraries(vae_decode_bench PRIVATE vortex_vae vortex_engine vortex_media vortex_profiling)
   target_compile_options(vae_decode_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()
+# The video VAE encoder (fl2va keyframes) against diffusers (tests/vae/make_vae_encoder_fixtures.py).
+vortex_test(NAME video_vae_encoder_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/video_vae_encoder_test.cpp
+            LIBS vortex_vae vortex_engine nlohmann_json::nlohmann_json OpenSSL::Crypto)
+target_compile_definitions(video_vae_encoder_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")

@@ -1,0 +1,381 @@
+// Qwen3-VL image processor and vision tower, FP32 CPU reference (see vision_tower.h). Activations are host
+// [N, D] f32 rows. Linear layers accumulate in FP32 in input order, LayerNorm statistics are FP64, attention
+// runs a numerically stable softmax in FP32. Token order is transformers': 2x2 merge blocks, row-major over
+// blocks, so four consecutive rows form one merged token.
+#include "vision/vision_tower.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/parallel.h"
+
+namespace vortex {
+namespace {
+
+template <typename T>
+Result<T> number(const nlohmann::json& cfg, const char* key, T fallback) {
+  const auto it = cfg.find(key);
+  if (it == cfg.end()) return fallback;
+  if (!it->is_number()) return format_error(std::string("vision config: ") + key + " must be a number");
+  return it->get<T>();
+}
+
+// y[n, o] = sum_i x[n, i] w[o, i] + b[o]
+std::vector<float> linear(const std::vector<float>& x, int64_t n, const Tensor& w, const Tensor& b) {
+  const int64_t out = w.dim(0), in = w.dim(1);
+  std::vector<float> y(static_cast<size_t>(n * out));
+  const float* wp = w.data<float>();
+  const float* bp = b.data<float>();
+  parallel_for_ranges(static_cast<size_t>(n), 0, 1, [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      const float* xr = x.data() + r * static_cast<size_t>(in);
+      for (int64_t o = 0; o < out; ++o) {
+        const float* wr = wp + o * in;
+        float s = 0.0f;
+        for (int64_t i = 0; i < in; ++i) s += xr[i] * wr[i];
+        y[r * static_cast<size_t>(out) + static_cast<size_t>(o)] = s + bp[o];
+      }
+    }
+  });
+  return y;
+}
+
+std::vector<float> layer_norm(const std::vector<float>& x, int64_t d, const Tensor& w, const Tensor& b) {
+  std::vector<float> y(x.size());
+  const int64_t n = static_cast<int64_t>(x.size()) / d;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* xr = x.data() + r * d;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < d; ++i) mean += xr[i];
+    mean /= static_cast<double>(d);
+    for (int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    var /= static_cast<double>(d);
+    const float m = static_cast<float>(mean), rstd = static_cast<float>(1.0 / std::sqrt(var + 1e-6));
+    for (int64_t i = 0; i < d; ++i)
+      y[static_cast<size_t>(r * d + i)] = (xr[i] - m) * rstd * w.data<float>()[i] + b.data<float>()[i];
+  }
+  return y;
+}
+
+inline float gelu_tanh(float x) {
+  const float c = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
+}
+inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); }
+
+}  // namespace
+
+Result<VisionProcessorConfig> VisionProcessorConfig::from_json(const nlohmann::json& cfg) {
+  VisionProcessorConfig c;
+  if (!cfg.is_object()) return format_error("image processor config: not a JSON object");
+  if (const auto it = cfg.find("size"); it != cfg.end()) {
+    VORTEX_ASSIGN_OR_RETURN(c.min_pixels, number<int64_t>(*it, "shortest_edge", c.min_pixels));
+    VORTEX_ASSIGN_OR_RETURN(c.max_pixels, number<int64_t>(*it, "longest_edge", c.max_pixels));
+  }
+  VORTEX_ASSIGN_OR_RETURN(c.patch, number<int>(cfg, "patch_size", c.patch));
+  VORTEX_ASSIGN_OR_RETURN(c.temporal_patch, number<int>(cfg, "temporal_patch_size", c.temporal_patch));
+  VORTEX_ASSIGN_OR_RETURN(c.merge, number<int>(cfg, "merge_size", c.merge));
+  for (const char* key : {"image_mean", "image_std"}) {
+    const auto it = cfg.find(key);
+    if (it == cfg.end()) continue;
+    if (!it->is_array() || it->size() != 3)
+      return format_error(std::string("image processor config: ") + key + " needs 3 numbers");
+    for (int i = 0; i < 3; ++i) (key[6] == 'm' ? c.mean : c.std)[i] = (*it)[static_cast<size_t>(i)].get<float>();
+  }
+  if (c.patch <= 0 || c.temporal_patch <= 0 || c.merge <= 0 || c.min_pixels <= 0 || c.max_pixels < c.min_pixels)
+    return format_error("image processor config: patch, merge and pixel limits must be positive");
+  for (int i = 0; i < 3; ++i)
+    if (!(c.std[i] > 0)) return format_error("image processor config: image_std must be positive");
+  if (cfg.value("do_resize", true) == false || cfg.value("do_rescale", true) == false ||
+      cfg.value("do_normalize", true) == false)
+    return unsupported(
+        "image processor config: do_resize / do_rescale / do_normalize off is not what the release uses");
+  return c;
+}
+
+Result<std::pair<int, int>> smart_resize(int height, int width, const VisionProcessorConfig& cfg) {
+  if (height <= 0 || width <= 0) return invalid_argument("smart_resize: the image has no pixels");
+  if (static_cast<double>(std::max(height, width)) / std::min(height, width) > 200)
+    return invalid_argument("smart_resize: absolute aspect ratio must be smaller than 200");
+  const int f = cfg.patch * cfg.merge;
+  auto py_round = [](double v) { return static_cast<int64_t>(std::nearbyint(v)); };
+  int64_t h = py_round(static_cast<double>(height) / f) * f, w = py_round(static_cast<double>(width) / f) * f;
+  if (h * w > cfg.max_pixels) {
+    const double beta = std::sqrt(static_cast<double>(height) * width / static_cast<double>(cfg.max_pixels));
+    h = std::max<int64_t>(f, static_cast<int64_t>(std::floor(height / beta / f)) * f);
+    w = std::max<int64_t>(f, static_cast<int64_t>(std::floor(width / beta / f)) * f);
+  } else if (h * w < cfg.min_pixels) {
+    const double beta = std::sqrt(static_cast<double>(cfg.min_pixels) / (static_cast<double>(height) * width));
+    h = static_cast<int64_t>(std::ceil(height * beta / f)) * f;
+    w = static_cast<int64_t>(std::ceil(width * beta / f)) * f;
+  }
+  return std::pair<int, int>{static_cast<int>(h), static_cast<int>(w)};
+}
+
+Result<VisionInput> preprocess_image(const RgbImage& image, const VisionProcessorConfig& cfg) {
+  if (image.width <= 0 || image.height <= 0 || image.rgb.size() != static_cast<size_t>(image.width) * image.height * 3)
+    return invalid_argument("preprocess_image: not a valid RGB image");
+  VORTEX_ASSIGN_OR_RETURN(auto size, smart_resize(image.height, image.width, cfg));
+  if (size.first != image.height || size.second != image.width)
+    return unsupported("the vision processor would resize " + std::to_string(image.width) + "x" +
+                       std::to_string(image.height) + " to " + std::to_string(size.second) + "x" +
+                       std::to_string(size.first) +
+                       "; only images it passes through unresized are supported (fl2va keyframes on a canvas "
+                       "of multiples of " +
+                       std::to_string(cfg.patch * cfg.merge) + ")");
+  const int p = cfg.patch, m = cfg.merge, tp = cfg.temporal_patch;
+  VisionInput in;
+  in.grid_h = image.height / p;
+  in.grid_w = image.width / p;
+  const int64_t n = static_cast<int64_t>(in.grid_h) * in.grid_w, cols = 3LL * tp * p * p;
+  in.pixel_values = Tensor::empty({n, cols}, DType::kF32);
+  float* out = in.pixel_values.data<float>();
+  // The processor's fused rescale + normalize: (x - 255 mean) / (255 std) in FP32.
+  float mean255[3], std255[3];
+  for (int c = 0; c < 3; ++c) {
+    mean255[c] = cfg.mean[c] * 255.0f;
+    std255[c] = cfg.std[c] * 255.0f;
+  }
+  // Rows (block_row, block_col, in_row, in_col); columns (channel, t, py, px), the frame repeated over t.
+  int64_t row = 0;
+  for (int br = 0; br < in.grid_h / m; ++br)
+    for (int bc = 0; bc < in.grid_w / m; ++bc)
+      for (int ir = 0; ir < m; ++ir)
+        for (int ic = 0; ic < m; ++ic, ++row) {
+          const int y0 = (br * m + ir) * p, x0 = (bc * m + ic) * p;
+          float* o = out + row * cols;
+          for (int c = 0; c < 3; ++c)
+            for (int t = 0; t < tp; ++t)
+              for (int py = 0; py < p; ++py)
+                for (int px = 0; px < p; ++px) {
+                  const uint8_t v = image.rgb[(static_cast<size_t>(y0 + py) * image.width + x0 + px) * 3 + c];
+                  *o++ = (static_cast<float>(v) - mean255[c]) / std255[c];
+                }
+        }
+  return in;
+}
+
+Status VisionConfig::validate() const {
+  if (depth <= 0 || hidden <= 0 || heads <= 0 || hidden % heads || intermediate <= 0 || patch <= 0 ||
+      temporal_patch <= 0 || merge <= 0 || out_hidden <= 0 || num_positions <= 0 || in_channels != 3)
+    return format_error("vision config: sizes must be positive, hidden a multiple of num_heads, in_channels 3");
+  if (head_dim() % 4) return format_error("vision config: the 2-D rotary needs a head_dim divisible by 4");
+  const int side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(num_positions))));
+  if (side * side != num_positions) return format_error("vision config: num_position_embeddings must be a square");
+  for (int d : deepstack)
+    if (d < 0 || d >= depth) return format_error("vision config: deepstack_visual_indexes must be block indices");
+  return Status::Ok();
+}
+
+Result<VisionConfig> VisionConfig::from_json(const nlohmann::json& root) {
+  const nlohmann::json& cfg = root.contains("vision_config") ? root["vision_config"] : root;
+  if (!cfg.is_object()) return format_error("vision config: not a JSON object");
+  VisionConfig c;
+  VORTEX_ASSIGN_OR_RETURN(c.depth, number<int>(cfg, "depth", c.depth));
+  VORTEX_ASSIGN_OR_RETURN(c.hidden, number<int>(cfg, "hidden_size", c.hidden));
+  VORTEX_ASSIGN_OR_RETURN(c.heads, number<int>(cfg, "num_heads", c.heads));
+  VORTEX_ASSIGN_OR_RETURN(c.intermediate, number<int>(cfg, "intermediate_size", c.intermediate));
+  VORTEX_ASSIGN_OR_RETURN(c.in_channels, number<int>(cfg, "in_channels", c.in_channels));
+  VORTEX_ASSIGN_OR_RETURN(c.patch, number<int>(cfg, "patch_size", c.patch));
+  VORTEX_ASSIGN_OR_RETURN(c.temporal_patch, number<int>(cfg, "temporal_patch_size", c.temporal_patch));
+  VORTEX_ASSIGN_OR_RETURN(c.merge, number<int>(cfg, "spatial_merge_size", c.merge));
+  VORTEX_ASSIGN_OR_RETURN(c.out_hidden, number<int>(cfg, "out_hidden_size", c.out_hidden));
+  VORTEX_ASSIGN_OR_RETURN(c.num_positions, number<int>(cfg, "num_position_embeddings", c.num_positions));
+  if (const auto it = cfg.find("deepstack_visual_indexes"); it != cfg.end()) {
+    if (!it->is_array()) return format_error("vision config: deepstack_visual_indexes must be a list");
+    c.deepstack = it->get<std::vector<int>>();
+  }
+  if (const auto it = cfg.find("rope_parameters"); it != cfg.end() && it->is_object()) {
+    VORTEX_ASSIGN_OR_RETURN(c.rope_theta, number<double>(*it, "rope_theta", c.rope_theta));
+  }
+  if (const auto act = cfg.find("hidden_act"); act != cfg.end() && *act != "gelu_pytorch_tanh")
+    return unsupported("vision config: hidden_act " + act->dump() + " (the release's is gelu_pytorch_tanh)");
+  VORTEX_RETURN_IF_ERROR(c.validate());
+  return c;
+}
+
+Result<VisionTower> VisionTower::from_source(const VisionConfig& cfg, const VaeTensorSource& source,
+                                             const std::string& prefix) {
+  VORTEX_RETURN_IF_ERROR(cfg.validate());
+  VisionTower t;
+  t.cfg_ = cfg;
+  const int64_t d = cfg.hidden, md = static_cast<int64_t>(cfg.merge) * cfg.merge * d;
+  auto linear_w = [&](const std::string& name, int64_t out, int64_t in) -> Result<Linear> {
+    Linear l;
+    VORTEX_ASSIGN_OR_RETURN(l.w, source(prefix + name + ".weight", {out, in}));
+    VORTEX_ASSIGN_OR_RETURN(l.b, source(prefix + name + ".bias", {out}));
+    return l;
+  };
+  auto norm_w = [&](const std::string& name, int64_t n) -> Result<Norm> {
+    Norm l;
+    VORTEX_ASSIGN_OR_RETURN(l.w, source(prefix + name + ".weight", {n}));
+    VORTEX_ASSIGN_OR_RETURN(l.b, source(prefix + name + ".bias", {n}));
+    return l;
+  };
+  VORTEX_ASSIGN_OR_RETURN(Tensor pe,
+                          source(prefix + "patch_embed.proj.weight", {d, 3, cfg.temporal_patch, cfg.patch, cfg.patch}));
+  VORTEX_ASSIGN_OR_RETURN(t.patch_embed_.w, pe.reshape({d, 3LL * cfg.temporal_patch * cfg.patch * cfg.patch}));
+  VORTEX_ASSIGN_OR_RETURN(t.patch_embed_.b, source(prefix + "patch_embed.proj.bias", {d}));
+  VORTEX_ASSIGN_OR_RETURN(t.pos_embed_, source(prefix + "pos_embed.weight", {cfg.num_positions, d}));
+  for (int i = 0; i < cfg.depth; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".";
+    Block blk;
+    VORTEX_ASSIGN_OR_RETURN(blk.norm1, norm_w(b + "norm1", d));
+    VORTEX_ASSIGN_OR_RETURN(blk.norm2, norm_w(b + "norm2", d));
+    VORTEX_ASSIGN_OR_RETURN(blk.qkv, linear_w(b + "attn.qkv", 3 * d, d));
+    VORTEX_ASSIGN_OR_RETURN(blk.proj, linear_w(b + "attn.proj", d, d));
+    VORTEX_ASSIGN_OR_RETURN(blk.fc1, linear_w(b + "mlp.linear_fc1", cfg.intermediate, d));
+    VORTEX_ASSIGN_OR_RETURN(blk.fc2, linear_w(b + "mlp.linear_fc2", d, cfg.intermediate));
+    t.blocks_.push_back(std::move(blk));
+  }
+  auto merger = [&](const std::string& name, bool post) -> Result<Merger> {
+    Merger mg;
+    mg.postshuffle = post;
+    VORTEX_ASSIGN_OR_RETURN(mg.norm, norm_w(name + ".norm", post ? md : d));
+    VORTEX_ASSIGN_OR_RETURN(mg.fc1, linear_w(name + ".linear_fc1", md, md));
+    VORTEX_ASSIGN_OR_RETURN(mg.fc2, linear_w(name + ".linear_fc2", cfg.out_hidden, md));
+    return mg;
+  };
+  VORTEX_ASSIGN_OR_RETURN(t.merger_, merger("merger", false));
+  for (size_t k = 0; k < cfg.deepstack.size(); ++k) {
+    VORTEX_ASSIGN_OR_RETURN(Merger mg, merger("deepstack_merger_list." + std::to_string(k), true));
+    t.deepstack_.push_back(std::move(mg));
+  }
+  return t;
+}
+
+Result<VisionTower::Output> VisionTower::forward(const VisionInput& in) const {
+  const VisionConfig& c = cfg_;
+  const int64_t cols = 3LL * c.temporal_patch * c.patch * c.patch;
+  if (!in.pixel_values.defined() || in.pixel_values.ndim() != 2 || in.pixel_values.dim(1) != cols ||
+      in.pixel_values.dtype() != DType::kF32 || !in.pixel_values.is_contiguous() || in.grid_t != 1 ||
+      in.grid_h % c.merge || in.grid_w % c.merge ||
+      in.pixel_values.dim(0) != static_cast<int64_t>(in.grid_h) * in.grid_w)
+    return invalid_argument("vision tower: pixel_values must be [grid_h * grid_w, " + std::to_string(cols) +
+                            "] f32 for one image with grid sides divisible by " + std::to_string(c.merge));
+  const int64_t n = in.pixel_values.dim(0), d = c.hidden, m = c.merge;
+  const int gh = in.grid_h, gw = in.grid_w;
+  std::vector<float> px(in.pixel_values.data<float>(), in.pixel_values.data<float>() + n * cols);
+  std::vector<float> x = linear(px, n, patch_embed_.w, patch_embed_.b);  // [N, D]
+
+  // Token k's (row, col) on the patch grid, from the merge-block order.
+  std::vector<int> rows(static_cast<size_t>(n)), colv(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t blocks_w = gw / m, ic = k % m, ir = (k / m) % m, bc = (k / (m * m)) % blocks_w,
+                  br = k / (m * m * blocks_w);
+    rows[static_cast<size_t>(k)] = static_cast<int>(br * m + ir);
+    colv[static_cast<size_t>(k)] = static_cast<int>(bc * m + ic);
+  }
+  // Learned positions, bilinear with align_corners over the side x side grid (FP32 as transformers computes).
+  const int side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(c.num_positions))));
+  auto taps = [&](int index, int size, int* t, float* w) {
+    const float src =
+        static_cast<float>(index) * static_cast<float>(side - 1) / static_cast<float>(std::max(size - 1, 1));
+    const float fl = std::floor(src);
+    for (int o = 0; o < 2; ++o) {
+      t[o] = std::clamp(static_cast<int>(fl) + o, 0, side - 1);
+      w[o] = std::max(0.0f, 1.0f - std::abs(src - fl - static_cast<float>(o)));
+    }
+  };
+  const float* pos = pos_embed_.data<float>();
+  for (int64_t k = 0; k < n; ++k) {
+    int th[2], tw[2];
+    float wh[2], ww[2];
+    taps(rows[static_cast<size_t>(k)], gh, th, wh);
+    taps(colv[static_cast<size_t>(k)], gw, tw, ww);
+    for (int64_t j = 0; j < d; ++j) {
+      float s = 0.0f;
+      for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b) s += pos[(th[a] * side + tw[b]) * d + j] * (wh[a] * ww[b]);
+      x[static_cast<size_t>(k * d + j)] += s;
+    }
+  }
+  // 2-D rotary: head_dim / 4 frequencies, angles (h freqs | w freqs) repeated over both halves.
+  const int hd = c.head_dim(), q4 = hd / 4;
+  std::vector<float> inv(static_cast<size_t>(q4));
+  for (int i = 0; i < q4; ++i)
+    inv[static_cast<size_t>(i)] =
+        1.0f / static_cast<float>(std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hd / 2)));
+  std::vector<float> cosv(static_cast<size_t>(n * hd)), sinv(static_cast<size_t>(n * hd));
+  for (int64_t k = 0; k < n; ++k)
+    for (int i = 0; i < hd; ++i) {
+      const int f = i % (hd / 2);
+      const float angle = f < q4 ? static_cast<float>(rows[static_cast<size_t>(k)]) * inv[static_cast<size_t>(f)]
+                                 : static_cast<float>(colv[static_cast<size_t>(k)]) * inv[static_cast<size_t>(f - q4)];
+      cosv[static_cast<size_t>(k * hd + i)] = std::cos(angle);
+      sinv[static_cast<size_t>(k * hd + i)] = std::sin(angle);
+    }
+
+  auto merge_tokens = [&](const std::vector<float>& h, const Merger& mg) {
+    const int64_t md = m * m * d, nm = n / (m * m);
+    std::vector<float> z =
+        mg.postshuffle ? layer_norm(h, md, mg.norm.w, mg.norm.b) : layer_norm(h, d, mg.norm.w, mg.norm.b);
+    std::vector<float> a = linear(z, nm, mg.fc1.w, mg.fc1.b);
+    for (float& v : a) v = gelu_erf(v);
+    std::vector<float> o = linear(a, nm, mg.fc2.w, mg.fc2.b);
+    Tensor t = Tensor::empty({nm, c.out_hidden}, DType::kF32);
+    std::memcpy(t.data<float>(), o.data(), o.size() * sizeof(float));
+    return t;
+  };
+
+  Output out;
+  const int heads = c.heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (size_t li = 0; li < blocks_.size(); ++li) {
+    const Block& blk = blocks_[li];
+    std::vector<float> qkv = linear(layer_norm(x, d, blk.norm1.w, blk.norm1.b), n, blk.qkv.w, blk.qkv.b);  // [N, 3D]
+    // Rotary on q and k: x * cos + rotate_half(x) * sin per head.
+    for (int64_t k = 0; k < n; ++k)
+      for (int part = 0; part < 2; ++part)
+        for (int h = 0; h < heads; ++h) {
+          float* v = qkv.data() + k * 3 * d + part * d + h * hd;
+          std::vector<float> r(v, v + hd);
+          for (int i = 0; i < hd; ++i) {
+            const float rot = i < hd / 2 ? -r[static_cast<size_t>(i + hd / 2)] : r[static_cast<size_t>(i - hd / 2)];
+            v[i] = r[static_cast<size_t>(i)] * cosv[static_cast<size_t>(k * hd + i)] +
+                   rot * sinv[static_cast<size_t>(k * hd + i)];
+          }
+        }
+    std::vector<float> att(static_cast<size_t>(n * d));
+    parallel_for_ranges(static_cast<size_t>(n * heads), 0, 1, [&](size_t begin, size_t end) {
+      std::vector<float> s(static_cast<size_t>(n));
+      for (size_t job = begin; job < end; ++job) {
+        const int64_t qi = static_cast<int64_t>(job) / heads, h = static_cast<int64_t>(job) % heads;
+        const float* q = qkv.data() + qi * 3 * d + h * hd;
+        float mx = -INFINITY;
+        for (int64_t kj = 0; kj < n; ++kj) {
+          const float* kv = qkv.data() + kj * 3 * d + d + h * hd;
+          float dot = 0.0f;
+          for (int i = 0; i < hd; ++i) dot += q[i] * kv[i];
+          s[static_cast<size_t>(kj)] = dot * scale;
+          mx = std::max(mx, s[static_cast<size_t>(kj)]);
+        }
+        float sum = 0.0f;
+        for (int64_t kj = 0; kj < n; ++kj)
+          sum += (s[static_cast<size_t>(kj)] = std::exp(s[static_cast<size_t>(kj)] - mx));
+        float* o = att.data() + qi * d + h * hd;
+        std::fill(o, o + hd, 0.0f);
+        for (int64_t kj = 0; kj < n; ++kj) {
+          const float p = s[static_cast<size_t>(kj)] / sum;
+          const float* v = qkv.data() + kj * 3 * d + 2 * d + h * hd;
+          for (int i = 0; i < hd; ++i) o[i] += p * v[i];
+        }
+      }
+    });
+    std::vector<float> y = linear(att, n, blk.proj.w, blk.proj.b);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+    std::vector<float> hmid = linear(layer_norm(x, d, blk.norm2.w, blk.norm2.b), n, blk.fc1.w, blk.fc1.b);
+    for (float& v : hmid) v = gelu_tanh(v);
+    y = linear(hmid, n, blk.fc2.w, blk.fc2.b);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+    for (size_t k = 0; k < c.deepstack.size(); ++k)
+      if (c.deepstack[k] == static_cast<int>(li)) out.deepstack.push_back(merge_tokens(x, deepstack_[k]));
+  }
+  out.last_hidden = Tensor::empty({n, d}, DType::kF32);
+  std::memcpy(out.last_hidden.data<float>(), x.data(), x.size() * sizeof(float));
+  out.merged = merge_tokens(x, merger_);
+  return out;
+}
+
+}  // namespace vortex

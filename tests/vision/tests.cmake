@@ -1,0 +1,16 @@
+# Qwen3-VL image processor and vision tower against transformers 5.x (fixtures made by
+# tests/vision/make_vision_fixtures.py and committed; CI needs no torch).
+vortex_test(NAME vision_tower_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/vision_tower_test.cpp
+            LIBS vortex_vision vortex_vae vortex_io nlohmann_json::nlohmann_json OpenSSL::Crypto)
+target_compile_definitions(vision_tower_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures")
+# The fl2va presentation (tests/vision/make_presentation_fixtures.py) with the repository's Qwen tokenizer.
+vortex_test(NAME presentation_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/presentation_test.cpp
+            LIBS vortex_vision vortex_text nlohmann_json::nlohmann_json OpenSSL::Crypto)
+target_compile_definitions(presentation_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
+                                                     VORTEX_QWEN_TOKENIZER="${CMAKE_BINARY_DIR}/tests/text/qwen/qwen_tokenizer.json")
+add_dependencies(presentation_test qwen_tokenizer_fixture)
+# The conditioner with keyframes (tests/vision/make_conditioner_fixtures.py) on the text encoder tests' tiny model.
+vortex_test(NAME conditioner_vision_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/conditioner_vision_test.cpp
+            LIBS vortex)
+target_compile_definitions(conditioner_vision_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
+                                                           VORTEX_TE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text_encoder/fixtures")

@@ -1,0 +1,210 @@
+// The Qwen3-VL image processor and vision tower against transformers 5.x (tests/vision/make_vision_fixtures.py):
+// pixel_values bit for bit (the tiny model's processor and the release's on 1344x768 / 768x1344 canvases, whose
+// config is a verbatim copy of FL2VA/processor/preprocessor_config.json); the vision tokens and DeepStack
+// features within 2x diffusers' FP32 floor (FP32 transformers vs FP64 transformers); errors.
+#include <openssl/sha.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "vae/vae_checkpoint.h"
+#include "vision/vision_tower.h"
+
+namespace vortex {
+namespace {
+
+const std::string kDir = VORTEX_VISION_FIXTURES;
+
+nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); }
+
+std::string sha256_hex(const void* data, size_t n) {
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(static_cast<const unsigned char*>(data), n, md);
+  char hex[2 * SHA256_DIGEST_LENGTH + 1];
+  for (int i = 0; i < SHA256_DIGEST_LENGTH; ++i) std::snprintf(hex + 2 * i, 3, "%02x", md[i]);
+  return hex;
+}
+
+struct Fixture {
+  SafetensorsFile cases;
+  SafetensorsSet weights;
+  nlohmann::json meta;
+};
+
+const Fixture& fixture() {
+  static const Fixture f = [] {
+    auto c = SafetensorsFile::open(kDir + "/cases.safetensors");
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    auto w = SafetensorsSet::open(kDir + "/model/model.safetensors");
+    EXPECT_TRUE(w.ok()) << w.status().to_string();
+    return Fixture{std::move(*c), std::move(*w), read_json(kDir + "/meta.json")};
+  }();
+  return f;
+}
+
+Tensor get(const std::string& name) {
+  auto t = fixture().cases.tensor(name);
+  EXPECT_TRUE(t.ok()) << name << ": " << t.status().to_string();
+  return t.ok() ? *t : Tensor();
+}
+
+VisionTower tower() {
+  auto cfg = VisionConfig::from_json(read_json(kDir + "/model/config.json"));
+  EXPECT_TRUE(cfg.ok()) << cfg.status().to_string();
+  const SafetensorsSet* w = &fixture().weights;
+  VaeTensorSource source = [w](const std::string& name, const Shape& shape) -> Result<Tensor> {
+    if (!w->find(name)) return not_found("no tensor " + name);
+    VORTEX_ASSIGN_OR_RETURN(Tensor t, w->tensor(name));
+    if (t.shape() != shape) return format_error(name + ": shape " + t.describe());
+    return to_f32_host(t, name);
+  };
+  auto t = VisionTower::from_source(*cfg, source);
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return std::move(*t);
+}
+
+VisionProcessorConfig tiny_processor() {
+  auto p = VisionProcessorConfig::from_json(read_json(kDir + "/release/preprocessor_config.json"));
+  EXPECT_TRUE(p.ok()) << p.status().to_string();
+  p->patch = 8;
+  p->min_pixels = 256;
+  return *p;
+}
+
+RgbImage image_of(const Tensor& t) {
+  RgbImage img{static_cast<int>(t.dim(1)), static_cast<int>(t.dim(0)), {}};
+  img.rgb.assign(t.data<uint8_t>(), t.data<uint8_t>() + t.numel());
+  return img;
+}
+
+TEST(VisionProcessor, TinyPixelValuesBitExact) {
+  for (const auto& [name, c] : fixture().meta["cases"].items()) {
+    SCOPED_TRACE(name);
+    auto in = preprocess_image(image_of(get(name + ".image")), tiny_processor());
+    ASSERT_TRUE(in.ok()) << in.status().to_string();
+    EXPECT_EQ(in->grid_h, c["grid_thw"][1].get<int>());
+    EXPECT_EQ(in->grid_w, c["grid_thw"][2].get<int>());
+    const Tensor want = get(name + ".pixel_values");
+    ASSERT_EQ(in->pixel_values.shape(), want.shape());
+    EXPECT_EQ(std::memcmp(in->pixel_values.data<float>(), want.data<float>(), want.nbytes()), 0);
+  }
+}
+
+TEST(VisionProcessor, ReleaseProcessorOnCanvasesBitExact) {
+  auto cfg = VisionProcessorConfig::from_json(read_json(kDir + "/release/preprocessor_config.json"));
+  ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
+  EXPECT_EQ(cfg->patch, 16);
+  EXPECT_EQ(cfg->min_pixels, 65536);
+  for (const auto& r : fixture().meta["release_processor"]) {
+    const int h = r["height"].get<int>(), w = r["width"].get<int>();
+    RgbImage img{w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h * 3)};
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        for (int c = 0; c < 3; ++c)
+          img.rgb[(static_cast<size_t>(y) * w + x) * 3 + c] =
+              static_cast<uint8_t>((7 * y + 13 * x + 29 * c + (x * y) % 11) % 256);
+    auto in = preprocess_image(img, *cfg);
+    ASSERT_TRUE(in.ok()) << in.status().to_string();
+    EXPECT_EQ(in->grid_h, r["grid_thw"][1].get<int>());
+    EXPECT_EQ(in->grid_w, r["grid_thw"][2].get<int>());
+    EXPECT_EQ(sha256_hex(in->pixel_values.data<float>(), in->pixel_values.nbytes()), r["sha256"].get<std::string>())
+        << w << "x" << h;
+  }
+}
+
+TEST(VisionProcessor, SmartResizeAndRefusal) {
+  VisionProcessorConfig cfg;
+  auto s = smart_resize(768, 1344, cfg);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->first, 768);
+  EXPECT_EQ(s->second, 1344);
+  s = smart_resize(100, 150, cfg);  // below 65536 pixels: scaled up
+  ASSERT_TRUE(s.ok());
+  EXPECT_GE(static_cast<int64_t>(s->first) * s->second, 65536);
+  RgbImage odd{100, 60, std::vector<uint8_t>(100 * 60 * 3, 7)};
+  auto r = preprocess_image(odd, cfg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported);
+}
+
+// max |got - truth| and rms over a tensor pair, with FP64 truth.
+void errors(const Tensor& got, const Tensor& truth, double* max_abs, double* rms) {
+  double se = 0;
+  *max_abs = 0;
+  for (int64_t i = 0; i < truth.numel(); ++i) {
+    const double e = std::abs(static_cast<double>(got.data<float>()[i]) - truth.data<double>()[i]);
+    *max_abs = std::max(*max_abs, e);
+    se += e * e;
+  }
+  *rms = std::sqrt(se / static_cast<double>(truth.numel()));
+}
+
+void expect_within_floor(const std::string& what, const Tensor& ours, const Tensor& theirs, const Tensor& truth) {
+  ASSERT_EQ(ours.shape(), truth.shape()) << what;
+  double om, orms, fm, frms;
+  errors(ours, truth, &om, &orms);
+  errors(theirs, truth, &fm, &frms);
+  std::printf("%s %s: Vortex vs FP64 max %.3g rms %.3g; transformers FP32 vs FP64 (floor) max %.3g rms %.3g\n",
+              what.c_str(), ours.describe().c_str(), om, orms, fm, frms);
+  EXPECT_LE(orms, 2 * frms + 1e-7) << what;
+  EXPECT_LE(om, 2 * fm + 1e-6) << what;
+}
+
+TEST(VisionTower, VisionTokensAndDeepStackWithinTwiceTheFloor) {
+  const VisionTower t = tower();
+  EXPECT_EQ(t.config().deepstack, (std::vector<int>{0, 2}));
+  for (const auto& [name, c] : fixture().meta["cases"].items()) {
+    SCOPED_TRACE(name);
+    VisionInput in;
+    in.pixel_values = get(name + ".pixel_values");
+    in.grid_h = c["grid_thw"][1].get<int>();
+    in.grid_w = c["grid_thw"][2].get<int>();
+    auto out = t.forward(in);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    expect_within_floor(name + " merged", out->merged, get(name + ".merged"), get(name + ".merged64"));
+    ASSERT_EQ(out->deepstack.size(), 2u);
+    for (int k = 0; k < 2; ++k)
+      expect_within_floor(name + " deepstack " + std::to_string(k), out->deepstack[static_cast<size_t>(k)],
+                          get(name + ".deepstack." + std::to_string(k)),
+                          get(name + ".deepstack64." + std::to_string(k)));
+    // The blocks' output against FP32 transformers (no FP64 copy of it is kept): close, not equal.
+    const Tensor want = get(name + ".last_hidden");
+    ASSERT_EQ(out->last_hidden.shape(), want.shape());
+    double worst = 0;
+    for (int64_t i = 0; i < want.numel(); ++i)
+      worst = std::max(worst, static_cast<double>(std::abs(out->last_hidden.data<float>()[i] - want.data<float>()[i])));
+    EXPECT_LT(worst, 1e-4);
+  }
+}
+
+TEST(VisionTower, ReleaseConfigAndErrors) {
+  // A verbatim copy of the release's text_encoder/config.json: its vision_config.
+  auto cfg = VisionConfig::from_json(read_json(kDir + "/release/text_encoder_config.json"));
+  ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
+  EXPECT_EQ(cfg->depth, 27);
+  EXPECT_EQ(cfg->hidden, 1152);
+  EXPECT_EQ(cfg->out_hidden, 5120);
+  EXPECT_EQ(cfg->deepstack, (std::vector<int>{8, 16, 24}));
+  EXPECT_EQ(cfg->num_positions, 2304);
+  nlohmann::json bad = read_json(kDir + "/model/config.json");
+  bad["vision_config"]["num_position_embeddings"] = 35;
+  EXPECT_FALSE(VisionConfig::from_json(bad).ok());
+  bad["vision_config"]["num_position_embeddings"] = 36;
+  bad["vision_config"]["deepstack_visual_indexes"] = {0, 9};
+  EXPECT_FALSE(VisionConfig::from_json(bad).ok());
+  const VisionTower t = tower();
+  VisionInput in;
+  in.pixel_values = Tensor::empty({6, 384}, DType::kF32);
+  in.grid_h = 2;
+  in.grid_w = 3;  // not divisible by the merge size
+  EXPECT_FALSE(t.forward(in).ok());
+}
+
+}  // namespace
+}  // namespace vortex
