@@ -1066,6 +1066,8 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
     progress.stage(std::string("computing the AdaLN tables of ") + std::to_string(plan.spec.steps) + " steps" +
                    (model_->adaln_weights_on_host() ? " (AdaLN projections from host memory)" : ""));
     VORTEX_RETURN_IF_ERROR(model_->precompute_adaln(sigmas));
+    // The projection upload buffer (0.5 GB at h3 scale) is free now: back to the driver, not held through sampling.
+    if (model_->adaln_weights_on_host()) VORTEX_RETURN_IF_ERROR(backend_->release_cached_memory());
   } else {
     VORTEX_RETURN_IF_ERROR(model_->precompute_adaln({}));  // drops held entries: every step computes its own
   }

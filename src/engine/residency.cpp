@@ -124,12 +124,18 @@ Result<ResidencyPlan> plan_residency(const ModelConfig& cfg, const PipelineOptio
   plan.block_gemm_bytes = cfg.num_layers > 0 ? gemms / static_cast<uint64_t>(cfg.num_layers) : 0;
   const uint64_t decoders = o.wants_decoders() ? decoder_device_bytes : 0;
   const uint64_t fixed = dit - adaln - gemms + (adaln_host ? 0 : adaln) + decoders;  // never streams
+  // Synthetic weights are made in BF16 and converted after loading, so the resident blocks must fit in BF16 while
+  // the weights load (the converted ones then leave room unused).
+  const bool converted_after_load = o.checkpoint_path.empty() && (o.precision == "fp8" || o.precision == "nvfp4");
+  const uint64_t load_block_bytes = converted_after_load && cfg.num_layers > 0
+                                        ? t.block_gemms / static_cast<uint64_t>(cfg.num_layers)
+                                        : plan.block_gemm_bytes;
   if (!cpu && budget && fixed + gemms + reserve_bytes > *budget && plan.block_gemm_bytes > 0) {
     // The last blocks stream; the rest of the budget holds the first ones and two slots.
     const uint64_t room = *budget > fixed + reserve_bytes + 2 * plan.block_gemm_bytes
                               ? *budget - fixed - reserve_bytes - 2 * plan.block_gemm_bytes
                               : 0;
-    plan.resident_blocks = static_cast<int>(std::min<uint64_t>(room / plan.block_gemm_bytes, cfg.num_layers));
+    plan.resident_blocks = static_cast<int>(std::min<uint64_t>(room / load_block_bytes, cfg.num_layers));
   }
   const int streamed = plan.num_blocks - plan.resident_blocks;
   const uint64_t streamed_bytes = static_cast<uint64_t>(streamed) * plan.block_gemm_bytes;
@@ -175,12 +181,12 @@ Status check_residency(const ResidencyPlan& plan) {
   std::string parts;
   for (const ResidencyItem& i : plan.items)
     if (i.device_bytes > 0) parts += (parts.empty() ? "" : ", ") + i.component + " " + format_gb(i.device_bytes);
-  return invalid_argument("not enough memory: the weights that must stay on the device need " + format_gb(plan.resident_device_bytes()) +
-                          " (" + parts + ") and a request's activations about " + format_gb(plan.reserve_bytes) +
-                          ", but the budget is " + format_gb(*plan.budget) +
-                          (plan.budget_is_flag ? " (--max-vram)" : " (the free device memory)") +
-                          " even with every block streamed; keep the AdaLN projections in host memory "
-                          "(--adaln-weights host), use --precision fp8, or raise the budget");
+  return invalid_argument(
+      "not enough memory: the weights that must stay on the device need " + format_gb(plan.resident_device_bytes()) +
+      " (" + parts + ") and a request's activations about " + format_gb(plan.reserve_bytes) + ", but the budget is " +
+      format_gb(*plan.budget) + (plan.budget_is_flag ? " (--max-vram)" : " (the free device memory)") +
+      " even with every block streamed; keep the AdaLN projections in host memory "
+      "(--adaln-weights host), use --precision fp8, or raise the budget");
 }
 
 }  // namespace vortex

@@ -208,7 +208,7 @@ Result<AvLatents> run_mode(const Request& r, uint64_t seed, Mode mode, bool lora
   opts.attention = AttentionKind::kSdpa;
   opts.cuda_graph = mode == Mode::kAheadHostGraph ? CudaGraphMode::kOn : CudaGraphMode::kOff;
   H3Model model(r.cfg, *be, std::move(w), opts);
-  if (lora) model.mutable_weights().blocks[2].adaln_proj_lora = adaln_branch(*be, r.cfg, seed + 7);
+  if (lora) model.mutable_weights().blocks.back().adaln_proj_lora = adaln_branch(*be, r.cfg, seed + 7);
   if (mode != Mode::kPerStep) {
     const size_t before = be->memory_in_use();
     VORTEX_RETURN_IF_ERROR(model.place_adaln_weights(AdalnWeightPlace::kHost));
