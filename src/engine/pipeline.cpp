@@ -582,7 +582,9 @@ Status Pipeline::load_weights(ProgressSink& progress) {
   VORTEX_RETURN_IF_ERROR(load_decoders(progress));
   if (model_) return Status::Ok();
   VORTEX_ASSIGN_OR_RETURN(const ResidencyPlan residency, residency_plan());
-  for (const std::string& line : residency.lines()) progress.note("residency: " + line);
+  if (options_.backend != "cpu") {  // on the cpu backend the device is the host: nothing moves, nothing to say
+    for (const std::string& line : residency.lines()) progress.note("residency: " + line);
+  }
   VORTEX_RETURN_IF_ERROR(check_residency(residency));
   const int resident_blocks = residency.resident_blocks;
   progress.stage(options_.synthetic_weights ? "synthesizing weights" : "loading weights");
