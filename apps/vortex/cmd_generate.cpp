@@ -46,10 +46,12 @@ struct GenerateArgs {
   std::string out;
   bool overwrite = false;
   std::string precision = "bf16";
-  std::string attention;           // empty: the backend policy's (sdpa on the CPU)
-  std::string switches;            // run-time switches over the backend policy (apply_switches syntax)
-  std::string cuda_graph;          // off | on | auto: appended to the switches as cuda_graph=...
-  std::vector<std::string> loras;  // FILE[:SCALE], repeatable
+  std::string adaln_weights = "auto";  // auto | device | host (PipelineOptions::adaln_weights)
+  std::string max_vram;                // GB; empty: the free device memory
+  std::string attention;               // empty: the backend policy's (sdpa on the CPU)
+  std::string switches;                // run-time switches over the backend policy (apply_switches syntax)
+  std::string cuda_graph;              // off | on | auto: appended to the switches as cuda_graph=...
+  std::vector<std::string> loras;      // FILE[:SCALE], repeatable
   bool lora_allow_unmatched = false;
   std::string lora_mode = "merge";
   std::string preset;  // "" | "turbo4"
@@ -141,9 +143,11 @@ class StderrProgress : public ProgressSink {
                double seconds) override {
     if (quiet_ || !tty_) return;
     const double gb = 1e-9;
-    std::fprintf(stderr, "\r%.*s: layer %d/%d  %.2f/%.2f GB  %.2f GB/s   ", static_cast<int>(what.size()), what.data(),
-                 layers_done, layers_total, bytes_done * gb, bytes_total * gb,
-                 seconds > 0 ? bytes_done * gb / seconds : 0.0);
+    const double rate = seconds > 0 ? bytes_done / seconds : 0.0;  // bytes per second so far
+    const double eta = rate > 0 ? static_cast<double>(bytes_total - bytes_done) / rate : 0.0;
+    std::fprintf(stderr, "\r%.*s: layer %d/%d  %.2f/%.2f GB  %.2f GB/s  eta %s   ", static_cast<int>(what.size()),
+                 what.data(), layers_done, layers_total, bytes_done * gb, bytes_total * gb, rate * gb,
+                 format_seconds(eta).c_str());
     bar_open_ = layers_done < layers_total;
     if (!bar_open_) std::fprintf(stderr, "\n");
     std::fflush(stderr);
@@ -299,6 +303,13 @@ int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
   r.out_dir = a.out;
   r.overwrite = a.overwrite;
   p.precision = a.precision;
+  p.adaln_weights = a.adaln_weights;
+  if (!a.max_vram.empty()) {
+    char* end = nullptr;
+    p.max_vram_gb = std::strtod(a.max_vram.c_str(), &end);
+    if (end == a.max_vram.c_str() || *end != '\0' || !(p.max_vram_gb > 0.0))
+      return fail(2, "--max-vram expects a positive number of GB, got '" + a.max_vram + "'");
+  }
   p.switches = a.switches;
   if (!a.cuda_graph.empty()) p.switches += (p.switches.empty() ? "" : ",") + std::string("cuda_graph=") + a.cuda_graph;
   q.attention = a.attention;
@@ -400,6 +411,14 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--precision", args->precision,
                   "bf16 | fp8 | nvfp4 | nvfp4-weight-only (GEMM precision; default bf16)")
       ->type_name("NAME");
+  sub->add_option("--max-vram", args->max_vram,
+                  "device memory budget in GB (10^9 bytes) for weights, activations and workspaces, enforced by the "
+                  "allocator (default: the free device memory)")
+      ->type_name("GB");
+  sub->add_option("--adaln-weights", args->adaln_weights,
+                  "auto | device | host: where the blocks' AdaLN projections live (host: page-locked memory, read "
+                  "once per request for all steps' tables; auto = host on cuda; same bytes either way)")
+      ->type_name("PLACE");
   sub->add_option("--switches", args->switches,
                   "run-time switches over the backend policy, e.g. fp8_gate_epilogue=1 (with --precision fp8)")
       ->type_name("LIST");

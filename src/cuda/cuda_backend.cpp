@@ -67,6 +67,10 @@ Status CudaBackend::init(int ordinal, GpuArch policy) {
 }
 
 CudaBackend::~CudaBackend() {
+  if (copy_stream_) {
+    (void)cudaStreamSynchronize(copy_stream_);
+    (void)cudaStreamDestroy(copy_stream_);
+  }
   if (stream_) (void)cudaStreamSynchronize(stream_);
   for (Region& r : regions_) {
     if (r.start) (void)cudaEventDestroy(r.start);
@@ -171,7 +175,16 @@ std::optional<size_t> CudaBackend::free_device_memory() const {
     (void)cudaGetLastError();  // not sticky; the caller treats the amount as unknown
     return std::nullopt;
   }
-  return free_bytes + allocator_->stats().cached_bytes;
+  const AllocatorStats st = allocator_->stats();
+  const size_t free = free_bytes + st.cached_bytes;
+  const size_t limit = allocator_->limit();
+  if (limit == 0) return free;
+  return std::min(free, limit > st.current_bytes ? limit - st.current_bytes : size_t{0});  // within the budget
+}
+
+Status CudaBackend::set_memory_budget(uint64_t bytes) {
+  allocator_->set_limit(static_cast<size_t>(bytes));
+  return Status::Ok();
 }
 void CudaBackend::reset_peak_memory() { allocator_->reset_peak(); }
 uint64_t CudaBackend::segment_map_builds() const { return segments_->builds(); }
@@ -196,6 +209,11 @@ Result<Tensor> CudaBackend::upload(const Tensor& host) {
   VORTEX_RETURN_IF_ERROR(expect_dense_host(host, "upload source"));
   VORTEX_ASSIGN_OR_RETURN(Tensor dst, alloc(host.shape(), host.dtype()));
   const size_t bytes = host.nbytes();
+  if (is_page_locked(host.raw_data())) {  // alloc_host memory: one direct copy, no staging
+    VORTEX_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), host.raw_data(), bytes, cudaMemcpyHostToDevice, stream_));
+    VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return dst;
+  }
   VORTEX_RETURN_IF_ERROR(pinned_->reserve(std::min(bytes, kStagingChunk)));
   const char* src = static_cast<const char*>(host.raw_data());
   char* out = static_cast<char*>(dst.raw_data());
@@ -266,6 +284,11 @@ Status CudaBackend::download(const Tensor& src, Tensor& host_dst) {
                             ": shape and dtype must match");
   const size_t es = dtype_size(src.dtype());
   char* out = static_cast<char*>(host_dst.raw_data());
+  if (src.is_contiguous() && is_page_locked(out)) {  // alloc_host memory: one direct copy, no staging
+    VORTEX_CUDA_CHECK(cudaMemcpyAsync(out, src.raw_data(), src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
   if (src.is_contiguous()) {
     const size_t bytes = src.nbytes();
     VORTEX_RETURN_IF_ERROR(pinned_->reserve(std::min(bytes, kStagingChunk)));
@@ -346,6 +369,98 @@ Status CudaBackend::nvfp4_prepare(Nvfp4ActivationSlots::Role role, int64_t rows,
   }
   if (!nvfp4_slots_) nvfp4_slots_ = std::make_unique<Nvfp4ActivationSlots>(allocator_);
   return nvfp4_slots_->prepare(role, rows, cols, consumer, op, stream_, target, out);
+}
+
+namespace {
+
+// A recorded CUDA event; destroying it is safe while the work it marks is pending (the driver frees it after).
+class CudaFence final : public Backend::Fence {
+ public:
+  explicit CudaFence(cudaEvent_t e) : event(e) {}
+  ~CudaFence() override { (void)cudaEventDestroy(event); }
+  cudaEvent_t event;
+};
+
+Result<cudaEvent_t> record_event(cudaStream_t stream) {
+  cudaEvent_t e = nullptr;
+  VORTEX_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  if (cudaError_t err = cudaEventRecord(e, stream); err != cudaSuccess) {
+    (void)cudaEventDestroy(e);
+    return cuda_status(err, "cudaEventRecord(fence)", __FILE__, __LINE__);
+  }
+  return e;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Backend::Fence>> CudaBackend::fence_compute() {
+  if (capturing_) return internal_error("fence_compute during a graph capture");
+  VORTEX_ASSIGN_OR_RETURN(cudaEvent_t e, record_event(stream_));
+  return std::shared_ptr<Fence>(std::make_shared<CudaFence>(e));
+}
+
+Result<std::shared_ptr<Backend::Fence>> CudaBackend::copy_async(const std::vector<std::pair<Tensor, Tensor>>& copies,
+                                                                const Fence* after) {
+  if (capturing_) return internal_error("copy_async during a graph capture");
+  if (copy_stream_ == nullptr) VORTEX_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  if (const auto* f = dynamic_cast<const CudaFence*>(after))
+    VORTEX_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, f->event, 0));
+  for (const auto& [host, dst] : copies) {
+    if (host.device() != Device::kCpu || !host.is_contiguous() || dst.device() != Device::kCuda ||
+        !dst.is_contiguous() || host.shape() != dst.shape() || host.dtype() != dst.dtype())
+      return invalid_argument("copy_async: " + host.describe() + " -> " + dst.describe() +
+                              ": a contiguous host tensor into a contiguous CUDA tensor of the same shape and dtype");
+    VORTEX_CUDA_CHECK(
+        cudaMemcpyAsync(dst.raw_data(), host.raw_data(), host.nbytes(), cudaMemcpyHostToDevice, copy_stream_));
+  }
+  VORTEX_ASSIGN_OR_RETURN(cudaEvent_t e, record_event(copy_stream_));
+  return std::shared_ptr<Fence>(std::make_shared<CudaFence>(e));
+}
+
+Status CudaBackend::wait(const Fence* fence) {
+  if (const auto* f = dynamic_cast<const CudaFence*>(fence))
+    VORTEX_CUDA_CHECK(cudaStreamWaitEvent(stream_, f->event, 0));
+  return Status::Ok();
+}
+
+Result<LinearWeight> CudaBackend::quantize_weight(const LinearWeight& w, QuantFormat format) {
+  const Tensor& x = w.weight;
+  if (w.format != QuantFormat::kNone || !x.defined() || x.device() != Device::kCuda || x.dtype() != DType::kBF16 ||
+      x.ndim() != 2 || !x.is_contiguous() || x.dim(0) < 1 || x.dim(1) < 1)
+    return invalid_argument("quantize_weight needs a contiguous non-empty CUDA [N, K] bf16 weight, got " +
+                            (x.defined() ? x.describe() : std::string("undefined")));
+  const int64_t n = x.dim(0), k = x.dim(1);
+  LinearWeight out;
+  out.format = format;
+  out.out_features = n;
+  out.in_features = k;
+  VORTEX_ASSIGN_OR_RETURN(Tensor amax, alloc({1}, DType::kI32));  // [1] u32 bits: the amax reduction
+  if (format == QuantFormat::kFp8Scaled) {
+    VORTEX_ASSIGN_OR_RETURN(out.weight, alloc({n, k}, DType::kF8E4M3));  // [N, K] e4m3
+    VORTEX_ASSIGN_OR_RETURN(out.weight_scale, alloc({1}, DType::kF32));  // [1] amax / 448
+    VORTEX_RETURN_IF_ERROR(quantize_fp8_per_tensor(x.raw_data(), n, k, k, out.weight.raw_data(),
+                                                   out.weight_scale.data<float>(), amax.data<uint32_t>(), stream_));
+    VORTEX_RETURN_IF_ERROR(after_op("quantize_weight(fp8)"));
+    return out;
+  }
+  if (format == QuantFormat::kNvfp4) {
+    const ref::Nvfp4Layout layout = ref::nvfp4_layout(n, k);
+    VORTEX_ASSIGN_OR_RETURN(out.weight, alloc({layout.data_rows, layout.data_row_bytes}, DType::kU8));  // e2m1 pairs
+    VORTEX_ASSIGN_OR_RETURN(out.weight_scale, alloc({layout.scale_rows, layout.scale_cols}, DType::kF8E4M3));
+    VORTEX_ASSIGN_OR_RETURN(out.weight_scale_2, alloc({1}, DType::kF32));  // [1] g
+    cuda_ops::Nvfp4GlobalScale g;
+    g.dynamic = true;  // the weight's own amax: the host quantizer's nvfp4_global_scale_from_amax
+    g.g = out.weight_scale_2.data<float>();
+    g.amax_workspace = amax.data<uint32_t>();
+    cuda_ops::Nvfp4Buffers buffers;
+    buffers.data = out.weight.data<uint8_t>();
+    buffers.scales = out.weight_scale.data<uint8_t>();
+    VORTEX_RETURN_IF_ERROR(
+        cuda_ops::nvfp4_quantize(static_cast<const uint16_t*>(x.raw_data()), n, k, k, g, buffers, stream_));
+    VORTEX_RETURN_IF_ERROR(after_op("quantize_weight(nvfp4)"));
+    return out;
+  }
+  return unsupported(std::string("quantize_weight: no device quantizer for ") + quant_format_name(format));
 }
 
 Status CudaBackend::quantize_nvfp4(const Tensor& x, const LinearWeight& consumer, QuantizedActivation& out) {

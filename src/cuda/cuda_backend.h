@@ -140,6 +140,16 @@ class CudaBackend : public Backend {
   Result<Tensor> alloc_host(const Shape& shape, DType dtype) override;
   Result<uint64_t> download_async(const Tensor& src, Tensor& host_dst) override;
   Status wait_download(uint64_t ticket) override;
+  // Transfers from and to page-locked memory skip the staging copy.
+  Status upload_async(const Tensor& host, Tensor& dst) override;
+  Status release_cached_memory() override;
+  // CUDA events on the compute stream and on a second (copy) stream created on first use.
+  Result<std::shared_ptr<Fence>> fence_compute() override;
+  Result<std::shared_ptr<Fence>> copy_async(const std::vector<std::pair<Tensor, Tensor>>& copies,
+                                            const Fence* after) override;
+  Status wait(const Fence* fence) override;
+  // FP8 (gemm/fp8_quantize.cu) and NVFP4 (cuda_ops::nvfp4_quantize, dynamic global scale) on the stream.
+  Result<LinearWeight> quantize_weight(const LinearWeight& w, QuantFormat format) override;
   // Creates the cuBLASLt engine, and the cuDNN SDPA engine or NVFP4 GEMM when `opts` selects them.
   Status warm_up(const ExecOptions& opts) override;
 
@@ -151,7 +161,8 @@ class CudaBackend : public Backend {
   size_t memory_in_use() const override { return memory_stats().current_bytes; }
   size_t memory_peak() const override { return memory_stats().peak_bytes; }
   // cudaMemGetInfo's free bytes plus the blocks this backend's cache holds free.
-  std::optional<size_t> free_device_memory() const override;
+  std::optional<size_t> free_device_memory() const override;  // within the budget when one is set
+  Status set_memory_budget(uint64_t bytes) override;  // the caching allocator's limit (CachingAllocator::set_limit)
 
   // ---- CUDA-specific ----
   const vortex::DeviceInfo& gpu_info() const { return info_; }
@@ -196,6 +207,7 @@ class CudaBackend : public Backend {
   uint64_t next_download_ = 1;
   Status region_error_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // weight streaming (copy_async), created on first use
   std::shared_ptr<CachingAllocator> allocator_;
   std::unique_ptr<PinnedBuffer> pinned_;
   std::unique_ptr<cuda_ops::SegmentRowMapCache> segments_;

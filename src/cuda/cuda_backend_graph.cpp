@@ -102,6 +102,11 @@ Status CudaBackend::upload_to(const Tensor& host, Tensor& dst) {
                             ": dst must be a contiguous CUDA tensor of the same shape and dtype");
   if (capturing_) return internal_error("upload_to during a graph capture (uploads synchronize)");
   const size_t bytes = host.nbytes();
+  if (is_page_locked(host.raw_data())) {  // alloc_host memory: one direct copy, no staging
+    VORTEX_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), host.raw_data(), bytes, cudaMemcpyHostToDevice, stream_));
+    VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
   VORTEX_RETURN_IF_ERROR(pinned_->reserve(std::min(bytes, kUploadChunk)));
   const char* src = static_cast<const char*>(host.raw_data());
   char* out = static_cast<char*>(dst.raw_data());
@@ -113,6 +118,23 @@ Status CudaBackend::upload_to(const Tensor& host, Tensor& dst) {
     done += n;
   }
   return Status::Ok();
+}
+
+Status CudaBackend::upload_async(const Tensor& host, Tensor& dst) {
+  if (!is_page_locked(host.raw_data())) return upload_to(host, dst);
+  if (host.device() != Device::kCpu || !host.is_contiguous())
+    return invalid_argument("upload_async: the source must be a contiguous host tensor, got " + host.describe());
+  if (dst.device() != Device::kCuda || !dst.is_contiguous() || dst.shape() != host.shape() ||
+      dst.dtype() != host.dtype())
+    return invalid_argument("upload_async: " + host.describe() + " -> " + dst.describe() +
+                            ": dst must be a contiguous CUDA tensor of the same shape and dtype");
+  VORTEX_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), host.raw_data(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
+  return Status::Ok();
+}
+
+Status CudaBackend::release_cached_memory() {
+  VORTEX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return allocator_->empty_cache();
 }
 
 Status CudaBackend::warm_up(const ExecOptions& opts) {

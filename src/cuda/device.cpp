@@ -78,15 +78,18 @@ Result<void*> CachingAllocator::allocate(size_t bytes) {
     stats_.cached_bytes -= bucket;
     ++stats_.cache_hits;
   } else {
+    if (limit_ != 0 && stats_.reserved_bytes + bucket > limit_) {
+      free_cache_locked();  // cached blocks of other sizes count against the budget too
+      if (stats_.current_bytes + bucket > limit_)
+        return Status(ErrorCode::kOutOfMemory, "device memory budget exceeded: " + std::to_string(bucket) +
+                                                   " more bytes with " + std::to_string(stats_.current_bytes) +
+                                                   " in use would pass the budget of " + std::to_string(limit_) +
+                                                   " bytes (--max-vram); raise the budget or make the request smaller");
+    }
     cudaError_t err = cudaMalloc(&ptr, bucket);
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
-      // Give the cache back to the driver and retry once.
-      for (auto& [b, list] : free_)
-        for (void* p : list) (void)cudaFree(p);
-      stats_.reserved_bytes -= stats_.cached_bytes;
-      stats_.cached_bytes = 0;
-      free_.clear();
+      free_cache_locked();  // give the cache back to the driver and retry once
       err = cudaMalloc(&ptr, bucket);
     }
     if (err != cudaSuccess) {
@@ -112,6 +115,24 @@ void CachingAllocator::release(void* ptr, size_t bytes) {
   stats_.current_bytes -= bucket;
   stats_.cached_bytes += bucket;
   ++stats_.releases;
+}
+
+void CachingAllocator::free_cache_locked() {
+  for (auto& [b, list] : free_)
+    for (void* p : list) (void)cudaFree(p);
+  stats_.reserved_bytes -= stats_.cached_bytes;
+  stats_.cached_bytes = 0;
+  free_.clear();
+}
+
+void CachingAllocator::set_limit(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limit_ = bytes;
+}
+
+size_t CachingAllocator::limit() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return limit_;
 }
 
 void CachingAllocator::set_capture_guard(bool on) {
@@ -146,6 +167,16 @@ void CachingAllocator::reset_peak() {
 // ---- pinned staging ----------------------------------------------------------------------------
 PinnedBuffer::~PinnedBuffer() {
   if (ptr_) (void)cudaFreeHost(ptr_);
+}
+
+bool is_page_locked(const void* p) {
+  if (p == nullptr) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // pageable memory unknown to CUDA: not an error
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
 }
 
 Status PinnedBuffer::reserve(size_t bytes) {

@@ -72,13 +72,23 @@ class CachingAllocator final : public DeviceMemoryResource {
   // While set (a CUDA graph capture on the owner's stream), allocate() fails with kInternal naming the size:
   // a captured step must allocate nothing (its blocks would be baked into the graph).
   void set_capture_guard(bool on);
+  // A ceiling on the device memory this allocator holds (in use + cached; 0: none). An allocation that would pass it
+  // first returns the cache to the driver, then fails with kOutOfMemory naming the budget: never a silent spill.
+  void set_limit(size_t bytes);
+  size_t limit() const;
 
  private:
   mutable std::mutex mu_;
   bool capture_guard_ = false;
+  size_t limit_ = 0;
+  void free_cache_locked();
   std::map<size_t, std::vector<void*>> free_;  // bucket bytes -> free blocks
   AllocatorStats stats_;
 };
+
+// True when `p` points into page-locked host memory (cudaHostAlloc / cudaMallocHost), which the copy engines read
+// directly; false for pageable or device memory.
+bool is_page_locked(const void* p);
 
 // ---- pinned staging ----------------------------------------------------------------------------
 // A growable page-locked host buffer used to stage uploads/downloads (chunked for large tensors).

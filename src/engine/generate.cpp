@@ -318,6 +318,7 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
     progress.stage("joining the world of " + std::to_string(req.rank->world) + " ranks");
     VORTEX_ASSIGN_OR_RETURN(comm, join_world(*req.rank, req.comm, pipeline->backend()));
   }
+  pipeline->reserve_for(plan);  // the weights are placed around this request's activations
   VORTEX_RETURN_IF_ERROR(pipeline->load_weights(progress));
   if (comm) pipeline->model().set_communicator(comm.get());
 

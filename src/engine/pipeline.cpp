@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -46,6 +48,32 @@ constexpr int64_t kMaxPackedRows = 2'000'000;
 constexpr int kMaxSidePixels = 8192;
 // A CPU run estimated above this many seconds gets a warning with the estimate.
 constexpr double kSlowCpuRunSeconds = 3600.0;
+// Weight-loading progress reports at most this often.
+constexpr double kLoadReportSeconds = 0.25;
+
+// "blocks.{i}.adaln_proj.linear.weight": a main block's AdaLN projection (the one placed by adaln_weights).
+bool is_block_adaln_weight(const std::string& name) {
+  static constexpr std::string_view kSuffix = ".adaln_proj.linear.weight";
+  return name.rfind("blocks.", 0) == 0 && name.size() > kSuffix.size() &&
+         name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
+
+// "blocks.{i}.{attn.qkv_proj, attn.out_proj, mlp.fc1, mlp.fc2}.weight" with i >= first_streamed: a GEMM weight that
+// streams (H3Model::stream_blocks).
+bool streamed_gemm_weight(const std::string& name, int first_streamed) {
+  if (name.rfind("blocks.", 0) != 0 || std::atoi(name.c_str() + 7) < first_streamed) return false;
+  for (std::string_view s : {".attn.qkv_proj.weight", ".attn.out_proj.weight", ".mlp.fc1.weight", ".mlp.fc2.weight"})
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
+  return false;
+}
+
+// Main blocks complete before the tensor `name` (the spec lists them in order): its block index, or all of them
+// once the last tensor is done.
+int blocks_before(const std::string& name, int num_layers, bool all_done) {
+  if (all_done) return num_layers;
+  if (name.rfind("blocks.", 0) != 0) return name.rfind("final_layer", 0) == 0 ? num_layers : 0;
+  return std::atoi(name.c_str() + 7);
+}
 
 // A field's name in messages.
 std::string fname(FieldStyle style, const char* flag, const char* json) {
@@ -214,6 +242,12 @@ Status validate_pipeline_options(const PipelineOptions& o) {
       return not_found(std::string(flag) + " " + dir +
                        " is not a directory (pass the VAE folder: config.json + weights)");
   }
+  if (!std::isfinite(o.max_vram_gb) || o.max_vram_gb < 0.0)
+    return invalid_argument("--max-vram must be a positive number of GB (10^9 bytes)");
+  if (o.max_vram_gb > 0.0 && o.backend == "cpu")
+    return invalid_argument("--max-vram budgets GPU memory: it needs --backend cuda");
+  if (o.adaln_weights != "auto" && o.adaln_weights != "device" && o.adaln_weights != "host")
+    return invalid_argument("--adaln-weights must be auto, device or host, got '" + o.adaln_weights + "'");
   if (o.mp4_crf < 0 || o.mp4_crf > 51)
     return invalid_argument("--crf must be in [0, 51], got " + std::to_string(o.mp4_crf));
   return validate_lora_dir_options(o);
@@ -404,7 +438,16 @@ Result<RunPlan> plan_run(const ModelConfig& cfg, const PipelineOptions& options,
   mem_opt.cpu_backend = options.backend == "cpu";
   mem_opt.threads = plan.workers;
   VORTEX_ASSIGN_OR_RETURN(mem_opt.weights_bytes, weights_bytes_as_loaded(options, cfg));
+  if (options.adaln_weights_on_host()) {  // the blocks' AdaLN projections live in host memory
+    const uint64_t adaln = static_cast<uint64_t>(cfg.num_layers) * 18 * cfg.hidden * cfg.time_embed_dim * 2;
+    mem_opt.weights_bytes -= std::min(adaln, mem_opt.weights_bytes);
+  }
   plan.memory = estimate_memory(cfg, g, mem_opt);
+  if (!mem_opt.cpu_backend) {  // precompute_adaln's tables and projection upload buffer (docs/memory.md)
+    plan.memory.items.push_back({"AdaLN tables", adaln_request_bytes(cfg, options, req.steps)});
+    std::stable_sort(plan.memory.items.begin(), plan.memory.items.end(),
+                     [](const MemoryEstimate::Item& a, const MemoryEstimate::Item& b) { return a.bytes > b.bytes; });
+  }
   if (weights_resident) {  // already allocated, so already out of what is free
     std::erase_if(plan.memory.items, [](const MemoryEstimate::Item& i) { return i.what == "weights"; });
   }
@@ -451,6 +494,8 @@ Result<std::unique_ptr<Pipeline>> Pipeline::open(const PipelineOptions& options)
     return made.status();
   }
   p->backend_ = std::move(*made);
+  if (options.max_vram_gb > 0.0)
+    VORTEX_RETURN_IF_ERROR(p->backend_->set_memory_budget(static_cast<uint64_t>(options.max_vram_gb * 1e9)));
   VORTEX_ASSIGN_OR_RETURN(p->exec_,
                           resolve_exec_options(p->backend_->default_options(), options.precision, options.switches));
   return p;
@@ -465,6 +510,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::load(const PipelineOptions& options,
 Status Pipeline::load_decoders(ProgressSink& progress) {
   if (has_decoders() || !options_.wants_decoders()) return Status::Ok();
   const auto t_load = Clock::now();
+  const size_t device_before = backend_->memory_in_use();
   std::unique_ptr<VideoVae> video;
   std::unique_ptr<AudioVae> audio;
   if (!options_.synthetic_vae.empty()) {
@@ -505,17 +551,69 @@ Status Pipeline::load_decoders(ProgressSink& progress) {
   video_vae_ = std::move(video);
   audio_vae_ = std::move(audio);
   decoders_load_seconds_ = seconds_since(t_load);
+  const size_t device_after = backend_->memory_in_use();
+  decoders_device_bytes_ = device_after > device_before ? device_after - device_before : 0;
   return Status::Ok();
+}
+
+Result<ResidencyPlan> Pipeline::residency_plan(std::optional<uint64_t> reserve) const {
+  VORTEX_ASSIGN_OR_RETURN(const uint64_t weights_bytes, weights_bytes_as_loaded(options_, cfg_));
+  std::optional<uint64_t> budget;
+  if (options_.backend != "cpu") {
+    if (options_.max_vram_gb > 0.0) {
+      budget = static_cast<uint64_t>(options_.max_vram_gb * 1e9);
+    } else if (std::optional<size_t> free = backend_->free_device_memory()) {
+      budget = *free + backend_->memory_in_use();  // what is free plus what this pipeline holds already
+    }
+  }
+  return plan_residency(cfg_, options_, weights_bytes, decoders_device_bytes_, budget, options_.max_vram_gb > 0.0,
+                        reserve          ? *reserve
+                        : reserve_bytes_ ? *reserve_bytes_
+                                         : canonical_activation_bytes(cfg_, options_));
+}
+
+void Pipeline::reserve_for(const RunPlan& plan) {
+  uint64_t n = 0;
+  for (const MemoryEstimate::Item& i : plan.memory.items)
+    if (i.what != "weights") n += i.bytes;
+  reserve_bytes_ = n;
 }
 
 Status Pipeline::load_weights(ProgressSink& progress) {
   VORTEX_RETURN_IF_ERROR(load_decoders(progress));
   if (model_) return Status::Ok();
+  VORTEX_ASSIGN_OR_RETURN(const ResidencyPlan residency, residency_plan());
+  if (options_.backend != "cpu") {  // on the cpu backend the device is the host: nothing moves, nothing to say
+    for (const std::string& line : residency.lines()) progress.note("residency: " + line);
+  }
+  VORTEX_RETURN_IF_ERROR(check_residency(residency));
+  const int resident_blocks = residency.resident_blocks;
   progress.stage(options_.synthetic_weights ? "synthesizing weights" : "loading weights");
   const auto t_load = Clock::now();
   H3Weights weights;
+  // AdaLN projections bound for host memory leave the device as soon as each is made (when no load-time adapter
+  // merges into them first), so they never occupy it together.
+  const bool adaln_host_early = options_.adaln_weights_on_host() && options_.loras.empty();
   if (options_.synthetic_weights) {
-    VORTEX_ASSIGN_OR_RETURN(weights, synthesize_weights(cfg_, *backend_, options_.weights_seed));
+    const uint64_t total = static_cast<uint64_t>(h3_total_bytes(cfg_));
+    uint64_t done = 0;
+    auto t_report = t_load;
+    SynthesizedTensorFn after_each = [&](const TensorSpec& spec, Tensor& t) -> Status {
+      done += static_cast<uint64_t>(spec.bytes());
+      if ((adaln_host_early && is_block_adaln_weight(spec.name)) ||
+          (options_.loras.empty() && streamed_gemm_weight(spec.name, resident_blocks) && options_.backend != "cpu")) {
+        Result<Tensor> host = move_to_host(*backend_, t);
+        if (!host.ok()) return host.status().with_context(spec.name + " to host memory");
+        t = std::move(host).value();
+      }
+      if (seconds_since(t_report) >= kLoadReportSeconds || done == total) {
+        t_report = Clock::now();
+        progress.loading("transformer", done, total, blocks_before(spec.name, cfg_.num_layers, done == total),
+                         cfg_.num_layers, seconds_since(t_load));
+      }
+      return Status::Ok();
+    };
+    VORTEX_ASSIGN_OR_RETURN(weights, synthesize_weights(cfg_, *backend_, options_.weights_seed, after_each));
   } else {
     std::vector<std::string> load_notes;  // dtype conversions of a diffusers folder
     Result<H3Weights> loaded =
@@ -537,9 +635,24 @@ Status Pipeline::load_weights(ProgressSink& progress) {
   PrecisionOptions precision;
   precision.precision = precision_name(exec_.precision);
   precision.nvfp4_fc2 = options_.nvfp4_fc2;
+  if (precision.precision != "bf16") {
+    progress.stage("converting the block GEMM weights to " + precision.precision +
+                   (options_.backend == "cpu" ? "" : " on the device"));
+  }
   VORTEX_RETURN_IF_ERROR(apply_precision(weights, *backend_, precision));
   VORTEX_RETURN_IF_ERROR(backend_->synchronize());
+  VORTEX_RETURN_IF_ERROR(backend_->release_cached_memory());  // the BF16 originals' blocks
   model_ = std::make_unique<H3Model>(cfg_, *backend_, std::move(weights), exec_);
+  if (resident_blocks < cfg_.num_layers) {
+    progress.stage("streaming blocks " + std::to_string(resident_blocks) + ".." + std::to_string(cfg_.num_layers - 1) +
+                   " from host memory");
+    VORTEX_RETURN_IF_ERROR(model_->stream_blocks(resident_blocks));
+  }
+  if (options_.adaln_weights_on_host()) {
+    if (!(adaln_host_early && options_.synthetic_weights))
+      progress.stage("moving the AdaLN projections to host memory (" + format_gb(model_->adaln_weight_bytes()) + ")");
+    VORTEX_RETURN_IF_ERROR(model_->place_adaln_weights(AdalnWeightPlace::kHost));
+  }
   load_seconds_ = seconds_since(t_load);
   return Status::Ok();
 }
@@ -578,10 +691,35 @@ Status Pipeline::check_decodable(const RunPlan& plan, FieldStyle style) const {
 
 Status Pipeline::check_device_fit(const RunPlan& plan) const {
   if (options_.backend == "cpu") return Status::Ok();
-  return check_fits(plan.memory, backend_->free_device_memory(), "free GPU memory", options_.backend, cfg_, plan.geo);
+  if (!weights_loaded()) {
+    uint64_t activations = 0;
+    for (const MemoryEstimate::Item& i : plan.memory.items)
+      if (i.what != "weights") activations += i.bytes;
+    VORTEX_ASSIGN_OR_RETURN(const ResidencyPlan residency, residency_plan(activations));
+    return check_residency(residency).with_context(std::to_string(plan.geo.width) + "x" +
+                                                   std::to_string(plan.geo.height) + ", " +
+                                                   std::to_string(plan.geo.frames) + " frames");
+  }
+  std::optional<size_t> free = backend_->free_device_memory();
+  if (free && text_encoder_) *free += text_encoder_bytes_;  // run() frees a resident conditioner that is in the way
+  return check_fits(plan.memory, free, "free GPU memory", options_.backend, cfg_, plan.geo);
 }
 
-Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress) {
+std::optional<uint64_t> Pipeline::free_memory() const {
+  if (options_.backend == "cpu") return available_host_memory();
+  const std::optional<size_t> device = backend_->free_device_memory();
+  return device ? std::optional<uint64_t>(*device) : std::nullopt;
+}
+
+void Pipeline::make_room_for(uint64_t need) {
+  if (!text_encoder_) return;
+  const std::optional<uint64_t> free = free_memory();
+  if (free && need <= *free) return;
+  text_encoder_.reset();  // its memory goes back before the request allocates
+  (void)backend_->release_cached_memory();
+}
+
+Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need) {
   for (const auto& [cached_ids, states] : encodings_) {
     if (cached_ids == ids) {
       progress.note("prompt encoding reused (the same prompt was encoded before in this process)");
@@ -595,49 +733,51 @@ Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSin
                           TextEncoderConfig::from_file((fs::path(options_.text_encoder_dir) / "config.json").string()));
   // The first `layer` decoder layers, plus `norm` only for the last hidden state (TextEncoder::load).
   const int layers = std::max(layer, 0);
-  VORTEX_ASSIGN_OR_RETURN(std::vector<TextEncoderTensorSpec> specs, text_encoder_tensor_specs(te, layers));
-  uint64_t weight_bytes = 0;
-  for (const TextEncoderTensorSpec& spec : specs)
-    if (spec.name.find("embed_tokens") == std::string::npos)
-      weight_bytes += static_cast<uint64_t>(shape_numel(spec.shape)) * 2;
-  // Activations of the prefill: the residual, q|k|v, the attention output and the two FFN halves in F32.
-  const uint64_t act_bytes = static_cast<uint64_t>(ids.size()) *
-                             static_cast<uint64_t>(4 * te.hidden + te.q_width() + 2 * te.kv_width() + 2 * te.ffn) * 4;
-  std::optional<uint64_t> free = available_host_memory();
-  if (options_.backend != "cpu") {
-    const std::optional<size_t> device = backend_->free_device_memory();
-    free = device ? std::optional<uint64_t>(*device) : std::nullopt;
-  }
-  if (free && weight_bytes + act_bytes > *free) {
-    return invalid_argument("not enough memory for the text encoder: " + std::to_string(layers) +
-                            " layers need about " + format_gb(weight_bytes + act_bytes) + " but only " +
-                            format_gb(*free) + " of " +
-                            (options_.backend == "cpu" ? "host memory" : "free GPU memory") + " is available");
-  }
-  progress.stage("loading the text encoder (" + std::to_string(layers) + " of " + std::to_string(te.num_layers) +
-                 " layers, " + format_gb(weight_bytes) + ")");
-  Tensor states;
-  {
+  if (!text_encoder_) {
+    VORTEX_ASSIGN_OR_RETURN(const uint64_t weight_bytes, text_encoder_weight_bytes(options_.text_encoder_dir, layers));
+    // Activations of the prefill: the residual, q|k|v, the attention output and the two FFN halves in F32.
+    const uint64_t act_bytes = static_cast<uint64_t>(ids.size()) *
+                               static_cast<uint64_t>(4 * te.hidden + te.q_width() + 2 * te.kv_width() + 2 * te.ffn) * 4;
+    const std::optional<uint64_t> free = free_memory();
+    if (free && weight_bytes + act_bytes > *free) {
+      return invalid_argument("not enough memory for the text encoder: " + std::to_string(layers) +
+                              " layers need about " + format_gb(weight_bytes + act_bytes) + " but only " +
+                              format_gb(*free) + " of " +
+                              (options_.backend == "cpu" ? "host memory" : "free GPU memory") + " is available");
+    }
+    progress.stage("loading the text encoder (" + std::to_string(layers) + " of " + std::to_string(te.num_layers) +
+                   " layers, " + format_gb(weight_bytes) + ")");
     TextEncoderLoadProgressFn on_load = [&progress](const TextEncoderLoadProgress& p) {
       progress.loading("text encoder", p.bytes_done, p.bytes_total, p.layers_done, p.layers_total, p.seconds);
     };
-    VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<TextEncoder> encoder,
-                            TextEncoder::load(options_.text_encoder_dir, *backend_, layers, on_load));
-    progress.stage("encoding the prompt (" + std::to_string(ids.size()) + " tokens -> hidden_states[" +
-                   std::to_string(layer) + "])");
-    VORTEX_ASSIGN_OR_RETURN(states, encoder->encode(ids, layer));
-    VORTEX_RETURN_IF_ERROR(backend_->synchronize());
-  }  // the conditioner's weights are freed here, before the transformer needs the memory
+    VORTEX_ASSIGN_OR_RETURN(text_encoder_, TextEncoder::load(options_.text_encoder_dir, *backend_, layers, on_load));
+    text_encoder_bytes_ = weight_bytes;
+    ++conditioner_loads_;
+  }
+  progress.stage("encoding the prompt (" + std::to_string(ids.size()) + " tokens -> hidden_states[" +
+                 std::to_string(layer) + "])");
+  Result<Tensor> states = text_encoder_->encode(ids, layer);
+  Status synced = backend_->synchronize();
+  // Resident only beside a loaded transformer and when the run still fits; else freed before the transformer needs
+  // the memory (a one-shot generate loads it next).
+  if (!states.ok() || !synced.ok() || !model_) {
+    text_encoder_.reset();
+    (void)backend_->release_cached_memory();
+  } else {
+    make_room_for(keep_need);
+  }
+  VORTEX_RETURN_IF_ERROR(states.status());
+  VORTEX_RETURN_IF_ERROR(synced);
   ++conditioner_runs_;
   if (encodings_.size() >= kMaxCachedEncodings) encodings_.erase(encodings_.begin());
-  encodings_.emplace_back(ids, states);
+  encodings_.emplace_back(ids, *states);
   encode_seconds_ = seconds_since(t0);
-  return states;
+  return *states;
 }
 
 Status Pipeline::encode_prompt(RunPlan& plan, ProgressSink& progress) {
   if (plan.text.defined() || plan.text_source != "prompt" || !has_text_encoder()) return Status::Ok();
-  VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress));
+  VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total()));
   return Status::Ok();
 }
 
@@ -914,10 +1054,28 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   if (req.media.value_or(false) && !has_decoders())
     return invalid_argument("media requested but no decoders are loaded");
   VORTEX_RETURN_IF_ERROR(check_decodable(plan, FieldStyle::kFlag));  // a size the VAE cannot decode: before sampling
+  make_room_for(plan.memory.total());  // a resident conditioner gives way to a request that needs its memory
 
   progress.stage("preparing text and positions");
   const auto t_prepare = Clock::now();
   VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, text));
+  // Every step's AdaLN tables before step 1 (H3Model::precompute_adaln): each adaln_proj weight read once.
+  std::vector<std::pair<double, double>> sigmas;
+  for (int i = 0; i < plan.spec.steps; ++i)
+    sigmas.emplace_back(plan.schedule.sigma_video[static_cast<size_t>(i)],
+                        plan.schedule.sigma_audio[static_cast<size_t>(i)]);
+  const auto t_tables = Clock::now();
+  if (exec.adaln_ahead) {
+    progress.stage(std::string("computing the AdaLN tables of ") + std::to_string(plan.spec.steps) + " steps" +
+                   (model_->adaln_weights_on_host() ? " (AdaLN projections from host memory)" : ""));
+    VORTEX_RETURN_IF_ERROR(model_->precompute_adaln(sigmas));
+    // The projection upload buffer (0.5 GB at h3 scale) is free now: back to the driver, not held through sampling.
+    if (model_->adaln_weights_on_host()) VORTEX_RETURN_IF_ERROR(backend_->release_cached_memory());
+  } else {
+    VORTEX_RETURN_IF_ERROR(model_->precompute_adaln({}));  // drops held entries: every step computes its own
+  }
+  VORTEX_RETURN_IF_ERROR(backend_->synchronize());
+  const double tables_seconds = seconds_since(t_tables);
   RunOutputs result;
   result.prepare_seconds = seconds_since(t_prepare);
   if (world == nullptr && cancel.cancelled()) return cancelled("cancelled before sampling");
@@ -1088,7 +1246,8 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
       {"attention", attention_name(exec.attention)},
       {"fused_norm_modulate", exec.fused_norm_modulate},
       {"fused_gate_add", exec.fused_gate_add},
-      {"fp8_gate_epilogue", exec.fp8_gate_epilogue}};
+      {"fp8_gate_epilogue", exec.fp8_gate_epilogue},
+      {"adaln_weights", model_->adaln_weights_on_host() ? "host" : "device"}};
   manifest["noise"] = {{"contract",
                         "gaussian_noise (src/core/rng.h): one stream of `seed`, video elements first, "
                         "then audio"},
@@ -1113,13 +1272,11 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   manifest["decode"] = decode_manifest;
   manifest["outputs"] = outputs;
   result.run_seconds = seconds_since(t_run);
-  manifest["timing"] = {{"load_weights_seconds", load_seconds_},
-                        {"encode_prompt_seconds", encoded ? J(encode_seconds_) : J(nullptr)},
-                        {"prepare_seconds", result.prepare_seconds},
-                        {"step_seconds", result.step_seconds},
-                        {"sampling_seconds", result.sampling_seconds},
-                        {"decode_seconds", result.decode_seconds},
-                        {"total_seconds", seconds_before + result.run_seconds}};
+  manifest["timing"] = {
+      {"load_weights_seconds", load_seconds_},     {"encode_prompt_seconds", encoded ? J(encode_seconds_) : J(nullptr)},
+      {"prepare_seconds", result.prepare_seconds}, {"adaln_tables_seconds", tables_seconds},
+      {"step_seconds", result.step_seconds},       {"sampling_seconds", result.sampling_seconds},
+      {"decode_seconds", result.decode_seconds},   {"total_seconds", seconds_before + result.run_seconds}};
   VORTEX_RETURN_IF_ERROR(write_json_file(manifest, (staged / manifest_file).string()));
   result.files = {video_file, audio_file, preview_file};
   if (media) result.files.insert(result.files.end(), {"video.mp4", "audio.wav"});

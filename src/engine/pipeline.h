@@ -16,11 +16,13 @@
 #include <vector>
 
 #include "engine/memory_estimate.h"
+#include "engine/residency.h"
 #include "lora/lora.h"
 #include "model/backend.h"
 #include "model/h3_model.h"
 #include "model/packing.h"
 #include "sampler/sampler.h"
+#include "text_encoder/text_encoder.h"
 #include "vae/audio_vae.h"
 #include "vae/video_vae.h"
 #include "vortex/config.h"
@@ -68,7 +70,19 @@ struct PipelineOptions {
   std::string synthetic_vae;
   uint64_t synthetic_vae_seed = 0;
   bool vae_tiling = true;  // the released spatial tiling; off changes the pixels
-  int mp4_crf = 18;        // x264 constant rate factor of video.mp4
+  // Where the blocks' AdaLN projections (adaln_proj.linear: 13.0 B of h3's 33 B parameters, 26 GB in BF16) live:
+  // "host" (page-locked host memory; each request uploads each weight once, before step 1, to compute the tables
+  // of its whole schedule: H3Model::precompute_adaln), "device", or "auto" (host on a GPU backend; on the cpu
+  // backend the device is the host). The tables and so the latents are the same bytes either way.
+  std::string adaln_weights = "auto";
+  // Device memory budget in GB (10^9 bytes) for everything Vortex allocates on the device (--max-vram): weights,
+  // activations, workspaces. The backend's allocator enforces it (an allocation past it fails with kOutOfMemory);
+  // the residency plan and every request's estimate are checked against it first. 0: the free device memory.
+  double max_vram_gb = 0.0;
+  bool adaln_weights_on_host() const {
+    return backend != "cpu" && (adaln_weights == "host" || adaln_weights == "auto");
+  }
+  int mp4_crf = 18;  // x264 constant rate factor of video.mp4
   bool wants_decoders() const { return !vae_dir.empty() || !audio_vae_dir.empty() || !synthetic_vae.empty(); }
 };
 
@@ -229,6 +243,13 @@ class Pipeline {
   const ModelConfig& config() const { return cfg_; }
   Backend& backend() { return *backend_; }
   const ExecOptions& exec_options() const { return exec_; }  // the switches in force (override rule)
+  // The residency plan of this pipeline (engine/residency.h): load_weights prints and checks it before loading,
+  // and streams the blocks it does not keep resident.
+  // `reserve`: the activations to keep room for (default: reserve_for's, else the canonical request's).
+  Result<ResidencyPlan> residency_plan(std::optional<uint64_t> reserve = std::nullopt) const;
+  // Keeps `plan`'s activations free when placing the weights (a one-shot generate knows its request before loading);
+  // without it the pipeline keeps the canonical request's (canonical_activation_bytes).
+  void reserve_for(const RunPlan& plan);
   bool weights_loaded() const { return model_ != nullptr; }
   H3Model& model() { return *model_; }  // after load_weights
   double load_seconds() const { return load_seconds_; }
@@ -241,7 +262,8 @@ class Pipeline {
   // VAE cannot decode the plan's latent frames (fewer than one clip), before any sampling.
   Status check_decodable(const RunPlan& plan, FieldStyle style) const;
   // kInvalidArgument with the numbers when the plan does not fit the backend's free device memory (no-op
-  // on the CPU backend, whose host memory plan_run checked).
+  // on the CPU backend, whose host memory plan_run checked). Before the weights are loaded, the weights count as the
+  // residency plan places them (host-resident AdaLN projections and streamed blocks left out).
   Status check_device_fit(const RunPlan& plan) const;
 
   // Samples `plan` on the resident model and writes the outputs of docs/outputs.md (video and audio
@@ -264,15 +286,25 @@ class Pipeline {
   Result<AdapterVerdict> agree_request_loras(const RunRequest& request, ProgressSink& progress);
 
   // Fills plan.text for a prompt the text encoder conditions on: from the cache when this pipeline encoded
-  // the same ids before, else load the conditioner's first K layers on the backend (after checking they fit
-  // the free memory), encode, and free it again before returning, so the transformer never shares the
-  // memory with it. A no-op for any other text source or an already filled plan.
+  // the same ids before, else on the conditioner's first K layers (loaded on the backend after checking they fit
+  // the free memory, unless still resident), then encodes. Residency: before the transformer is loaded (a one-shot
+  // generate) the conditioner is freed again, so the two never share the memory; once the transformer is resident
+  // (serve) the conditioner stays when the memory free beside it still covers `plan`'s estimate, so the next new
+  // prompt costs no reload; run() frees it when a later plan needs its memory. A no-op for any other text source or
+  // an already filled plan.
   Status encode_prompt(RunPlan& plan, ProgressSink& progress);
   bool has_text_encoder() const { return !options_.text_encoder_dir.empty(); }
-  int conditioner_runs() const { return conditioner_runs_; }  // encodings computed (cache misses)
+  int conditioner_runs() const { return conditioner_runs_; }    // encodings computed (cache misses)
+  int conditioner_loads() const { return conditioner_loads_; }  // times its weights were loaded
+  bool conditioner_resident() const { return text_encoder_ != nullptr; }
 
  private:
-  Result<Tensor> encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress);
+  // `keep_need`: the bytes a run needs beside the resident conditioner for it to stay (encode_prompt).
+  Result<Tensor> encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need);
+  // Memory free for this backend's work: the device's (GPU backends) or the host's (cpu); nullopt when unknown.
+  std::optional<uint64_t> free_memory() const;
+  // Frees the resident conditioner when `need` does not fit the free memory beside it.
+  void make_room_for(uint64_t need);
   Pipeline() = default;
   PipelineOptions options_;
   ModelConfig cfg_;
@@ -285,6 +317,8 @@ class Pipeline {
   std::unique_ptr<AudioVae> audio_vae_;
   std::string decoders_source_;  // run.json decode.vae: the folders or "synthetic-tiny|full"
   double decoders_load_seconds_ = 0.0;
+  uint64_t decoders_device_bytes_ = 0;                                      // what load_decoders added to the device
+  std::optional<uint64_t> reserve_bytes_;                                   // reserve_for's activations
   nlohmann::ordered_json lora_manifest_ = nlohmann::ordered_json::array();  // run.json "lora"
   // Per-request adapters (options_.lora_dir): attaches `request.loras` unless they are the ones attached.
   Status switch_request_loras(const RunRequest& request, ProgressSink& progress);
@@ -299,6 +333,10 @@ class Pipeline {
   static constexpr size_t kMaxCachedEncodings = 16;
   std::vector<std::pair<std::vector<int32_t>, Tensor>> encodings_;
   int conditioner_runs_ = 0;
+  int conditioner_loads_ = 0;
+  // The conditioner kept resident beside the transformer (encode_prompt), and its weight bytes.
+  std::unique_ptr<TextEncoder> text_encoder_;
+  uint64_t text_encoder_bytes_ = 0;
   double encode_seconds_ = 0.0;  // the last encode_ids call (0 for a cache hit)
 };
 

@@ -1,5 +1,6 @@
-// Weight precision modes at load (see precision.h): one job per main-block GEMM weight, run by host workers
-// (download -> exact host quantizer / expander -> upload; transfers serialized, quantization in parallel).
+// Weight precision modes at load (see precision.h): one job per main-block GEMM weight, run on the device when the
+// backend has a quantizer (Backend::quantize_weight, CUDA: FP8 and NVFP4), else by host workers (download -> exact
+// host quantizer / expander -> upload; transfers serialized, quantization in parallel). Same bytes either way.
 // Tested in tests/engine/precision_test.cpp (CPU: weight-only bytes, NVFP4 bytes vs the reference quantizer,
 // FC2 switch values, errors) and tests/engine/nvfp4_mode_test.cpp (GPU: h3-tiny in nvfp4 mode).
 #include "engine/precision.h"
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "io/quantized_layers.h"
+#include "model/h3_model.h"
 #include "ref/nvfp4_quantize.h"
 
 #if defined(VORTEX_WITH_CUDA)
@@ -35,6 +37,7 @@ Result<LinearWeight> download_linear(Backend& backend, const LinearWeight& w) {
   for (auto [src, dst] : {std::pair{&w.weight, &h.weight}, std::pair{&w.weight_scale, &h.weight_scale},
                           std::pair{&w.weight_scale_2, &h.weight_scale_2}, std::pair{&w.input_scale, &h.input_scale}}) {
     if (!src->defined()) continue;
+    if (src->device() == Device::kCpu) continue;  // already in host memory (a streamed block's weight)
     *dst = Tensor::empty(src->shape(), src->dtype());
     VORTEX_RETURN_IF_ERROR(backend.download(*src, *dst));
   }
@@ -91,7 +94,51 @@ Result<LinearWeight> transform(const LinearWeight& host, Action action) {
 // The backend's default for FC2 in nvfp4 mode (the CUDA policy table through default_options(); "off" elsewhere).
 std::string default_fc2_mode(Backend& backend) { return nvfp4_fc2_name(backend.default_options().nvfp4_fc2); }
 
+// The device quantizer (Backend::quantize_weight) for the FP8 and NVFP4 jobs, tensor by tensor: each BF16 weight is
+// replaced by its quantized form before the next is converted, so the device holds one extra tensor at a time.
+// Removes the jobs it did from `jobs`; leaves them all when the backend has no device quantizer.
+Status run_jobs_on_device(std::vector<Job>& jobs, Backend& backend, const std::string& what) {
+  if (backend.device() == Device::kCpu) return Status::Ok();
+  std::vector<Job> rest;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Job& job = jobs[i];
+    if (job.action == Action::kExpandBf16) {
+      rest.push_back(job);
+      continue;
+    }
+    LinearWeight in = *job.w;
+    if (in.format == QuantFormat::kNone && in.weight.ndim() == 2) {
+      in.out_features = in.weight.dim(0);
+      in.in_features = in.weight.dim(1);
+    }
+    // A streamed block's weight (H3Model::stream_blocks) lives in host memory: converted on the device, kept there.
+    const bool on_host = in.weight.defined() && in.weight.device() == Device::kCpu;
+    if (on_host) {
+      VORTEX_ASSIGN_OR_RETURN(in.weight, backend.upload(in.weight));
+    }
+    const QuantFormat format = job.action == Action::kFp8 ? QuantFormat::kFp8Scaled : QuantFormat::kNvfp4;
+    Result<LinearWeight> q = backend.quantize_weight(in, format);
+    // No device quantizer (the first call says so): every job stays for the host workers.
+    if (!q.ok() && q.status().code() == ErrorCode::kUnsupported && i == 0) return Status::Ok();
+    if (!q.ok()) return q.status().with_context(what);
+    if (on_host) {
+      for (Tensor* t : {&q->weight, &q->weight_scale, &q->weight_scale_2, &q->input_scale}) {
+        if (!t->defined()) continue;
+        VORTEX_ASSIGN_OR_RETURN(*t, move_to_host(backend, *t));
+      }
+    }
+    *job.w = std::move(q).value();
+    // The replaced BF16 blocks stay cached under their own sizes, which the quantized tensors never reuse: hand
+    // them back now and then so the conversion never holds both forms of every weight.
+    if (i % 16 == 15) VORTEX_RETURN_IF_ERROR(backend.release_cached_memory());
+  }
+  jobs = std::move(rest);
+  return backend.synchronize();
+}
+
 Status run_jobs(std::vector<Job>& jobs, Backend& backend, int threads, const std::string& what) {
+  VORTEX_RETURN_IF_ERROR(run_jobs_on_device(jobs, backend, what));
+  if (jobs.empty()) return Status::Ok();
   std::atomic<size_t> next{0};
   std::mutex io_mutex;  // backend transfers are serialized; quantization runs in parallel
   Status first_error;

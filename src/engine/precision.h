@@ -13,6 +13,9 @@
 //          (w = R(e2m1 * (e4m3 * g)), io's dequantize_linear_bf16), BF16 activations, plain BF16 GEMMs.
 //          Runs on every backend (the weights are ordinary BF16 afterwards). E2.
 // Other layers (refiner, AdaLN, patch projections, heads) keep their release dtypes.
+// Where the conversion runs: FP8 and NVFP4 quantization on the device, tensor by tensor (Backend::quantize_weight;
+// the CUDA backend), the NVFP4 -> BF16 expansion on the host; the bytes equal the host quantizers' (E0, tested in
+// tests/engine/device_quantize_test.cpp on the GPU).
 // Tested in tests/engine/precision_test.cpp (CPU) and tests/engine/nvfp4_mode_test.cpp (GPU).
 #pragma once
 

@@ -50,6 +50,8 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fp8_gate_epilogue));
     } else if (key == "fused_q_quantize") {
       VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_q_quantize));
+    } else if (key == "adaln_ahead") {
+      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.adaln_ahead));
     } else if (key == "precision") {
       // Precision converts the weights at load: a run-time switch can only restate it.
       if (value != precision_name(opts.precision))
@@ -66,7 +68,7 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
     } else {
       return invalid_argument("unknown switch '" + key +
                               "' (known: fused_norm_modulate, fused_gate_add, fused_nvfp4_producers, "
-                              "fp8_gate_epilogue, fused_q_quantize, attention, cuda_graph, debug_sync, "
+                              "fp8_gate_epilogue, fused_q_quantize, adaln_ahead, attention, cuda_graph, debug_sync, "
                               "precision (restating the loaded one), eager, fused)");
     }
   }
@@ -81,6 +83,7 @@ std::string describe_switches(const ExecOptions& opts) {
   if (opts.precision == Precision::kFp8) os << ",fp8_gate_epilogue=" << opts.fp8_gate_epilogue;
   if (opts.attention == AttentionKind::kSage2) os << ",fused_q_quantize=" << opts.fused_q_quantize;
   if (opts.cuda_graph != CudaGraphMode::kOff) os << ",cuda_graph=" << cuda_graph_name(opts.cuda_graph);
+  if (!opts.adaln_ahead) os << ",adaln_ahead=0";
   return os.str();
 }
 

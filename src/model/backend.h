@@ -320,7 +320,9 @@ class Backend {
     VORTEX_ASSIGN_OR_RETURN(Tensor staged, upload(host));
     return copy(staged, dst);
   }
-  // Host memory the device copies into without staging (page-locked on CUDA; ordinary host memory elsewhere).
+  // Host memory the device copies into and from without staging (page-locked on CUDA, about 7x the pageable rate;
+  // ordinary host memory elsewhere). Weights kept off the device (H3Model's host-resident AdaLN projections,
+  // streamed blocks) live here.
   virtual Result<Tensor> alloc_host(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype); }
   // Queues a device -> host copy of contiguous `src` behind the work already queued and returns a ticket;
   // host_dst (same shape and dtype, from alloc_host to be asynchronous) holds the bytes once wait_download(ticket)
@@ -332,6 +334,48 @@ class Backend {
   virtual Status wait_download(uint64_t ticket) {
     (void)ticket;
     return Status::Ok();
+  }
+  // Host -> an existing tensor of this backend, ordered with the backend's later work and without waiting for it
+  // when `host` came from alloc_host (CUDA: one cudaMemcpyAsync on the stream). `host` must stay alive and unchanged
+  // until the next synchronize(). Other host memory: upload_to.
+  virtual Status upload_async(const Tensor& host, Tensor& dst) { return upload_to(host, dst); }
+  // Hands the blocks the allocator caches free back to the device (CUDA: cudaFree), so what other processes and
+  // nvidia-smi see is what is in use. No-op where nothing is cached.
+  virtual Status release_cached_memory() { return Status::Ok(); }
+  // ---- weight streaming (H3Model::stream_blocks) ----
+  // A point in this backend's work: the compute work issued before fence_compute(), or a batch of copy_async()
+  // copies. Backend-defined; a backend whose work completes before each call returns has empty (null) fences.
+  class Fence {
+   public:
+    virtual ~Fence() = default;
+  };
+  // The compute work issued so far.
+  virtual Result<std::shared_ptr<Fence>> fence_compute() { return std::shared_ptr<Fence>(); }
+  // Copies each (host, device) pair (host page-locked: alloc_host; same shape and dtype, both contiguous) on a copy
+  // engine beside the compute work, once `after` has passed (null: at once). Returns the copies' fence: compute work
+  // issued after wait() on it reads the new bytes. The host tensors must stay alive and unchanged until then.
+  virtual Result<std::shared_ptr<Fence>> copy_async(const std::vector<std::pair<Tensor, Tensor>>& copies,
+                                                    const Fence* after) {
+    (void)after;
+    for (const auto& [host, device] : copies) {
+      Tensor dst = device;
+      VORTEX_RETURN_IF_ERROR(upload_to(host, dst));
+    }
+    return std::shared_ptr<Fence>();
+  }
+  // Compute work issued after this call waits for `fence` (null: nothing to wait for).
+  virtual Status wait(const Fence* fence) {
+    (void)fence;
+    return Status::Ok();
+  }
+  // GEMM weight quantization at load, on this backend's device: `w` a BF16 [N, K] weight (format kNone) held by this
+  // backend -> `format`: kFp8Scaled (per tensor: scale = amax/448, E4M3 RNE satfinite) or kNvfp4 (E2M1 with tiled
+  // E4M3 block scales, global scale from amax/2688, comfy-kitchen's CUDA encode), the bytes of the host quantizers
+  // (gemm/gemm.h quantize_weight_fp8, engine/precision.h quantize_weight_nvfp4). Ordered like the backend's ops.
+  // kUnsupported where the backend has no device quantizer (the caller quantizes on the host).
+  virtual Result<LinearWeight> quantize_weight(const LinearWeight& w, QuantFormat format) {
+    (void)w, (void)format;
+    return unsupported("quantize_weight: the " + std::string(name()) + " backend has no device weight quantizer");
   }
   // Creates what the ops under `opts` create on first use (GEMM and attention engines), so that later
   // steps create nothing. Optional: the default has nothing to create.
@@ -378,6 +422,13 @@ class Backend {
   // refused before its weights are allocated; nullopt where unknown (the CPU backend: host memory is
   // checked from /proc instead, src/engine/memory_estimate.h).
   virtual std::optional<size_t> free_device_memory() const { return std::nullopt; }
+  // A ceiling on the device memory this backend's allocator may hold (bytes; 0: none), enforced by the allocator: an
+  // allocation past it fails with kOutOfMemory naming the budget. kUnsupported where the backend has no device memory.
+  virtual Status set_memory_budget(uint64_t bytes) {
+    (void)bytes;
+    return unsupported("a device memory budget (--max-vram) needs a GPU backend; the " + std::string(name()) +
+                       " backend runs in host memory");
+  }
 
  protected:
   Status vae_op_unsupported(const char* op) const {

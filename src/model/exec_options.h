@@ -60,6 +60,9 @@ struct ExecOptions {
   // kAuto: capture requests of at most this many packed rows (h3.c's development size, 512x512 x 22 frames,
   // is about 2K rows; the limit is provisional until the step-graph benchmark sets it).
   int64_t cuda_graph_auto_max_rows = 4096;
+  // Every step's AdaLN tables computed before step 1 (Pipeline::run -> H3Model::precompute_adaln; E0 with the
+  // per-step tables). Off: each step computes its own (the per-step program, kept for A/B runs).
+  bool adaln_ahead = true;
 
   bool operator==(const ExecOptions&) const = default;  // a captured step graph is keyed by the whole set
 };

@@ -511,14 +511,24 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
 
 // The host part of a step's conditioning: distinct timesteps (sorted), the slots of video and audio, and the
 // segment tables that map rows to AdaLN table rows.
-Status H3Model::step_conditioning(double sigma_v, double sigma_a, StepTables& st) const {
+namespace {
+
+// A step's distinct timesteps t = 1 - sigma, sorted ascending (the AdaLN table rows).
+Result<std::vector<float>> step_timesteps(double sigma_v, double sigma_a) {
   if (!(sigma_v >= 0.0 && sigma_v <= 1.0) || !(sigma_a >= 0.0 && sigma_a <= 1.0))
     return invalid_argument("sigmas must lie in [0, 1], got video " + std::to_string(sigma_v) + ", audio " +
                             std::to_string(sigma_a));
+  std::vector<float> t = {static_cast<float>(1.0 - sigma_v), static_cast<float>(1.0 - sigma_a)};
+  std::sort(t.begin(), t.end());
+  t.erase(std::unique(t.begin(), t.end()), t.end());
+  return t;
+}
+
+}  // namespace
+
+Status H3Model::step_conditioning(double sigma_v, double sigma_a, StepTables& st) const {
+  VORTEX_ASSIGN_OR_RETURN(st.timesteps, step_timesteps(sigma_v, sigma_a));
   const float tv = static_cast<float>(1.0 - sigma_v), ta = static_cast<float>(1.0 - sigma_a);
-  st.timesteps = {tv, ta};
-  std::sort(st.timesteps.begin(), st.timesteps.end());
-  st.timesteps.erase(std::unique(st.timesteps.begin(), st.timesteps.end()), st.timesteps.end());
   st.video_slot = static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), tv) - st.timesteps.begin());
   st.audio_slot = static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), ta) - st.timesteps.begin());
   st.block_segments = layout_.block_segments(st.video_slot, st.audio_slot);
@@ -528,11 +538,139 @@ Status H3Model::step_conditioning(double sigma_v, double sigma_a, StepTables& st
   return Status::Ok();
 }
 
+// ---- AdaLN tables ahead of sampling --------------------------------------------------------------
+
+Result<Tensor> move_to_host(Backend& backend, const Tensor& t) {
+  VORTEX_ASSIGN_OR_RETURN(Tensor host, backend.alloc_host(t.shape(), t.dtype()));
+  VORTEX_RETURN_IF_ERROR(backend.download(t, host));
+  return host;
+}
+
+const AdalnTableEntry* H3Model::find_adaln_entry(const std::vector<float>& timesteps) {
+  if (adaln_entries_generation_ != weights_generation_) adaln_entries_.clear();
+  for (const AdalnTableEntry& e : adaln_entries_)
+    if (e.timesteps == timesteps) return &e;
+  return nullptr;
+}
+
+Status H3Model::compute_adaln_entries(const std::vector<std::vector<float>>& sets) {
+  if (sets.empty()) return Status::Ok();
+  if (adaln_entries_generation_ != weights_generation_) adaln_entries_.clear();
+  adaln_entries_generation_ = weights_generation_;
+  const int64_t d = cfg_.hidden;
+  std::vector<AdalnTableEntry> fresh(sets.size());
+  std::vector<Tensor> silu(sets.size());  // per entry [M, E] bf16 on the backend
+  for (size_t e = 0; e < sets.size(); ++e) {
+    fresh[e].timesteps = sets[e];
+    VORTEX_ASSIGN_OR_RETURN(Tensor silu_host, adaln_input_host(cfg_, time_host_, sets[e]));  // [M, E] bf16
+    VORTEX_ASSIGN_OR_RETURN(silu[e], backend_.upload(silu_host));
+  }
+  Tensor staged;  // [18D, E] bf16: a host-resident weight's device copy, reused block after block
+  for (int i = 0; i < cfg_.num_layers; ++i) {
+    const H3BlockWeights& b = weights_.blocks[static_cast<size_t>(i)];
+    Tensor w = b.adaln_proj_linear_weight;
+    if (w.device() != backend_.device()) {
+      if (!staged.defined()) {
+        VORTEX_ASSIGN_OR_RETURN(staged, backend_.alloc(w.shape(), w.dtype()));
+      }
+      // Ordered after the previous block's GEMMs, which read the same buffer.
+      VORTEX_RETURN_IF_ERROR(
+          backend_.upload_async(w, staged).with_context("blocks." + std::to_string(i) + ".adaln_proj (upload)"));
+      w = staged;
+    }
+    LinearWeight adaln = plain_linear(w);
+    adaln.lora = b.adaln_proj_lora;
+    for (size_t e = 0; e < sets.size(); ++e) {
+      const int64_t m = static_cast<int64_t>(sets[e].size());
+      VORTEX_ASSIGN_OR_RETURN(Tensor out, backend_.alloc({m, 18 * d}, DType::kBF16));  // [M, 18D] bf16
+      VORTEX_RETURN_IF_ERROR(linear_call(backend_, silu[e], adaln, &b.adaln_proj_linear_bias, out)
+                                 .with_context("blocks." + std::to_string(i) + ".adaln_proj"));
+      fresh[e].blocks.push_back(out);
+    }
+  }
+  LinearWeight final_adaln = plain_linear(weights_.final_layer_adaln_proj_linear_weight);
+  final_adaln.lora = weights_.final_layer_adaln_proj_lora;
+  for (size_t e = 0; e < sets.size(); ++e) {
+    const int64_t m = static_cast<int64_t>(sets[e].size());
+    VORTEX_ASSIGN_OR_RETURN(fresh[e].final_table, backend_.alloc({m, 2 * d}, DType::kBF16));  // [M, 2D] bf16
+    VORTEX_RETURN_IF_ERROR(
+        linear_call(backend_, silu[e], final_adaln, &weights_.final_layer_adaln_proj_linear_bias, fresh[e].final_table)
+            .with_context("final_layer.adaln_proj"));
+  }
+  // The staging buffer is released when this returns: wait for the GEMMs that read it.
+  if (staged.defined()) VORTEX_RETURN_IF_ERROR(backend_.synchronize());
+  for (AdalnTableEntry& e : fresh) adaln_entries_.push_back(std::move(e));
+  return Status::Ok();
+}
+
+Status H3Model::precompute_adaln(const std::vector<std::pair<double, double>>& sigmas) {
+  if (!prepared_) return invalid_argument("precompute_adaln: call prepare() first");
+  std::vector<std::vector<float>> needed;
+  for (const auto& [sv, sa] : sigmas) {
+    VORTEX_ASSIGN_OR_RETURN(std::vector<float> t, step_timesteps(sv, sa));
+    if (std::find(needed.begin(), needed.end(), t) == needed.end()) needed.push_back(std::move(t));
+  }
+  if (adaln_entries_generation_ != weights_generation_) adaln_entries_.clear();
+  std::erase_if(adaln_entries_, [&](const AdalnTableEntry& e) {
+    return std::find(needed.begin(), needed.end(), e.timesteps) == needed.end();
+  });
+  std::vector<std::vector<float>> missing;
+  for (std::vector<float>& t : needed)
+    if (find_adaln_entry(t) == nullptr) missing.push_back(std::move(t));
+  return compute_adaln_entries(missing);
+}
+
+bool H3Model::adaln_weights_on_host() const {
+  if (backend_.device() == Device::kCpu) return false;
+  for (const H3BlockWeights& b : weights_.blocks)
+    if (b.adaln_proj_linear_weight.defined() && b.adaln_proj_linear_weight.device() == Device::kCpu) return true;
+  return false;
+}
+
+uint64_t H3Model::adaln_weight_bytes() const {
+  uint64_t n = 0;
+  for (const H3BlockWeights& b : weights_.blocks)
+    if (b.adaln_proj_linear_weight.defined()) n += b.adaln_proj_linear_weight.nbytes();
+  return n;
+}
+
+Status H3Model::place_adaln_weights(AdalnWeightPlace place) {
+  if (backend_.device() == Device::kCpu) return Status::Ok();  // the device is the host
+  for (size_t i = 0; i < weights_.blocks.size(); ++i) {
+    Tensor& w = weights_.blocks[i].adaln_proj_linear_weight;
+    if (!w.defined()) continue;
+    const std::string what = "blocks." + std::to_string(i) + ".adaln_proj.linear.weight";
+    if (place == AdalnWeightPlace::kHost && w.device() != Device::kCpu) {
+      Result<Tensor> host = move_to_host(backend_, w);
+      if (!host.ok()) return host.status().with_context(what + " to host memory");
+      w = std::move(host).value();
+    } else if (place == AdalnWeightPlace::kDevice && w.device() == Device::kCpu) {
+      VORTEX_ASSIGN_OR_RETURN(w, backend_.upload(w));
+    }
+  }
+  ++weights_generation_;  // a captured step graph may have read the old copies
+  if (place == AdalnWeightPlace::kHost) return backend_.release_cached_memory();
+  return Status::Ok();
+}
+
 Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
   if (!prepared_) return invalid_argument("make_step_tables: call prepare() first");
   StepTables st;
   VORTEX_RETURN_IF_ERROR(step_conditioning(sigma_v, sigma_a, st));
   const int64_t m = static_cast<int64_t>(st.timesteps.size()), d = cfg_.hidden;
+  const AdalnTableEntry* entry = find_adaln_entry(st.timesteps);
+  if (entry == nullptr && adaln_weights_on_host()) {
+    VORTEX_RETURN_IF_ERROR(compute_adaln_entries({st.timesteps}));
+    entry = find_adaln_entry(st.timesteps);
+  }
+  if (entry != nullptr) {  // precomputed: views of the entry (the same bytes the GEMMs below would write)
+    for (const Tensor& t : entry->blocks) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor rows, t.reshape({3 * m, 6 * d}));  // [3M, 6D]: row slot*3 + modality
+      st.block_tables.push_back(rows);
+    }
+    st.final_table = entry->final_table;  // [M, 2D]
+    return st;
+  }
 
   VORTEX_ASSIGN_OR_RETURN(Tensor silu_host, adaln_input_host(cfg_, time_host_, st.timesteps));  // [M, E] bf16
   VORTEX_ASSIGN_OR_RETURN(Tensor silu_temb, backend_.upload(silu_host));
@@ -555,17 +693,103 @@ Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
   return st;
 }
 
+// ---- streamed blocks -----------------------------------------------------------------------------
+
+namespace {
+
+// The tensors a streamed block keeps in host memory: its four GEMM weights with their scales, in a fixed order.
+template <typename Block>  // H3BlockWeights, const or not
+auto streamed_tensors(Block& b) {
+  std::vector<decltype(&b.attn_qkv_proj.weight)> out;
+  for (auto* w : {&b.attn_qkv_proj, &b.attn_out_proj, &b.mlp_fc1, &b.mlp_fc2})
+    for (auto* t : {&w->weight, &w->weight_scale, &w->weight_scale_2, &w->input_scale})
+      if (t->defined()) out.push_back(t);
+  return out;
+}
+
+}  // namespace
+
+Status H3Model::stream_blocks(int first) {
+  const int layers = cfg_.num_layers;
+  if (first < 0 || first > layers)
+    return invalid_argument("stream_blocks: first streamed block " + std::to_string(first) + " outside [0, " +
+                            std::to_string(layers) + "]");
+  if (comm_ != nullptr) return unsupported("stream_blocks: streamed blocks run single-GPU steps only");
+  if (stream_from_ >= 0)
+    return invalid_argument("stream_blocks: blocks already stream from block " + std::to_string(stream_from_));
+  if (first == layers) return Status::Ok();
+  for (int b = first; b < layers; ++b) {
+    for (Tensor* t : streamed_tensors(weights_.blocks[static_cast<size_t>(b)])) {
+      if (t->device() == Device::kCpu) continue;  // already in host memory (or the cpu backend's device)
+      Result<Tensor> host = move_to_host(backend_, *t);
+      if (!host.ok()) return host.status().with_context("blocks." + std::to_string(b) + " to host memory");
+      *t = std::move(host).value();
+    }
+  }
+  for (StreamSlot& slot : stream_slots_) {
+    slot = StreamSlot{};
+    for (Tensor* t : streamed_tensors(weights_.blocks[static_cast<size_t>(first)])) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor d, backend_.alloc(t->shape(), t->dtype()));
+      slot.device.push_back(d);
+    }
+  }
+  stream_from_ = first;
+  ++weights_generation_;  // a captured step graph read the resident copies
+  return backend_.release_cached_memory();
+}
+
+uint64_t H3Model::streamed_bytes_per_step() const {
+  if (stream_from_ < 0 || cfg_.num_layers - stream_from_ <= 2) return 0;  // two blocks stay in their slots
+  uint64_t n = 0;
+  for (int b = stream_from_; b < cfg_.num_layers; ++b)
+    for (const Tensor* t : streamed_tensors(weights_.blocks[static_cast<size_t>(b)])) n += t->nbytes();
+  return n;
+}
+
+Status H3Model::prefetch_block(int b) {
+  StreamSlot& slot = stream_slots_[(b - stream_from_) % 2];
+  if (slot.held == b) return Status::Ok();  // on its way, or still there from the last step
+  const auto host = streamed_tensors(weights_.blocks[static_cast<size_t>(b)]);
+  if (host.size() != slot.device.size())
+    return internal_error("stream: block " + std::to_string(b) + " has another set of GEMM tensors than its slot");
+  std::vector<std::pair<Tensor, Tensor>> copies;
+  for (size_t k = 0; k < host.size(); ++k) copies.emplace_back(*host[k], slot.device[k]);
+  slot.held = -1;  // a failed copy leaves nothing the next step could trust
+  VORTEX_ASSIGN_OR_RETURN(slot.ready, backend_.copy_async(copies, slot.done.get()));
+  slot.held = b;
+  return Status::Ok();
+}
+
+Result<H3BlockWeights> H3Model::block_weights_for_step(int index) {
+  H3BlockWeights w = weights_.blocks[static_cast<size_t>(index)];
+  if (stream_from_ < 0 || index < stream_from_) return w;
+  VORTEX_RETURN_IF_ERROR(prefetch_block(index));  // a no-op when the previous blocks started it
+  StreamSlot& slot = stream_slots_[(index - stream_from_) % 2];
+  VORTEX_RETURN_IF_ERROR(backend_.wait(slot.ready.get()));
+  const auto dst = streamed_tensors(w);
+  for (size_t k = 0; k < dst.size(); ++k) *dst[k] = slot.device[k];
+  return w;
+}
+
 Status H3Model::run_block(int index, Tensor& x, const StepTables& tables) {
   if (index < 0 || index >= cfg_.num_layers || static_cast<size_t>(index) >= tables.block_tables.size())
     return invalid_argument("run_block: block " + std::to_string(index) + " outside [0, " +
                             std::to_string(cfg_.num_layers) + ")");
-  return run_transformer_block(backend_, cfg_, opts_, weights_.blocks[static_cast<size_t>(index)], x,
-                               &tables.block_tables[static_cast<size_t>(index)], &tables.block_segments, &rope_,
-                               scratch_)
-      .with_context("blocks." + std::to_string(index));
+  VORTEX_ASSIGN_OR_RETURN(const H3BlockWeights w, block_weights_for_step(index));
+  VORTEX_RETURN_IF_ERROR(run_transformer_block(backend_, cfg_, opts_, w, x,
+                                               &tables.block_tables[static_cast<size_t>(index)], &tables.block_segments,
+                                               &rope_, scratch_)
+                             .with_context("blocks." + std::to_string(index)));
+  if (stream_from_ < 0 || index < stream_from_) return Status::Ok();
+  // The slot is free once this block's kernels have run: the block two ahead uploads into it meanwhile.
+  StreamSlot& slot = stream_slots_[(index - stream_from_) % 2];
+  VORTEX_ASSIGN_OR_RETURN(slot.done, backend_.fence_compute());
+  if (index + 2 < cfg_.num_layers) VORTEX_RETURN_IF_ERROR(prefetch_block(index + 2));
+  return Status::Ok();
 }
 
 Status H3Model::run_block_shard(int index, Tensor& x_shard, const StepTables& tables) {
+  if (stream_from_ >= 0) return unsupported("run_block_shard: streamed blocks run single-GPU steps only");
   if (sp_.comm == nullptr)
     return invalid_argument("run_block_shard: sequence parallelism is off (prepare() with a communicator first)");
   if (index < 0 || index >= cfg_.num_layers || static_cast<size_t>(index) >= tables.block_tables.size())
@@ -727,10 +951,23 @@ Status H3Model::stage_step(const AvLatents& x, double sigma_v, double sigma_a) {
     ws_.block_adaln_out.push_back(out);
     st.block_tables.push_back(rows);
   }
-  VORTEX_ASSIGN_OR_RETURN(st.final_table, ws_.final_table_store.narrow(0, 0, m));               // [M, 2D]
-  VORTEX_ASSIGN_OR_RETURN(Tensor silu_host, adaln_input_host(cfg_, time_host_, st.timesteps));  // [M, E] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor silu_dst, ws_.silu_temb.narrow(0, 0, m));
-  VORTEX_RETURN_IF_ERROR(backend_.upload_to(silu_host, silu_dst));
+  VORTEX_ASSIGN_OR_RETURN(st.final_table, ws_.final_table_store.narrow(0, 0, m));  // [M, 2D]
+  const AdalnTableEntry* entry = find_adaln_entry(st.timesteps);
+  if (entry == nullptr && adaln_weights_on_host()) {  // the step cannot run the GEMMs on host weights
+    VORTEX_RETURN_IF_ERROR(compute_adaln_entries({st.timesteps}));
+    entry = find_adaln_entry(st.timesteps);
+  }
+  ws_.tables_ahead = entry != nullptr;
+  if (entry != nullptr) {  // precomputed tables into the stores the step reads (device copies, before the step)
+    for (int i = 0; i < cfg_.num_layers; ++i)
+      VORTEX_RETURN_IF_ERROR(
+          backend_.copy(entry->blocks[static_cast<size_t>(i)], ws_.block_adaln_out[static_cast<size_t>(i)]));
+    VORTEX_RETURN_IF_ERROR(backend_.copy(entry->final_table, st.final_table));
+  } else {
+    VORTEX_ASSIGN_OR_RETURN(Tensor silu_host, adaln_input_host(cfg_, time_host_, st.timesteps));  // [M, E] bf16
+    VORTEX_ASSIGN_OR_RETURN(Tensor silu_dst, ws_.silu_temb.narrow(0, 0, m));
+    VORTEX_RETURN_IF_ERROR(backend_.upload_to(silu_host, silu_dst));
+  }
   VORTEX_RETURN_IF_ERROR(upload_inputs(x, ws_.io));
   ws_.staged = true;
   return Status::Ok();
@@ -741,7 +978,7 @@ Status H3Model::run_step_device(const std::atomic<bool>* cancel) {
   const int64_t m = static_cast<int64_t>(st.timesteps.size());
   backend_.configure(opts_);
   VORTEX_ASSIGN_OR_RETURN(Tensor silu_temb, ws_.silu_temb.narrow(0, 0, m));  // [M, E] bf16
-  {
+  if (!ws_.tables_ahead) {
     BackendRegion region(backend_, "adaln");
     for (int i = 0; i < cfg_.num_layers; ++i) {
       const H3BlockWeights& b = weights_.blocks[static_cast<size_t>(i)];
@@ -756,6 +993,10 @@ Status H3Model::run_step_device(const std::atomic<bool>* cancel) {
     VORTEX_RETURN_IF_ERROR(
         linear_call(backend_, silu_temb, final_adaln, &weights_.final_layer_adaln_proj_linear_bias, st.final_table)
             .with_context("final_layer.adaln_proj"));
+  }
+  if (stream_from_ >= 0) {  // the first two streamed blocks upload while the step embeds and runs resident blocks
+    VORTEX_RETURN_IF_ERROR(prefetch_block(stream_from_));
+    if (stream_from_ + 1 < cfg_.num_layers) VORTEX_RETURN_IF_ERROR(prefetch_block(stream_from_ + 1));
   }
   {
     BackendRegion region(backend_, "embed");
@@ -782,6 +1023,7 @@ Status H3Model::run_step(const std::atomic<bool>* cancel) {
   key.slots = static_cast<int>(st.timesteps.size());
   key.video_slot = st.video_slot;
   key.audio_slot = st.audio_slot;
+  key.tables_ahead = ws_.tables_ahead;
   key.options = opts_;
   std::string why_not;
   bool eligible = cuda_graph_wanted(opts_, key.rows);
@@ -789,6 +1031,7 @@ Status H3Model::run_step(const std::atomic<bool>* cancel) {
     if (!backend_.supports_graphs()) why_not = "the " + std::string(backend_.name()) + " backend has no graph capture";
     else if (opts_.debug_sync) why_not = "debug_sync synchronizes after every op";
     else if (backend_.region_level() >= 0) why_not = "profiling regions are on";
+    else if (stream_from_ >= 0) why_not = "streamed blocks upload on a second stream between blocks";
     eligible = why_not.empty();
   }
   const StepGraphAction action = planner_.next(key, eligible, why_not, graph_ && backend_.graph_current(*graph_));

@@ -98,6 +98,22 @@ struct StepIo {
                                  const H3Weights& weights, const Tensor* f32_rows = nullptr);
 };
 
+// AdaLN tables of a whole schedule, computed before sampling (H3Model::precompute_adaln): per distinct set of a
+// step's timesteps, every block's adaln_proj output and the final layer's, the same GEMMs (shape [M, E] x [N, E]^T,
+// kernel, LoRA branch) as a step computing them itself, so the bytes are the same.
+struct AdalnTableEntry {
+  std::vector<float> timesteps;  // distinct t values, sorted ascending (StepTables::timesteps)
+  std::vector<Tensor> blocks;    // per block [M, 18D] bf16 on the backend
+  Tensor final_table;            // [M, 2D] bf16 on the backend
+};
+
+// A copy of device tensor `t` in the backend's host memory (Backend::alloc_host); `t` itself is untouched (its
+// device memory is freed when its last reference goes).
+Result<Tensor> move_to_host(Backend& backend, const Tensor& t);
+
+// Where the blocks' adaln_proj weights live between requests (H3Model::adaln_weights_on_host).
+enum class AdalnWeightPlace : uint8_t { kDevice, kHost };
+
 // Everything forward() writes on the device, allocated by prepare() and rewritten every step: a step
 // allocates nothing after prepare(), and a captured step graph replays on exactly these buffers.
 struct StepWorkspace {
@@ -109,6 +125,9 @@ struct StepWorkspace {
   Tensor packed;                          // [S, D] bf16: packed input rows, then the residual stream
   StepIo io;
   bool staged = false;  // stage_step ran since the last prepare()
+  // The staged step's tables come from a precomputed AdalnTableEntry (copied into the stores by stage_step), so the
+  // step runs no adaln_proj GEMM.
+  bool tables_ahead = false;
 };
 
 class H3Model {
@@ -155,6 +174,32 @@ class H3Model {
   const StepGraphStats& step_graph_stats() const { return planner_.stats(); }
   StepGraphAction last_step_action() const { return last_action_; }
 
+  // AdaLN tables ahead of sampling. For each (sigma_v, sigma_a) of `sigmas` (a schedule's model evaluations), the
+  // tables of its distinct timesteps, unless held already; entries no pair needs are dropped. Block by block: each
+  // adaln_proj weight is read (from host memory: uploaded) once for all the entries it computes. Steps whose
+  // timesteps have an entry copy it instead of running the adaln GEMMs (E0: the same GEMM calls, done earlier).
+  // Entries follow the weights: any mutable_weights() call drops them.
+  Status precompute_adaln(const std::vector<std::pair<double, double>>& sigmas);
+  const std::vector<AdalnTableEntry>& adaln_entries() const { return adaln_entries_; }
+  // Moves every block's adaln_proj.linear weight to the backend's host memory (Backend::alloc_host) and frees its
+  // device copy; or back. With the weights on the host a step without a precomputed entry computes one first
+  // (uploading each weight once). No-op on a backend whose device is the host.
+  Status place_adaln_weights(AdalnWeightPlace place);
+  bool adaln_weights_on_host() const;
+  // adaln_proj.linear weight bytes of all blocks (where they live is place_adaln_weights').
+  uint64_t adaln_weight_bytes() const;
+
+  // Streamed blocks (docs/memory.md "Streamed blocks"): blocks [first, num_layers) keep their four GEMM weights (qkv,
+  // out, fc1, fc2, with any quantization scales) in the backend's host memory (Backend::alloc_host); every step
+  // uploads them, two blocks ahead, into two device slots on the backend's copy engine (Backend::copy_async) while
+  // the blocks before compute, so each block waits only for its own copy. The blocks run the same GEMMs on the same
+  // bytes as resident ones (E0). first = num_layers: every block resident (the default). Single-GPU steps only; a
+  // streaming step runs eagerly (no CUDA graph). Weights already in host memory stay there.
+  Status stream_blocks(int first);
+  int streamed_from() const { return stream_from_ < 0 ? cfg_.num_layers : stream_from_; }
+  // Bytes one step uploads (the streamed blocks' GEMM weights).
+  uint64_t streamed_bytes_per_step() const;
+
   // Pieces of forward, public for `vortex bench` / `vortex gate` and tests (fresh buffers per call).
   Result<StepTables> make_step_tables(double sigma_v, double sigma_a);
   // x [S, D] bf16 on the backend, updated in place by block `index`.
@@ -189,6 +234,26 @@ class H3Model {
   StepGraphAction last_action_ = StepGraphAction::kEager;
   uint64_t workspace_generation_ = 0;  // prepare() count
   uint64_t weights_generation_ = 0;    // mutable_weights() count
+  // Streamed blocks: the first streamed block (-1: none) and the two device slots the steps upload into.
+  struct StreamSlot {
+    std::vector<Tensor> device;             // the slot's tensors, in streamed_tensors() order of a block
+    std::shared_ptr<Backend::Fence> ready;  // the upload of the block it holds
+    std::shared_ptr<Backend::Fence> done;   // the compute work that last read it
+    int held = -1;                          // the block whose weights it holds (or is receiving)
+  };
+  int stream_from_ = -1;
+  StreamSlot stream_slots_[2];
+  // Starts the upload of block `b` into slot (b - stream_from_) % 2 once that slot's last reader is done.
+  Status prefetch_block(int b);
+  // Block `index`'s weights for this step: resident, or a streamed block's slot (after waiting for its upload).
+  Result<H3BlockWeights> block_weights_for_step(int index);
+  // Precomputed AdaLN tables (precompute_adaln) and the weights generation they were computed under.
+  std::vector<AdalnTableEntry> adaln_entries_;
+  uint64_t adaln_entries_generation_ = 0;
+  // The entry for `timesteps`, or null; entries of an older weights generation are dropped first.
+  const AdalnTableEntry* find_adaln_entry(const std::vector<float>& timesteps);
+  // Computes entries for each timestep set of `sets` (all new), block by block.
+  Status compute_adaln_entries(const std::vector<std::vector<float>>& sets);
   Status step_conditioning(double sigma_v, double sigma_a, StepTables& st) const;
   Status run_step_device(const std::atomic<bool>* cancel);
   Status project_inputs(const StepIo& io, Tensor& packed);

@@ -204,6 +204,11 @@ Status fill_spec_host(const TensorSpec& spec, const ModelConfig& config, uint64_
 }
 
 Result<H3Weights> synthesize_weights(const ModelConfig& config, Backend& backend, uint64_t seed) {
+  return synthesize_weights(config, backend, seed, SynthesizedTensorFn());
+}
+
+Result<H3Weights> synthesize_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
+                                     const SynthesizedTensorFn& after_each) {
   VORTEX_RETURN_IF_ERROR(config.validate());
   H3Weights w = make_empty_h3_weights(config);
   std::vector<TensorSpec> specs = h3_tensor_specs(config);
@@ -216,13 +221,14 @@ Result<H3Weights> synthesize_weights(const ModelConfig& config, Backend& backend
       Tensor host = Tensor::empty(spec.shape, spec.dtype);
       VORTEX_RETURN_IF_ERROR(fill_spec_host(spec, config, seed, host));
       VORTEX_ASSIGN_OR_RETURN(*slots[i].second, backend.upload(host));
-      continue;
+    } else {
+      VORTEX_ASSIGN_OR_RETURN(Tensor t, backend.alloc(spec.shape, spec.dtype));
+      VORTEX_RETURN_IF_ERROR(
+          backend.fill_synthetic(t, synthetic_seed(seed, spec.name), spec.synth_scale, spec.synth_offset)
+              .with_context("synthesizing " + spec.name));
+      *slots[i].second = std::move(t);
     }
-    VORTEX_ASSIGN_OR_RETURN(Tensor t, backend.alloc(spec.shape, spec.dtype));
-    VORTEX_RETURN_IF_ERROR(
-        backend.fill_synthetic(t, synthetic_seed(seed, spec.name), spec.synth_scale, spec.synth_offset)
-            .with_context("synthesizing " + spec.name));
-    *slots[i].second = std::move(t);
+    if (after_each) VORTEX_RETURN_IF_ERROR(after_each(spec, *slots[i].second));
   }
   return w;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,5 +64,11 @@ Status fill_spec_host(const TensorSpec& spec, const ModelConfig& config, uint64_
 // synthetic_seed(seed, name)); rope.inv_freq is computed on the host and uploaded. The full 33B
 // model can be generated directly on a GPU this way.
 Result<H3Weights> synthesize_weights(const ModelConfig& config, Backend& backend, uint64_t seed);
+// The same, calling `after_each(spec, tensor)` once each tensor is filled (in h3_tensor_specs order): it may report
+// progress or replace the tensor (e.g. by a host copy, H3Model's host-resident AdaLN projections) before the next one
+// is allocated, so such tensors never share the device at once. An error from it ends the synthesis.
+using SynthesizedTensorFn = std::function<Status(const TensorSpec& spec, Tensor& tensor)>;
+Result<H3Weights> synthesize_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
+                                     const SynthesizedTensorFn& after_each);
 
 }  // namespace vortex

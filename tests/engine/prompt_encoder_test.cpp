@@ -253,5 +253,61 @@ TEST(PromptEncoder, PipelineEncodesOncePerPromptAndFreesTheConditioner) {
   EXPECT_NE(refused.status().message().find("--prompt"), std::string::npos) << refused.status().message();
 }
 
+TEST(PromptEncoder, ConditionerStaysResidentBesideTheTransformerWhenItFits) {
+  Scratch s;
+  SyntheticSnapshotOptions so;
+  so.out = s.path().string();
+  so.tokenizer_json = kTinyTokenizer;
+  so.seed = 5;
+  ASSERT_TRUE(write_synthetic_snapshot(so).ok());
+  Result<ModelFolder> folder = open_model_folder(so.out);
+  ASSERT_TRUE(folder.ok()) << folder.status().to_string();
+  PipelineOptions o;
+  o.threads = 2;
+  ASSERT_TRUE(apply_model_folder(*folder, -1, o).ok());
+  CountingProgress progress;
+  Result<std::unique_ptr<Pipeline>> p = Pipeline::open(o);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  RunRequest r;
+  r.width = r.height = 64;
+  r.frames = 5;
+  r.steps = 1;
+  auto encode = [&](const std::string& prompt) -> Result<RunPlan> {
+    RunRequest q = r;
+    q.prompt = prompt;
+    VORTEX_ASSIGN_OR_RETURN(RunPlan plan, (*p)->plan(q, progress, FieldStyle::kFlag));
+    VORTEX_RETURN_IF_ERROR((*p)->encode_prompt(plan, progress));
+    return plan;
+  };
+  // Before the transformer (a one-shot generate): loaded, used, freed.
+  ASSERT_TRUE(encode("a cat").ok());
+  EXPECT_EQ((*p)->conditioner_loads(), 1);
+  EXPECT_FALSE((*p)->conditioner_resident());
+  // Beside the transformer (serve): the first new prompt loads it once, the next new prompts reuse it.
+  ASSERT_TRUE((*p)->load_weights(progress).ok());
+  Result<RunPlan> dog = encode("a dog on a skateboard");
+  ASSERT_TRUE(dog.ok()) << dog.status().to_string();
+  EXPECT_EQ((*p)->conditioner_loads(), 2);
+  EXPECT_TRUE((*p)->conditioner_resident());
+  Result<RunPlan> bird = encode("a bird over the sea at dawn");
+  ASSERT_TRUE(bird.ok()) << bird.status().to_string();
+  EXPECT_EQ((*p)->conditioner_loads(), 2) << "a second, different prompt reloaded the conditioner";
+  EXPECT_EQ((*p)->conditioner_runs(), 3);
+  // The resident conditioner gives the bytes a fresh one gives.
+  Result<std::unique_ptr<TextEncoder>> direct = TextEncoder::load(o.text_encoder_dir, (*p)->backend(), kTinyTextLayer);
+  ASSERT_TRUE(direct.ok());
+  Result<Tensor> want = (*direct)->encode(bird->text_ids, kTinyTextLayer);
+  ASSERT_TRUE(want.ok());
+  ASSERT_EQ(want->nbytes(), bird->text.nbytes());
+  EXPECT_EQ(std::memcmp(want->raw_data(), bird->text.raw_data(), want->nbytes()), 0);
+  // A run with the conditioner resident.
+  const fs::path out = s.path() / "run";
+  fs::create_directories(out);
+  const CancelToken never;
+  Result<RunOutputs> run = (*p)->run(*bird, progress, never, out.string());
+  ASSERT_TRUE(run.ok()) << run.status().to_string();
+  EXPECT_EQ((*p)->conditioner_loads(), 2);
+}
+
 }  // namespace
 }  // namespace vortex

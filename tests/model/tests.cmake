@@ -6,3 +6,6 @@ vortex_test(NAME h3_model_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/h3_model_
             LIBS vortex_ref vortex_model)
 # Step graphs, host side: the planner, the cuda_graph switch, forward() through the step workspace (CPU).
 vortex_test(NAME step_graph_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/step_graph_test.cpp LIBS vortex_engine)
+# AdaLN tables ahead of sampling (H3Model::precompute_adaln): trajectory bytes vs per-step tables, LoRA, reuse.
+vortex_test(NAME adaln_ahead_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/adaln_ahead_test.cpp
+            LIBS vortex_ref vortex_model vortex_sampler)
