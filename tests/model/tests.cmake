@@ -6,3 +6,6 @@ vortex_test(NAME h3_model_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/h3_model_
             LIBS vortex_ref vortex_model)
 # Step graphs, host side: the planner, the cuda_graph switch, forward() through the step workspace (CPU).
 vortex_test(NAME step_graph_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/step_graph_test.cpp LIBS vortex_engine)
+# The load-time NaN / Inf scan of the weights (model/weights_finite.h).
+vortex_test(NAME weights_finite_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/weights_finite_test.cpp
+            LIBS vortex_ref vortex_model)
