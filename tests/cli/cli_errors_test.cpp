@@ -140,6 +140,15 @@ const Case kCases[] = {
     {"--device -1 inspect {EMB}", 2, "--device"},
 };
 
+// No Vortex staging (`*.partial-*`, `*.tmp.*`) left in `dir`.
+bool staging_free(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.find(".partial-") != std::string::npos || n.find(".tmp.") != std::string::npos) return false;
+  }
+  return true;
+}
+
 class CliErrors : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -264,6 +273,63 @@ TEST_F(CliErrors, PromptFileSeedMinusOneAndAliases) {
   EXPECT_NE(im.output.find("preview.png  MISSING"), std::string::npos) << im.output;
   EXPECT_NE(a.output.find("has no vae/ and audio_vae/: the run stops at the latents"), std::string::npos)
       << "the note for a folder without decoders\n" << a.output;
+}
+
+// Two F32 tensors in one safetensors file (independent of src/io), every element `value`.
+void write_pair(const fs::path& p, const std::string& a, std::vector<int64_t> a_shape, const std::string& b,
+                std::vector<int64_t> b_shape, float value) {
+  const int64_t na = a_shape[0] * a_shape[1], nb = b_shape[0] * b_shape[1];
+  nlohmann::json header;
+  header[a] = {{"dtype", "F32"}, {"shape", a_shape}, {"data_offsets", {0, na * 4}}};
+  header[b] = {{"dtype", "F32"}, {"shape", b_shape}, {"data_offsets", {na * 4, (na + nb) * 4}}};
+  std::string h = header.dump();
+  while (h.size() % 8 != 0) h.push_back(' ');
+  const uint64_t n = h.size();
+  std::ofstream f(p, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f << h;
+  for (int64_t i = 0; i < na + nb; ++i) f.write(reinterpret_cast<const char*>(&value), 4);
+}
+
+TEST_F(CliErrors, NonFiniteWeightsAreRefusedAtLoadNamingTheTensor) {
+  ScratchDir tmp;
+  RunResult s = run_vortex("synth --config h3-tiny --quiet -o " + tmp.str("ck/w.safetensors"));
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  const std::string run = " --steps 1 --width 64 --height 64 --frames 5 --quiet -o ";
+  // 64 bytes of 0xFF inside one tensor (a damaged download): located with the file's own header.
+  ParsedSafetensors st = parse_safetensors(tmp.path() / "ck" / "w.safetensors");
+  const std::string name = "blocks.1.mlp.fc2.weight";
+  ASSERT_TRUE(st.header.contains(name)) << st.header.dump();
+  const uint64_t header_bytes = read_file(tmp.path() / "ck" / "w.safetensors").size() - st.data.size();
+  const uint64_t at = header_bytes + st.header[name]["data_offsets"][0].get<uint64_t>() + 128;
+  {
+    std::fstream f(tmp.path() / "ck" / "w.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at));
+    const std::string ff(64, '\xff');
+    f.write(ff.data(), 64);
+  }
+  RunResult g = run_vortex("generate --checkpoint " + tmp.str("ck/w.safetensors") + run + tmp.str("out"));
+  EXPECT_EQ(g.exit_code, 2) << g.output;
+  EXPECT_NE(g.output.find("tensor '" + name + "'"), std::string::npos) << g.output;
+  EXPECT_NE(g.output.find("non-finite value (NaN or Inf) at element 64"), std::string::npos) << g.output;
+  EXPECT_EQ(g.output.find("step 1/"), std::string::npos) << "refused before sampling\n" << g.output;
+  EXPECT_FALSE(fs::exists(tmp.path() / "out"));
+  EXPECT_TRUE(staging_free(tmp.path()));
+
+  // A LoRA whose merge overflows BF16 (finite adapter values, an infinite product): refused at load, naming the
+  // layer, before sampling.
+  RunResult c = run_vortex("synth --config h3-tiny --quiet -o " + tmp.str("ck2/w.safetensors"));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  write_pair(tmp.path() / "huge.safetensors", "blocks.0.attn.out_proj.lora_A.weight", {4, 256},
+             "blocks.0.attn.out_proj.lora_B.weight", {256, 4}, 1e20f);
+  RunResult l = run_vortex("generate --checkpoint " + tmp.str("ck2/w.safetensors") + " --lora " +
+                           tmp.str("huge.safetensors") + run + tmp.str("out2"));
+  EXPECT_EQ(l.exit_code, 2) << l.output;
+  EXPECT_NE(l.output.find("the weights merged with --lora: tensor 'blocks.0.attn.out_proj.weight'"), std::string::npos)
+      << l.output;
+  EXPECT_NE(l.output.find("lower it"), std::string::npos) << l.output;
+  EXPECT_EQ(l.output.find("step 1/"), std::string::npos) << l.output;
+  EXPECT_FALSE(fs::exists(tmp.path() / "out2"));
 }
 
 }  // namespace
