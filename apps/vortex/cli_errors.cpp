@@ -51,7 +51,8 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
     for (const std::string& c : candidates)
       if (c.rfind(word, 0) == 0) return c;
     // "--tiling" -> "--no-tiling": the word without its dashes inside a longer option name.
-    const std::string bare = word.substr(word.find_first_not_of('-') == std::string::npos ? 0 : word.find_first_not_of('-'));
+    const std::string bare =
+        word.substr(word.find_first_not_of('-') == std::string::npos ? 0 : word.find_first_not_of('-'));
     for (const std::string& c : candidates)
       if (bare.size() >= 4 && c.size() > word.size() && c.find("-" + bare) != std::string::npos) return c;
   }

@@ -74,7 +74,8 @@ void StderrProgress::counter(std::string_view label, std::string_view unit, int6
   const double eta = per * static_cast<double>(total - done);
   const std::string l(label), u(unit);
   // The last event says how long it all took instead of an ETA of nothing.
-  const std::string tail = done >= total ? "done in " + format_duration(elapsed_seconds) : "eta " + format_duration(eta);
+  const std::string tail =
+      done >= total ? "done in " + format_duration(elapsed_seconds) : "eta " + format_duration(eta);
   if (tty_) {
     constexpr int kBarWidth = 30;
     const int filled = total > 0 ? static_cast<int>(done * kBarWidth / total) : 0;

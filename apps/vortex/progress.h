@@ -1,7 +1,8 @@
 // One progress style for every command (generate, decode, synth, quantize): on a terminal a bar redrawn with \r,
 // "[#####.....] step 3/12  1.92 step/s  eta 4.7 s"; otherwise one plain line per event, "step 3/12  520 ms/step
-// eta 4.7 s"; the last event of a count says "done in 6.2 s". Times go through format_duration (ms under a second, one decimal under a minute, then "2m 05s" and
-// "1h 02m"). Everything goes to stderr; --quiet silences all but warnings. Tested in tests/cli/cli_test.cpp.
+// eta 4.7 s"; the last event of a count says "done in 6.2 s". Times go through format_duration (ms under a second, one
+// decimal under a minute, then "2m 05s" and "1h 02m"). Everything goes to stderr; --quiet silences all but warnings.
+// Tested in tests/cli/cli_test.cpp.
 #pragma once
 
 #include <cstdint>

@@ -49,7 +49,9 @@ std::vector<fs::path> remove_registered_staging() {
   return removed;
 }
 
-std::unique_lock<std::recursive_mutex> hold_staging() { return std::unique_lock<std::recursive_mutex>(registry_mutex()); }
+std::unique_lock<std::recursive_mutex> hold_staging() {
+  return std::unique_lock<std::recursive_mutex>(registry_mutex());
+}
 
 StagingGuard::StagingGuard(fs::path p) : path_(std::move(p)) { register_staging(path_); }
 

@@ -84,8 +84,7 @@ Status check_weights_finite(H3Weights& weights, Backend& backend, const std::str
     }
     if (std::optional<int64_t> bad = first_non_finite(*host)) {
       return format_error(what + ": tensor '" + name + "' (" + t->describe() +
-                          ") holds a non-finite value (NaN or Inf) at element " + std::to_string(*bad) + "; " +
-                          advice);
+                          ") holds a non-finite value (NaN or Inf) at element " + std::to_string(*bad) + "; " + advice);
     }
   }
   return Status::Ok();

@@ -164,11 +164,14 @@ class CliErrors : public ::testing::Test {
     dir_ = nullptr;
   }
   static std::string expand(std::string s) {
-    const std::pair<const char*, std::string> vars[] = {
-        {"{D}", dir_->str("a_folder")},          {"{OUT}", dir_->str("out")},
-        {"{EMB}", dir_->str("emb.safetensors")}, {"{BADJSON}", dir_->str("bad_tokenizer.json")},
-        {"{GARBAGE}", dir_->str("garbage.safetensors")}, {"{TXT}", dir_->str("notes.txt")},
-        {"{MISSING}", dir_->str("missing.safetensors")}, {"{TOK}", VORTEX_TINY_TOKENIZER}};
+    const std::pair<const char*, std::string> vars[] = {{"{D}", dir_->str("a_folder")},
+                                                        {"{OUT}", dir_->str("out")},
+                                                        {"{EMB}", dir_->str("emb.safetensors")},
+                                                        {"{BADJSON}", dir_->str("bad_tokenizer.json")},
+                                                        {"{GARBAGE}", dir_->str("garbage.safetensors")},
+                                                        {"{TXT}", dir_->str("notes.txt")},
+                                                        {"{MISSING}", dir_->str("missing.safetensors")},
+                                                        {"{TOK}", VORTEX_TINY_TOKENIZER}};
     for (const auto& [key, value] : vars)
       for (size_t at = s.find(key); at != std::string::npos; at = s.find(key, at + value.size()))
         s.replace(at, std::string(key).size(), value);
@@ -185,7 +188,8 @@ TEST_F(CliErrors, EveryBadInputExitsTwoWithItsMessageBeforeAnyWork) {
     RunResult r = run_vortex(args);
     EXPECT_EQ(r.exit_code, c.code) << "vortex " << args << "\n" << r.output;
     EXPECT_NE(r.output.find(expand(c.fragment)), std::string::npos)
-        << "vortex " << args << "\nexpected: " << expand(c.fragment) << "\n" << r.output;
+        << "vortex " << args << "\nexpected: " << expand(c.fragment) << "\n"
+        << r.output;
     EXPECT_NE(r.output.find("error:"), std::string::npos) << "vortex " << args << "\n" << r.output;
     EXPECT_FALSE(fs::exists(dir_->path() / "out")) << "vortex " << args << " wrote --out\n" << r.output;
     std::error_code ec;
@@ -206,9 +210,9 @@ TEST_F(CliErrors, HelpVersionAndConventions) {
 
   RunResult g = run_vortex("help generate");
   EXPECT_EQ(g.exit_code, 0) << g.output;
-  for (const char* group : {"Model and weights", "Text", "Request", "Output", "Decoders", "Backend and precision",
-                            "LoRA", "Examples:", "-p,--prompt", "-o,--out", "-m,--model", "--prompt-file",
-                            "guidance-distilled"})
+  for (const char* group :
+       {"Model and weights", "Text", "Request", "Output", "Decoders", "Backend and precision", "LoRA",
+        "Examples:", "-p,--prompt", "-o,--out", "-m,--model", "--prompt-file", "guidance-distilled"})
     EXPECT_NE(g.output.find(group), std::string::npos) << group << "\n" << g.output;
   // No CLI11 validator tags (K:NONNEGATIVE, INT:POSITIVE ...) in any command's help.
   for (const char* cmd : {"generate", "decode", "synth", "quantize", "inspect", "tokenize", "encode-text", "serve",
@@ -216,7 +220,8 @@ TEST_F(CliErrors, HelpVersionAndConventions) {
     RunResult c = run_vortex(std::string("help ") + cmd);
     EXPECT_EQ(c.exit_code, 0) << cmd << "\n" << c.output;
     EXPECT_FALSE(std::regex_search(c.output, std::regex(":(NONNEGATIVE|POSITIVE|NUMBER|FILE|DIR|PATH\\(existing\\))")))
-        << cmd << "\n" << c.output;
+        << cmd << "\n"
+        << c.output;
   }
   EXPECT_EQ(run_vortex("generate --help").output, g.output) << "vortex help generate == vortex generate --help";
 }
@@ -243,18 +248,18 @@ TEST_F(CliErrors, PromptFileSeedMinusOneAndAliases) {
   EXPECT_TRUE(run["request"]["seed"].is_number_unsigned());
   // A 2 MB prompt file is refused by size, naming the limit.
   std::ofstream(tmp.path() / "big.txt") << std::string(2 << 20, 'a');
-  RunResult big = run_vortex("generate -m " + tmp.str("snap") + " --prompt-file " + tmp.str("big.txt") + small +
-                             "-o " + tmp.str("big"));
+  RunResult big = run_vortex("generate -m " + tmp.str("snap") + " --prompt-file " + tmp.str("big.txt") + small + "-o " +
+                             tmp.str("big"));
   EXPECT_FALSE(fs::exists(tmp.path() / "big"));
   EXPECT_EQ(big.exit_code, 2) << big.output;
   EXPECT_NE(big.output.find("larger than the prompt limit"), std::string::npos) << big.output;
   // --seed -1 with a short prompt: recorded, and two runs differ.
-  RunResult a = run_vortex("generate -m " + tmp.str("snap") + " -p \"a cat\" --seed -1" + small + "-o " +
-                           tmp.str("r1"));
+  RunResult a =
+      run_vortex("generate -m " + tmp.str("snap") + " -p \"a cat\" --seed -1" + small + "-o " + tmp.str("r1"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_NE(a.output.find("--seed -1: random seed "), std::string::npos) << a.output;
-  RunResult b = run_vortex("generate -m " + tmp.str("snap") + " -p \"a cat\" --seed -1" + small + "-o " +
-                           tmp.str("r2"));
+  RunResult b =
+      run_vortex("generate -m " + tmp.str("snap") + " -p \"a cat\" --seed -1" + small + "-o " + tmp.str("r2"));
   ASSERT_EQ(b.exit_code, 0) << b.output;
   const auto s1 = nlohmann::json::parse(read_file(tmp.path() / "r1" / "run.json"))["request"]["seed"];
   const auto s2 = nlohmann::json::parse(read_file(tmp.path() / "r2" / "run.json"))["request"]["seed"];
@@ -272,7 +277,8 @@ TEST_F(CliErrors, PromptFileSeedMinusOneAndAliases) {
   EXPECT_EQ(im.exit_code, 2) << im.output;
   EXPECT_NE(im.output.find("preview.png  MISSING"), std::string::npos) << im.output;
   EXPECT_NE(a.output.find("has no vae/ and audio_vae/: the run stops at the latents"), std::string::npos)
-      << "the note for a folder without decoders\n" << a.output;
+      << "the note for a folder without decoders\n"
+      << a.output;
 }
 
 // Two F32 tensors in one safetensors file (independent of src/io), every element `value`.

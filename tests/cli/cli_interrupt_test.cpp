@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <fcntl.h>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -98,8 +98,8 @@ bool interrupt_mid_write(const std::vector<std::string>& args, const fs::path& d
   return sent && code == 128 + sig;
 }
 
-const std::vector<std::string> kLongGenerate = {"generate", "--config", "h3-tiny", "--synthetic", "--steps", "400",
-                                                "--threads", "1", "--backend", "cpu"};
+const std::vector<std::string> kLongGenerate = {"generate", "--config",  "h3-tiny", "--synthetic", "--steps",
+                                                "400",      "--threads", "1",       "--backend",   "cpu"};
 
 TEST(CliInterrupt, GenerateRemovesItsStagingOnSigintSigtermSigpipe) {
   for (int sig : {SIGINT, SIGTERM, SIGPIPE}) {
@@ -154,11 +154,15 @@ TEST(CliInterrupt, DecodeSynthAndQuantizeRemoveTheirStaging) {
     int sig;
   };
   const std::vector<Command> commands = {
-      {"decode", {"decode", tmp.str("gen"), "--synthetic-vae", "tiny", "--threads", "1", "-o", "{W}/dec",
-                  "--frames-dir", "{W}/frames"}, SIGINT},
+      {"decode",
+       {"decode", tmp.str("gen"), "--synthetic-vae", "tiny", "--threads", "1", "-o", "{W}/dec", "--frames-dir",
+        "{W}/frames"},
+       SIGINT},
       {"synth", {"synth", "--config", "h3-tiny", "-o", "{W}/s.safetensors"}, SIGTERM},
-      {"quantize", {"quantize", "--format", "fp8_scaled", "--threads", "1", "--in", tmp.str("ck/w.safetensors"), "-o",
-                    "{W}/q.safetensors"}, SIGINT},
+      {"quantize",
+       {"quantize", "--format", "fp8_scaled", "--threads", "1", "--in", tmp.str("ck/w.safetensors"), "-o",
+        "{W}/q.safetensors"},
+       SIGINT},
   };
   for (const Command& c : commands) {
     bool caught = false;

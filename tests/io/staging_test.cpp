@@ -26,8 +26,8 @@ long dead_pid() {
 
 struct Scratch {
   Scratch() {
-    path = fs::temp_directory_path() / ("vortex_staging_test_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(std::random_device{}()));
+    path = fs::temp_directory_path() /
+           ("vortex_staging_test_" + std::to_string(::getpid()) + "_" + std::to_string(std::random_device{}()));
     fs::create_directories(path);
   }
   ~Scratch() {
@@ -111,9 +111,7 @@ TEST(Staging, RegistryRemovesRegisteredPathsAndGuardsRelease) {
   }
   EXPECT_TRUE(fs::exists(kept)) << "released: renamed into place by its owner";
   EXPECT_TRUE(remove_registered_staging().empty()) << "released paths leave the registry";
-  {
-    StagingGuard g(kept);
-  }
+  { StagingGuard g(kept); }
   EXPECT_FALSE(fs::exists(kept)) << "not released: removed on scope exit";
 }
 
