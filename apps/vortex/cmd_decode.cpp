@@ -10,6 +10,8 @@
 
 #include "commands.h"
 #include "engine/decode.h"
+#include "interrupt.h"
+#include "progress.h"
 
 namespace vortex::cli {
 namespace {
@@ -36,32 +38,25 @@ int run_decode(const DecodeArgs& a) {
   r.threads = a.threads;
   r.mp4.crf = a.crf;
   const auto start = std::chrono::steady_clock::now();
+  StderrProgress bar("decode", a.quiet);
   auto progress = [&](const VaeProgress& p) {
-    if (a.quiet) return;
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (p.stage == "video") {
-      const double eta = p.done > 0 ? el / static_cast<double>(p.done) * static_cast<double>(p.total - p.done) : 0.0;
-      std::fprintf(stderr, "decode: video tile %lld/%lld  %.1fs elapsed, ETA %.1fs\n", static_cast<long long>(p.done),
-                   static_cast<long long>(p.total), el, eta);
-    } else {
-      std::fprintf(stderr, "decode: audio channel %lld/%lld  %.1fs elapsed\n", static_cast<long long>(p.done),
-                   static_cast<long long>(p.total), el);
-    }
+    bar.decode(p.stage, p.done, p.total,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   };
   auto res = decode(r, progress);
   if (!res.ok()) {
+    if (interrupted()) await_interrupt_exit();  // the interrupt's message, not the error it caused
     const Status& s = res.status();
-    const bool bad_input =
-        s.code() == ErrorCode::kInvalidArgument || s.code() == ErrorCode::kNotFound || s.code() == ErrorCode::kFormat;
-    std::fprintf(stderr, "vortex decode: %s\n", s.message().c_str());
-    return bad_input ? 2 : 1;
+    std::fprintf(stderr, "vortex decode: error: %s\n", s.message().c_str());
+    return exit_code_for(s);
   }
   const DecodeResult& d = *res;
   std::printf(
       "vortex decode: %lldx%lld, %lld frames at 24 fps, %lld samples at %d Hz stereo "
-      "(video %.2fs, audio %.2fs, write %.2fs)\n",
+      "(video %s, audio %s, write %s)\n",
       static_cast<long long>(d.width), static_cast<long long>(d.height), static_cast<long long>(d.frames),
-      static_cast<long long>(d.samples), d.sample_rate, d.video_decode_s, d.audio_decode_s, d.write_s);
+      static_cast<long long>(d.samples), d.sample_rate, format_duration(d.video_decode_s).c_str(),
+      format_duration(d.audio_decode_s).c_str(), format_duration(d.write_s).c_str());
   std::printf("outputs in %s:\n", d.out_dir.c_str());
   for (const std::string& f : d.files) std::printf("  %s/%s\n", d.out_dir.c_str(), f.c_str());
   if (!d.frames_dir.empty()) std::printf("frames in %s (frame_00000.png ...)\n", d.frames_dir.c_str());
@@ -80,7 +75,7 @@ void register_decode(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--synthetic-vae", args->synthetic_vae,
                   "tiny | full: deterministic synthetic decoders (output is noise)");
   sub->add_option("--vae-seed", args->seed, "Seed of the synthetic decoders (default 0)");
-  sub->add_option("--out", args->out, "Output directory (required)")->required();
+  sub->add_option("-o,--out", args->out, "Output directory (required)")->required()->type_name("DIR");
   sub->add_option("--frames-dir", args->frames_dir, "Also write every frame as 8-bit RGB PNG here");
   sub->add_flag("--overwrite", args->overwrite, "Replace a previous decode in --out / --frames-dir");
   sub->add_flag("--no-tiling", args->no_tiling, "Decode whole frames (not the released tiling; changes the pixels)");
@@ -88,7 +83,15 @@ void register_decode(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)");
   sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores; results never depend on it");
   sub->add_flag("--quiet", args->quiet, "No progress output");
-  sub->callback([args, &ctx]() { ctx.exit_code = run_decode(*args); });
+  sub->footer(
+      "Examples:\n"
+      "  vortex decode out/cat --vae ~/models/MiniMax-H3/vae --audio-vae ~/models/MiniMax-H3/audio_vae -o "
+      "out/cat-media\n"
+      "  vortex decode out/demo --synthetic-vae tiny -o out/demo-media   # noise decoders, for a pipeline check");
+  sub->callback([args, &ctx]() {
+    install_interrupt_cleanup("decode");
+    ctx.exit_code = run_decode(*args);
+  });
 }
 
 }  // namespace vortex::cli

@@ -191,11 +191,11 @@ void register_encode_text(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--text-layer", args->text_layer,
                   "hidden_states index (default: the pipeline config's, 50 for H3); 0 = embedding")
       ->type_name("K")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Validator(CLI::NonNegativeNumber).description(""));
   sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)")->type_name("NAME");
   sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores; results never depend on it")
       ->type_name("INT");
-  sub->add_option("--out", args->out, "Output .safetensors: one [L, hidden] bf16 tensor")->type_name("FILE");
+  sub->add_option("-o,--out", args->out, "Output .safetensors: one [L, hidden] bf16 tensor")->type_name("FILE");
   sub->add_flag("--overwrite", args->overwrite, "Replace --out if vortex encode-text wrote it");
   sub->add_flag("--quiet", args->quiet, "No summary on stderr");
   sub->callback([args, &ctx]() {

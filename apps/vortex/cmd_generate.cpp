@@ -15,15 +15,19 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 
 #include "commands.h"
 #include "decoder_options.h"
 #include "engine/generate.h"
 #include "engine/model_folder.h"
 #include "engine/prompt_encoder.h"
+#include "interrupt.h"
 #include "lora/lora.h"
+#include "progress.h"
 #include "rank_options.h"
 
 namespace vortex::cli {
@@ -59,6 +63,7 @@ struct GenerateArgs {
   // The model folder and the prompt (apply_model_args).
   std::string model;
   std::string prompt;
+  std::string prompt_file;  // --prompt-file FILE
   int text_layer = -1;
   DecoderArgs decoders;       // --vae --audio-vae ... (decoder_options.h)
   bool latents_only = false;  // --model DIR: do not decode with the folder's VAEs
@@ -103,114 +108,44 @@ bool to_u64(const std::string& flag, const std::string& s, uint64_t& out, std::s
   return true;
 }
 
-std::string format_seconds(double s) {
-  char buf[32];
-  if (s >= 100.0) {
-    std::snprintf(buf, sizeof(buf), "%.0f s", s);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.2f s", s);
-  }
-  return buf;
-}
-
-// Progress on stderr: a bar redrawn with \r on a terminal, one line per step otherwise.
-class StderrProgress : public ProgressSink {
- public:
-  explicit StderrProgress(bool quiet) : quiet_(quiet), tty_(::isatty(::fileno(stderr)) == 1) {}
-  ~StderrProgress() override { finish_bar(); }
-
-  void stage(std::string_view what) override {
-    if (quiet_) return;
-    finish_bar();
-    std::fprintf(stderr, "vortex generate: %.*s\n", static_cast<int>(what.size()), what.data());
-  }
-
-  void note(std::string_view what) override {
-    if (quiet_) return;
-    finish_bar();
-    std::fprintf(stderr, "vortex generate: note: %.*s\n", static_cast<int>(what.size()), what.data());
-  }
-
-  // Warnings print even with --quiet: they describe the run the user asked for.
-  void warning(std::string_view what) override {
-    finish_bar();
-    std::fprintf(stderr, "vortex generate: warning: %.*s\n", static_cast<int>(what.size()), what.data());
-  }
-
-  // Weight loading: a redrawn "layers, GB, GB/s" line on a terminal; off a terminal only the summary the
-  // stage lines already give.
-  void loading(std::string_view what, uint64_t bytes_done, uint64_t bytes_total, int layers_done, int layers_total,
-               double seconds) override {
-    if (quiet_ || !tty_) return;
-    const double gb = 1e-9;
-    const double rate = seconds > 0 ? bytes_done / seconds : 0.0;  // bytes per second so far
-    const double eta = rate > 0 ? static_cast<double>(bytes_total - bytes_done) / rate : 0.0;
-    std::fprintf(stderr, "\r%.*s: layer %d/%d  %.2f/%.2f GB  %.2f GB/s  eta %s   ", static_cast<int>(what.size()),
-                 what.data(), layers_done, layers_total, bytes_done * gb, bytes_total * gb, rate * gb,
-                 format_seconds(eta).c_str());
-    bar_open_ = layers_done < layers_total;
-    if (!bar_open_) std::fprintf(stderr, "\n");
-    std::fflush(stderr);
-  }
-
-  void step(int done, int total, double step_seconds, double elapsed_seconds) override {
-    if (quiet_) return;
-    const double eta = done > 0 ? elapsed_seconds / done * (total - done) : 0.0;
-    if (tty_) {
-      constexpr int kBarWidth = 30;
-      const int filled = total > 0 ? done * kBarWidth / total : 0;
-      std::string bar(static_cast<size_t>(filled), '#');
-      bar.append(static_cast<size_t>(kBarWidth - filled), '.');
-      std::fprintf(stderr, "\r[%s] step %d/%d  %s/step  eta %s   ", bar.c_str(), done, total,
-                   format_seconds(step_seconds).c_str(), format_seconds(eta).c_str());
-      bar_open_ = done < total;
-      if (!bar_open_) std::fprintf(stderr, "\n");
-    } else {
-      std::fprintf(stderr, "step %d/%d %s eta %s\n", done, total, format_seconds(step_seconds).c_str(),
-                   format_seconds(eta).c_str());
-    }
-    std::fflush(stderr);
-  }
-
-  // Decode progress: video tile forwards then audio channels, the same bar (or lines) with an ETA.
-  void decode(std::string_view stage, int64_t done, int64_t total, double elapsed_seconds) override {
-    if (quiet_) return;
-    const double eta = done > 0 ? elapsed_seconds / static_cast<double>(done) * static_cast<double>(total - done) : 0.0;
-    const char* unit = stage == "video" ? "tile" : "channel";
-    if (tty_) {
-      std::fprintf(stderr, "\rdecode %.*s %s %lld/%lld  elapsed %s  eta %s   ", static_cast<int>(stage.size()),
-                   stage.data(), unit, static_cast<long long>(done), static_cast<long long>(total),
-                   format_seconds(elapsed_seconds).c_str(), format_seconds(eta).c_str());
-      bar_open_ = done < total;
-      if (!bar_open_) std::fprintf(stderr, "\n");
-    } else {
-      std::fprintf(stderr, "decode %.*s %s %lld/%lld elapsed %s eta %s\n", static_cast<int>(stage.size()), stage.data(),
-                   unit, static_cast<long long>(done), static_cast<long long>(total),
-                   format_seconds(elapsed_seconds).c_str(), format_seconds(eta).c_str());
-    }
-    std::fflush(stderr);
-  }
-
- private:
-  void finish_bar() {
-    if (bar_open_) std::fprintf(stderr, "\n");
-    bar_open_ = false;
-  }
-  bool quiet_;
-  bool tty_;
-  bool bar_open_ = false;
-};
-
 int fail(int code, const std::string& message) {
+  if (interrupted()) await_interrupt_exit();  // the interrupt's message, not the error it caused
   std::fprintf(stderr, "vortex generate: error: %s\n", message.c_str());
   return code;
+}
+
+// --prompt-file FILE: the prompt as UTF-8 text (one trailing newline dropped), for prompts too long for argv.
+bool read_prompt_file(const std::string& path, std::string& prompt, std::string& error) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    error = "--prompt-file " + path + " does not exist";
+    return false;
+  }
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    error = "--prompt-file " + path + " is not a regular file";
+    return false;
+  }
+  if (std::filesystem::file_size(path, ec) > PromptLimits{}.max_bytes) {
+    error = "--prompt-file " + path + " is larger than the prompt limit of " +
+            std::to_string(PromptLimits{}.max_bytes) + " bytes";
+    return false;
+  }
+  std::ifstream f(path, std::ios::binary);
+  prompt.assign(std::istreambuf_iterator<char>(f), {});
+  if (!f.good() && !f.eof()) {
+    error = "--prompt-file " + path + " could not be read";
+    return false;
+  }
+  if (!prompt.empty() && prompt.back() == '\n') prompt.pop_back();
+  if (!prompt.empty() && prompt.back() == '\r') prompt.pop_back();
+  return true;
 }
 
 // --model DIR (the snapshot: transformer, text encoder, tokenizer) and --prompt: every part resolved and
 // every missing one named before anything is loaded.
 // `decoders`: the folder's vae/ and audio_vae/ (decoder_paths), for decoding the latents.
 Status apply_model_args(const GenerateArgs& a, CLI::App& sub, GenerateRequest& r, DecoderPaths& decoders) {
-  const bool has_prompt = sub.count("--prompt") > 0;
+  const bool has_prompt = sub.count("--prompt") > 0 || !a.prompt_file.empty();
   if (a.model.empty()) {
     if (has_prompt) return invalid_argument("--prompt needs the text encoder: pass --model DIR (the model folder)");
     if (a.text_layer >= 0) return invalid_argument("--text-layer K chooses the text encoder's layer: pass --model DIR");
@@ -241,9 +176,13 @@ Status apply_model_args(const GenerateArgs& a, CLI::App& sub, GenerateRequest& r
   return Status::Ok();
 }
 
-int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
+int run_generate(GenerateArgs a, CLI::App& sub, int device) {
   GenerateRequest r;
   std::string error;
+  if (!a.prompt_file.empty()) {
+    if (sub.count("--prompt") > 0) return fail(2, "--prompt and --prompt-file exclude each other: give one prompt");
+    if (!read_prompt_file(a.prompt_file, a.prompt, error)) return fail(2, error);
+  }
   // ---- multi-GPU: the launcher (--gpus N) or one rank of a world (VORTEX_RANK / RANK in the environment) ----
   Result<std::optional<RankEnv>> rank_env = rank_env_from_environment();
   if (!rank_env.ok()) return fail(2, rank_env.status().message());
@@ -293,8 +232,16 @@ int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
       (!a.synthetic_text.empty() && !to_int("--synthetic-text", a.synthetic_text, q.synthetic_text_rows, error)) ||
       !to_int("--width", a.width, q.width, error) || !to_int("--height", a.height, q.height, error) ||
       !to_int("--frames", a.frames, q.frames, error) || !to_int("--steps", a.steps, q.steps, error) ||
-      !to_u64("--seed", a.seed, q.seed, error) || !to_int("--threads", a.threads, p.threads, error)) {
+      !to_int("--threads", a.threads, p.threads, error)) {
     return fail(2, error);
+  }
+  // --seed -1: a random seed, printed and recorded in run.json like any other.
+  const bool random_seed = a.seed == "-1";
+  if (random_seed) {
+    std::random_device rd;
+    q.seed = (static_cast<uint64_t>(rd()) << 32 | rd()) & ((uint64_t{1} << 53) - 1);  // exact in JSON doubles
+  } else if (!to_u64("--seed", a.seed, q.seed, error)) {
+    return fail(2, "--seed expects a non-negative integer or -1 (random), got '" + a.seed + "'");
   }
   q.sampler = a.sampler;
   q.schedule = a.schedule;
@@ -353,7 +300,12 @@ int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
   q.frames_overwrite = a.overwrite;
 
   // Ranks other than 0 sample the same latents silently; rank 0 reports.
-  StderrProgress progress(a.quiet || (r.rank && r.rank->rank != 0));
+  StderrProgress progress("generate", a.quiet || (r.rank && r.rank->rank != 0));
+  if (random_seed) progress.note("--seed -1: random seed " + std::to_string(q.seed) + " (recorded in run.json)");
+  if (!a.model.empty() && !a.latents_only && !decoders_named && !decoders.present())
+    progress.note(a.model +
+                  " has no vae/ and audio_vae/: the run stops at the latents (add the VAE folders, or pass "
+                  "--vae DIR --audio-vae DIR, to get video.mp4 and audio.wav)");
   Result<GenerateResult> result = generate(r, progress);
   if (!result.ok()) {
     return fail(exit_code_for(result.status()), result.status().message());
@@ -363,7 +315,7 @@ int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
   std::printf("vortex generate: %dx%d, %d frames (%d latent), %lld rows, %zu steps in %s (total %s)\n",
               g.geometry.width, g.geometry.height, g.geometry.frames, g.geometry.latent_frames,
               static_cast<long long>(g.geometry.total_rows()), g.step_seconds.size(),
-              format_seconds(g.sampling_seconds).c_str(), format_seconds(g.total_seconds).c_str());
+              format_duration(g.sampling_seconds).c_str(), format_duration(g.total_seconds).c_str());
   std::printf("outputs in %s:\n", g.out_dir.c_str());
   for (const std::string& f : g.files) std::printf("  %s/%s\n", g.out_dir.c_str(), f.c_str());
   if (decoders.present() && a.latents_only) {
@@ -377,7 +329,8 @@ int run_generate(const GenerateArgs& a, CLI::App& sub, int device) {
 
 void register_generate(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<GenerateArgs>();
-  CLI::App* sub = app.add_subcommand("generate", "Text -> video + stereo audio latents (+ run.json, preview.png)");
+  CLI::App* sub =
+      app.add_subcommand("generate", "Text -> video + stereo audio (latents, run.json, video.mp4, audio.wav)");
   sub->add_option("--config", args->config, "Built-in config: h3-tiny | h3 (default h3-tiny)")->type_name("NAME");
   sub->add_option("--checkpoint", args->checkpoint,
                   "Weights: a .safetensors file, a .safetensors.index.json, or a folder (original or diffusers layout)")
@@ -401,12 +354,13 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--sampler", args->sampler,
                   "euler | res_multistep (default: res_multistep for comfyui, euler for diffusers)")
       ->type_name("NAME");
-  sub->add_option("--seed", args->seed, "Noise seed (default 42)")->type_name("INT");
+  sub->add_option("--seed", args->seed, "Noise seed (default 42; -1: a random seed, recorded in run.json)")
+      ->type_name("INT");
   sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)")->type_name("NAME");
   sub->add_option("--threads", args->threads,
                   "CPU threads, 0 = all cores, at most 4x the cores; results never depend on it")
       ->type_name("INT");
-  sub->add_option("--out", args->out, "Output directory (required)")->type_name("DIR");
+  sub->add_option("-o,--out", args->out, "Output directory (required)")->type_name("DIR");
   sub->add_flag("--overwrite", args->overwrite, "Replace an --out directory holding a previous Vortex run (only that)");
   sub->add_option("--precision", args->precision,
                   "bf16 | fp8 | nvfp4 | nvfp4-weight-only (GEMM precision; default bf16)")
@@ -440,16 +394,19 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
       ->type_name("NAME");
   sub->add_option("--preset", args->preset, "turbo4: 4 steps, shift 6 / 3, euler, for the Turbo LoRA given with --lora")
       ->type_name("NAME");
-  sub->add_option("--model", args->model,
+  sub->add_option("-m,--model", args->model,
                   "The model folder (the MiniMax-H3 snapshot, or its FL2VA/ partition): transformer, text encoder, "
                   "tokenizer (docs/checkpoints.md)")
       ->type_name("DIR");
-  sub->add_option("--prompt", args->prompt, "The prompt, encoded by the folder's Qwen3-VL text encoder")
+  sub->add_option("-p,--prompt", args->prompt, "The prompt, encoded by the folder's Qwen3-VL text encoder")
       ->type_name("TEXT");
+  sub->add_option("--prompt-file", args->prompt_file,
+                  "Read the prompt from a UTF-8 text file (for prompts too long for the command line)")
+      ->type_name("FILE");
   sub->add_option("--text-layer", args->text_layer,
                   "hidden_states index the transformer reads (default: the pipeline config's, 50 for H3)")
       ->type_name("K")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Validator(CLI::NonNegativeNumber).description(""));
   add_decoder_options(sub, args->decoders, /*frames_dir=*/true);
   sub->add_flag("--latents-only", args->latents_only,
                 "With --model DIR: stop at the latents instead of decoding with the folder's vae/ and audio_vae/");
@@ -461,7 +418,29 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--comm-timeout", args->comm_timeout,
                   "Seconds one collective may wait for the other ranks before the run fails (default 300)")
       ->type_name("S");
-  sub->callback([args, sub, &ctx]() { ctx.exit_code = run_generate(*args, *sub, ctx.device); });
+  group_options(
+      sub,
+      {{"Model and weights", {"--model", "--config", "--checkpoint", "--synthetic", "--weights-seed"}},
+       {"Text", {"--prompt", "--prompt-file", "--text-embeddings", "--synthetic-text", "--text-layer"}},
+       {"Request",
+        {"--width", "--height", "--frames", "--seconds", "--steps", "--schedule", "--sampler", "--seed", "--preset"}},
+       {"Output", {"--out", "--overwrite", "--latents-only", "--frames-dir", "--quiet"}},
+       {"Decoders", {"--vae", "--audio-vae", "--synthetic-vae", "--vae-seed", "--no-tiling", "--crf"}},
+       {"Backend and precision",
+        {"--backend", "--threads", "--precision", "--attention", "--switches", "--cuda-graph", "--gpus",
+         "--comm-timeout"}},
+       {"LoRA", {"--lora", "--lora-allow-unmatched", "--lora-mode"}}});
+  sub->footer(
+      "Examples:\n"
+      "  vortex generate --config h3-tiny --synthetic --synthetic-vae tiny -o out/demo\n"
+      "  vortex generate -m ~/models/MiniMax-H3 -p \"a cat walks along a wall at dusk\" --seconds 5 \\\n"
+      "      --width 1344 --height 768 --backend cuda -o out/cat\n"
+      "  vortex generate -m ~/models/MiniMax-H3 --prompt-file prompt.txt --seed -1 --backend cuda -o out/run2\n"
+      "H3 is guidance-distilled: there is no CFG scale and no negative prompt.");
+  sub->callback([args, sub, &ctx]() {
+    install_interrupt_cleanup("generate");
+    ctx.exit_code = run_generate(*args, *sub, ctx.device);
+  });
 }
 
 }  // namespace vortex::cli

@@ -10,8 +10,10 @@
 #include <string>
 
 #include "commands.h"
+#include "interrupt.h"
 #include "io/quantize.h"
 #include "model/backend.h"
+#include "progress.h"
 #include "ref/nvfp4_quantize.h"
 
 namespace vortex::cli {
@@ -79,11 +81,11 @@ int run_quantize(const QuantizeArgs& args) {
     return fail_args("--encode must be approx or exact, got '" + args.encode + "'");
   }
 
-  auto progress = [&args](const std::string& line) {
-    if (!args.quiet) std::cerr << line << "\n";
-  };
+  StderrProgress bar("quantize", args.quiet);
+  auto progress = [&bar](const std::string& line) { bar.line(line); };
   Result<QuantizeSummary> s = quantize_checkpoint(opt, progress);
   if (!s.ok()) {
+    if (interrupted()) await_interrupt_exit();
     std::cerr << "vortex quantize: error: " << s.status().to_string() << "\n";
     return exit_code_for(s.status());
   }
@@ -98,7 +100,7 @@ void register_quantize(CLI::App& app, CommandContext& ctx) {
   CLI::App* sub = app.add_subcommand(
       "quantize", "Quantize the block GEMM weights of a BF16 H3 checkpoint to ComfyUI nvfp4 or fp8_scaled");
   sub->add_option("--in", args->in, "Input .safetensors or .safetensors.index.json (BF16)");
-  sub->add_option("--out", args->out, "Output .safetensors (written atomically)");
+  sub->add_option("-o,--out", args->out, "Output .safetensors (written atomically)");
   sub->add_option("--format", args->format, "nvfp4 | fp8_scaled")->required();
   sub->add_option("--layers", args->layers, "blocks | blocks+refiner (default blocks)");
   sub->add_option("--encode", args->encode,
@@ -106,7 +108,10 @@ void register_quantize(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--threads", args->threads, "Encode threads (default 0: all cores)");
   sub->add_flag("--overwrite", args->overwrite, "Replace an existing --out, only if Vortex wrote it");
   sub->add_flag("--quiet", args->quiet, "No progress output");
-  sub->callback([args, &ctx]() { ctx.exit_code = run_quantize(*args); });
+  sub->callback([args, &ctx]() {
+    install_interrupt_cleanup("quantize");
+    ctx.exit_code = run_quantize(*args);
+  });
 }
 
 }  // namespace vortex::cli

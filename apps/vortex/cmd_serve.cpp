@@ -152,6 +152,9 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   o.host = a.host;
   o.port = a.port;
   o.data_dir = a.data;
+  if (std::error_code ec;
+      !a.data.empty() && std::filesystem::exists(a.data, ec) && !std::filesystem::is_directory(a.data, ec))
+    return fail(2, "--data " + a.data + " is not a directory: job outputs go into a folder");
   o.queue_limit = a.queue;
   o.keep_jobs = a.keep_jobs;
   o.api_key = a.api_key;

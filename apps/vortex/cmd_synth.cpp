@@ -2,8 +2,9 @@
 // writes a deterministic synthetic H3 checkpoint with the real names, shapes and dtypes plus a
 // config.json beside it (io/synth_checkpoint.h). h3 (66 GB) is streamed into 5 GiB shards by default.
 // Existing outputs are kept unless --overwrite (and then only Vortex's own are replaced).
-// `vortex synth --snapshot tiny --tokenizer FILE [--vae DIR --audio-vae DIR] --out DIR` writes a tiny synthetic
-// model folder in the official snapshot's layout instead (engine/synthetic_snapshot.h).
+// `vortex synth --snapshot tiny [--tokenizer FILE] [--vae DIR --audio-vae DIR] --out DIR` writes a tiny synthetic
+// model folder in the official snapshot's layout instead (engine/synthetic_snapshot.h; the bundled tiny tokenizer
+// by default). The output's size is checked against the free space first.
 // Exit 2 on bad arguments or input, 1 on write failures. Tested in tests/cli/cli_test.cpp and tests/io/.
 #include <charconv>
 #include <iostream>
@@ -12,7 +13,9 @@
 
 #include "commands.h"
 #include "engine/synthetic_snapshot.h"
+#include "interrupt.h"
 #include "io/synth_checkpoint.h"
+#include "progress.h"
 
 namespace vortex::cli {
 namespace {
@@ -46,6 +49,7 @@ int run_snapshot(const SynthArgs& args) {
   }
   Result<std::vector<std::string>> written = write_synthetic_snapshot(o);
   if (!written.ok()) {
+    if (interrupted()) await_interrupt_exit();
     std::cerr << "vortex synth: error: " << written.status().to_string() << "\n";
     return exit_code_for(written.status());
   }
@@ -87,11 +91,11 @@ int run_synth(const SynthArgs& args) {
   } else if (opt.config.name == "h3") {
     opt.shard_size_gb = 5.0;  // never one 66 GB file by default
   }
-  auto progress = [&args](const std::string& line) {
-    if (!args.quiet) std::cerr << line << "\n";
-  };
+  StderrProgress bar("synth", args.quiet);
+  auto progress = [&bar](const std::string& line) { bar.line(line); };
   Result<std::vector<std::string>> written = write_synthetic_checkpoint(opt, progress);
   if (!written.ok()) {
+    if (interrupted()) await_interrupt_exit();
     std::cerr << "vortex synth: error: " << written.status().to_string() << "\n";
     return exit_code_for(written.status());
   }
@@ -104,11 +108,12 @@ int run_synth(const SynthArgs& args) {
 void register_synth(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<SynthArgs>();
   CLI::App* sub = app.add_subcommand("synth", "Write a deterministic synthetic H3 checkpoint (+ config.json)");
-  sub->add_option("--config", args->config, "h3-tiny | h3 (default h3-tiny)");
-  sub->add_option("--out", args->out, "Output .safetensors (or .safetensors.index.json for shards)");
+  sub->add_option("--config", args->config, "h3-tiny | h3 (default h3-tiny; h3 is ~66 GB)")->type_name("NAME");
+  sub->add_option("-o,--out", args->out, "Output .safetensors (or .safetensors.index.json for shards)");
   sub->add_option("--seed", args->seed, "Weights seed (default 0)")->type_name("INT");
   sub->add_option("--layout", args->layout,
-                  "original (per-head interleaved QKV) | comfy | diffusers (default original)");
+                  "original (per-head interleaved QKV) | comfy | diffusers (default original)")
+      ->type_name("NAME");
   sub->add_option("--shard-size-gb", args->shard_size_gb, "Shard size in GiB (default: one file; 5 for h3)")
       ->type_name("FLOAT");
   sub->add_flag("--overwrite", args->overwrite,
@@ -117,11 +122,20 @@ void register_synth(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--snapshot", args->snapshot,
                   "tiny: a whole model folder (transformer, text encoder, tokenizer) into --out DIR")
       ->type_name("NAME");
-  sub->add_option("--tokenizer", args->tokenizer, "--snapshot: the tokenizer.json to put in it")->type_name("FILE");
+  sub->add_option("--tokenizer", args->tokenizer,
+                  "--snapshot: the tokenizer.json to put in it (default: the bundled tiny tokenizer)")
+      ->type_name("FILE");
   sub->add_option("--vae", args->vae, "--snapshot: a video VAE folder to copy in as vae/")->type_name("DIR");
   sub->add_option("--audio-vae", args->audio_vae, "--snapshot: an audio VAE folder to copy in as audio_vae/")
       ->type_name("DIR");
-  sub->callback([args, &ctx]() { ctx.exit_code = run_synth(*args); });
+  sub->footer(
+      "Examples:\n"
+      "  vortex synth --config h3-tiny -o ckpt/tiny.safetensors\n"
+      "  vortex synth --snapshot tiny -o models/tiny     # a whole model folder: generate -m models/tiny -p \"...\"");
+  sub->callback([args, &ctx]() {
+    install_interrupt_cleanup("synth");
+    ctx.exit_code = run_synth(*args);
+  });
 }
 
 }  // namespace vortex::cli

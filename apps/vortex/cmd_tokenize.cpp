@@ -42,7 +42,7 @@ int run_tokenize(const TokenizeArgs& args) {
     path = *found;
   }
   Result<Tokenizer> tok = Tokenizer::from_json_file(path);
-  if (!tok.ok()) return fail(tok.status().code() == ErrorCode::kNotFound ? 2 : 1, tok.status().message());
+  if (!tok.ok()) return fail(exit_code_for(tok.status()), tok.status().message());
 
   std::string prompt = args.text;
   if (!args.file.empty()) {
@@ -53,7 +53,7 @@ int run_tokenize(const TokenizeArgs& args) {
   EncodeOptions options;
   options.split_special_tokens = args.split_special;
   Result<std::vector<int32_t>> ids = tok->encode_prompt(prompt, PromptLimits{}, options);
-  if (!ids.ok()) return fail(ids.status().code() == ErrorCode::kInvalidArgument ? 2 : 1, ids.status().message());
+  if (!ids.ok()) return fail(exit_code_for(ids.status()), ids.status().message());
 
   if (args.json) {
     nlohmann::json tokens = nlohmann::json::array();

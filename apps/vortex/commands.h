@@ -3,6 +3,10 @@
 // message on error and return non-zero; they never call exit() themselves.
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <CLI/CLI.hpp>
 
 #include "engine/workload.h"
@@ -28,6 +32,14 @@ inline int exit_code_for(const Status& s) {
     default:
       return 1;
   }
+}
+
+// Puts the named options of `sub` into help groups, in the order given (grouped help; options not named stay
+// in CLI11's default "OPTIONS" group).
+inline void group_options(CLI::App* sub, const std::vector<std::pair<std::string, std::vector<std::string>>>& groups) {
+  for (const auto& [group, names] : groups)
+    for (const std::string& n : names)
+      if (CLI::Option* o = sub->get_option_no_throw(n)) o->group(group);
 }
 
 // The workload options shared by `bench` and `gate` (config, weights, backend, request, precision, switches).

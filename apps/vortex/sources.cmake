@@ -14,4 +14,7 @@ list(APPEND VORTEX_APP_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_serve.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/rank_options.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_encode_text.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli_errors.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/interrupt.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/progress.cpp
 )

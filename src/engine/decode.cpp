@@ -12,6 +12,7 @@
 
 #include "engine/preview.h"
 #include "io/safetensors.h"
+#include "io/staging.h"
 #include "media/atomic_file.h"
 #include "media/wav_writer.h"
 
@@ -86,9 +87,11 @@ Status publish(const fs::path& staged, const fs::path& out) {
   return replace_with_staged(staged, out, remove_own_outputs);
 }
 
+// `<target>.partial-<pid>`, after removing the staging folders of `target` left by processes that are gone.
 fs::path staging_path(const std::string& target) {
   fs::path p = fs::absolute(target).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
+  sweep_stale_staging(p, ".partial-", /*folders=*/true);
   fs::path s = p;
   s += ".partial-" + std::to_string(::getpid());
   return s;
@@ -159,13 +162,7 @@ Status write_frames_dir(const DecodedMedia& media, const std::string& frames_dir
   fs::remove_all(fstaged, ec);  // a stale staging folder of this pid can only be ours
   fs::create_directories(fstaged, ec);
   if (ec) return io_error("cannot create " + fstaged.string() + ": " + ec.message());
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code e;
-      if (!p.empty()) fs::remove_all(p, e);
-    }
-  } cleanup{fstaged};
+  StagingGuard cleanup(fstaged);
   const int64_t nf = media.frames.dim(0), h = media.frames.dim(1), w = media.frames.dim(2);
   PreviewImage img;
   img.width = static_cast<int>(w);
@@ -177,8 +174,9 @@ Status write_frames_dir(const DecodedMedia& media, const std::string& frames_dir
     std::snprintf(name, sizeof(name), "frame_%05lld.png", static_cast<long long>(i));
     VORTEX_RETURN_IF_ERROR(write_png_rgb(img, (fstaged / name).string()));
   }
+  auto hold = hold_staging();  // an interrupt waits until the frames are in place
   VORTEX_RETURN_IF_ERROR(publish(fstaged, fs::absolute(frames_dir).lexically_normal()));
-  cleanup.p.clear();
+  cleanup.release();
   return Status::Ok();
 }
 
@@ -193,13 +191,7 @@ Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir
   fs::remove_all(staged, ec);  // a stale staging folder of this pid can only be ours
   fs::create_directories(staged, ec);
   if (ec) return io_error("cannot create " + staged.string() + ": " + ec.message());
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code e;
-      if (!p.empty()) fs::remove_all(p, e);
-    }
-  } cleanup{staged};
+  StagingGuard cleanup(staged);
   VORTEX_ASSIGN_OR_RETURN(nlohmann::json described, write_media_files(media, staged.string(), opts));
   nlohmann::json m = manifest;
   m["schema"] = "vortex.decode/1";
@@ -214,8 +206,9 @@ Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir
     if (!out) return io_error("cannot write " + path);
   }
   if (!frames_dir.empty()) VORTEX_RETURN_IF_ERROR(write_frames_dir(media, frames_dir));
+  auto hold = hold_staging();  // an interrupt waits until the outputs are in place
   VORTEX_RETURN_IF_ERROR(publish(staged, fs::absolute(out_dir).lexically_normal()));
-  cleanup.p.clear();
+  cleanup.release();
   if (files) *files = {"video.mp4", "audio.wav", "decode.json"};
   return Status::Ok();
 }

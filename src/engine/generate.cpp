@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/rendezvous.h"
+#include "io/staging.h"
 #if defined(VORTEX_WITH_CUDA) && defined(VORTEX_WITH_NCCL) && __has_include("cuda/cuda_backend.h")
 #include "cuda/cuda_backend.h"
 #include "dist/nccl.h"
@@ -33,24 +34,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Removes a temp directory on scope exit unless released.
-class TempDirGuard {
- public:
-  explicit TempDirGuard(fs::path p) : path_(std::move(p)) {}
-  ~TempDirGuard() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
-  }
-  void release() { path_.clear(); }
-  TempDirGuard(const TempDirGuard&) = delete;
-  TempDirGuard& operator=(const TempDirGuard&) = delete;
-
- private:
-  fs::path path_;
-};
 
 // Absolute, normalized, without a trailing separator ("out/" -> "/abs/out"), so that the staging
 // directory "<out>.partial-<pid>" is a sibling of out, never a child.
@@ -190,8 +173,10 @@ Status check_out_dir(const GenerateRequest& r) {
 }
 
 // Creates the staging directory `<out>.partial-<pid>[-n]` next to --out: this is also the check that
-// --out's parent is writable, made before any weight is loaded. Never reuses an existing directory.
+// --out's parent is writable, made before any weight is loaded. Never reuses an existing directory; first
+// removes the staging folders of --out left by processes that are gone (io/staging.h).
 Result<fs::path> create_staging_dir(const fs::path& out, const std::string& shown) {
+  sweep_stale_staging(out, ".partial-", /*folders=*/true);
   for (int n = 0; n < 100; ++n) {
     std::string suffix = ".partial-";  // (appends: GCC 12 warns -Wrestrict on "-" + std::string)
     suffix.append(std::to_string(::getpid()));
@@ -309,7 +294,7 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   // Created now so an unwritable --out fails before the weights are loaded.
   const fs::path out = normalized_out_path(req.out_dir);
   VORTEX_ASSIGN_OR_RETURN(const fs::path staged, create_staging_dir(out, req.out_dir));
-  TempDirGuard guard(staged);
+  StagingGuard guard(staged);
   // The memory plan: the conditioner is loaded, run and freed before the transformer is loaded, so a device
   // smaller than the two together works.
   VORTEX_RETURN_IF_ERROR(pipeline->encode_prompt(plan, progress));
@@ -332,6 +317,7 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   RunOutputs run = std::move(ran).value();
   if (comm) VORTEX_RETURN_IF_ERROR(comm->barrier().with_context("final barrier"));
   if (!req.rank || req.rank->rank == 0) {
+    auto hold = hold_staging();  // an interrupt waits until the outputs are in place
     VORTEX_RETURN_IF_ERROR(publish_outputs(staged, out, req.overwrite));
     guard.release();
   }

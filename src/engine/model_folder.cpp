@@ -14,6 +14,8 @@
 
 #include "core/config_json.h"
 #include "engine/memory_estimate.h"
+#include "io/safetensors.h"
+#include "text/tokenizer.h"
 #include "text_encoder/text_encoder.h"
 
 namespace vortex {
@@ -106,17 +108,24 @@ ModelPart weights_part(const std::string& name, const fs::path& dir, const std::
 ModelPart tokenizer_part(const std::vector<fs::path>& candidates) {
   std::error_code ec;
   for (const fs::path& p : candidates) {
-    if (fs::is_regular_file(p, ec)) return ModelPart{"tokenizer", p.string(), true, "", file_bytes(p)};
+    if (fs::is_regular_file(p, ec)) return ModelPart{"tokenizer", p.string(), true, "", file_bytes(p), false};
   }
   std::string tried;
   for (const fs::path& p : candidates) tried += (tried.empty() ? "" : ", ") + p.string();
-  return ModelPart{"tokenizer", candidates.front().string(), false, "no tokenizer.json (tried " + tried + ")", 0};
+  return ModelPart{"tokenizer", candidates.front().string(), false, "no tokenizer.json (tried " + tried + ")", 0,
+                   false};
 }
 
 std::string format_bytes(uint64_t bytes) {
   if (bytes >= 1000000000ull) return format_gb(bytes);
   char b[32];
-  std::snprintf(b, sizeof b, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  if (bytes >= 1000000ull) {
+    std::snprintf(b, sizeof b, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  } else if (bytes >= 1000ull) {
+    std::snprintf(b, sizeof b, "%.1f kB", static_cast<double>(bytes) / 1e3);
+  } else {
+    std::snprintf(b, sizeof b, "%llu bytes", static_cast<unsigned long long>(bytes));
+  }
   return b;
 }
 
@@ -284,7 +293,7 @@ std::string describe_model_folder(const ModelFolder& folder) {
   for (const ModelPart& p : folder.parts) {
     char line[64];
     std::snprintf(line, sizeof line, "  %-13s", p.name.c_str());
-    o << line << (p.present ? "ok       " : "MISSING  ") << p.path;
+    o << line << (p.present ? "ok       " : p.damaged ? "DAMAGED  " : "MISSING  ") << p.path;
     if (p.present && p.bytes > 0) o << "  (" << format_bytes(p.bytes) << ")";
     if (!p.present) {
       o << "\n                 " << p.problem;
@@ -307,10 +316,40 @@ std::string describe_model_folder(const ModelFolder& folder) {
   } else {
     const bool t2v = folder.path_of("transformer").size() && folder.path_of("text_encoder").size() &&
                      folder.path_of("tokenizer").size();
-    o << missing << " part" << (missing > 1 ? "s" : "") << " missing"
+    o << missing << " part" << (missing > 1 ? "s" : "") << " missing or damaged"
       << (t2v ? " (prompt -> latents can run; decoding needs vae/ and audio_vae/)" : "") << "\n";
   }
   return o.str();
+}
+
+int verify_model_folder_files(ModelFolder& folder) {
+  int damaged = 0;
+  for (ModelPart& p : folder.parts) {
+    if (!p.present) continue;
+    Status bad = Status::Ok();
+    std::error_code ec;
+    if (p.name == "tokenizer") {
+      if (Result<Tokenizer> t = Tokenizer::from_json_file(p.path); !t.ok()) bad = t.status();
+    } else {
+      std::vector<fs::path> files;
+      for (const fs::directory_entry& e : fs::directory_iterator(p.path, ec))
+        if (e.path().extension() == ".safetensors" && e.is_regular_file(ec)) files.push_back(e.path());
+      std::sort(files.begin(), files.end());
+      for (const fs::path& f : files) {
+        if (Result<SafetensorsFile> st = SafetensorsFile::open(f.string()); !st.ok()) {
+          bad = st.status();
+          break;
+        }
+      }
+    }
+    if (!bad.ok()) {
+      p.present = false;
+      p.damaged = true;
+      p.problem = bad.message();
+      ++damaged;
+    }
+  }
+  return damaged;
 }
 
 }  // namespace vortex

@@ -31,8 +31,9 @@ struct ModelPart {
   std::string name;  // "transformer" | "text_encoder" | "tokenizer" | "vae" | "audio_vae"
   std::string path;  // the folder (or tokenizer.json) used, or where it was expected
   bool present = false;
-  std::string problem;  // why it is not usable (missing files), empty when present
-  uint64_t bytes = 0;   // bytes of its weight files, when present
+  std::string problem;   // why it is not usable (missing files), empty when present
+  uint64_t bytes = 0;    // bytes of its weight files, when present
+  bool damaged = false;  // its files exist but do not parse (verify_model_folder_files)
 };
 
 struct ModelFolder {
@@ -76,6 +77,11 @@ DecoderPaths decoder_paths(const ModelFolder& folder);
 // `vortex inspect DIR` for a model folder: layout, each part with its path and size, the text layer, and
 // the missing parts.
 std::string describe_model_folder(const ModelFolder& folder);
+
+// Opens every present part's files (each .safetensors header against the file size, the tokenizer.json as a
+// tokenizer): a truncated or malformed one marks its part damaged (not present, `problem` says why). Returns the
+// number of damaged parts. `vortex inspect` runs it; generate finds the same faults when it loads the part.
+int verify_model_folder_files(ModelFolder& folder);
 // True when `dir` looks like a model folder (model_index.json / modular_model_index.json of a MiniMaxH3
 // pipeline, or a Qwen3-VL config.json); cheap, for inspect's dispatch.
 bool is_model_folder(const std::string& dir);

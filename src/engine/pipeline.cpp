@@ -28,6 +28,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/h3_spec.h"
+#include "model/weights_finite.h"
 #include "profiling/evidence.h"
 #include "text_encoder/text_encoder.h"
 
@@ -621,6 +622,8 @@ Status Pipeline::load_weights(ProgressSink& progress) {
     for (const std::string& n : load_notes) progress.note(n);
     if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), options_.checkpoint_path);
     weights = std::move(*loaded);
+    VORTEX_RETURN_IF_ERROR(check_weights_finite(weights, *backend_, options_.checkpoint_path,
+                                                "the checkpoint is damaged (download it again)"));
   }
   if (!options_.loras.empty()) {
     progress.stage("applying LoRA adapters");
@@ -631,6 +634,9 @@ Status Pipeline::load_weights(ProgressSink& progress) {
     VORTEX_RETURN_IF_ERROR(apply_lora_adapters(
         weights, options_.loras, lora_options, cfg_, *backend_, [&](std::string_view m) { progress.note(m); },
         [&](std::string_view m) { progress.warning(m); }, &lora_manifest_));
+    if (options_.lora_mode != "runtime")
+      VORTEX_RETURN_IF_ERROR(check_weights_finite(weights, *backend_, "the weights merged with --lora",
+                                                  "a LoRA SCALE too large overflows the BF16 weights; lower it"));
   }
   PrecisionOptions precision;
   precision.precision = precision_name(exec_.precision);

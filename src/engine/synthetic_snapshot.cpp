@@ -1,15 +1,23 @@
 // The tiny synthetic snapshot writer (see synthetic_snapshot.h).
 #include "engine/synthetic_snapshot.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "io/safetensors.h"
 #include "io/synth_checkpoint.h"
+#include "ref/cpu_backend.h"
 #include "text/tokenizer.h"
 #include "text_encoder/text_encoder_weights.h"
+#include "vae/audio_vae.h"
+#include "vae/video_vae.h"
 #include "vortex/config.h"
+#include "vortex/tiny_tokenizer_json.h"
 
 namespace vortex {
 namespace fs = std::filesystem;
@@ -46,11 +54,95 @@ Status copy_folder(const fs::path& from, const fs::path& to, std::vector<std::st
   return Status::Ok();
 }
 
+// Runs `build` over `source`, recording each tensor it reads (first read of a name), and writes them with
+// `config` into `dir` as a diffusers VAE folder: config.json + diffusion_pytorch_model.safetensors.
+Status write_recorded_vae(const fs::path& dir, const nlohmann::ordered_json& config, const VaeTensorSource& source,
+                          const std::function<Status(const VaeTensorSource&)>& build, uint64_t seed,
+                          std::vector<std::string>& written) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::set<std::string> seen;
+  const VaeTensorSource recording = [&](const std::string& name, const Shape& shape) -> Result<Tensor> {
+    VORTEX_ASSIGN_OR_RETURN(Tensor t, source(name, shape));
+    if (seen.insert(name).second) tensors.emplace_back(name, t);
+    return t;
+  };
+  VORTEX_RETURN_IF_ERROR(build(recording));
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return io_error("cannot create " + dir.string() + ": " + ec.message());
+  VORTEX_RETURN_IF_ERROR(write_text_atomic((dir / "config.json").string(), config.dump(2) + "\n"));
+  written.push_back((dir / "config.json").string());
+  const std::string weights = (dir / "diffusion_pytorch_model.safetensors").string();
+  VORTEX_RETURN_IF_ERROR(
+      write_safetensors(weights, tensors, {{"format", "pt"}, {"vortex.synthetic_seed", std::to_string(seed)}}));
+  written.push_back(weights);
+  return Status::Ok();
+}
+
+// vae/ and audio_vae/ with the tiny decoders' synthetic weights: the tensors of VideoVae::synthetic and
+// AudioVae::synthetic for `seed` (so decoding with them equals --synthetic-vae tiny --vae-seed `seed`), the audio
+// VAE's anti-aliasing filters written as the Kaiser-sinc filters the synthetic decoder computes.
+Status write_synthetic_vae_folders(const fs::path& out, uint64_t seed, std::vector<std::string>& written) {
+  CpuBackend cpu(1);
+  const VideoVaeConfig video = VideoVaeConfig::tiny();
+  nlohmann::ordered_json vcfg = {{"_class_name", "AutoencoderKLMiniMaxH3"},
+                                 {"latent_channels", video.latent_channels},
+                                 {"decoder_num_layers", video.num_layers},
+                                 {"decoder_num_attention_heads", video.heads},
+                                 {"decoder_attention_head_dim", video.head_dim},
+                                 {"vortex.written_by", "vortex synth --snapshot tiny (synthetic weights: noise)"}};
+  VORTEX_RETURN_IF_ERROR(write_recorded_vae(
+      out / "vae", vcfg, VideoVae::synthetic_source(seed),
+      [&](const VaeTensorSource& src) { return VideoVae::from_source(video, src, cpu).status(); }, seed, written));
+  const AudioVaeConfig audio = AudioVaeConfig::tiny();
+  nlohmann::ordered_json acfg = {{"_class_name", "AutoencoderKLMiniMaxH3Audio"},
+                                 {"latent_channels", audio.latent_channels},
+                                 {"latent_dim", audio.latent_dim},
+                                 {"decoder_dim", audio.decoder_dim},
+                                 {"sampling_rate", audio.sampling_rate},
+                                 {"vortex.written_by", "vortex synth --snapshot tiny (synthetic weights: noise)"}};
+  const VaeTensorSource weights = AudioVae::synthetic_source(seed);
+  const double r = audio.act_ratio;
+  const VaeTensorSource with_filters = [&](const std::string& name, const Shape& shape) -> Result<Tensor> {
+    const auto ends_with = [&](const std::string& suffix) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (!ends_with(".upsample.filter") && !ends_with(".downsample.lowpass.filter")) return weights(name, shape);
+    const std::vector<float> f = kaiser_sinc_filter(0.5 / r, 0.6 / r, audio.act_kernel);
+    Tensor t = Tensor::empty(shape, DType::kF32);  // [1, 1, act_kernel]
+    if (t.numel() != static_cast<int64_t>(f.size())) return internal_error(name + ": unexpected filter shape");
+    std::memcpy(t.raw_data(), f.data(), f.size() * sizeof(float));
+    return t;
+  };
+  return write_recorded_vae(
+      out / "audio_vae", acfg, with_filters,
+      [&](const VaeTensorSource& src) { return AudioVae::from_source(audio, src, cpu, false).status(); }, seed,
+      written);
+}
+
+// The given VAE folders must decode what the tiny transformer makes: video latents of in_channels and audio
+// latents [2, audio_in_channels, Ta] (two stereo channels, each decoded by the audio VAE).
+Status check_vae_folders(const SyntheticSnapshotOptions& o) {
+  const ModelConfig tiny = ModelConfig::h3_tiny();
+  CpuBackend cpu(1);
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<VideoVae> video, VideoVae::load(o.vae_dir, cpu));
+  if (video->config().latent_channels != tiny.in_channels)
+    return invalid_argument("--vae " + o.vae_dir + " decodes " + std::to_string(video->config().latent_channels) +
+                            " latent channels; the tiny transformer makes " + std::to_string(tiny.in_channels) +
+                            ", so its latents could never be decoded");
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<AudioVae> audio, AudioVae::load(o.audio_vae_dir, cpu));
+  if (audio->config().latent_channels != tiny.audio_in_channels)
+    return invalid_argument(
+        "--audio-vae " + o.audio_vae_dir + " takes " + std::to_string(audio->config().latent_channels) +
+        " latent channels; the tiny transformer's audio latents are [2, " + std::to_string(tiny.audio_in_channels) +
+        ", Ta], two stereo channels it would not decode as 2 channels");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> write_synthetic_snapshot(const SyntheticSnapshotOptions& o) {
   if (o.out.empty()) return invalid_argument("--out DIR is required");
-  if (o.tokenizer_json.empty()) return invalid_argument("--tokenizer FILE is required (the snapshot's tokenizer.json)");
   if (o.vae_dir.empty() != o.audio_vae_dir.empty())
     return invalid_argument("pass both --vae DIR and --audio-vae DIR, or neither");
   const fs::path out(o.out);
@@ -58,8 +150,12 @@ Result<std::vector<std::string>> write_synthetic_snapshot(const SyntheticSnapsho
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
     return invalid_argument("--out " + o.out +
                             " exists and is not an empty folder; the snapshot is written only into a new one");
-  // Checked before anything is written: the vocabulary sizes the text encoder.
-  VORTEX_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::from_json_file(o.tokenizer_json));
+  // Checked before anything is written: the vocabulary sizes the text encoder; the VAEs decode what it makes.
+  const bool bundled = o.tokenizer_json.empty();
+  VORTEX_ASSIGN_OR_RETURN(Tokenizer tok, bundled
+                                             ? Tokenizer::from_json(kTinyTokenizerJson, "the bundled tiny tokenizer")
+                                             : Tokenizer::from_json_file(o.tokenizer_json));
+  if (!o.vae_dir.empty()) VORTEX_RETURN_IF_ERROR(check_vae_folders(o));
   fs::create_directories(out, ec);
   if (ec) return io_error("cannot create " + o.out + ": " + ec.message());
   std::vector<std::string> written;
@@ -73,10 +169,8 @@ Result<std::vector<std::string>> write_synthetic_snapshot(const SyntheticSnapsho
                                   {"transformer", {"diffusers", "MiniMaxH3Transformer3DModel"}},
                                   {"vortex.written_by", "vortex synth --snapshot tiny"},
                                   {"vortex.synthetic_seed", o.seed}};
-  if (!o.vae_dir.empty()) {
-    index["vae"] = {"diffusers", "AutoencoderKLMiniMaxH3"};
-    index["audio_vae"] = {"diffusers", "AutoencoderKLMiniMaxH3Audio"};
-  }
+  index["vae"] = {"diffusers", "AutoencoderKLMiniMaxH3"};
+  index["audio_vae"] = {"diffusers", "AutoencoderKLMiniMaxH3Audio"};
   {
     std::ofstream f(out / "model_index.json", std::ios::binary);
     f << index.dump(2) << "\n";
@@ -98,13 +192,21 @@ Result<std::vector<std::string>> write_synthetic_snapshot(const SyntheticSnapsho
   written.push_back((out / "text_encoder" / "model.safetensors").string());
 
   fs::create_directories(out / "tokenizer", ec);
-  fs::copy_file(o.tokenizer_json, out / "tokenizer" / "tokenizer.json", ec);
-  if (ec) return io_error("cannot copy " + o.tokenizer_json + ": " + ec.message());
+  if (bundled) {
+    std::ofstream f(out / "tokenizer" / "tokenizer.json", std::ios::binary);
+    f << kTinyTokenizerJson;
+    if (!f) return io_error("cannot write " + (out / "tokenizer" / "tokenizer.json").string());
+  } else {
+    fs::copy_file(o.tokenizer_json, out / "tokenizer" / "tokenizer.json", ec);
+    if (ec) return io_error("cannot copy " + o.tokenizer_json + ": " + ec.message());
+  }
   written.push_back((out / "tokenizer" / "tokenizer.json").string());
 
   if (!o.vae_dir.empty()) {
     VORTEX_RETURN_IF_ERROR(copy_folder(o.vae_dir, out / "vae", written));
     VORTEX_RETURN_IF_ERROR(copy_folder(o.audio_vae_dir, out / "audio_vae", written));
+  } else {
+    VORTEX_RETURN_IF_ERROR(write_synthetic_vae_folders(out, o.seed, written));
   }
   return written;
 }

@@ -5,8 +5,13 @@
 //   transformer/            h3-tiny, diffusers keys (io/synth_checkpoint.h), config.json
 //   text_encoder/           a 4-layer Qwen3-VL text model of width 128 (= h3-tiny's text_dim), real key names
 //                           (text_encoder_weights.h write_synthetic_text_encoder), config.json
-//   tokenizer/tokenizer.json  a copy of the given tokenizer.json (the vocabulary sizes the text encoder)
-//   vae/, audio_vae/        copies of the given VAE folders, when given
+//   tokenizer/tokenizer.json  a copy of the given tokenizer.json, or of the bundled tiny tokenizer
+//                           (tests/text/fixtures/tiny_tokenizer.json, compiled in); its vocabulary sizes the
+//                           text encoder
+//   vae/, audio_vae/        copies of the given VAE folders (refused unless they decode the tiny transformer's
+//                           latents: 24 video channels, audio [2, 32, Ta] as 2 stereo channels); otherwise the
+//                           tiny decoders with synthetic weights (the same as --synthetic-vae tiny --vae-seed SEED),
+//                           so `generate --model DIR --prompt ...` ends in an MP4 (of noise)
 // Full-size synthetic conditioner weights for benchmarks are made on the backend instead
 // (TextEncoder::synthesize): the 33B transformer plus 50 conditioner layers would be ~116 GB on disk.
 // Tested in tests/engine/model_folder_cli_test.cpp.
@@ -27,8 +32,8 @@ constexpr int kTinyTextLayer = 3;
 struct SyntheticSnapshotOptions {
   std::string out;                     // a folder that does not exist yet, or an empty one
   uint64_t seed = 0;                   // transformer and text-encoder weights
-  std::string tokenizer_json;          // required
-  std::string vae_dir, audio_vae_dir;  // optional: copied as vae/ and audio_vae/
+  std::string tokenizer_json;          // "": the bundled tiny tokenizer
+  std::string vae_dir, audio_vae_dir;  // copied as vae/ and audio_vae/; "": synthetic tiny decoders
 };
 
 // The tiny text encoder config for a tokenizer of `vocab` ids (rounded up to a multiple of 64).

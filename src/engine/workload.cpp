@@ -1,6 +1,7 @@
 // Loading a bench/gate workload: see workload.h.
 #include "engine/workload.h"
 
+#include <cstdio>
 #include <sstream>
 
 #include "core/rng.h"
@@ -153,8 +154,9 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log, const
   w.backend = &pipeline->backend();
   w.model = &pipeline->model();
   if (log) {
-    log("weights ready in " + std::to_string(pipeline->load_seconds()) + " s (" + w.cfg.name + ", " +
-        std::string(w.backend->name()) + ")");
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f", pipeline->load_seconds());
+    log("weights ready in " + std::string(secs) + " s (" + w.cfg.name + ", " + std::string(w.backend->name()) + ")");
   }
 
   VORTEX_ASSIGN_OR_RETURN(w.layout, pack_request(w.cfg, geo));

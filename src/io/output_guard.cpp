@@ -2,6 +2,7 @@
 // header, an index's weight_map, a config.json's keys. Tested in tests/cli/cli_test.cpp.
 #include "io/output_guard.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "core/config_json.h"
@@ -72,6 +73,29 @@ Status check_output_replaceable(const std::string& path, OutputKind kind, bool o
   if (ours) return Status::Ok();
   return invalid_argument(path + " exists and was not written by Vortex (" + mark +
                           "); --overwrite replaces only Vortex's own outputs. Move it or choose another --out");
+}
+
+std::string format_size(uint64_t bytes) {
+  char b[32];
+  if (bytes >= 1000000000ull) {
+    std::snprintf(b, sizeof b, "%.1f GB", static_cast<double>(bytes) / 1e9);
+  } else {
+    std::snprintf(b, sizeof b, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  }
+  return b;
+}
+
+Status check_free_space(const std::string& path, uint64_t bytes, const std::string& what) {
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::absolute(path, ec).parent_path();
+  while (!dir.empty() && !std::filesystem::exists(dir, ec) && dir != dir.root_path()) dir = dir.parent_path();
+  const std::filesystem::space_info space = std::filesystem::space(dir, ec);
+  if (ec) return Status::Ok();  // unknown: the write itself reports a full disk
+  const uint64_t needed = bytes + bytes / 100;
+  if (space.available < needed)
+    return invalid_argument(what + " needs ~" + format_size(bytes) + " but only " + format_size(space.available) +
+                            " is free on " + dir.string() + "; free space or choose another location");
+  return Status::Ok();
 }
 
 }  // namespace vortex

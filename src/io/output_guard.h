@@ -25,4 +25,12 @@ bool is_vortex_safetensors(const std::string& path);
 //   command replaces is Vortex's). Otherwise kInvalidArgument saying why.
 Status check_output_replaceable(const std::string& path, OutputKind kind, bool overwrite, bool vortex_sibling = false);
 
+// OK when the file system that will hold `path` (its nearest existing ancestor folder) has room for `bytes`
+// plus a 1% margin; otherwise kInvalidArgument naming the size, the free space and the folder. `what` names the
+// output ("--out h3.safetensors").
+Status check_free_space(const std::string& path, uint64_t bytes, const std::string& what);
+
+// "66.3 GB", "512.0 MB": sizes in messages.
+std::string format_size(uint64_t bytes);
+
 }  // namespace vortex

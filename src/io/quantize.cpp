@@ -231,6 +231,8 @@ Result<QuantizeSummary> quantize_checkpoint(const QuantizeOptions& opt,
   for (const SafetensorsTensorInfo& t : out_infos) summary.bytes_out += t.bytes();
   for (const std::string& name : set.names()) summary.bytes_in += set.entry(*set.find(name)).bytes();
 
+  VORTEX_RETURN_IF_ERROR(check_free_space(opt.out, summary.bytes_out, "--out " + opt.out));
+  say("writing " + opt.out + ": " + format_size(summary.bytes_out) + " (from " + format_size(summary.bytes_in) + ")");
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsStreamWriter> writer,
                           SafetensorsStreamWriter::create(opt.out, out_infos, metadata));
   const std::string total = std::to_string(items.size());

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/staging.h"
+
 namespace vortex {
 
 namespace {
@@ -202,9 +204,15 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     return io_error(path + ": cannot open (" + std::strerror(err) + ")");
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
     ::close(fd);
-    return io_error(path + ": not a regular file");
+    return io_error(path + ": cannot stat (" + std::strerror(err) + ")");
+  }
+  if (!S_ISREG(st.st_mode)) {  // a wrong path given by the user: bad input
+    ::close(fd);
+    return invalid_argument(path + (S_ISDIR(st.st_mode) ? ": is a directory, expected a .safetensors file"
+                                                        : ": not a regular file, expected a .safetensors file"));
   }
   SafetensorsFile f;
   f.path_ = path;
@@ -349,6 +357,8 @@ Result<std::unique_ptr<SafetensorsStreamWriter>> SafetensorsStreamWriter::create
   w->path_ = path;
   w->temp_path_ = path + ".tmp." + std::to_string(::getpid());
   w->tensors_ = std::move(tensors);
+  sweep_stale_staging(path, ".tmp.", /*folders=*/false);  // temp files of writers that are gone
+  register_staging(w->temp_path_);                        // removed by an interrupt (io/staging.h)
   w->fd_ = ::open(w->temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd_ < 0)
     return io_error(w->temp_path_ + ": cannot create (" + std::strerror(errno) + "); does the directory exist?");
@@ -363,6 +373,7 @@ Result<std::unique_ptr<SafetensorsStreamWriter>> SafetensorsStreamWriter::create
 SafetensorsStreamWriter::~SafetensorsStreamWriter() {
   if (fd_ >= 0) ::close(fd_);
   if (!finished_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+  if (!temp_path_.empty()) unregister_staging(temp_path_);
 }
 
 Status SafetensorsStreamWriter::fail(Status s) {
@@ -420,9 +431,11 @@ Status SafetensorsStreamWriter::finish() {
     return fail(io_error(temp_path_ + ": close failed (" + std::strerror(errno) + ")"));
   }
   fd_ = -1;
+  auto hold = hold_staging();  // an interrupt waits until the file is in place
   if (::rename(temp_path_.c_str(), path_.c_str()) != 0)
     return fail(io_error(path_ + ": rename from temp file failed (" + std::strerror(errno) + ")"));
   finished_ = true;
+  unregister_staging(temp_path_);
   fsync_dir(path_);
   return Status::Ok();
 }

@@ -145,6 +145,10 @@ Result<std::vector<std::string>> write_synthetic_checkpoint(const SynthCheckpoin
   if (!diffusers) metadata[kQkvLayoutMetadataKey] = comfy ? kQkvBlockedValue : kQkvInterleavedValue;
   uint64_t total = 0;
   for (const FileTensor& t : specs) total += static_cast<uint64_t>(t.bytes());
+  VORTEX_RETURN_IF_ERROR(check_free_space(opt.out, total, "synth --out " + opt.out));
+  if (progress)
+    progress("synth: writing " + format_size(total) + " (" + std::to_string(shard_paths.size()) + " file" +
+             (shard_paths.size() > 1 ? "s" : "") + ")");
   uint64_t done = 0, last_report = 0;
   SafetensorsIndex index;
   index.metadata["total_size"] = std::to_string(total);

@@ -268,16 +268,42 @@ Tensor bf16_copy(const Tensor& f32) {
 
 Result<LoraSpec> parse_lora_spec(std::string_view arg) {
   LoraSpec spec;
+  const std::string whole(arg);
   const size_t colon = arg.rfind(':');
-  if (colon != std::string_view::npos) {
-    if (std::optional<double> v = parse_number(arg.substr(colon + 1))) {
-      spec.path = std::string(arg.substr(0, colon));
-      spec.scale = *v;
+  std::error_code ec;
+  if (colon != std::string_view::npos && !std::filesystem::exists(whole, ec)) {
+    const std::string_view tail = arg.substr(colon + 1);
+    const std::string head(arg.substr(0, colon));
+    double v = 0;
+    auto [ptr, err] = std::from_chars(tail.data(), tail.data() + tail.size(), v);
+    if (err == std::errc() && ptr == tail.data() + tail.size() && !tail.empty()) {
+      if (!std::isfinite(v) || std::fabs(v) > kMaxLoraScale)
+        return invalid_argument("--lora " + whole + ": SCALE must be a finite number in [-100, 100], got " +
+                                std::string(tail));
+      spec.path = head;
+      spec.scale = v;
+    } else if (err == std::errc::result_out_of_range) {
+      return invalid_argument("--lora " + whole + ": SCALE " + std::string(tail) + " is out of range [-100, 100]");
+    } else if (!head.empty() && std::filesystem::exists(head, ec)) {
+      return invalid_argument("--lora " + whole + ": SCALE '" + std::string(tail) +
+                              "' is not a number (FILE[:SCALE], e.g. " + head + ":0.8)");
     }
   }
-  if (!spec.scale) spec.path = std::string(arg);
-  if (spec.path.empty()) return invalid_argument("--lora expects FILE[:SCALE], got '" + std::string(arg) + "'");
+  if (!spec.scale) spec.path = whole;
+  if (spec.path.empty()) return invalid_argument("--lora expects FILE[:SCALE], got '" + whole + "'");
   return spec;
+}
+
+Status check_request_loras(const std::vector<LoraSpec>& specs, const ModelConfig& config, bool allow_unmatched) {
+  for (const LoraSpec& spec : specs) {
+    LoraLoadOptions o;
+    o.allow_unmatched = allow_unmatched;
+    o.explicit_scale = spec.scale.has_value();
+    o.request_dialect = true;
+    Result<LoraAdapter> ad = load_lora(spec.path, config, o);
+    if (!ad.ok() && ad.status().code() == ErrorCode::kInvalidArgument) return ad.status();
+  }
+  return Status::Ok();
 }
 
 std::vector<std::string> lora_target_layers(const ModelConfig& config) {
@@ -487,13 +513,19 @@ Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config
   if (!ambiguity.empty()) {
     if (!options.explicit_scale) {
       const int64_t r = ad.parts.empty() ? 0 : ad.parts.front().rank();
-      return invalid_argument(
-          path + ": the LoRA alpha is ambiguous (" + ambiguity +
-          "); Vortex does not guess: pass the effective scale explicitly, --lora " + path +
-          ":SCALE (e.g. :1 for alpha = rank" +
+      const std::string name = std::filesystem::path(path).filename().string();
+      const std::string examples =
+          "(e.g. :1 for alpha = rank" +
           (r > 0 ? ", :" + fmt(8.0 / static_cast<double>(r)) + " for alpha 8 at rank " + std::to_string(r)
                  : std::string()) +
-          ")");
+          ")";
+      if (options.request_dialect)
+        return invalid_argument(name + ": the LoRA alpha is ambiguous (" + ambiguity +
+                                "); Vortex does not guess: give the effective scale in the request, \"lora\": [\"" +
+                                name + ":SCALE\"] " + examples);
+      return invalid_argument(path + ": the LoRA alpha is ambiguous (" + ambiguity +
+                              "); Vortex does not guess: pass the effective scale explicitly, --lora " + path +
+                              ":SCALE " + examples);
     }
     std::fill(scales.begin(), scales.end(), 1.0);
     ad.alpha_source = "ambiguous (" + ambiguity + "): the explicit scale is the effective scale";

@@ -28,12 +28,17 @@ struct LoraSpec {
   std::string path;
   std::optional<double> scale;
 };
-// "FILE", "FILE:0.8". The text after the last ':' is a scale only when it parses as a finite number.
+// The largest SCALE magnitude accepted (ComfyUI's LoraLoader strength range is [-100, 100]).
+constexpr double kMaxLoraScale = 100.0;
+// "FILE", "FILE:0.8". When ARG is not itself an existing file, the text after the last ':' is the scale: a
+// number outside [-kMaxLoraScale, kMaxLoraScale] (or inf/nan) is refused, and so is a non-number after the
+// name of an existing file ("F:abc"); otherwise the whole ARG is the path ("c:/x.safetensors").
 Result<LoraSpec> parse_lora_spec(std::string_view arg);
 
 struct LoraLoadOptions {
   bool allow_unmatched = false;  // keys that match no layer: a warning (listed in the adapter) instead of an error
   bool explicit_scale = false;   // the user gave SCALE: an ambiguous alpha is then resolved as alpha = rank
+  bool request_dialect = false;  // errors advise the serve request's "lora": ["NAME:SCALE"] instead of --lora
 };
 
 // One low-rank part of one layer: W[row_offset : row_offset + rows] += scale * B @ A.
@@ -109,6 +114,12 @@ Status apply_lora_adapters(H3Weights& weights, const std::vector<LoraSpec>& spec
                            const std::function<void(std::string_view)>& warn, nlohmann::ordered_json* manifest_out);
 
 // The canonical layers a LoRA may target, in h3_spec order (for tests and messages).
+// A serve request's adapters checked at admission for what the request itself must fix: an adapter whose alpha
+// is ambiguous and that was named without SCALE (load_lora's one kInvalidArgument) is refused, advising
+// "lora": ["NAME:SCALE"]. Faults of the file itself (shapes, values) stay the job's failure, as the run reports
+// them. `specs` hold the adapters' full paths.
+Status check_request_loras(const std::vector<LoraSpec>& specs, const ModelConfig& config, bool allow_unmatched);
+
 std::vector<std::string> lora_target_layers(const ModelConfig& config);
 
 }  // namespace vortex

@@ -738,6 +738,8 @@ struct Server::Impl {
     if (std::optional<FieldError> e = check_run_request(run, opt.pipeline, FieldStyle::kJson)) {
       return reject(400, e->field, e->status, "invalid_request");
     }
+    if (Status s = check_request_loras(run.loras, cfg, opt.pipeline.lora_allow_unmatched); !s.ok())
+      return reject(400, "lora", s, "invalid_request");
     NoteSink notes;
     Result<RunPlan> plan =
         plan_run(cfg, opt.pipeline, run, notes, /*weights_resident=*/true, FieldStyle::kJson, &field);

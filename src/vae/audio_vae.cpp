@@ -176,6 +176,8 @@ Result<std::unique_ptr<AudioVae>> AudioVae::load(const std::string& dir, Backend
   return vae;
 }
 
+VaeTensorSource AudioVae::synthetic_source(uint64_t seed) { return synthetic_tensor_source(seed, synthetic_init); }
+
 Result<std::unique_ptr<AudioVae>> AudioVae::synthetic(const AudioVaeConfig& cfg, Backend& backend, uint64_t seed) {
   return from_source(cfg, synthetic_tensor_source(seed, synthetic_init), backend, true);
 }

@@ -74,6 +74,9 @@ class AudioVae {
   // Loads a VAE folder in the diffusers layout or the official original one (FL2VA/audio_vae: config.json +
   // metadata.json + model.safetensors); checked as VideoVae::load checks.
   static Result<std::unique_ptr<AudioVae>> load(const std::string& dir, Backend& backend);
+  // The tensor source of synthetic(): every weight by name, deterministic in `seed` (vortex synth --snapshot tiny
+  // writes its tensors into a VAE folder).
+  static VaeTensorSource synthetic_source(uint64_t seed);
   static Result<std::unique_ptr<AudioVae>> synthetic(const AudioVaeConfig& cfg, Backend& backend, uint64_t seed);
   // compute_filters: build the Kaiser-sinc filters instead of reading the `filter` buffers.
   static Result<std::unique_ptr<AudioVae>> from_source(const AudioVaeConfig& cfg, const VaeTensorSource& src,

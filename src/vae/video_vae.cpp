@@ -246,6 +246,8 @@ Result<std::unique_ptr<VideoVae>> VideoVae::load(const std::string& dir, Backend
   return vae;
 }
 
+VaeTensorSource VideoVae::synthetic_source(uint64_t seed) { return synthetic_tensor_source(seed, synthetic_init); }
+
 Result<std::unique_ptr<VideoVae>> VideoVae::synthetic(const VideoVaeConfig& cfg, Backend& backend, uint64_t seed) {
   return from_source(cfg, synthetic_tensor_source(seed, synthetic_init), backend);
 }

@@ -123,6 +123,9 @@ class VideoVae {
   // nothing reads is an error.
   static Result<std::unique_ptr<VideoVae>> load(const std::string& dir, Backend& backend);
   // Deterministic synthetic weights with the real names and shapes (for demos and benchmarks).
+  // The tensor source of synthetic(): every weight by name, deterministic in `seed` (vortex synth --snapshot tiny
+  // writes its tensors into a VAE folder).
+  static VaeTensorSource synthetic_source(uint64_t seed);
   static Result<std::unique_ptr<VideoVae>> synthetic(const VideoVaeConfig& cfg, Backend& backend, uint64_t seed);
   // Builds from any tensor source (the loader and the synthetic path both come through here).
   static Result<std::unique_ptr<VideoVae>> from_source(const VideoVaeConfig& cfg, const VaeTensorSource& src,

@@ -64,7 +64,7 @@ TEST(CliDecode, GenerateThenDecodeWithSyntheticDecoders) {
   RunResult d = run_vortex("decode " + tmp.str("gen") + " --synthetic-vae tiny --out " + tmp.str("dec") +
                            " --frames-dir " + tmp.str("frames"));
   ASSERT_EQ(d.exit_code, 0) << d.output;
-  EXPECT_NE(d.output.find("decode: video tile 2/2"), std::string::npos) << d.output;
+  EXPECT_NE(d.output.find("video tile 2/2"), std::string::npos) << d.output;
   auto info = vortex::probe_media(tmp.str("dec/video.mp4"));
   ASSERT_TRUE(info.ok()) << info.status().to_string();
   EXPECT_EQ(info->streams, 2);
@@ -166,7 +166,7 @@ TEST(CliDecode, MissingFfmpegModuleFailsBeforeDecoding) {
   EXPECT_NE(d.exit_code, 0) << d.output;
   EXPECT_NE(d.output.find("MP4 output needs FFmpeg's shared libraries"), std::string::npos) << d.output;
   EXPECT_NE(d.output.find(tmp.str("no/libvortex_ffmpeg.so")), std::string::npos) << d.output;
-  EXPECT_EQ(d.output.find("decode: video tile"), std::string::npos) << d.output;
+  EXPECT_EQ(d.output.find("video tile"), std::string::npos) << d.output;
   EXPECT_FALSE(fs::exists(tmp.str("dec")));
 }
 
@@ -233,9 +233,9 @@ TEST(CliGenerateDecode, MediaBesideTheLatentsAsVortexDecodeWritesThem) {
   RunResult g = run_vortex(args + "--out " + tmp.str("gen") + " --frames-dir " + tmp.str("frames"));
   ASSERT_EQ(g.exit_code, 0) << g.output;
   // Progress: tiles done with an ETA (plain lines off a terminal), after sampling.
-  EXPECT_NE(g.output.find("decode video tile 2/2"), std::string::npos) << g.output;
+  EXPECT_NE(g.output.find("video tile 2/2"), std::string::npos) << g.output;
   EXPECT_NE(g.output.find("eta"), std::string::npos) << g.output;
-  EXPECT_LT(g.output.find("vortex generate: sampling"), g.output.find("decode video tile"));
+  EXPECT_LT(g.output.find("vortex generate: sampling"), g.output.find("video tile"));
   EXPECT_EQ(names_in(tmp.str("gen")), (std::vector<std::string>{"audio.wav", "audio_latents.safetensors", "preview.png",
                                                                 "run.json", "video.mp4", "video_latents.safetensors"}));
   auto info = vortex::probe_media(tmp.str("gen/video.mp4"));

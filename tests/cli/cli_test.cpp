@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <regex>
 
 #include "cli/cli_test_util.h"
 
@@ -292,6 +293,9 @@ TEST(CliGenerate, ProgressBarOnATerminal) {
   EXPECT_NE(out.find("step 3/3"), std::string::npos) << out;
   EXPECT_NE(out.find("eta"), std::string::npos) << out;
   EXPECT_EQ(out.find("\nstep 1/3"), std::string::npos) << "plain progress lines on a terminal: " << out;
+  // The rate (steps per second, or seconds per step when slower), and no time printed with more than 2 decimals.
+  EXPECT_TRUE(out.find(" step/s") != std::string::npos || out.find("/step") != std::string::npos) << out;
+  EXPECT_FALSE(std::regex_search(out, std::regex("[0-9]\\.[0-9]{3,} ?s\\b"))) << out;
 }
 
 TEST(CliGenerate, TextEmbeddingFilesRawAndRefinedBf16AndF32) {

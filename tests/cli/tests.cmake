@@ -67,3 +67,17 @@ find_package(Python3 REQUIRED COMPONENTS Interpreter)
 add_test(NAME golden_noise
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/cli/golden_noise.py $<TARGET_FILE:noise_dump>)
 set_tests_properties(golden_noise PROPERTIES LABELS cpu TIMEOUT 120)
+
+# The bad-input table of every subcommand (exit 2, message, nothing written) and the CLI conventions.
+if(TARGET vortex_cli)
+  vortex_test(NAME cli_errors_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_errors_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(cli_errors_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
+      VORTEX_TINY_TOKENIZER="${CMAKE_SOURCE_DIR}/tests/text/fixtures/tiny_tokenizer.json")
+  add_dependencies(cli_errors_test vortex_cli)
+  # SIGINT / SIGTERM / SIGPIPE during real runs: exit 130 / 143 / 141, "interrupted", no staging left; the sweep.
+  vortex_test(NAME cli_interrupt_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_interrupt_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(cli_interrupt_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>")
+  add_dependencies(cli_interrupt_test vortex_cli)
+endif()

@@ -1,5 +1,7 @@
 // The model folder as one argument, through the built binary, on a tiny synthetic snapshot
-// (`vortex synth --snapshot tiny`, with the VAE fixtures as vae/ and audio_vae/):
+// (`vortex synth --snapshot tiny`: the bundled tiny tokenizer, synthetic tiny decoders as vae/ and audio_vae/):
+// * the snapshot's decoders equal --synthetic-vae tiny with its seed, a prompt run ends in an MP4, and VAE
+//   folders that cannot decode the tiny transformer's latents (the 8-channel audio fixture) are refused;
 // * `vortex inspect DIR` lists every part; a broken copy lists each missing part;
 // * `vortex generate --model DIR --prompt "a cat"` runs end to end on the CPU, and its latents equal those of
 //   `encode-text --model DIR --prompt` + `generate --text-embeddings` (the prompt is fed to the refiner exactly as
@@ -23,8 +25,7 @@ const std::string kSmall = " --width 64 --height 64 --frames 5 --steps 1 --threa
 class Snapshot : public ::testing::Test {
  protected:
   void SetUp() override {
-    RunResult r = run_vortex("synth --snapshot tiny --tokenizer " + kTokenizer + " --vae " + kVae + " --audio-vae " +
-                             kAudioVae + " --seed 5 --out " + dir_.str("snap"));
+    RunResult r = run_vortex("synth --snapshot tiny --seed 5 --out " + dir_.str("snap"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   std::string snap() const { return dir_.str("snap"); }
@@ -39,6 +40,16 @@ TEST_F(Snapshot, InspectListsEveryPart) {
   EXPECT_EQ(r.output.find("MISSING"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("hidden_states[3]"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("complete"), std::string::npos) << r.output;
+  // The bundled tokenizer is the tiny fixture, byte for byte.
+  EXPECT_EQ(read_file(dir_.path() / "snap" / "tokenizer" / "tokenizer.json"), read_file(kTokenizer));
+  // A truncated part is damaged: named, never "ok", and inspect exits 2.
+  const fs::path te = dir_.path() / "snap" / "text_encoder" / "model.safetensors";
+  fs::resize_file(te, fs::file_size(te) / 2);
+  RunResult t = run_vortex("inspect " + snap());
+  EXPECT_EQ(t.exit_code, 2) << t.output;
+  EXPECT_NE(t.output.find("text_encoder DAMAGED"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("truncated"), std::string::npos) << t.output;
+  EXPECT_EQ(t.output.find("text_encoder ok"), std::string::npos) << t.output;
   // A snapshot writer never touches an existing folder.
   RunResult again = run_vortex("synth --snapshot tiny --tokenizer " + kTokenizer + " --out " + snap());
   EXPECT_EQ(again.exit_code, 2) << again.output;
@@ -133,7 +144,7 @@ TEST_F(Snapshot, MissingPartsAreListedTogether) {
   EXPECT_NE(r.output.find("transformer:"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("tokenizer:"), std::string::npos) << r.output;
   RunResult i = run_vortex("inspect " + snap());
-  EXPECT_EQ(i.exit_code, 0) << i.output;
+  EXPECT_EQ(i.exit_code, 2) << i.output;
   EXPECT_NE(i.output.find("2 parts missing"), std::string::npos) << i.output;
   // Exclusive flags.
   RunResult c = run_vortex("generate --model " + snap() + " --synthetic --prompt \"a cat\"" + kSmall + "--out " +
@@ -142,6 +153,41 @@ TEST_F(Snapshot, MissingPartsAreListedTogether) {
   RunResult p = run_vortex("generate --synthetic --prompt \"a cat\"" + kSmall + "--out " + dir_.str("out"));
   EXPECT_EQ(p.exit_code, 2) << p.output;
   EXPECT_NE(p.output.find("--model"), std::string::npos) << p.output;
+}
+
+TEST_F(Snapshot, PromptRunEndsInAnMp4DecodedByTheSnapshotsSyntheticVaes) {
+  const std::string size = " --width 64 --height 64 --frames 22 --steps 1 --threads 2 --quiet ";
+  RunResult g = run_vortex("generate -m " + snap() + " -p \"a cat\"" + size + "-o " + dir_.str("cat"));
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  EXPECT_TRUE(fs::exists(dir_.path() / "cat" / "video.mp4"));
+  EXPECT_TRUE(fs::exists(dir_.path() / "cat" / "audio.wav"));
+  // The folder's decoders are --synthetic-vae tiny with the snapshot's seed: the same audio, the same frames.
+  RunResult a = run_vortex("decode " + dir_.str("cat") + " --vae " + snap() + "/vae --audio-vae " + snap() +
+                           "/audio_vae --quiet -o " + dir_.str("dec_folder") + " --frames-dir " + dir_.str("f1"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  RunResult b = run_vortex("decode " + dir_.str("cat") + " --synthetic-vae tiny --vae-seed 5 --quiet -o " +
+                           dir_.str("dec_synth") + " --frames-dir " + dir_.str("f2"));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(sha256_hex_of(read_file(dir_.path() / "dec_folder" / "audio.wav")),
+            sha256_hex_of(read_file(dir_.path() / "dec_synth" / "audio.wav")));
+  EXPECT_EQ(sha256_hex_of(read_file(dir_.path() / "f1" / "frame_00010.png")),
+            sha256_hex_of(read_file(dir_.path() / "f2" / "frame_00010.png")));
+  RunResult c = run_vortex("decode " + dir_.str("cat") + " --synthetic-vae tiny --vae-seed 6 --quiet -o " +
+                           dir_.str("dec_other") + " --frames-dir " + dir_.str("f3"));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(sha256_hex_of(read_file(dir_.path() / "dec_other" / "audio.wav")),
+            sha256_hex_of(read_file(dir_.path() / "dec_folder" / "audio.wav")))
+      << "another seed decodes differently (the comparison above can fail)";
+}
+
+TEST(SnapshotVaes, FoldersThatCannotDecodeTheTinyLatentsAreRefused) {
+  ScratchDir dir;
+  // The VAE fixtures decode 8 audio latent channels; the tiny transformer makes [2, 32, Ta].
+  RunResult r = run_vortex("synth --snapshot tiny --tokenizer " + kTokenizer + " --vae " + kVae + " --audio-vae " +
+                           kAudioVae + " --out " + dir.str("snap"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--audio-vae " + kAudioVae + " takes 8 latent channels"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "snap"));
 }
 
 }  // namespace

@@ -12,3 +12,5 @@ vortex_test(NAME quantize_roundtrip_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/qu
 vortex_test(NAME synth_backend_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/synth_backend_test.cpp LIBS vortex)
 vortex_test(NAME synth_backend_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/synth_backend_test.cpp LIBS vortex GPU)
 target_compile_definitions(synth_backend_gpu_test PRIVATE VORTEX_TEST_BACKEND_CUDA=1)
+# Staging paths: the registry an interrupt empties, the sweep of dead processes' staging (io/staging.h).
+vortex_test(NAME staging_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/staging_test.cpp LIBS vortex_io)

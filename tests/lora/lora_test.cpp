@@ -444,6 +444,17 @@ TEST_F(LoraBadFiles, AmbiguousAlphaRequiresAnExplicitScale) {
                 .find("1 of 2 modules carry an .alpha tensor"),
             std::string::npos);
   EXPECT_NE(load(write({}, true, {{"alpha", "rank"}})).message().find("is not a number"), std::string::npos);
+  // A serve request: the ambiguous adapter without SCALE is refused at admission in the request's words; with
+  // SCALE it is admitted; a file that does not fit is left to fail the job (check_request_loras).
+  Status req = check_request_loras({LoraSpec{fixture("peft_default"), std::nullopt}}, cfg_, false);
+  EXPECT_EQ(req.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(req.message().find("\"lora\": [\"peft_default"), std::string::npos) << req.message();
+  EXPECT_EQ(req.message().find("--lora"), std::string::npos) << "no CLI syntax in a request's error: " << req.message();
+  EXPECT_TRUE(check_request_loras({LoraSpec{fixture("peft_default"), 0.5}}, cfg_, false).ok());
+  const std::string misfit = write({{"blocks.1.attn.out_proj.lora_A.weight", filled({4, 7}, 1)},
+                                    {"blocks.1.attn.out_proj.lora_B.weight", filled({cfg_.hidden, 4}, 1)}});
+  EXPECT_FALSE(load(misfit).ok());
+  EXPECT_TRUE(check_request_loras({LoraSpec{misfit, std::nullopt}}, cfg_, false).ok());
   // The native style without alpha is unambiguous (alpha = rank).
   Result<LoraAdapter> native = load_lora(write({}), cfg_);
   ASSERT_TRUE(native.ok());
@@ -472,6 +483,18 @@ TEST(LoraSpec, ParsesFileAndScale) {
   EXPECT_EQ(parse_lora_spec("dir/a.safetensors:0.8")->path, "dir/a.safetensors");
   EXPECT_EQ(parse_lora_spec("c:/x.safetensors")->path, "c:/x.safetensors");  // not a number after ':'
   EXPECT_FALSE(parse_lora_spec(":1").ok());
+  // Scales are bounded up front ([-100, 100], ComfyUI's range) and must be numbers after an existing file.
+  EXPECT_EQ(*parse_lora_spec("dir/a.safetensors:-100")->scale, -100.0);
+  for (const char* bad : {"dir/a.safetensors:1e9", "dir/a.safetensors:100.5", "dir/a.safetensors:inf",
+                          "dir/a.safetensors:nan", "dir/a.safetensors:1e999"}) {
+    Result<LoraSpec> r = parse_lora_spec(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument) << bad;
+  }
+  const std::string existing = fixture("peft_default");
+  Result<LoraSpec> abc = parse_lora_spec(existing + ":abc");
+  ASSERT_FALSE(abc.ok());
+  EXPECT_NE(abc.status().message().find("SCALE 'abc' is not a number"), std::string::npos) << abc.status().message();
 }
 
 // ---- generate end to end ----

@@ -9,3 +9,6 @@ vortex_test(NAME step_graph_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/step_gr
 # AdaLN tables ahead of sampling (H3Model::precompute_adaln): trajectory bytes vs per-step tables, LoRA, reuse.
 vortex_test(NAME adaln_ahead_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/adaln_ahead_test.cpp
             LIBS vortex_ref vortex_model vortex_sampler)
+# The load-time NaN / Inf scan of the weights (model/weights_finite.h).
+vortex_test(NAME weights_finite_test SOURCES ${CMAKE_SOURCE_DIR}/tests/model/weights_finite_test.cpp
+            LIBS vortex_ref vortex_model)
