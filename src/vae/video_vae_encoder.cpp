@@ -15,40 +15,6 @@
 namespace vortex {
 namespace {
 
-// ---- config ----
-
-Result<std::vector<int>> int_list(const nlohmann::json& cfg, const char* key, std::vector<int> fallback) {
-  const auto it = cfg.find(key);
-  if (it == cfg.end()) return fallback;
-  if (!it->is_array()) return format_error(std::string("video VAE config: ") + key + " must be a list of integers");
-  std::vector<int> out;
-  for (const auto& v : *it) {
-    if (!v.is_number_integer()) return format_error(std::string("video VAE config: ") + key + " holds a non-integer");
-    out.push_back(v.get<int>());
-  }
-  return out;
-}
-
-Result<std::vector<float>> float_list(const nlohmann::json& cfg, const char* key, std::vector<float> fallback) {
-  const auto it = cfg.find(key);
-  if (it == cfg.end()) return fallback;
-  if (!it->is_array()) return format_error(std::string("video VAE config: ") + key + " must be a list of numbers");
-  std::vector<float> out;
-  for (const auto& v : *it) {
-    if (!v.is_number()) return format_error(std::string("video VAE config: ") + key + " holds a non-number");
-    out.push_back(v.get<float>());
-  }
-  return out;
-}
-
-template <typename T>
-Result<T> scalar(const nlohmann::json& cfg, const char* key, T fallback) {
-  const auto it = cfg.find(key);
-  if (it == cfg.end()) return fallback;
-  if (!it->is_number()) return format_error(std::string("video VAE config: ") + key + " must be a number");
-  return it->get<T>();
-}
-
 // ---- ops on [C, T, H, W] ----
 
 struct Act {
@@ -419,26 +385,28 @@ Status VideoVaeEncoderConfig::validate() const {
   return Status::Ok();
 }
 
-Result<VideoVaeEncoderConfig> VideoVaeEncoderConfig::from_json(const nlohmann::json& cfg) {
+Result<VideoVaeEncoderConfig> VideoVaeEncoderConfig::from_json(const ConfigJson& cfg) {
   VideoVaeEncoderConfig c;
-  if (!cfg.is_object()) return format_error("video VAE config: not a JSON object");
-  VORTEX_ASSIGN_OR_RETURN(c.in_channels, scalar<int>(cfg, "in_channels", c.in_channels));
-  VORTEX_ASSIGN_OR_RETURN(c.latent_channels, scalar<int>(cfg, "latent_channels", c.latent_channels));
-  VORTEX_ASSIGN_OR_RETURN(c.block_out_channels, int_list(cfg, "block_out_channels", c.block_out_channels));
-  VORTEX_ASSIGN_OR_RETURN(c.layers_per_block, scalar<int>(cfg, "layers_per_block", c.layers_per_block));
-  VORTEX_ASSIGN_OR_RETURN(c.spatial_down, int_list(cfg, "spatial_downsample_factors", c.spatial_down));
-  VORTEX_ASSIGN_OR_RETURN(c.temporal_down, int_list(cfg, "temporal_downsample_factors", c.temporal_down));
-  VORTEX_ASSIGN_OR_RETURN(c.groups, scalar<int>(cfg, "norm_num_groups", c.groups));
-  VORTEX_ASSIGN_OR_RETURN(c.eps, scalar<float>(cfg, "norm_eps", c.eps));
-  VORTEX_ASSIGN_OR_RETURN(c.clip_length, scalar<int>(cfg, "clip_length", c.clip_length));
-  VORTEX_ASSIGN_OR_RETURN(c.token_drop, scalar<int>(cfg, "token_drop", c.token_drop));
-  const std::vector<float> zeros(static_cast<size_t>(std::max(c.latent_channels, 0)), 0.0f);
-  const std::vector<float> ones(static_cast<size_t>(std::max(c.latent_channels, 0)), 1.0f);
-  VORTEX_ASSIGN_OR_RETURN(c.latents_mean, float_list(cfg, "latents_mean", zeros));
-  VORTEX_ASSIGN_OR_RETURN(c.latents_std, float_list(cfg, "latents_std", ones));
-  if (const auto it = cfg.find("spatial_padding_mode"); it != cfg.end() && *it != "reflect")
-    return unsupported("video VAE config: spatial_padding_mode " + it->dump() + " (only \"reflect\", the release's)");
-  VORTEX_RETURN_IF_ERROR(c.validate());
+  VORTEX_ASSIGN_OR_RETURN(c.in_channels, cfg.get_int({"in_channels"}, c.in_channels));
+  VORTEX_ASSIGN_OR_RETURN(c.latent_channels, cfg.get_int({"latent_channels"}, c.latent_channels));
+  VORTEX_ASSIGN_OR_RETURN(c.block_out_channels, cfg.get_ints("block_out_channels", c.block_out_channels));
+  VORTEX_ASSIGN_OR_RETURN(c.layers_per_block, cfg.get_int({"layers_per_block"}, c.layers_per_block));
+  VORTEX_ASSIGN_OR_RETURN(c.spatial_down, cfg.get_ints("spatial_downsample_factors", c.spatial_down));
+  VORTEX_ASSIGN_OR_RETURN(c.temporal_down, cfg.get_ints("temporal_downsample_factors", c.temporal_down));
+  VORTEX_ASSIGN_OR_RETURN(c.groups, cfg.get_int({"norm_num_groups"}, c.groups));
+  VORTEX_ASSIGN_OR_RETURN(const double eps, cfg.get_number({"norm_eps"}, c.eps));
+  c.eps = static_cast<float>(eps);
+  VORTEX_ASSIGN_OR_RETURN(c.clip_length, cfg.get_int({"clip_length"}, c.clip_length));
+  VORTEX_ASSIGN_OR_RETURN(c.token_drop, cfg.get_int({"token_drop"}, c.token_drop));
+  const size_t n = static_cast<size_t>(std::max(c.latent_channels, 0));
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> mean, cfg.get_numbers("latents_mean", std::vector<double>(n, 0.0)));
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> std, cfg.get_numbers("latents_std", std::vector<double>(n, 1.0)));
+  c.latents_mean.assign(mean.begin(), mean.end());
+  c.latents_std.assign(std.begin(), std.end());
+  VORTEX_ASSIGN_OR_RETURN(const std::string padding, cfg.get_string("spatial_padding_mode", "reflect"));
+  if (padding != "reflect")
+    return unsupported(cfg.label() + ": spatial_padding_mode \"" + padding + "\" (only \"reflect\", the release's)");
+  VORTEX_RETURN_IF_ERROR(c.validate().with_context(cfg.label()));
   return c;
 }
 
@@ -491,14 +459,14 @@ Result<VideoVaeEncoder> VideoVaeEncoder::from_source(const VideoVaeEncoderConfig
 }
 
 Result<VideoVaeEncoder> VideoVaeEncoder::load(const std::string& vae_dir) {
-  VORTEX_ASSIGN_OR_RETURN(VaeFolder folder, open_vae_folder(vae_dir, "video VAE encoder", "MiniMaxH3VideoVAE"));
+  VORTEX_ASSIGN_OR_RETURN(VaeFolder folder,
+                          open_vae_folder(vae_dir, "video VAE encoder", "MiniMaxH3VideoVAE", ConfigKind::kVideoVae));
   if (folder.layout != VaeLayout::kDiffusers)
     return unsupported("video VAE encoder: " + vae_dir +
                        " is the original layout (FL2VA/video_vae); the encoder reads the diffusers layout, the "
                        "snapshot's top-level vae/ folder");
-  auto config = VideoVaeEncoderConfig::from_json(folder.config);
-  if (!config.ok()) return config.status().with_context(vae_dir + "/config.json");
-  return from_source(*config, folder_tensor_source(folder));
+  VORTEX_ASSIGN_OR_RETURN(const VideoVaeEncoderConfig config, VideoVaeEncoderConfig::from_json(folder.config));
+  return from_source(config, folder_tensor_source(folder));
 }
 
 Result<Tensor> VideoVaeEncoder::encode_tile(const Tensor& xt) const {

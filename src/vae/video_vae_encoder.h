@@ -11,8 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "vae/vae_checkpoint.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
@@ -40,7 +38,7 @@ struct VideoVaeEncoderConfig {
   int temporal_ratio() const;
   Status validate() const;
   // diffusers config.json keys (missing keys keep the released values).
-  static Result<VideoVaeEncoderConfig> from_json(const nlohmann::json& cfg);
+  static Result<VideoVaeEncoderConfig> from_json(const ConfigJson& cfg);
 };
 
 class VideoVaeEncoder {

@@ -13,14 +13,6 @@
 namespace vortex {
 namespace {
 
-template <typename T>
-Result<T> number(const nlohmann::json& cfg, const char* key, T fallback) {
-  const auto it = cfg.find(key);
-  if (it == cfg.end()) return fallback;
-  if (!it->is_number()) return format_error(std::string("vision config: ") + key + " must be a number");
-  return it->get<T>();
-}
-
 // y[n, o] = sum_i x[n, i] w[o, i] + b[o]
 std::vector<float> linear(const std::vector<float>& x, int64_t n, const Tensor& w, const Tensor& b) {
   const int64_t out = w.dim(0), in = w.dim(1);
@@ -66,31 +58,30 @@ inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.707106
 
 }  // namespace
 
-Result<VisionProcessorConfig> VisionProcessorConfig::from_json(const nlohmann::json& cfg) {
+Result<VisionProcessorConfig> VisionProcessorConfig::from_json(const ConfigJson& cfg) {
   VisionProcessorConfig c;
-  if (!cfg.is_object()) return format_error("image processor config: not a JSON object");
-  if (const auto it = cfg.find("size"); it != cfg.end()) {
-    VORTEX_ASSIGN_OR_RETURN(c.min_pixels, number<int64_t>(*it, "shortest_edge", c.min_pixels));
-    VORTEX_ASSIGN_OR_RETURN(c.max_pixels, number<int64_t>(*it, "longest_edge", c.max_pixels));
+  if (cfg.has("size")) {
+    VORTEX_ASSIGN_OR_RETURN(const ConfigJson size, cfg.object("size"));
+    VORTEX_ASSIGN_OR_RETURN(c.min_pixels, size.get_int({"shortest_edge"}, static_cast<int>(c.min_pixels)));
+    VORTEX_ASSIGN_OR_RETURN(c.max_pixels, size.get_int({"longest_edge"}, static_cast<int>(c.max_pixels)));
   }
-  VORTEX_ASSIGN_OR_RETURN(c.patch, number<int>(cfg, "patch_size", c.patch));
-  VORTEX_ASSIGN_OR_RETURN(c.temporal_patch, number<int>(cfg, "temporal_patch_size", c.temporal_patch));
-  VORTEX_ASSIGN_OR_RETURN(c.merge, number<int>(cfg, "merge_size", c.merge));
+  VORTEX_ASSIGN_OR_RETURN(c.patch, cfg.get_int({"patch_size"}, c.patch));
+  VORTEX_ASSIGN_OR_RETURN(c.temporal_patch, cfg.get_int({"temporal_patch_size"}, c.temporal_patch));
+  VORTEX_ASSIGN_OR_RETURN(c.merge, cfg.get_int({"merge_size"}, c.merge));
   for (const char* key : {"image_mean", "image_std"}) {
-    const auto it = cfg.find(key);
-    if (it == cfg.end()) continue;
-    if (!it->is_array() || it->size() != 3)
-      return format_error(std::string("image processor config: ") + key + " needs 3 numbers");
-    for (int i = 0; i < 3; ++i) (key[6] == 'm' ? c.mean : c.std)[i] = (*it)[static_cast<size_t>(i)].get<float>();
+    if (!cfg.has(key)) continue;
+    VORTEX_ASSIGN_OR_RETURN(const std::vector<double> v, cfg.get_numbers(key, {}));
+    if (v.size() != 3) return format_error(cfg.label() + ": '" + key + "' needs 3 numbers");
+    for (int i = 0; i < 3; ++i) (key[6] == 'm' ? c.mean : c.std)[i] = static_cast<float>(v[static_cast<size_t>(i)]);
   }
   if (c.patch <= 0 || c.temporal_patch <= 0 || c.merge <= 0 || c.min_pixels <= 0 || c.max_pixels < c.min_pixels)
-    return format_error("image processor config: patch, merge and pixel limits must be positive");
+    return format_error(cfg.label() + ": patch, merge and pixel limits must be positive");
   for (int i = 0; i < 3; ++i)
-    if (!(c.std[i] > 0)) return format_error("image processor config: image_std must be positive");
-  if (cfg.value("do_resize", true) == false || cfg.value("do_rescale", true) == false ||
-      cfg.value("do_normalize", true) == false)
-    return unsupported(
-        "image processor config: do_resize / do_rescale / do_normalize off is not what the release uses");
+    if (!(c.std[i] > 0)) return format_error(cfg.label() + ": image_std must be positive");
+  for (const char* key : {"do_resize", "do_rescale", "do_normalize"}) {
+    VORTEX_ASSIGN_OR_RETURN(const bool on, cfg.get_bool(key, true));
+    if (!on) return unsupported(cfg.label() + ": " + key + " false is not what the release uses");
+  }
   return c;
 }
 
@@ -168,30 +159,32 @@ Status VisionConfig::validate() const {
   return Status::Ok();
 }
 
-Result<VisionConfig> VisionConfig::from_json(const nlohmann::json& root) {
-  const nlohmann::json& cfg = root.contains("vision_config") ? root["vision_config"] : root;
-  if (!cfg.is_object()) return format_error("vision config: not a JSON object");
+Result<VisionConfig> VisionConfig::from_json(const ConfigJson& root) {
+  VORTEX_RETURN_IF_ERROR(root.expect_kind(ConfigKind::kTextEncoder));
+  ConfigJson cfg = root;
+  if (root.has("vision_config")) {
+    VORTEX_ASSIGN_OR_RETURN(cfg, root.object("vision_config"));
+  }
   VisionConfig c;
-  VORTEX_ASSIGN_OR_RETURN(c.depth, number<int>(cfg, "depth", c.depth));
-  VORTEX_ASSIGN_OR_RETURN(c.hidden, number<int>(cfg, "hidden_size", c.hidden));
-  VORTEX_ASSIGN_OR_RETURN(c.heads, number<int>(cfg, "num_heads", c.heads));
-  VORTEX_ASSIGN_OR_RETURN(c.intermediate, number<int>(cfg, "intermediate_size", c.intermediate));
-  VORTEX_ASSIGN_OR_RETURN(c.in_channels, number<int>(cfg, "in_channels", c.in_channels));
-  VORTEX_ASSIGN_OR_RETURN(c.patch, number<int>(cfg, "patch_size", c.patch));
-  VORTEX_ASSIGN_OR_RETURN(c.temporal_patch, number<int>(cfg, "temporal_patch_size", c.temporal_patch));
-  VORTEX_ASSIGN_OR_RETURN(c.merge, number<int>(cfg, "spatial_merge_size", c.merge));
-  VORTEX_ASSIGN_OR_RETURN(c.out_hidden, number<int>(cfg, "out_hidden_size", c.out_hidden));
-  VORTEX_ASSIGN_OR_RETURN(c.num_positions, number<int>(cfg, "num_position_embeddings", c.num_positions));
-  if (const auto it = cfg.find("deepstack_visual_indexes"); it != cfg.end()) {
-    if (!it->is_array()) return format_error("vision config: deepstack_visual_indexes must be a list");
-    c.deepstack = it->get<std::vector<int>>();
+  VORTEX_ASSIGN_OR_RETURN(c.depth, cfg.get_int({"depth"}, c.depth));
+  VORTEX_ASSIGN_OR_RETURN(c.hidden, cfg.get_int({"hidden_size"}, c.hidden));
+  VORTEX_ASSIGN_OR_RETURN(c.heads, cfg.get_int({"num_heads"}, c.heads));
+  VORTEX_ASSIGN_OR_RETURN(c.intermediate, cfg.get_int({"intermediate_size"}, c.intermediate));
+  VORTEX_ASSIGN_OR_RETURN(c.in_channels, cfg.get_int({"in_channels"}, c.in_channels));
+  VORTEX_ASSIGN_OR_RETURN(c.patch, cfg.get_int({"patch_size"}, c.patch));
+  VORTEX_ASSIGN_OR_RETURN(c.temporal_patch, cfg.get_int({"temporal_patch_size"}, c.temporal_patch));
+  VORTEX_ASSIGN_OR_RETURN(c.merge, cfg.get_int({"spatial_merge_size"}, c.merge));
+  VORTEX_ASSIGN_OR_RETURN(c.out_hidden, cfg.get_int({"out_hidden_size"}, c.out_hidden));
+  VORTEX_ASSIGN_OR_RETURN(c.num_positions, cfg.get_int({"num_position_embeddings"}, c.num_positions));
+  VORTEX_ASSIGN_OR_RETURN(c.deepstack, cfg.get_ints("deepstack_visual_indexes", c.deepstack));
+  if (cfg.has("rope_parameters")) {
+    VORTEX_ASSIGN_OR_RETURN(const ConfigJson rope, cfg.object("rope_parameters"));
+    VORTEX_ASSIGN_OR_RETURN(c.rope_theta, rope.get_number({"rope_theta"}, c.rope_theta));
   }
-  if (const auto it = cfg.find("rope_parameters"); it != cfg.end() && it->is_object()) {
-    VORTEX_ASSIGN_OR_RETURN(c.rope_theta, number<double>(*it, "rope_theta", c.rope_theta));
-  }
-  if (const auto act = cfg.find("hidden_act"); act != cfg.end() && *act != "gelu_pytorch_tanh")
-    return unsupported("vision config: hidden_act " + act->dump() + " (the release's is gelu_pytorch_tanh)");
-  VORTEX_RETURN_IF_ERROR(c.validate());
+  VORTEX_ASSIGN_OR_RETURN(const std::string act, cfg.get_string("hidden_act", "gelu_pytorch_tanh"));
+  if (act != "gelu_pytorch_tanh")
+    return unsupported(cfg.label() + ": hidden_act \"" + act + "\" (the release's is gelu_pytorch_tanh)");
+  VORTEX_RETURN_IF_ERROR(c.validate().with_context(cfg.label()));
   return c;
 }
 

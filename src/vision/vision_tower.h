@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "core/config_json.h"
 #include "media/lanczos_resize.h"
 #include "vae/vae_checkpoint.h"
 #include "vortex/status.h"
@@ -24,7 +23,7 @@ struct VisionProcessorConfig {
   int patch = 16, temporal_patch = 2, merge = 2;
   float mean[3] = {0.5f, 0.5f, 0.5f}, std[3] = {0.5f, 0.5f, 0.5f};
   // preprocessor_config.json (missing keys keep the release's values).
-  static Result<VisionProcessorConfig> from_json(const nlohmann::json& cfg);
+  static Result<VisionProcessorConfig> from_json(const ConfigJson& cfg);
 };
 
 struct VisionInput {
@@ -47,7 +46,7 @@ struct VisionConfig {
   int head_dim() const { return hidden / heads; }
   Status validate() const;
   // A Qwen3-VL config.json's vision_config (or the object itself); missing keys keep the release's values.
-  static Result<VisionConfig> from_json(const nlohmann::json& cfg);
+  static Result<VisionConfig> from_json(const ConfigJson& cfg);
 };
 
 class VisionTower {

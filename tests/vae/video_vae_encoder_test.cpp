@@ -24,6 +24,12 @@ using vae_test::get;
 
 std::string dir() { return fixtures() + "/video_encoder"; }
 
+ConfigJson config_of(nlohmann::json j) {
+  auto c = ConfigJson::from_object(std::move(j), "edited config.json");
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return c.ok() ? std::move(*c) : ConfigJson();
+}
+
 std::string sha256_hex(const std::vector<uint8_t>& bytes) {
   unsigned char md[SHA256_DIGEST_LENGTH];
   SHA256(bytes.data(), bytes.size(), md);
@@ -192,19 +198,50 @@ TEST(VideoVaeEncoder, Errors) {
   EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
   nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir() + "/vae/config.json"));
   cfg["norm_num_groups"] = 3;  // does not divide 8
-  EXPECT_FALSE(VideoVaeEncoderConfig::from_json(cfg).ok());
+  EXPECT_FALSE(VideoVaeEncoderConfig::from_json(config_of(cfg)).ok());
   cfg["norm_num_groups"] = 4;
   cfg["latents_std"] = {1.0, 1.0};
-  EXPECT_FALSE(VideoVaeEncoderConfig::from_json(cfg).ok());
+  EXPECT_FALSE(VideoVaeEncoderConfig::from_json(config_of(cfg)).ok());
   cfg.erase("latents_std");
   cfg["spatial_padding_mode"] = "zeros";
-  EXPECT_FALSE(VideoVaeEncoderConfig::from_json(cfg).ok());
+  EXPECT_FALSE(VideoVaeEncoderConfig::from_json(config_of(cfg)).ok());
+  cfg.erase("spatial_padding_mode");
+  ASSERT_TRUE(VideoVaeEncoderConfig::from_json(config_of(cfg)).ok());
+  // A value of the wrong type is refused naming the file and the key (ConfigJson's wording).
+  for (const nlohmann::json& bad : {nlohmann::json("four"), nlohmann::json(4.5)}) {
+    nlohmann::json edited = cfg;
+    edited["norm_num_groups"] = bad;
+    auto r = VideoVaeEncoderConfig::from_json(config_of(edited));
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_EQ(r.status().code(), ErrorCode::kFormat);
+    EXPECT_NE(r.status().message().find("edited config.json: 'norm_num_groups'"), std::string::npos)
+        << r.status().to_string();
+  }
+  nlohmann::json edited = cfg;
+  edited["block_out_channels"] = {8, "16"};
+  auto r = VideoVaeEncoderConfig::from_json(config_of(edited));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'block_out_channels'"), std::string::npos) << r.status().to_string();
+}
+
+TEST(VideoVaeEncoder, LoadRefusesAnotherComponentsConfig) {
+  // A folder whose config.json is the transformer's: refused by its class name before any weights are read.
+  const std::filesystem::path tmp = std::filesystem::path(::testing::TempDir()) / "vortex_encoder_wrong_kind";
+  std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);
+  std::ofstream(tmp / "config.json") << R"({"_class_name": "MiniMaxH3Transformer3DModel", "num_layers": 2})";
+  auto r = VideoVaeEncoder::load(tmp.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kFormat);
+  EXPECT_NE(r.status().message().find("the H3 transformer"), std::string::npos) << r.status().to_string();
+  std::filesystem::remove_all(tmp);
 }
 
 TEST(VideoVaeEncoder, ReleasedConfig) {
   // A verbatim copy of the release's vae/config.json (MiniMax-AI/MiniMax-H3), which the defaults also follow.
-  const nlohmann::json cfg = nlohmann::json::parse(std::ifstream(fixtures() + "/release/vae_config.json"));
-  auto c = VideoVaeEncoderConfig::from_json(cfg);
+  auto cfg = ConfigJson::read_file(fixtures() + "/release/vae_config.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
+  auto c = VideoVaeEncoderConfig::from_json(*cfg);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->spatial_ratio(), 16);
   EXPECT_EQ(c->temporal_ratio(), 4);

@@ -54,7 +54,9 @@ TEST(ConditionerVision, EveryHiddenStateWithinTwiceTheBf16Floor) {
   ASSERT_TRUE(enc.ok()) << enc.status().to_string();
   auto weights = SafetensorsSet::open(kModel + "/model.safetensors.index.json");
   ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-  auto vcfg = VisionConfig::from_json(nlohmann::json::parse(std::ifstream(kModel + "/config.json")));
+  auto root = ConfigJson::read_file(kModel + "/config.json");
+  ASSERT_TRUE(root.ok()) << root.status().to_string();
+  auto vcfg = VisionConfig::from_json(*root);
   ASSERT_TRUE(vcfg.ok()) << vcfg.status().to_string();
   const SafetensorsSet* w = &*weights;
   auto tower = VisionTower::from_source(*vcfg, [w](const std::string& name, const Shape& shape) -> Result<Tensor> {

@@ -22,6 +22,17 @@ namespace {
 const std::string kDir = VORTEX_VISION_FIXTURES;
 
 nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); }
+// A config file through the one config reader, labelled with its path.
+ConfigJson read_config(const std::string& path) {
+  auto c = ConfigJson::read_file(path);
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return c.ok() ? std::move(*c) : ConfigJson();
+}
+ConfigJson config_of(nlohmann::json j) {
+  auto c = ConfigJson::from_object(std::move(j), "edited config.json");
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return c.ok() ? std::move(*c) : ConfigJson();
+}
 
 std::string sha256_hex(const void* data, size_t n) {
   unsigned char md[SHA256_DIGEST_LENGTH];
@@ -55,7 +66,7 @@ Tensor get(const std::string& name) {
 }
 
 VisionTower tower() {
-  auto cfg = VisionConfig::from_json(read_json(kDir + "/model/config.json"));
+  auto cfg = VisionConfig::from_json(read_config(kDir + "/model/config.json"));
   EXPECT_TRUE(cfg.ok()) << cfg.status().to_string();
   const SafetensorsSet* w = &fixture().weights;
   VaeTensorSource source = [w](const std::string& name, const Shape& shape) -> Result<Tensor> {
@@ -70,7 +81,7 @@ VisionTower tower() {
 }
 
 VisionProcessorConfig tiny_processor() {
-  auto p = VisionProcessorConfig::from_json(read_json(kDir + "/release/preprocessor_config.json"));
+  auto p = VisionProcessorConfig::from_json(read_config(kDir + "/release/preprocessor_config.json"));
   EXPECT_TRUE(p.ok()) << p.status().to_string();
   p->patch = 8;
   p->min_pixels = 256;
@@ -97,7 +108,7 @@ TEST(VisionProcessor, TinyPixelValuesBitExact) {
 }
 
 TEST(VisionProcessor, ReleaseProcessorOnCanvasesBitExact) {
-  auto cfg = VisionProcessorConfig::from_json(read_json(kDir + "/release/preprocessor_config.json"));
+  auto cfg = VisionProcessorConfig::from_json(read_config(kDir + "/release/preprocessor_config.json"));
   ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
   EXPECT_EQ(cfg->patch, 16);
   EXPECT_EQ(cfg->min_pixels, 65536);
@@ -185,7 +196,7 @@ TEST(VisionTower, VisionTokensAndDeepStackWithinTwiceTheFloor) {
 
 TEST(VisionTower, ReleaseConfigAndErrors) {
   // A verbatim copy of the release's text_encoder/config.json: its vision_config.
-  auto cfg = VisionConfig::from_json(read_json(kDir + "/release/text_encoder_config.json"));
+  auto cfg = VisionConfig::from_json(read_config(kDir + "/release/text_encoder_config.json"));
   ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
   EXPECT_EQ(cfg->depth, 27);
   EXPECT_EQ(cfg->hidden, 1152);
@@ -194,10 +205,32 @@ TEST(VisionTower, ReleaseConfigAndErrors) {
   EXPECT_EQ(cfg->num_positions, 2304);
   nlohmann::json bad = read_json(kDir + "/model/config.json");
   bad["vision_config"]["num_position_embeddings"] = 35;
-  EXPECT_FALSE(VisionConfig::from_json(bad).ok());
+  EXPECT_FALSE(VisionConfig::from_json(config_of(bad)).ok());
   bad["vision_config"]["num_position_embeddings"] = 36;
   bad["vision_config"]["deepstack_visual_indexes"] = {0, 9};
-  EXPECT_FALSE(VisionConfig::from_json(bad).ok());
+  EXPECT_FALSE(VisionConfig::from_json(config_of(bad)).ok());
+  // Through ConfigJson: a wrong type names the file and key, another component's config is refused by class name.
+  bad["vision_config"]["deepstack_visual_indexes"] = {0, 1};
+  ASSERT_TRUE(VisionConfig::from_json(config_of(bad)).ok());
+  bad["vision_config"]["depth"] = 2.5;
+  auto typed = VisionConfig::from_json(config_of(bad));
+  ASSERT_FALSE(typed.ok());
+  EXPECT_EQ(typed.status().code(), ErrorCode::kFormat);
+  EXPECT_NE(typed.status().message().find("edited config.json:vision_config: 'depth'"), std::string::npos)
+      << typed.status().to_string();
+  auto vae = VisionConfig::from_json(config_of({{"_class_name", "AutoencoderKLMiniMaxH3"}, {"depth", 2}}));
+  ASSERT_FALSE(vae.ok());
+  EXPECT_NE(vae.status().message().find("the video VAE"), std::string::npos) << vae.status().to_string();
+  nlohmann::json processor = read_json(kDir + "/release/preprocessor_config.json");
+  processor["image_std"] = {0.5, 0.5};
+  EXPECT_FALSE(VisionProcessorConfig::from_json(config_of(processor)).ok());
+  processor["image_std"] = {0.5, 0.5, 0.5};
+  processor["do_normalize"] = "yes";
+  auto flag = VisionProcessorConfig::from_json(config_of(processor));
+  ASSERT_FALSE(flag.ok());
+  EXPECT_NE(flag.status().message().find("'do_normalize'"), std::string::npos) << flag.status().to_string();
+  processor["do_normalize"] = false;
+  EXPECT_EQ(VisionProcessorConfig::from_json(config_of(processor)).status().code(), ErrorCode::kUnsupported);
   const VisionTower t = tower();
   VisionInput in;
   in.pixel_values = Tensor::empty({6, 384}, DType::kF32);
