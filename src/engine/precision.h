@@ -15,7 +15,7 @@
 // Other layers (refiner, AdaLN, patch projections, heads) keep their release dtypes.
 // Where the conversion runs: FP8 and NVFP4 quantization on the device, tensor by tensor (Backend::quantize_weight;
 // the CUDA backend), the NVFP4 -> BF16 expansion on the host; the bytes equal the host quantizers' (E0, tested in
-// tests/engine/device_quantize_test.cpp on the GPU).
+// tests/engine/device_residency_test.cpp on the GPU).
 // Tested in tests/engine/precision_test.cpp (CPU) and tests/engine/nvfp4_mode_test.cpp (GPU).
 #pragma once
 

@@ -18,8 +18,6 @@ using namespace vortex_cli_test;
 
 const fs::path kRelease = VORTEX_RELEASE_FIXTURES;
 const std::string kTokenizer = std::string(VORTEX_TEXT_FIXTURES) + "/tiny_tokenizer.json";
-const std::string kVae = std::string(VORTEX_VAE_FIXTURES) + "/video_vae";
-const std::string kAudioVae = std::string(VORTEX_VAE_FIXTURES) + "/audio_vae";
 constexpr const char* kRun = " --width 64 --height 64 --frames 5 --steps 2 --latents-only --quiet --out ";
 
 std::string latents_sha(const std::string& out_dir) {
@@ -53,8 +51,8 @@ TEST(CliReleaseLayout, ReleaseConfigsWithTinyWeightsLoadThroughCheckpointAndMode
   const fs::path snap = dir.path() / "snap";
   // Root: the tiny synthetic snapshot (diffusers transformer/, 4-layer text encoder, tokenizer, VAEs), with the
   // release's model_index.json and the release's transformer config.json.
-  RunResult r = run_vortex("synth --snapshot tiny --tokenizer " + kTokenizer + " --vae " + kVae + " --audio-vae " +
-                           kAudioVae + " --seed " + seed + " --out " + snap.string());
+  RunResult r =
+      run_vortex("synth --snapshot tiny --tokenizer " + kTokenizer + " --seed " + seed + " --out " + snap.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::ofstream(snap / "model_index.json", std::ios::binary) << read_file(kRelease / "model_index.json");
   const std::string diffusers_config =
@@ -104,8 +102,7 @@ TEST(CliReleaseLayout, ReleaseConfigsWithTinyWeightsLoadThroughCheckpointAndMode
 TEST(CliReleaseLayout, Ref2vaAndOtherComponentsAreRefusedNamingWhatToUse) {
   ScratchDir dir;
   const fs::path snap = dir.path() / "snap";
-  RunResult r = run_vortex("synth --snapshot tiny --tokenizer " + kTokenizer + " --vae " + kVae + " --audio-vae " +
-                           kAudioVae + " --seed 3 --out " + snap.string());
+  RunResult r = run_vortex("synth --snapshot tiny --tokenizer " + kTokenizer + " --seed 3 --out " + snap.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   copy_tree(snap / "transformer", snap / "transformer_ref");
   const fs::path ref = snap / "Ref2VA";
