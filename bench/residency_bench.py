@@ -14,7 +14,7 @@ Usage: residency_bench.py VORTEX OUT_DIR [--steps N] [--runs a,b,...] [--timeout
 import argparse
 import json
 import os
-import shutil
+import tempfile
 import statistics
 import subprocess
 import sys
@@ -41,8 +41,7 @@ def smi(query):
 
 
 def run_one(vortex, name, extra, steps, out, timeout):
-    d = f"/tmp/residency_{name}"
-    shutil.rmtree(d, ignore_errors=True)
+    d = os.path.join(tempfile.mkdtemp(prefix=f"residency_{name}_"), "run")  # latents stay out of OUT_DIR
     cmd = [vortex, "generate", "--config", "h3", "--synthetic", "--backend", "cuda", "--width", "1344", "--height",
            "768", "--frames", "124", "--steps", str(steps), "--synthetic-text", "100", "--out", d] + extra
     sampler = subprocess.Popen(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-lms",

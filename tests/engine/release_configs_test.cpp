@@ -1,9 +1,10 @@
 // Every config file of the MiniMax-H3 release (tests/fixtures/release/, verbatim copies: their git blob ids are
 // checked against MANIFEST.tsv) through every reader Vortex has: the transformer's four configs give the H3
-// numbers of research/av-dit-architecture.md §2.1 in both key spellings and both class names; the video and audio
-// VAE configs (diffusers and original layouts) give the same decoder; the three text encoder configs give
-// Qwen3-VL-32B; the pipeline indexes give the layouts and text layer 50; each reader refuses the other components'
-// files naming what they hold; the Ref2VA transformer folders are refused naming the FL2VA one.
+// numbers (50 blocks, hidden 5376, 56 x 128 heads, FFN 14336, 24/32 latent channels, text 5120) in both key spellings
+// and both class names; the video and audio VAE configs (diffusers and original layouts) give the same decoder; the
+// three text encoder configs give Qwen3-VL-32B; the pipeline indexes give the layouts and text layer 50; each reader
+// refuses the other components' files naming what they hold; the Ref2VA transformer folders are refused naming the
+// FL2VA one.
 #include <gtest/gtest.h>
 #include <openssl/sha.h>
 
