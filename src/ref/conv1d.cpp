@@ -12,20 +12,10 @@ namespace vortex::ref {
 
 Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
               const RowRunner& run) {
-  if (x.defined() && x.ndim() == 3) {  // [B, Cin, L] -> [B, Cout, Lout]: each signal on its own
-    if (!x.is_contiguous() || !out.defined() || out.ndim() != 3 || !out.is_contiguous() || out.dim(0) != x.dim(0))
-      return invalid_argument("conv1d: a batched x " + x.describe() +
-                              " needs a contiguous out of the same batch, got " +
-                              (out.defined() ? out.describe() : std::string("undefined")));
-    for (int64_t b = 0; b < x.dim(0); ++b) {
-      VORTEX_ASSIGN_OR_RETURN(Tensor xs, x.narrow(0, b, 1));
-      VORTEX_ASSIGN_OR_RETURN(Tensor xb, xs.reshape({x.dim(1), x.dim(2)}));  // [Cin, L]
-      VORTEX_ASSIGN_OR_RETURN(Tensor os, out.narrow(0, b, 1));
-      VORTEX_ASSIGN_OR_RETURN(Tensor ob, os.reshape({out.dim(1), out.dim(2)}));  // [Cout, Lout]
-      VORTEX_RETURN_IF_ERROR(conv1d(xb, weight, bias, dilation, padding, ob, run));
-    }
-    return Status::Ok();
-  }
+  if (x.defined() && x.ndim() == 3)  // [B, Cin, L] -> [B, Cout, Lout]: each signal on its own
+    return for_each_signal("conv1d", x, out, [&](const Tensor& xb, Tensor& ob) {
+      return conv1d(xb, weight, bias, dilation, padding, ob, run);
+    });
   if (!x.defined() || x.ndim() != 2) return invalid_argument("conv1d: x must be 2-D [Cin, L] f32, got " + x.describe());
   if (!weight.defined() || weight.ndim() != 3 || weight.dtype() != DType::kF32 || !weight.is_contiguous())
     return invalid_argument("conv1d: weight must be a contiguous [Cout, Cin, K] f32 tensor, got " + weight.describe());

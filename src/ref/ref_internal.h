@@ -1,14 +1,17 @@
 // Small inline helpers private to the CPU reference op files: row pointers of row-strided 2-D views
-// and segment iteration over a row range. Header-only; covered by every test in tests/ref.
+// segment iteration over a row range, and the batch loop of the 1-D convolutions. Header-only; covered by every test in
+// tests/ref.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "model/segments.h"
 #include "vortex/dtype.h"
+#include "vortex/status.h"
 #include "vortex/tensor.h"
 
 namespace vortex::ref {
@@ -46,6 +49,24 @@ inline void softmax_pv_row(double* scores, int64_t nk, double mx, const float* v
     for (size_t d = 0; d < hd; ++d) acc[d] += p * vj[d];
   }
   for (size_t d = 0; d < hd; ++d) o[d] = bf16_bits_from_f64(acc[d] / sum);
+}
+
+// A conv over a batch of signals: x [B, Cin, L] and out [B, Cout, Lout], each signal b through `one(x_b, out_b)`
+// on its own 2-D views. Shared by ref/conv1d.cpp and ref/conv_transpose1d.cpp.
+template <typename Fn>
+Status for_each_signal(const char* op, const Tensor& x, Tensor& out, Fn one) {
+  if (!x.is_contiguous() || !out.defined() || out.ndim() != 3 || !out.is_contiguous() || out.dim(0) != x.dim(0))
+    return invalid_argument(std::string(op) + ": a batched x " + x.describe() +
+                            " needs a contiguous out of the same batch, got " +
+                            (out.defined() ? out.describe() : std::string("undefined")));
+  for (int64_t b = 0; b < x.dim(0); ++b) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor xs, x.narrow(0, b, 1));
+    VORTEX_ASSIGN_OR_RETURN(Tensor xb, xs.reshape({x.dim(1), x.dim(2)}));  // [Cin, L]
+    VORTEX_ASSIGN_OR_RETURN(Tensor os, out.narrow(0, b, 1));
+    VORTEX_ASSIGN_OR_RETURN(Tensor ob, os.reshape({out.dim(1), out.dim(2)}));  // [Cout, Lout]
+    VORTEX_RETURN_IF_ERROR(one(xb, ob));
+  }
+  return Status::Ok();
 }
 
 }  // namespace vortex::ref

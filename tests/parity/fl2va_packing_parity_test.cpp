@@ -11,25 +11,13 @@
 #include <cstring>
 #include <map>
 
+#include "engine/run_manifest.h"  // sha256_hex
 #include "io/safetensors.h"
 #include "model/packing.h"
 #include "parity/parity_fixtures.h"
 
 namespace vortex {
 namespace {
-
-std::string sha256_hex(const void* data, size_t n) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data, n, md, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  char buf[3];
-  for (unsigned int i = 0; i < len; ++i) {
-    std::snprintf(buf, sizeof(buf), "%02x", md[i]);
-    hex += buf;
-  }
-  return hex;
-}
 
 struct Built {
   PackedLayout layout;

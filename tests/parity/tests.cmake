@@ -6,7 +6,7 @@ vortex_test(NAME schedule_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/s
             LIBS vortex_sampler nlohmann_json::nlohmann_json)
 target_compile_definitions(schedule_parity_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}")
 vortex_test(NAME packing_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/packing_parity_test.cpp
-            LIBS vortex_model nlohmann_json::nlohmann_json OpenSSL::Crypto)
+            LIBS vortex_model vortex_engine nlohmann_json::nlohmann_json)
 target_compile_definitions(packing_parity_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}")
 target_link_libraries(schedule_parity_test PRIVATE vortex_io)
 vortex_test(NAME diffusers_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/diffusers_parity_test.cpp
@@ -19,5 +19,5 @@ target_compile_definitions(diffusers_parity_gpu_test PRIVATE VORTEX_PARITY_FIXTU
                                                              VORTEX_PARITY_BACKEND="cuda" VORTEX_PARITY_PREFIX=Cuda)
 # fl2va packing (tests/parity/make_fl2va_fixtures.py): keyframe rows, positions, tags, row timesteps, condition rows.
 vortex_test(NAME fl2va_packing_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/fl2va_packing_parity_test.cpp
-            LIBS vortex_model vortex_io nlohmann_json::nlohmann_json OpenSSL::Crypto)
+            LIBS vortex_model vortex_io vortex_engine nlohmann_json::nlohmann_json)
 target_compile_definitions(fl2va_packing_parity_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}")
