@@ -757,6 +757,42 @@ Status CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tens
   return after_op("layer_norm");
 }
 
+Status CudaBackend::gelu(Tensor& x, bool tanh_approx) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::gelu(x, tanh_approx, stream_));
+  return after_op("gelu");
+}
+
+Status CudaBackend::rope_fp32(Tensor& x, const Tensor& cos, const Tensor& sin, int num_heads, int head_dim) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::rope_fp32(x, cos, sin, num_heads, head_dim, stream_));
+  return after_op("rope_fp32");
+}
+
+Status CudaBackend::pos_embed_add(Tensor& x, const Tensor& table, const Tensor& index, const Tensor& weight) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::pos_embed_add(x, table, index, weight, stream_));
+  return after_op("pos_embed_add");
+}
+
+Status CudaBackend::pad_causal_reflect(const Tensor& x, int front, int top, int bottom, int left, int right,
+                                       Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::pad_causal_reflect(x, front, top, bottom, left, right, out, stream_));
+  return after_op("pad_causal_reflect");
+}
+
+Status CudaBackend::group_norm_frames(const Tensor& x, const Tensor& weight, const Tensor& bias, int groups, float eps,
+                                      bool silu, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::group_norm_frames(x, weight, bias, groups, eps, silu, out, stream_));
+  return after_op("group_norm_frames");
+}
+
+Status CudaBackend::conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride_t, int stride_s,
+                           bool allow_tf32, Tensor& out) {
+  if (!conv3d_) {
+    VORTEX_ASSIGN_OR_RETURN(conv3d_, cuda_ops::Conv3dCudnn::create(allocator_));  // counted in memory_peak
+  }
+  VORTEX_RETURN_IF_ERROR(conv3d_->run(x, weight, bias, stride_t, stride_s, allow_tf32, out, stream_));
+  return after_op("conv3d");
+}
+
 Status CudaBackend::scale_add(Tensor& x, const Tensor& a, const Tensor& scale) {
   VORTEX_RETURN_IF_ERROR(cuda_ops::scale_add(x, a, scale, stream_));
   return after_op("scale_add");

@@ -20,6 +20,7 @@
 
 #include "cuda/device.h"
 #include "cuda/nvfp4_activation_slots.h"
+#include "cuda/ops/encoder_ops.h"
 #include "cuda/policy.h"
 #include "model/backend.h"
 
@@ -119,6 +120,15 @@ class CudaBackend : public Backend {
   Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta) override;
   Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;
   Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;
+  // Vision tower and video VAE encoder ops (src/cuda/ops/encoder_ops.h; conv3d through cuDNN).
+  Status gelu(Tensor& x, bool tanh_approx) override;
+  Status rope_fp32(Tensor& x, const Tensor& cos, const Tensor& sin, int num_heads, int head_dim) override;
+  Status pos_embed_add(Tensor& x, const Tensor& table, const Tensor& index, const Tensor& weight) override;
+  Status pad_causal_reflect(const Tensor& x, int front, int top, int bottom, int left, int right, Tensor& out) override;
+  Status group_norm_frames(const Tensor& x, const Tensor& weight, const Tensor& bias, int groups, float eps, bool silu,
+                           Tensor& out) override;
+  Status conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride_t, int stride_s, bool allow_tf32,
+                Tensor& out) override;
   ExecOptions default_options() const override { return policy_exec_options(policy_.policy_arch); }
   // fused_gate_add and debug_sync follow the model's ExecOptions.
   void configure(const ExecOptions& opts) override {
@@ -213,8 +223,9 @@ class CudaBackend : public Backend {
   std::unique_ptr<cuda_ops::SegmentRowMapCache> segments_;
   std::unique_ptr<GemmEngine> gemm_;
   std::unique_ptr<SdpaAttention> sdpa_;
-  std::unique_ptr<Sage2Workspace> sage2_;  // quantized Q/K/V buffers, grown on demand
-  uint64_t quantized_q_generation_ = 0;    // qk_norm_rope_quantize_q calls (QuantizedQuery::generation)
+  std::unique_ptr<cuda_ops::Conv3dCudnn> conv3d_;  // the video VAE encoder's convolutions, created on first use
+  std::unique_ptr<Sage2Workspace> sage2_;          // quantized Q/K/V buffers, grown on demand
+  uint64_t quantized_q_generation_ = 0;            // qk_norm_rope_quantize_q calls (QuantizedQuery::generation)
   // The Sage2 workspace (created on first use) set to the mainloop of `kernel`.
   Sage2Workspace& sage2_workspace(AttentionKernel kernel);
   std::unique_ptr<Nvfp4Gemm> nvfp4_gemm_;

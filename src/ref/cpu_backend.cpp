@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/synthetic.h"
+#include "ref/encoder_ops.h"
 #include "ref/ref_ops.h"
 #include "ref/vae_ops.h"
 
@@ -140,6 +141,27 @@ Status CpuBackend::scale_add(Tensor& x, const Tensor& a, const Tensor& scale) {
 }
 
 Status CpuBackend::add(Tensor& x, const Tensor& y, float scale) { return ref::add(x, y, scale, run_); }
+
+Status CpuBackend::gelu(Tensor& x, bool tanh_approx) { return ref::gelu(x, tanh_approx, run_); }
+Status CpuBackend::rope_fp32(Tensor& x, const Tensor& cos, const Tensor& sin, int num_heads, int head_dim) {
+  return ref::rope_fp32(x, cos, sin, num_heads, head_dim, run_);
+}
+Status CpuBackend::pos_embed_add(Tensor& x, const Tensor& table, const Tensor& index, const Tensor& weight) {
+  return ref::pos_embed_add(x, table, index, weight, run_);
+}
+Status CpuBackend::pad_causal_reflect(const Tensor& x, int front, int top, int bottom, int left, int right,
+                                      Tensor& out) {
+  return ref::pad_causal_reflect(x, front, top, bottom, left, right, out, run_);
+}
+Status CpuBackend::group_norm_frames(const Tensor& x, const Tensor& weight, const Tensor& bias, int groups, float eps,
+                                     bool silu, Tensor& out) {
+  return ref::group_norm_frames(x, weight, bias, groups, eps, silu, out, run_);
+}
+Status CpuBackend::conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride_t, int stride_s,
+                          bool allow_tf32, Tensor& out) {
+  (void)allow_tf32;  // the CPU program is plain FP32
+  return ref::conv3d(x, weight, bias, stride_t, stride_s, out, run_);
+}
 
 Status CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
                           Tensor& out) {

@@ -61,6 +61,15 @@ class CpuBackend : public Backend {
   Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta) override;
   Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;
   Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;
+  // Vision tower and video VAE encoder ops (src/ref/encoder_ops.h).
+  Status gelu(Tensor& x, bool tanh_approx) override;
+  Status rope_fp32(Tensor& x, const Tensor& cos, const Tensor& sin, int num_heads, int head_dim) override;
+  Status pos_embed_add(Tensor& x, const Tensor& table, const Tensor& index, const Tensor& weight) override;
+  Status pad_causal_reflect(const Tensor& x, int front, int top, int bottom, int left, int right, Tensor& out) override;
+  Status group_norm_frames(const Tensor& x, const Tensor& weight, const Tensor& bias, int groups, float eps, bool silu,
+                           Tensor& out) override;
+  Status conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride_t, int stride_s, bool allow_tf32,
+                Tensor& out) override;
 
  private:
   ref::RowThreadPool pool_;

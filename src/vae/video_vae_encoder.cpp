@@ -410,8 +410,8 @@ Result<VideoVaeEncoderConfig> VideoVaeEncoderConfig::from_json(const ConfigJson&
   return c;
 }
 
-Result<VideoVaeEncoder> VideoVaeEncoder::from_source(const VideoVaeEncoderConfig& config,
-                                                     const VaeTensorSource& source) {
+Result<VideoVaeEncoder> VideoVaeEncoder::from_source(const VideoVaeEncoderConfig& config, const VaeTensorSource& source,
+                                                     Backend* backend) {
   VORTEX_RETURN_IF_ERROR(config.validate());
   VideoVaeEncoder e;
   e.config_ = config;
@@ -455,10 +455,66 @@ Result<VideoVaeEncoder> VideoVaeEncoder::from_source(const VideoVaeEncoderConfig
   VORTEX_ASSIGN_OR_RETURN(e.norm_out_, norm("encoder.norm_out", ch.back()));
   VORTEX_ASSIGN_OR_RETURN(e.conv_out_, conv("encoder.conv_out", 2 * config.latent_channels, ch.back(), 3));
   VORTEX_ASSIGN_OR_RETURN(e.quant_conv_, conv("quant_conv", 2 * config.latent_channels, 2 * config.latent_channels, 1));
+  if (backend == nullptr) return e;
+  // The backend's channels-last copies; the host weights are not kept.
+  Backend& be = *backend;
+  auto dw = std::make_shared<DeviceWeights>();
+  auto up_conv = [&](Conv& c) -> Result<DeviceConv> {
+    DeviceConv d;
+    if (!c.weight.defined()) return d;
+    const int64_t co = c.weight.dim(0), ci = c.weight.dim(1), kt = c.weight.dim(2), kh = c.weight.dim(3),
+                  kw = c.weight.dim(4);
+    Tensor full = Tensor::empty({co, kt, kh, kw, ci}, DType::kF32),
+           last = Tensor::empty({co, 1, kh, kw, ci}, DType::kF32);
+    const float* src = c.weight.data<float>();
+    for (int64_t o = 0; o < co; ++o)
+      for (int64_t i = 0; i < ci; ++i)
+        for (int64_t a = 0; a < kt; ++a)
+          for (int64_t p = 0; p < kh * kw; ++p) {
+            const float v = src[((o * ci + i) * kt + a) * kh * kw + p];
+            full.data<float>()[((o * kt + a) * kh * kw + p) * ci + i] = v;
+            if (a == kt - 1) last.data<float>()[(o * kh * kw + p) * ci + i] = v;
+          }
+    VORTEX_ASSIGN_OR_RETURN(d.full, be.upload(full));
+    VORTEX_ASSIGN_OR_RETURN(d.last, be.upload(last));
+    VORTEX_ASSIGN_OR_RETURN(d.bias, be.upload(c.bias));
+    c = Conv{};
+    return d;
+  };
+  auto up_norm = [&](Norm& n) -> Result<Norm> {
+    Norm d;
+    VORTEX_ASSIGN_OR_RETURN(d.weight, be.upload(n.weight));
+    VORTEX_ASSIGN_OR_RETURN(d.bias, be.upload(n.bias));
+    n = Norm{};
+    return d;
+  };
+  VORTEX_ASSIGN_OR_RETURN(dw->conv_in, up_conv(e.conv_in_));
+  for (Level& level : e.levels_) {
+    DeviceLevel dl;
+    dl.spatial = level.spatial;
+    dl.temporal = level.temporal;
+    for (Resnet& r : level.resnets) {
+      DeviceResnet dr;
+      VORTEX_ASSIGN_OR_RETURN(dr.norm1, up_norm(r.norm1));
+      VORTEX_ASSIGN_OR_RETURN(dr.norm2, up_norm(r.norm2));
+      VORTEX_ASSIGN_OR_RETURN(dr.conv1, up_conv(r.conv1));
+      VORTEX_ASSIGN_OR_RETURN(dr.conv2, up_conv(r.conv2));
+      VORTEX_ASSIGN_OR_RETURN(dr.shortcut, up_conv(r.shortcut));
+      dl.resnets.push_back(std::move(dr));
+    }
+    VORTEX_ASSIGN_OR_RETURN(dl.down, up_conv(level.down));
+    dw->levels.push_back(std::move(dl));
+  }
+  e.levels_.clear();
+  VORTEX_ASSIGN_OR_RETURN(dw->norm_out, up_norm(e.norm_out_));
+  VORTEX_ASSIGN_OR_RETURN(dw->conv_out, up_conv(e.conv_out_));
+  VORTEX_ASSIGN_OR_RETURN(dw->quant_conv, up_conv(e.quant_conv_));
+  e.backend_ = backend;
+  e.device_ = std::move(dw);
   return e;
 }
 
-Result<VideoVaeEncoder> VideoVaeEncoder::load(const std::string& vae_dir) {
+Result<VideoVaeEncoder> VideoVaeEncoder::load(const std::string& vae_dir, Backend* backend) {
   VORTEX_ASSIGN_OR_RETURN(VaeFolder folder,
                           open_vae_folder(vae_dir, "video VAE encoder", "MiniMaxH3VideoVAE", ConfigKind::kVideoVae));
   if (folder.layout != VaeLayout::kDiffusers)
@@ -466,7 +522,7 @@ Result<VideoVaeEncoder> VideoVaeEncoder::load(const std::string& vae_dir) {
                        " is the original layout (FL2VA/video_vae); the encoder reads the diffusers layout, the "
                        "snapshot's top-level vae/ folder");
   VORTEX_ASSIGN_OR_RETURN(const VideoVaeEncoderConfig config, VideoVaeEncoderConfig::from_json(folder.config));
-  return from_source(config, folder_tensor_source(folder));
+  return from_source(config, folder_tensor_source(folder), backend);
 }
 
 Result<Tensor> VideoVaeEncoder::encode_tile(const Tensor& xt) const {
@@ -499,20 +555,133 @@ Result<Tensor> VideoVaeEncoder::encode_tile(const Tensor& xt) const {
   return to_tensor(h);
 }
 
+Result<std::vector<Tensor>> VideoVaeEncoder::encode_tiles(const std::vector<Tensor>& tiles) const {
+  std::vector<Tensor> out;
+  if (backend_ == nullptr) {
+    for (const Tensor& t : tiles) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor m, encode_tile(t));
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+  Backend& be = *backend_;
+  const int64_t c = tiles[0].dim(0), t = tiles[0].dim(1), h = tiles[0].dim(2), w = tiles[0].dim(3);
+  // Tiles per batch: the first level's activation [B, T, h, w, block_out_channels[0]] f32 stays within 2 GiB.
+  const int64_t per_tile = t * h * w * config_.block_out_channels[0] * 4;
+  const int64_t per_batch = std::max<int64_t>(1, (int64_t{2} << 30) / std::max<int64_t>(per_tile, 1));
+  const int64_t plane = h * w;
+  for (size_t first = 0; first < tiles.size(); first += static_cast<size_t>(per_batch)) {
+    const int64_t b = std::min<int64_t>(per_batch, static_cast<int64_t>(tiles.size() - first));
+    Tensor xh = Tensor::empty({b, t, h, w, c}, DType::kF32);  // channels last
+    for (int64_t i = 0; i < b; ++i) {
+      const float* src = tiles[first + static_cast<size_t>(i)].data<float>();  // [C, T, h, w]
+      float* dst = xh.data<float>() + i * t * plane * c;
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t p = 0; p < t * plane; ++p) dst[p * c + ch] = src[ch * t * plane + p];
+    }
+    VORTEX_ASSIGN_OR_RETURN(Tensor xd, be.upload(xh));
+    VORTEX_ASSIGN_OR_RETURN(Tensor md, encode_batch_device(xd));  // [B, T', h', w', 2C]
+    Tensor mh = Tensor::empty(md.shape(), DType::kF32);
+    VORTEX_RETURN_IF_ERROR(be.download(md, mh));
+    const int64_t co = mh.dim(4), to = mh.dim(1), mplane = mh.dim(2) * mh.dim(3);
+    for (int64_t i = 0; i < b; ++i) {
+      Tensor m = Tensor::empty({co, to, mh.dim(2), mh.dim(3)}, DType::kF32);  // [2C, T', h', w']
+      const float* src = mh.data<float>() + i * to * mplane * co;
+      for (int64_t ch = 0; ch < co; ++ch)
+        for (int64_t p = 0; p < to * mplane; ++p) m.data<float>()[ch * to * mplane + p] = src[p * co + ch];
+      out.push_back(std::move(m));
+    }
+  }
+  return out;
+}
+
+Result<Tensor> VideoVaeEncoder::encode_batch_device(const Tensor& x) const {
+  Backend& be = *backend_;
+  const DeviceWeights& dw = *device_;
+  const VideoVaeEncoderConfig& cfg = config_;
+  // conv3d over `in` with `front` causal zero frames and a spatial reflect pad; a single frame whose only
+  // real tap is the last one runs that tap alone.
+  auto conv = [&](const Tensor& in, const DeviceConv& c, int front, int top, int bottom, int left, int right,
+                  int stride_t, int stride_s) -> Result<Tensor> {
+    const Tensor* w = &c.full;
+    const int64_t kt = c.full.dim(1);
+    if (in.dim(1) == 1 && front == kt - 1) {  // one frame: taps over the zero frames add exact zeros
+      w = &c.last;
+      front = 0;
+      stride_t = 1;
+    }
+    Tensor src = in;
+    if (front || top || bottom || left || right) {
+      VORTEX_ASSIGN_OR_RETURN(
+          src, be.alloc({in.dim(0), in.dim(1) + front, in.dim(2) + top + bottom, in.dim(3) + left + right, in.dim(4)},
+                        DType::kF32));
+      VORTEX_RETURN_IF_ERROR(be.pad_causal_reflect(in, front, top, bottom, left, right, src));
+    }
+    const int64_t kh = w->dim(2), kw = w->dim(3), wk = w->dim(1);
+    VORTEX_ASSIGN_OR_RETURN(Tensor out,
+                            be.alloc({src.dim(0), (src.dim(1) - wk) / stride_t + 1, (src.dim(2) - kh) / stride_s + 1,
+                                      (src.dim(3) - kw) / stride_s + 1, w->dim(0)},
+                                     DType::kF32));
+    VORTEX_RETURN_IF_ERROR(be.conv3d(src, *w, c.bias, stride_t, stride_s, cfg.device_tf32, out));
+    return out;
+  };
+  // MiniMaxH3VideoCausalConv3d: reflect pad 1 in space, two zero frames in front.
+  auto causal3 = [&](const Tensor& in, const DeviceConv& c) { return conv(in, c, 2, 1, 1, 1, 1, 1, 1); };
+  auto norm_silu = [&](const Tensor& in, const Norm& n) -> Result<Tensor> {
+    VORTEX_ASSIGN_OR_RETURN(Tensor out, be.alloc(in.shape(), DType::kF32));
+    VORTEX_RETURN_IF_ERROR(be.group_norm_frames(in, n.weight, n.bias, cfg.groups, cfg.eps, true, out));
+    return out;
+  };
+  auto rows = [](const Tensor& t) { return t.reshape({t.numel() / t.dim(4), t.dim(4)}); };  // [B T H W, C]
+
+  VORTEX_ASSIGN_OR_RETURN(Tensor h, causal3(x, dw.conv_in));
+  for (const DeviceLevel& level : dw.levels) {
+    for (const DeviceResnet& r : level.resnets) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor a, norm_silu(h, r.norm1));
+      VORTEX_ASSIGN_OR_RETURN(Tensor y, causal3(a, r.conv1));
+      VORTEX_ASSIGN_OR_RETURN(a, norm_silu(y, r.norm2));
+      VORTEX_ASSIGN_OR_RETURN(y, causal3(a, r.conv2));
+      Tensor res = h;
+      if (r.shortcut.full.defined()) {
+        VORTEX_ASSIGN_OR_RETURN(res, conv(h, r.shortcut, 0, 0, 0, 0, 0, 1, 1));
+      }
+      VORTEX_ASSIGN_OR_RETURN(Tensor y2, rows(y));
+      VORTEX_ASSIGN_OR_RETURN(Tensor r2, rows(res));
+      VORTEX_RETURN_IF_ERROR(be.add(y2, r2, 1.0f));  // y = y + res
+      h = std::move(y);
+    }
+    if (level.down.full.defined()) {
+      // MiniMaxH3VideoDownsample3d: a spatial stride of 2 pads bottom/right by one (reflect) first.
+      if (level.spatial == 2 && (h.dim(2) < 2 || h.dim(3) < 2))
+        return invalid_argument("video VAE encoder: a feature map of " + std::to_string(h.dim(2)) + "x" +
+                                std::to_string(h.dim(3)) + " is too small to downsample (the input is too small)");
+      const int pad = level.spatial == 2 ? 1 : 0;
+      VORTEX_ASSIGN_OR_RETURN(h, conv(h, level.down, 2, 0, pad, 0, pad, level.temporal, level.spatial));
+    }
+  }
+  VORTEX_ASSIGN_OR_RETURN(Tensor a, norm_silu(h, dw.norm_out));
+  VORTEX_ASSIGN_OR_RETURN(h, causal3(a, dw.conv_out));
+  return conv(h, dw.quant_conv, 0, 0, 0, 0, 0, 1, 1);
+}
+
 Result<Tensor> VideoVaeEncoder::encode_clip(const Tensor& x) const {
   const int height = static_cast<int>(x.dim(2)), width = static_cast<int>(x.dim(3));
-  if (!config_.tiling) return encode_tile(x);
+  if (!config_.tiling) {
+    VORTEX_ASSIGN_OR_RETURN(std::vector<Tensor> one, encode_tiles({x}));
+    return std::move(one[0]);
+  }
   const int ratio = config_.spatial_ratio();
   const Tiles ty = split_tiles(height, config_.tile, config_.tile_overlap, ratio);
   const Tiles tx = split_tiles(width, config_.tile, config_.tile_overlap, ratio);
   const Act xa = from_tensor(x);
+  std::vector<Tensor> inputs;
+  for (int y0 : ty.starts)
+    for (int x0 : tx.starts) inputs.push_back(to_tensor(slice_hw(xa, y0, ty.size, x0, tx.size)));
+  VORTEX_ASSIGN_OR_RETURN(std::vector<Tensor> encoded, encode_tiles(inputs));
   std::vector<std::vector<Act>> tiles;
-  for (int y0 : ty.starts) {
+  for (size_t i = 0, k = 0; i < ty.starts.size(); ++i) {
     std::vector<Act> row;
-    for (int x0 : tx.starts) {
-      VORTEX_ASSIGN_OR_RETURN(Tensor t, encode_tile(to_tensor(slice_hw(xa, y0, ty.size, x0, tx.size))));
-      row.push_back(from_tensor(t));
-    }
+    for (size_t j = 0; j < tx.starts.size(); ++j) row.push_back(from_tensor(encoded[k++]));
     tiles.push_back(std::move(row));
   }
   // _stitch_tiles in latent space: blend with the raw neighbours above and to the left, crop the overlaps.

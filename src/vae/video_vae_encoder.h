@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "model/backend.h"
 #include "vae/vae_checkpoint.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
@@ -33,6 +35,9 @@ struct VideoVaeEncoderConfig {
   // Spatial tiling as released (use_tiling = True, 256 px tiles, >= 64 px overlap).
   bool tiling = true;
   int tile = 256, tile_overlap = 64;
+  // The backend path (not a config.json key): conv3d may round its operands to TF32 on the device, as torch does
+  // for cuDNN convolutions of FP32 tensors by default (torch.backends.cudnn.allow_tf32 = True). false: FP32 FMA math.
+  bool device_tf32 = true;
 
   int spatial_ratio() const;
   int temporal_ratio() const;
@@ -45,8 +50,18 @@ class VideoVaeEncoder {
  public:
   // The diffusers layout (the snapshot's vae/ folder, or save_pretrained). The original layout
   // (FL2VA/video_vae) is refused with a message saying which folder to pass.
-  static Result<VideoVaeEncoder> load(const std::string& vae_dir);
-  static Result<VideoVaeEncoder> from_source(const VideoVaeEncoderConfig& config, const VaeTensorSource& source);
+  // backend != nullptr: the encoder runs on that backend (it must outlive the encoder); nullptr: the FP32 CPU
+  // reference. The backend program is diffusers' (the encoder and quant_conv are pinned to FP32 by
+  // _keep_in_fp32_modules, whatever the pipeline's dtype): FP32 activations channels-last, conv3d with FP32
+  // accumulation (TF32 operands on CUDA unless device_tf32 is false), GroupNorm with FP64 statistics. A single frame
+  // runs each causal convolution as its last temporal tap alone (the taps over the two causal zero frames add
+  // exact zeros in the reference and are skipped); tiles of one clip run as one batch. Tiling, blending, clips and
+  // the posterior sample stay on the host, the noise from torch_cpu_randn. Tested in
+  // tests/vae/video_vae_encoder_test.cpp (cpu backend) and tests/cuda/video_vae_encoder_cuda_test.cpp.
+  static Result<VideoVaeEncoder> load(const std::string& vae_dir, Backend* backend = nullptr);
+  static Result<VideoVaeEncoder> from_source(const VideoVaeEncoderConfig& config, const VaeTensorSource& source,
+                                             Backend* backend = nullptr);
+  Backend* backend() const { return backend_; }
 
   const VideoVaeEncoderConfig& config() const { return config_; }
   VideoVaeEncoderConfig& mutable_config() { return config_; }
@@ -80,9 +95,35 @@ class VideoVaeEncoder {
   Conv conv_in_, conv_out_, quant_conv_;
   std::vector<Level> levels_;
   Norm norm_out_;
+  // The backend's copies: every convolution channels-last [Co, kt, kh, kw, Ci] f32, and its last temporal tap
+  // [Co, 1, kh, kw, Ci] (single frames); norms [C] f32.
+  struct DeviceConv {
+    Tensor full, last, bias;
+  };
+  struct DeviceResnet {
+    Norm norm1, norm2;
+    DeviceConv conv1, conv2, shortcut;  // shortcut.full undefined when channels do not change
+  };
+  struct DeviceLevel {
+    std::vector<DeviceResnet> resnets;
+    DeviceConv down;
+    int spatial = 1, temporal = 1;
+  };
+  struct DeviceWeights {
+    DeviceConv conv_in, conv_out, quant_conv;
+    std::vector<DeviceLevel> levels;
+    Norm norm_out;
+  };
+  Backend* backend_ = nullptr;
+  std::shared_ptr<const DeviceWeights> device_;
 
   Result<Tensor> encode_clip(const Tensor& x) const;  // tiled
   Result<Tensor> encode_tile(const Tensor& x) const;  // quant_conv(encoder(x))
+  // quant_conv(encoder(tile)) of each [3, T, h, w] tile (all the same shape): encode_tile on the CPU reference,
+  // batched on the backend.
+  Result<std::vector<Tensor>> encode_tiles(const std::vector<Tensor>& tiles) const;
+  // The backend forward of a channels-last batch x [B, T, H, W, 3] -> [B, T', h, w, 2C].
+  Result<Tensor> encode_batch_device(const Tensor& x) const;
 };
 
 // torch.randn(n, generator=torch.Generator().manual_seed(seed)) on the CPU, float32, bit for bit: mt19937,

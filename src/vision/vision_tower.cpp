@@ -188,6 +188,60 @@ Result<VisionConfig> VisionConfig::from_json(const ConfigJson& root) {
   return c;
 }
 
+VisionGridTables vision_grid_tables(const VisionConfig& c, int gh, int gw) {
+  const int64_t n = static_cast<int64_t>(gh) * gw, m = c.merge;
+  // Token k's (row, col) on the patch grid, from the merge-block order.
+  std::vector<int> rows(static_cast<size_t>(n)), colv(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t blocks_w = gw / m, ic = k % m, ir = (k / m) % m, bc = (k / (m * m)) % blocks_w,
+                  br = k / (m * m * blocks_w);
+    rows[static_cast<size_t>(k)] = static_cast<int>(br * m + ir);
+    colv[static_cast<size_t>(k)] = static_cast<int>(bc * m + ic);
+  }
+  VisionGridTables g;
+  // Learned positions, bilinear with align_corners over the side x side grid (FP32 as transformers computes).
+  const int side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(c.num_positions))));
+  auto taps = [&](int index, int size, int* t, float* w) {
+    const float src =
+        static_cast<float>(index) * static_cast<float>(side - 1) / static_cast<float>(std::max(size - 1, 1));
+    const float fl = std::floor(src);
+    for (int o = 0; o < 2; ++o) {
+      t[o] = std::clamp(static_cast<int>(fl) + o, 0, side - 1);
+      w[o] = std::max(0.0f, 1.0f - std::abs(src - fl - static_cast<float>(o)));
+    }
+  };
+  g.tap_index.resize(static_cast<size_t>(n * 4));
+  g.tap_weight.resize(static_cast<size_t>(n * 4));
+  for (int64_t k = 0; k < n; ++k) {
+    int th[2], tw[2];
+    float wh[2], ww[2];
+    taps(rows[static_cast<size_t>(k)], gh, th, wh);
+    taps(colv[static_cast<size_t>(k)], gw, tw, ww);
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 2; ++b) {
+        g.tap_index[static_cast<size_t>(k * 4 + a * 2 + b)] = th[a] * side + tw[b];
+        g.tap_weight[static_cast<size_t>(k * 4 + a * 2 + b)] = wh[a] * ww[b];
+      }
+  }
+  // 2-D rotary: head_dim / 4 frequencies, angles (h freqs | w freqs) repeated over both halves.
+  const int hd = c.head_dim(), q4 = hd / 4;
+  std::vector<float> inv(static_cast<size_t>(q4));
+  for (int i = 0; i < q4; ++i)
+    inv[static_cast<size_t>(i)] =
+        1.0f / static_cast<float>(std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hd / 2)));
+  g.cos.resize(static_cast<size_t>(n * hd));
+  g.sin.resize(static_cast<size_t>(n * hd));
+  for (int64_t k = 0; k < n; ++k)
+    for (int i = 0; i < hd; ++i) {
+      const int f = i % (hd / 2);
+      const float angle = f < q4 ? static_cast<float>(rows[static_cast<size_t>(k)]) * inv[static_cast<size_t>(f)]
+                                 : static_cast<float>(colv[static_cast<size_t>(k)]) * inv[static_cast<size_t>(f - q4)];
+      g.cos[static_cast<size_t>(k * hd + i)] = std::cos(angle);
+      g.sin[static_cast<size_t>(k * hd + i)] = std::sin(angle);
+    }
+  return g;
+}
+
 Result<VisionTower> VisionTower::from_source(const VisionConfig& cfg, const VaeTensorSource& source,
                                              const std::string& prefix) {
   VORTEX_RETURN_IF_ERROR(cfg.validate());
@@ -238,7 +292,7 @@ Result<VisionTower> VisionTower::from_source(const VisionConfig& cfg, const VaeT
   return t;
 }
 
-Result<VisionTower::Output> VisionTower::forward(const VisionInput& in) const {
+Status VisionTower::check_input(const VisionInput& in) const {
   const VisionConfig& c = cfg_;
   const int64_t cols = 3LL * c.temporal_patch * c.patch * c.patch;
   if (!in.pixel_values.defined() || in.pixel_values.ndim() != 2 || in.pixel_values.dim(1) != cols ||
@@ -247,58 +301,34 @@ Result<VisionTower::Output> VisionTower::forward(const VisionInput& in) const {
       in.pixel_values.dim(0) != static_cast<int64_t>(in.grid_h) * in.grid_w)
     return invalid_argument("vision tower: pixel_values must be [grid_h * grid_w, " + std::to_string(cols) +
                             "] f32 for one image with grid sides divisible by " + std::to_string(c.merge));
+  return Status::Ok();
+}
+
+Result<VisionTower::Output> VisionTower::forward(const VisionInput& in) const {
+  VORTEX_RETURN_IF_ERROR(check_input(in));
+  if (backend_ != nullptr) return forward_backend(in);
+  const VisionConfig& c = cfg_;
+  const int64_t cols = 3LL * c.temporal_patch * c.patch * c.patch;
   const int64_t n = in.pixel_values.dim(0), d = c.hidden, m = c.merge;
   const int gh = in.grid_h, gw = in.grid_w;
   std::vector<float> px(in.pixel_values.data<float>(), in.pixel_values.data<float>() + n * cols);
   std::vector<float> x = linear(px, n, patch_embed_.w, patch_embed_.b);  // [N, D]
 
-  // Token k's (row, col) on the patch grid, from the merge-block order.
-  std::vector<int> rows(static_cast<size_t>(n)), colv(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t blocks_w = gw / m, ic = k % m, ir = (k / m) % m, bc = (k / (m * m)) % blocks_w,
-                  br = k / (m * m * blocks_w);
-    rows[static_cast<size_t>(k)] = static_cast<int>(br * m + ir);
-    colv[static_cast<size_t>(k)] = static_cast<int>(bc * m + ic);
-  }
-  // Learned positions, bilinear with align_corners over the side x side grid (FP32 as transformers computes).
-  const int side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(c.num_positions))));
-  auto taps = [&](int index, int size, int* t, float* w) {
-    const float src =
-        static_cast<float>(index) * static_cast<float>(side - 1) / static_cast<float>(std::max(size - 1, 1));
-    const float fl = std::floor(src);
-    for (int o = 0; o < 2; ++o) {
-      t[o] = std::clamp(static_cast<int>(fl) + o, 0, side - 1);
-      w[o] = std::max(0.0f, 1.0f - std::abs(src - fl - static_cast<float>(o)));
-    }
-  };
+  const VisionGridTables grid = vision_grid_tables(c, gh, gw);
+  // Learned positions: x += sum of the four taps (FP32, in tap order).
   const float* pos = pos_embed_.data<float>();
   for (int64_t k = 0; k < n; ++k) {
-    int th[2], tw[2];
-    float wh[2], ww[2];
-    taps(rows[static_cast<size_t>(k)], gh, th, wh);
-    taps(colv[static_cast<size_t>(k)], gw, tw, ww);
+    const int32_t* ti = grid.tap_index.data() + k * 4;
+    const float* tw = grid.tap_weight.data() + k * 4;
     for (int64_t j = 0; j < d; ++j) {
       float s = 0.0f;
-      for (int a = 0; a < 2; ++a)
-        for (int b = 0; b < 2; ++b) s += pos[(th[a] * side + tw[b]) * d + j] * (wh[a] * ww[b]);
+      for (int t = 0; t < 4; ++t) s += pos[ti[t] * d + j] * tw[t];
       x[static_cast<size_t>(k * d + j)] += s;
     }
   }
-  // 2-D rotary: head_dim / 4 frequencies, angles (h freqs | w freqs) repeated over both halves.
-  const int hd = c.head_dim(), q4 = hd / 4;
-  std::vector<float> inv(static_cast<size_t>(q4));
-  for (int i = 0; i < q4; ++i)
-    inv[static_cast<size_t>(i)] =
-        1.0f / static_cast<float>(std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hd / 2)));
-  std::vector<float> cosv(static_cast<size_t>(n * hd)), sinv(static_cast<size_t>(n * hd));
-  for (int64_t k = 0; k < n; ++k)
-    for (int i = 0; i < hd; ++i) {
-      const int f = i % (hd / 2);
-      const float angle = f < q4 ? static_cast<float>(rows[static_cast<size_t>(k)]) * inv[static_cast<size_t>(f)]
-                                 : static_cast<float>(colv[static_cast<size_t>(k)]) * inv[static_cast<size_t>(f - q4)];
-      cosv[static_cast<size_t>(k * hd + i)] = std::cos(angle);
-      sinv[static_cast<size_t>(k * hd + i)] = std::sin(angle);
-    }
+  const int hd = c.head_dim();
+  const std::vector<float>& cosv = grid.cos;
+  const std::vector<float>& sinv = grid.sin;
 
   auto merge_tokens = [&](const std::vector<float>& h, const Merger& mg) {
     const int64_t md = m * m * d, nm = n / (m * m);
@@ -369,6 +399,183 @@ Result<VisionTower::Output> VisionTower::forward(const VisionInput& in) const {
   std::memcpy(out.last_hidden.data<float>(), x.data(), x.size() * sizeof(float));
   out.merged = merge_tokens(x, merger_);
   return out;
+}
+
+// ---- the BF16 program on a Backend ----
+
+Result<VisionTower> VisionTower::from_source(const VisionConfig& cfg, const VaeTensorSource& source, Backend* backend,
+                                             const std::string& prefix) {
+  VORTEX_ASSIGN_OR_RETURN(VisionTower t, from_source(cfg, source, prefix));
+  if (backend == nullptr) return t;
+  Backend& be = *backend;
+  auto st = std::make_shared<DeviceState>();
+  // Weights rounded to BF16 once (transformers' BF16 model); norm parameters as FP32 copies of those BF16 values.
+  auto linear = [&](Linear& host) -> Result<DeviceLinear> {
+    DeviceLinear l;
+    VORTEX_ASSIGN_OR_RETURN(l.w.weight, be.upload(to_bf16_host(host.w)));
+    l.w.out_features = host.w.dim(0);
+    l.w.in_features = host.w.dim(1);
+    VORTEX_ASSIGN_OR_RETURN(l.b, be.upload(to_bf16_host(host.b)));
+    host = Linear{};  // the host copy is not kept
+    return l;
+  };
+  auto norm = [&](Norm& host) -> Result<DeviceNorm> {
+    DeviceNorm nm;
+    for (auto [src, dst] : {std::pair<Tensor*, Tensor*>{&host.w, &nm.w}, {&host.b, &nm.b}}) {
+      Tensor r = Tensor::empty(src->shape(), DType::kF32);
+      for (int64_t i = 0; i < src->numel(); ++i) r.data<float>()[i] = round_bf16(src->data<float>()[i]);
+      VORTEX_ASSIGN_OR_RETURN(*dst, be.upload(r));
+    }
+    host = Norm{};
+    return nm;
+  };
+  auto merger = [&](Merger& host) -> Result<DeviceMerger> {
+    DeviceMerger mg;
+    mg.postshuffle = host.postshuffle;
+    VORTEX_ASSIGN_OR_RETURN(mg.norm, norm(host.norm));
+    VORTEX_ASSIGN_OR_RETURN(mg.fc1, linear(host.fc1));
+    VORTEX_ASSIGN_OR_RETURN(mg.fc2, linear(host.fc2));
+    return mg;
+  };
+  VORTEX_ASSIGN_OR_RETURN(st->patch_embed, linear(t.patch_embed_));
+  VORTEX_ASSIGN_OR_RETURN(st->pos_table, be.upload(to_bf16_host(t.pos_embed_)));
+  t.pos_embed_ = Tensor();
+  for (Block& blk : t.blocks_) {
+    DeviceBlock db;
+    VORTEX_ASSIGN_OR_RETURN(db.norm1, norm(blk.norm1));
+    VORTEX_ASSIGN_OR_RETURN(db.norm2, norm(blk.norm2));
+    VORTEX_ASSIGN_OR_RETURN(db.qkv, linear(blk.qkv));
+    VORTEX_ASSIGN_OR_RETURN(db.proj, linear(blk.proj));
+    VORTEX_ASSIGN_OR_RETURN(db.fc1, linear(blk.fc1));
+    VORTEX_ASSIGN_OR_RETURN(db.fc2, linear(blk.fc2));
+    st->blocks.push_back(std::move(db));
+  }
+  t.blocks_.clear();
+  VORTEX_ASSIGN_OR_RETURN(st->merger, merger(t.merger_));
+  for (Merger& mg : t.deepstack_) {
+    VORTEX_ASSIGN_OR_RETURN(DeviceMerger dm, merger(mg));
+    st->deepstack.push_back(std::move(dm));
+  }
+  t.deepstack_.clear();
+  t.backend_ = backend;
+  t.device_ = std::move(st);
+  return t;
+}
+
+Result<VisionTower::Output> VisionTower::forward_device(const VisionInput& in) const {
+  if (backend_ == nullptr) return invalid_argument("VisionTower::forward_device needs a tower loaded with a backend");
+  VORTEX_RETURN_IF_ERROR(check_input(in));
+  Backend& be = *backend_;
+  DeviceState& st = *device_;
+  const VisionConfig& c = cfg_;
+  const int64_t n = in.pixel_values.dim(0), d = c.hidden, m2 = static_cast<int64_t>(c.merge) * c.merge, nm = n / m2,
+                hd = c.head_dim();
+  // The grid tables of this image size, built once and kept on the backend.
+  const DeviceGrid* grid = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(st.grid_mutex);
+    auto it = st.grids.find({in.grid_h, in.grid_w});
+    if (it == st.grids.end()) {
+      const VisionGridTables g = vision_grid_tables(c, in.grid_h, in.grid_w);
+      DeviceGrid dg;
+      auto up = [&](const void* data, size_t bytes, const Shape& shape, DType dtype) -> Result<Tensor> {
+        Tensor h = Tensor::empty(shape, dtype);
+        std::memcpy(h.raw_data(), data, bytes);
+        return be.upload(h);
+      };
+      VORTEX_ASSIGN_OR_RETURN(dg.tap_index, up(g.tap_index.data(), g.tap_index.size() * 4, {n, 4}, DType::kI32));
+      VORTEX_ASSIGN_OR_RETURN(dg.tap_weight, up(g.tap_weight.data(), g.tap_weight.size() * 4, {n, 4}, DType::kF32));
+      VORTEX_ASSIGN_OR_RETURN(dg.cos, up(g.cos.data(), g.cos.size() * 4, {n, hd}, DType::kF32));
+      VORTEX_ASSIGN_OR_RETURN(dg.sin, up(g.sin.data(), g.sin.size() * 4, {n, hd}, DType::kF32));
+      it = st.grids.emplace(std::make_pair(in.grid_h, in.grid_w), std::move(dg)).first;
+    }
+    grid = &it->second;
+  }
+  // Patch embedding: the pixels in BF16 through the BF16 GEMM (transformers' Conv3d on BF16 patches).
+  VORTEX_ASSIGN_OR_RETURN(Tensor px, be.upload(to_bf16_host(in.pixel_values)));  // [N, 3 T P P] bf16
+  VORTEX_ASSIGN_OR_RETURN(Tensor x, be.alloc({n, d}, DType::kBF16));             // [N, D]
+  VORTEX_RETURN_IF_ERROR(be.linear(px, st.patch_embed.w, &st.patch_embed.b, x));
+  VORTEX_RETURN_IF_ERROR(be.pos_embed_add(x, st.pos_table, grid->tap_index, grid->tap_weight));
+
+  VORTEX_ASSIGN_OR_RETURN(Tensor xf, be.alloc({n, d}, DType::kF32));        // FP32 copy of x for LayerNorm
+  VORTEX_ASSIGN_OR_RETURN(Tensor h, be.alloc({n, d}, DType::kBF16));        // normed rows
+  VORTEX_ASSIGN_OR_RETURN(Tensor qkv, be.alloc({n, 3 * d}, DType::kBF16));  // [N, 3D]
+  VORTEX_ASSIGN_OR_RETURN(Tensor att, be.alloc({n, d}, DType::kBF16));
+  VORTEX_ASSIGN_OR_RETURN(Tensor y, be.alloc({n, d}, DType::kBF16));
+  VORTEX_ASSIGN_OR_RETURN(Tensor mid, be.alloc({n, c.intermediate}, DType::kBF16));  // [N, I]
+  VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.narrow(1, 0, d));                            // [N, D] views
+  VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.narrow(1, d, d));
+  VORTEX_ASSIGN_OR_RETURN(Tensor v, qkv.narrow(1, 2 * d, d));
+  const SegmentTable no_segments;
+  ExecOptions opts;
+  opts.attention = AttentionKind::kSdpa;  // the BF16 program
+
+  auto layer_norm = [&](const Tensor& rows, const DeviceNorm& nm_w, Tensor& out, Tensor& scratch) -> Status {
+    VORTEX_RETURN_IF_ERROR(be.cast(rows, scratch));
+    return be.layer_norm(scratch, nm_w.w, nm_w.b, 1e-6f, out);
+  };
+  // A merger on x: LayerNorm over D (then rows regrouped by 2x2 blocks) or over the regrouped 4D rows, fc1, exact
+  // GELU, fc2 -> host f32 [N / 4, out_hidden].
+  auto merge = [&](const DeviceMerger& mg) -> Result<Tensor> {
+    VORTEX_ASSIGN_OR_RETURN(Tensor xg, x.reshape({nm, m2 * d}));  // [N/4, 4D]
+    VORTEX_ASSIGN_OR_RETURN(Tensor hn, be.alloc({n, d}, DType::kBF16));
+    VORTEX_ASSIGN_OR_RETURN(Tensor hg, hn.reshape({nm, m2 * d}));
+    if (mg.postshuffle) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor xfg, xf.reshape({nm, m2 * d}));
+      VORTEX_RETURN_IF_ERROR(layer_norm(xg, mg.norm, hg, xfg));
+    } else {
+      VORTEX_RETURN_IF_ERROR(layer_norm(x, mg.norm, hn, xf));
+    }
+    VORTEX_ASSIGN_OR_RETURN(Tensor a, be.alloc({nm, m2 * d}, DType::kBF16));
+    VORTEX_RETURN_IF_ERROR(be.linear(hg, mg.fc1.w, &mg.fc1.b, a));
+    VORTEX_RETURN_IF_ERROR(be.gelu(a, false));
+    VORTEX_ASSIGN_OR_RETURN(Tensor o, be.alloc({nm, c.out_hidden}, DType::kBF16));
+    VORTEX_RETURN_IF_ERROR(be.linear(a, mg.fc2.w, &mg.fc2.b, o));
+    return o;
+  };
+
+  Output out;
+  for (size_t li = 0; li < st.blocks.size(); ++li) {
+    const DeviceBlock& blk = st.blocks[li];
+    VORTEX_RETURN_IF_ERROR(layer_norm(x, blk.norm1, h, xf));
+    VORTEX_RETURN_IF_ERROR(be.linear(h, blk.qkv.w, &blk.qkv.b, qkv));
+    VORTEX_RETURN_IF_ERROR(be.rope_fp32(q, grid->cos, grid->sin, c.heads, static_cast<int>(hd)));
+    VORTEX_RETURN_IF_ERROR(be.rope_fp32(k, grid->cos, grid->sin, c.heads, static_cast<int>(hd)));
+    VORTEX_RETURN_IF_ERROR(be.attention(q, k, v, c.heads, static_cast<int>(hd), att, opts));
+    VORTEX_RETURN_IF_ERROR(be.linear(att, blk.proj.w, &blk.proj.b, y));
+    VORTEX_RETURN_IF_ERROR(be.gate_add(x, y, nullptr, 0, no_segments));
+    VORTEX_RETURN_IF_ERROR(layer_norm(x, blk.norm2, h, xf));
+    VORTEX_RETURN_IF_ERROR(be.linear(h, blk.fc1.w, &blk.fc1.b, mid));
+    VORTEX_RETURN_IF_ERROR(be.gelu(mid, true));
+    VORTEX_RETURN_IF_ERROR(be.linear(mid, blk.fc2.w, &blk.fc2.b, y));
+    VORTEX_RETURN_IF_ERROR(be.gate_add(x, y, nullptr, 0, no_segments));
+    for (size_t t = 0; t < c.deepstack.size(); ++t)
+      if (c.deepstack[t] == static_cast<int>(li)) {
+        VORTEX_ASSIGN_OR_RETURN(Tensor f, merge(st.deepstack[t]));
+        out.deepstack.push_back(std::move(f));
+      }
+  }
+  VORTEX_ASSIGN_OR_RETURN(out.merged, merge(st.merger));
+  out.last_hidden = x;
+  return out;
+}
+
+Result<VisionTower::Output> VisionTower::forward_backend(const VisionInput& in) const {
+  VORTEX_ASSIGN_OR_RETURN(Output dev, forward_device(in));
+  Backend& be = *backend_;
+  // BF16 device rows -> FP32 host (exact).
+  auto to_host = [&](Tensor& t) -> Status {
+    VORTEX_ASSIGN_OR_RETURN(Tensor f, be.alloc(t.shape(), DType::kF32));
+    VORTEX_RETURN_IF_ERROR(be.cast(t, f));
+    Tensor h = Tensor::empty(t.shape(), DType::kF32);
+    VORTEX_RETURN_IF_ERROR(be.download(f, h));
+    t = std::move(h);
+    return Status::Ok();
+  };
+  VORTEX_RETURN_IF_ERROR(to_host(dev.merged));
+  VORTEX_RETURN_IF_ERROR(to_host(dev.last_hidden));
+  for (Tensor& f : dev.deepstack) VORTEX_RETURN_IF_ERROR(to_host(f));
+  return dev;
 }
 
 }  // namespace vortex

@@ -6,11 +6,16 @@
 // Tested in tests/vision/vision_tower_test.cpp against transformers 5.x (tests/vision/make_vision_fixtures.py).
 #pragma once
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config_json.h"
 #include "media/lanczos_resize.h"
+#include "model/backend.h"
 #include "vae/vae_checkpoint.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
@@ -49,12 +54,33 @@ struct VisionConfig {
   static Result<VisionConfig> from_json(const ConfigJson& cfg);
 };
 
+// The grid tables of one image, built on the host from the config and the patch grid: per token (merge-block
+// order) the four bilinear taps into the learned position grid (indices and FP32 weights, taps (h0,w0), (h0,w1),
+// (h1,w0), (h1,w1)) and the 2-D rotary cos/sin [N, head_dim] in FP32.
+struct VisionGridTables {
+  std::vector<int32_t> tap_index;  // [N * 4]
+  std::vector<float> tap_weight;   // [N * 4]
+  std::vector<float> cos, sin;     // [N * head_dim]
+};
+VisionGridTables vision_grid_tables(const VisionConfig& cfg, int grid_h, int grid_w);
+
 class VisionTower {
  public:
   // Weights by the checkpoint's names under `prefix` ("model.visual." in transformers 5 checkpoints).
+  // The FP32 CPU reference program.
   static Result<VisionTower> from_source(const VisionConfig& cfg, const VaeTensorSource& source,
                                          const std::string& prefix = "model.visual.");
+  // backend != nullptr: transformers' BF16 program on that backend (it must outlive the tower). Weights are rounded
+  // to BF16 once at load; activations are BF16 rows; LayerNorm statistics FP64 with FP32 affine (Backend::layer_norm,
+  // one rounding); GEMMs accumulate in FP32 with the bias in the epilogue (one rounding); q/k rotary in FP32 with one
+  // rounding (apply_rotary_pos_emb_vision); attention is the backend's BF16 SDPA per image; GELU in FP32, one
+  // rounding; residual adds R(x + y). Parity target: transformers' BF16 Qwen3VLVisionModel, within 2x the floor
+  // (transformers BF16 vs FP32 of the same weights), tests/vision/vision_tower_test.cpp and
+  // tests/cuda/vision_tower_cuda_test.cpp. backend == nullptr: the FP32 CPU reference above.
+  static Result<VisionTower> from_source(const VisionConfig& cfg, const VaeTensorSource& source, Backend* backend,
+                                         const std::string& prefix = "model.visual.");
   const VisionConfig& config() const { return cfg_; }
+  Backend* backend() const { return backend_; }
 
   struct Output {
     Tensor last_hidden;             // [N, hidden]: the blocks' output
@@ -62,6 +88,9 @@ class VisionTower {
     std::vector<Tensor> deepstack;  // per tap: [N / merge^2, out_hidden]
   };
   Result<Output> forward(const VisionInput& input) const;
+  // With a backend: the same forward with the outputs left on the backend as BF16 tensors ([N, hidden] and
+  // [N / merge^2, out_hidden]), for a consumer on that device. kInvalidArgument without a backend.
+  Result<Output> forward_device(const VisionInput& input) const;
 
  private:
   struct Linear {
@@ -79,7 +108,41 @@ class VisionTower {
     Linear fc1, fc2;
     bool postshuffle = false;
   };
+  // The BF16 program's weights on the backend.
+  struct DeviceLinear {
+    LinearWeight w;  // [out, in] bf16
+    Tensor b;        // [out] bf16
+  };
+  struct DeviceNorm {
+    Tensor w, b;  // [n] f32 holding BF16 values
+  };
+  struct DeviceBlock {
+    DeviceNorm norm1, norm2;
+    DeviceLinear qkv, proj, fc1, fc2;
+  };
+  struct DeviceMerger {
+    DeviceNorm norm;
+    DeviceLinear fc1, fc2;
+    bool postshuffle = false;
+  };
+  struct DeviceGrid {  // vision_grid_tables on the backend
+    Tensor tap_index, tap_weight, cos, sin;
+  };
+  struct DeviceState {
+    DeviceLinear patch_embed;
+    Tensor pos_table;  // [num_positions, hidden] bf16
+    std::vector<DeviceBlock> blocks;
+    DeviceMerger merger;
+    std::vector<DeviceMerger> deepstack;
+    std::mutex grid_mutex;
+    std::map<std::pair<int, int>, DeviceGrid> grids;  // by (grid_h, grid_w)
+  };
+  Result<Output> forward_backend(const VisionInput& input) const;  // forward_device, outputs to FP32 host
+  Status check_input(const VisionInput& input) const;
+
   VisionConfig cfg_;
+  Backend* backend_ = nullptr;
+  std::shared_ptr<DeviceState> device_;
   Linear patch_embed_;  // [hidden, 3 * T * P * P]
   Tensor pos_embed_;    // [num_positions, hidden]
   std::vector<Block> blocks_;

@@ -42,6 +42,13 @@ if(TARGET vortex_cuda)
     LIBS vortex_cuda vortex_ref vortex_vae vortex_core
     GPU)
 endif()
+# ---- vision tower and video VAE encoder kernels vs the CPU programs (src/cuda/ops/encoder_ops.h) ---------------
+if(TARGET vortex_cuda)
+  vortex_test(NAME cuda_encoder_ops_test
+    SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/encoder_ops_test.cpp
+    LIBS vortex_cuda vortex_ref vortex_core
+    GPU)
+endif()
 # Step graphs (ExecOptions::cuda_graph): capture / replay on the backend, and h3-tiny's captured steps E0 vs eager.
 if(TARGET vortex_cuda)
   vortex_test(NAME cuda_step_graph_test

@@ -31,5 +31,18 @@ if(TARGET vortex_cuda)
 endif()
 # The video VAE encoder (fl2va keyframes) against diffusers (tests/vae/make_vae_encoder_fixtures.py).
 vortex_test(NAME video_vae_encoder_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/video_vae_encoder_test.cpp
-            LIBS vortex_vae vortex_engine nlohmann_json::nlohmann_json OpenSSL::Crypto)
+            LIBS vortex_vae vortex_ref nlohmann_json::nlohmann_json OpenSSL::Crypto)
 target_compile_definitions(video_vae_encoder_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
+# The video VAE encoder on the CUDA backend against the same fixtures (label gpu; skips without a device).
+if(TARGET vortex_cuda)
+  vortex_test(NAME video_vae_encoder_cuda_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/video_vae_encoder_cuda_test.cpp
+              LIBS vortex_vae vortex_cuda nlohmann_json::nlohmann_json GPU)
+  target_compile_definitions(video_vae_encoder_cuda_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
+endif()
+# fl2va_encoders_bench: the vision tower and the VAE encoder on two 1344x768 keyframes, synthetic released-shape
+# weights (bench/fl2va_encoders_bench.cpp; peers in bench/fl2va_encoders_peer.py).
+if(TARGET vortex_cuda)
+  add_executable(fl2va_encoders_bench ${CMAKE_SOURCE_DIR}/bench/fl2va_encoders_bench.cpp)
+  target_link_libraries(fl2va_encoders_bench PRIVATE vortex_vision vortex_vae vortex_cuda vortex_profiling)
+  target_compile_options(fl2va_encoders_bench PRIVATE ${VORTEX_CXX_FLAGS})
+endif()

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "ref/cpu_backend.h"
 #include "vae/vae_test_util.h"
 #include "vae/video_vae_encoder.h"
 
@@ -64,8 +65,8 @@ Tensor u8_to_normalized(const Tensor& u8) {
   return x;
 }
 
-VideoVaeEncoder load_for(const std::string& name) {
-  auto enc = VideoVaeEncoder::load(dir() + "/vae");
+VideoVaeEncoder load_for(const std::string& name, Backend* backend = nullptr) {
+  auto enc = VideoVaeEncoder::load(dir() + "/vae", backend);
   EXPECT_TRUE(enc.ok()) << enc.status().to_string();
   const auto& m = cases().meta["cases"][name];
   if (!m["tile"].is_null()) {
@@ -150,6 +151,26 @@ TEST_P(EncoderCase, MomentsWithinTwiceTheFp32Floor) {
               name.c_str(), got->describe().c_str(), ours.max_abs, ours.rms, floor.max_abs, floor.rms);
   EXPECT_LE(ours.rms, 2 * floor.rms + 1e-7);
   EXPECT_LE(ours.max_abs, 2 * floor.max_abs + 1e-6);
+}
+
+// The backend program on the cpu backend (channels-last batched tiles, the single-frame last-tap convolutions, the
+// Backend ops of src/ref/encoder_ops.h) gives the FP32 reference's moments bit for bit: the same FP32 operations in
+// the same order, taps over causal zero frames adding exact zeros.
+TEST_P(EncoderCase, CpuBackendProgramEqualsReference) {
+  const std::string name = GetParam();
+  CpuBackend cpu(0);
+  const VideoVaeEncoder ref = load_for(name);
+  const VideoVaeEncoder enc = load_for(name, &cpu);
+  ASSERT_EQ(enc.backend(), &cpu);
+  const Tensor x = u8_to_normalized(get(cases().file, name + ".pixels"));
+  auto want = ref.moments(x);
+  auto got = enc.moments(x);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(got->shape(), want->shape());
+  int64_t differ = 0;
+  for (int64_t i = 0; i < want->numel(); ++i) differ += got->data<float>()[i] != want->data<float>()[i];
+  EXPECT_EQ(differ, 0) << name << ": " << differ << " of " << want->numel() << " moments differ";
 }
 
 TEST_P(EncoderCase, ConditionLatentsEqualDiffusers) {

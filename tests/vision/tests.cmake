@@ -1,7 +1,7 @@
 # Qwen3-VL image processor and vision tower against transformers 5.x (fixtures made by
 # tests/vision/make_vision_fixtures.py and committed; CI needs no torch).
 vortex_test(NAME vision_tower_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/vision_tower_test.cpp
-            LIBS vortex_vision vortex_vae vortex_io nlohmann_json::nlohmann_json OpenSSL::Crypto)
+            LIBS vortex_vision vortex_vae vortex_io vortex_ref nlohmann_json::nlohmann_json OpenSSL::Crypto)
 target_compile_definitions(vision_tower_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures")
 # The fl2va presentation (tests/vision/make_presentation_fixtures.py) with the repository's Qwen tokenizer.
 vortex_test(NAME presentation_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/presentation_test.cpp
@@ -14,3 +14,9 @@ vortex_test(NAME conditioner_vision_test SOURCES ${CMAKE_SOURCE_DIR}/tests/visio
             LIBS vortex)
 target_compile_definitions(conditioner_vision_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
                                                            VORTEX_TE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text_encoder/fixtures")
+# The vision tower's BF16 program on the CUDA backend (label gpu; skips without a device).
+if(TARGET vortex_cuda)
+  vortex_test(NAME vision_tower_cuda_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/vision_tower_cuda_test.cpp
+              LIBS vortex_vision vortex_vae vortex_io vortex_cuda vortex_ref nlohmann_json::nlohmann_json GPU)
+  target_compile_definitions(vision_tower_cuda_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures")
+endif()

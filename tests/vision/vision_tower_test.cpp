@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "ref/cpu_backend.h"
 #include "vae/vae_checkpoint.h"
 #include "vision/vision_tower.h"
 
@@ -65,7 +66,7 @@ Tensor get(const std::string& name) {
   return t.ok() ? *t : Tensor();
 }
 
-VisionTower tower() {
+VisionTower tower(Backend* backend = nullptr) {
   auto cfg = VisionConfig::from_json(read_config(kDir + "/model/config.json"));
   EXPECT_TRUE(cfg.ok()) << cfg.status().to_string();
   const SafetensorsSet* w = &fixture().weights;
@@ -75,7 +76,7 @@ VisionTower tower() {
     if (t.shape() != shape) return format_error(name + ": shape " + t.describe());
     return to_f32_host(t, name);
   };
-  auto t = VisionTower::from_source(*cfg, source);
+  auto t = VisionTower::from_source(*cfg, source, backend);
   EXPECT_TRUE(t.ok()) << t.status().to_string();
   return std::move(*t);
 }
@@ -191,6 +192,52 @@ TEST(VisionTower, VisionTokensAndDeepStackWithinTwiceTheFloor) {
     for (int64_t i = 0; i < want.numel(); ++i)
       worst = std::max(worst, static_cast<double>(std::abs(out->last_hidden.data<float>()[i] - want.data<float>()[i])));
     EXPECT_LT(worst, 1e-4);
+  }
+}
+
+// ||a - b|| / ||b|| over two f32 tensors of one shape.
+double rel_l2(const Tensor& a, const Tensor& b) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    const double d = static_cast<double>(a.data<float>()[i]) - b.data<float>()[i];
+    num += d * d;
+    den += static_cast<double>(b.data<float>()[i]) * b.data<float>()[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// The BF16 program (VisionTower::from_source with a backend) on the cpu backend against transformers' BF16 vision
+// model (tests/vision/make_vision_bf16_fixtures.py): within 2x the floor, transformers BF16 vs FP32.
+TEST(VisionTower, Bf16ProgramOnCpuBackendWithinTwiceTheFloor) {
+  CpuBackend cpu(0);
+  const VisionTower t = tower(&cpu);
+  ASSERT_EQ(t.backend(), &cpu);
+  auto bf16 = SafetensorsFile::open(kDir + "/cases_bf16.safetensors");
+  ASSERT_TRUE(bf16.ok()) << bf16.status().to_string();
+  for (const auto& [name, c] : fixture().meta["cases"].items()) {
+    SCOPED_TRACE(name);
+    VisionInput in;
+    in.pixel_values = get(name + ".pixel_values");
+    in.grid_h = c["grid_thw"][1].get<int>();
+    in.grid_w = c["grid_thw"][2].get<int>();
+    auto out = t.forward(in);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    std::vector<std::pair<std::string, const Tensor*>> outputs = {{"merged", &out->merged},
+                                                                  {"last_hidden", &out->last_hidden}};
+    ASSERT_EQ(out->deepstack.size(), 2u);
+    for (int k = 0; k < 2; ++k)
+      outputs.emplace_back("deepstack." + std::to_string(k), &out->deepstack[static_cast<size_t>(k)]);
+    for (const auto& [key, ours] : outputs) {
+      auto theirs = bf16->tensor(name + "." + key);
+      ASSERT_TRUE(theirs.ok()) << theirs.status().to_string();
+      const Tensor fp32 = get(name + "." + key);
+      ASSERT_EQ(ours->shape(), theirs->shape()) << key;
+      const double floor = rel_l2(*theirs, fp32), err = rel_l2(*ours, *theirs);
+      std::printf("%s %s: Vortex BF16 vs transformers BF16 rel-L2 %.3g; floor (transformers BF16 vs FP32) %.3g\n",
+                  name.c_str(), key.c_str(), err, floor);
+      EXPECT_GT(floor, 0.0) << key;
+      EXPECT_LE(err, 2 * floor) << key;
+    }
   }
 }
 

@@ -1,0 +1,190 @@
+// fl2va_encoders_bench: the fl2va keyframe encoders on the CUDA backend with deterministic synthetic weights of the
+// released shapes: the Qwen3-VL vision tower (VisionTower, the release's text_encoder/config.json vision_config) on two
+// 1344x768 keyframes (the processor passes the canvas through: a 48 x 84 patch grid, 4032 patches, 1008 vision tokens
+// each), and the video VAE encoder (VideoVaeEncoder, the release's vae/config.json, tiling as released) on two
+// 1344x768 keyframes through encode_condition (u8 pixels in, normalized FP32 host latents out). Timed after a warm-up
+// over --reps runs; the vision tower both as forward_device (outputs left on the GPU, as transformers leaves them) and
+// forward (FP32 host outputs). Appends evidence rows to OUT_DIR/<date>-<gpu>-fl2va-encoders.jsonl; the peers of the
+// same run are bench/fl2va_encoders_peer.py.
+//   fl2va_encoders_bench OUT_DIR --text-encoder-config PATH --vae-config PATH [--reps N] [--seed S]
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/config_json.h"
+#include "core/synthetic.h"
+#include "cuda/cuda_backend.h"
+#include "profiling/evidence.h"
+#include "vae/vae_checkpoint.h"
+#include "vae/video_vae_encoder.h"
+#include "vision/vision_tower.h"
+
+namespace {
+
+using namespace vortex;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+int fail(const Status& s, const char* what) {
+  std::fprintf(stderr, "fl2va_encoders_bench: %s: %s\n", what, s.to_string().c_str());
+  return 1;
+}
+
+// Weight scales of a trained-like network: norm weights near 1, biases small, matrices and kernels 1/sqrt(fan_in).
+std::pair<float, float> synthetic_init(const std::string& name, const Shape& shape) {
+  const bool norm = name.find("norm") != std::string::npos;
+  const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+  if (norm) return bias ? std::pair{0.02f, 0.0f} : std::pair{0.1f, 1.0f};
+  if (bias) return {0.02f, 0.0f};
+  if (name.find("pos_embed") != std::string::npos) return {0.02f, 0.0f};
+  int64_t fan_in = 1;
+  for (size_t i = 1; i < shape.size(); ++i) fan_in *= shape[i];
+  return {static_cast<float>(1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fan_in, 1)))), 0.0f};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') {
+    std::fprintf(stderr,
+                 "usage: fl2va_encoders_bench OUT_DIR --text-encoder-config PATH --vae-config PATH [--reps N] "
+                 "[--seed S]\n");
+    return 2;
+  }
+  const std::string out_dir = argv[1];
+  std::string te_path, vae_path;
+  int reps = 10;
+  uint64_t seed = 1;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "fl2va_encoders_bench: %s needs a value\n", a.c_str());
+      return 2;
+    }
+    const char* v = argv[++i];
+    if (a == "--text-encoder-config") te_path = v;
+    else if (a == "--vae-config") vae_path = v;
+    else if (a == "--reps") reps = std::atoi(v);
+    else if (a == "--seed") seed = std::strtoull(v, nullptr, 10);
+    else {
+      std::fprintf(stderr, "fl2va_encoders_bench: unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (te_path.empty() || vae_path.empty() || reps < 1) {
+    std::fprintf(stderr, "fl2va_encoders_bench: --text-encoder-config and --vae-config are required, --reps >= 1\n");
+    return 2;
+  }
+  auto backend = CudaBackend::create(0);
+  if (!backend.ok()) return fail(backend.status(), "CUDA backend");
+  Backend& be = **backend;
+  const Backend::DeviceInfo dev = be.device_info();
+  RunEnvironment env = collect_environment(dev.name, dev.sm, dev.runtime);
+  std::vector<nlohmann::json> rows;
+
+  // ---- vision tower: two 1344x768 keyframes ----
+  {
+    auto te = ConfigJson::read_file(te_path);
+    if (!te.ok()) return fail(te.status(), "text encoder config");
+    auto cfg = VisionConfig::from_json(*te);
+    if (!cfg.ok()) return fail(cfg.status(), "vision config");
+    const VisionProcessorConfig proc;
+    auto size = smart_resize(768, 1344, proc);
+    if (!size.ok()) return fail(size.status(), "smart_resize");
+    const int gh = size->first / proc.patch, gw = size->second / proc.patch;
+    std::printf("processor: 1344x768 -> %dx%d pixels, grid %d x %d = %d patches, %d vision tokens per keyframe\n",
+                size->second, size->first, gh, gw, gh * gw, gh * gw / 4);
+    auto t0 = Clock::now();
+    auto tower = VisionTower::from_source(*cfg, synthetic_tensor_source(seed, synthetic_init), &be);
+    if (!tower.ok()) return fail(tower.status(), "vision tower");
+    std::printf("vision tower built and uploaded in %.1f s\n", ms_since(t0) / 1e3);
+    std::vector<VisionInput> frames(2);
+    for (int k = 0; k < 2; ++k) {
+      frames[static_cast<size_t>(k)].grid_h = gh;
+      frames[static_cast<size_t>(k)].grid_w = gw;
+      frames[static_cast<size_t>(k)].pixel_values = Tensor::empty(
+          {static_cast<int64_t>(gh) * gw, 3LL * proc.temporal_patch * proc.patch * proc.patch}, DType::kF32);
+      if (Status s = fill_synthetic_host(frames[static_cast<size_t>(k)].pixel_values, seed + 10 + k, 1.0f, 0.0f);
+          !s.ok())
+        return fail(s, "pixels");
+    }
+    for (bool device_out : {true, false}) {
+      auto run = [&]() -> Status {
+        for (const VisionInput& in : frames) {
+          auto o = device_out ? tower->forward_device(in) : tower->forward(in);
+          if (!o.ok()) return o.status();
+        }
+        return be.synchronize();
+      };
+      for (int w = 0; w < 2; ++w)
+        if (Status s = run(); !s.ok()) return fail(s, "vision warm-up");
+      std::vector<double> ms;
+      for (int r = 0; r < reps; ++r) {
+        const auto t = Clock::now();
+        if (Status s = run(); !s.ok()) return fail(s, "vision");
+        ms.push_back(ms_since(t));
+        if (r == 0) refresh_clocks(env);
+      }
+      const Percentiles p = percentiles(ms);
+      const char* impl = device_out ? "vortex-cuda forward_device (bf16 outputs on the GPU)"
+                                    : "vortex-cuda forward (fp32 host outputs)";
+      std::printf("vision tower, 2 keyframes, %s: p10 %.2f p50 %.2f p90 %.2f ms\n", impl, p.p10, p.p50, p.p90);
+      rows.push_back(evidence_row(env, "vision_tower_2_keyframes_1344x768", impl,
+                                  "grid 48x84 x2, released vision_config", p, {},
+                                  {{"ms", ms}, {"peak_device_bytes", be.memory_peak()}}));
+    }
+  }
+
+  // ---- video VAE encoder: two 1344x768 keyframes through encode_condition ----
+  {
+    auto vc = ConfigJson::read_file(vae_path);
+    if (!vc.ok()) return fail(vc.status(), "vae config");
+    auto cfg = VideoVaeEncoderConfig::from_json(*vc);
+    if (!cfg.ok()) return fail(cfg.status(), "vae encoder config");
+    auto t0 = Clock::now();
+    auto enc = VideoVaeEncoder::from_source(*cfg, synthetic_tensor_source(seed + 1, synthetic_init), &be);
+    if (!enc.ok()) return fail(enc.status(), "vae encoder");
+    std::printf("VAE encoder built and uploaded in %.1f s\n", ms_since(t0) / 1e3);
+    std::vector<Tensor> frames;
+    for (int k = 0; k < 2; ++k) {
+      Tensor f32 = Tensor::empty({3, 1, 768, 1344}, DType::kF32);
+      if (Status s = fill_synthetic_host(f32, seed + 20 + k, 0.5f, 0.5f); !s.ok()) return fail(s, "pixels");
+      Tensor u8 = Tensor::empty({3, 1, 768, 1344}, DType::kU8);
+      for (int64_t i = 0; i < u8.numel(); ++i)
+        u8.data<uint8_t>()[i] = static_cast<uint8_t>(std::min(255.0f, std::max(0.0f, f32.data<float>()[i] * 255.0f)));
+      frames.push_back(std::move(u8));
+    }
+    Tensor latent;
+    auto run = [&]() -> Status {
+      for (const Tensor& f : frames) {
+        auto l = enc->encode_condition(f, 42);
+        if (!l.ok()) return l.status();
+        latent = std::move(*l);
+      }
+      return Status::Ok();
+    };
+    if (Status s = run(); !s.ok()) return fail(s, "vae warm-up");
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+      const auto t = Clock::now();
+      if (Status s = run(); !s.ok()) return fail(s, "vae encode");
+      ms.push_back(ms_since(t));
+      if (r == 0) refresh_clocks(env);
+    }
+    const Percentiles p = percentiles(ms);
+    std::printf("VAE encode, 2 keyframes, latents %s each: p10 %.2f p50 %.2f p90 %.2f ms\n", latent.describe().c_str(),
+                p.p10, p.p50, p.p90);
+    rows.push_back(evidence_row(
+        env, "vae_encode_2_keyframes_1344x768", "vortex-cuda encode_condition (tf32 conv3d)",
+        "released vae config, tiling 256/64", p, {},
+        {{"ms", ms}, {"latent_shape", shape_to_string(latent.shape())}, {"peak_device_bytes", be.memory_peak()}}));
+  }
+  const std::string path = evidence_path(out_dir, env, "fl2va-encoders");
+  if (Status s = append_jsonl(path, rows); !s.ok()) return fail(s, "evidence");
+  std::printf("evidence %s\n", path.c_str());
+  return 0;
+}

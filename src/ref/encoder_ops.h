@@ -1,0 +1,36 @@
+// CPU reference programs of the vision tower and video VAE encoder ops (src/model/backend.h, "vision tower and
+// video VAE encoder ops"): gelu, rope_fp32, pos_embed_add on BF16 rows; pad_causal_reflect, group_norm_frames and
+// conv3d on channels-last [B, T, H, W, C] f32 activations. Each FP32 step is one IEEE operation in a fixed order, so
+// results never depend on the thread count. Tested in tests/ref/encoder_ops_test.cpp and, against the CUDA kernels,
+// tests/cuda/encoder_ops_test.cpp.
+#pragma once
+
+#include "ref/ref_ops.h"
+
+namespace vortex::ref {
+
+Status gelu(Tensor& x, bool tanh_approx, const RowRunner& run = run_serial);
+Status rope_fp32(Tensor& x, const Tensor& cos, const Tensor& sin, int num_heads, int head_dim,
+                 const RowRunner& run = run_serial);
+Status pos_embed_add(Tensor& x, const Tensor& table, const Tensor& index, const Tensor& weight,
+                     const RowRunner& run = run_serial);
+Status pad_causal_reflect(const Tensor& x, int front, int top, int bottom, int left, int right, Tensor& out,
+                          const RowRunner& run = run_serial);
+Status group_norm_frames(const Tensor& x, const Tensor& weight, const Tensor& bias, int groups, float eps, bool silu,
+                         Tensor& out, const RowRunner& run = run_serial);
+// Accumulates each output in FP32 over (ci, kt, kh, kw) in that order, then adds the bias: the order of the FP32
+// encoder reference (src/vae/video_vae_encoder.cpp).
+Status conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride_t, int stride_s, Tensor& out,
+              const RowRunner& run = run_serial);
+
+// Shared argument checks (also the CUDA entry points'): a contiguous 5-D [B, T, H, W, C] f32 tensor; the pad,
+// GroupNorm and convolution operands with the output shape each op writes.
+Status check_ndhwc(const Tensor& t, const char* what);
+Status check_pad_causal_reflect(const Tensor& x, int front, int top, int bottom, int left, int right,
+                                const Tensor& out);
+Status check_group_norm_frames(const Tensor& x, const Tensor& weight, const Tensor& bias, int groups,
+                               const Tensor& out);
+Status check_conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride_t, int stride_s,
+                    const Tensor& out);
+
+}  // namespace vortex::ref
