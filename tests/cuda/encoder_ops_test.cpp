@@ -1,9 +1,10 @@
 // GPU tests of the vision tower and video VAE encoder ops (src/cuda/ops/encoder_ops.h) against the CPU programs
 // (src/ref/encoder_ops.h): rope_fp32, pos_embed_add and pad_causal_reflect byte for byte; gelu within one BF16 ulp
-// (tanhf/erff of CUDA's libdevice against the host libm); group_norm_frames within 4 FP32 ulps (tree-ordered FP64
-// statistics, expf); conv3d against an FP64 convolution within a bound of its operand magnitudes: 2^-14 sum|w x| in
-// FMA math (cuDNN may pick Winograd or FFT algorithms), 2^-8 sum|w x| with TF32 operands. Fresh random inputs per run
-// (seed printed on failure), outputs poisoned with NaN before each run. Label gpu; skips without a device.
+// (tanhf/erff of CUDA's libdevice against the host libm), or 2^-22 |x| in the cancelling negative tail;
+// group_norm_frames within 4 FP32 ulps (tree-ordered FP64 statistics, expf); conv3d against an FP64 convolution within
+// a bound of its operand magnitudes: 2^-14 sum|w x| in FMA math (cuDNN may pick Winograd or FFT algorithms), 2^-8 sum|w
+// x| with TF32 operands. Fresh random inputs per run (seed printed on failure), outputs poisoned with NaN before each
+// run. Label gpu; skips without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,16 +71,22 @@ TEST_F(CudaEncoderOps, GeluWithinOneBf16Ulp) {
     Tensor d = up(host);
     ASSERT_TRUE(gpu_->gelu(d, tanh_approx).ok());
     const Tensor got = down(d);
-    int64_t exact = 0, worst = 0;
+    // Within one BF16 ulp, except in the far negative tail, where 1 + erf(x) (or 1 + tanh) cancels: there the two
+    // libms' one-ulp difference in erf/tanh is an absolute error of up to 2^-24 |x| in gelu (as in torch itself).
+    int64_t exact = 0, outside = 0;
     for (int64_t i = 0; i < want.numel(); ++i) {
-      const int a = want.data<uint16_t>()[i], b = got.data<uint16_t>()[i];
+      const uint16_t a = want.data<uint16_t>()[i], b = got.data<uint16_t>()[i];
       exact += a == b;
-      const int64_t ulps = std::abs(static_cast<int64_t>(static_cast<int16_t>(a)) - static_cast<int16_t>(b));
-      worst = std::max(worst, ulps);
+      const float fa = f32_from_bf16_bits(a), fb = f32_from_bf16_bits(b);
+      const float x = f32_from_bf16_bits(host.data<uint16_t>()[i]);
+      const double ulp = std::abs(static_cast<double>(round_bf16(std::nextafter(fa, INFINITY))) - fa);
+      const double tol = std::max(ulp, std::ldexp(std::abs(static_cast<double>(x)), -22));
+      outside += std::abs(static_cast<double>(fa) - fb) > tol;
     }
-    std::printf("gelu %s: %lld of %lld equal, worst %lld BF16 ulp\n", tanh_approx ? "tanh" : "erf",
-                static_cast<long long>(exact), static_cast<long long>(want.numel()), static_cast<long long>(worst));
-    EXPECT_LE(worst, 1) << note();
+    std::printf("gelu %s: %lld of %lld equal, %lld outside one BF16 ulp / the tail bound\n",
+                tanh_approx ? "tanh" : "erf", static_cast<long long>(exact), static_cast<long long>(want.numel()),
+                static_cast<long long>(outside));
+    EXPECT_EQ(outside, 0) << note();
     EXPECT_GE(exact, want.numel() * 99 / 100) << note();
   }
 }
