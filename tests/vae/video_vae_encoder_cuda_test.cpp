@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "gpu_test.h"
 #include "cuda/cuda_backend.h"
+#include "gpu_test.h"
 #include "vae/vae_test_util.h"
 #include "vae/video_vae_encoder.h"
 

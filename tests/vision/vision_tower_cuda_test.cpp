@@ -10,9 +10,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cuda/cuda_backend.h"
 #include "gpu_test.h"
 #include "io/safetensors.h"
-#include "cuda/cuda_backend.h"
 #include "ref/cpu_backend.h"
 #include "vae/vae_checkpoint.h"
 #include "vision/vision_tower.h"
