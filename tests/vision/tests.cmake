@@ -14,3 +14,9 @@ vortex_test(NAME conditioner_vision_test SOURCES ${CMAKE_SOURCE_DIR}/tests/visio
             LIBS vortex)
 target_compile_definitions(conditioner_vision_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
                                                            VORTEX_TE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text_encoder/fixtures")
+# The ref2va presentation (tests/vision/make_ref2va_presentation_fixtures.py) with the repository's Qwen tokenizer.
+vortex_test(NAME ref2va_presentation_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/ref2va_presentation_test.cpp
+            LIBS vortex_vision vortex_text vortex_engine nlohmann_json::nlohmann_json)
+target_compile_definitions(ref2va_presentation_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
+                                                            VORTEX_QWEN_TOKENIZER="${CMAKE_BINARY_DIR}/tests/text/qwen/qwen_tokenizer.json")
+add_dependencies(ref2va_presentation_test qwen_tokenizer_fixture)
