@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "media/ffmpeg_module.h"
 #include "media/image_reader.h"
 #include "media/mp4_writer.h"
 
@@ -260,6 +261,46 @@ std::vector<float> SincResampler::resample(const float* x, int64_t n) const {
     y[static_cast<size_t>(o)] = static_cast<float>(acc);
   }
   return y;
+}
+
+Result<DecodedAudio> read_reference_audio(const std::string& path, double max_seconds) {
+  struct Sink {
+    std::vector<std::vector<float>> channels;
+    int64_t cap = 0;  // samples per channel
+  } sink;
+  VortexAudioDecode req{};
+  req.path = path.c_str();
+  req.user = &sink;
+  req.sink = [](void* user, const float* const* planes, int channels, int samples) -> int {
+    auto& s = *static_cast<Sink*>(user);
+    if (s.channels.empty()) s.channels.resize(static_cast<size_t>(channels));
+    for (int c = 0; c < channels; ++c) {
+      auto& dst = s.channels[static_cast<size_t>(c)];
+      dst.insert(dst.end(), planes[c], planes[c] + samples);
+    }
+    return static_cast<int64_t>(s.channels[0].size()) > s.cap ? static_cast<int>(ErrorCode::kInvalidArgument) : 0;
+  };
+  // The cap comes from the header's rate, before anything is decoded.
+  auto info = probe_media(path);
+  if (!info.ok()) return info.status().with_context("reference " + path);
+  if (info->sample_rate <= 0) return invalid_argument("reference " + path + ": no audio stream");
+  sink.cap = static_cast<int64_t>(max_seconds * info->sample_rate);
+  const Status st = ffmpeg_decode_audio(req);
+  if (!st.ok()) {
+    if (!sink.channels.empty() && static_cast<int64_t>(sink.channels[0].size()) > sink.cap)
+      return invalid_argument("reference " + path + ": the audio runs past " + seconds(max_seconds));
+    return st.with_context("reference " + path);
+  }
+  if (sink.channels.empty() || sink.channels[0].empty())
+    return invalid_argument("reference " + path + ": the audio stream decodes to no samples");
+  const int64_t n = static_cast<int64_t>(sink.channels[0].size());
+  DecodedAudio out;
+  out.sample_rate = req.sample_rate;
+  out.waveform = Tensor::empty({static_cast<int64_t>(sink.channels.size()), n}, DType::kF32);
+  for (size_t c = 0; c < sink.channels.size(); ++c)
+    std::copy(sink.channels[c].begin(), sink.channels[c].end(),
+              out.waveform.data<float>() + static_cast<int64_t>(c) * n);
+  return out;
 }
 
 Result<Tensor> normalize_reference_audio(const Tensor& waveform, int sample_rate, int target_rate, int num_frames,

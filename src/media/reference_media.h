@@ -91,6 +91,15 @@ class SincResampler {
   std::vector<float> kernel_;
 };
 
+// An audio file's or a video's soundtrack, decoded as diffusers' references.py decodes it with PyAV (the first audio
+// stream, converted to planar float at its own rate and channel count): [C, N] f32 and the rate. A stream longer
+// than max_seconds is refused while decoding.
+struct DecodedAudio {
+  Tensor waveform;  // [C, N] f32
+  int sample_rate = 0;
+};
+Result<DecodedAudio> read_reference_audio(const std::string& path, double max_seconds = 16.0);
+
 // _normalize_audio_condition: waveform [C, N] f32 (C = 1 or 2) at sample_rate -> [2, M] f32 at target_rate:
 // truncated to int(num_frames / fps * sample_rate) samples at its own rate, a mono channel repeated, then resampled
 // when the rates differ.

@@ -20,6 +20,8 @@ What it writes (every value from diffusers' or torchaudio's code):
       _normalize_video_condition keeps (frames tagged with their index, on a tiny canvas rule so nothing resizes
       the tags away);
     image_sizes: the setup step's normalized size of image references of several sizes (its own __call__);
+    decoded_audio: per media file, the soundtrack MiniMaxH3AudioReference.from_file (MiniMaxH3VideoReference.from_file
+      for the video) decodes: its rate, shape and SHA-256 of the float32 samples;
     versions.
   media/: small files for the probes, written with PyAV: a 2.5 s 10 fps 64x48 video (MPEG-4 part 2) with a stereo soundtrack, a
     3 s silent video, a 3 s mono WAV, a 1 s WAV (too short), and a 5-channel WAV (too many channels), all 8-bit PCM at 8 kHz.
@@ -40,7 +42,11 @@ from safetensors.torch import save_file
 
 import diffusers
 from diffusers.image_processor import VaeImageProcessor
-from diffusers.modular_pipelines.minimax_h3 import MiniMaxH3ImageReference
+from diffusers.modular_pipelines.minimax_h3 import (
+    MiniMaxH3AudioReference,
+    MiniMaxH3ImageReference,
+    MiniMaxH3VideoReference,
+)
 from diffusers.modular_pipelines.minimax_h3.before_encoder import MiniMaxH3Ref2VASetupStep
 from diffusers.modular_pipelines.modular_pipeline import PipelineState
 
@@ -153,6 +159,20 @@ def write_media(out):
     wav(os.path.join(out, "voice_5ch.wav"), 0.5, "5.0", 5)
 
 
+def decoded_audio(media, meta):
+    # The soundtracks as references.py decodes them (PyAV, planar float at the stream's own rate).
+    meta["decoded_audio"] = []
+    for name in ("voice_mono.wav", "voice_short.wav", "voice_5ch.wav", "clip_sound.mkv"):
+        path = os.path.join(media, name)
+        if name.endswith(".mkv"):
+            ref = MiniMaxH3VideoReference.from_file(path)
+        else:
+            ref = MiniMaxH3AudioReference.from_file(path)
+        wave = ref.audio.contiguous().float()
+        meta["decoded_audio"].append({"file": name, "sample_rate": ref.sample_rate, "shape": list(wave.shape),
+                                      "sha256": hashlib.sha256(wave.numpy().tobytes()).hexdigest()})
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures", "reference"))
@@ -166,6 +186,7 @@ def main():
     frame_cases(meta)
     image_sizes(meta)
     write_media(os.path.join(args.out, "media"))
+    decoded_audio(os.path.join(args.out, "media"), meta)
     save_file(tensors, os.path.join(args.out, "audio.safetensors"))
     with open(os.path.join(args.out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)

@@ -95,6 +95,28 @@ TEST(ReferenceAudio, NormalizedSoundtracksMatchTheSetupStep) {
   EXPECT_EQ(checked, 6);
 }
 
+TEST(ReferenceAudio, DecodedSoundtracksEqualPyAV) {
+  // references.py decodes with PyAV into planar float at the stream's own rate; Vortex through FFmpeg's decoders
+  // in libvortex_ffmpeg.so with libswresample's conversions: the same samples, byte for byte.
+  int checked = 0;
+  for (const auto& c : meta()["decoded_audio"]) {
+    const std::string file = c["file"].get<std::string>();
+    auto got = read_reference_audio(dir() + "/media/" + file);
+    ASSERT_TRUE(got.ok()) << file << ": " << got.status().to_string();
+    EXPECT_EQ(got->sample_rate, c["sample_rate"].get<int>()) << file;
+    EXPECT_EQ(got->waveform.shape(), Shape(c["shape"].get<std::vector<int64_t>>())) << file;
+    EXPECT_EQ(sha256_hex(got->waveform.raw_data(), static_cast<size_t>(got->waveform.numel()) * sizeof(float)),
+              c["sha256"].get<std::string>())
+        << file;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);
+  auto capped = read_reference_audio(dir() + "/media/voice_mono.wav", 2.0);  // a 3 s clip
+  ASSERT_FALSE(capped.ok());
+  EXPECT_NE(capped.status().message().find("runs past"), std::string::npos) << capped.status().to_string();
+  EXPECT_FALSE(read_reference_audio(dir() + "/media/clip_silent.mkv").ok());  // no audio stream
+}
+
 TEST(ReferenceVideo, FrameSelectionAt24FpsMatchesTheSetupStep) {
   int checked = 0;
   for (const auto& c : meta()["frames"]) {
