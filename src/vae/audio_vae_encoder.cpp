@@ -154,12 +154,7 @@ Result<AudioVaeEncoderConfig> AudioVaeEncoderConfig::from_json(const ConfigJson&
   VORTEX_ASSIGN_OR_RETURN(c.latent_channels, j.get_int({"latent_channels"}, c.latent_channels));
   VORTEX_ASSIGN_OR_RETURN(c.num_attention_heads, j.get_int({"num_attention_heads"}, c.num_attention_heads));
   VORTEX_ASSIGN_OR_RETURN(c.sampling_rate, j.get_int({"sampling_rate"}, c.sampling_rate));
-  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> mean,
-                          j.get_numbers("latents_mean", std::vector<double>(c.latent_channels, 0.0)));
-  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> std,
-                          j.get_numbers("latents_std", std::vector<double>(c.latent_channels, 1.0)));
-  c.latents_mean.assign(mean.begin(), mean.end());
-  c.latents_std.assign(std.begin(), std.end());
+  VORTEX_RETURN_IF_ERROR(read_latent_stats(j, c.latent_channels, c.latents_mean, c.latents_std));
   VORTEX_RETURN_IF_ERROR(c.validate().with_context(j.label()));
   return c;
 }

@@ -55,6 +55,16 @@ Result<Tensor> read_weight_norm_conv(const VaeTensorSource& src, const std::stri
   return wt;
 }
 
+Status read_latent_stats(const ConfigJson& cfg, int channels, std::vector<float>& mean, std::vector<float>& std) {
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> m,
+                          cfg.get_numbers("latents_mean", std::vector<double>(static_cast<size_t>(channels), 0.0)));
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> s,
+                          cfg.get_numbers("latents_std", std::vector<double>(static_cast<size_t>(channels), 1.0)));
+  mean.assign(m.begin(), m.end());
+  std.assign(s.begin(), s.end());
+  return Status::Ok();
+}
+
 Result<Tensor> to_f32_host(const Tensor& t, std::string_view name) {
   Tensor out = Tensor::empty(t.shape(), DType::kF32);
   const int64_t n = t.numel();

@@ -65,6 +65,10 @@ VaeTensorSource synthetic_tensor_source(uint64_t seed,
 Result<Tensor> read_weight_norm_conv(const VaeTensorSource& src, const std::string& base, const Shape& shape,
                                      int64_t* params = nullptr);
 
+// A VAE config's `latents_mean` / `latents_std` (defaults: `channels` zeros / ones) as FP32; their lengths are checked
+// by the config's validate().
+Status read_latent_stats(const ConfigJson& cfg, int channels, std::vector<float>& mean, std::vector<float>& std);
+
 // Contiguous host copy of `t` as f32 (f32 / bf16 / f16 sources).
 Result<Tensor> to_f32_host(const Tensor& t, std::string_view name);
 // Contiguous host bf16 copy (RNE) of a host f32 tensor.

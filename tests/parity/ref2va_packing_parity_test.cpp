@@ -12,6 +12,7 @@
 #include "engine/run_manifest.h"  // sha256_hex
 #include "model/packing.h"
 #include "parity/parity_fixtures.h"
+#include "parity/row_timesteps.h"
 
 namespace vortex {
 namespace {
@@ -98,27 +99,11 @@ TEST(Ref2vaPackingParity, RowTimestepsThroughFinalSegments) {
     for (const auto& ts : c["timesteps"]) {
       const float tv = ts["t_video"].get<float>(), ta = ts["t_audio"].get<float>();
       // Slots: 0 video, 1 audio, 2 visual conditioning, 3 reference audio.
-      const float slot_t[4] = {tv, ta, std::max(tv, kKeyframeNoiseAug), 1.0f};
-      const SegmentTable seg = layout.final_segments(0, 1, 2, 3);
-      std::vector<float> row_t(static_cast<size_t>(seg.rows), -1.0f);
-      for (const auto& s : seg.segments)
-        for (int64_t r = s.start; r < s.stop; ++r) row_t[static_cast<size_t>(r)] = slot_t[s.table_row];
-      std::vector<float> values(row_t);  // torch.unique(sorted=True, return_inverse=True)
-      std::sort(values.begin(), values.end());
-      values.erase(std::unique(values.begin(), values.end()), values.end());
-      std::vector<std::string> bits;
-      for (float x : values) {
-        uint32_t u;
-        std::memcpy(&u, &x, 4);
-        char hex[9];
-        std::snprintf(hex, sizeof(hex), "%08x", u);
-        bits.push_back(hex);
-      }
-      EXPECT_EQ(bits, ts["values_f32_bits"].get<std::vector<std::string>>()) << "t_video " << tv;
-      std::vector<int64_t> inverse;
-      for (float t : row_t) inverse.push_back(std::lower_bound(values.begin(), values.end(), t) - values.begin());
-      EXPECT_EQ(sha256_hex(inverse.data(), inverse.size() * sizeof(int64_t)), ts["inverse_sha256"].get<std::string>())
-          << "t_video " << tv;
+      const std::vector<float> slot_t = {tv, ta, std::max(tv, kKeyframeNoiseAug), 1.0f};
+      const parity::RowTimestepSignature sig =
+          parity::row_timestep_signature(layout.final_segments(0, 1, 2, 3), slot_t);
+      EXPECT_EQ(sig.values_f32_bits, ts["values_f32_bits"].get<std::vector<std::string>>()) << "t_video " << tv;
+      EXPECT_EQ(sig.inverse_sha256, ts["inverse_sha256"].get<std::string>()) << "t_video " << tv;
       ++checked;
     }
   }

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/run_manifest.h"  // sha256_hex
+#include "vision/positions_check.h"
 #include "vision/ref2va_presentation.h"
 
 namespace vortex {
@@ -82,17 +82,7 @@ TEST(Ref2vaPresentation, EqualsDiffusersAndGetRopeIndex) {
     std::vector<int> tags;
     for (Modality m : p->tags) tags.push_back(static_cast<int>(m));  // 0 video, 1 text
     EXPECT_EQ(tags, c["tags"].get<std::vector<int>>());
-    const int64_t n = static_cast<int64_t>(p->ids.size());
-    std::vector<int64_t> pos64(static_cast<size_t>(3 * n));
-    for (int64_t i = 0; i < 3 * n; ++i) pos64[static_cast<size_t>(i)] = p->positions.data<int32_t>()[i];
-    EXPECT_EQ(sha256_hex(pos64.data(), pos64.size() * 8), c["positions_sha256"].get<std::string>());
-    if (c.contains("positions")) {
-      for (int a = 0; a < 3; ++a)
-        for (int64_t i = 0; i < n; ++i) {
-          ASSERT_EQ(pos64[static_cast<size_t>(a * n + i)], c["positions"][a][i].get<int64_t>())
-              << "axis " << a << " row " << i;
-        }
-    }
+    expect_positions_equal(p->positions, c);
     const int32_t image_pad = *qwen().token_id("<|image_pad|>"), video_pad = *qwen().token_id("<|video_pad|>");
     for (int64_t r : p->image_pad_rows) EXPECT_EQ(p->ids[static_cast<size_t>(r)], image_pad);
     for (int64_t r : p->video_pad_rows) EXPECT_EQ(p->ids[static_cast<size_t>(r)], video_pad);
