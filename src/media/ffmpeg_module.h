@@ -10,5 +10,7 @@ namespace vortex {
 
 // vortex_ffmpeg_decode_image through the loaded module (src/media/image_reader.cpp is the caller).
 Status ffmpeg_decode_image(VortexImageDecode& request);
+// vortex_ffmpeg_decode_audio through the loaded module (src/media/reference_media.cpp is the caller).
+Status ffmpeg_decode_audio(VortexAudioDecode& request);
 
 }  // namespace vortex

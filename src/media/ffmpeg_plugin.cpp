@@ -610,6 +610,104 @@ Error decode_image(VortexImageDecode& r) {
   return frame_to_rgb(frame.get(), r.codec, r.rgb, r.exact);
 }
 
+// ---- one audio stream to planar float ----
+
+// A decoded frame's samples to float, as libswresample's audioconvert.c converts them to AV_SAMPLE_FMT_FLTP.
+Error frame_to_float(const AVFrame* f, int channels, std::vector<std::vector<float>>& planes) {
+  const auto fmt = static_cast<AVSampleFormat>(f->format);
+  const bool planar = av_sample_fmt_is_planar(fmt) != 0;
+  const AVSampleFormat packed = av_get_packed_sample_fmt(fmt);
+  const int n = f->nb_samples;
+  planes.assign(static_cast<size_t>(channels), std::vector<float>(static_cast<size_t>(n)));
+  for (int c = 0; c < channels; ++c) {
+    const uint8_t* base = planar ? f->extended_data[c] : f->extended_data[0];
+    const int step = planar ? 1 : channels, off = planar ? 0 : c;
+    float* out = planes[static_cast<size_t>(c)].data();
+    for (int i = 0; i < n; ++i) {
+      const int k = i * step + off;
+      switch (packed) {
+        case AV_SAMPLE_FMT_U8:
+          out[i] = (base[k] - 0x80) * (1.0f / (1 << 7));
+          break;
+        case AV_SAMPLE_FMT_S16:
+          out[i] = reinterpret_cast<const int16_t*>(base)[k] * (1.0f / (1 << 15));
+          break;
+        case AV_SAMPLE_FMT_S32:
+          out[i] = static_cast<float>(reinterpret_cast<const int32_t*>(base)[k]) * (1.0f / (1U << 31));
+          break;
+        case AV_SAMPLE_FMT_FLT:
+          out[i] = reinterpret_cast<const float*>(base)[k];
+          break;
+        case AV_SAMPLE_FMT_DBL:
+          out[i] = static_cast<float>(reinterpret_cast<const double*>(base)[k]);
+          break;
+        default:
+          return {kUnsupported, std::string("audio sample format ") + av_get_sample_fmt_name(fmt) +
+                                    " is not read (u8, s16, s32, flt, dbl, packed or planar)"};
+      }
+    }
+  }
+  return {};
+}
+
+Error decode_audio(VortexAudioDecode& r) {
+  AVFormatContext* fc = nullptr;
+  RETURN_IF_FAILED(
+      av_check(avformat_open_input(&fc, r.path, nullptr, nullptr), std::string("avformat_open_input(") + r.path + ")"));
+  std::unique_ptr<AVFormatContext*, void (*)(AVFormatContext**)> guard(&fc, avformat_close_input);
+  RETURN_IF_FAILED(av_check(avformat_find_stream_info(fc, nullptr), "avformat_find_stream_info"));
+  int index = -1;  // the first audio stream, as diffusers' references.py takes container.streams.audio[0]
+  for (unsigned i = 0; i < fc->nb_streams && index < 0; ++i)
+    if (fc->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) index = static_cast<int>(i);
+  if (index < 0) return {kUnsupported, std::string(r.path) + " has no audio stream"};
+  const AVCodecParameters* par = fc->streams[index]->codecpar;
+  const AVCodec* codec = avcodec_find_decoder(par->codec_id);
+  if (!codec) return {kUnsupported, std::string("no decoder for ") + avcodec_get_name(par->codec_id)};
+  std::unique_ptr<AVCodecContext, void (*)(AVCodecContext*)> ctx(avcodec_alloc_context3(codec),
+                                                                 [](AVCodecContext* c) { avcodec_free_context(&c); });
+  if (!ctx) return {kOutOfMemory, "avcodec_alloc_context3 failed"};
+  RETURN_IF_FAILED(av_check(avcodec_parameters_to_context(ctx.get(), par), "avcodec_parameters_to_context"));
+  RETURN_IF_FAILED(av_check(avcodec_open2(ctx.get(), codec, nullptr), "avcodec_open2"));
+  r.sample_rate = ctx->sample_rate;
+  r.channels = ctx->ch_layout.nb_channels;
+  copy_name(r.sample_format, av_get_sample_fmt_name(ctx->sample_fmt));
+  if (r.sample_rate <= 0 || r.channels <= 0) return {kUnsupported, "the audio stream has no rate or no channels"};
+  std::unique_ptr<AVPacket, void (*)(AVPacket*)> pkt(av_packet_alloc(), [](AVPacket* p) { av_packet_free(&p); });
+  std::unique_ptr<AVFrame, void (*)(AVFrame*)> frame(av_frame_alloc(), [](AVFrame* f) { av_frame_free(&f); });
+  if (!pkt || !frame) return {kOutOfMemory, "av_packet_alloc / av_frame_alloc failed"};
+  std::vector<std::vector<float>> planes;
+  std::vector<const float*> ptrs;
+  auto drain = [&]() -> Error {
+    for (;;) {
+      const int ret = avcodec_receive_frame(ctx.get(), frame.get());
+      if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return {};
+      RETURN_IF_FAILED(av_check(ret, "avcodec_receive_frame"));
+      if (frame->ch_layout.nb_channels != r.channels)
+        return {kUnsupported, "the audio stream changes its channel count"};
+      RETURN_IF_FAILED(frame_to_float(frame.get(), r.channels, planes));
+      ptrs.clear();
+      for (const auto& p : planes) ptrs.push_back(p.data());
+      const int rc = r.sink(r.user, ptrs.data(), r.channels, frame->nb_samples);
+      av_frame_unref(frame.get());
+      if (rc != 0) return {rc, "stopped by the caller"};
+    }
+  };
+  int ret;
+  while ((ret = av_read_frame(fc, pkt.get())) >= 0) {
+    if (pkt->stream_index == index) {
+      const int sent = avcodec_send_packet(ctx.get(), pkt.get());
+      av_packet_unref(pkt.get());
+      RETURN_IF_FAILED(av_check(sent, "avcodec_send_packet"));
+      RETURN_IF_FAILED(drain());
+    } else {
+      av_packet_unref(pkt.get());
+    }
+  }
+  if (ret != AVERROR_EOF) RETURN_IF_FAILED(av_check(ret, "av_read_frame"));
+  RETURN_IF_FAILED(av_check(avcodec_send_packet(ctx.get(), nullptr), "avcodec_send_packet (flush)"));
+  return drain();
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_abi_version(void) {
@@ -659,4 +757,11 @@ extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_decode_image
   if (!request || !request->data || !request->rgb)
     return report({kInternal, "vortex_ffmpeg_decode_image: null request"}, error, error_size);
   return report(decode_image(*request), error, error_size);
+}
+
+extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_decode_audio(VortexAudioDecode* request,
+                                                                                 char* error, size_t error_size) {
+  if (!request || !request->path || !request->sink)
+    return report({kInternal, "vortex_ffmpeg_decode_audio: null request"}, error, error_size);
+  return report(decode_audio(*request), error, error_size);
 }

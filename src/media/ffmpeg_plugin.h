@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define VORTEX_FFMPEG_ABI_VERSION 3
+#define VORTEX_FFMPEG_ABI_VERSION 4
 
 typedef struct VortexMp4StreamRequest {
   const char* path;  // written in place; the caller owns temp-file naming and the atomic rename
@@ -64,6 +64,19 @@ typedef struct VortexImageDecode {
   int exact;              // out: 1 when the RGB is the decoded samples themselves (no colour conversion)
 } VortexImageDecode;
 
+// The first audio stream of a file (an audio file, or a video's soundtrack) decoded at its own rate and channel
+// count, converted to float as libswresample converts to planar float (u8: (x - 128) / 128, s16: x / 2^15,
+// s32: float(x) / 2^31, dbl: rounded), and handed to `sink` frame by frame as planar channels. A sink that returns
+// nonzero stops the decode (that value is returned).
+typedef int (*VortexAudioSink)(void* user, const float* const* planes, int channels, int samples);
+typedef struct VortexAudioDecode {
+  const char* path;
+  VortexAudioSink sink;
+  void* user;
+  int sample_rate, channels;  // out
+  char sample_format[32];     // out: the decoder's sample format
+} VortexAudioDecode;
+
 int vortex_ffmpeg_abi_version(void);
 // Opens the file, both encoders and the header; *out owns everything (release with vortex_ffmpeg_stream_free).
 int vortex_ffmpeg_stream_open(const VortexMp4StreamRequest* request, VortexMp4Stream** out, VortexMp4EncoderInfo* info,
@@ -76,6 +89,8 @@ void vortex_ffmpeg_stream_free(VortexMp4Stream* stream);
 // Decodes one still image (see VortexImageDecode).
 int vortex_ffmpeg_decode_image(VortexImageDecode* request, char* error, size_t error_size);
 int vortex_ffmpeg_probe(const char* path, VortexMediaInfo* info, char* error, size_t error_size);
+// Decodes one audio stream (see VortexAudioDecode).
+int vortex_ffmpeg_decode_audio(VortexAudioDecode* request, char* error, size_t error_size);
 
 #ifdef __cplusplus
 }

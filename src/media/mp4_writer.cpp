@@ -33,6 +33,7 @@ struct Plugin {
   decltype(&vortex_ffmpeg_stream_free) free = nullptr;
   decltype(&vortex_ffmpeg_probe) probe = nullptr;
   decltype(&vortex_ffmpeg_decode_image) decode_image = nullptr;
+  decltype(&vortex_ffmpeg_decode_audio) decode_audio = nullptr;
 };
 
 // Candidates in order: $VORTEX_FFMPEG_PLUGIN, next to the executable, <exe>/../lib/vortex, the loader path.
@@ -71,7 +72,9 @@ Plugin load_plugin() {
     p.probe = reinterpret_cast<decltype(&vortex_ffmpeg_probe)>(dlsym(handle, "vortex_ffmpeg_probe"));
     p.decode_image =
         reinterpret_cast<decltype(&vortex_ffmpeg_decode_image)>(dlsym(handle, "vortex_ffmpeg_decode_image"));
-    if (!abi || !p.open || !p.write || !p.finish || !p.free || !p.probe || !p.decode_image ||
+    p.decode_audio =
+        reinterpret_cast<decltype(&vortex_ffmpeg_decode_audio)>(dlsym(handle, "vortex_ffmpeg_decode_audio"));
+    if (!abi || !p.open || !p.write || !p.finish || !p.free || !p.probe || !p.decode_image || !p.decode_audio ||
         abi() != VORTEX_FFMPEG_ABI_VERSION) {
       tried += "\n  " + path + ": not a matching Vortex FFmpeg module (ABI " +
                std::to_string(VORTEX_FFMPEG_ABI_VERSION) + ")";
@@ -199,6 +202,12 @@ Status ffmpeg_decode_image(VortexImageDecode& request) {
   VORTEX_RETURN_IF_ERROR(mp4_support());
   char error[1024] = {0};
   return from_plugin(plugin().decode_image(&request, error, sizeof(error)), error);
+}
+
+Status ffmpeg_decode_audio(VortexAudioDecode& request) {
+  VORTEX_RETURN_IF_ERROR(mp4_support());
+  char error[1024] = {0};
+  return from_plugin(plugin().decode_audio(&request, error, sizeof(error)), error);
 }
 
 Result<MediaInfo> probe_media(const std::string& path) {

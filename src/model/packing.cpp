@@ -1,11 +1,12 @@
-// Request packing for t2va and fl2va (research §2.5-2.7, §7.2): frame snapping, latent grid, the packed order
-// [text | keyframe conditions | audio L | audio R | video], per-row modality, FP64 RoPE positions (the same
-// formulas and operation order as ComfyUI comfy/ldm/minimax/model.py PackedLayout and diffusers'
-// build_packed_sequence), segment tables, and (un)patchify between latents and packed rows. RoPE cos/sin
-// tables live in rope.cpp.
+// Request packing for t2va, fl2va and ref2va (research §2.5-2.7, §7.2): frame snapping, latent grid, the packed
+// order [text | keyframe conditions or reference blocks | audio L | audio R | video], per-row modality, FP64 RoPE
+// positions (the same formulas and operation order as ComfyUI comfy/ldm/minimax/model.py PackedLayout and diffusers'
+// build_packed_sequence / build_ref2va_packed_sequence), segment tables, and (un)patchify between latents and
+// packed rows. RoPE cos/sin tables live in rope.cpp.
 // Tested in tests/model/packing_test.cpp (canonical 37,810-row request, positions, round trips).
 #include "model/packing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -125,6 +126,57 @@ Result<RequestGeometry> make_geometry(const ModelConfig& cfg, int width, int hei
 
 const char* keyframe_anchor_name(KeyframeAnchor anchor) { return anchor == KeyframeAnchor::kFirst ? "first" : "last"; }
 
+namespace {
+
+Status check_reference(const ReferenceBlock& r, size_t index) {
+  const std::string at = "pack_request: reference " + std::to_string(index) + " (" + reference_kind_name(r.kind) + ")";
+  const bool visual = r.kind != ReferenceKind::kAudio;
+  if (visual && (r.latent_frames <= 0 || r.latent_h <= 0 || r.latent_w <= 0 || r.latent_h % 2 || r.latent_w % 2))
+    return invalid_argument(at + " needs positive latent frames and even latent height and width, got " +
+                            std::to_string(r.latent_frames) + " x " + std::to_string(r.latent_h) + " x " +
+                            std::to_string(r.latent_w));
+  if (r.kind == ReferenceKind::kImage && (r.latent_frames != 1 || r.audio_latents != 0))
+    return invalid_argument(at + " is one latent frame without audio");
+  if (r.kind == ReferenceKind::kAudio && (r.audio_latents <= 0 || r.latent_frames || r.latent_h || r.latent_w))
+    return invalid_argument(at + " needs audio latents and no video geometry");
+  if (r.audio_latents < 0) return invalid_argument(at + " has a negative audio length");
+  return Status::Ok();
+}
+
+// One channel-major audio block from `row`: n latents per channel at rotary time t + j, h = 0, w at the two ends
+// of `w_grid` (left channel first), tagged audio (diffusers' _fill_audio_positions).
+void fill_audio_rows(PackedLayout& layout, int64_t row, int n, double t, const std::vector<double>& w_grid) {
+  for (int ch = 0; ch < 2; ++ch) {
+    const double w = ch == 0 ? w_grid.front() : w_grid.back();
+    for (int j = 0; j < n; ++j) {
+      const size_t r = static_cast<size_t>(row + static_cast<int64_t>(ch) * n + j);
+      layout.positions[r] = {t + static_cast<double>(j), 0.0, w};
+      layout.modality[r] = Modality::kAudio;
+    }
+  }
+}
+
+// `frames` latent frames of an (h_grid x w_grid) block from `row`, frame-major, at origin + the sequential FP64
+// cumsum of the frames' spans (diffusers' _temporal_position_grid); returns the sum of all spans.
+double fill_video_rows(PackedLayout& layout, int64_t row, int frames, double origin, const std::vector<double>& h_grid,
+                       const std::vector<double>& w_grid) {
+  const int64_t per = static_cast<int64_t>(h_grid.size() * w_grid.size());
+  double offset = 0.0;
+  for (int k = 0; k < frames; ++k) {
+    const double t = origin + offset;
+    offset += kFrameRescale * static_cast<double>(kFramesPerLatent[k % 5]);
+    for (size_t hi = 0; hi < h_grid.size(); ++hi)
+      for (size_t wi = 0; wi < w_grid.size(); ++wi) {
+        const size_t r = static_cast<size_t>(row + k * per + static_cast<int64_t>(hi * w_grid.size() + wi));
+        layout.positions[r] = {t, h_grid[hi], w_grid[wi]};
+        layout.modality[r] = Modality::kVideo;
+      }
+  }
+  return offset;
+}
+
+}  // namespace
+
 Result<PackedLayout> pack_request(const ModelConfig& cfg, const RequestGeometry& geo,
                                   const std::vector<Modality>& text_modality) {
   if (geo.latent_h <= 0 || geo.latent_w <= 0 || geo.latent_h % 2 || geo.latent_w % 2 || geo.latent_frames <= 0 ||
@@ -135,6 +187,9 @@ Result<PackedLayout> pack_request(const ModelConfig& cfg, const RequestGeometry&
   if (geo.video_rows != geo.latent_frames * frame_rows || geo.audio_rows != 2LL * geo.audio_latents) {
     return invalid_argument("pack_request: geometry row counts are inconsistent (build it with make_geometry)");
   }
+  if (!geo.keyframes.empty() && !geo.references.empty())
+    return invalid_argument("pack_request: a request has keyframes (fl2va) or references (ref2va), not both");
+  for (size_t i = 0; i < geo.references.size(); ++i) VORTEX_RETURN_IF_ERROR(check_reference(geo.references[i], i));
   PackedLayout layout;
   layout.geo = geo;
   const int64_t total = geo.total_rows();
@@ -176,38 +231,49 @@ Result<PackedLayout> pack_request(const ModelConfig& cfg, const RequestGeometry&
       }
   }
 
-  // Audio rows, channel-major: left j = 0..Ta-1 at w = w_grid.front(), then right at w = w_grid.back().
-  const int64_t a0 = geo.audio_start();
-  for (int ch = 0; ch < 2; ++ch) {
-    const double w = ch == 0 ? w_grid.front() : w_grid.back();
-    for (int j = 0; j < geo.audio_latents; ++j) {
-      const size_t r = static_cast<size_t>(a0 + static_cast<int64_t>(ch) * geo.audio_latents + j);
-      layout.positions[r] = {cursor + static_cast<double>(j), 0.0, w};
-      layout.modality[r] = Modality::kAudio;
+  // ref2va reference blocks, in packed order. `clock` is the shared audio/video rotary clock: it starts where the
+  // text rows end and each block advances it by the time it occupies (an image: 1; an audio clip: its latents; a
+  // video: the larger of its soundtrack's latents and the sequential sum of its frames' spans).
+  double clock = cursor;
+  int64_t row = geo.condition_start() + static_cast<int64_t>(geo.keyframes.size()) * frame_rows;
+  for (const ReferenceBlock& ref : geo.references) {
+    if (ref.kind == ReferenceKind::kAudio) {
+      fill_audio_rows(layout, row, ref.audio_latents, clock, w_grid);  // the target's width grid
+      row += ref.audio_rows();
+      clock += static_cast<double>(ref.audio_latents);
+      continue;
     }
+    const double ref_area = std::sqrt(static_cast<double>(ref.latent_h) * static_cast<double>(ref.latent_w));
+    const std::vector<double> rh = axis_grid(ref.latent_h, ref_area), rw = axis_grid(ref.latent_w, ref_area);
+    if (ref.kind == ReferenceKind::kImage) {
+      fill_video_rows(layout, row, 1, clock, rh, rw);
+      row += ref.video_rows();
+      clock += 1.0;  // one integer rotary slot, not a latent frame's 5/3
+      continue;
+    }
+    // A video's soundtrack rows come first, on the video's own width grid, at the video's origin.
+    fill_audio_rows(layout, row, ref.audio_latents, clock, rw);
+    row += ref.audio_rows();
+    const double span = fill_video_rows(layout, row, ref.latent_frames, clock, rh, rw);
+    row += ref.video_rows();
+    clock += std::max(static_cast<double>(ref.audio_latents), span);
   }
 
-  // Video rows, frame-major then (h, w) row-major. Frame time = L + exclusive cumsum of (5/3) * span(k)
-  // (ComfyUI _video_t_grid; equals L + (5/3) * pixel_start(k) up to FP64 summation rounding).
-  const int64_t v0 = geo.video_start();
-  double t_offset = 0.0;
-  for (int k = 0; k < geo.latent_frames; ++k) {
-    const double t = cursor + t_offset;
-    t_offset += kFrameRescale * static_cast<double>(kFramesPerLatent[k % 5]);
-    for (size_t hi = 0; hi < h_grid.size(); ++hi) {
-      for (size_t wi = 0; wi < w_grid.size(); ++wi) {
-        const size_t r = static_cast<size_t>(v0 + k * frame_rows + static_cast<int64_t>(hi * w_grid.size() + wi));
-        layout.positions[r] = {t, h_grid[hi], w_grid[wi]};
-        layout.modality[r] = Modality::kVideo;
-      }
-    }
-  }
+  // The generated audio rows, channel-major: left j = 0..Ta-1 at w = w_grid.front(), then right at w_grid.back(),
+  // from the clock the reference blocks left (the text length L without references).
+  fill_audio_rows(layout, geo.audio_start(), geo.audio_latents, clock, w_grid);
+
+  // The generated video rows, frame-major then (h, w) row-major. Frame time = origin + exclusive cumsum of (5/3) *
+  // span(k) (ComfyUI _video_t_grid; equals origin + (5/3) * pixel_start(k) up to FP64 summation rounding).
+  fill_video_rows(layout, geo.video_start(), geo.latent_frames, clock, h_grid, w_grid);
   (void)cfg;
   return layout;
 }
 
-SegmentTable PackedLayout::block_segments(int video_slot, int audio_slot, int condition_slot) const {
+SegmentTable PackedLayout::block_segments(int video_slot, int audio_slot, int condition_slot,
+                                          int reference_audio_slot) const {
   if (condition_slot < 0) condition_slot = video_slot;
+  if (reference_audio_slot < 0) reference_audio_slot = audio_slot;
   SegmentTable t;
   t.rows = geo.total_rows();
   auto add = [&](int64_t start, int64_t stop, int32_t row) {
@@ -218,33 +284,48 @@ SegmentTable PackedLayout::block_segments(int video_slot, int audio_slot, int co
       t.segments.push_back({start, stop, row});
     }
   };
-  // Text rows in runs of one modality (a vision block is tagged video and modulated as video).
-  for (int64_t i = geo.text_start(); i < geo.condition_start();) {
-    int64_t j = i;
-    while (j < geo.condition_start() && modality[static_cast<size_t>(j)] == modality[static_cast<size_t>(i)]) ++j;
-    add(i, j, video_slot * kNumModalities + static_cast<int>(modality[static_cast<size_t>(i)]));
-    i = j;
-  }
-  add(geo.condition_start(), geo.audio_start(), condition_slot * kNumModalities + static_cast<int>(Modality::kVideo));
+  // Rows [begin, end) in runs of one modality, each run at the table row `row_of(modality)`.
+  auto add_runs = [&](int64_t begin, int64_t end, auto row_of) {
+    for (int64_t i = begin; i < end;) {
+      int64_t j = i;
+      while (j < end && modality[static_cast<size_t>(j)] == modality[static_cast<size_t>(i)]) ++j;
+      add(i, j, row_of(modality[static_cast<size_t>(i)]));
+      i = j;
+    }
+  };
+  // Text rows (a vision block is tagged video and modulated as video, at the video slot).
+  add_runs(geo.text_start(), geo.condition_start(),
+           [&](Modality m) { return video_slot * kNumModalities + static_cast<int>(m); });
+  // Conditioning rows: visual ones at the condition slot, reference audio at its own.
+  add_runs(geo.condition_start(), geo.audio_start(), [&](Modality m) {
+    return (m == Modality::kAudio ? reference_audio_slot : condition_slot) * kNumModalities + static_cast<int>(m);
+  });
   add(geo.audio_start(), geo.video_start(), audio_slot * kNumModalities + static_cast<int>(Modality::kAudio));
   add(geo.video_start(), t.rows, video_slot * kNumModalities + static_cast<int>(Modality::kVideo));
   return t;
 }
 
-SegmentTable PackedLayout::final_segments(int video_slot, int audio_slot, int condition_slot) const {
+SegmentTable PackedLayout::final_segments(int video_slot, int audio_slot, int condition_slot,
+                                          int reference_audio_slot) const {
   if (condition_slot < 0) condition_slot = video_slot;
+  if (reference_audio_slot < 0) reference_audio_slot = audio_slot;
   SegmentTable t;
   t.rows = geo.total_rows();
   auto add = [&](int64_t start, int64_t stop, int32_t row) {
     if (stop <= start) return;
-    if (!t.segments.empty() && t.segments.back().table_row == row) {
+    if (!t.segments.empty() && t.segments.back().table_row == row && t.segments.back().stop == start) {
       t.segments.back().stop = stop;  // text and video share the video slot; merge when adjacent
     } else {
       t.segments.push_back({start, stop, row});
     }
   };
   add(geo.text_start(), geo.condition_start(), video_slot);
-  add(geo.condition_start(), geo.audio_start(), condition_slot);
+  for (int64_t i = geo.condition_start(); i < geo.audio_start();) {
+    int64_t j = i;
+    while (j < geo.audio_start() && modality[static_cast<size_t>(j)] == modality[static_cast<size_t>(i)]) ++j;
+    add(i, j, modality[static_cast<size_t>(i)] == Modality::kAudio ? reference_audio_slot : condition_slot);
+    i = j;
+  }
   add(geo.audio_start(), geo.video_start(), audio_slot);
   add(geo.video_start(), t.rows, video_slot);
   return t;

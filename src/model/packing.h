@@ -1,14 +1,16 @@
-// Request packing for t2va and fl2va (research §2.5-2.7, §7.2): frame snapping, latent grid, packed order
-// [text | keyframe conditions | audio L | audio R | video], per-row (timestep slot, modality), segment tables,
-// RoPE positions and BF16 cos/sin tables, and (un)patchify between latents and packed rows.
+// Request packing for t2va, fl2va and ref2va (research §2.5-2.7, §7.2): frame snapping, latent grid, packed order
+// [text | keyframe conditions or reference blocks | audio L | audio R | video], per-row (timestep slot, modality),
+// segment tables, RoPE positions and BF16 cos/sin tables, and (un)patchify between latents and packed rows.
 // Canonical request (1344x768, 124 frames, 100 text rows) -> 37,810 rows. Tested in tests/model/packing_test.cpp;
-// the fl2va layout against diffusers in tests/parity/fl2va_packing_parity_test.cpp.
+// the fl2va layout against diffusers in tests/parity/fl2va_packing_parity_test.cpp, the ref2va layout in
+// tests/parity/ref2va_packing_parity_test.cpp.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <vector>
 
+#include "core/reference_kind.h"
 #include "model/segments.h"
 #include "vortex/config.h"
 #include "vortex/status.h"
@@ -25,6 +27,17 @@ const char* keyframe_anchor_name(KeyframeAnchor anchor);  // "first" | "last"
 // keyframe_noise_aug); their AdaLN timestep is max(t_video, kKeyframeNoiseAug) (build_row_timesteps).
 constexpr float kKeyframeNoiseAug = 0.999f;
 
+// One ref2va reference block (diffusers' MiniMaxH3Ref2VAPrepareLayoutStep.build_ref2va_packed_sequence), its
+// geometry being the shape of what the reference encoders made of it.
+struct ReferenceBlock {
+  ReferenceKind kind = ReferenceKind::kImage;
+  int latent_frames = 0, latent_h = 0, latent_w = 0;  // image (1 frame) and video: the VAE latents' shape
+  int audio_latents = 0;  // per channel: an audio reference's, or a video's soundtrack (0: a silent video)
+  int64_t video_rows() const { return static_cast<int64_t>(latent_frames) * (latent_h / 2) * (latent_w / 2); }
+  int64_t audio_rows() const { return 2LL * audio_latents; }
+  int64_t rows() const { return video_rows() + audio_rows(); }
+};
+
 struct RequestGeometry {
   int width = 0, height = 0;       // pixels; multiples of 32 (validated)
   int frames_requested = 0;        // pixel frames as asked for
@@ -38,8 +51,18 @@ struct RequestGeometry {
   // fl2va: one conditioning block of (latent_h/2)*(latent_w/2) rows per keyframe, in packed order, between the
   // text and the audio (diffusers' build_packed_sequence). Empty for t2va.
   std::vector<KeyframeAnchor> keyframes;
+  // ref2va: the reference blocks in packed order, between the text and the generated audio: an image's video
+  // rows; an audio clip's rows (left, then right); a video's soundtrack rows, then its video rows. Each block
+  // advances the shared rotary clock the generated rows start from. Empty for t2va and fl2va.
+  std::vector<ReferenceBlock> references;
   int64_t frame_rows() const { return static_cast<int64_t>(latent_h / 2) * (latent_w / 2); }
-  int64_t condition_rows() const { return static_cast<int64_t>(keyframes.size()) * frame_rows(); }
+  int64_t reference_rows() const {
+    int64_t n = 0;
+    for (const ReferenceBlock& r : references) n += r.rows();
+    return n;
+  }
+  // Every row between the text and the generated audio: keyframe conditions or reference blocks.
+  int64_t condition_rows() const { return static_cast<int64_t>(keyframes.size()) * frame_rows() + reference_rows(); }
   int64_t total_rows() const { return text_rows + condition_rows() + audio_rows + video_rows; }
   int64_t text_start() const { return 0; }
   int64_t condition_start() const { return text_rows; }
@@ -60,12 +83,16 @@ struct PackedLayout {
   RequestGeometry geo;
   std::vector<std::array<double, 3>> positions;  // [S] (t, h, w) in FP64, research §2.5
   std::vector<Modality> modality;                // [S]
-  // Block AdaLN segments for the given table slots of t_video / t_audio / the keyframe conditioning
-  // (row = slot * 3 + tag; condition_slot < 0: the video slot). Text rows tagged video (an fl2va vision
-  // block) take the video row of the video slot.
-  SegmentTable block_segments(int video_slot, int audio_slot, int condition_slot = -1) const;
-  // Final-layer segments (row = slot; text rows use the video slot, conditioning rows condition_slot).
-  SegmentTable final_segments(int video_slot, int audio_slot, int condition_slot = -1) const;
+  // Block AdaLN segments for the given table slots of t_video / t_audio / the visual conditioning rows / the
+  // reference audio rows (row = slot * 3 + tag; condition_slot < 0: the video slot; reference_audio_slot < 0: the
+  // audio slot). Text rows tagged video (a vision block) take the video row of the video slot. diffusers'
+  // build_row_timesteps holds visual conditioning rows at max(t_video, 0.999) and reference audio at 1.0.
+  SegmentTable block_segments(int video_slot, int audio_slot, int condition_slot = -1,
+                              int reference_audio_slot = -1) const;
+  // Final-layer segments (row = slot; text rows use the video slot, visual conditioning rows condition_slot,
+  // reference audio rows reference_audio_slot).
+  SegmentTable final_segments(int video_slot, int audio_slot, int condition_slot = -1,
+                              int reference_audio_slot = -1) const;
 };
 // text_modality: the modality of every text row (empty: all text). fl2va tags the rows of a keyframe's vision
 // block kVideo (MiniMaxH3FL2VATextEncoderStep); only kText and kVideo are accepted.

@@ -102,12 +102,7 @@ Result<AudioVaeConfig> AudioVaeConfig::from_json(const ConfigJson& j) {
     }
   }
   VORTEX_ASSIGN_OR_RETURN(c.sampling_rate, j.get_int({"sampling_rate"}, c.sampling_rate));
-  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> mean,
-                          j.get_numbers("latents_mean", std::vector<double>(c.latent_channels, 0.0)));
-  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> std,
-                          j.get_numbers("latents_std", std::vector<double>(c.latent_channels, 1.0)));
-  c.latents_mean.assign(mean.begin(), mean.end());
-  c.latents_std.assign(std.begin(), std.end());
+  VORTEX_RETURN_IF_ERROR(read_latent_stats(j, c.latent_channels, c.latents_mean, c.latents_std));
   VORTEX_RETURN_IF_ERROR(c.validate());
   return c;
 }
@@ -193,26 +188,9 @@ Result<std::unique_ptr<AudioVae>> AudioVae::from_source(const AudioVaeConfig& cf
     return t;
   };
   auto up = [&](const Tensor& t) { return backend.upload(t); };
-  // weight-norm (torch.nn.utils.weight_norm, dim 0): w = g * v / ||v||, the norm over all dims but 0, in FP64.
-  // Files that store the folded `.weight` are accepted too.
+  // weight-norm (torch.nn.utils.weight_norm, dim 0), folded in FP64 (read_weight_norm_conv).
   auto conv_weight = [&](const std::string& base, const Shape& shape) -> Result<Tensor> {
-    auto g = src(base + ".weight_g", {shape[0], 1, 1});
-    if (!g.ok() && g.status().code() == ErrorCode::kNotFound) {
-      VORTEX_ASSIGN_OR_RETURN(Tensor wt, get(base + ".weight", shape));
-      return up(wt);
-    }
-    if (!g.ok()) return g.status();
-    params += g->numel();
-    VORTEX_ASSIGN_OR_RETURN(Tensor v, get(base + ".weight_v", shape));
-    Tensor wt = Tensor::empty(shape, DType::kF32);
-    const int64_t rows = shape[0], per = v.numel() / rows;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* vr = v.data<float>() + r * per;
-      double ss = 0.0;
-      for (int64_t i = 0; i < per; ++i) ss += static_cast<double>(vr[i]) * vr[i];
-      const double scale = static_cast<double>(g->data<float>()[r]) / std::sqrt(ss);
-      for (int64_t i = 0; i < per; ++i) wt.data<float>()[r * per + i] = static_cast<float>(vr[i] * scale);
-    }
+    VORTEX_ASSIGN_OR_RETURN(Tensor wt, read_weight_norm_conv(src, base, shape, &params));
     return up(wt);
   };
   auto filter = [&](const std::string& name, double cutoff, double half_width) -> Result<Tensor> {

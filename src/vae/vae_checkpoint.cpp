@@ -28,6 +28,43 @@ uint64_t name_hash(const std::string& name) {  // FNV-1a: a stable per-tensor se
 
 }  // namespace
 
+Result<Tensor> read_weight_norm_conv(const VaeTensorSource& src, const std::string& base, const Shape& shape,
+                                     int64_t* params) {
+  auto count = [&](const Tensor& t) {
+    if (params != nullptr) *params += t.numel();
+  };
+  auto g = src(base + ".weight_g", {shape[0], 1, 1});
+  if (!g.ok() && g.status().code() == ErrorCode::kNotFound) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor wt, src(base + ".weight", shape));
+    count(wt);
+    return wt;
+  }
+  if (!g.ok()) return g.status();
+  count(*g);
+  VORTEX_ASSIGN_OR_RETURN(Tensor v, src(base + ".weight_v", shape));
+  count(v);
+  Tensor wt = Tensor::empty(shape, DType::kF32);
+  const int64_t rows = shape[0], per = v.numel() / rows;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* vr = v.data<float>() + r * per;
+    double ss = 0.0;
+    for (int64_t i = 0; i < per; ++i) ss += static_cast<double>(vr[i]) * vr[i];
+    const double scale = static_cast<double>(g->data<float>()[r]) / std::sqrt(ss);
+    for (int64_t i = 0; i < per; ++i) wt.data<float>()[r * per + i] = static_cast<float>(vr[i] * scale);
+  }
+  return wt;
+}
+
+Status read_latent_stats(const ConfigJson& cfg, int channels, std::vector<float>& mean, std::vector<float>& std) {
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> m,
+                          cfg.get_numbers("latents_mean", std::vector<double>(static_cast<size_t>(channels), 0.0)));
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> s,
+                          cfg.get_numbers("latents_std", std::vector<double>(static_cast<size_t>(channels), 1.0)));
+  mean.assign(m.begin(), m.end());
+  std.assign(s.begin(), s.end());
+  return Status::Ok();
+}
+
 Result<Tensor> to_f32_host(const Tensor& t, std::string_view name) {
   Tensor out = Tensor::empty(t.shape(), DType::kF32);
   const int64_t n = t.numel();

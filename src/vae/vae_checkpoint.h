@@ -59,6 +59,16 @@ Status check_unexpected_vae_tensors(const VaeFolder& folder, const std::vector<s
 VaeTensorSource synthetic_tensor_source(uint64_t seed,
                                         std::function<std::pair<float, float>(const std::string&, const Shape&)> init);
 
+// A torch.nn.utils.weight_norm (dim 0) convolution weight of `shape` read from `<base>.weight_g` / `<base>.weight_v`
+// and folded in FP64, w = fp32(g * v / ||v||) with the norm over all dims but 0; a source that stores the folded
+// `<base>.weight` is read as is. `params` (when given) counts the stored elements read.
+Result<Tensor> read_weight_norm_conv(const VaeTensorSource& src, const std::string& base, const Shape& shape,
+                                     int64_t* params = nullptr);
+
+// A VAE config's `latents_mean` / `latents_std` (defaults: `channels` zeros / ones) as FP32; their lengths are checked
+// by the config's validate().
+Status read_latent_stats(const ConfigJson& cfg, int channels, std::vector<float>& mean, std::vector<float>& std);
+
 // Contiguous host copy of `t` as f32 (f32 / bf16 / f16 sources).
 Result<Tensor> to_f32_host(const Tensor& t, std::string_view name);
 // Contiguous host bf16 copy (RNE) of a host f32 tensor.

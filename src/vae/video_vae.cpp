@@ -89,12 +89,7 @@ Result<VideoVaeConfig> VideoVaeConfig::from_json(const ConfigJson& j) {
   c.norm_eps = static_cast<float>(norm_eps);
   VORTEX_ASSIGN_OR_RETURN(c.clip_length, j.get_int({"clip_length"}, c.clip_length));
   VORTEX_ASSIGN_OR_RETURN(c.token_drop, j.get_int({"token_drop"}, c.token_drop));
-  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> mean,
-                          j.get_numbers("latents_mean", std::vector<double>(c.latent_channels, 0.0)));
-  VORTEX_ASSIGN_OR_RETURN(const std::vector<double> std,
-                          j.get_numbers("latents_std", std::vector<double>(c.latent_channels, 1.0)));
-  c.latents_mean.assign(mean.begin(), mean.end());
-  c.latents_std.assign(std.begin(), std.end());
+  VORTEX_RETURN_IF_ERROR(read_latent_stats(j, c.latent_channels, c.latents_mean, c.latents_std));
   VORTEX_RETURN_IF_ERROR(c.validate());
   return c;
 }

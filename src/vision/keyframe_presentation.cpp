@@ -6,27 +6,29 @@
 
 namespace vortex {
 
-Result<Tensor> mrope_positions_with_images(const std::vector<int32_t>& ids, int32_t image_pad_id,
+Result<Tensor> mrope_positions_with_vision(const std::vector<int32_t>& ids, const std::vector<int32_t>& pad_ids,
                                            const std::vector<std::pair<int, int>>& grids, int merge) {
-  if (merge <= 0) return invalid_argument("mrope_positions_with_images: merge must be positive");
+  if (merge <= 0) return invalid_argument("mrope_positions_with_vision: merge must be positive");
   const int64_t n = static_cast<int64_t>(ids.size());
   Tensor positions = Tensor::empty({3, n}, DType::kI32);
   int32_t* pos = positions.data<int32_t>();
+  auto is_pad = [&](int32_t id) { return std::find(pad_ids.begin(), pad_ids.end(), id) != pad_ids.end(); };
   int64_t cur = 0;
   size_t image = 0;
-  // Runs of text (every id but the image pad) and of image pads, one image per pad run.
+  // Runs of text (every id but a pad) and runs of one pad id, one vision grid per pad run.
   for (int64_t i = 0; i < n;) {
-    const bool is_pad = ids[static_cast<size_t>(i)] == image_pad_id;
+    const int32_t id = ids[static_cast<size_t>(i)];
+    const bool pad = is_pad(id);
     int64_t j = i;
-    while (j < n && (ids[static_cast<size_t>(j)] == image_pad_id) == is_pad) ++j;
-    if (!is_pad) {
+    while (j < n && (pad ? ids[static_cast<size_t>(j)] == id : !is_pad(ids[static_cast<size_t>(j)]))) ++j;
+    if (!pad) {
       for (int64_t k = i; k < j; ++k) pos[k] = pos[n + k] = pos[2 * n + k] = static_cast<int32_t>(cur + (k - i));
       cur += j - i;
     } else {
-      if (image >= grids.size()) return invalid_argument("more image-pad runs than image grids");
+      if (image >= grids.size()) return invalid_argument("more vision-pad runs than vision grids");
       const int rows = grids[image].first / merge, cols = grids[image].second / merge;
       if (j - i != static_cast<int64_t>(rows) * cols)
-        return invalid_argument("image-pad run " + std::to_string(image + 1) + " has " + std::to_string(j - i) +
+        return invalid_argument("vision-pad run " + std::to_string(image + 1) + " has " + std::to_string(j - i) +
                                 " tokens where its grid has " + std::to_string(rows * cols));
       for (int64_t k = i; k < j; ++k) {
         const int64_t q = k - i;
@@ -39,8 +41,13 @@ Result<Tensor> mrope_positions_with_images(const std::vector<int32_t>& ids, int3
     }
     i = j;
   }
-  if (image != grids.size()) return invalid_argument("fewer image-pad runs than image grids");
+  if (image != grids.size()) return invalid_argument("fewer vision-pad runs than vision grids");
   return positions;
+}
+
+Result<Tensor> mrope_positions_with_images(const std::vector<int32_t>& ids, int32_t image_pad_id,
+                                           const std::vector<std::pair<int, int>>& grids, int merge) {
+  return mrope_positions_with_vision(ids, {image_pad_id}, grids, merge);
 }
 
 Result<KeyframePresentation> build_keyframe_presentation(const Tokenizer& tokenizer,

@@ -24,8 +24,11 @@ struct KeyframePresentation {
   std::vector<int64_t> image_pad_rows;  // where the vision tokens go, in order (all keyframes)
 };
 
-// get_rope_index for one sequence: runs of image_pad_id are images (grids in order), everything else text.
-// Returns [3, L] i32 (t, h, w).
+// get_rope_index for one sequence: each run of one of pad_ids (<|image_pad|>, <|video_pad|>) is a vision block
+// of one frame (grids in sequence order), everything else text. Returns [3, L] i32 (t, h, w).
+Result<Tensor> mrope_positions_with_vision(const std::vector<int32_t>& ids, const std::vector<int32_t>& pad_ids,
+                                           const std::vector<std::pair<int, int>>& grids, int merge);
+// mrope_positions_with_vision over image pads only (fl2va).
 Result<Tensor> mrope_positions_with_images(const std::vector<int32_t>& ids, int32_t image_pad_id,
                                            const std::vector<std::pair<int, int>>& grids, int merge);
 

@@ -9,3 +9,9 @@ target_compile_definitions(stream_mux_test PRIVATE VORTEX_VAE_FIXTURES="${CMAKE_
 vortex_test(NAME image_test SOURCES ${CMAKE_SOURCE_DIR}/tests/media/image_test.cpp
             LIBS vortex_media nlohmann_json::nlohmann_json OpenSSL::Crypto)
 target_compile_definitions(image_test PRIVATE VORTEX_IMAGE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/images")
+# ref2va reference media: probes, limits, 24 fps frame selection, soundtrack resampling against diffusers and
+# torchaudio (fixtures made by tests/media/make_reference_fixtures.py and committed).
+vortex_test(NAME reference_media_test SOURCES ${CMAKE_SOURCE_DIR}/tests/media/reference_media_test.cpp
+            LIBS vortex_media vortex_engine vortex_io nlohmann_json::nlohmann_json)
+target_compile_definitions(reference_media_test
+                           PRIVATE VORTEX_REFERENCE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/reference")

@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "model/packing.h"
 #include "parity/parity_fixtures.h"
+#include "parity/row_timesteps.h"
 
 namespace vortex {
 namespace {
@@ -79,29 +80,11 @@ TEST(Fl2vaPackingParity, RowTimestepsThroughFinalSegments) {
     SCOPED_TRACE(b.what);
     for (const auto& ts : c["timesteps"]) {
       const float tv = ts["t_video"].get<float>(), ta = ts["t_audio"].get<float>();
-      const float slot_t[3] = {tv, ta, std::max(tv, kKeyframeNoiseAug)};
+      const std::vector<float> slot_t = {tv, ta, std::max(tv, kKeyframeNoiseAug)};
       // Per-row timestep from the final-layer segments (slots: 0 video, 1 audio, 2 conditioning).
-      const SegmentTable seg = b.layout.final_segments(0, 1, 2);
-      std::vector<float> row_t(static_cast<size_t>(seg.rows), -1.0f);
-      for (const auto& s : seg.segments)
-        for (int64_t r = s.start; r < s.stop; ++r) row_t[static_cast<size_t>(r)] = slot_t[s.table_row];
-      // torch.unique(sorted=True, return_inverse=True)
-      std::vector<float> values(row_t);
-      std::sort(values.begin(), values.end());
-      values.erase(std::unique(values.begin(), values.end()), values.end());
-      std::vector<std::string> bits;
-      for (float v : values) {
-        uint32_t u;
-        std::memcpy(&u, &v, 4);
-        char hex[9];
-        std::snprintf(hex, sizeof(hex), "%08x", u);
-        bits.push_back(hex);
-      }
-      EXPECT_EQ(bits, ts["values_f32_bits"].get<std::vector<std::string>>()) << "t_video " << tv;
-      std::vector<int64_t> inverse;
-      for (float t : row_t) inverse.push_back(std::lower_bound(values.begin(), values.end(), t) - values.begin());
-      EXPECT_EQ(sha256_hex(inverse.data(), inverse.size() * sizeof(int64_t)), ts["inverse_sha256"].get<std::string>())
-          << "t_video " << tv;
+      const parity::RowTimestepSignature sig = parity::row_timestep_signature(b.layout.final_segments(0, 1, 2), slot_t);
+      EXPECT_EQ(sig.values_f32_bits, ts["values_f32_bits"].get<std::vector<std::string>>()) << "t_video " << tv;
+      EXPECT_EQ(sig.inverse_sha256, ts["inverse_sha256"].get<std::string>()) << "t_video " << tv;
       ++checked;
     }
   }

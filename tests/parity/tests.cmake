@@ -21,3 +21,7 @@ target_compile_definitions(diffusers_parity_gpu_test PRIVATE VORTEX_PARITY_FIXTU
 vortex_test(NAME fl2va_packing_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/fl2va_packing_parity_test.cpp
             LIBS vortex_model vortex_io vortex_engine nlohmann_json::nlohmann_json)
 target_compile_definitions(fl2va_packing_parity_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}")
+# ref2va packing (tests/parity/make_ref2va_fixtures.py): reference blocks, positions, tags, row timesteps.
+vortex_test(NAME ref2va_packing_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/ref2va_packing_parity_test.cpp
+            LIBS vortex_model vortex_io vortex_engine nlohmann_json::nlohmann_json)
+target_compile_definitions(ref2va_packing_parity_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}")

@@ -46,3 +46,8 @@ if(TARGET vortex_cuda)
   target_link_libraries(fl2va_encoders_bench PRIVATE vortex_vision vortex_vae vortex_cuda vortex_profiling)
   target_compile_options(fl2va_encoders_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()
+# The audio VAE encoder (Ref2VA soundtracks) against diffusers (tests/vae/make_audio_encoder_fixtures.py).
+vortex_test(NAME audio_vae_encoder_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/audio_vae_encoder_test.cpp
+            LIBS vortex_vae vortex_engine nlohmann_json::nlohmann_json)
+target_compile_definitions(audio_vae_encoder_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}"
+                                                          VORTEX_RELEASE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/fixtures/release")

@@ -5,7 +5,7 @@ vortex_test(NAME vision_tower_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/visi
 target_compile_definitions(vision_tower_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures")
 # The fl2va presentation (tests/vision/make_presentation_fixtures.py) with the repository's Qwen tokenizer.
 vortex_test(NAME presentation_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/presentation_test.cpp
-            LIBS vortex_vision vortex_text nlohmann_json::nlohmann_json OpenSSL::Crypto)
+            LIBS vortex_vision vortex_text vortex_engine nlohmann_json::nlohmann_json)
 target_compile_definitions(presentation_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
                                                      VORTEX_QWEN_TOKENIZER="${CMAKE_BINARY_DIR}/tests/text/qwen/qwen_tokenizer.json")
 add_dependencies(presentation_test qwen_tokenizer_fixture)
@@ -20,3 +20,9 @@ if(TARGET vortex_cuda)
               LIBS vortex_vision vortex_vae vortex_io vortex_cuda vortex_ref nlohmann_json::nlohmann_json GPU)
   target_compile_definitions(vision_tower_cuda_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures")
 endif()
+# The ref2va presentation (tests/vision/make_ref2va_presentation_fixtures.py) with the repository's Qwen tokenizer.
+vortex_test(NAME ref2va_presentation_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/ref2va_presentation_test.cpp
+            LIBS vortex_vision vortex_text vortex_engine nlohmann_json::nlohmann_json)
+target_compile_definitions(ref2va_presentation_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
+                                                            VORTEX_QWEN_TOKENIZER="${CMAKE_BINARY_DIR}/tests/text/qwen/qwen_tokenizer.json")
+add_dependencies(ref2va_presentation_test qwen_tokenizer_fixture)
