@@ -52,6 +52,7 @@ struct GenerateArgs {
   std::string precision = "bf16";
   std::string adaln_weights = "auto";  // auto | device | host (PipelineOptions::adaln_weights)
   std::string max_vram;                // GB; empty: the free device memory
+  std::string max_host_ram;            // GB; empty: 90% of the available host memory
   std::string attention;               // empty: the backend policy's (sdpa on the CPU)
   std::string switches;                // run-time switches over the backend policy (apply_switches syntax)
   std::string cuda_graph;              // off | on | auto: appended to the switches as cuda_graph=...
@@ -257,6 +258,12 @@ int run_generate(GenerateArgs a, CLI::App& sub, int device) {
     if (end == a.max_vram.c_str() || *end != '\0' || !(p.max_vram_gb > 0.0))
       return fail(2, "--max-vram expects a positive number of GB, got '" + a.max_vram + "'");
   }
+  if (!a.max_host_ram.empty()) {
+    char* end = nullptr;
+    p.max_host_ram_gb = std::strtod(a.max_host_ram.c_str(), &end);
+    if (end == a.max_host_ram.c_str() || *end != '\0' || !(p.max_host_ram_gb > 0.0))
+      return fail(2, "--max-host-ram expects a positive number of GB, got '" + a.max_host_ram + "'");
+  }
   p.switches = a.switches;
   if (!a.cuda_graph.empty()) p.switches += (p.switches.empty() ? "" : ",") + std::string("cuda_graph=") + a.cuda_graph;
   q.attention = a.attention;
@@ -368,6 +375,10 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--max-vram", args->max_vram,
                   "device memory budget in GB (10^9 bytes) for weights, activations and workspaces, enforced by the "
                   "allocator (default: the free device memory)")
+      ->type_name("GB");
+  sub->add_option("--max-host-ram", args->max_host_ram,
+                  "page-locked host memory budget in GB (10^9 bytes) for weights kept in host memory; past it they "
+                  "stream from the checkpoint's files with direct reads (default: 90% of the available host memory)")
       ->type_name("GB");
   sub->add_option("--adaln-weights", args->adaln_weights,
                   "auto | device | host: where the blocks' AdaLN projections live (host: page-locked memory, read "

@@ -26,6 +26,7 @@ struct SynthArgs {
   std::string seed = "0";
   std::string layout = "original";
   std::string shard_size_gb;
+  int layers = 0;  // > 0: the first `layers` main blocks of the config only
   bool overwrite = false;
   bool quiet = false;
   std::string snapshot, tokenizer, vae, audio_vae;
@@ -67,6 +68,12 @@ int run_synth(const SynthArgs& args) {
   if (!config.ok()) return fail_args(config.status().message());
   SynthCheckpointOptions opt;
   opt.config = *config;
+  if (args.layers != 0) {
+    if (args.layers < 1 || args.layers > config->num_layers)
+      return fail_args("--layers must be in [1, " + std::to_string(config->num_layers) + "] for " + config->name +
+                       ", got " + std::to_string(args.layers));
+    opt.config.num_layers = args.layers;
+  }
   opt.out = args.out;
   opt.overwrite = args.overwrite;
   if (opt.out.empty()) return fail_args("--out FILE is required (.safetensors or .safetensors.index.json)");
@@ -116,6 +123,10 @@ void register_synth(CLI::App& app, CommandContext& ctx) {
       ->type_name("NAME");
   sub->add_option("--shard-size-gb", args->shard_size_gb, "Shard size in GiB (default: one file; 5 for h3)")
       ->type_name("FLOAT");
+  sub->add_option("--layers", args->layers,
+                  "Keep only the first N main blocks (config.json says N): a smaller file of the same block shapes, "
+                  "for measurements where the whole model does not fit the disk")
+      ->type_name("N");
   sub->add_flag("--overwrite", args->overwrite,
                 "Replace existing outputs (checkpoint, index, config.json), only if Vortex wrote them");
   sub->add_flag("--quiet", args->quiet, "No progress output");

@@ -423,6 +423,11 @@ Status CudaBackend::wait(const Fence* fence) {
   return Status::Ok();
 }
 
+Status CudaBackend::wait_host(const Fence* fence) {
+  if (const auto* f = dynamic_cast<const CudaFence*>(fence)) VORTEX_CUDA_CHECK(cudaEventSynchronize(f->event));
+  return Status::Ok();
+}
+
 Result<LinearWeight> CudaBackend::quantize_weight(const LinearWeight& w, QuantFormat format) {
   const Tensor& x = w.weight;
   if (w.format != QuantFormat::kNone || !x.defined() || x.device() != Device::kCuda || x.dtype() != DType::kBF16 ||

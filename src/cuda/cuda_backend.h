@@ -158,6 +158,7 @@ class CudaBackend : public Backend {
   Result<std::shared_ptr<Fence>> copy_async(const std::vector<std::pair<Tensor, Tensor>>& copies,
                                             const Fence* after) override;
   Status wait(const Fence* fence) override;
+  Status wait_host(const Fence* fence) override;
   // FP8 (gemm/fp8_quantize.cu) and NVFP4 (cuda_ops::nvfp4_quantize, dynamic global scale) on the stream.
   Result<LinearWeight> quantize_weight(const LinearWeight& w, QuantFormat format) override;
   // Creates the cuBLASLt engine, and the cuDNN SDPA engine or NVFP4 GEMM when `opts` selects them.

@@ -19,6 +19,7 @@
 #include "core/rng.h"
 #include "core/strings.h"
 #include "engine/decode.h"
+#include "engine/host_weight_fill.h"
 #include "engine/precision.h"
 #include "engine/preview.h"
 #include "engine/prompt_encoder.h"
@@ -53,6 +54,28 @@ constexpr double kSlowCpuRunSeconds = 3600.0;
 constexpr double kLoadReportSeconds = 0.25;
 
 // "blocks.{i}.adaln_proj.linear.weight": a main block's AdaLN projection (the one placed by adaln_weights).
+// Why the transformer's weights cannot stream from the checkpoint's files ("" when they can): a direct read gives
+// the bytes as stored, so they must be the bytes the model runs (docs/memory.md "Streaming from disk").
+std::string disk_stream_refusal(const PipelineOptions& o) {
+  if (o.synthetic_weights || o.checkpoint_path.empty()) return "synthetic weights have no file (give --checkpoint)";
+  if (o.precision != "bf16")
+    return "--precision " + o.precision + " converts the weights at load, and a direct read gives them as stored";
+  if (!o.loras.empty()) return "load-time --lora adapters are merged into the weights";
+  Result<CheckpointInfo> info = inspect_checkpoint(o.checkpoint_path);
+  if (!info.ok()) return info.status().message();
+  if (!info->quantized_layers.empty()) return "the checkpoint holds quantized layers";
+  if (info->layout == CheckpointLayout::kOriginal || info->layout == CheckpointLayout::kDiffusers)
+    return std::string("the checkpoint's ") + checkpoint_layout_name(info->layout) +
+           " layout stores QKV rows (or names) otherwise than the model reads them; a ComfyUI-layout file streams";
+  return "";
+}
+
+uint64_t model_bytes_of(const std::map<std::string, Tensor>& tensors) {
+  uint64_t n = 0;
+  for (const auto& [name, t] : tensors) n += t.nbytes();
+  return n;
+}
+
 bool is_block_adaln_weight(const std::string& name) {
   static constexpr std::string_view kSuffix = ".adaln_proj.linear.weight";
   return name.rfind("blocks.", 0) == 0 && name.size() > kSuffix.size() &&
@@ -567,10 +590,24 @@ Result<ResidencyPlan> Pipeline::residency_plan(std::optional<uint64_t> reserve) 
       budget = *free + backend_->memory_in_use();  // what is free plus what this pipeline holds already
     }
   }
-  return plan_residency(cfg_, options_, weights_bytes, decoders_device_bytes_, budget, options_.max_vram_gb > 0.0,
-                        reserve          ? *reserve
-                        : reserve_bytes_ ? *reserve_bytes_
-                                         : canonical_activation_bytes(cfg_, options_));
+  VORTEX_ASSIGN_OR_RETURN(
+      ResidencyPlan plan,
+      plan_residency(cfg_, options_, weights_bytes, decoders_device_bytes_, budget, options_.max_vram_gb > 0.0,
+                     reserve          ? *reserve
+                     : reserve_bytes_ ? *reserve_bytes_
+                                      : canonical_activation_bytes(cfg_, options_)));
+  if (options_.backend == "cpu") return plan;  // the device is the host: nothing is page-locked
+  std::optional<uint64_t> host_budget;
+  if (options_.max_host_ram_gb > 0.0) {
+    host_budget = static_cast<uint64_t>(options_.max_host_ram_gb * 1e9);
+  } else if (std::optional<uint64_t> available = available_host_memory()) {
+    host_budget = *available / 10 * 9;
+  }
+  if (host_budget) {
+    const std::string refusal = plan.host_bytes() > *host_budget ? disk_stream_refusal(options_) : std::string();
+    VORTEX_RETURN_IF_ERROR(apply_host_budget(plan, *host_budget, options_.max_host_ram_gb > 0.0, refusal));
+  }
+  return plan;
 }
 
 void Pipeline::reserve_for(const RunPlan& plan) {
@@ -592,6 +629,8 @@ Status Pipeline::load_weights(ProgressSink& progress) {
   progress.stage(options_.synthetic_weights ? "synthesizing weights" : "loading weights");
   const auto t_load = Clock::now();
   H3Weights weights;
+  DeferredWeights deferred;   // weights streamed from the checkpoint's files (residency.blocks/adaln_from_disk)
+  bool adaln_filled = false;  // a checkpoint's projections were read straight into host memory (HostWeightFill)
   // AdaLN projections bound for host memory leave the device as soon as each is made (when no load-time adapter
   // merges into them first), so they never occupy it together.
   const bool adaln_host_early = options_.adaln_weights_on_host() && options_.loras.empty();
@@ -617,12 +656,48 @@ Status Pipeline::load_weights(ProgressSink& progress) {
     VORTEX_ASSIGN_OR_RETURN(weights, synthesize_weights(cfg_, *backend_, options_.weights_seed, after_each));
   } else {
     std::vector<std::string> load_notes;  // dtype conversions of a diffusers folder
+    // AdaLN projections bound for host memory: read from the files into page-locked memory on a thread of their own
+    // while the rest loads (engine/host_weight_fill.h); a file that stores them otherwise loads and moves them after.
+    std::unique_ptr<HostWeightFill> adaln_fill;
+    if (options_.adaln_weights_on_host() && options_.loras.empty() && !residency.adaln_from_disk) {
+      Result<std::unique_ptr<HostWeightFill>> f = HostWeightFill::start(
+          *backend_, options_.checkpoint_path, cfg_, is_block_adaln_weight, /*threaded=*/options_.device == 0);
+      if (f.ok()) adaln_fill = std::move(f).value();
+    }
+    if (residency.adaln_from_disk || residency.blocks_from_disk || adaln_fill) {  // left in the files here
+      deferred.wanted = [&residency, resident_blocks, filled = adaln_fill != nullptr](const std::string& name) {
+        return ((residency.adaln_from_disk || filled) && is_block_adaln_weight(name)) ||
+               (residency.blocks_from_disk && streamed_gemm_weight(name, resident_blocks));
+      };
+    }
     Result<H3Weights> loaded =
-        load_checkpoint(options_.checkpoint_path, cfg_, *backend_, CheckpointLayout::kAuto, &load_notes);
+        load_checkpoint(options_.checkpoint_path, cfg_, *backend_, CheckpointLayout::kAuto, &load_notes, &deferred);
     for (const std::string& n : load_notes) progress.note(n);
     if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), options_.checkpoint_path);
+    if (!deferred.refused.empty())
+      return unsupported("cannot stream from disk: " + deferred.refused.front() + " (" +
+                         std::to_string(deferred.refused.size()) + " weights)");
     weights = std::move(*loaded);
-    VORTEX_RETURN_IF_ERROR(check_weights_finite(weights, *backend_, options_.checkpoint_path,
+    if (adaln_fill) {
+      Result<std::map<std::string, Tensor>> filled = adaln_fill->finish();
+      VORTEX_RETURN_IF_ERROR(filled.status());
+      const std::map<std::string, Tensor>& host = *filled;
+      for (auto& [name, t] : h3_tensor_slots(weights)) {
+        auto it = host.find(name);
+        if (it == host.end()) continue;
+        *t = it->second;
+        deferred.extents.erase(name);
+      }
+      adaln_filled = true;
+      progress.note("AdaLN projections read into page-locked host memory beside the load (" +
+                    format_gb(model_bytes_of(host)) + " in " + std::to_string(adaln_fill->seconds()).substr(0, 5) +
+                    " s)");
+    }
+    // Weights left in the files are not scanned here (their placeholders are never read).
+    H3Weights scanned = weights;
+    for (auto& [name, t] : h3_tensor_slots(scanned))
+      if (deferred.extents.count(name) != 0) *t = Tensor();
+    VORTEX_RETURN_IF_ERROR(check_weights_finite(scanned, *backend_, options_.checkpoint_path,
                                                 "the checkpoint is damaged (download it again)"));
   }
   if (!options_.loras.empty()) {
@@ -649,13 +724,17 @@ Status Pipeline::load_weights(ProgressSink& progress) {
   VORTEX_RETURN_IF_ERROR(backend_->synchronize());
   VORTEX_RETURN_IF_ERROR(backend_->release_cached_memory());  // the BF16 originals' blocks
   model_ = std::make_unique<H3Model>(cfg_, *backend_, std::move(weights), exec_);
+  std::shared_ptr<DirectFileReader> disk;
+  if (!deferred.extents.empty()) disk = std::make_shared<DirectFileReader>(deferred.extents);
   if (resident_blocks < cfg_.num_layers) {
     progress.stage("streaming blocks " + std::to_string(resident_blocks) + ".." + std::to_string(cfg_.num_layers - 1) +
-                   " from host memory");
-    VORTEX_RETURN_IF_ERROR(model_->stream_blocks(resident_blocks));
+                   (residency.blocks_from_disk ? " from disk (direct reads)" : " from host memory"));
+    VORTEX_RETURN_IF_ERROR(model_->stream_blocks(resident_blocks, residency.blocks_from_disk ? disk : nullptr));
   }
-  if (options_.adaln_weights_on_host()) {
-    if (!(adaln_host_early && options_.synthetic_weights))
+  if (residency.adaln_from_disk) {
+    VORTEX_RETURN_IF_ERROR(model_->place_adaln_weights(AdalnWeightPlace::kDisk, disk));
+  } else if (options_.adaln_weights_on_host()) {
+    if (!(adaln_host_early && options_.synthetic_weights) && !adaln_filled)
       progress.stage("moving the AdaLN projections to host memory (" + format_gb(model_->adaln_weight_bytes()) + ")");
     VORTEX_RETURN_IF_ERROR(model_->place_adaln_weights(AdalnWeightPlace::kHost));
   }

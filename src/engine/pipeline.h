@@ -79,6 +79,9 @@ struct PipelineOptions {
   // activations, workspaces. The backend's allocator enforces it (an allocation past it fails with kOutOfMemory);
   // the residency plan and every request's estimate are checked against it first. 0: the free device memory.
   double max_vram_gb = 0.0;
+  // Page-locked host memory budget in GB (10^9 bytes) for weights kept in host memory; 0: 90% of the available host
+  // memory. Weights past it stream from the checkpoint's files (residency.h apply_host_budget).
+  double max_host_ram_gb = 0.0;
   bool adaln_weights_on_host() const {
     return backend != "cpu" && (adaln_weights == "host" || adaln_weights == "auto");
   }

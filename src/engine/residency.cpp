@@ -50,6 +50,12 @@ uint64_t ResidencyPlan::resident_device_bytes() const {
   return n;
 }
 
+uint64_t ResidencyPlan::host_bytes() const {
+  uint64_t n = 0;
+  for (const ResidencyItem& i : items) n += i.host_bytes;
+  return n;
+}
+
 std::vector<std::string> ResidencyPlan::lines() const {
   std::vector<std::string> out;
   for (const ResidencyItem& i : items) {
@@ -67,11 +73,18 @@ std::vector<std::string> ResidencyPlan::lines() const {
          "checked before its first step)";
   }
   out.push_back(b);
+  if (host_budget) {
+    out.push_back("page-locked host memory: " + format_gb(host_bytes()) + " of a budget of " + format_gb(*host_budget) +
+                  (host_budget_is_flag ? " (--max-host-ram)" : " (90% of the available host memory)"));
+  }
   out.push_back("weights uploaded per request: " + format_gb(per_request_upload_bytes) +
                 "; per step: " + format_gb(per_step_upload_bytes) +
                 (per_step_upload_bytes == 0 ? " (every step runs on resident weights)"
-                                            : " (page-locked host memory -> device, overlapped with the blocks "
-                                              "before; a step waits only where a copy outlasts them)"));
+                 : blocks_from_disk
+                     ? " (direct reads from the checkpoint's files into page-locked staging, then the copy engine; "
+                       "a step waits on the disk)"
+                     : " (page-locked host memory -> device, overlapped with the blocks "
+                       "before; a step waits only where a copy outlasts them)"));
   return out;
 }
 
@@ -174,6 +187,49 @@ Result<ResidencyPlan> plan_residency(const ModelConfig& cfg, const PipelineOptio
     plan.items.push_back(vae);
   }
   return plan;
+}
+
+Status apply_host_budget(ResidencyPlan& plan, uint64_t host_budget, bool budget_is_flag,
+                         const std::string& disk_refusal) {
+  plan.host_budget = host_budget;
+  plan.host_budget_is_flag = budget_is_flag;
+  if (plan.host_bytes() <= host_budget) return Status::Ok();
+  const uint64_t wanted = plan.host_bytes();
+  if (!disk_refusal.empty()) {
+    return invalid_argument("not enough host memory: the plan keeps " + format_gb(wanted) +
+                            " of weights in page-locked host memory but the budget is " + format_gb(host_budget) +
+                            (budget_is_flag ? " (--max-host-ram)" : " (90% of the available host memory)") +
+                            ", and they cannot stream from disk: " + disk_refusal);
+  }
+  const uint64_t slot = plan.block_gemm_bytes;
+  for (ResidencyItem& i : plan.items) {
+    if (i.host_bytes == 0) continue;
+    const bool adaln = i.component.rfind("AdaLN", 0) == 0;
+    if (adaln) {  // cheaper to read from disk than the blocks: once per request, not every step
+      const uint64_t per_block = plan.num_blocks > 0 ? i.host_bytes / static_cast<uint64_t>(plan.num_blocks) : 0;
+      i.place = "disk (the checkpoint's files)";
+      i.moves = "each read once per request with direct reads into two page-locked staging buffers (" +
+                format_gb(2 * per_block) + "), then uploaded, before step 1, to compute every step's tables";
+      i.host_bytes = std::min(i.host_bytes, 2 * per_block);
+      plan.adaln_from_disk = true;
+      if (plan.host_bytes() <= host_budget) return Status::Ok();
+    }
+  }
+  for (ResidencyItem& i : plan.items) {
+    if (i.host_bytes == 0 || i.component.rfind("transformer", 0) != 0) continue;
+    i.place = "device + disk (the checkpoint's files)";
+    i.moves = "blocks " + std::to_string(plan.resident_blocks) + ".." + std::to_string(plan.num_blocks - 1) +
+              " read their GEMM weights from disk every step (direct reads into two page-locked staging sets of " +
+              format_gb(slot) + "), two blocks ahead through two device slots";
+    i.host_bytes = std::min(i.host_bytes, 2 * slot);
+    plan.blocks_from_disk = true;
+  }
+  if (plan.host_bytes() <= host_budget) return Status::Ok();
+  return invalid_argument("not enough host memory: even streaming from disk, the plan keeps " +
+                          format_gb(plan.host_bytes()) +
+                          " in page-locked host memory (staging buffers) but the budget "
+                          "is " +
+                          format_gb(host_budget) + (budget_is_flag ? " (--max-host-ram)" : ""));
 }
 
 Status check_residency(const ResidencyPlan& plan) {

@@ -2,7 +2,8 @@
 // host memory, disk), what moves per request and per step (streamed blocks), and the device budget it must fit
 // (--max-vram, else the free device memory). Pipeline::load_weights builds and prints it before any weight is loaded
 // and refuses a resident set larger than the budget; the CUDA allocator enforces the budget afterwards
-// (CachingAllocator::set_limit). Tested in tests/engine/residency_test.cpp.
+// (CachingAllocator::set_limit); page-locked host memory has a budget too (apply_host_budget). Tested in
+// tests/engine/residency_test.cpp.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,14 @@ struct ResidencyPlan {
   int num_blocks = 0;
   int resident_blocks = 0;
   uint64_t block_gemm_bytes = 0;
+  // Host memory (docs/memory.md "Streaming from disk"): what the plan keeps page-locked must fit `host_budget`
+  // (--max-host-ram, else most of the available host memory); what does not is read from the checkpoint's files.
+  std::optional<uint64_t> host_budget;
+  bool host_budget_is_flag = false;
+  bool adaln_from_disk = false;   // the AdaLN projections: read from disk once per request
+  bool blocks_from_disk = false;  // the streamed blocks: read from disk every step
   uint64_t resident_device_bytes() const;
+  uint64_t host_bytes() const;
   // One line per component, then the budget and the per-request / per-step traffic.
   std::vector<std::string> lines() const;
 };
@@ -68,6 +76,13 @@ uint64_t canonical_activation_bytes(const ModelConfig& cfg, const PipelineOption
 // The device memory a request's AdaLN tables take (H3Model::precompute_adaln): `steps` entries of two timestep rows
 // for every block and the final layer, plus the buffer a host-resident projection is uploaded into.
 uint64_t adaln_request_bytes(const ModelConfig& cfg, const PipelineOptions& options, int steps);
+
+// The host-memory rule: when the plan's page-locked bytes (host AdaLN projections, streamed blocks) pass
+// `host_budget`, the AdaLN projections are read from the checkpoint's files instead (once per request), and if that
+// is not enough the streamed blocks too (every step), each through two page-locked staging buffers. `disk_refusal`
+// is empty when the weights can stream from disk, else why not (then an over-budget plan is kInvalidArgument).
+Status apply_host_budget(ResidencyPlan& plan, uint64_t host_budget, bool budget_is_flag,
+                         const std::string& disk_refusal);
 
 // kInvalidArgument naming the components when the resident set exceeds the budget (before any weight loads).
 Status check_residency(const ResidencyPlan& plan);

@@ -542,10 +542,18 @@ Result<H3Weights> load_diffusers(const std::string& path, const Opened& o, const
 }  // namespace
 
 Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& config, Backend& backend,
-                                  CheckpointLayout layout_override, std::vector<std::string>* notes) {
+                                  CheckpointLayout layout_override, std::vector<std::string>* notes,
+                                  DeferredWeights* deferred) {
   VORTEX_RETURN_IF_ERROR(config.validate());
   VORTEX_ASSIGN_OR_RETURN(Opened o, open_and_inspect(path, layout_override));
-  if (o.info.layout == CheckpointLayout::kDiffusers) return load_diffusers(path, o, config, backend, notes);
+  if (o.info.layout == CheckpointLayout::kDiffusers) {
+    if (deferred != nullptr && deferred->wanted) {
+      for (const TensorSpec& spec : h3_tensor_specs(config))
+        if (deferred->wanted(spec.name))
+          deferred->refused.push_back(spec.name + ": a diffusers file stores it renamed and split");
+    }
+    return load_diffusers(path, o, config, backend, notes);
+  }
   const SafetensorsSet& set = o.set;
   const CheckpointInfo& info = o.info;
   const std::string& prefix = info.key_prefix;
@@ -636,6 +644,8 @@ Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& co
     if (!entry_of(spec.name)) continue;
     const std::string layer = spec.name.substr(0, spec.name.size() - (ends_with(spec.name, ".weight") ? 7 : 0));
     if (auto qh = quantized_host.find(layer); qh != quantized_host.end()) {
+      if (deferred != nullptr && deferred->wanted && deferred->wanted(spec.name))
+        deferred->refused.push_back(spec.name + ": a quantized layer (its scales load with it)");
       const LinearWeight& host = qh->second;
       LinearWeight& lw = *linears.at(layer);
       lw.format = host.format;
@@ -651,6 +661,17 @@ Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& co
       }
       continue;
     }
+    const bool wanted = deferred != nullptr && deferred->wanted && deferred->wanted(spec.name);
+    if (wanted && !(interleaved_file && is_qkv_weight_name(spec.name))) {
+      // The stored bytes are the loaded bytes (pass 1 checked dtype and shape): left in the file.
+      const SafetensorsSet::Ref* r = set.find(prefix + spec.name);
+      const SafetensorsFile& file = set.files()[r->file];
+      const SafetensorsEntry& e = set.entry(*r);
+      deferred->extents[spec.name] = FileExtent{file.path(), file.header().data_offset + e.begin, e.bytes()};
+      VORTEX_ASSIGN_OR_RETURN(*slots[i].second, set.tensor(prefix + spec.name));  // placeholder: never read here
+      continue;
+    }
+    if (wanted) deferred->refused.push_back(spec.name + ": the file stores QKV rows per-head interleaved");
     VORTEX_ASSIGN_OR_RETURN(Tensor host, set.tensor(prefix + spec.name));
     if (interleaved_file && is_qkv_weight_name(spec.name)) {
       Tensor blocked = Tensor::empty(host.shape(), host.dtype());
@@ -660,6 +681,31 @@ Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& co
     VORTEX_ASSIGN_OR_RETURN(*slots[i].second, backend.upload(host));
   }
   return w;
+}
+
+Result<std::map<std::string, FileExtent>> checkpoint_extents(const std::string& path, const ModelConfig& config,
+                                                             const std::function<bool(const std::string&)>& wanted) {
+  VORTEX_ASSIGN_OR_RETURN(Opened o, open_and_inspect(path, CheckpointLayout::kAuto));
+  if (o.info.layout == CheckpointLayout::kDiffusers)
+    return unsupported(path + ": a diffusers file stores weights renamed and split; they cannot be read as stored");
+  std::set<std::string> quantized;
+  for (const LayerQuantInfo& q : o.info.quantized_layers) quantized.insert(q.layer + ".weight");
+  std::map<std::string, FileExtent> out;
+  for (const TensorSpec& spec : h3_tensor_specs(config)) {
+    if (!wanted(spec.name)) continue;
+    const SafetensorsSet::Ref* r = o.set.find(o.info.key_prefix + spec.name);
+    if (r == nullptr) return format_error(path + ": no tensor " + spec.name);
+    const SafetensorsEntry& e = o.set.entry(*r);
+    if (quantized.count(spec.name) != 0 || e.dtype != spec.dtype || e.shape != spec.shape)
+      return unsupported(path + ": " + spec.name + " is stored as " + shape_to_string(e.shape) + " " +
+                         dtype_name(e.dtype) + (quantized.count(spec.name) != 0 ? " (quantized)" : "") +
+                         ", not as the model reads it");
+    if (o.info.layout == CheckpointLayout::kOriginal && is_qkv_weight_name(spec.name))
+      return unsupported(path + ": " + spec.name + " is stored with per-head-interleaved rows");
+    const SafetensorsFile& file = o.set.files()[r->file];
+    out[spec.name] = FileExtent{file.path(), file.header().data_offset + e.begin, e.bytes()};
+  }
+  return out;
 }
 
 // ---- config -----------------------------------------------------------------------------------

@@ -7,11 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "io/direct_reader.h"
 #include "io/safetensors.h"
 #include "model/backend.h"
 #include "model/h3_weights.h"
@@ -95,9 +97,24 @@ std::string checkpoint_report_json(const CheckpointInfo& info);  // pretty JSON 
 // torch_dtype of save_pretrained, so a tensor whose dtype differs from h3_spec is converted when that
 // is safe: BF16 -> F32 widening (exact), F32 -> BF16 round-to-nearest-even for tensors the model reads
 // as BF16 anyway; each conversion is summarised in `notes` (when given). Other dtypes are refused.
+// `deferred` (optional): weights left in the files for streaming from disk (docs/memory.md "Streaming from disk").
+// Each spec name `wanted` accepts whose stored bytes are the loaded bytes (a plain tensor of the spec's dtype, not a
+// quantized layer, not a per-head-interleaved QKV, not a diffusers file) is not uploaded: its slot holds a host view
+// of the file's mapping (a placeholder for its shape and dtype, never read by the loader) and `extents` its byte
+// range; a wanted name whose stored bytes differ loads as usual and is listed in `refused` with the reason.
+struct DeferredWeights {
+  std::function<bool(const std::string&)> wanted;
+  std::map<std::string, FileExtent> extents;
+  std::vector<std::string> refused;
+};
 Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& config, Backend& backend,
                                   CheckpointLayout layout_override = CheckpointLayout::kAuto,
-                                  std::vector<std::string>* notes = nullptr);
+                                  std::vector<std::string>* notes = nullptr, DeferredWeights* deferred = nullptr);
+// Where each spec weight of `config` that `wanted` accepts lies in the checkpoint's files, without loading anything;
+// kUnsupported naming a weight whose stored bytes are not the loaded bytes (another dtype or shape, a quantized
+// layer, per-head-interleaved QKV rows, a diffusers file), kFormat for a missing one.
+Result<std::map<std::string, FileExtent>> checkpoint_extents(const std::string& path, const ModelConfig& config,
+                                                             const std::function<bool(const std::string&)>& wanted);
 
 // The config of a checkpoint: `config.json` in its folder (the folder itself when `path` is one), else
 // inferred from tensor shapes. Each dimension is inferred from every tensor that carries it (majority),

@@ -413,6 +413,12 @@ class Backend {
     (void)fence;
     return Status::Ok();
   }
+  // Blocks the calling thread until `fence` has passed (null: returns at once): the host memory a copy_async read may
+  // then be rewritten (streaming from disk reuses its page-locked staging buffers).
+  virtual Status wait_host(const Fence* fence) {
+    (void)fence;
+    return Status::Ok();
+  }
   // GEMM weight quantization at load, on this backend's device: `w` a BF16 [N, K] weight (format kNone) held by this
   // backend -> `format`: kFp8Scaled (per tensor: scale = amax/448, E4M3 RNE satfinite) or kNvfp4 (E2M1 with tiled
   // E4M3 block scales, global scale from amax/2688, comfy-kitchen's CUDA encode), the bytes of the host quantizers

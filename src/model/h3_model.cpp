@@ -569,6 +569,10 @@ Status H3Model::compute_adaln_entries(const std::vector<std::vector<float>>& set
   for (int i = 0; i < cfg_.num_layers; ++i) {
     const H3BlockWeights& b = weights_.blocks[static_cast<size_t>(i)];
     Tensor w = b.adaln_proj_linear_weight;
+    if (adaln_disk_) {  // w is staging buffer i % 2: free once the upload (or GEMM) that last read it has passed
+      VORTEX_RETURN_IF_ERROR(backend_.wait_host(adaln_staging_read_[i % 2].get()));
+      VORTEX_RETURN_IF_ERROR(adaln_disk_->read("blocks." + std::to_string(i) + ".adaln_proj.linear.weight", w));
+    }
     if (w.device() != backend_.device()) {
       if (!staged.defined()) {
         VORTEX_ASSIGN_OR_RETURN(staged, backend_.alloc(w.shape(), w.dtype()));
@@ -576,6 +580,9 @@ Status H3Model::compute_adaln_entries(const std::vector<std::vector<float>>& set
       // Ordered after the previous block's GEMMs, which read the same buffer.
       VORTEX_RETURN_IF_ERROR(
           backend_.upload_async(w, staged).with_context("blocks." + std::to_string(i) + ".adaln_proj (upload)"));
+      if (adaln_disk_) {
+        VORTEX_ASSIGN_OR_RETURN(adaln_staging_read_[i % 2], backend_.fence_compute());
+      }
       w = staged;
     }
     LinearWeight adaln = plain_linear(w);
@@ -634,7 +641,30 @@ uint64_t H3Model::adaln_weight_bytes() const {
   return n;
 }
 
-Status H3Model::place_adaln_weights(AdalnWeightPlace place) {
+Status H3Model::place_adaln_weights(AdalnWeightPlace place, std::shared_ptr<WeightFileReader> from_disk) {
+  if (place == AdalnWeightPlace::kDisk) {
+    if (!from_disk) return invalid_argument("place_adaln_weights: the disk placement needs a weight reader");
+    if (weights_.blocks.empty()) return Status::Ok();
+    const Tensor& first = weights_.blocks.front().adaln_proj_linear_weight;
+    for (size_t i = 0; i < weights_.blocks.size(); ++i) {
+      const Tensor& w = weights_.blocks[i].adaln_proj_linear_weight;
+      if (w.shape() != first.shape() || w.dtype() != first.dtype())
+        return internal_error("place_adaln_weights: blocks." + std::to_string(i) +
+                              ".adaln_proj.linear.weight differs in shape or dtype from block 0's");
+    }
+    for (int k = 0; k < 2; ++k) {
+      if (!adaln_staging_[k].defined()) {
+        VORTEX_ASSIGN_OR_RETURN(adaln_staging_[k], backend_.alloc_host(first.shape(), first.dtype()));
+      }
+      adaln_staging_read_[k].reset();
+    }
+    for (size_t i = 0; i < weights_.blocks.size(); ++i)
+      weights_.blocks[i].adaln_proj_linear_weight = adaln_staging_[i % 2];  // the placeholders go
+    adaln_disk_ = std::move(from_disk);
+    ++weights_generation_;
+    return backend_.release_cached_memory();
+  }
+  if (adaln_disk_) return invalid_argument("place_adaln_weights: the projections are read from disk");
   if (backend_.device() == Device::kCpu) return Status::Ok();  // the device is the host
   for (size_t i = 0; i < weights_.blocks.size(); ++i) {
     Tensor& w = weights_.blocks[i].adaln_proj_linear_weight;
@@ -659,7 +689,7 @@ Result<StepTables> H3Model::make_step_tables(double sigma_v, double sigma_a) {
   VORTEX_RETURN_IF_ERROR(step_conditioning(sigma_v, sigma_a, st));
   const int64_t m = static_cast<int64_t>(st.timesteps.size()), d = cfg_.hidden;
   const AdalnTableEntry* entry = find_adaln_entry(st.timesteps);
-  if (entry == nullptr && adaln_weights_on_host()) {
+  if (entry == nullptr && adaln_off_device()) {
     VORTEX_RETURN_IF_ERROR(compute_adaln_entries({st.timesteps}));
     entry = find_adaln_entry(st.timesteps);
   }
@@ -707,9 +737,15 @@ auto streamed_tensors(Block& b) {
   return out;
 }
 
+// The h3_tensor_specs names of a BF16 block's four GEMM weights, in streamed_tensors() order.
+std::vector<std::string> streamed_weight_names(int block) {
+  const std::string p = "blocks." + std::to_string(block) + ".";
+  return {p + "attn.qkv_proj.weight", p + "attn.out_proj.weight", p + "mlp.fc1.weight", p + "mlp.fc2.weight"};
+}
+
 }  // namespace
 
-Status H3Model::stream_blocks(int first) {
+Status H3Model::stream_blocks(int first, std::shared_ptr<WeightFileReader> from_disk) {
   const int layers = cfg_.num_layers;
   if (first < 0 || first > layers)
     return invalid_argument("stream_blocks: first streamed block " + std::to_string(first) + " outside [0, " +
@@ -718,6 +754,35 @@ Status H3Model::stream_blocks(int first) {
   if (stream_from_ >= 0)
     return invalid_argument("stream_blocks: blocks already stream from block " + std::to_string(stream_from_));
   if (first == layers) return Status::Ok();
+  if (from_disk) {
+    // Two staging sets shaped like block `first`'s weights; every streamed block's tensors become its slot's set.
+    const auto shape_of = streamed_tensors(weights_.blocks[static_cast<size_t>(first)]);
+    for (int b = first; b < layers; ++b) {
+      const H3BlockWeights& w = weights_.blocks[static_cast<size_t>(b)];
+      for (const LinearWeight* l : {&w.attn_qkv_proj, &w.attn_out_proj, &w.mlp_fc1, &w.mlp_fc2})
+        if (l->format != QuantFormat::kNone || l->weight_scale.defined() || l->input_scale.defined())
+          return unsupported("stream_blocks: blocks stream from disk as the file stores them, in BF16; block " +
+                             std::to_string(b) + " holds quantized weights (stream them from host memory)");
+      const auto t = streamed_tensors(w);
+      if (t.size() != shape_of.size())
+        return internal_error("stream_blocks: block " + std::to_string(b) + " has another set of GEMM tensors");
+      for (size_t k = 0; k < t.size(); ++k)
+        if (t[k]->shape() != shape_of[k]->shape() || t[k]->dtype() != shape_of[k]->dtype())
+          return internal_error("stream_blocks: block " + std::to_string(b) + "'s GEMM weights differ in shape");
+    }
+    for (std::vector<Tensor>& set : disk_staging_) {
+      set.clear();
+      for (const Tensor* t : shape_of) {
+        VORTEX_ASSIGN_OR_RETURN(Tensor h, backend_.alloc_host(t->shape(), t->dtype()));
+        set.push_back(h);
+      }
+    }
+    for (int b = first; b < layers; ++b) {
+      const auto t = streamed_tensors(weights_.blocks[static_cast<size_t>(b)]);
+      for (size_t k = 0; k < t.size(); ++k) *t[k] = disk_staging_[(b - first) % 2][k];  // the placeholders go
+    }
+    blocks_disk_ = std::move(from_disk);
+  }
   for (int b = first; b < layers; ++b) {
     for (Tensor* t : streamed_tensors(weights_.blocks[static_cast<size_t>(b)])) {
       if (t->device() == Device::kCpu) continue;  // already in host memory (or the cpu backend's device)
@@ -754,7 +819,12 @@ Status H3Model::prefetch_block(int b) {
     return internal_error("stream: block " + std::to_string(b) + " has another set of GEMM tensors than its slot");
   std::vector<std::pair<Tensor, Tensor>> copies;
   for (size_t k = 0; k < host.size(); ++k) copies.emplace_back(*host[k], slot.device[k]);
-  slot.held = -1;  // a failed copy leaves nothing the next step could trust
+  slot.held = -1;      // a failed copy leaves nothing the next step could trust
+  if (blocks_disk_) {  // host[] is this slot's staging set: rewritten once its last upload has passed
+    VORTEX_RETURN_IF_ERROR(backend_.wait_host(slot.ready.get()));
+    const std::vector<std::string> names = streamed_weight_names(b);
+    for (size_t k = 0; k < copies.size(); ++k) VORTEX_RETURN_IF_ERROR(blocks_disk_->read(names[k], copies[k].first));
+  }
   VORTEX_ASSIGN_OR_RETURN(slot.ready, backend_.copy_async(copies, slot.done.get()));
   slot.held = b;
   return Status::Ok();
@@ -953,7 +1023,7 @@ Status H3Model::stage_step(const AvLatents& x, double sigma_v, double sigma_a) {
   }
   VORTEX_ASSIGN_OR_RETURN(st.final_table, ws_.final_table_store.narrow(0, 0, m));  // [M, 2D]
   const AdalnTableEntry* entry = find_adaln_entry(st.timesteps);
-  if (entry == nullptr && adaln_weights_on_host()) {  // the step cannot run the GEMMs on host weights
+  if (entry == nullptr && adaln_off_device()) {  // the step cannot run the GEMMs on host weights
     VORTEX_RETURN_IF_ERROR(compute_adaln_entries({st.timesteps}));
     entry = find_adaln_entry(st.timesteps);
   }

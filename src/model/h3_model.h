@@ -111,8 +111,19 @@ struct AdalnTableEntry {
 // device memory is freed when its last reference goes).
 Result<Tensor> move_to_host(Backend& backend, const Tensor& t);
 
-// Where the blocks' adaln_proj weights live between requests (H3Model::adaln_weights_on_host).
-enum class AdalnWeightPlace : uint8_t { kDevice, kHost };
+// Where the blocks' adaln_proj weights live between requests (H3Model::adaln_weights_on_host). kDisk: in the
+// checkpoint's files, read once per request through a WeightFileReader into two page-locked staging buffers.
+enum class AdalnWeightPlace : uint8_t { kDevice, kHost, kDisk };
+
+// A weight's bytes where a checkpoint stores them, for weights H3Model does not keep in memory (docs/memory.md
+// "Streaming from disk"). src/io/direct_reader.h reads safetensors files with direct I/O.
+class WeightFileReader {
+ public:
+  virtual ~WeightFileReader() = default;
+  // Fills `dst` (host, contiguous, the weight's exact shape and dtype) with the bytes of weight `name` (an
+  // h3_tensor_specs name such as "blocks.7.mlp.fc1.weight").
+  virtual Status read(const std::string& name, Tensor& dst) = 0;
+};
 
 // Everything forward() writes on the device, allocated by prepare() and rewritten every step: a step
 // allocates nothing after prepare(), and a captured step graph replays on exactly these buffers.
@@ -184,7 +195,10 @@ class H3Model {
   // Moves every block's adaln_proj.linear weight to the backend's host memory (Backend::alloc_host) and frees its
   // device copy; or back. With the weights on the host a step without a precomputed entry computes one first
   // (uploading each weight once). No-op on a backend whose device is the host.
-  Status place_adaln_weights(AdalnWeightPlace place);
+  // kDisk (`from_disk` required): every projection is read from `from_disk` once per request into one of two
+  // page-locked staging buffers (the next block's read overlaps this block's upload and GEMMs); the weights the
+  // model held are dropped. Works on every backend (on the cpu backend the GEMMs read the staging buffer itself).
+  Status place_adaln_weights(AdalnWeightPlace place, std::shared_ptr<WeightFileReader> from_disk = nullptr);
   bool adaln_weights_on_host() const;
   // adaln_proj.linear weight bytes of all blocks (where they live is place_adaln_weights').
   uint64_t adaln_weight_bytes() const;
@@ -195,7 +209,12 @@ class H3Model {
   // the blocks before compute, so each block waits only for its own copy. The blocks run the same GEMMs on the same
   // bytes as resident ones (E0). first = num_layers: every block resident (the default). Single-GPU steps only; a
   // streaming step runs eagerly (no CUDA graph). Weights already in host memory stay there.
-  Status stream_blocks(int first);
+  // With `from_disk`, the streamed blocks' weights are not held at all: each upload first reads the block's four
+  // BF16 GEMM weights from `from_disk` into one of two page-locked staging sets (the set of the block's slot, once
+  // that set's previous upload has passed: Backend::wait_host), so host memory holds two blocks, not all of them.
+  // The weights the model held for those blocks are dropped (they may be placeholders that were never read).
+  Status stream_blocks(int first, std::shared_ptr<WeightFileReader> from_disk = nullptr);
+  bool streams_from_disk() const { return blocks_disk_ != nullptr; }
   int streamed_from() const { return stream_from_ < 0 ? cfg_.num_layers : stream_from_; }
   // Bytes one step uploads (the streamed blocks' GEMM weights).
   uint64_t streamed_bytes_per_step() const;
@@ -243,6 +262,15 @@ class H3Model {
   };
   int stream_from_ = -1;
   StreamSlot stream_slots_[2];
+  // Streaming from disk: the reader and the page-locked staging set of each slot (streamed_tensors() order).
+  std::shared_ptr<WeightFileReader> blocks_disk_;
+  std::vector<Tensor> disk_staging_[2];
+  // AdaLN projections from disk: the reader, two page-locked staging buffers and the uploads that last read them.
+  std::shared_ptr<WeightFileReader> adaln_disk_;
+  Tensor adaln_staging_[2];
+  std::shared_ptr<Backend::Fence> adaln_staging_read_[2];
+  // A step without a precomputed entry must compute one first: the projections are not on the device.
+  bool adaln_off_device() const { return adaln_disk_ != nullptr || adaln_weights_on_host(); }
   // Starts the upload of block `b` into slot (b - stream_from_) % 2 once that slot's last reader is done.
   Status prefetch_block(int b);
   // Block `index`'s weights for this step: resident, or a streamed block's slot (after waiting for its upload).

@@ -95,6 +95,7 @@ const Case kCases[] = {
     {"synth --seed -1 -o {OUT}", 2, "--seed expects a non-negative integer"},
     {"synth", 2, "--out FILE is required"},
     {"synth --shard-size-gb -1 -o {OUT}", 2, "--shard-size-gb expects a positive number"},
+    {"synth --layers 3 -o {OUT}", 2, "--layers must be in [1, 2] for h3-tiny, got 3"},
     {"synth --snapshot huge -o {OUT}", 2, "--snapshot must be tiny"},
     {"synth --snapshot tiny --tokenizer {BADJSON} -o {OUT}", 2, "{BADJSON}"},
     {"synth --snapshot tiny --tokenizer {D} -o {OUT}", 2, "{D}"},

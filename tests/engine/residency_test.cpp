@@ -85,6 +85,51 @@ TEST(Residency, PlacesAndTheBudget) {
   EXPECT_GT(canonical_activation_bytes(cfg, cuda_h3("bf16", "auto")), gb);
 }
 
+// The host-memory rule (apply_host_budget): page-locked bytes within the budget stay; past it the AdaLN projections
+// are read from disk first (once per request), then the streamed blocks (every step), each through two staging
+// buffers; a plan that cannot stream from disk is refused with the reason.
+TEST(Residency, HostBudgetSendsWeightsToDisk) {
+  const ModelConfig cfg = ModelConfig::by_name("h3").value();
+  const TransformerBytes t = transformer_bytes(cfg);
+  const uint64_t gb = 1'000'000'000, reserve = 4 * gb;
+  auto plan = [&](uint64_t host_budget, const std::string& refusal) -> Result<ResidencyPlan> {
+    VORTEX_ASSIGN_OR_RETURN(ResidencyPlan p,
+                            plan_residency(cfg, cuda_h3("bf16", "auto"), t.total, 0, 24 * gb, true, reserve));
+    VORTEX_RETURN_IF_ERROR(apply_host_budget(p, host_budget, true, refusal));
+    return p;
+  };
+  auto roomy = plan(200 * gb, "");
+  ASSERT_TRUE(roomy.ok()) << roomy.status().to_string();
+  EXPECT_FALSE(roomy->adaln_from_disk || roomy->blocks_from_disk);
+  const uint64_t streamed = roomy->per_step_upload_bytes;
+  EXPECT_EQ(roomy->host_bytes(), t.adaln_projections + streamed);
+  // Room for the streamed blocks but not the projections too: only the projections go to disk.
+  auto adaln_only = plan(streamed + 4 * gb, "");
+  ASSERT_TRUE(adaln_only.ok()) << adaln_only.status().to_string();
+  EXPECT_TRUE(adaln_only->adaln_from_disk);
+  EXPECT_FALSE(adaln_only->blocks_from_disk);
+  EXPECT_EQ(adaln_only->host_bytes(), streamed + 2 * (t.adaln_projections / 50));
+  // 16 GB: both stream from disk; host memory holds two staging buffers of each.
+  auto both = plan(16 * gb, "");
+  ASSERT_TRUE(both.ok()) << both.status().to_string();
+  EXPECT_TRUE(both->adaln_from_disk && both->blocks_from_disk);
+  EXPECT_EQ(both->host_bytes(), 2 * (t.adaln_projections / 50) + 2 * both->block_gemm_bytes);
+  EXPECT_LE(both->host_bytes(), 16 * gb);
+  EXPECT_EQ(both->per_step_upload_bytes, streamed);  // the same bytes still reach the device every step
+  std::string all;
+  for (const std::string& l : both->lines()) all += l + "\n";
+  for (const char* want : {"disk (the checkpoint's files)", "--max-host-ram", "direct reads"})
+    EXPECT_NE(all.find(want), std::string::npos) << want << " missing from:\n" << all;
+  // Over the budget and unable to stream from disk: refused with the reason; under it the reason does not matter.
+  const Status refused = plan(16 * gb, "synthetic weights have no file").status();
+  EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("synthetic weights have no file"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("--max-host-ram"), std::string::npos) << refused.message();
+  EXPECT_TRUE(plan(200 * gb, "synthetic weights have no file").ok());
+  // Smaller than even the staging buffers: refused.
+  EXPECT_EQ(plan(gb, "").status().code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(Residency, OptionChecks) {
   PipelineOptions o;
   o.synthetic_weights = true;

@@ -14,3 +14,5 @@ vortex_test(NAME synth_backend_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/syn
 target_compile_definitions(synth_backend_gpu_test PRIVATE VORTEX_TEST_BACKEND_CUDA=1)
 # Staging paths: the registry an interrupt empties, the sweep of dead processes' staging (io/staging.h).
 vortex_test(NAME staging_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/staging_test.cpp LIBS vortex_io)
+# Streaming from disk: direct reads (io/direct_reader.h), deferred checkpoint weights, disk-streamed trajectories.
+vortex_test(NAME disk_stream_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/disk_stream_test.cpp LIBS vortex)
