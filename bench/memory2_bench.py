@@ -28,15 +28,12 @@ import threading
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from residency_bench import smi  # noqa: E402  (bench/residency_bench.py)
+
 GB = 1e9
 
 
-def smi(query):
-    try:
-        return subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=20).stdout.strip()
-    except Exception as e:  # noqa: BLE001
-        return f"unavailable: {e}"
 
 
 def drop_page_cache(files):
@@ -141,6 +138,18 @@ def run_generate(vortex, name, args, out, timeout):
     except Exception as e:  # noqa: BLE001 - the run failed; its log says why
         row["error"] = repr(e)
     return row
+
+
+def against_baseline(row, ref):
+    """The first run with latents is the baseline; every run (the baseline too) gets its latents compared with the
+    baseline's and its step p50 as a ratio of the baseline's. Returns the baseline."""
+    if "latents_sha256" not in row:
+        return ref
+    ref = ref or row
+    row["baseline"] = ref["run"]
+    row["latents_equal_baseline"] = row["latents_sha256"] == ref["latents_sha256"]
+    row["ratio_step_p50"] = round(row["step_p50_after_first"] / ref["step_p50_after_first"], 3)
+    return ref
 
 
 def call(port, method, path, body=None):
@@ -259,12 +268,7 @@ def main():
                 row["load_gb_per_s"] = round(ck_bytes / GB / row["load_weights_seconds"], 3)
                 row["wall_minus_max_load_sampling"] = round(
                     row["wall_seconds"] - max(row["load_weights_seconds"], row["sampling_seconds"]), 2)
-            if ref is None and "latents_sha256" in row:
-                ref = row
-            if ref is not None and "latents_sha256" in row:
-                row["baseline"] = ref["run"]
-                row["latents_equal_baseline"] = row["latents_sha256"] == ref["latents_sha256"]
-                row["ratio_step_p50"] = round(row["step_p50_after_first"] / ref["step_p50_after_first"], 3)
+            ref = against_baseline(row, ref)
             emit(row)
     if "s512" in phases:
         base = ["--config", "h3", "--synthetic", "--width", "512", "--height", "512", "--frames", "22", "--steps",
@@ -272,12 +276,7 @@ def main():
         ref = None
         for name, extra in [("s512_resident", []), ("s512_vram24", ["--max-vram", "24"])]:
             row = run_generate(a.vortex, name, base + extra, a.out, a.timeout)
-            if ref is None and "latents_sha256" in row:
-                ref = row
-            elif ref is not None and "latents_sha256" in row:
-                row["baseline"] = ref["run"]
-                row["latents_equal_baseline"] = row["latents_sha256"] == ref["latents_sha256"]
-                row["ratio_step_p50"] = round(row["step_p50_after_first"] / ref["step_p50_after_first"], 3)
+            ref = against_baseline(row, ref)
             emit(row)
     if "serve" in phases:
         emit(run_serve(a.vortex, a.out, max(1, a.steps - 1)))

@@ -19,6 +19,7 @@
 #include "cuda_test_util.h"
 #include "model/h3_model.h"
 #include "model/h3_spec.h"
+#include "model/random_inputs.h"
 #include "vortex/config.h"
 
 namespace vortex {
@@ -110,14 +111,7 @@ Request make_request(const ModelConfig& cfg, uint64_t seed, int width, int heigh
   Request r;
   RequestGeometry g = make_geometry(cfg, width, height, frames, 6).value();
   r.layout = pack_request(cfg, g).value();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  r.text = Tensor::empty({6, cfg.text_dim}, DType::kF32);
-  for (int64_t i = 0; i < r.text.numel(); ++i) r.text.data<float>()[i] = nd(rng);
-  r.noise.video.resize(static_cast<size_t>(cfg.in_channels) * g.latent_frames * g.latent_h * g.latent_w);
-  r.noise.audio.resize(static_cast<size_t>(2 * cfg.audio_in_channels * g.audio_latents));
-  for (float& v : r.noise.video) v = nd(rng);
-  for (float& v : r.noise.audio) v = nd(rng);
+  testing::random_request_inputs(cfg, g, 6, seed, r.text, r.noise);
   return r;
 }
 

@@ -20,6 +20,7 @@
 #include "io/test_files.h"
 #include "model/h3_model.h"
 #include "model/h3_spec.h"
+#include "model/random_inputs.h"
 #include "ref/cpu_backend.h"
 #include "sampler/sampler.h"
 
@@ -109,14 +110,7 @@ Request make_request(const ModelConfig& cfg, uint64_t seed, int steps) {
   r.cfg = cfg;
   RequestGeometry g = make_geometry(cfg, 64, 64, 5, 6).value();
   r.layout = pack_request(cfg, g).value();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  r.text = Tensor::empty({6, cfg.text_dim}, DType::kF32);
-  for (int64_t i = 0; i < r.text.numel(); ++i) r.text.data<float>()[i] = nd(rng);
-  r.noise.video.resize(static_cast<size_t>(cfg.in_channels) * g.latent_frames * g.latent_h * g.latent_w);
-  r.noise.audio.resize(static_cast<size_t>(2 * cfg.audio_in_channels * g.audio_latents));
-  for (float& v : r.noise.video) v = nd(rng);
-  for (float& v : r.noise.audio) v = nd(rng);
+  testing::random_request_inputs(cfg, g, 6, seed, r.text, r.noise);
   r.spec.steps = steps;
   return r;
 }
@@ -160,16 +154,23 @@ class DiskStream : public ::testing::Test {
     cfg_ = ModelConfig::h3_tiny();
     cfg_.num_layers = 5;  // three streamed blocks rotate through the two slots and staging sets
     dir_ = testing::make_temp_dir();
-    SynthCheckpointOptions opt;
-    opt.config = cfg_;
-    opt.out = dir_ + "/model.safetensors";
-    opt.seed = seed_;
-    opt.layout = CheckpointLayout::kComfy;  // [q|k|v] rows: the stored bytes are the loaded bytes
-    Result<std::vector<std::string>> written = write_synthetic_checkpoint(opt);
-    ASSERT_TRUE(written.ok()) << written.status().to_string();
-    path_ = opt.out;
+    path_ = write_file(CheckpointLayout::kComfy, "model");  // [q|k|v] rows: the stored bytes are the loaded bytes
+    ASSERT_FALSE(path_.empty());
   }
   void TearDown() override { testing::remove_tree(dir_); }
+  // The seed's weights in `layout` as dir_/<name>.safetensors; "" on failure.
+  std::string write_file(CheckpointLayout layout, const std::string& name) const {
+    SynthCheckpointOptions opt;
+    opt.config = cfg_;
+    opt.out = dir_ + "/" + name + ".safetensors";
+    opt.seed = seed_;
+    opt.layout = layout;
+    Result<std::vector<std::string>> written = write_synthetic_checkpoint(opt);
+    EXPECT_TRUE(written.ok()) << written.status().to_string();
+    return written.ok() ? opt.out : "";
+  }
+  // The same weights in the original layout (per-head-interleaved QKV rows).
+  std::string write_original() const { return write_file(CheckpointLayout::kOriginal, "original"); }
 
   uint64_t seed_ = 0;
   ModelConfig cfg_;
@@ -257,15 +258,11 @@ TEST_F(DiskStream, ConvertedWeightsAreRefusedAndPlacementsChecked) {
   SCOPED_TRACE("seed " + std::to_string(seed_));
   CpuBackend be(1);
   // A per-head-interleaved (original layout) file stores QKV otherwise than the model reads it.
-  SynthCheckpointOptions opt;
-  opt.config = cfg_;
-  opt.out = dir_ + "/original.safetensors";
-  opt.seed = seed_;
-  opt.layout = CheckpointLayout::kOriginal;
-  ASSERT_TRUE(write_synthetic_checkpoint(opt).ok());
+  const std::string original = write_original();
+  ASSERT_FALSE(original.empty());
   DeferredWeights deferred;
   deferred.wanted = [](const std::string& n) { return streamed_gemm(n, 3); };
-  Result<H3Weights> w = load_checkpoint(opt.out, cfg_, be, CheckpointLayout::kAuto, nullptr, &deferred);
+  Result<H3Weights> w = load_checkpoint(original, cfg_, be, CheckpointLayout::kAuto, nullptr, &deferred);
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   ASSERT_EQ(deferred.refused.size(), 2u);  // blocks 3 and 4's qkv_proj
   EXPECT_NE(deferred.refused[0].find("qkv_proj"), std::string::npos) << deferred.refused[0];
@@ -298,17 +295,13 @@ TEST_F(DiskStream, HostWeightFillReadsTheLoadedBytes) {
     }
     EXPECT_EQ((*fill)->finish().status().code(), ErrorCode::kInternal);  // once
   }
-  SynthCheckpointOptions opt;
-  opt.config = cfg_;
-  opt.out = dir_ + "/original.safetensors";
-  opt.seed = seed_;
-  opt.layout = CheckpointLayout::kOriginal;
-  ASSERT_TRUE(write_synthetic_checkpoint(opt).ok());
+  const std::string original = write_original();
+  ASSERT_FALSE(original.empty());
   auto qkv = [](const std::string& n) { return n == "blocks.1.attn.qkv_proj.weight"; };
-  const Status refused = checkpoint_extents(opt.out, cfg_, qkv).status();
+  const Status refused = checkpoint_extents(original, cfg_, qkv).status();
   EXPECT_EQ(refused.code(), ErrorCode::kUnsupported);
   EXPECT_NE(refused.message().find("interleaved"), std::string::npos) << refused.message();
-  EXPECT_TRUE(checkpoint_extents(opt.out, cfg_, block_adaln).ok());  // stored as read
+  EXPECT_TRUE(checkpoint_extents(original, cfg_, block_adaln).ok());  // stored as read
 }
 
 }  // namespace

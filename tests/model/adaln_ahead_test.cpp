@@ -13,6 +13,7 @@
 
 #include "model/h3_model.h"
 #include "model/h3_spec.h"
+#include "model/random_inputs.h"
 #include "ref/cpu_backend.h"
 #include "sampler/sampler.h"
 #include "vortex/dtype.h"
@@ -38,14 +39,7 @@ Request make_request(uint64_t seed, int steps) {
   Request r;
   RequestGeometry g = make_geometry(r.cfg, 64, 64, 5, 6).value();
   r.layout = pack_request(r.cfg, g).value();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  r.text = Tensor::empty({6, r.cfg.text_dim}, DType::kF32);
-  for (int64_t i = 0; i < r.text.numel(); ++i) r.text.data<float>()[i] = nd(rng);
-  r.noise.video.resize(static_cast<size_t>(r.cfg.in_channels) * g.latent_frames * g.latent_h * g.latent_w);
-  r.noise.audio.resize(static_cast<size_t>(2 * r.cfg.audio_in_channels * g.audio_latents));
-  for (float& v : r.noise.video) v = nd(rng);
-  for (float& v : r.noise.audio) v = nd(rng);
+  testing::random_request_inputs(r.cfg, g, 6, seed, r.text, r.noise);
   r.spec.steps = steps;  // comfyui schedule, video shift 12 != audio shift 3: two timestep rows per step
   r.schedule = make_av_schedule(r.spec).value();
   return r;
