@@ -30,14 +30,16 @@ for i in $(seq 1 "$rounds"); do
     results+=("$i $side $(block_p50 "$d/block.txt") $(step_p50 "$d/run.txt")")
   done
 done
-printf '%s\n' "${results[@]}" | awk '
+table=$(printf '%s\n' "${results[@]}")
+echo "$table" | awk '
   { blk[$1 "," $2] = $3; stp[$1 "," $2] = $4; n = ($1 > n ? $1 : n) }
   END {
     printf "%-6s %14s %14s %14s %14s\n", "round", "A block24 ms", "B block24 ms", "A step ms", "B step ms"
-    for (i = 1; i <= n; ++i) {
+    for (i = 1; i <= n; ++i)
       printf "%-6d %14.3f %14.3f %14.1f %14.1f\n", i, blk[i ",a"], blk[i ",b"], stp[i ",a"], stp[i ",b"]
-      rb[i] = blk[i ",b"] / blk[i ",a"]; rs[i] = stp[i ",b"] / stp[i ",a"]
-    }
-    asort(rb); asort(rs); m = int((n + 1) / 2)
-    printf "B/A median ratio: block 24 p50 %.4f, 12-step per-step p50 %.4f (%d rounds)\n", rb[m], rs[m], n
   }'
+# Median of the per-round B/A ratios (portable awk: the ratios sorted by sort(1)).
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+ratios() { echo "$table" | awk -v col="$1" '{ x[$1 "," $2] = $col; n = ($1 > n ? $1 : n) }
+  END { for (i = 1; i <= n; ++i) printf "%.6f\n", x[i ",b"] / x[i ",a"] }'; }
+echo "B/A median ratio: block 24 p50 $(ratios 3 | median), 12-step per-step p50 $(ratios 4 | median) ($rounds rounds)"
