@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
 #include "dist/rendezvous.h"
 #include "io/staging.h"
 #if defined(VORTEX_WITH_CUDA) && defined(VORTEX_WITH_NCCL) && __has_include("cuda/cuda_backend.h")
@@ -33,7 +34,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Absolute, normalized, without a trailing separator ("out/" -> "/abs/out"), so that the staging
 // directory "<out>.partial-<pid>" is a sibling of out, never a child.
