@@ -109,7 +109,8 @@ Result<ResidencyPlan> plan_residency(const ModelConfig& cfg, const PipelineOptio
   uint64_t dit = weights_bytes;
   if (o.checkpoint_path.empty()) {
     if (o.precision == Precision::kFp8) dit -= t.block_gemms / 2;  // 2 -> 1 byte per weight
-    if (o.precision == Precision::kNvfp4) dit -= t.block_gemms / 2 + t.block_gemms / 4 - t.block_gemms / 32;  // 2 -> 9/16
+    if (o.precision == Precision::kNvfp4)
+      dit -= t.block_gemms / 2 + t.block_gemms / 4 - t.block_gemms / 32;  // 2 -> 9/16
   }
   const bool adaln_host = o.adaln_weights_on_host();
   const uint64_t adaln = std::min(t.adaln_projections, dit);
@@ -126,7 +127,8 @@ Result<ResidencyPlan> plan_residency(const ModelConfig& cfg, const PipelineOptio
   const uint64_t fixed = dit - adaln - gemms + (adaln_host ? 0 : adaln) + decoders;  // never streams
   // Synthetic weights are made in BF16 and converted after loading, so the resident blocks must fit in BF16 while
   // the weights load (the converted ones then leave room unused).
-  const bool converted_after_load = o.checkpoint_path.empty() && (o.precision == Precision::kFp8 || o.precision == Precision::kNvfp4);
+  const bool converted_after_load =
+      o.checkpoint_path.empty() && (o.precision == Precision::kFp8 || o.precision == Precision::kNvfp4);
   const uint64_t load_block_bytes = converted_after_load && cfg.num_layers > 0
                                         ? t.block_gemms / static_cast<uint64_t>(cfg.num_layers)
                                         : plan.block_gemm_bytes;
