@@ -4,12 +4,10 @@
 // redrawn bar on a TTY, plain "step i/N ..." lines otherwise. Tested in tests/cli/cli_test.cpp.
 #include <unistd.h>
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,40 +70,14 @@ struct GenerateArgs {
   std::string comm_timeout;   // --comm-timeout S
 };
 
-std::optional<long long> parse_integer(const std::string& s) {
-  long long v = 0;
-  const char* end = s.data() + s.size();
-  auto [ptr, ec] = std::from_chars(s.data(), end, v);
-  if (ec != std::errc() || ptr != end || s.empty()) return std::nullopt;
-  return v;
-}
-
-std::optional<uint64_t> parse_u64(const std::string& s) {
-  uint64_t v = 0;
-  const char* end = s.data() + s.size();
-  auto [ptr, ec] = std::from_chars(s.data(), end, v);
-  if (ec != std::errc() || ptr != end || s.empty()) return std::nullopt;
-  return v;
-}
-
-// Converts an int option; on failure sets `error`.
-bool to_int(const std::string& flag, const std::string& s, int& out, std::string& error) {
-  auto v = parse_integer(s);
-  if (!v || *v < std::numeric_limits<int>::min() || *v > std::numeric_limits<int>::max()) {
-    error = flag + " expects an integer, got '" + s + "'";
+// The CLI dialect of the request's converters (engine/request.h): `text` as `field`'s type, or its message.
+template <typename T>
+bool convert(Result<T> parsed, T& out, std::string& error) {
+  if (!parsed.ok()) {
+    error = parsed.status().message();
     return false;
   }
-  out = static_cast<int>(*v);
-  return true;
-}
-
-bool to_u64(const std::string& flag, const std::string& s, uint64_t& out, std::string& error) {
-  auto v = parse_u64(s);
-  if (!v) {
-    error = flag + " expects a non-negative integer, got '" + s + "'";
-    return false;
-  }
-  out = *v;
+  out = *parsed;
   return true;
 }
 
@@ -190,9 +162,10 @@ int run_generate(GenerateArgs a, CLI::App& sub, int device) {
   if (!a.comm_timeout.empty() && !parse_comm_timeout(a.comm_timeout, r.comm, error)) return fail(2, error);
   if (!a.gpus.empty() && !rank_env->has_value()) {
     int n = 0;
-    if (!to_int("--gpus", a.gpus, n, error)) return fail(2, error);
+    if (!convert(parse_int_text(Field::kGpus, a.gpus), n, error)) return fail(2, error);
     if (n < 1 || n > 64) return fail(2, "--gpus must be between 1 and 64, got " + std::to_string(n));
-    if (a.backend != "cuda") return fail(2, "--gpus needs --backend cuda (one rank process per GPU, over NCCL)");
+    if (a.backend != backend_kind_name(BackendKind::kCuda))
+      return fail(2, "--gpus needs --backend cuda (one rank process per GPU, over NCCL)");
     if (!a.quiet) std::fprintf(stderr, "vortex generate: starting %d rank processes, one per GPU\n", n);
     LaunchOptions lo;
     lo.argv = rank_command_line();
@@ -216,57 +189,59 @@ int run_generate(GenerateArgs a, CLI::App& sub, int device) {
   if (!a.seconds.empty() && sub.count("--frames") > 0) {
     return fail(2, "--seconds and --frames exclude each other: --seconds S means ceil(24 S) frames, snapped up");
   }
-  if (!a.seconds.empty()) {
-    char* end = nullptr;
-    r.run.seconds = std::strtod(a.seconds.c_str(), &end);
-    if (end == a.seconds.c_str() || *end != '\0' || !std::isfinite(r.run.seconds) || r.run.seconds <= 0.0) {
-      return fail(2, "--seconds expects a positive number of seconds, got '" + a.seconds + "'");
-    }
-  }
+  if (!a.seconds.empty() && !convert(parse_positive_text(Field::kSeconds, a.seconds, "seconds"), r.run.seconds, error))
+    return fail(2, error);
   PipelineOptions& p = r.pipeline;
   RunRequest& q = r.run;
   p.config_name = a.config;
   p.checkpoint_path = a.checkpoint;
   p.synthetic_weights = a.synthetic;
   q.text_embeddings_path = a.text_embeddings;
-  if (!to_u64("--weights-seed", a.weights_seed, p.weights_seed, error) ||
-      (!a.synthetic_text.empty() && !to_int("--synthetic-text", a.synthetic_text, q.synthetic_text_rows, error)) ||
-      !to_int("--width", a.width, q.width, error) || !to_int("--height", a.height, q.height, error) ||
-      !to_int("--frames", a.frames, q.frames, error) || !to_int("--steps", a.steps, q.steps, error) ||
-      !to_int("--threads", a.threads, p.threads, error)) {
+  if (!convert(parse_u64_text(Field::kWeightsSeed, a.weights_seed), p.weights_seed, error) ||
+      (!a.synthetic_text.empty() &&
+       !convert(parse_int_text(Field::kSyntheticText, a.synthetic_text), q.synthetic_text_rows, error)) ||
+      !convert(parse_int_text(Field::kWidth, a.width), q.width, error) ||
+      !convert(parse_int_text(Field::kHeight, a.height), q.height, error) ||
+      !convert(parse_int_text(Field::kFrames, a.frames), q.frames, error) ||
+      !convert(parse_int_text(Field::kSteps, a.steps), q.steps, error) ||
+      !convert(parse_int_text(Field::kThreads, a.threads), p.threads, error) ||
+      !convert(parse_backend_kind(a.backend), p.backend, error) ||
+      !convert(parse_precision_field(a.precision), p.precision, error) ||
+      !convert(parse_adaln_placement(a.adaln_weights), p.adaln_weights, error) ||
+      !convert(parse_lora_mode(a.lora_mode), p.lora_mode, error) ||
+      !convert(parse_schedule_field(a.schedule), q.schedule, error)) {
     return fail(2, error);
+  }
+  if (!a.sampler.empty()) {
+    SamplerKind kind = SamplerKind::kResMultistep;
+    if (!convert(parse_sampler_field(a.sampler), kind, error)) return fail(2, error);
+    q.sampler = kind;
+  }
+  if (!a.attention.empty()) {
+    AttentionKind attention = AttentionKind::kSdpa;
+    if (!convert(parse_attention_field(a.attention), attention, error)) return fail(2, error);
+    q.attention = attention;
   }
   // --seed -1: a random seed, printed and recorded in run.json like any other.
   const bool random_seed = a.seed == "-1";
   if (random_seed) {
     std::random_device rd;
     q.seed = (static_cast<uint64_t>(rd()) << 32 | rd()) & ((uint64_t{1} << 53) - 1);  // exact in JSON doubles
-  } else if (!to_u64("--seed", a.seed, q.seed, error)) {
+  } else if (!parse_u64_text(Field::kSeed, a.seed).ok()) {
     return fail(2, "--seed expects a non-negative integer or -1 (random), got '" + a.seed + "'");
+  } else {
+    q.seed = *parse_u64_text(Field::kSeed, a.seed);
   }
-  q.sampler = a.sampler;
-  q.schedule = a.schedule;
-  p.backend = a.backend;
   p.device = device;
   r.out_dir = a.out;
   r.overwrite = a.overwrite;
-  p.precision = a.precision;
-  p.adaln_weights = a.adaln_weights;
-  if (!a.max_vram.empty()) {
-    char* end = nullptr;
-    p.max_vram_gb = std::strtod(a.max_vram.c_str(), &end);
-    if (end == a.max_vram.c_str() || *end != '\0' || !(p.max_vram_gb > 0.0))
-      return fail(2, "--max-vram expects a positive number of GB, got '" + a.max_vram + "'");
-  }
-  if (!a.max_host_ram.empty()) {
-    char* end = nullptr;
-    p.max_host_ram_gb = std::strtod(a.max_host_ram.c_str(), &end);
-    if (end == a.max_host_ram.c_str() || *end != '\0' || !(p.max_host_ram_gb > 0.0))
-      return fail(2, "--max-host-ram expects a positive number of GB, got '" + a.max_host_ram + "'");
-  }
+  if (!a.max_vram.empty() && !convert(parse_positive_text(Field::kMaxVram, a.max_vram, "GB"), p.max_vram_gb, error))
+    return fail(2, error);
+  if (!a.max_host_ram.empty() &&
+      !convert(parse_positive_text(Field::kMaxHostRam, a.max_host_ram, "GB"), p.max_host_ram_gb, error))
+    return fail(2, error);
   p.switches = a.switches;
   if (!a.cuda_graph.empty()) p.switches += (p.switches.empty() ? "" : ",") + std::string("cuda_graph=") + a.cuda_graph;
-  q.attention = a.attention;
   // ---- LoRA adapters and presets (src/lora, docs/lora.md) ----
   for (const std::string& l : a.loras) {
     Result<LoraSpec> spec = parse_lora_spec(l);
@@ -274,7 +249,6 @@ int run_generate(GenerateArgs a, CLI::App& sub, int device) {
     p.loras.push_back(*spec);
   }
   p.lora_allow_unmatched = a.lora_allow_unmatched;
-  p.lora_mode = a.lora_mode;
   if (!a.preset.empty()) {
     if (a.preset != "turbo4") return fail(2, "--preset must be turbo4, got '" + a.preset + "'");
     if (p.loras.empty())
@@ -284,8 +258,8 @@ int run_generate(GenerateArgs a, CLI::App& sub, int device) {
     // SamplerSpec::turbo4: the adapter's published settings (4 steps, shift 6 / 3, euler, simple schedule).
     const SamplerSpec turbo = SamplerSpec::turbo4();
     if (sub.count("--steps") == 0) q.steps = turbo.steps;
-    if (sub.count("--sampler") == 0) q.sampler = sampler_kind_name(turbo.kind);
-    if (sub.count("--schedule") == 0) q.schedule = av_schedule_mode_name(turbo.mode);
+    if (sub.count("--sampler") == 0) q.sampler = turbo.kind;
+    if (sub.count("--schedule") == 0) q.schedule = turbo.mode;
     q.video_shift = turbo.video_shift;
     q.audio_shift = turbo.audio_shift;
   }
@@ -302,7 +276,7 @@ int run_generate(GenerateArgs a, CLI::App& sub, int device) {
     decoder_args.vae = decoders.vae_dir;
     decoder_args.audio_vae = decoders.audio_vae_dir;
   }
-  apply_decoder_args(decoder_args, p);
+  if (Status s = apply_decoder_args(decoder_args, p); !s.ok()) return fail(2, s.message());
   q.frames_dir = a.decoders.frames_dir;
   q.frames_overwrite = a.overwrite;
 

@@ -94,6 +94,11 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   }
 
   // ---- several GPUs: the launcher (--gpus N) or one rank of a world (VORTEX_RANK / RANK) ----
+  Result<BackendKind> backend = parse_backend_kind(a.backend);
+  if (!backend.ok()) return fail(2, backend.status().message());
+  Result<Precision> precision = parse_precision_field(a.precision);
+  if (!precision.ok()) return fail(2, precision.status().message());
+
   Result<std::optional<RankEnv>> rank_env = rank_env_from_environment();
   if (!rank_env.ok()) return fail(2, rank_env.status().message());
   CommOptions comm;
@@ -109,7 +114,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
         return fail(2, "--gpus must be an integer between 1 and 64, got '" + a.gpus + "'");
       n = static_cast<int>(v);
     }
-    if (a.backend != "cuda") {
+    if (*backend != BackendKind::kCuda) {
       return fail(2, std::string(launcher ? "--gpus" : "a rank environment (VORTEX_RANK / RANK)") +
                          " needs --backend cuda (one rank process per GPU, over NCCL)");
     }
@@ -117,7 +122,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
       // Every rank gets this command line, so the same --lora-dir: a wrong one is refused once, here.
       PipelineOptions lora;
       lora.lora_dir = a.lora_dir;
-      lora.precision = a.precision;
+      lora.precision = *precision;
       if (Status s = validate_lora_dir_options(lora); !s.ok()) return fail(exit_code_for(s), s.message());
       if (a.data.empty()) return fail(2, "--data is required: the directory job outputs go to");
       if (!a.quiet) std::fprintf(stderr, "vortex serve: starting %d rank processes, one per GPU\n", n);
@@ -137,10 +142,10 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   o.pipeline.checkpoint_path = a.model.empty() ? a.checkpoint : a.model;
   o.pipeline.synthetic_weights = a.synthetic;
   o.pipeline.weights_seed = a.weights_seed;
-  o.pipeline.backend = a.backend;
+  o.pipeline.backend = *backend;
   o.pipeline.device = device;
   o.pipeline.threads = a.threads;
-  o.pipeline.precision = a.precision;
+  o.pipeline.precision = *precision;
   o.pipeline.lora_dir = a.lora_dir;
   // The official snapshot (engine/model_folder.h): its transformer, and its text encoder for real prompts.
   if (!a.model.empty() && is_model_folder(a.model)) {
@@ -148,7 +153,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
     if (!folder.ok()) return fail(exit_code_for(folder.status()), folder.status().message());
     if (Status s = apply_model_folder(*folder, -1, o.pipeline); !s.ok()) return fail(exit_code_for(s), s.message());
   }
-  apply_decoder_args(a.decoders, o.pipeline);
+  if (Status s = apply_decoder_args(a.decoders, o.pipeline); !s.ok()) return fail(2, s.message());
   o.host = a.host;
   o.port = a.port;
   o.data_dir = a.data;

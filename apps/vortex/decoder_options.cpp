@@ -21,13 +21,17 @@ void add_decoder_options(CLI::App* sub, DecoderArgs& a, bool frames_dir) {
         ->type_name("DIR");
 }
 
-void apply_decoder_args(const DecoderArgs& a, PipelineOptions& o) {
+Status apply_decoder_args(const DecoderArgs& a, PipelineOptions& o) {
   o.vae_dir = a.vae;
   o.audio_vae_dir = a.audio_vae;
-  o.synthetic_vae = a.synthetic_vae;
+  o.synthetic_vae = SyntheticVae::kNone;
+  if (!a.synthetic_vae.empty()) {
+    VORTEX_ASSIGN_OR_RETURN(o.synthetic_vae, parse_synthetic_vae(a.synthetic_vae));
+  }
   o.synthetic_vae_seed = a.seed;
   o.vae_tiling = !a.no_tiling;
   o.mp4_crf = a.crf;
+  return Status::Ok();
 }
 
 }  // namespace vortex::cli

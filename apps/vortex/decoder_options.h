@@ -21,6 +21,7 @@ struct DecoderArgs {
 // Registers the flags on `sub`; `frames_dir`: also --frames-dir (per-run, so generate only).
 void add_decoder_options(CLI::App* sub, DecoderArgs& args, bool frames_dir);
 // Copies them into the load-time options (and, for generate, the request's frames folder).
-void apply_decoder_args(const DecoderArgs& args, PipelineOptions& options);
+// kInvalidArgument for a --synthetic-vae other than tiny or full.
+Status apply_decoder_args(const DecoderArgs& args, PipelineOptions& options);
 
 }  // namespace vortex::cli

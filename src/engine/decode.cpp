@@ -1,5 +1,7 @@
 // End-to-end decode (see decode.h).
 #include "engine/decode.h"
+
+#include "core/clock.h"
 #include "engine/generate.h"
 #include "engine/stream_mux.h"
 
@@ -21,8 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Files decode writes; a folder holding only these (and frames) is recognised as ours.
 const char* const kOwnFiles[] = {"video.mp4", "audio.wav", "decode.json"};
@@ -152,16 +152,26 @@ Result<nlohmann::json> write_media_files(const DecodedMedia& media, const std::s
   return m;
 }
 
+namespace {
+
+// This process's staging folder for `target`, empty: a stale one of this pid can only be ours, so it goes first.
+Result<fs::path> fresh_staging_dir(const std::string& target) {
+  const fs::path staged = staging_path(target);
+  std::error_code ec;
+  fs::remove_all(staged, ec);
+  fs::create_directories(staged, ec);
+  if (ec) return io_error("cannot create " + staged.string() + ": " + ec.message());
+  return staged;
+}
+
+}  // namespace
+
 Status check_frames_dir(const std::string& frames_dir, bool overwrite) {
   return check_target(frames_dir, "--frames-dir", overwrite, is_frames_output);
 }
 
 Status write_frames_dir(const DecodedMedia& media, const std::string& frames_dir) {
-  const fs::path fstaged = staging_path(frames_dir);
-  std::error_code ec;
-  fs::remove_all(fstaged, ec);  // a stale staging folder of this pid can only be ours
-  fs::create_directories(fstaged, ec);
-  if (ec) return io_error("cannot create " + fstaged.string() + ": " + ec.message());
+  VORTEX_ASSIGN_OR_RETURN(const fs::path fstaged, fresh_staging_dir(frames_dir));
   StagingGuard cleanup(fstaged);
   const int64_t nf = media.frames.dim(0), h = media.frames.dim(1), w = media.frames.dim(2);
   PreviewImage img;
@@ -186,11 +196,7 @@ Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir
   if (out_dir.empty()) return invalid_argument("--out is required");
   VORTEX_RETURN_IF_ERROR(check_target(out_dir, "--out", overwrite, is_own_output));
   if (!frames_dir.empty()) VORTEX_RETURN_IF_ERROR(check_frames_dir(frames_dir, overwrite));
-  const fs::path staged = staging_path(out_dir);
-  std::error_code ec;
-  fs::remove_all(staged, ec);  // a stale staging folder of this pid can only be ours
-  fs::create_directories(staged, ec);
-  if (ec) return io_error("cannot create " + staged.string() + ": " + ec.message());
+  VORTEX_ASSIGN_OR_RETURN(const fs::path staged, fresh_staging_dir(out_dir));
   StagingGuard cleanup(staged);
   VORTEX_ASSIGN_OR_RETURN(nlohmann::json described, write_media_files(media, staged.string(), opts));
   nlohmann::json m = manifest;

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
 #include "dist/rendezvous.h"
 #include "io/staging.h"
 #if defined(VORTEX_WITH_CUDA) && defined(VORTEX_WITH_NCCL) && __has_include("cuda/cuda_backend.h")
@@ -33,7 +34,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Absolute, normalized, without a trailing separator ("out/" -> "/abs/out"), so that the staging
 // directory "<out>.partial-<pid>" is a sibling of out, never a child.
@@ -254,16 +254,14 @@ Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const Comm
 
 namespace {
 
-// Step 1, the cheap checks: arguments, config, text, geometry, memory, out dir; returns the run's plan.
-Result<RunPlan> validate_and_plan(const GenerateRequest& req, ProgressSink& progress) {
+// Step 1, the cheap checks: arguments, config, text, geometry, memory, out dir. The planner comes back too: the
+// pipeline is opened from it, so nothing is validated or resolved twice.
+Result<std::pair<Planner, RunPlan>> validate_and_plan(const GenerateRequest& req, ProgressSink& progress) {
   if (req.out_dir.empty()) return invalid_argument("--out is required: the directory the outputs are written to");
-  VORTEX_RETURN_IF_ERROR(validate_pipeline_options(req.pipeline));
-  if (std::optional<FieldError> e = check_run_request(req.run, req.pipeline, FieldStyle::kFlag)) return e->status;
-  VORTEX_ASSIGN_OR_RETURN(ModelConfig cfg, resolve_model_config(req.pipeline));
-  VORTEX_ASSIGN_OR_RETURN(
-      RunPlan plan, plan_run(cfg, req.pipeline, req.run, progress, /*weights_resident=*/false, FieldStyle::kFlag));
+  VORTEX_ASSIGN_OR_RETURN(Planner planner, Planner::create(req.pipeline));
+  VORTEX_ASSIGN_OR_RETURN(RunPlan plan, planner.plan(req.run, progress, FieldStyle::kFlag));
   VORTEX_RETURN_IF_ERROR(check_out_dir(req));
-  return plan;
+  return std::make_pair(std::move(planner), std::move(plan));
 }
 
 GenerateResult make_result(const fs::path& out, const RunOutputs& run, double total_seconds) {
@@ -282,15 +280,16 @@ GenerateResult make_result(const fs::path& out, const RunOutputs& run, double to
 Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progress) {
   const auto t_start = Clock::now();
   // ---- 1. cheap checks: arguments, config, text, geometry, memory, out dir ----
-  VORTEX_ASSIGN_OR_RETURN(RunPlan plan, validate_and_plan(req, progress));
+  VORTEX_ASSIGN_OR_RETURN(auto planned, validate_and_plan(req, progress));
+  RunPlan plan = std::move(planned.second);
 
   // ---- 2. backend, then the device-memory check and the staging directory before any weight ----
-  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> pipeline, Pipeline::open(req.pipeline));
+  VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> pipeline, Pipeline::open(std::move(planned.first)));
   VORTEX_RETURN_IF_ERROR(pipeline->check_device_fit(plan));
   // The decoders (when asked for) load first: a bad --vae / --audio-vae, or latents they cannot decode, fail
   // before the transformer's weights and any sampling.
   VORTEX_RETURN_IF_ERROR(pipeline->load_decoders(progress));
-  VORTEX_RETURN_IF_ERROR(pipeline->check_decodable(plan, FieldStyle::kFlag));
+  VORTEX_RETURN_IF_ERROR(pipeline->planner().check_decodable(plan, FieldStyle::kFlag));
   // Created now so an unwritable --out fails before the weights are loaded.
   const fs::path out = normalized_out_path(req.out_dir);
   VORTEX_ASSIGN_OR_RETURN(const fs::path staged, create_staging_dir(out, req.out_dir));

@@ -92,7 +92,7 @@ uint64_t canonical_activation_bytes(const ModelConfig& cfg, const PipelineOption
   Result<RequestGeometry> g = make_geometry(cfg, 1344, 768, 124, 100);
   if (!g.ok()) return 0;
   MemoryEstimateOptions mo;
-  mo.cpu_backend = o.backend == "cpu";
+  mo.cpu_backend = o.backend == BackendKind::kCpu;
   mo.weights_bytes = 1;  // left out below
   uint64_t n = 0;
   for (const MemoryEstimate::Item& i : estimate_memory(cfg, *g, mo).items)
@@ -115,21 +115,22 @@ Result<ResidencyPlan> plan_residency(const ModelConfig& cfg, const PipelineOptio
   plan.budget_is_flag = budget_is_flag;
   plan.reserve_bytes = reserve_bytes;
   const TransformerBytes t = transformer_bytes(cfg);
-  const bool cpu = o.backend == "cpu";
+  const bool cpu = o.backend == BackendKind::kCpu;
   const std::string device = cpu ? "host (the cpu backend's device)" : "device";
   // The four GEMM weights of each block after the precision conversion (synthetic BF16 weights; a checkpoint's
   // own bytes are what it loads, quantized or not).
   uint64_t dit = weights_bytes;
   if (o.checkpoint_path.empty()) {
-    if (o.precision == "fp8") dit -= t.block_gemms / 2;  // 2 -> 1 byte per weight
-    if (o.precision == "nvfp4") dit -= t.block_gemms / 2 + t.block_gemms / 4 - t.block_gemms / 32;  // 2 -> 9/16
+    if (o.precision == Precision::kFp8) dit -= t.block_gemms / 2;  // 2 -> 1 byte per weight
+    if (o.precision == Precision::kNvfp4)
+      dit -= t.block_gemms / 2 + t.block_gemms / 4 - t.block_gemms / 32;  // 2 -> 9/16
   }
   const bool adaln_host = o.adaln_weights_on_host();
   const uint64_t adaln = std::min(t.adaln_projections, dit);
   // The main blocks' GEMM weights as converted, per block.
   uint64_t gemms = t.block_gemms;
-  if (o.checkpoint_path.empty() && o.precision == "fp8") gemms = t.block_gemms / 2;
-  if (o.checkpoint_path.empty() && o.precision == "nvfp4")
+  if (o.checkpoint_path.empty() && o.precision == Precision::kFp8) gemms = t.block_gemms / 2;
+  if (o.checkpoint_path.empty() && o.precision == Precision::kNvfp4)
     gemms = t.block_gemms - (t.block_gemms / 2 + t.block_gemms / 4 - t.block_gemms / 32);
   gemms = std::min(gemms, dit - adaln);
   plan.num_blocks = cfg.num_layers;
@@ -139,7 +140,8 @@ Result<ResidencyPlan> plan_residency(const ModelConfig& cfg, const PipelineOptio
   const uint64_t fixed = dit - adaln - gemms + (adaln_host ? 0 : adaln) + decoders;  // never streams
   // Synthetic weights are made in BF16 and converted after loading, so the resident blocks must fit in BF16 while
   // the weights load (the converted ones then leave room unused).
-  const bool converted_after_load = o.checkpoint_path.empty() && (o.precision == "fp8" || o.precision == "nvfp4");
+  const bool converted_after_load =
+      o.checkpoint_path.empty() && (o.precision == Precision::kFp8 || o.precision == Precision::kNvfp4);
   const uint64_t load_block_bytes = converted_after_load && cfg.num_layers > 0
                                         ? t.block_gemms / static_cast<uint64_t>(cfg.num_layers)
                                         : plan.block_gemm_bytes;

@@ -11,11 +11,12 @@
 #include <thread>
 #include <utility>
 
+#include "core/clock.h"
+
 namespace vortex {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Encodes queued frame ranges of a decoded video on its own thread, in order.
 class FrameEncoder {

@@ -124,10 +124,10 @@ Result<Workload> load_workload(const WorkloadSpec& spec, const LogFn& log, const
   options.checkpoint_path = spec.checkpoint;
   options.synthetic_weights = spec.checkpoint.empty();
   options.weights_seed = spec.weights_seed;
-  options.backend = spec.backend;
+  VORTEX_ASSIGN_OR_RETURN(options.backend, parse_backend_kind(spec.backend));
   options.threads = spec.threads;
   options.device = spec.device;
-  options.precision = spec.precision;
+  VORTEX_ASSIGN_OR_RETURN(options.precision, parse_precision_field(spec.precision));
   // nvfp4_fc2_fallback=off|weight-only|bf16 is a load-time precision switch (engine/precision.h), not an
   // ExecOptions field: taken out here and passed to the precision conversion.
   for (const std::string& item : split_list(spec.switches)) {

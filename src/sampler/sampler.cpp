@@ -346,8 +346,16 @@ Result<AvSchedule> make_av_schedule(const SamplerSpec& spec) {
 
 Result<AvLatents> sample_av(const SamplerSpec& spec, AvLatents noise, const DenoiseFn& denoise,
                             const StepCallback& on_step) {
+  VORTEX_ASSIGN_OR_RETURN(const AvSchedule sched, make_av_schedule(spec));
+  return sample_av(spec, sched, std::move(noise), denoise, on_step);
+}
+
+Result<AvLatents> sample_av(const SamplerSpec& spec, const AvSchedule& sched, AvLatents noise, const DenoiseFn& denoise,
+                            const StepCallback& on_step) {
   if (!denoise) return invalid_argument("sample_av needs a denoise callback");
-  VORTEX_ASSIGN_OR_RETURN(AvSchedule sched, make_av_schedule(spec));
+  if (sched.sigma_video.size() < 2 || sched.sigma_audio.size() != sched.sigma_video.size())
+    return invalid_argument("sample_av: the schedule has " + std::to_string(sched.sigma_video.size()) + " video and " +
+                            std::to_string(sched.sigma_audio.size()) + " audio sigmas (make it with make_av_schedule)");
   const int steps = static_cast<int>(sched.sigma_video.size()) - 1;
   const size_t n_video = noise.video.size();
   const size_t n_audio = noise.audio.size();

@@ -82,5 +82,8 @@ Result<AvSchedule> make_av_schedule(const SamplerSpec& spec);
 // Runs the full trajectory from pure noise (x = noise at sigma 1). Returns the final latents.
 Result<AvLatents> sample_av(const SamplerSpec& spec, AvLatents noise, const DenoiseFn& denoise,
                             const StepCallback& on_step = {});
+// The same on `schedule`, which the caller made from `spec` with make_av_schedule (a planned run has it already).
+Result<AvLatents> sample_av(const SamplerSpec& spec, const AvSchedule& schedule, AvLatents noise,
+                            const DenoiseFn& denoise, const StepCallback& on_step = {});
 
 }  // namespace vortex

@@ -174,7 +174,7 @@ bool Server::Impl::refuse_unless_accepting(http::Response& res) {
 std::optional<uint64_t> Server::Impl::admission_budget() {
   if (opt.memory_limit_bytes) return opt.memory_limit_bytes;
   std::lock_guard<std::mutex> lock(mu);
-  return device_budget;  // cuda; the cpu backend's host memory is checked by plan_run
+  return device_budget;  // cuda; the cpu backend's host memory is checked by the planner
 }
 
 // The checks that need the loaded model: adapters (named in --lora-dir), the run plan, the world's split,
@@ -182,7 +182,7 @@ std::optional<uint64_t> Server::Impl::admission_budget() {
 // when refused.
 std::optional<Server::Impl::Admission> Server::Impl::admit(RunRequest& run, bool has_upload, http::Response& res) {
   Admission a;
-  // request.cpp admits plain file names only; check_run_request checks them.
+  // request.cpp admits plain file names only; the planner checks them.
   for (LoraSpec& l : run.loras) {
     a.lora_names.push_back(l.scale ? l.path + ":" + std::to_string(*l.scale) : l.path);
     if (!opt.pipeline.lora_dir.empty()) l.path = (fs::path(opt.pipeline.lora_dir) / l.path).string();
@@ -194,20 +194,18 @@ std::optional<Server::Impl::Admission> Server::Impl::admit(RunRequest& run, bool
       return std::nullopt;
     }
   }
-  if (std::optional<FieldError> e = check_run_request(run, opt.pipeline, FieldStyle::kJson)) {
-    reject(res, 400, e->field, e->status, "invalid_request");
+  // The pipeline's planner (engine/planner.h): const, and it reads only what the load fixed (the decoders
+  // included), so this HTTP thread may call it. It names the field at fault; Field::kMemory is the whole request.
+  NoteSink notes;
+  Field failed = Field::kNone;
+  Result<RunPlan> plan = planner->plan(run, notes, FieldStyle::kJson, &failed);
+  if (!plan.ok()) {
+    reject(res, 400, field_name(failed, FieldStyle::kJson), plan.status(),
+           failed == Field::kMemory ? "insufficient_memory" : "invalid_request");
     return std::nullopt;
   }
   if (Status s = check_request_loras(run.loras, cfg, opt.pipeline.lora_allow_unmatched); !s.ok()) {
     reject(res, 400, "lora", s, "invalid_request");
-    return std::nullopt;
-  }
-  NoteSink notes;
-  std::string field;
-  Result<RunPlan> plan = plan_run(cfg, opt.pipeline, run, notes, /*weights_resident=*/true, FieldStyle::kJson, &field);
-  if (!plan.ok()) {
-    const bool memory = plan.status().message().rfind("not enough memory", 0) == 0;
-    reject(res, 400, field, plan.status(), memory ? "insufficient_memory" : "invalid_request");
     return std::nullopt;
   }
   // A world larger than the request's packed rows cannot split it (one row per rank at least).
@@ -216,11 +214,6 @@ std::optional<Server::Impl::Admission> Server::Impl::admit(RunRequest& run, bool
       reject(res, 400, "width", sp, "invalid_request");
       return std::nullopt;
     }
-  }
-  // Decodable frames: check_decodable reads only the decoders' config, fixed since load.
-  if (Status dec = pipeline->check_decodable(*plan, FieldStyle::kJson); !dec.ok()) {
-    reject(res, 400, "frames", dec, "invalid_request");
-    return std::nullopt;
   }
   if (const std::optional<uint64_t> budget = admission_budget(); budget && plan->memory.total() > *budget) {
     reject(res, 400, "",
@@ -237,7 +230,7 @@ std::optional<Server::Impl::Admission> Server::Impl::admit(RunRequest& run, bool
     rate = measured_flops_per_second;
   }
   if (opt.cost.flops_per_second > 0) rate = opt.cost.flops_per_second;
-  if (!rate && opt.pipeline.backend == "cpu") rate = kCpuFlopsPerThread * std::max(1, plan->workers);
+  if (!rate && opt.pipeline.backend == BackendKind::kCpu) rate = kCpuFlopsPerThread * std::max(1, plan->workers);
   a.price = price_of(*plan, rate);
   if (std::optional<CostRefusal> over = check_price(*plan, a.price, has_upload, opt.cost)) {
     reject(res, over->status, over->field, invalid_argument(over->message), "limit_exceeded");
@@ -252,16 +245,16 @@ std::optional<Server::Impl::Admission> Server::Impl::admit(RunRequest& run, bool
 json Server::Impl::job_request_json(const RunRequest& run, const Admission& a) const {
   const RunPlan& p = a.plan;
   const Price& price = a.price;
-  return {{"text_source", p.text_source},
+  return {{"text_source", text_source_name(p.text_source)},
           {"text_rows", p.geo.text_rows},
           {"width", p.geo.width},
           {"height", p.geo.height},
           {"frames", p.geo.frames},
           {"steps", run.steps},
           {"seed", run.seed},
-          {"schedule", av_schedule_mode_name(p.schedule_mode)},
-          {"sampler", sampler_kind_name(p.sampler_kind)},
-          {"attention", run.attention.empty() ? std::string(attention_name(exec.attention)) : run.attention},
+          {"schedule", av_schedule_mode_name(p.spec.mode)},
+          {"sampler", sampler_kind_name(p.spec.kind)},
+          {"attention", attention_name(run.attention.value_or(exec.attention))},
           {"precision", precision_name(exec.precision)},
           {"media", decoders && run.media.value_or(true)},
           {"lora", a.lora_names},

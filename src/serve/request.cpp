@@ -215,10 +215,32 @@ Result<RunRequest> parse_video_request(std::string_view body_text, const Request
     }
     r.seed = s.get<uint64_t>();
   }
-  if (has("schedule")) VORTEX_RETURN_IF_ERROR(get_string(body, "schedule", 32, r.schedule, field));
-  if (has("sampler")) VORTEX_RETURN_IF_ERROR(get_string(body, "sampler", 32, r.sampler, field));
-  if (has("attention")) VORTEX_RETURN_IF_ERROR(get_string(body, "attention", 32, r.attention, field));
-  if (has("precision")) VORTEX_RETURN_IF_ERROR(get_string(body, "precision", 32, r.precision, field));
+  // Choices by name, through the converters the CLI uses (engine/request.h).
+  std::string name;
+  if (has("schedule")) {
+    VORTEX_RETURN_IF_ERROR(get_string(body, "schedule", 32, name, field));
+    Result<AvScheduleMode> mode = parse_schedule_field(name);
+    if (!mode.ok()) return bad(field, "schedule", mode.status().message());
+    r.schedule = *mode;
+  }
+  if (has("sampler")) {
+    VORTEX_RETURN_IF_ERROR(get_string(body, "sampler", 32, name, field));
+    Result<SamplerKind> kind = parse_sampler_field(name);
+    if (!kind.ok()) return bad(field, "sampler", kind.status().message());
+    r.sampler = *kind;
+  }
+  if (has("attention")) {
+    VORTEX_RETURN_IF_ERROR(get_string(body, "attention", 32, name, field));
+    Result<AttentionKind> attention = parse_attention_field(name, FieldStyle::kJson);
+    if (!attention.ok()) return bad(field, "attention", attention.status().message());
+    r.attention = *attention;
+  }
+  if (has("precision")) {
+    VORTEX_RETURN_IF_ERROR(get_string(body, "precision", 32, name, field));
+    Result<Precision> precision = parse_precision_field(name, FieldStyle::kJson);
+    if (!precision.ok()) return bad(field, "precision", precision.status().message());
+    r.precision = *precision;
+  }
   if (has("media")) {
     if (!body.at("media").is_boolean()) return bad(field, "media", "media must be true or false");
     r.media = body.at("media").get<bool>();

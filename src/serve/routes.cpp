@@ -326,7 +326,7 @@ void Server::Impl::handle_health(const http::Request& req, http::Response& res) 
             {"worker", worker_state}};
   if (authorized(req)) {
     h["model"] = cfg.name;
-    h["backend"] = opt.pipeline.backend;
+    h["backend"] = backend_kind_name(opt.pipeline.backend);
     h["precision"] = precision_name(exec.precision);
     h["attention"] = attention_name(exec.attention);
     h["queue_length"] = queue.size();

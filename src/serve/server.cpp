@@ -162,7 +162,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServeOptions& options) {
     s->worker.join();
     return load;
   }
-  s->log("loaded " + s->cfg.name + " on " + options.pipeline.backend + " in " +
+  s->log("loaded " + s->cfg.name + " on " + backend_kind_name(options.pipeline.backend) + " in " +
          std::to_string(s->pipeline->load_seconds()) + " s");
   s->watchdog = std::thread([s] { s->watchdog_loop(); });
   Result<std::unique_ptr<http::HttpServer>> h = http::HttpServer::start(s->http_options());

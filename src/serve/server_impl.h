@@ -101,6 +101,8 @@ struct ServeMetrics {
 struct Server::Impl {
   ServeOptions opt;
   std::unique_ptr<Pipeline> pipeline;  // owned and used by the worker thread only
+  // The pipeline's planner, for admission on the HTTP threads: const, set once the load is done, before they start.
+  const Planner* planner = nullptr;
   std::unique_ptr<Communicator> comm;  // rank 0's, with ServeOptions::join (worker thread only)
   int world_size = 1;
   std::string world_error;  // under mu: why the world failed ("" while it works)

@@ -202,6 +202,7 @@ Status Server::Impl::load_pipeline() {
   }
   if (comm) pipeline->model().set_communicator(comm.get());
   cfg = pipeline->config();
+  planner = &pipeline->planner();
   decoders = pipeline->has_decoders();
   exec = pipeline->exec_options();
   {

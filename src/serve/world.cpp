@@ -1,6 +1,8 @@
 // The rank-0 -> followers protocol of multi-GPU `vortex serve` and the follower loop (see world.h).
 #include "serve/world.h"
 
+#include "engine/plan_codec.h"
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -68,104 +70,28 @@ Result<ReceivedWorldMessage> receive_world_message(Communicator& comm, Backend& 
   return m;
 }
 
-Result<std::string> encode_world_job(const RunPlan& plan) {
-  const RunRequest& r = plan.request;
-  if (!plan.text.defined()) return internal_error("encode_world_job: the plan's text rows are not resolved yet");
-  const Tensor& t = plan.text;  // host [L, text_dim] or [L, hidden], f32 or bf16
-  json j = {{"width", r.width},
-            {"height", r.height},
-            {"frames", r.frames},
-            {"seconds", r.seconds},
-            {"steps", r.steps},
-            {"schedule", r.schedule},
-            {"sampler", r.sampler},
-            {"seed", r.seed},
-            {"attention", r.attention},
-            {"precision", r.precision},
-            {"video_shift", r.video_shift},
-            {"audio_shift", r.audio_shift},
-            {"text_dtype", dtype_name(t.dtype())},
-            {"text_shape", t.shape()},
-            {"total_rows", plan.geo.total_rows()}};
-  // Adapters by file name: each rank resolves them in its own --lora-dir (agree_request_loras compares the files).
-  json loras = json::array();
-  for (const LoraSpec& l : r.loras)
-    loras.push_back({{"name", fs::path(l.path).filename().string()}, {"scale", l.scale ? json(*l.scale) : json()}});
-  j["lora"] = loras;
-  const std::string head = j.dump();
-  std::string out;
-  const uint64_t head_bytes = head.size();
-  out.append(reinterpret_cast<const char*>(&head_bytes), sizeof(head_bytes));
-  out += head;
-  out.append(static_cast<const char*>(t.raw_data()), t.nbytes());
-  return out;
-}
+Result<std::string> encode_world_job(const RunPlan& plan) { return encode_plan(plan); }
 
 Result<RunPlan> decode_world_job(const std::string& payload, const ModelConfig& cfg, const PipelineOptions& options) {
-  uint64_t head_bytes = 0;
-  if (payload.size() < sizeof(head_bytes)) return internal_error("serve: rank 0's job message is truncated");
-  std::memcpy(&head_bytes, payload.data(), sizeof(head_bytes));
-  if (head_bytes > payload.size() - sizeof(head_bytes))
-    return internal_error("serve: rank 0's job header is truncated");
-  const json j = json::parse(payload.substr(sizeof(head_bytes), head_bytes), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return internal_error("serve: rank 0's job header is not JSON");
-  try {
-    VORTEX_ASSIGN_OR_RETURN(const DType dtype, dtype_from_name(j.at("text_dtype").get<std::string>()));
-    const Shape shape = j.at("text_shape").get<Shape>();
-    if (shape.size() != 2) return internal_error("serve: rank 0's text rows are not 2-D");
-    Tensor text = Tensor::empty(shape, dtype);  // host [L, text_dim] or [L, hidden]
-    if (text.nbytes() != payload.size() - sizeof(head_bytes) - head_bytes)
-      return internal_error("serve: rank 0's text rows have the wrong byte size");
-    std::memcpy(text.raw_data(), payload.data() + sizeof(head_bytes) + head_bytes, text.nbytes());
-
-    RunRequest r;
-    r.width = j.at("width").get<int>();
-    r.height = j.at("height").get<int>();
-    r.frames = j.at("frames").get<int>();
-    r.seconds = j.at("seconds").get<double>();
-    r.steps = j.at("steps").get<int>();
-    r.schedule = j.at("schedule").get<std::string>();
-    r.sampler = j.at("sampler").get<std::string>();
-    r.seed = j.at("seed").get<uint64_t>();
-    r.attention = j.at("attention").get<std::string>();
-    r.precision = j.at("precision").get<std::string>();
-    r.video_shift = j.at("video_shift").get<double>();
-    r.audio_shift = j.at("audio_shift").get<double>();
-    r.media = false;  // rank 0 decodes
-    for (const json& l : j.at("lora")) {
-      const std::string name = l.at("name").get<std::string>();
-      // request.cpp admits plain file names only; a follower never follows a path out of its folder.
-      if (name.empty() || name != fs::path(name).filename().string() || name == "." || name == "..")
-        return internal_error("serve: rank 0 named the adapter '" + name + "', not a plain file name");
-      LoraSpec spec;
-      spec.path = options.lora_dir.empty() ? name : (fs::path(options.lora_dir) / name).string();
-      if (!l.at("scale").is_null()) spec.scale = l.at("scale").get<double>();
-      r.loras.push_back(std::move(spec));
-    }
-    // The geometry depends on the text row count alone: plan as for L synthetic rows, then condition on
-    // rank 0's rows.
-    r.synthetic_text_rows = static_cast<int>(shape[0]);
-    ProgressSink quiet;
-    std::string field;
-    VORTEX_ASSIGN_OR_RETURN(RunPlan plan,
-                            plan_run(cfg, options, r, quiet, /*weights_resident=*/true, FieldStyle::kJson, &field));
-    plan.text = std::move(text);
-    plan.text_source = "rank 0";  // neither a file nor a prompt here; this rank's run.json is not published
-    const int64_t rows = j.at("total_rows").get<int64_t>();
-    if (plan.geo.total_rows() != rows) {
-      return internal_error("serve: this rank planned " + std::to_string(plan.geo.total_rows()) +
-                            " packed rows for rank 0's job of " + std::to_string(rows));
-    }
-    return plan;
-  } catch (const nlohmann::json::exception& e) {
-    return internal_error(std::string("serve: rank 0's job header: ") + e.what());
+  Result<RunPlan> decoded = decode_plan(payload, cfg);
+  if (!decoded.ok()) return internal_error("serve: rank 0's job: " + decoded.status().message());
+  RunPlan plan = std::move(decoded).value();
+  // Adapters by file name: each rank resolves them in its own --lora-dir (agree_request_loras compares the files).
+  for (LoraSpec& l : plan.request.loras) {
+    const std::string name = l.path;
+    // request.cpp admits plain file names only; a follower never follows a path out of its folder.
+    if (name.empty() || name != fs::path(name).filename().string() || name == "." || name == "..")
+      return internal_error("serve: rank 0 named the adapter '" + name + "', not a plain file name");
+    l.path = options.lora_dir.empty() ? name : (fs::path(options.lora_dir) / name).string();
   }
+  plan.request.media = false;  // rank 0 decodes
+  return plan;
 }
 
 PipelineOptions follower_pipeline_options(PipelineOptions o) {
   o.vae_dir.clear();
   o.audio_vae_dir.clear();
-  o.synthetic_vae.clear();
+  o.synthetic_vae = SyntheticVae::kNone;
   o.text_encoder_dir.clear();
   o.tokenizer_path.clear();
   return o;

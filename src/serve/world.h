@@ -2,7 +2,7 @@
 // runs the HTTP server, the queue and the outputs (server.h, ServeOptions::join); ranks 1..N-1 are
 // followers (run_serve_follower). Everything rank 0 says goes through Communicator::broadcast from rank 0:
 // a header [kind, payload bytes] (two u64), then the payload. For each job it takes from its queue, rank 0
-// broadcasts the resolved request (the request fields and its text rows, encode_world_job); every rank then
+// broadcasts its plan (encode_world_job: engine/plan_codec.h); every rank then
 // runs the same sequence-parallel sampling; only rank 0 writes and publishes the outputs. A job with
 // per-request LoRA adapters names them by file name; before sampling every rank attaches them from its own
 // --lora-dir and the ranks compare what they loaded (Pipeline::agree_request_loras): a rank that cannot
@@ -39,14 +39,13 @@ struct ReceivedWorldMessage {
 // Ranks 1..N-1: the next message of rank 0 (waits up to the communicator's timeout).
 Result<ReceivedWorldMessage> receive_world_message(Communicator& comm, Backend& backend);
 
-// A job as rank 0 resolved it: the request fields that shape the sampling (sizes, frames or seconds,
-// steps, schedule, sampler, seed, shifts, attention) and the text rows (plan.text, already encoded when
-// a text encoder conditions on the prompt), the adapters (file names and scales), plus the packed row
-// count as a consistency check. kInternal when the text rows are not resolved yet.
+// A job as rank 0 planned it: the plan itself (engine/plan_codec.h: the request, the resolved geometry, the
+// sampler spec and schedule, the text rows already encoded when a text encoder conditions on the prompt, the
+// adapters by file name). kInternal when the text rows are not resolved yet.
 Result<std::string> encode_world_job(const RunPlan& plan);
-// A follower's plan of `payload`: the same plan_run as rank 0's, conditioned on rank 0's text rows, for
-// latents only (media off, no frames folder), the adapters resolved in `options.lora_dir`; kInternal when
-// its packed rows differ from rank 0's.
+// A follower's plan: rank 0's plan decoded (no planning of its own), for latents only (media off, no frames
+// folder), the adapters resolved in `options.lora_dir`; kInternal when the bytes are malformed or its packed rows
+// differ from rank 0's.
 Result<RunPlan> decode_world_job(const std::string& payload, const ModelConfig& cfg, const PipelineOptions& options);
 
 // What a follower loads: rank 0's options without the decoders and the text encoder (rank 0 decodes and

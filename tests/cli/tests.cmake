@@ -13,6 +13,13 @@ if(TARGET vortex_cli)
                                                       VORTEX_PARITY_FIXTURES="${CMAKE_SOURCE_DIR}/tests/parity/fixtures")
   add_dependencies(cli_request_test vortex_cli)
 
+  # Latents byte-identical to the code path that recorded tests/cli/fixtures/latents_ab.json.
+  vortex_test(NAME cli_latents_ab_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_latents_ab_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(cli_latents_ab_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
+                                                         VORTEX_CLI_FIXTURES="${CMAKE_SOURCE_DIR}/tests/cli/fixtures")
+  add_dependencies(cli_latents_ab_test vortex_cli)
+
   # --checkpoint DIR: original and diffusers folders end to end.
   vortex_test(NAME cli_checkpoint_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_checkpoint_test.cpp
               LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)

@@ -98,7 +98,7 @@ Result<Digest> tiny_generate(Communicator* comm, uint64_t weights_seed, uint64_t
   o.config_name = "h3-tiny";
   o.synthetic_weights = true;
   o.weights_seed = weights_seed;
-  o.backend = "cuda";
+  o.backend = BackendKind::kCuda;
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> p, Pipeline::load(o, quiet));
   p->model().set_communicator(comm);
   RunRequest r;
@@ -130,7 +130,7 @@ TEST(Nccl, UlyssesOverAWorldOfOneGivesThePlainCudaBytes) {
   o.config_name = "h3-tiny";
   o.synthetic_weights = true;
   o.weights_seed = weights_seed;
-  o.backend = "cuda";
+  o.backend = BackendKind::kCuda;
   auto p = Pipeline::load(o, quiet);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   auto* cuda = dynamic_cast<CudaBackend*>(&(*p)->backend());

@@ -38,7 +38,7 @@ Result<Digest> generate_cuda(Communicator* comm, uint64_t weights_seed, uint64_t
   o.config_name = "h3-tiny";
   o.synthetic_weights = true;
   o.weights_seed = weights_seed;
-  o.backend = "cuda";
+  o.backend = BackendKind::kCuda;
   VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<Pipeline> p, Pipeline::load(o, quiet));
   std::unique_ptr<testing::SyncedCommunicator> synced;
   if (comm) synced = std::make_unique<testing::SyncedCommunicator>(*comm, p->backend());

@@ -39,7 +39,7 @@ PipelineOptions tiny_options(uint64_t weights_seed) {
   o.config_name = "h3-tiny";
   o.synthetic_weights = true;
   o.weights_seed = weights_seed;
-  o.backend = "cpu";
+  o.backend = BackendKind::kCpu;
   o.threads = 1;
   return o;
 }

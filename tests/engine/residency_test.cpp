@@ -16,9 +16,9 @@ PipelineOptions cuda_h3(const std::string& precision, const std::string& adaln) 
   PipelineOptions o;
   o.config_name = "h3";
   o.synthetic_weights = true;
-  o.backend = "cuda";
-  o.precision = precision;
-  o.adaln_weights = adaln;
+  o.backend = BackendKind::kCuda;
+  o.precision = parse_precision(precision).value();
+  o.adaln_weights = parse_adaln_placement(adaln).value();
   return o;
 }
 
@@ -73,7 +73,7 @@ TEST(Residency, PlacesAndTheBudget) {
   EXPECT_NE(refused.message().find("AdaLN"), std::string::npos) << refused.message();
   // Decoders on the device count too; the lines name every component, the budget and the per-step traffic.
   PipelineOptions with_vae_options = cuda_h3("bf16", "auto");
-  with_vae_options.synthetic_vae = "full";
+  with_vae_options.synthetic_vae = SyntheticVae::kFull;
   auto with_vae = plan_residency(cfg, with_vae_options, t.total, gb, 24 * gb, true, reserve);
   ASSERT_TRUE(with_vae.ok());
   EXPECT_LT(with_vae->resident_blocks, streamed->resident_blocks);
@@ -135,16 +135,15 @@ TEST(Residency, OptionChecks) {
   o.synthetic_weights = true;
   o.max_vram_gb = 24;
   EXPECT_EQ(validate_pipeline_options(o).code(), ErrorCode::kInvalidArgument);  // cpu backend
-  o.backend = "cuda";
+  o.backend = BackendKind::kCuda;
   EXPECT_TRUE(validate_pipeline_options(o).ok());
   o.max_vram_gb = -1;
   EXPECT_EQ(validate_pipeline_options(o).code(), ErrorCode::kInvalidArgument);
   o.max_vram_gb = 0;
-  o.adaln_weights = "gpu";
-  EXPECT_EQ(validate_pipeline_options(o).code(), ErrorCode::kInvalidArgument);
-  o.adaln_weights = "host";
+  EXPECT_EQ(parse_adaln_placement("gpu").status().code(), ErrorCode::kInvalidArgument);
+  o.adaln_weights = AdalnPlacement::kHost;
   EXPECT_TRUE(o.adaln_weights_on_host());
-  o.backend = "cpu";
+  o.backend = BackendKind::kCpu;
   EXPECT_FALSE(o.adaln_weights_on_host()) << "on the cpu backend the device is the host";
 }
 

@@ -40,3 +40,7 @@ if(TARGET vortex_cli)
                                                            VORTEX_VAE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vae/fixtures")
   add_dependencies(model_folder_cli_test vortex_cli)
 endif()
+# The request contract: every field's limits and error field in the CLI and JSON dialects, the planner's refusals,
+# the plan's bytes for serve followers (src/engine/request.h, planner.h, plan_codec.h).
+vortex_test(NAME request_contract_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/request_contract_test.cpp
+            LIBS vortex_serve)

@@ -505,7 +505,7 @@ Result<std::vector<float>> run_generate(const std::string& out, std::vector<Lora
   r.pipeline.checkpoint_path = model_dir();
   r.pipeline.threads = 2;
   r.pipeline.loras = std::move(loras);
-  r.pipeline.lora_mode = mode;
+  r.pipeline.lora_mode = parse_lora_mode(mode).value();
   r.run.width = 64, r.run.height = 64, r.run.frames = 5, r.run.steps = 2, r.run.synthetic_text_rows = 4;
   r.out_dir = out;
   ProgressSink quiet;

@@ -26,7 +26,10 @@ TEST(ServeRequest, DefaultsAndFields) {
   EXPECT_EQ(r->frames, 5);
   EXPECT_EQ(r->steps, 3);
   EXPECT_EQ(r->seed, 18446744073709551615ull);
-  EXPECT_EQ(r->schedule, "diffusers");
+  EXPECT_EQ(r->schedule, AvScheduleMode::kDiffusers);
+  EXPECT_EQ(r->sampler, SamplerKind::kEuler);
+  EXPECT_EQ(r->attention, AttentionKind::kSdpa);
+  EXPECT_EQ(r->precision, Precision::kBf16);
   EXPECT_EQ(r->fail_alloc_after, -1);
   Result<RunRequest> d = parse(R"({"prompt": "x"})");
   ASSERT_TRUE(d.ok());

@@ -63,10 +63,10 @@ std::pair<std::vector<float>, std::vector<float>> generate_latents(const fs::pat
                                                                    std::vector<vortex::LoraSpec> loras) {
   vortex::GenerateRequest r;
   r.pipeline.checkpoint_path = kModel;
-  r.pipeline.backend = VORTEX_SERVE_LORA_BACKEND;
+  r.pipeline.backend = vortex::parse_backend_kind(VORTEX_SERVE_LORA_BACKEND).value();
   r.pipeline.threads = 2;
   r.pipeline.loras = std::move(loras);
-  r.pipeline.lora_mode = "runtime";
+  r.pipeline.lora_mode = vortex::LoraMode::kRuntime;
   r.run.text_embeddings_path = embeddings;
   r.run.width = 64, r.run.height = 64, r.run.frames = 5, r.run.steps = 2, r.run.seed = 3;
   r.out_dir = out.string();
@@ -95,7 +95,7 @@ class VORTEX_SERVE_LORA_SUITE : public ::testing::Test {
     o.pipeline.config_name.clear();
     o.pipeline.synthetic_weights = false;
     o.pipeline.checkpoint_path = kModel;
-    o.pipeline.backend = VORTEX_SERVE_LORA_BACKEND;
+    o.pipeline.backend = vortex::parse_backend_kind(VORTEX_SERVE_LORA_BACKEND).value();
     if (with_lora_dir) o.pipeline.lora_dir = (dir_.path() / "loras").string();
     return o;
   }

@@ -45,7 +45,7 @@ inline vortex::serve::ServeOptions tiny_options(const fs::path& data) {
   vortex::serve::ServeOptions o;
   o.pipeline.config_name = "h3-tiny";
   o.pipeline.synthetic_weights = true;
-  o.pipeline.backend = "cpu";
+  o.pipeline.backend = vortex::BackendKind::kCpu;
   o.pipeline.threads = 2;
   o.host = "127.0.0.1";
   o.port = 0;

@@ -98,7 +98,7 @@ vortex::InProcessMemory world_memory() {
 ServeOptions world_options(const fs::path& data) {
   ServeOptions o = tiny_options(data);
 #if defined(VORTEX_SERVE_WORLD_CUDA)
-  o.pipeline.backend = "cuda";
+  o.pipeline.backend = vortex::BackendKind::kCuda;
 #endif
   return o;
 }

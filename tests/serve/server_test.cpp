@@ -122,7 +122,7 @@ std::string embeddings_file(int rows, int cols) {
 TEST(ServeDoc, CurlExamplesAnswerAsDocumented) {
   ScratchDir dir;
   vortex::serve::ServeOptions o = tiny_options(dir.path() / "data");
-  o.pipeline.synthetic_vae = "tiny";  // the doc's server: --synthetic-vae tiny
+  o.pipeline.synthetic_vae = vortex::SyntheticVae::kTiny;  // the doc's server: --synthetic-vae tiny
   TestServer s(o);
   ASSERT_TRUE(s.server);
   auto c = s.client();
@@ -169,7 +169,7 @@ TEST(ServeDoc, CurlExamplesAnswerAsDocumented) {
 TEST(ServeMedia, DecodedJobsServeTheMp4AndKeepTheLatents) {
   ScratchDir dir;
   vortex::serve::ServeOptions o = tiny_options(dir.path() / "data");
-  o.pipeline.synthetic_vae = "tiny";
+  o.pipeline.synthetic_vae = vortex::SyntheticVae::kTiny;
   TestServer s(o);
   ASSERT_TRUE(s.server);
   auto c = s.client();
