@@ -157,6 +157,7 @@ struct Server::Impl {
   void worker_loop();
   std::shared_ptr<Job> next_job();  // waits for a queued job; nullptr when the worker stops
   Status run_job(const std::shared_ptr<Job>& job);
+  void finish_stopped(Job& j);
   void world_failed(const Status& why);
   bool broadcast_job(const std::shared_ptr<Job>& job);
   Status world_status();
