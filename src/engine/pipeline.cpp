@@ -388,7 +388,9 @@ void Pipeline::make_room_for(uint64_t need) {
   (void)backend_->release_cached_memory();
 }
 
-Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need) {
+Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need,
+                                    const CancelToken* cancel) {
+  const std::atomic<bool>* stop = cancel != nullptr ? cancel->flag() : nullptr;
   for (const auto& [cached_ids, states] : encodings_) {
     if (cached_ids == ids) {
       progress.note("prompt encoding reused (the same prompt was encoded before in this process)");
@@ -419,20 +421,24 @@ Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSin
     TextEncoderLoadProgressFn on_load = [&progress](const TextEncoderLoadProgress& p) {
       progress.loading("text encoder", p.bytes_done, p.bytes_total, p.layers_done, p.layers_total, p.seconds);
     };
-    VORTEX_ASSIGN_OR_RETURN(text_encoder_, TextEncoder::load(options_.text_encoder_dir, *backend_, layers, on_load));
+    VORTEX_ASSIGN_OR_RETURN(text_encoder_,
+                            TextEncoder::load(options_.text_encoder_dir, *backend_, layers, on_load, stop));
     text_encoder_bytes_ = weight_bytes;
     ++conditioner_loads_;
   }
   progress.stage("encoding the prompt (" + std::to_string(ids.size()) + " tokens -> hidden_states[" +
                  std::to_string(layer) + "])");
-  Result<Tensor> states = text_encoder_->encode(ids, layer);
+  TextEncodeControl control;
+  control.cancel = stop;
+  Result<Tensor> states = text_encoder_->encode(ids, layer, control);
   Status synced = backend_->synchronize();
   // Resident only beside a loaded transformer and when the run still fits; else freed before the transformer needs
-  // the memory (a one-shot generate loads it next).
-  if (!states.ok() || !synced.ok() || !model_) {
+  // the memory (a one-shot generate loads it next). A cancel leaves a resident conditioner resident.
+  const bool was_cancelled = !states.ok() && states.status().code() == ErrorCode::kCancelled;
+  if ((!states.ok() && !was_cancelled) || !synced.ok() || !model_) {
     text_encoder_.reset();
     (void)backend_->release_cached_memory();
-  } else {
+  } else if (states.ok()) {
     make_room_for(keep_need);
   }
   VORTEX_RETURN_IF_ERROR(states.status());
@@ -444,9 +450,9 @@ Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSin
   return *states;
 }
 
-Status Pipeline::encode_prompt(RunPlan& plan, ProgressSink& progress) {
+Status Pipeline::encode_prompt(RunPlan& plan, ProgressSink& progress, const CancelToken* cancel) {
   if (plan.text.defined() || plan.text_source != TextSource::kPrompt || !has_text_encoder()) return Status::Ok();
-  VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total()));
+  VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total(), cancel));
   return Status::Ok();
 }
 
@@ -493,7 +499,10 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   Tensor text = plan.text;  // [L, text_dim] host
   if (!text.defined()) {
     RunPlan encoded = plan;
-    VORTEX_RETURN_IF_ERROR(encode_prompt(encoded, progress));
+    // With ranks only the agreed cancel counts (agreed_cancel below): a rank stopping alone here would leave its
+    // peers waiting in a collective.
+    const bool alone = model_->communicator() == nullptr;
+    VORTEX_RETURN_IF_ERROR(encode_prompt(encoded, progress, alone ? &cancel : nullptr));
     if (!encoded.text.defined()) return internal_error("Pipeline::run: the plan has no text and no prompt to encode");
     text = encoded.text;
   }
@@ -619,8 +628,16 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
     // video.mp4 is encoded while the video decodes (the audio first; src/engine/stream_mux.h).
     Mp4Options mp4;
     mp4.crf = options_.mp4_crf;
-    VORTEX_ASSIGN_OR_RETURN(StreamedDecode streamed, decode_to_mp4(video, audio, *video_vae_, *audio_vae_,
-                                                                   (staged / "video.mp4").string(), mp4, on_tile));
+    // A cancel stops the decode between clips and before the mux's flush (decode_to_mp4); on backends that poll
+    // it, inside long ops too, whose cut-short outputs the cancel then discards.
+    struct CancelScope {
+      Backend& b;
+      ~CancelScope() { b.set_cancel_flag(nullptr); }
+    } cancel_scope{*backend_};
+    backend_->set_cancel_flag(cancel.flag());
+    VORTEX_ASSIGN_OR_RETURN(StreamedDecode streamed,
+                            decode_to_mp4(video, audio, *video_vae_, *audio_vae_, (staged / "video.mp4").string(), mp4,
+                                          on_tile, cancel.flag()));
     const DecodedMedia& decoded = streamed.media;
     const double video_s = streamed.video_decode_s, audio_s = streamed.audio_decode_s;
     t0 = Clock::now();

@@ -115,8 +115,9 @@ class Pipeline {
   // generate) the conditioner is freed again, so the two never share the memory; once the transformer is resident
   // (serve) the conditioner stays when the memory free beside it still covers `plan`'s estimate, so the next new
   // prompt costs no reload; run() frees it when a later plan needs its memory. A no-op for any other text source or
-  // an already filled plan.
-  Status encode_prompt(RunPlan& plan, ProgressSink& progress);
+  // an already filled plan. `cancel` (may be null) is read between the conditioner's layer loads and between its
+  // layers (TextEncodeControl): a cancel ends it with kCancelled and leaves the plan unfilled.
+  Status encode_prompt(RunPlan& plan, ProgressSink& progress, const CancelToken* cancel = nullptr);
   bool has_text_encoder() const { return !options_.text_encoder_dir.empty(); }
   int conditioner_runs() const { return conditioner_runs_; }    // encodings computed (cache misses)
   int conditioner_loads() const { return conditioner_loads_; }  // times its weights were loaded
@@ -124,7 +125,8 @@ class Pipeline {
 
  private:
   // `keep_need`: the bytes a run needs beside the resident conditioner for it to stay (encode_prompt).
-  Result<Tensor> encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need);
+  Result<Tensor> encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need,
+                            const CancelToken* cancel);
   // Memory free for this backend's work: the device's (GPU backends) or the host's (cpu); nullopt when unknown.
   std::optional<uint64_t> free_memory() const;
   // Frees the resident conditioner when `need` does not fit the free memory beside it.

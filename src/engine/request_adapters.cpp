@@ -81,6 +81,7 @@ Status Pipeline::switch_request_loras(const RunRequest& request, ProgressSink& p
   lo.allow_unmatched = options_.lora_allow_unmatched;
   lo.mode = "runtime";
   lo.precision = precision_name(exec_.precision);
+  lo.refuse_symlinks = true;  // named in --lora-dir: a link swapped in after admission is refused at open
   if (!request.loras.empty()) progress.stage("attaching LoRA adapters");
   nlohmann::ordered_json manifest = nlohmann::ordered_json::array();
   Status s = apply_lora_adapters(

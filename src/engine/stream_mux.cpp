@@ -17,11 +17,13 @@ namespace vortex {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+bool is_set(const std::atomic<bool>* flag) { return flag != nullptr && flag->load(std::memory_order_relaxed); }
 
 // Encodes queued frame ranges of a decoded video on its own thread, in order.
 class FrameEncoder {
  public:
-  FrameEncoder(Mp4Stream& stream, Tensor& rgb) : stream_(stream), rgb_(rgb), worker_([this] { run(); }) {}
+  FrameEncoder(Mp4Stream& stream, Tensor& rgb, const std::atomic<bool>* cancel)
+      : stream_(stream), rgb_(rgb), cancel_(cancel), worker_([this] { run(); }) {}
   ~FrameEncoder() { (void)close(); }
 
   Status push(const Tensor& video, int64_t begin, int64_t end) {
@@ -58,7 +60,8 @@ class FrameEncoder {
         r = std::move(queue_.front());
         queue_.pop_front();
       }
-      Status st = encode(r, threads);
+      // A cancel drops the queued ranges: their encode (and the flush after them) is not waited for.
+      Status st = is_set(cancel_) ? cancelled("cancelled while encoding video.mp4") : encode(r, threads);
       if (!st.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         error_ = st;
@@ -76,6 +79,7 @@ class FrameEncoder {
 
   Mp4Stream& stream_;
   Tensor& rgb_;
+  const std::atomic<bool>* cancel_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Range> queue_;
@@ -88,13 +92,14 @@ class FrameEncoder {
 
 Result<StreamedDecode> decode_to_mp4(const Tensor& video_latents, const Tensor& audio_latents, VideoVae& video_vae,
                                      AudioVae& audio_vae, const std::string& mp4_path, const Mp4Options& opts,
-                                     const VaeProgressFn& progress) {
+                                     const VaeProgressFn& progress, const std::atomic<bool>* cancel) {
   VORTEX_RETURN_IF_ERROR(video_vae.check_latents(video_latents).with_context("video_latents"));
   VORTEX_RETURN_IF_ERROR(audio_vae.check_latents(audio_latents).with_context("audio_latents"));
   StreamedDecode out;
   auto t0 = Clock::now();
   VORTEX_ASSIGN_OR_RETURN(out.media.audio, audio_vae.decode(audio_latents, progress));
   out.audio_decode_s = seconds_since(t0);
+  if (is_set(cancel)) return cancelled("cancelled after the audio decode");
   out.media.sample_rate = audio_vae.config().sampling_rate;
   out.media.fps = opts.fps;
   const VideoVaeConfig& vc = video_vae.config();
@@ -109,14 +114,18 @@ Result<StreamedDecode> decode_to_mp4(const Tensor& video_latents, const Tensor& 
   Result<Tensor> video = internal_error("video decode did not run");
   Status enc_status;
   {
-    FrameEncoder encoder(*stream, out.media.frames);
-    video = video_vae.decode(video_latents, progress,
-                             [&](const Tensor& v, int64_t begin, int64_t end) { return encoder.push(v, begin, end); });
+    FrameEncoder encoder(*stream, out.media.frames, cancel);
+    video = video_vae.decode(video_latents, progress, [&](const Tensor& v, int64_t begin, int64_t end) {
+      // Each clip's frames: a cancel stops the decode here (ops a backend cut short never reach the file).
+      if (is_set(cancel)) return cancelled("cancelled while decoding the video (frame " + std::to_string(begin) + ")");
+      return encoder.push(v, begin, end);
+    });
     out.video_decode_s = seconds_since(t0);
     t0 = Clock::now();
     enc_status = encoder.close();  // on a decode error: the ranges queued so far, then the stream is dropped
   }
   if (!video.ok()) return video.status();
+  if (is_set(cancel)) return cancelled("cancelled before video.mp4 was finished");
   VORTEX_RETURN_IF_ERROR(enc_status.with_context("video.mp4"));
   if (stream->frames_written() != frames)
     return internal_error("video.mp4: " + std::to_string(stream->frames_written()) + " frames encoded of " +

@@ -2,11 +2,13 @@
 // with it (h264_nvenc when the driver offers it, else libx264; src/media/mp4_writer.h), then the video decode,
 // whose finished frames (each clip's, VideoVae::decode's on_frames) are converted to RGB8 and encoded on a worker
 // thread while later clips decode. The file is complete soon after the last clip, not a whole encode later.
-// Tested in tests/media/stream_mux_test.cpp (CPU: fallback encoder, same frames as the one-shot path).
+// Tested in tests/media/stream_mux_test.cpp (CPU: fallback encoder, same frames as the one-shot path, cancel).
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <atomic>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/decode.h"
 #include "media/mp4_writer.h"
@@ -22,10 +24,14 @@ struct StreamedDecode {
   double mux_tail_s = 0.0;  // from the end of the video decode to video.mp4 renamed into place
 };
 
-// Writes `mp4_path` (atomically); both latents are checked before any work.
+// Writes `mp4_path` (atomically); both latents are checked before any work. `cancel` (may be null) is read after
+// the audio decode, after each clip of the video decode (before its frames are queued), by the encoder thread
+// before each queued range, and before the mux's final flush: a set flag ends the decode with kCancelled and
+// leaves no video.mp4.
 Result<StreamedDecode> decode_to_mp4(const Tensor& video_latents, const Tensor& audio_latents, VideoVae& video_vae,
                                      AudioVae& audio_vae, const std::string& mp4_path, const Mp4Options& opts,
-                                     const VaeProgressFn& progress = nullptr);
+                                     const VaeProgressFn& progress = nullptr,
+                                     const std::atomic<bool>* cancel = nullptr);
 
 // run.json's description of a video.mp4: codec, the encoder that ran and its settings, geometry, audio.
 nlohmann::json describe_mp4(const Mp4Options& opts, const Mp4EncoderInfo& encoder, const Tensor& frames);

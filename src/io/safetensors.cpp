@@ -196,11 +196,13 @@ Result<SafetensorsHeader> parse_safetensors_buffer(const uint8_t* data, size_t s
 
 // ---- mmap reader ------------------------------------------------------------------------------
 
-Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+Result<SafetensorsFile> SafetensorsFile::open(const std::string& path, bool follow_symlinks) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW));
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT) return not_found(path + ": no such file");
+    if (err == ELOOP && !follow_symlinks)
+      return invalid_argument(path + ": is a symbolic link, which is not followed here (give a regular file)");
     return io_error(path + ": cannot open (" + std::strerror(err) + ")");
   }
   struct stat st {};

@@ -51,7 +51,9 @@ Result<SafetensorsHeader> parse_safetensors_header(const uint8_t* data, size_t a
 // view and the file object are gone). Views are read-only memory: never write through them.
 class SafetensorsFile {
  public:
-  static Result<SafetensorsFile> open(const std::string& path);
+  // follow_symlinks false: the last path component is opened with O_NOFOLLOW, and a symbolic link there is
+  // refused (kInvalidArgument) however it got there.
+  static Result<SafetensorsFile> open(const std::string& path, bool follow_symlinks = true);
 
   const std::string& path() const { return path_; }
   const SafetensorsHeader& header() const { return header_; }

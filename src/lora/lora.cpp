@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/config_json.h"
+#include "core/file_no_follow.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/h3_spec.h"
@@ -300,6 +301,7 @@ Status check_request_loras(const std::vector<LoraSpec>& specs, const ModelConfig
     o.allow_unmatched = allow_unmatched;
     o.explicit_scale = spec.scale.has_value();
     o.request_dialect = true;
+    o.refuse_symlinks = true;  // opened again by the worker with O_NOFOLLOW (Pipeline::switch_request_loras)
     Result<LoraAdapter> ad = load_lora(spec.path, config, o);
     if (!ad.ok() && ad.status().code() == ErrorCode::kInvalidArgument) return ad.status();
   }
@@ -312,8 +314,20 @@ std::vector<std::string> lora_target_layers(const ModelConfig& config) {
   return v;
 }
 
+namespace {
+
+// adapter_config.json; with `no_follow` read through one descriptor opened with O_NOFOLLOW, so a symbolic link
+// swapped in after a check is refused too (kInvalidArgument).
+Result<ConfigJson> read_adapter_config(const std::string& path, bool no_follow) {
+  if (!no_follow) return ConfigJson::read_file(path);
+  VORTEX_ASSIGN_OR_RETURN(const std::string text, read_file_no_follow(path, 1u << 20));
+  return ConfigJson::parse(text, path);
+}
+
+}  // namespace
+
 Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config, const LoraLoadOptions& options) {
-  VORTEX_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
+  VORTEX_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path, !options.refuse_symlinks));
   LoraAdapter ad;
   ad.path = path;
   ad.tensors = static_cast<int64_t>(file.entries().size());
@@ -483,8 +497,12 @@ Result<LoraAdapter> load_lora(const std::string& path, const ModelConfig& config
   } else if (meta_alpha) {
     for (size_t i = 0; i < ad.parts.size(); ++i) scales[i] = *meta_alpha / static_cast<double>(ad.parts[i].rank());
     ad.alpha_source = "__metadata__ " + meta_key + " = " + fmt(*meta_alpha) + " (alpha / rank per module)";
+  } else if (options.refuse_symlinks && std::filesystem::is_symlink(std::filesystem::symlink_status(config_path, ec))) {
+    return invalid_argument("lora: the adapter_config.json beside " + std::filesystem::path(path).filename().string() +
+                            " is a symbolic link; files in --lora-dir must be regular files");
   } else if (std::filesystem::is_regular_file(config_path, ec)) {
-    Result<ConfigJson> read = ConfigJson::read_file(config_path.string());
+    Result<ConfigJson> read = read_adapter_config(config_path.string(), options.refuse_symlinks);
+    if (!read.ok() && read.status().code() == ErrorCode::kInvalidArgument) return read.status();
     const json cfg = read.ok() ? read->json() : json();
     if (!cfg.is_object() || !cfg.contains("lora_alpha") || !cfg["lora_alpha"].is_number() || !cfg.contains("r") ||
         !cfg["r"].is_number()) {
@@ -625,6 +643,7 @@ Status apply_lora_adapters(H3Weights& weights, const std::vector<LoraSpec>& spec
     LoraLoadOptions lo;
     lo.allow_unmatched = options.allow_unmatched;
     lo.explicit_scale = spec.scale.has_value();
+    lo.refuse_symlinks = options.refuse_symlinks;
     VORTEX_ASSIGN_OR_RETURN(LoraAdapter ad, load_lora(spec.path, config, lo));
     const double strength = spec.scale.value_or(1.0);
     std::set<std::string> layers;

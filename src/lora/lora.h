@@ -39,6 +39,9 @@ struct LoraLoadOptions {
   bool allow_unmatched = false;  // keys that match no layer: a warning (listed in the adapter) instead of an error
   bool explicit_scale = false;   // the user gave SCALE: an ambiguous alpha is then resolved as alpha = rank
   bool request_dialect = false;  // errors advise the serve request's "lora": ["NAME:SCALE"] instead of --lora
+  // The file and the adapter_config.json beside it are opened with O_NOFOLLOW: a symbolic link is refused
+  // whenever it was put there (per-request adapters named in --lora-dir).
+  bool refuse_symlinks = false;
 };
 
 // One low-rank part of one layer: W[row_offset : row_offset + rows] += scale * B @ A.
@@ -105,6 +108,7 @@ struct LoraApplyOptions {
   // The weight precision the run uses: the run-time branch needs BF16 weights (merge works for every mode,
   // because generate merges before apply_precision quantizes).
   std::string precision = "bf16";
+  bool refuse_symlinks = false;  // LoraLoadOptions::refuse_symlinks for every adapter
 };
 // Loads each spec, reports the effective scales through `note` (and unmatched keys through `warn`), merges
 // or attaches, and writes the run.json entry (an array, one object per adapter) to `manifest_out`.

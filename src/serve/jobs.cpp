@@ -3,7 +3,6 @@
 // finished jobs; only their own folders are deleted), and the jobs restored from the store at start after
 // the reconciliation of reconcile.h.
 #include <algorithm>
-#include <fstream>
 #include <regex>
 
 #include "serve/reconcile.h"
@@ -132,21 +131,6 @@ void set_error(http::Response& res, int status, const std::string& field, const 
                const std::string& type) {
   res.status = status;
   res.set_content(error_body(field, message, type), "application/json");
-}
-
-Status write_file_atomic(const fs::path& path, const std::string& bytes) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    f.flush();
-    if (!f) return io_error("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return io_error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
-  return Status::Ok();
 }
 
 bool is_job_id(const std::string& id) {

@@ -3,11 +3,16 @@
 // entries are an upload and such leftovers. Symbolic links are never followed or removed.
 #include "serve/reconcile.h"
 
-#include <fstream>
-#include <iterator>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <set>
 
 #include <nlohmann/json.hpp>
+
+#include "core/file_no_follow.h"
 
 namespace vortex::serve {
 namespace fs = std::filesystem;
@@ -57,14 +62,9 @@ Status write_job_json(const fs::path& dir, const std::string& status_json) {
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(dir, ec))) return Status::Ok();  // gone, or a link: not ours to write
   json j = json::parse(status_json, nullptr, false);
-  const fs::path tmp = dir / "job.json.tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << (j.is_discarded() ? status_json : j.dump(2, ' ', false, json::error_handler_t::replace)) << "\n";
-    if (!f) return io_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, dir / "job.json", ec);
-  return ec ? io_error("cannot rename " + tmp.string() + ": " + ec.message()) : Status::Ok();
+  return write_file_atomic(
+      dir / "job.json",
+      (j.is_discarded() ? status_json : j.dump(2, ' ', false, json::error_handler_t::replace)) + "\n");
 }
 
 // The leftovers of one job folder: output.partial/ and *.tmp files.
@@ -80,6 +80,36 @@ void collect_leftovers(const fs::path& dir, ReconcileReport& r) {
 }
 
 }  // namespace
+
+Status write_file_atomic(const fs::path& path, const std::string& bytes) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    return io_error(
+        "cannot write " + tmp.string() + ": " +
+        (err == ELOOP ? std::string("a symbolic link is there, which is not followed") : std::strerror(err)));
+  }
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return io_error("cannot write " + tmp.string() + ": " + std::strerror(err));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) return io_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return io_error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
+  return Status::Ok();
+}
 
 Result<ReconcileReport> reconcile_jobs(JobStore& store, const fs::path& jobs_dir, bool (*is_job_id)(const std::string&),
                                        double now) {
@@ -116,9 +146,8 @@ Result<ReconcileReport> reconcile_jobs(JobStore& store, const fs::path& jobs_dir
     // but an upload (a submission interrupted before it was queued) is removed.
     const fs::path job_json = e.path() / "job.json";
     if (fs::is_regular_file(fs::symlink_status(job_json, ec))) {
-      std::ifstream f(job_json, std::ios::binary);
-      const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      json j = json::parse(text, nullptr, false);
+      const Result<std::string> text = read_file_no_follow(job_json.string(), 64u << 20);
+      json j = text.ok() ? json::parse(*text, nullptr, false) : json();
       if (j.is_object() && j.value("id", "") == name && j.contains("status") && j["status"].is_string()) {
         StoredJob row;
         row.id = name;

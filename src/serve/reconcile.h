@@ -24,6 +24,11 @@ struct ReconcileReport {
   std::vector<std::string> left;  // entries not written by Vortex, left in place (names under jobs/)
 };
 
+// Writes `bytes` to `path` through `path`.tmp and one rename. The temporary file is opened with O_NOFOLLOW (a
+// symbolic link planted at that name is refused, never written through); the rename replaces a link at `path`
+// itself, not its target.
+Status write_file_atomic(const std::filesystem::path& path, const std::string& bytes);
+
 // `is_job_id` tells a folder name Vortex generates. `now` is the Unix time written as finished_at.
 Result<ReconcileReport> reconcile_jobs(JobStore& store, const std::filesystem::path& jobs_dir,
                                        bool (*is_job_id)(const std::string&), double now);

@@ -26,6 +26,7 @@
 #include "serve/cost.h"
 #include "serve/http_server.h"
 #include "serve/job_store.h"
+#include "serve/reconcile.h"
 #include "serve/server.h"
 
 namespace vortex::serve {
@@ -80,7 +81,6 @@ std::string error_body(const std::string& field, const std::string& message, con
                        const std::string& request_id = "");
 void set_error(http::Response& res, int status, const std::string& field, const std::string& message,
                const std::string& type);
-Status write_file_atomic(const fs::path& path, const std::string& bytes);
 // Job ids: "video_" + 24 hex digits of a per-process random stream.
 bool is_job_id(const std::string& id);
 
@@ -159,6 +159,7 @@ struct Server::Impl {
   void worker_loop();
   std::shared_ptr<Job> next_job();  // waits for a queued job; nullptr when the worker stops
   Status run_job(const std::shared_ptr<Job>& job);
+  void finish_stopped(Job& j);
   void world_failed(const Status& why);
   bool broadcast_job(const std::shared_ptr<Job>& job);
   Status world_status();

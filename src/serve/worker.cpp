@@ -43,6 +43,17 @@ class Server::Impl::JobProgress : public ProgressSink {
   Job& j_;
 };
 
+// A job its cancel token stopped: failed with "time_limit" when --max-job-seconds stopped it, else cancelled.
+// Under mu.
+void Server::Impl::finish_stopped(Job& j) {
+  if (!j.time_limited) return finish(j, JobState::kCancelled);
+  j.error_type = "time_limit";
+  j.error_message = j.error_message_raw = "the job ran past this server's --max-job-seconds (" +
+                                          std::to_string(static_cast<long>(opt.cost.max_job_seconds)) +
+                                          " s) and was stopped";
+  finish(j, JobState::kFailed);
+}
+
 // Runs `job`; its error when it failed (OK when it succeeded or was cancelled).
 Status Server::Impl::run_job(const std::shared_ptr<Job>& job) {
   const fs::path staging = job->dir / "output.partial";
@@ -76,15 +87,9 @@ Status Server::Impl::run_job(const std::shared_ptr<Job>& job) {
     }
     job->files = result->files;
     finish(*job, JobState::kSucceeded);
-  } else if ((result.status().code() == ErrorCode::kCancelled || job->cancel.cancelled()) && job->time_limited) {
-    job->error_type = "time_limit";
-    job->error_message = job->error_message_raw = "the job ran past this server's --max-job-seconds (" +
-                                                  std::to_string(static_cast<long>(opt.cost.max_job_seconds)) +
-                                                  " s) and was stopped";
-    finish(*job, JobState::kFailed);
   } else if (result.status().code() == ErrorCode::kCancelled || job->cancel.cancelled()) {
     // A cancel cuts long ops short (Backend::set_cancel_flag); whatever they then report is the cancel.
-    finish(*job, JobState::kCancelled);
+    finish_stopped(*job);
   } else {
     job->error_type = error_type_for(result.status().code());
     job->error_message_raw = result.status().message();
@@ -138,14 +143,16 @@ bool Server::Impl::broadcast_job(const std::shared_ptr<Job>& job) {
     running.reset();
   };
   JobProgress progress(*this, *job);
-  if (Status st = pipeline->encode_prompt(*job->plan, progress); !st.ok()) {
-    fail_job(st);
-    return false;
-  }
+  // The encode stops at its next layer (load) boundary on a cancel (Pipeline::encode_prompt).
+  const Status encoded = pipeline->encode_prompt(*job->plan, progress, &job->cancel);
   if (job->cancel.cancelled()) {  // not broadcast yet: the followers never see it
     std::lock_guard<std::mutex> lock(mu);
-    finish(*job, JobState::kCancelled);
+    finish_stopped(*job);
     running.reset();
+    return false;
+  }
+  if (!encoded.ok()) {
+    fail_job(encoded);
     return false;
   }
   Result<std::string> bytes = encode_world_job(*job->plan);

@@ -50,12 +50,13 @@ Result<int> pipeline_text_layer(const std::string& dir) {
 }
 
 Result<std::unique_ptr<TextEncoder>> TextEncoder::load(const std::string& dir, Backend& backend, int layers_needed,
-                                                       const TextEncoderLoadProgressFn& progress) {
+                                                       const TextEncoderLoadProgressFn& progress,
+                                                       const std::atomic<bool>* cancel) {
   VORTEX_ASSIGN_OR_RETURN(std::string folder, text_encoder_folder(dir));
   VORTEX_ASSIGN_OR_RETURN(TextEncoderConfig cfg,
                           TextEncoderConfig::from_file((fs::path(folder) / "config.json").string()));
   VORTEX_ASSIGN_OR_RETURN(TextEncoderWeights w,
-                          load_text_encoder_weights(folder, cfg, layers_needed, backend, progress));
+                          load_text_encoder_weights(folder, cfg, layers_needed, backend, progress, cancel));
   return std::unique_ptr<TextEncoder>(new TextEncoder(cfg, backend, std::move(w)));
 }
 
@@ -65,12 +66,12 @@ Result<std::unique_ptr<TextEncoder>> TextEncoder::synthesize(const TextEncoderCo
   return std::unique_ptr<TextEncoder>(new TextEncoder(config, backend, std::move(w)));
 }
 
-Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, int layer_index) {
-  return encode(ids, text_mrope_positions(static_cast<int64_t>(ids.size())), layer_index);
+Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, int layer_index, const TextEncodeControl& control) {
+  return encode(ids, text_mrope_positions(static_cast<int64_t>(ids.size())), layer_index, nullptr, control);
 }
 
 Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor& positions, int layer_index,
-                                   const VisionEmbeddings* vision) {
+                                   const VisionEmbeddings* vision, const TextEncodeControl& control) {
   const TextEncoderConfig& c = config_;
   if (ids.empty()) return invalid_argument("text encoder: no token ids");
   if (layer_index < 0 || layer_index > c.num_layers)
@@ -152,7 +153,17 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
   VORTEX_ASSIGN_OR_RETURN(Tensor upv, up.as_strided({len, f}, {2 * f, 1}, f));          // [L, F] view
   const SegmentTable no_segments;
   const int layers_run = layer_index == c.num_layers ? c.num_layers : layer_index;
+  // The backend polls the cancel flag inside long ops too; an op it cut short leaves undefined outputs, so a
+  // cancel seen at the end discards the result.
+  auto stop = [&] { return control.cancel != nullptr && control.cancel->load(std::memory_order_relaxed); };
+  struct CancelScope {
+    Backend& b;
+    ~CancelScope() { b.set_cancel_flag(nullptr); }
+  } scope{be};
+  be.set_cancel_flag(control.cancel);
   for (int i = 0; i < layers_run; ++i) {
+    if (stop())
+      return cancelled("cancelled while encoding the prompt (before text encoder layer " + std::to_string(i) + ")");
     const TextEncoderLayerWeights& l = weights_.layers[static_cast<size_t>(i)];
     const std::string at = "text encoder layer " + std::to_string(i);
     VORTEX_RETURN_IF_ERROR(be.rms_norm_two_rounding(x, l.input_layernorm_weight, c.rms_norm_eps, norm_out)
@@ -182,14 +193,17 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
     if (static_cast<size_t>(i) < num_deep && (i + 1 < layers_run || layer_index == c.num_layers))
       VORTEX_RETURN_IF_ERROR(
           be.gate_add(x, deep_delta[static_cast<size_t>(i)], nullptr, 0, no_segments).with_context(at + " DeepStack"));
+    if (control.on_layer) control.on_layer(i + 1, layers_run);
   }
   if (layer_index == c.num_layers) {
     VORTEX_RETURN_IF_ERROR(
         be.rms_norm_two_rounding(x, weights_.norm_weight, c.rms_norm_eps, norm_out).with_context("text encoder norm"));
     x = norm_out;
   }
+  if (stop()) return cancelled("cancelled while encoding the prompt");
   Tensor out = Tensor::empty({len, d}, DType::kBF16);  // [L, D] bf16 host
   VORTEX_RETURN_IF_ERROR(be.download(x, out));
+  if (stop()) return cancelled("cancelled while encoding the prompt");
   return out;
 }
 

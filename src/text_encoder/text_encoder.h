@@ -5,10 +5,12 @@
 // The H3 trap: a stack truncated to 50 layers would return a post-norm hidden_states[50]; here the layer count
 // comes from config.json and only the first k layers are loaded, so encode(ids, 50) is always pre-norm.
 // Tested in tests/text_encoder/text_encoder_parity_test.cpp (transformers 5.24, every k) and
-// text_encoder_test.cpp.
+// text_encoder_test.cpp (also the cancel between layers and between layer loads).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,12 +32,23 @@ struct VisionEmbeddings {
   std::vector<Tensor> deepstack;  // each [rows, hidden] f32 host, in tap order
 };
 
+// How a caller stops or follows an encode. `cancel` is read before each decoder layer and once before the
+// result is downloaded: a set flag ends the encode with kCancelled (and, on backends that poll it, cuts the
+// running op short: Backend::set_cancel_flag). `on_layer(done, total)` is called after each decoder layer has
+// been issued (on CUDA the device may still be running it). Both may be empty.
+struct TextEncodeControl {
+  const std::atomic<bool>* cancel = nullptr;
+  std::function<void(int done, int total)> on_layer;
+};
+
 class TextEncoder {
  public:
   // A transformers Qwen3-VL folder (config.json + safetensors), reading only what hidden_states[k] for
   // k <= layers_needed requires: layers 0 .. layers_needed-1, plus `norm` when layers_needed == num_layers.
+  // `cancel` (may be null) is read before each tensor is uploaded: a set flag ends the load with kCancelled.
   static Result<std::unique_ptr<TextEncoder>> load(const std::string& dir, Backend& backend, int layers_needed,
-                                                   const TextEncoderLoadProgressFn& progress = nullptr);
+                                                   const TextEncoderLoadProgressFn& progress = nullptr,
+                                                   const std::atomic<bool>* cancel = nullptr);
   // Deterministic synthetic weights with the real names and shapes (benchmarks).
   static Result<std::unique_ptr<TextEncoder>> synthesize(const TextEncoderConfig& config, Backend& backend,
                                                          uint64_t seed, int layers);
@@ -45,12 +58,12 @@ class TextEncoder {
   Backend& backend() const { return backend_; }
 
   // hidden_states[layer_index] of input ids (text positions (i, i, i)): host [L, hidden] bf16.
-  Result<Tensor> encode(const std::vector<int32_t>& ids, int layer_index);
+  Result<Tensor> encode(const std::vector<int32_t>& ids, int layer_index, const TextEncodeControl& control = {});
   // The same with explicit M-RoPE positions: host i32 [3, L] (t, h, w), for presentations with images, and the
   // vision embeddings of those images (null: none). hidden_states[k] is the output of decoder layer k - 1 before
   // its DeepStack addition, as transformers records it.
   Result<Tensor> encode(const std::vector<int32_t>& ids, const Tensor& positions, int layer_index,
-                        const VisionEmbeddings* vision = nullptr);
+                        const VisionEmbeddings* vision = nullptr, const TextEncodeControl& control = {});
 
  private:
   TextEncoder(const TextEncoderConfig& config, Backend& backend, TextEncoderWeights weights)

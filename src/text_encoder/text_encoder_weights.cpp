@@ -85,7 +85,8 @@ Result<std::vector<TextEncoderTensorSpec>> text_encoder_tensor_specs(const TextE
 
 Result<TextEncoderWeights> load_text_encoder_weights(const std::string& folder, const TextEncoderConfig& cfg,
                                                      int layers, Backend& backend,
-                                                     const TextEncoderLoadProgressFn& progress) {
+                                                     const TextEncoderLoadProgressFn& progress,
+                                                     const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
   VORTEX_ASSIGN_OR_RETURN(std::vector<TextEncoderTensorSpec> specs, text_encoder_tensor_specs(cfg, layers));
   VORTEX_ASSIGN_OR_RETURN(std::string path, resolve_checkpoint_path(folder));
@@ -132,6 +133,10 @@ Result<TextEncoderWeights> load_text_encoder_weights(const std::string& folder, 
       loaded[name] = t;  // host view onto the mapping: rows are gathered per request
       report();
       continue;
+    }
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+      return cancelled("cancelled while loading the text encoder (" + std::to_string(p.layers_done) + " of " +
+                       std::to_string(layers) + " layers loaded)");
     }
     Result<Tensor> dev = backend.upload(t);
     if (!dev.ok()) return dev.status().with_context("uploading " + name);

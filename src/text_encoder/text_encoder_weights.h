@@ -5,6 +5,7 @@
 // Tested in tests/text_encoder/text_encoder_test.cpp (folder loading of K layers, spec, synthetic weights).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -64,9 +65,11 @@ using TextEncoderLoadProgressFn = std::function<void(const TextEncoderLoadProgre
 // model.safetensors.index.json + shards, or one model.safetensors): every other tensor (the vision tower,
 // later layers, lm_head) is never read. Each tensor is uploaded from its mmap view (one copy, on the device);
 // the embedding stays a host view. All missing / mis-shaped / non-BF16 tensors are listed in one kFormat error.
+// `cancel` (may be null) is read before each upload: a set flag ends the load with kCancelled.
 Result<TextEncoderWeights> load_text_encoder_weights(const std::string& folder, const TextEncoderConfig& cfg,
                                                      int layers, Backend& backend,
-                                                     const TextEncoderLoadProgressFn& progress = nullptr);
+                                                     const TextEncoderLoadProgressFn& progress = nullptr,
+                                                     const std::atomic<bool>* cancel = nullptr);
 // Deterministic synthetic weights with the real names and shapes (for benchmarks): per-tensor seeds from
 // synthetic_seed(seed, name), so a tensor's values do not depend on how many layers are built.
 Result<TextEncoderWeights> synthesize_text_encoder_weights(const TextEncoderConfig& cfg, int layers, uint64_t seed,

@@ -5,12 +5,14 @@
 // * prompt errors (empty, whitespace, invalid UTF-8, too long with the limit stated, a foreign tokenizer);
 // * the on-disk synthetic text encoder equals the in-memory one bit for bit;
 // * the memory plan and the cache on a Pipeline over a tiny synthetic snapshot: encode once per prompt, reuse
-//   the encoding when it repeats, the same states as the text encoder run directly.
+//   the encoding when it repeats, the same states as the text encoder run directly;
+// * a cancel while the conditioner loads or encodes stops the run at the next layer (load) boundary.
 #include "engine/prompt_encoder.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -179,6 +181,99 @@ class CountingProgress : public ProgressSink {
   void stage(std::string_view what) override { stages.emplace_back(what); }
   std::vector<std::string> stages;
 };
+
+// Cancels `token` from the progress of the prompt path: once `load_layers` conditioner layers are loaded
+// (-1: never), or when the prompt encoding stage begins.
+class CancellingProgress : public ProgressSink {
+ public:
+  CancellingProgress(CancelToken& token, int load_layers, bool at_encode)
+      : token_(token), load_layers_(load_layers), at_encode_(at_encode) {}
+  void stage(std::string_view what) override {
+    stages.emplace_back(what);
+    if (at_encode_ && what.rfind("encoding the prompt", 0) == 0) token_.cancel();
+  }
+  void loading(std::string_view, uint64_t, uint64_t, int layers_done, int, double) override {
+    most_layers = std::max(most_layers, layers_done);
+    if (layers_done == load_layers_) token_.cancel();
+  }
+  std::vector<std::string> stages;
+  int most_layers = -1;
+
+ private:
+  CancelToken& token_;
+  int load_layers_;
+  bool at_encode_;
+};
+
+// A cancel while the conditioner loads or encodes (the serve path: Pipeline::run encodes the prompt) ends
+// the run with kCancelled at the next layer (load) boundary; a cancelled load leaves nothing loaded, a
+// cancelled encode leaves a resident conditioner resident and caches nothing.
+TEST(PromptEncoder, ACancelDuringThePromptPathStopsTheRun) {
+  Scratch s;
+  SyntheticSnapshotOptions so;
+  so.out = s.path().string();
+  so.tokenizer_json = kTinyTokenizer;
+  so.seed = 7;
+  ASSERT_TRUE(write_synthetic_snapshot(so).ok());
+  Result<ModelFolder> folder = open_model_folder(so.out);
+  ASSERT_TRUE(folder.ok()) << folder.status().to_string();
+  PipelineOptions o;
+  o.threads = 2;
+  ASSERT_TRUE(apply_model_folder(*folder, -1, o).ok());
+  ASSERT_GE(kTinyTextLayer, 2);
+  CountingProgress quiet;
+  Result<std::unique_ptr<Pipeline>> p = Pipeline::open(o);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ASSERT_TRUE((*p)->load_weights(quiet).ok());
+  RunRequest r;
+  r.prompt = "a cat";
+  r.width = r.height = 64;
+  r.frames = 5;
+  r.steps = 1;
+  const fs::path out = s.path() / "run";
+  fs::create_directories(out);
+
+  // During the load, once the first layer is on the backend.
+  CancelToken at_load;
+  CancellingProgress load_sink(at_load, 1, false);
+  Result<RunPlan> plan = (*p)->plan(r, quiet, FieldStyle::kFlag);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  Result<RunOutputs> run = (*p)->run(*plan, load_sink, at_load, out.string());
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), ErrorCode::kCancelled) << run.status().to_string();
+  EXPECT_EQ(load_sink.most_layers, 1);
+  EXPECT_EQ((*p)->conditioner_loads(), 0);
+  EXPECT_FALSE((*p)->conditioner_resident());
+  EXPECT_EQ(std::find(load_sink.stages.begin(), load_sink.stages.end(), "sampling"), load_sink.stages.end());
+
+  // During the encode, with the conditioner resident beside the transformer.
+  Result<RunPlan> first = (*p)->plan(r, quiet, FieldStyle::kFlag);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*p)->encode_prompt(*first, quiet).ok());
+  ASSERT_TRUE((*p)->conditioner_resident());
+  EXPECT_EQ((*p)->conditioner_runs(), 1);
+  RunRequest dog = r;
+  dog.prompt = "a dog on a skateboard";
+  Result<RunPlan> other = (*p)->plan(dog, quiet, FieldStyle::kFlag);
+  ASSERT_TRUE(other.ok());
+  CancelToken at_encode;
+  CancellingProgress encode_sink(at_encode, -1, true);
+  Result<RunOutputs> stopped = (*p)->run(*other, encode_sink, at_encode, out.string());
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().code(), ErrorCode::kCancelled) << stopped.status().to_string();
+  EXPECT_NE(stopped.status().message().find("before text encoder layer 0"), std::string::npos)
+      << stopped.status().message();
+  EXPECT_EQ((*p)->conditioner_runs(), 1);
+  EXPECT_TRUE((*p)->conditioner_resident());
+  EXPECT_EQ(std::find(encode_sink.stages.begin(), encode_sink.stages.end(), "sampling"), encode_sink.stages.end());
+
+  // Uncancelled, the same prompt then encodes (not from a cache) and the run completes.
+  const CancelToken never;
+  Result<RunOutputs> done = (*p)->run(*other, quiet, never, out.string());
+  ASSERT_TRUE(done.ok()) << done.status().to_string();
+  EXPECT_EQ((*p)->conditioner_runs(), 2);
+  EXPECT_EQ((*p)->conditioner_loads(), 1);
+}
 
 TEST(PromptEncoder, PipelineEncodesOncePerPromptAndFreesTheConditioner) {
   Scratch s;

@@ -476,6 +476,47 @@ TEST_F(LoraBadFiles, AdapterConfigRankMismatchIsAmbiguous) {
   EXPECT_EQ(ad->parts[0].alpha_scale, 0.5);
 }
 
+// refuse_symlinks (per-request adapters in --lora-dir): the file and its adapter_config.json are opened with
+// O_NOFOLLOW, so a link is refused however late it was put there; without it links are followed as before.
+TEST_F(LoraBadFiles, SymbolicLinksAreRefusedWhenAsked) {
+  TempDir d, elsewhere;
+  const std::string real = elsewhere.path + "/adapter_model.safetensors";
+  ASSERT_TRUE(
+      write_safetensors(real, {{"transformer_blocks.0.attn.to_out.0.lora_A.weight", filled({4, cfg_.inner()}, 1)},
+                               {"transformer_blocks.0.attn.to_out.0.lora_B.weight", filled({cfg_.hidden, 4}, 1)}})
+          .ok());
+  ASSERT_TRUE(write_text_atomic(elsewhere.path + "/adapter_config.json", R"({"r": 4, "lora_alpha": 2})").ok());
+  const std::string link = d.path + "/adapter_model.safetensors";
+  std::filesystem::create_symlink(real, link);
+  // The scale given, so the alpha needs no adapter_config.json beside the link.
+  LoraLoadOptions follow, refuse, refuse_scaled;
+  follow.explicit_scale = refuse_scaled.explicit_scale = true;
+  refuse.refuse_symlinks = refuse_scaled.refuse_symlinks = true;
+  ASSERT_TRUE(load_lora(link, cfg_, follow).ok());  // followed by default (a --lora path given on the command line)
+  Result<LoraAdapter> refused = load_lora(link, cfg_, refuse_scaled);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("is a symbolic link"), std::string::npos) << refused.status().message();
+  EXPECT_EQ(check_request_loras({LoraSpec{link, std::nullopt}}, cfg_, false).code(), ErrorCode::kInvalidArgument);
+  // The file a regular one, its adapter_config.json a link: refused too (followed without the option).
+  std::filesystem::remove(link);
+  std::filesystem::copy_file(real, link);
+  std::filesystem::create_symlink(elsewhere.path + "/adapter_config.json", d.path + "/adapter_config.json");
+  Result<LoraAdapter> followed = load_lora(link, cfg_);
+  ASSERT_TRUE(followed.ok()) << followed.status().to_string();
+  EXPECT_EQ(followed->parts[0].alpha_scale, 0.5);
+  Result<LoraAdapter> config_refused = load_lora(link, cfg_, refuse);
+  ASSERT_FALSE(config_refused.ok());
+  EXPECT_NE(config_refused.status().message().find("adapter_config.json"), std::string::npos)
+      << config_refused.status().message();
+  // Both regular: loads with the option.
+  std::filesystem::remove(d.path + "/adapter_config.json");
+  ASSERT_TRUE(write_text_atomic(d.path + "/adapter_config.json", R"({"r": 4, "lora_alpha": 2})").ok());
+  Result<LoraAdapter> plain = load_lora(link, cfg_, refuse);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->parts[0].alpha_scale, 0.5);
+}
+
 TEST(LoraSpec, ParsesFileAndScale) {
   EXPECT_EQ(parse_lora_spec("a.safetensors")->path, "a.safetensors");
   EXPECT_FALSE(parse_lora_spec("a.safetensors")->scale);

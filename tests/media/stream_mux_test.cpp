@@ -1,8 +1,10 @@
 // decode_to_mp4 (src/engine/stream_mux.h) on the CPU backend with the fixture decoders: the frames it encodes
 // while decoding are video_to_rgb8 of the one-shot decode byte for byte, the audio is the audio decode's, the
 // MP4 holds every frame with the encoder recorded (libx264 with the NVENC fallback reason on a machine without
-// NVENC), and an error in the middle of the decode leaves no video.mp4. VideoVae::decode's on_frames ranges
-// cover the frames once, in order.
+// NVENC), and an error or a cancel in the middle of the decode leaves no video.mp4. VideoVae::decode's on_frames
+// ranges cover the frames once, in order.
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -127,6 +129,41 @@ TEST(StreamMux, ErrorMidDecodeLeavesNoFile) {
   auto r = decode_to_mp4(bad, f.audio_latents, *f.video, *f.audio, dir + "/video.mp4", Mp4Options{});
   EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(fs::is_empty(dir));
+}
+
+// A cancel set from the progress callback at the first video tile stops the decode at the end of the first clip
+// (its frames are not queued), one set during the audio decode before any video tile; neither leaves a file.
+TEST(StreamMux, ACancelStopsTheDecodeBetweenClipsAndLeavesNoFile) {
+  Fixture f;
+  load(f);
+  const int64_t total = f.video->tile_forwards(f.video_latents.shape());
+  for (const char* at : {"video", "audio"}) {
+    const std::string dir = temp_dir(at);
+    std::atomic<bool> flag{false};
+    int64_t video_done = 0;
+    VaeProgressFn progress = [&](const VaeProgress& p) {
+      if (p.stage == "video") video_done = std::max(video_done, p.done);
+      if (p.stage == at) flag = true;
+    };
+    auto r = decode_to_mp4(f.video_latents, f.audio_latents, *f.video, *f.audio, dir + "/video.mp4", Mp4Options{},
+                           progress, &flag);
+    ASSERT_FALSE(r.ok()) << at;
+    EXPECT_EQ(r.status().code(), ErrorCode::kCancelled) << r.status().to_string();
+    if (std::string(at) == "video") {
+      EXPECT_GE(video_done, 1);
+      EXPECT_LT(video_done, total) << "every tile was stitched after a cancel at the first one";
+    } else {
+      EXPECT_EQ(video_done, 0);
+    }
+    EXPECT_TRUE(fs::is_empty(dir)) << at;
+  }
+  // An unset flag changes nothing.
+  const std::string dir = temp_dir("flag_unset");
+  std::atomic<bool> never{false};
+  auto ok = decode_to_mp4(f.video_latents, f.audio_latents, *f.video, *f.audio, dir + "/video.mp4", Mp4Options{},
+                          nullptr, &never);
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_TRUE(fs::exists(dir + "/video.mp4"));
 }
 
 }  // namespace

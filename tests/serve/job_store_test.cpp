@@ -1,12 +1,15 @@
 // The persistent job store (src/serve/job_store.h), the start-up reconciliation (src/serve/reconcile.h) and
 // `vortex serve` across restarts: finished jobs stay reachable with their content, interrupted ones become
 // failed with the reason, leftovers of interrupted runs are collected (and nothing Vortex did not write),
-// retention covers every stored job. Loopback only; bounded in time.
+// retention covers every stored job; job-folder files are never written or read through a symbolic link.
+// Loopback only; bounded in time.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
 #include <map>
 
+#include "core/file_no_follow.h"
 #include "serve/job_store.h"
 #include "serve/reconcile.h"
 #include "serve_test_util.h"
@@ -69,6 +72,39 @@ TEST(JobStore, KeepsJobsAcrossReopensAndOrdersRetention) {
   // A link in place of the store is refused, not followed.
   fs::create_symlink(db, dir.path() / "link.sqlite3");
   EXPECT_FALSE(vortex::serve::open_sqlite_job_store((dir.path() / "link.sqlite3").string()).ok());
+}
+
+// Files of job folders are written through NAME.tmp opened with O_NOFOLLOW and read with O_NOFOLLOW: a link
+// planted in a job folder is refused and its target neither written nor read.
+TEST(JobStore, JobFolderFilesRefuseSymbolicLinks) {
+  ScratchDir dir;
+  const fs::path victim = dir.path() / "victim.txt";
+  std::ofstream(victim) << "not Vortex's";
+  const fs::path job = dir.path() / "video_0123456789abcdef01234567";
+  fs::create_directories(job);
+  fs::create_symlink(victim, job / "job.json.tmp");
+  vortex::Status s = vortex::serve::write_file_atomic(job / "job.json", "{}\n");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("symbolic link"), std::string::npos) << s.message();
+  std::ifstream in(victim);
+  const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "not Vortex's");
+  EXPECT_FALSE(fs::exists(job / "job.json"));
+  // A link at the final name is replaced by the rename (the link itself, never its target).
+  fs::remove(job / "job.json.tmp");
+  fs::create_symlink(victim, job / "job.json");
+  ASSERT_TRUE(vortex::serve::write_file_atomic(job / "job.json", "{\"a\": 1}\n").ok());
+  EXPECT_FALSE(fs::is_symlink(fs::symlink_status(job / "job.json")));
+  std::ifstream again(victim);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>()), "not Vortex's");
+  auto read = vortex::read_file_no_follow((job / "job.json").string(), 1 << 20);
+  ASSERT_TRUE(read.ok()) << read.status().to_string();
+  EXPECT_EQ(*read, "{\"a\": 1}\n");
+  fs::create_symlink(victim, job / "linked.json");
+  auto refused = vortex::read_file_no_follow((job / "linked.json").string(), 1 << 20);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("symbolic link"), std::string::npos);
+  EXPECT_FALSE(vortex::read_file_no_follow((job / "job.json").string(), 4).ok());  // over the size limit
 }
 
 TEST(JobStore, ReconciliationFailsInterruptedJobsAndCollectsOnlyLeftovers) {

@@ -3,8 +3,9 @@
 // adapters, none, and the first again must give byte for byte the latents of separate `generate` runs
 // (engine/generate.h, --lora FILE[:SCALE] --lora-mode runtime; no adapter: the plain model), and run.json records
 // each request's adapters. Bad names (a path, a missing file) and adapters on a server without --lora-dir are 400s
-// naming the field "lora". Built twice: serve_lora_test (cpu, CI) and, with VORTEX_SERVE_LORA_BACKEND="cuda",
-// serve_lora_cuda_test (label gpu: the same comparison through CudaBackend::linear_lora; skips without a device).
+// naming the field "lora"; a symbolic link is refused at admission and when swapped in after it. Built twice:
+// serve_lora_test (cpu, CI) and, with VORTEX_SERVE_LORA_BACKEND="cuda", serve_lora_cuda_test (label gpu: the same
+// comparison through CudaBackend::linear_lora; skips without a device).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,8 +13,10 @@
 #include <iterator>
 
 #include "engine/generate.h"
+#include "engine/pipeline.h"
 #include "gpu_test.h"
 #include "io/safetensors.h"
+#include "lora/lora.h"
 #include "model/backend.h"
 #include "serve_test_util.h"
 
@@ -187,6 +190,56 @@ TEST_F(VORTEX_SERVE_LORA_SUITE, BadAdapterNamesAndServersWithoutLoraDirAreRefuse
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
   EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("--lora-dir"), std::string::npos);
+}
+
+// A symbolic link is refused when the adapter is opened (O_NOFOLLOW), not only when it is named: one named at
+// admission is a 400, and one swapped in after admission (the file checked, then replaced by a link to a valid
+// adapter elsewhere) fails the run when the worker opens it, with no output.
+TEST_F(VORTEX_SERVE_LORA_SUITE, ASymbolicLinkIsRefusedAtAdmissionAndWhenSwappedInLater) {
+  fs::create_directories(dir_.path() / "outside");
+  const fs::path target = dir_.path() / "outside" / "native_comfy.safetensors";
+  fs::copy_file(lora_fixture("native_comfy"), target);
+  fs::create_symlink(target, dir_.path() / "loras" / "link.safetensors");
+  {
+    TestServer s(options(true));
+    ASSERT_TRUE(s.server);
+    auto c = s.client();
+    auto r = submit(*c, json::array({"link.safetensors"}));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_EQ(json::parse(r->body)["error"]["field"], "lora") << r->body;
+    EXPECT_NE(r->body.find("symbolic link"), std::string::npos) << r->body;
+  }
+  // The worker's side, step by step on the pipeline the server runs: admitted, then swapped, then run.
+  vortex::serve::ServeOptions o = options(true);
+  auto p = vortex::Pipeline::open(o.pipeline);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  vortex::ProgressSink quiet;
+  ASSERT_TRUE((*p)->load_weights(quiet).ok());
+  const fs::path swapped = dir_.path() / "loras" / "swap.safetensors";
+  fs::copy_file(lora_fixture("native_comfy"), swapped);
+  vortex::RunRequest req;
+  req.text_embeddings_path = embeddings_;
+  req.width = 64, req.height = 64, req.frames = 5, req.steps = 1, req.seed = 3;
+  req.loras = {{swapped.string(), std::nullopt}};
+  ASSERT_TRUE(vortex::check_request_loras(req.loras, (*p)->config(), false).ok());  // admission
+  auto plan = (*p)->plan(req, quiet, vortex::FieldStyle::kJson);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  fs::remove(swapped);
+  fs::create_symlink(target, swapped);
+  const fs::path out = dir_.path() / "swap_out";
+  fs::create_directories(out);
+  const vortex::CancelToken never;
+  auto run = (*p)->run(*plan, quiet, never, out.string());
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), vortex::ErrorCode::kInvalidArgument) << run.status().to_string();
+  EXPECT_NE(run.status().message().find("symbolic link"), std::string::npos) << run.status().message();
+  EXPECT_TRUE(fs::is_empty(out));
+  // The same file back as a regular file runs.
+  fs::remove(swapped);
+  fs::copy_file(target, swapped);
+  auto again = (*p)->run(*plan, quiet, never, out.string());
+  EXPECT_TRUE(again.ok()) << again.status().to_string();
 }
 
 }  // namespace

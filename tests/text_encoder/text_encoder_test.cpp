@@ -1,14 +1,18 @@
 // Text encoder pieces other than parity: config.json parsing (transformers 5.x and 4.x spellings, refusals),
 // the M-RoPE tables bit for bit against transformers' Qwen3VLTextRotaryEmbedding at distinct (t, h, w)
 // positions, the key spec, loading only K layers from the sharded folder, synthetic weights (deterministic,
-// independent of K), the layer-index contract (prefix property, errors) and the pipeline's layer index.
+// independent of K), the layer-index contract (prefix property, errors), the pipeline's layer index, and the
+// cancel between layers (encode) and between layer loads (load).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "io/safetensors.h"
 #include "text_encoder/mrope.h"
@@ -127,6 +131,69 @@ TEST(TextEncoder, LoadsOnlyTheFirstKLayersAndKeepsThePrefixProperty) {
   EXPECT_EQ(full->encode(ids, 5).status().code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(full->encode({1, 512}, 1).status().code(), ErrorCode::kInvalidArgument);  // id outside the vocabulary
   EXPECT_EQ(full->encode({}, 1).status().code(), ErrorCode::kInvalidArgument);
+}
+
+// A cancel set from the per-layer callback at layer k stops the encode before layer k + 1 with kCancelled; the
+// hooks change no byte of a run they do not stop, and the encoder stays usable after a cancel.
+TEST(TextEncoder, ACancelStopsTheEncodeAtTheNextLayer) {
+  std::unique_ptr<Backend> be = make_backend("cpu", 2).value();
+  std::unique_ptr<TextEncoder> enc = TextEncoder::load(kDir + "/model", *be, 4).value();
+  std::mt19937 rng(std::random_device{}());
+  std::vector<int32_t> ids(12);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % 512);
+  const Tensor want = enc->encode(ids, 4).value();
+  std::atomic<bool> flag{false};
+  std::vector<std::pair<int, int>> calls;
+  TextEncodeControl control;
+  control.cancel = &flag;
+  control.on_layer = [&](int done, int total) { calls.emplace_back(done, total); };
+  Result<Tensor> followed = enc->encode(ids, 4, control);
+  ASSERT_TRUE(followed.ok()) << followed.status().to_string();
+  EXPECT_EQ(std::memcmp(want.raw_data(), followed->raw_data(), want.nbytes()), 0);
+  EXPECT_EQ(calls, (std::vector<std::pair<int, int>>{{1, 4}, {2, 4}, {3, 4}, {4, 4}}));
+  for (int k = 1; k <= 4; ++k) {
+    flag = false;
+    calls.clear();
+    control.on_layer = [&](int done, int total) {
+      calls.emplace_back(done, total);
+      if (done == k) flag = true;
+    };
+    Result<Tensor> r = enc->encode(ids, 4, control);
+    ASSERT_FALSE(r.ok()) << "layer " << k;
+    EXPECT_EQ(r.status().code(), ErrorCode::kCancelled) << r.status().to_string();
+    EXPECT_EQ(static_cast<int>(calls.size()), k) << "layers run after the cancel at layer " << k;
+    if (k < 4) {
+      EXPECT_NE(r.status().message().find("before text encoder layer " + std::to_string(k)), std::string::npos)
+          << r.status().message();
+    }
+  }
+  flag = true;  // set before the call: no layer runs
+  calls.clear();
+  EXPECT_EQ(enc->encode(ids, 2, control).status().code(), ErrorCode::kCancelled);
+  EXPECT_TRUE(calls.empty());
+  Tensor again = enc->encode(ids, 4).value();
+  EXPECT_EQ(std::memcmp(want.raw_data(), again.raw_data(), want.nbytes()), 0);
+}
+
+// A cancel set from the load progress once layer k is on the backend ends the load before layer k + 1 is read.
+TEST(TextEncoder, ACancelStopsTheLoadBetweenLayerLoads) {
+  std::unique_ptr<Backend> be = make_backend("cpu", 1).value();
+  for (int k = 1; k <= 3; ++k) {
+    std::atomic<bool> flag{false};
+    int most = -1;
+    TextEncoderLoadProgressFn progress = [&](const TextEncoderLoadProgress& p) {
+      most = std::max(most, p.layers_done);
+      if (p.layers_done == k) flag = true;
+    };
+    Result<std::unique_ptr<TextEncoder>> r = TextEncoder::load(kDir + "/model", *be, 4, progress, &flag);
+    ASSERT_FALSE(r.ok()) << "layer " << k;
+    EXPECT_EQ(r.status().code(), ErrorCode::kCancelled);
+    EXPECT_EQ(most, k);
+    EXPECT_NE(r.status().message().find(std::to_string(k) + " of 4 layers loaded"), std::string::npos)
+        << r.status().message();
+  }
+  std::atomic<bool> never{false};
+  EXPECT_TRUE(TextEncoder::load(kDir + "/model", *be, 4, nullptr, &never).ok());
 }
 
 TEST(TextEncoder, LoaderNamesMissingAndMisshapedTensors) {
