@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/conditioning.h"
 #include "engine/memory_estimate.h"
 #include "engine/residency.h"
 #include "lora/lora.h"
@@ -70,6 +71,9 @@ struct PipelineOptions {
   std::string synthetic_vae;
   uint64_t synthetic_vae_seed = 0;
   bool vae_tiling = true;  // the released spatial tiling; off changes the pixels
+  // fl2va: the video VAE folder (diffusers layout) whose encoder encodes keyframes; empty: vae_dir.
+  std::string keyframe_vae_dir;
+  const std::string& encoder_vae_dir() const { return keyframe_vae_dir.empty() ? vae_dir : keyframe_vae_dir; }
   // Where the blocks' AdaLN projections (adaln_proj.linear: 13.0 B of h3's 33 B parameters, 26 GB in BF16) live:
   // "host" (page-locked host memory; each request uploads each weight once, before step 1, to compute the tables
   // of its whole schedule: H3Model::precompute_adaln), "device", or "auto" (host on a GPU backend; on the cpu
@@ -114,6 +118,9 @@ struct RunRequest {
   std::optional<bool> media;
   std::string frames_dir;  // with media: also every frame as frame_00000.png ... (published on its own)
   bool frames_overwrite = false;
+  // fl2va (engine/conditioning.h): a first and/or last keyframe image, placed on the width x height canvas. Empty:
+  // t2va. Checked (probe_image, not a Ref2VA transformer, a video VAE given) by check_run_request.
+  KeyframeFiles keyframes;
   // Fault injection: the allocation after this many successful ones fails with kOutOfMemory, through
   // the backend's own allocation path (Backend::inject_alloc_failure). -1: off.
   int fail_alloc_after = -1;
@@ -158,6 +165,8 @@ struct RunPlan {
   Tensor text;
   std::string text_source;        // "embeddings" | "prompt" | "synthetic"
   std::vector<int32_t> text_ids;  // the prompt's t2va presentation, when a text encoder conditions on it
+  // fl2va with a text encoder: the keyframes' presentation (text_ids are its ids; its tags tag the layout's text rows)
+  KeyframeText keyframe_text;
   RequestGeometry geo;
   PackedLayout layout;
   SamplerSpec spec;
@@ -299,8 +308,16 @@ class Pipeline {
   bool conditioner_resident() const { return text_encoder_ != nullptr; }
 
  private:
-  // `keep_need`: the bytes a run needs beside the resident conditioner for it to stay (encode_prompt).
-  Result<Tensor> encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need);
+  // `keep_need`: the bytes a run needs beside the resident conditioner for it to stay (encode_prompt). With `vision`
+  // (fl2va keyframes, `positions` their M-RoPE positions) the encoding is not cached: the same ids carry other images.
+  Result<Tensor> encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need,
+                            const VisionEmbeddings* vision = nullptr, const Tensor* positions = nullptr);
+  // fl2va: the keyframes' vision embeddings for `plan` (read, placed, processor, vision tower).
+  Result<VisionEmbeddings> keyframe_vision_for(const RunPlan& plan, ProgressSink& progress);
+  // fl2va: the keyframe rows of `plan` (read, placed, the video VAE's encoder, noised from the request's seed).
+  Result<Tensor> keyframe_rows_for(const RunPlan& plan, ProgressSink& progress, uint64_t noise_offset);
+  std::unique_ptr<VideoVaeEncoder> vae_encoder_;  // loaded by the first fl2va request
+  std::unique_ptr<VisionTower> vision_tower_;     // loaded by the first fl2va request with a text encoder
   // Memory free for this backend's work: the device's (GPU backends) or the host's (cpu); nullopt when unknown.
   std::optional<uint64_t> free_memory() const;
   // Frees the resident conditioner when `need` does not fit the free memory beside it.
