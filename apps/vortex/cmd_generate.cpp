@@ -63,7 +63,7 @@ struct GenerateArgs {
   // The model folder and the prompt (apply_model_args).
   std::string model;
   std::string prompt;
-  std::string prompt_file;  // --prompt-file FILE
+  std::string prompt_file;              // --prompt-file FILE
   std::string first_frame, last_frame;  // --first-frame / --last-frame IMG (fl2va)
   int text_layer = -1;
   DecoderArgs decoders;       // --vae --audio-vae ... (decoder_options.h)

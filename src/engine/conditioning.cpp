@@ -37,7 +37,13 @@ Status check_keyframes(const KeyframeFiles& files, const std::string& checkpoint
     // The whole decode (milliseconds for a keyframe), so damaged pixel data in an intact container is refused here
     // too, not only what the header shows.
     Result<RgbImage> image = read_image(path);
-    if (!image.ok()) return image.status().with_context(field);
+    if (!image.ok()) {
+      const ErrorCode code = image.status().code();
+      if (code == ErrorCode::kNotFound || code == ErrorCode::kFormat || code == ErrorCode::kUnsupported ||
+          code == ErrorCode::kInvalidArgument)
+        return image.status().with_context(field);
+      return invalid_argument(field + ": " + image.status().message());  // e.g. a decoder's corrupt-data error
+    }
   }
   if (!checkpoint_path.empty()) {
     if (Status ref = refuse_reference_transformer(checkpoint_path); !ref.ok())
@@ -107,14 +113,14 @@ Result<Tensor> keyframe_condition_rows(const VideoVaeEncoder& encoder, const Mod
   return rows;
 }
 
-Result<KeyframeText> present_keyframes(const Tokenizer& tokenizer, const VisionProcessorConfig& processor,
-                                       int merge, int width, int height, int keyframes, const std::string& prompt) {
+Result<KeyframeText> present_keyframes(const Tokenizer& tokenizer, const VisionProcessorConfig& processor, int merge,
+                                       int width, int height, int keyframes, const std::string& prompt) {
   KeyframeText t;
   VORTEX_ASSIGN_OR_RETURN(const auto resized, smart_resize(height, width, processor));
   if (resized.first != height || resized.second != width)
-    return unsupported("the image processor would resize the " + std::to_string(width) + "x" +
-                       std::to_string(height) + " canvas to " + std::to_string(resized.second) + "x" +
-                       std::to_string(resized.first) + "; keyframes need a canvas it passes through unresized");
+    return unsupported("the image processor would resize the " + std::to_string(width) + "x" + std::to_string(height) +
+                       " canvas to " + std::to_string(resized.second) + "x" + std::to_string(resized.first) +
+                       "; keyframes need a canvas it passes through unresized");
   for (int k = 0; k < keyframes; ++k) t.grids.push_back({height / processor.patch, width / processor.patch});
   VORTEX_ASSIGN_OR_RETURN(KeyframePresentation p, build_keyframe_presentation(tokenizer, t.grids, merge, prompt));
   t.ids = std::move(p.ids);
@@ -126,7 +132,8 @@ Result<KeyframeText> present_keyframes(const Tokenizer& tokenizer, const VisionP
 
 Result<VisionProcessorConfig> keyframe_processor_config(const std::string& text_encoder_dir) {
   const fs::path dir(text_encoder_dir);
-  for (const fs::path& p : {dir / "preprocessor_config.json", dir.parent_path() / "processor" / "preprocessor_config.json"}) {
+  for (const fs::path& p :
+       {dir / "preprocessor_config.json", dir.parent_path() / "processor" / "preprocessor_config.json"}) {
     std::error_code ec;
     if (!fs::is_regular_file(p, ec)) continue;
     VORTEX_ASSIGN_OR_RETURN(ConfigJson cfg, ConfigJson::read_file(p.string()));

@@ -66,8 +66,8 @@ struct KeyframeText {
   std::vector<int64_t> image_pad_rows;
   std::vector<std::pair<int, int>> grids;  // per keyframe (grid_h, grid_w) in patches
 };
-Result<KeyframeText> present_keyframes(const Tokenizer& tokenizer, const VisionProcessorConfig& processor,
-                                       int merge, int width, int height, int keyframes, const std::string& prompt);
+Result<KeyframeText> present_keyframes(const Tokenizer& tokenizer, const VisionProcessorConfig& processor, int merge,
+                                       int width, int height, int keyframes, const std::string& prompt);
 
 // The image processor's config of a text-encoder folder: its preprocessor_config.json, else the snapshot's
 // processor/preprocessor_config.json beside it; kNotFound naming both.

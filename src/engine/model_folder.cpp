@@ -338,7 +338,7 @@ std::string describe_model_folder(const ModelFolder& folder) {
     o << "tasks: " << join(folder.tasks) << "; Vortex runs here: " << join(runnable);
     for (const std::string& t : folder.tasks)
       if (std::find(runnable.begin(), runnable.end(), t) == runnable.end())
-        o << (t == "ref2va"   ? " (ref2va: not run by Vortex)"
+        o << (t == "ref2va"  ? " (ref2va: not run by Vortex)"
               : t == "fl2va" ? " (fl2va needs vae/: the keyframes' encoder)"
                              : " (" + t + " needs the transformer, text encoder and tokenizer)");
     o << "\n";

@@ -18,6 +18,7 @@
 
 #include "core/rng.h"
 #include "core/strings.h"
+#include "engine/conditioning.h"
 #include "engine/decode.h"
 #include "engine/precision.h"
 #include "engine/preview.h"
@@ -25,7 +26,6 @@
 #include "engine/run_manifest.h"
 #include "engine/stream_mux.h"
 #include "engine/workload.h"
-#include "engine/conditioning.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/h3_spec.h"
@@ -363,7 +363,8 @@ std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineO
     }
   }
   if (r.keyframes.any()) {
-    const std::string first = fname(style, "first-frame", "first_frame"), last = fname(style, "last-frame", "last_frame");
+    const std::string first = fname(style, "first-frame", "first_frame"),
+                      last = fname(style, "last-frame", "last_frame");
     if (Status s = check_keyframes(r.keyframes, o.checkpoint_path, o.encoder_vae_dir(), first, last); !s.ok())
       return bad(r.keyframes.first.empty() ? "last_frame" : "first_frame", s);
   }
@@ -815,8 +816,8 @@ Status Pipeline::encode_prompt(RunPlan& plan, ProgressSink& progress) {
   if (plan.text.defined() || plan.text_source != "prompt" || !has_text_encoder()) return Status::Ok();
   if (!plan.keyframe_text.ids.empty()) {
     VORTEX_ASSIGN_OR_RETURN(VisionEmbeddings vision, keyframe_vision_for(plan, progress));
-    VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total(), &vision,
-                                                  &plan.keyframe_text.positions));
+    VORTEX_ASSIGN_OR_RETURN(
+        plan.text, encode_ids(plan.text_ids, progress, plan.memory.total(), &vision, &plan.keyframe_text.positions));
     return Status::Ok();
   }
   VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total()));
@@ -1127,9 +1128,9 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   make_room_for(plan.memory.total());  // a resident conditioner gives way to a request that needs its memory
 
   // fl2va: the keyframe rows, their noise from the request's stream after the video and audio noise.
-  const uint64_t condition_noise_offset = static_cast<uint64_t>(cfg.in_channels) * geo.latent_frames * geo.latent_h *
-                                              geo.latent_w +
-                                          static_cast<uint64_t>(2) * cfg.audio_in_channels * geo.audio_latents;
+  const uint64_t condition_noise_offset =
+      static_cast<uint64_t>(cfg.in_channels) * geo.latent_frames * geo.latent_h * geo.latent_w +
+      static_cast<uint64_t>(2) * cfg.audio_in_channels * geo.audio_latents;
   Tensor condition_rows;  // [Nc, 4C] f32 host (fl2va)
   double keyframes_seconds = 0.0;
   if (!geo.keyframes.empty()) {

@@ -14,9 +14,9 @@
 #include "ref/cpu_backend.h"
 #include "text/tokenizer.h"
 #include "text_encoder/text_encoder_weights.h"
-#include "vae/video_vae_encoder.h"
 #include "vae/audio_vae.h"
 #include "vae/video_vae.h"
+#include "vae/video_vae_encoder.h"
 #include "vortex/config.h"
 #include "vortex/tiny_tokenizer_json.h"
 

@@ -490,12 +490,11 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text, const Te
   // Keyframe rows (fl2va): the same video_patch_proj as the generated video rows (F32 GEMM, then BF16), once.
   condition_embedded_ = Tensor();
   if (nc > 0) {
-    VORTEX_ASSIGN_OR_RETURN(Tensor rows_dev, backend_.upload(condition_rows));                // [Nc, 4C] f32
-    VORTEX_ASSIGN_OR_RETURN(Tensor proj, backend_.alloc({nc, cfg_.hidden}, DType::kF32));    // [Nc, D] f32
-    VORTEX_RETURN_IF_ERROR(backend_
-                               .linear(rows_dev, plain_linear(weights_.video_patch_proj_weight),
-                                       &weights_.video_patch_proj_bias, proj)
-                               .with_context("video_patch_proj (keyframe rows)"));
+    VORTEX_ASSIGN_OR_RETURN(Tensor rows_dev, backend_.upload(condition_rows));             // [Nc, 4C] f32
+    VORTEX_ASSIGN_OR_RETURN(Tensor proj, backend_.alloc({nc, cfg_.hidden}, DType::kF32));  // [Nc, D] f32
+    VORTEX_RETURN_IF_ERROR(
+        backend_.linear(rows_dev, plain_linear(weights_.video_patch_proj_weight), &weights_.video_patch_proj_bias, proj)
+            .with_context("video_patch_proj (keyframe rows)"));
     VORTEX_ASSIGN_OR_RETURN(condition_embedded_, backend_.alloc({nc, cfg_.hidden}, DType::kBF16));  // [Nc, D] bf16
     VORTEX_RETURN_IF_ERROR(backend_.cast(proj, condition_embedded_));
   }

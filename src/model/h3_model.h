@@ -222,8 +222,8 @@ class H3Model {
   H3Weights weights_;
   ExecOptions opts_;
   PackedLayout layout_;
-  RopeTables rope_;      // on the backend
-  Tensor text_refined_;  // [L, D] bf16 on the backend
+  RopeTables rope_;            // on the backend
+  Tensor text_refined_;        // [L, D] bf16 on the backend
   Tensor condition_embedded_;  // [Nc, D] bf16 on the backend: video_patch_proj of the keyframe rows (fl2va)
   // Scratch buffers reused by every block (allocated in prepare()).
   BlockScratch scratch_;

@@ -1,5 +1,5 @@
 // fl2va through the built binary on the tiny synthetic snapshot (`vortex synth --snapshot tiny`: h3-tiny weights and
-// a vae/ that also holds a tiny encoder), synthetic text, the CPU backend:
+// a vae/ that also holds a tiny encoder), text embeddings, latents only, the CPU backend:
 // * `generate --first-frame / --last-frame` runs first, last and both keyframes: run.json says fl2va, lists each
 //   image with its SHA-256, the keyframe rows and their noise offset; the same request twice gives the same latents,
 //   and the keyframes change them (t2va is the same command without the flags, unchanged by them);
@@ -32,10 +32,12 @@ class CliFl2va : public ::testing::Test {
     dir_ = nullptr;
   }
   static std::string snap() { return dir_->str("snap"); }
-  // Synthetic h3-tiny weights and text, the snapshot's VAEs (the encoder for the keyframes, the decoders after).
+  // The snapshot's transformer with text embeddings, its vae/ encoding the keyframes, latents only.
   static std::string base() {
-    return "generate --synthetic --config h3-tiny --synthetic-text 8 --vae " + snap() + "/vae --audio-vae " + snap() +
-           "/audio_vae --width 64 --height 64 --frames 22 --steps 2 --seed 7 ";
+    const fs::path text = dir_->path() / "text.safetensors";
+    if (!fs::exists(text)) write_one_tensor_safetensors(text, "text", 8, 128, false, 11);
+    return "generate --model " + snap() + " --text-embeddings " + text.string() +
+           " --latents-only --width 64 --height 64 --frames 5 --steps 2 --seed 7 ";
   }
   static ScratchDir* dir_;
 };
@@ -71,13 +73,14 @@ TEST_F(CliFl2va, FirstLastAndBothKeyframesRunAndAreRecorded) {
     // 64x64: 4x4 latents, 2x2 rows per keyframe.
     EXPECT_EQ(run["keyframes"]["condition_rows"].get<int>(), 4 * static_cast<int>(c.anchors.size()));
     EXPECT_TRUE(run["noise"]["keyframe_offset"].is_number());
-    ASSERT_EQ(run["inputs"].size(), c.files.size());
+    ASSERT_EQ(run["inputs"].size(), c.files.size() + 1);  // the keyframes, then the text embeddings
+    EXPECT_EQ(run["inputs"][c.files.size()]["role"], "text_embeddings");
+    EXPECT_EQ(run["inputs"][c.files.size()]["sha256"], sha256_hex_of(read_file(dir_->path() / "text.safetensors")));
     for (size_t i = 0; i < c.files.size(); ++i) {
       EXPECT_EQ(run["inputs"][i]["path"], c.files[i]);
       EXPECT_EQ(run["inputs"][i]["sha256"], sha256_hex_of(read_file(c.files[i])));
       EXPECT_EQ(run["inputs"][i]["role"], c.anchors[i] + "_frame");
     }
-    EXPECT_TRUE(fs::exists(fs::path(dir_->str(c.name)) / "video.mp4"));
     EXPECT_TRUE(seen.insert(latents_sha(dir_->str(c.name))).second) << "the keyframes must change the latents";
   }
   // The same request again: the same latents (keyframe encode, noise and sampling are deterministic).
@@ -86,7 +89,8 @@ TEST_F(CliFl2va, FirstLastAndBothKeyframesRunAndAreRecorded) {
   EXPECT_EQ(latents_sha(dir_->str("both2")), latents_sha(dir_->str("both")));
   const nlohmann::json t2va_run = nlohmann::json::parse(read_file(fs::path(dir_->str("t2va")) / "run.json"));
   EXPECT_EQ(t2va_run["task"], "t2va");
-  EXPECT_TRUE(t2va_run["inputs"].empty());
+  ASSERT_EQ(t2va_run["inputs"].size(), 1u);
+  EXPECT_EQ(t2va_run["inputs"][0]["role"], "text_embeddings");
 }
 
 TEST_F(CliFl2va, BadKeyframesExitTwoBeforeAnyWeightLoads) {
@@ -120,12 +124,14 @@ TEST_F(CliFl2va, BadKeyframesExitTwoBeforeAnyWeightLoads) {
     EXPECT_FALSE(fs::exists(dir_->str("bad")));
   }
   // Keyframes need the video VAE's encoder.
-  RunResult no_vae = run_vortex("generate --synthetic --config h3-tiny --width 64 --height 64 --frames 22 --steps 1 "
-                                "--latents-only --first-frame " +
-                                (kImages / "rgb.png").string() + " --out " + dir_->str("bad"));
+  RunResult no_vae = run_vortex(
+      "generate --synthetic --config h3-tiny --width 64 --height 64 --frames 22 --steps 1 "
+      "--latents-only --first-frame " +
+      (kImages / "rgb.png").string() + " --out " + dir_->str("bad"));
   EXPECT_EQ(no_vae.exit_code, 2) << no_vae.output;
   EXPECT_NE(no_vae.output.find("video VAE"), std::string::npos) << no_vae.output;
   // A keyframe on the Ref2VA transformer (transformer_ref/ of a snapshot): refused naming the task.
+  fs::create_directories(dir_->path() / "ref");
   fs::copy(fs::path(snap()) / "transformer", dir_->path() / "ref" / "transformer_ref", fs::copy_options::recursive);
   RunResult ref = run_vortex("generate --checkpoint " + dir_->str("ref/transformer_ref") + " --vae " + snap() +
                              "/vae --audio-vae " + snap() + "/audio_vae --width 64 --height 64 --frames 22 --steps 1 " +
@@ -138,7 +144,6 @@ TEST_F(CliFl2va, BadKeyframesExitTwoBeforeAnyWeightLoads) {
 TEST_F(CliFl2va, InspectListsTheTasks) {
   RunResult r = run_vortex("inspect " + snap());
   EXPECT_NE(r.output.find("tasks: t2va, fl2va; Vortex runs here: t2va, fl2va"), std::string::npos) << r.output;
-  fs::create_directories(dir_->path() / "ref" / "transformer_ref");
   fs::copy(fs::path(snap()), dir_->path() / "snap_ref", fs::copy_options::recursive);
   fs::create_directories(dir_->path() / "snap_ref" / "transformer_ref");
   fs::remove_all(dir_->path() / "snap_ref" / "vae");

@@ -88,9 +88,9 @@ Result<Case> load_case(const std::string& name) {
   VORTEX_ASSIGN_OR_RETURN(H3Weights w, load_checkpoint(path, cfg, *c.backend, CheckpointLayout::kAuto));
   c.model = std::make_unique<H3Model>(cfg, *c.backend, std::move(w), c.backend->default_options());
   const int64_t text_rows = (*j)["text_rows"].get<int64_t>();
-  VORTEX_ASSIGN_OR_RETURN(RequestGeometry geo, make_geometry(cfg, meta()["width"].get<int>(),
-                                                             meta()["height"].get<int>(), meta()["frames"].get<int>(),
-                                                             text_rows));
+  VORTEX_ASSIGN_OR_RETURN(RequestGeometry geo,
+                          make_geometry(cfg, meta()["width"].get<int>(), meta()["height"].get<int>(),
+                                        meta()["frames"].get<int>(), text_rows));
   for (const auto& a : (*j)["anchors"])
     geo.keyframes.push_back(a == "first" ? KeyframeAnchor::kFirst : KeyframeAnchor::kLast);
   std::vector<Modality> tags(static_cast<size_t>(text_rows), Modality::kText);
@@ -148,7 +148,8 @@ TEST_P(Fl2vaModelParity, KeyframeInputRowsAndVelocities) {
     const int64_t d = x_host.dim(1);
     const std::vector<float> got_in(all_in.begin() + c->layout.geo.condition_start() * d,
                                     all_in.begin() + c->layout.geo.audio_start() * d);
-    const std::vector<float> want_in = c->get("bf16" + f + "condition_in"), want_in32 = c->get("fp32" + f + "condition_in");
+    const std::vector<float> want_in = c->get("bf16" + f + "condition_in"),
+                             want_in32 = c->get("fp32" + f + "condition_in");
     const double in_err = rel_l2(got_in, want_in), in_floor = rel_l2(want_in, want_in32);
     std::printf("[%s %s] t=(%.4f, %.4f) keyframe input rows: rel-L2 %.3e (floor %.3e)\n", VORTEX_PARITY_BACKEND,
                 GetParam(), tv, ta, in_err, in_floor);
