@@ -62,7 +62,8 @@ struct GenerateArgs {
   // The model folder and the prompt (apply_model_args).
   std::string model;
   std::string prompt;
-  std::string prompt_file;  // --prompt-file FILE
+  std::string prompt_file;              // --prompt-file FILE
+  std::string first_frame, last_frame;  // --first-frame / --last-frame IMG (fl2va)
   int text_layer = -1;
   DecoderArgs decoders;       // --vae --audio-vae ... (decoder_options.h)
   bool latents_only = false;  // --model DIR: do not decode with the folder's VAEs
@@ -277,6 +278,11 @@ int run_generate(GenerateArgs a, CLI::App& sub, int device) {
     decoder_args.audio_vae = decoders.audio_vae_dir;
   }
   if (Status s = apply_decoder_args(decoder_args, p); !s.ok()) return fail(2, s.message());
+  // fl2va: the keyframes, encoded by the video VAE's encoder (--vae DIR, else the model folder's vae/, which
+  // --latents-only keeps for the encoder).
+  q.keyframes.first = a.first_frame;
+  q.keyframes.last = a.last_frame;
+  if (q.keyframes.any()) p.keyframe_vae_dir = !a.decoders.vae.empty() ? a.decoders.vae : decoders.vae_dir;
   q.frames_dir = a.decoders.frames_dir;
   q.frames_overwrite = a.overwrite;
 
@@ -323,6 +329,13 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
       ->type_name("FILE");
   sub->add_option("--synthetic-text", args->synthetic_text, "N deterministic synthetic text rows (default 16)")
       ->type_name("INT");
+  sub->add_option("--first-frame", args->first_frame,
+                  "fl2va: the first keyframe (PNG, JPEG or WebP), stretched onto the --width x --height canvas; needs "
+                  "the video VAE (--model DIR or --vae DIR)")
+      ->type_name("IMG");
+  sub->add_option("--last-frame", args->last_frame,
+                  "fl2va: the last keyframe, cover-cropped onto the canvas (with or without --first-frame)")
+      ->type_name("IMG");
   sub->add_option("--width", args->width, "Pixels, a multiple of 32, at most 8192 (default 448)")->type_name("INT");
   sub->add_option("--height", args->height, "Pixels, a multiple of 32, at most 8192 (default 256)")->type_name("INT");
   sub->add_option("--frames", args->frames, "Pixel frames, snapped up to 17n + 5 (default 22)")->type_name("INT");

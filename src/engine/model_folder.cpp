@@ -193,6 +193,13 @@ Result<ModelFolder> open_model_folder(const std::string& dir) {
                                 (self.parent_path() / "FL2VA").string() + " or the snapshot root " +
                                 self.parent_path().string());
       }
+      const nlohmann::json& tasks = h3.json().contains("tasks") ? h3.json()["tasks"] : nlohmann::json();
+      if (tasks.is_array()) {
+        for (const nlohmann::json& t : tasks)
+          if (t.is_string()) f.tasks.push_back(t.get<std::string>());
+      } else {
+        f.tasks = {"t2va", "fl2va"};
+      }
       f.parts.push_back(weights_part("transformer", d / "transformer", kTransformersIndex, kTransformersFile));
       f.parts.push_back(weights_part("text_encoder", d / "text_encoder", kTransformersIndex, kTransformersFile));
       f.parts.push_back(tokenizer_part({d / "tokenizer" / "tokenizer.json", d / "text_encoder" / "tokenizer.json",
@@ -215,6 +222,8 @@ Result<ModelFolder> open_model_folder(const std::string& dir) {
       f.parts.push_back(audio);
     } else {
       f.layout = ModelFolderLayout::kDiffusers;
+      f.tasks = {"t2va", "fl2va"};
+      if (fs::is_directory(d / "transformer_ref", ec)) f.tasks.push_back("ref2va");
       f.parts.push_back(weights_part("transformer", d / "transformer", kDiffusersIndex, kDiffusersFile));
       f.parts.push_back(weights_part("text_encoder", d / "text_encoder", kTransformersIndex, kTransformersFile));
       f.parts.push_back(tokenizer_part({d / "tokenizer" / "tokenizer.json", d / "text_encoder" / "tokenizer.json",
@@ -282,6 +291,17 @@ DecoderPaths decoder_paths(const ModelFolder& folder) {
   return d;
 }
 
+std::vector<std::string> runnable_tasks(const ModelFolder& folder) {
+  std::vector<std::string> out;
+  const bool t2va = !folder.path_of("transformer").empty() && !folder.path_of("text_encoder").empty() &&
+                    !folder.path_of("tokenizer").empty();
+  for (const std::string& t : folder.tasks) {
+    if (t == "t2va" && t2va) out.push_back(t);
+    if (t == "fl2va" && t2va && !folder.path_of("vae").empty()) out.push_back(t);
+  }
+  return out;
+}
+
 std::string describe_model_folder(const ModelFolder& folder) {
   std::ostringstream o;
   o << "model folder: " << folder.dir << "\n";
@@ -307,6 +327,21 @@ std::string describe_model_folder(const ModelFolder& folder) {
     o << "\n";
   } else {
     o << "text layer: not named by a pipeline config (pass --text-layer K)\n";
+  }
+  if (!folder.tasks.empty()) {
+    auto join = [](const std::vector<std::string>& v) {
+      std::string j;
+      for (const std::string& t : v) j += (j.empty() ? "" : ", ") + t;
+      return j.empty() ? std::string("none") : j;
+    };
+    const std::vector<std::string> runnable = runnable_tasks(folder);
+    o << "tasks: " << join(folder.tasks) << "; Vortex runs here: " << join(runnable);
+    for (const std::string& t : folder.tasks)
+      if (std::find(runnable.begin(), runnable.end(), t) == runnable.end())
+        o << (t == "ref2va"  ? " (ref2va: not run by Vortex)"
+              : t == "fl2va" ? " (fl2va needs vae/: the keyframes' encoder)"
+                             : " (" + t + " needs the transformer, text encoder and tokenizer)");
+    o << "\n";
   }
   for (const std::string& n : folder.notes) o << "note: " << n << "\n";
   if (missing == 0) {

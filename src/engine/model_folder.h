@@ -44,6 +44,9 @@ struct ModelFolder {
   std::vector<ModelPart> parts;
   int text_layer = -1;             // hidden-state index from the pipeline config (pipeline_text_layer); -1: none
   std::vector<std::string> notes;  // e.g. VAEs taken from the snapshot root
+  // H3 tasks the folder's transformers are for: "t2va" and "fl2va" (FL2VA: transformer/, or a partition's
+  // `_minimax_h3.tasks`), "ref2va" (Ref2VA: transformer_ref/ beside it). Empty for a text-encoder folder.
+  std::vector<std::string> tasks;
 
   const ModelPart* part(const std::string& name) const;
   // The part's path when present, else "".
@@ -74,8 +77,12 @@ struct DecoderPaths {
 };
 DecoderPaths decoder_paths(const ModelFolder& folder);
 
-// `vortex inspect DIR` for a model folder: layout, each part with its path and size, the text layer, and
-// the missing parts.
+// The tasks Vortex can run on the folder as it is: t2va with the transformer, text encoder and tokenizer; fl2va
+// with those and vae/ (the keyframes' encoder). ref2va is not run.
+std::vector<std::string> runnable_tasks(const ModelFolder& folder);
+
+// `vortex inspect DIR` for a model folder: layout, each part with its path and size, the text layer, the tasks
+// (declared and runnable), and the missing parts.
 std::string describe_model_folder(const ModelFolder& folder);
 
 // Opens every present part's files (each .safetensors header against the file size, the tokenizer.json as a

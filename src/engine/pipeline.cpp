@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "core/rng.h"
 #include "core/strings.h"
+#include "engine/conditioning.h"
 #include "engine/decode.h"
 #include "engine/host_weight_fill.h"
 #include "engine/precision.h"
@@ -32,6 +33,7 @@
 #include "model/weights_finite.h"
 #include "profiling/evidence.h"
 #include "text_encoder/text_encoder.h"
+#include "vision/keyframe_presentation.h"
 
 namespace vortex {
 namespace fs = std::filesystem;
@@ -48,7 +50,8 @@ constexpr double kLoadReportSeconds = 0.25;
 std::string disk_stream_refusal(const PipelineOptions& o) {
   if (o.synthetic_weights || o.checkpoint_path.empty()) return "synthetic weights have no file (give --checkpoint)";
   if (o.precision != Precision::kBf16)
-    return std::string("--precision ") + precision_name(o.precision) + " converts the weights at load, and a direct read gives them as stored";
+    return std::string("--precision ") + precision_name(o.precision) +
+           " converts the weights at load, and a direct read gives them as stored";
   if (!o.loras.empty()) return "load-time --lora adapters are merged into the weights";
   Result<CheckpointInfo> info = inspect_checkpoint(o.checkpoint_path);
   if (!info.ok()) return info.status().message();
@@ -389,10 +392,11 @@ void Pipeline::make_room_for(uint64_t need) {
 }
 
 Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need,
-                                    const CancelToken* cancel) {
+                                    const CancelToken* cancel, const VisionEmbeddings* vision,
+                                    const Tensor* positions) {
   const std::atomic<bool>* stop = cancel != nullptr ? cancel->flag() : nullptr;
   for (const auto& [cached_ids, states] : encodings_) {
-    if (cached_ids == ids) {
+    if (vision == nullptr && cached_ids == ids) {
       progress.note("prompt encoding reused (the same prompt was encoded before in this process)");
       encode_seconds_ = 0.0;
       return states;
@@ -430,7 +434,9 @@ Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSin
                  std::to_string(layer) + "])");
   TextEncodeControl control;
   control.cancel = stop;
-  Result<Tensor> states = text_encoder_->encode(ids, layer, control);
+  Result<Tensor> states = vision != nullptr && positions != nullptr
+                              ? text_encoder_->encode(ids, *positions, layer, vision, control)
+                              : text_encoder_->encode(ids, layer, control);
   Status synced = backend_->synchronize();
   // Resident only beside a loaded transformer and when the run still fits; else freed before the transformer needs
   // the memory (a one-shot generate loads it next). A cancel leaves a resident conditioner resident.
@@ -444,16 +450,52 @@ Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSin
   VORTEX_RETURN_IF_ERROR(states.status());
   VORTEX_RETURN_IF_ERROR(synced);
   ++conditioner_runs_;
-  if (encodings_.size() >= kMaxCachedEncodings) encodings_.erase(encodings_.begin());
-  encodings_.emplace_back(ids, *states);
+  if (vision == nullptr) {
+    if (encodings_.size() >= kMaxCachedEncodings) encodings_.erase(encodings_.begin());
+    encodings_.emplace_back(ids, *states);
+  }
   encode_seconds_ = seconds_since(t0);
   return *states;
 }
 
 Status Pipeline::encode_prompt(RunPlan& plan, ProgressSink& progress, const CancelToken* cancel) {
   if (plan.text.defined() || plan.text_source != TextSource::kPrompt || !has_text_encoder()) return Status::Ok();
+  if (!plan.keyframe_text.ids.empty()) {
+    VORTEX_ASSIGN_OR_RETURN(VisionEmbeddings vision, keyframe_vision_for(plan, progress));
+    VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total(), cancel, &vision,
+                                                  &plan.keyframe_text.positions));
+    return Status::Ok();
+  }
   VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total(), cancel));
   return Status::Ok();
+}
+
+Result<VisionEmbeddings> Pipeline::keyframe_vision_for(const RunPlan& plan, ProgressSink& progress) {
+  const RunRequest& req = plan.request;
+  progress.stage("reading the keyframes");
+  VORTEX_ASSIGN_OR_RETURN(PlacedKeyframes placed, read_keyframes(req.keyframes, req.width, req.height));
+  VORTEX_ASSIGN_OR_RETURN(VisionProcessorConfig proc, keyframe_processor_config(options_.text_encoder_dir));
+  if (!vision_tower_) {
+    progress.stage("loading the vision tower");
+    VORTEX_ASSIGN_OR_RETURN(VisionTower tower, load_vision_tower(options_.text_encoder_dir, backend_.get()));
+    vision_tower_ = std::make_unique<VisionTower>(std::move(tower));
+  }
+  progress.stage("encoding the keyframes (vision tower, " + std::to_string(placed.keyframes.size()) + " image" +
+                 (placed.keyframes.size() > 1 ? "s" : "") + ")");
+  return keyframe_vision(*vision_tower_, proc, placed, plan.keyframe_text);
+}
+
+Result<Tensor> Pipeline::keyframe_rows_for(const RunPlan& plan, ProgressSink& progress, uint64_t noise_offset) {
+  const RunRequest& req = plan.request;
+  VORTEX_ASSIGN_OR_RETURN(PlacedKeyframes placed, read_keyframes(req.keyframes, req.width, req.height));
+  if (!vae_encoder_) {
+    progress.stage("loading the video VAE encoder");
+    VORTEX_ASSIGN_OR_RETURN(VideoVaeEncoder enc, VideoVaeEncoder::load(options_.encoder_vae_dir(), backend_.get()));
+    vae_encoder_ = std::make_unique<VideoVaeEncoder>(std::move(enc));
+  }
+  progress.stage("encoding the keyframes (video VAE encoder, " + std::to_string(placed.keyframes.size()) + " image" +
+                 (placed.keyframes.size() > 1 ? "s" : "") + ")");
+  return keyframe_condition_rows(*vae_encoder_, cfg_, placed, req.seed, noise_offset);
 }
 
 namespace {
@@ -516,9 +558,21 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
     return invalid_argument("media requested but no decoders are loaded");
   make_room_for(plan.memory.total());  // a resident conditioner gives way to a request that needs its memory
 
+  // fl2va: the keyframe rows, their noise from the request's stream after the video and audio noise.
+  const uint64_t condition_noise_offset =
+      static_cast<uint64_t>(cfg.in_channels) * geo.latent_frames * geo.latent_h * geo.latent_w +
+      static_cast<uint64_t>(2) * cfg.audio_in_channels * geo.audio_latents;
+  Tensor condition_rows;  // [Nc, 4C] f32 host (fl2va)
+  double keyframes_seconds = 0.0;
+  if (!geo.keyframes.empty()) {
+    const auto t_keyframes = Clock::now();
+    VORTEX_ASSIGN_OR_RETURN(condition_rows, keyframe_rows_for(plan, progress, condition_noise_offset));
+    keyframes_seconds = seconds_since(t_keyframes);
+    if (world == nullptr && cancel.cancelled()) return cancelled("cancelled before sampling");
+  }
   progress.stage("preparing text and positions");
   const auto t_prepare = Clock::now();
-  VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, text));
+  VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, text, condition_rows));
   // Every step's AdaLN tables before step 1 (H3Model::precompute_adaln): each adaln_proj weight read once.
   std::vector<std::pair<double, double>> sigmas;
   for (int i = 0; i < plan.spec.steps; ++i)
@@ -724,10 +778,44 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
       {"seed", req.seed},
       {"video_offset", 0},
       {"audio_offset", video_n},
+      {"keyframe_offset", geo.keyframes.empty() ? J(nullptr) : J(condition_noise_offset)},
       {"synthetic_text_seed", plan.text_source == TextSource::kSynthetic ? J(synthetic_text_seed(req.seed))
                               : plan.text_source == TextSource::kPrompt && !encoded
                                   ? J(synthetic_text_seed(prompt_hash(req.prompt)))
                                   : J(nullptr)}};
+  // Every input file of the request with its SHA-256: the keyframe images and the text-embeddings file.
+  J inputs = J::array();
+  for (const auto& [role, path] : {std::pair<std::string, std::string>{"first_frame", req.keyframes.first},
+                                   {"last_frame", req.keyframes.last},
+                                   {"text_embeddings", from_file ? req.text_embeddings_path : std::string()}}) {
+    if (path.empty()) continue;
+    VORTEX_ASSIGN_OR_RETURN(std::string sha, sha256_file(path));
+    J entry = {{"role", role}, {"path", path}, {"bytes", fs::file_size(path, ec)}, {"sha256", sha}};
+    if (role != "text_embeddings") {
+      VORTEX_ASSIGN_OR_RETURN(ImageHeader h, probe_image(path));
+      entry["format"] = image_format_name(h.format);
+      entry["width"] = h.width;
+      entry["height"] = h.height;
+      entry["exif_orientation"] = h.orientation;
+    }
+    inputs.push_back(entry);
+  }
+  manifest["inputs"] = inputs;
+  manifest["task"] = geo.keyframes.empty() ? "t2va" : "fl2va";
+  if (!geo.keyframes.empty()) {
+    J anchors = J::array();
+    for (KeyframeAnchor a : geo.keyframes) anchors.push_back(keyframe_anchor_name(a));
+    manifest["keyframes"] = {
+        {"anchors", anchors},
+        {"canvas", {{"width", geo.width}, {"height", geo.height}}},
+        {"placement", "MiniMaxH3ResizeStep: the first stretched, the last cover-cropped, Pillow LANCZOS"},
+        {"vae", o.encoder_vae_dir()},
+        {"encoder_seed", 42},
+        {"noise_aug", kKeyframeNoiseAug},
+        {"condition_rows", geo.condition_rows()},
+        {"vision", plan.keyframe_text.ids.empty() ? J(nullptr) : J(o.text_encoder_dir)},
+        {"seconds", keyframes_seconds}};
+  }
   manifest["lora"] = lora_manifest_;
   manifest["world"] = world_json(world);
   manifest["model_config"] = model_config_json(cfg);

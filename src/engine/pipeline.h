@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/conditioning.h"
 #include "engine/memory_estimate.h"
 #include "engine/planner.h"
 #include "engine/progress_sink.h"
@@ -124,9 +125,17 @@ class Pipeline {
   bool conditioner_resident() const { return text_encoder_ != nullptr; }
 
  private:
-  // `keep_need`: the bytes a run needs beside the resident conditioner for it to stay (encode_prompt).
+  // `keep_need`: the bytes a run needs beside the resident conditioner for it to stay (encode_prompt). With `vision`
+  // (fl2va keyframes, `positions` their M-RoPE positions) the encoding is not cached: the same ids carry other images.
   Result<Tensor> encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need,
-                            const CancelToken* cancel);
+                            const CancelToken* cancel, const VisionEmbeddings* vision = nullptr,
+                            const Tensor* positions = nullptr);
+  // fl2va: the keyframes' vision embeddings for `plan` (read, placed, processor, vision tower).
+  Result<VisionEmbeddings> keyframe_vision_for(const RunPlan& plan, ProgressSink& progress);
+  // fl2va: the keyframe rows of `plan` (read, placed, the video VAE's encoder, noised from the request's seed).
+  Result<Tensor> keyframe_rows_for(const RunPlan& plan, ProgressSink& progress, uint64_t noise_offset);
+  std::unique_ptr<VideoVaeEncoder> vae_encoder_;  // loaded by the first fl2va request
+  std::unique_ptr<VisionTower> vision_tower_;     // loaded by the first fl2va request with a text encoder
   // Memory free for this backend's work: the device's (GPU backends) or the host's (cpu); nullopt when unknown.
   std::optional<uint64_t> free_memory() const;
   // Frees the resident conditioner when `need` does not fit the free memory beside it.

@@ -17,6 +17,7 @@
 #include "model/backend.h"
 #include "model/h3_spec.h"
 #include "text_encoder/text_encoder.h"
+#include "vision/keyframe_presentation.h"
 
 namespace vortex {
 namespace fs = std::filesystem;
@@ -129,6 +130,17 @@ Result<std::vector<int32_t>> prompt_ids(const PipelineOptions& o, const ModelCon
   return present_t2va_prompt(*tok, te, prompt, field);
 }
 
+// The fl2va presentation of `req`'s keyframes and prompt on its canvas (no pixel read yet).
+Result<KeyframeText> keyframe_presentation_for(const PipelineOptions& o, const RunRequest& req) {
+  VORTEX_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tok, shared_tokenizer(o.tokenizer_path));
+  VORTEX_ASSIGN_OR_RETURN(VisionProcessorConfig proc, keyframe_processor_config(o.text_encoder_dir));
+  VORTEX_ASSIGN_OR_RETURN(ConfigJson root,
+                          ConfigJson::read_file((fs::path(o.text_encoder_dir) / "config.json").string()));
+  VORTEX_ASSIGN_OR_RETURN(VisionConfig vcfg, VisionConfig::from_json(root));
+  return present_keyframes(*tok, proc, vcfg.merge, req.width, req.height,
+                           static_cast<int>(req.keyframes.anchors().size()), req.prompt);
+}
+
 }  // namespace
 
 Result<ModelConfig> resolve_model_config(const PipelineOptions& o) {
@@ -186,6 +198,10 @@ Status plan_text(const PipelineOptions& options, const ModelConfig& cfg, const R
     // encoded by Pipeline::encode_prompt.
     VORTEX_ASSIGN_OR_RETURN(plan.text_ids, prompt_ids(options, cfg, req.prompt, field_name(Field::kPrompt, style)));
     plan.text_source = TextSource::kPrompt;
+    if (req.keyframes.any()) {  // fl2va: per keyframe a label and a vision block, then the prompt
+      VORTEX_ASSIGN_OR_RETURN(plan.keyframe_text, keyframe_presentation_for(options, req));
+      plan.text_ids = plan.keyframe_text.ids;
+    }
   } else if (!req.prompt.empty()) {
     plan.text = synthetic_prompt_states(cfg, req.prompt);
     plan.text_source = TextSource::kPrompt;
@@ -238,6 +254,7 @@ Result<RunPlan> Planner::plan(const RunRequest& req, ProgressSink& progress, Fie
   Result<RequestGeometry> geo = make_geometry(cfg, req.width, req.height, frames, text_rows);
   if (!geo.ok()) return at(req.width % 32 != 0 || req.height % 32 == 0 ? Field::kWidth : Field::kHeight, geo.status());
   plan.geo = *geo;
+  plan.geo.keyframes = req.keyframes.anchors();
   note_frames(req, plan.geo, progress);
   const RequestGeometry& g = plan.geo;
   if (g.total_rows() > kMaxPackedRows) {
@@ -278,7 +295,7 @@ Result<RunPlan> Planner::plan(const RunRequest& req, ProgressSink& progress, Fie
       progress.warning(line);
     }
   }
-  VORTEX_ASSIGN_OR_RETURN(plan.layout, pack_request(cfg, g));
+  VORTEX_ASSIGN_OR_RETURN(plan.layout, pack_request(cfg, g, plan.keyframe_text.tags));
   plan.spec.kind = req.sampler.value_or(default_sampler_for_schedule(req.schedule));
   plan.spec.mode = req.schedule;
   plan.spec.steps = req.steps;

@@ -37,6 +37,8 @@ struct RunPlan {
   Tensor text;
   TextSource text_source = TextSource::kSynthetic;
   std::vector<int32_t> text_ids;  // the prompt's t2va presentation, when a text encoder conditions on it
+  // fl2va with a text encoder: the keyframes' presentation (text_ids are its ids; its tags tag the layout's text rows)
+  KeyframeText keyframe_text;
   RequestGeometry geo;
   PackedLayout layout;
   SamplerSpec spec;  // kind, mode, steps and shifts of the run

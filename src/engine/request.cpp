@@ -74,8 +74,10 @@ constexpr FieldNames kFields[] = {
     {Field::kFramesDir, "--frames-dir", "frames_dir"},
     {Field::kFailAllocAfter, nullptr, "fail_alloc_after"},
     {Field::kOut, "--out", nullptr},
+    {Field::kFirstFrame, "--first-frame", nullptr},
+    {Field::kLastFrame, "--last-frame", nullptr},
 };
-static_assert(sizeof(kFields) / sizeof(kFields[0]) == static_cast<size_t>(Field::kOut) + 1,
+static_assert(sizeof(kFields) / sizeof(kFields[0]) == static_cast<size_t>(Field::kLastFrame) + 1,
               "kFields has one row per Field");
 
 const FieldNames& names_of(Field f) { return kFields[static_cast<size_t>(f)]; }
@@ -329,6 +331,11 @@ std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineO
       if (l.scale && !std::isfinite(*l.scale))
         return bad(Field::kLora, invalid_argument("an adapter's scale must be finite"));
     }
+  }
+  if (r.keyframes.any()) {
+    const std::string first = field_name(Field::kFirstFrame, style), last = field_name(Field::kLastFrame, style);
+    if (Status s = check_keyframes(r.keyframes, o.checkpoint_path, o.encoder_vae_dir(), first, last); !s.ok())
+      return bad(r.keyframes.first.empty() ? Field::kLastFrame : Field::kFirstFrame, s);
   }
   return std::nullopt;
 }

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/conditioning.h"
 #include "lora/lora.h"
 #include "model/exec_options.h"
 #include "sampler/sampler.h"
@@ -87,6 +88,8 @@ enum class Field : uint8_t {
   kFramesDir,
   kFailAllocAfter,
   kOut,
+  kFirstFrame,  // fl2va keyframes (CLI only)
+  kLastFrame,
 };
 // "--steps", or nullptr when the CLI has no flag for the field.
 const char* field_flag(Field f);
@@ -158,6 +161,9 @@ struct PipelineOptions {
   SyntheticVae synthetic_vae = SyntheticVae::kNone;
   uint64_t synthetic_vae_seed = 0;
   bool vae_tiling = true;  // the released spatial tiling; off changes the pixels
+  // fl2va: the video VAE folder (diffusers layout) whose encoder encodes keyframes; empty: vae_dir.
+  std::string keyframe_vae_dir;
+  const std::string& encoder_vae_dir() const { return keyframe_vae_dir.empty() ? vae_dir : keyframe_vae_dir; }
   // Where the blocks' AdaLN projections (adaln_proj.linear: 13.0 B of h3's 33 B parameters, 26 GB in BF16) live:
   // kHost (page-locked host memory; each request uploads each weight once, before step 1, to compute the tables
   // of its whole schedule: H3Model::precompute_adaln), kDevice, or kAuto (host on a GPU backend; on the cpu
@@ -207,6 +213,9 @@ struct RunRequest {
   std::optional<bool> media;
   std::string frames_dir;  // with media: also every frame as frame_00000.png ... (published on its own)
   bool frames_overwrite = false;
+  // fl2va (engine/conditioning.h): a first and/or last keyframe image, placed on the width x height canvas. Empty:
+  // t2va. Checked (probe_image, not a Ref2VA transformer, a video VAE given) by check_run_request.
+  KeyframeFiles keyframes;
   // Fault injection: the allocation after this many successful ones fails with kOutOfMemory, through
   // the backend's own allocation path (Backend::inject_alloc_failure). -1: off.
   int fail_alloc_after = -1;

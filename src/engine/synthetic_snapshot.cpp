@@ -16,6 +16,7 @@
 #include "text_encoder/text_encoder_weights.h"
 #include "vae/audio_vae.h"
 #include "vae/video_vae.h"
+#include "vae/video_vae_encoder.h"
 #include "vortex/config.h"
 #include "vortex/tiny_tokenizer_json.h"
 
@@ -91,9 +92,24 @@ Status write_synthetic_vae_folders(const fs::path& out, uint64_t seed, std::vect
                                  {"decoder_num_attention_heads", video.heads},
                                  {"decoder_attention_head_dim", video.head_dim},
                                  {"vortex.written_by", "vortex synth --snapshot tiny (synthetic weights: noise)"}};
+  // The encoder (fl2va keyframes): the released downsampling at 8 channels per level, one ResNet block each.
+  VideoVaeEncoderConfig encoder;
+  encoder.latent_channels = video.latent_channels;
+  encoder.block_out_channels = std::vector<int>(encoder.spatial_down.size(), 8);
+  encoder.layers_per_block = 1;
+  encoder.groups = 4;
+  vcfg["block_out_channels"] = encoder.block_out_channels;
+  vcfg["layers_per_block"] = encoder.layers_per_block;
+  vcfg["norm_num_groups"] = encoder.groups;
+  vcfg["spatial_downsample_factors"] = encoder.spatial_down;
+  vcfg["temporal_downsample_factors"] = encoder.temporal_down;
   VORTEX_RETURN_IF_ERROR(write_recorded_vae(
       out / "vae", vcfg, VideoVae::synthetic_source(seed),
-      [&](const VaeTensorSource& src) { return VideoVae::from_source(video, src, cpu).status(); }, seed, written));
+      [&](const VaeTensorSource& src) {
+        VORTEX_RETURN_IF_ERROR(VideoVae::from_source(video, src, cpu).status());
+        return VideoVaeEncoder::from_source(encoder, src).status();
+      },
+      seed, written));
   const AudioVaeConfig audio = AudioVaeConfig::tiny();
   nlohmann::ordered_json acfg = {{"_class_name", "AutoencoderKLMiniMaxH3Audio"},
                                  {"latent_channels", audio.latent_channels},

@@ -11,7 +11,9 @@
 //   vae/, audio_vae/        copies of the given VAE folders (refused unless they decode the tiny transformer's
 //                           latents: 24 video channels, audio [2, 32, Ta] as 2 stereo channels); otherwise the
 //                           tiny decoders with synthetic weights (the same as --synthetic-vae tiny --vae-seed SEED),
-//                           so `generate --model DIR --prompt ...` ends in an MP4 (of noise)
+//                           so `generate --model DIR --prompt ...` ends in an MP4 (of noise); the synthetic vae/
+//                           also holds a tiny encoder (the released downsampling, 8 channels per level) for fl2va
+//                           keyframes (--first-frame / --last-frame)
 // Full-size synthetic conditioner weights for benchmarks are made on the backend instead
 // (TextEncoder::synthesize): the 33B transformer plus 50 conditioner layers would be ~116 GB on disk.
 // Tested in tests/engine/model_folder_cli_test.cpp.

@@ -394,8 +394,18 @@ Result<Tensor> adaln_input_host(const ModelConfig& cfg, const TimeEmbedderHost& 
 H3Model::H3Model(ModelConfig cfg, Backend& backend, H3Weights weights, ExecOptions opts)
     : cfg_(std::move(cfg)), backend_(backend), weights_(std::move(weights)), opts_(std::move(opts)) {}
 
-Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
+Status H3Model::prepare(const PackedLayout& layout, const Tensor& text, const Tensor& condition_rows) {
   const int64_t l = layout.geo.text_rows, s = layout.geo.total_rows();
+  const int64_t nc = layout.geo.condition_rows();
+  if (nc > 0 && (!condition_rows.defined() || condition_rows.ndim() != 2 || condition_rows.dim(0) != nc ||
+                 condition_rows.dim(1) != int64_t{cfg_.in_channels} * 4 || condition_rows.dtype() != DType::kF32 ||
+                 condition_rows.device() != Device::kCpu || !condition_rows.is_contiguous()))
+    return invalid_argument("prepare: the layout has " + std::to_string(layout.geo.keyframes.size()) +
+                            " keyframe(s): condition_rows must be a host [" + std::to_string(nc) + ", " +
+                            std::to_string(cfg_.in_channels * 4) + "] f32 tensor, got " +
+                            (condition_rows.defined() ? condition_rows.describe() : "undefined"));
+  if (nc == 0 && condition_rows.defined() && condition_rows.numel() > 0)
+    return invalid_argument("prepare: condition_rows given but the layout has no keyframes");
   if (static_cast<int64_t>(layout.modality.size()) != s)
     return invalid_argument("prepare: the packed layout is inconsistent (build it with pack_request)");
   if (!text.defined() || text.ndim() != 2 || text.dim(0) != l || text.device() != Device::kCpu ||
@@ -459,23 +469,35 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
     final_norm_ = Tensor();
     VORTEX_ASSIGN_OR_RETURN(scratch_, BlockScratch::allocate(backend_, cfg_, s));
   }
-  // The single-GPU step workspace (StepWorkspace): tables sized for two distinct timesteps, I/O rows for
+  // The single-GPU step workspace (StepWorkspace): tables sized for three distinct timesteps, I/O rows for
   // this layout. Any captured step graph refers to the previous buffers: the generation drops it.
   ++workspace_generation_;
   graph_.reset();
   ws_ = StepWorkspace{};
   if (!sequence_parallel()) {
     const int64_t d = cfg_.hidden;
-    VORTEX_ASSIGN_OR_RETURN(ws_.silu_temb, backend_.alloc({2, cfg_.time_embed_dim}, DType::kBF16));
+    VORTEX_ASSIGN_OR_RETURN(ws_.silu_temb, backend_.alloc({3, cfg_.time_embed_dim}, DType::kBF16));
     for (int i = 0; i < cfg_.num_layers; ++i) {
-      VORTEX_ASSIGN_OR_RETURN(Tensor t, backend_.alloc({2, 18 * d}, DType::kBF16));  // [2, 18D] bf16
+      VORTEX_ASSIGN_OR_RETURN(Tensor t, backend_.alloc({3, 18 * d}, DType::kBF16));  // [3, 18D] bf16
       ws_.block_table_store.push_back(t);
     }
-    VORTEX_ASSIGN_OR_RETURN(ws_.final_table_store, backend_.alloc({2, 2 * d}, DType::kBF16));  // [2, 2D] bf16
+    VORTEX_ASSIGN_OR_RETURN(ws_.final_table_store, backend_.alloc({3, 2 * d}, DType::kBF16));  // [3, 2D] bf16
     VORTEX_ASSIGN_OR_RETURN(ws_.packed, backend_.alloc({s, d}, DType::kBF16));                 // [S, D] bf16
     VORTEX_ASSIGN_OR_RETURN(ws_.io, StepIo::allocate(backend_, cfg_, layout_.geo, weights_, &scratch_.fc1_out));
   }
   VORTEX_RETURN_IF_ERROR(backend_.warm_up(opts_));  // engines now, not inside the first step
+
+  // Keyframe rows (fl2va): the same video_patch_proj as the generated video rows (F32 GEMM, then BF16), once.
+  condition_embedded_ = Tensor();
+  if (nc > 0) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor rows_dev, backend_.upload(condition_rows));             // [Nc, 4C] f32
+    VORTEX_ASSIGN_OR_RETURN(Tensor proj, backend_.alloc({nc, cfg_.hidden}, DType::kF32));  // [Nc, D] f32
+    VORTEX_RETURN_IF_ERROR(
+        backend_.linear(rows_dev, plain_linear(weights_.video_patch_proj_weight), &weights_.video_patch_proj_bias, proj)
+            .with_context("video_patch_proj (keyframe rows)"));
+    VORTEX_ASSIGN_OR_RETURN(condition_embedded_, backend_.alloc({nc, cfg_.hidden}, DType::kBF16));  // [Nc, D] bf16
+    VORTEX_RETURN_IF_ERROR(backend_.cast(proj, condition_embedded_));
+  }
 
   // Text: upload as BF16 rows; raw states go through condition_proj -> refiner blocks -> final_norm.
   if (l == 0) {  // no text rows: nothing to refine (attention over zero keys is undefined)
@@ -509,30 +531,31 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text) {
   return Status::Ok();
 }
 
-// The host part of a step's conditioning: distinct timesteps (sorted), the slots of video and audio, and the
-// segment tables that map rows to AdaLN table rows.
-namespace {
-
-// A step's distinct timesteps t = 1 - sigma, sorted ascending (the AdaLN table rows).
-Result<std::vector<float>> step_timesteps(double sigma_v, double sigma_a) {
+// The host part of a step's conditioning: distinct timesteps (sorted), the slots of video, audio and keyframe rows,
+// and the segment tables that map rows to AdaLN table rows.
+Result<std::vector<float>> H3Model::step_timesteps(double sigma_v, double sigma_a) const {
   if (!(sigma_v >= 0.0 && sigma_v <= 1.0) || !(sigma_a >= 0.0 && sigma_a <= 1.0))
     return invalid_argument("sigmas must lie in [0, 1], got video " + std::to_string(sigma_v) + ", audio " +
                             std::to_string(sigma_a));
-  std::vector<float> t = {static_cast<float>(1.0 - sigma_v), static_cast<float>(1.0 - sigma_a)};
+  const float tv = static_cast<float>(1.0 - sigma_v);
+  std::vector<float> t = {tv, static_cast<float>(1.0 - sigma_a)};
+  if (!layout_.geo.keyframes.empty()) t.push_back(keyframe_timestep(tv));
   std::sort(t.begin(), t.end());
   t.erase(std::unique(t.begin(), t.end()), t.end());
   return t;
 }
 
-}  // namespace
-
 Status H3Model::step_conditioning(double sigma_v, double sigma_a, StepTables& st) const {
   VORTEX_ASSIGN_OR_RETURN(st.timesteps, step_timesteps(sigma_v, sigma_a));
   const float tv = static_cast<float>(1.0 - sigma_v), ta = static_cast<float>(1.0 - sigma_a);
-  st.video_slot = static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), tv) - st.timesteps.begin());
-  st.audio_slot = static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), ta) - st.timesteps.begin());
-  st.block_segments = layout_.block_segments(st.video_slot, st.audio_slot);
-  st.final_segments = layout_.final_segments(st.video_slot, st.audio_slot);
+  auto slot_of = [&st](float t) {
+    return static_cast<int>(std::find(st.timesteps.begin(), st.timesteps.end(), t) - st.timesteps.begin());
+  };
+  st.video_slot = slot_of(tv);
+  st.audio_slot = slot_of(ta);
+  st.condition_slot = layout_.geo.keyframes.empty() ? st.video_slot : slot_of(keyframe_timestep(tv));
+  st.block_segments = layout_.block_segments(st.video_slot, st.audio_slot, st.condition_slot);
+  st.final_segments = layout_.final_segments(st.video_slot, st.audio_slot, st.condition_slot);
   st.shard_segments =
       sp_.comm != nullptr ? st.block_segments.slice(sp_.my_rows().begin, sp_.my_rows().end) : SegmentTable{};
   return Status::Ok();
@@ -940,6 +963,10 @@ Status H3Model::project_inputs(const StepIo& io, Tensor& packed) {
     VORTEX_ASSIGN_OR_RETURN(Tensor dst, packed.narrow(0, g.text_start(), g.text_rows));
     VORTEX_RETURN_IF_ERROR(backend_.copy(text_refined_, dst));
   }
+  if (g.condition_rows() > 0) {  // the keyframe rows, projected once by prepare()
+    VORTEX_ASSIGN_OR_RETURN(Tensor dst, packed.narrow(0, g.condition_start(), g.condition_rows()));
+    VORTEX_RETURN_IF_ERROR(backend_.copy(condition_embedded_, dst));
+  }
   return Status::Ok();
 }
 
@@ -1093,6 +1120,7 @@ Status H3Model::run_step(const std::atomic<bool>* cancel) {
   key.slots = static_cast<int>(st.timesteps.size());
   key.video_slot = st.video_slot;
   key.audio_slot = st.audio_slot;
+  key.condition_slot = st.condition_slot;
   key.tables_ahead = ws_.tables_ahead;
   key.options = opts_;
   std::string why_not;

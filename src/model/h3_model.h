@@ -23,6 +23,7 @@ namespace vortex {
 struct StepTables {
   std::vector<float> timesteps;  // distinct t values, sorted ascending (t = 1 - sigma)
   int video_slot = 0, audio_slot = 0;
+  int condition_slot = 0;            // fl2va keyframe rows: max(t_video, kKeyframeNoiseAug); else the video slot
   SegmentTable block_segments;       // row -> slot * 3 + modality
   SegmentTable final_segments;       // row -> slot
   SegmentTable shard_segments;       // sequence parallel: block_segments of this rank's rows, from 0
@@ -128,9 +129,9 @@ class WeightFileReader {
 // Everything forward() writes on the device, allocated by prepare() and rewritten every step: a step
 // allocates nothing after prepare(), and a captured step graph replays on exactly these buffers.
 struct StepWorkspace {
-  Tensor silu_temb;                       // [2, E] bf16: silu(time MLP(t)) of the staged step's timesteps
-  std::vector<Tensor> block_table_store;  // per block [2, 18D] bf16
-  Tensor final_table_store;               // [2, 2D] bf16
+  Tensor silu_temb;                       // [3, E] bf16: silu(time MLP(t)) of the staged step's timesteps
+  std::vector<Tensor> block_table_store;  // per block [3, 18D] bf16 (video, audio, keyframe conditioning)
+  Tensor final_table_store;               // [3, 2D] bf16
   std::vector<Tensor> block_adaln_out;    // per block: [M, 18D] view of the store (the adaln_proj output)
   StepTables tables;                      // the staged step: segments and [3M, 6D] / [M, 2D] table views
   Tensor packed;                          // [S, D] bf16: packed input rows, then the residual stream
@@ -165,7 +166,11 @@ class H3Model {
 
   // Once per request. `text` is host [L, text_dim] (Qwen3-VL layer-50 states, refined here) or
   // [L, hidden] (already refined), f32 or bf16. L must equal layout.geo.text_rows.
-  Status prepare(const PackedLayout& layout, const Tensor& text);
+  // fl2va (layout.geo.keyframes not empty): `condition_rows` is host [Nc, 4C] f32, the patchified noised keyframe
+  // latents (noise_condition_latents + patchify_video, Nc = geo.condition_rows()). They are projected once here and
+  // held through every step at max(t_video, kKeyframeNoiseAug): diffusers' denoise loop never writes them
+  // (MiniMaxH3LoopSchedulerStep steps only the generated rows), and their velocity rows are not computed.
+  Status prepare(const PackedLayout& layout, const Tensor& text, const Tensor& condition_rows = Tensor());
 
   // One denoiser evaluation: host latents (flattened [C, T, H, W] video and [2, C, Ta] audio, FP32)
   // at (sigma_v, sigma_a) -> data-ward velocity, same sizes (host FP32). When `cancel` is set and becomes
@@ -236,8 +241,9 @@ class H3Model {
   H3Weights weights_;
   ExecOptions opts_;
   PackedLayout layout_;
-  RopeTables rope_;      // on the backend
-  Tensor text_refined_;  // [L, D] bf16 on the backend
+  RopeTables rope_;            // on the backend
+  Tensor text_refined_;        // [L, D] bf16 on the backend
+  Tensor condition_embedded_;  // [Nc, D] bf16 on the backend: video_patch_proj of the keyframe rows (fl2va)
   // Scratch buffers reused by every block (allocated in prepare()).
   BlockScratch scratch_;
   TimeEmbedderHost time_host_;  // downloaded once (first prepare())
@@ -283,6 +289,8 @@ class H3Model {
   // Computes entries for each timestep set of `sets` (all new), block by block.
   Status compute_adaln_entries(const std::vector<std::vector<float>>& sets);
   Status step_conditioning(double sigma_v, double sigma_a, StepTables& st) const;
+  // The step's distinct timesteps t = 1 - sigma, sorted (with the keyframe rows' timestep when the layout has any).
+  Result<std::vector<float>> step_timesteps(double sigma_v, double sigma_a) const;
   Status run_step_device(const std::atomic<bool>* cancel);
   Status project_inputs(const StepIo& io, Tensor& packed);
   Status final_layer_device(const Tensor& x, const StepTables& tables, StepIo& io);

@@ -26,6 +26,11 @@ const char* keyframe_anchor_name(KeyframeAnchor anchor);  // "first" | "last"
 // The t a keyframe's conditioning rows are noised to and held at for every step (diffusers'
 // keyframe_noise_aug); their AdaLN timestep is max(t_video, kKeyframeNoiseAug) (build_row_timesteps).
 constexpr float kKeyframeNoiseAug = 0.999f;
+// A keyframe row's timestep at video timestep `t_video`: max(t_video, 0.999) as diffusers takes it (Python floats,
+// then float32 in build_row_timesteps).
+inline float keyframe_timestep(float t_video) {
+  return static_cast<double>(t_video) >= 0.999 ? t_video : kKeyframeNoiseAug;
+}
 
 // One ref2va reference block (diffusers' MiniMaxH3Ref2VAPrepareLayoutStep.build_ref2va_packed_sequence), its
 // geometry being the shape of what the reference encoders made of it.

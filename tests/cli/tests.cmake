@@ -88,3 +88,13 @@ if(TARGET vortex_cli)
   target_compile_definitions(cli_interrupt_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>")
   add_dependencies(cli_interrupt_test vortex_cli)
 endif()
+
+# fl2va through the binary (tests/cli/cli_fl2va_test.cpp): --first-frame / --last-frame on the tiny snapshot, run.json
+# inputs with SHA-256, bad keyframes refused before any weight loads, inspect's task list.
+if(TARGET vortex_cli)
+  vortex_test(NAME cli_fl2va_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_fl2va_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(cli_fl2va_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
+                             VORTEX_IMAGE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/images")
+  add_dependencies(cli_fl2va_test vortex_cli)
+endif()

@@ -125,8 +125,10 @@ TEST(RequestContract, FieldNamesInBothSpellings) {
   EXPECT_EQ(field_name(Field::kSize, FieldStyle::kFlag), "size");
   EXPECT_EQ(field_name(Field::kMemory, FieldStyle::kJson), "");
   EXPECT_EQ(field_name(Field::kNone, FieldStyle::kFlag), "");
+  EXPECT_EQ(field_name(Field::kFirstFrame, FieldStyle::kFlag), "--first-frame");
+  EXPECT_EQ(field_name(Field::kLastFrame, FieldStyle::kFlag), "--last-frame");
   // Every field has a spelling in at least one dialect, except the two that name no single field.
-  for (int i = 0; i <= static_cast<int>(Field::kOut); ++i) {
+  for (int i = 0; i <= static_cast<int>(Field::kLastFrame); ++i) {
     const Field f = static_cast<Field>(i);
     if (f == Field::kNone || f == Field::kMemory) continue;
     EXPECT_FALSE(field_name(f, FieldStyle::kFlag).empty()) << i;

@@ -50,14 +50,16 @@ TEST(StepGraphPlanner, AnyKeyChangeStartsOver) {
   ASSERT_EQ(p.next(k, true, "", false), A::kCapture);
   p.captured();
   ASSERT_EQ(p.next(k, true, "", true), A::kReplay);
-  // Each field of the key drops the graph: a new shape, timestep slots, options, weights, workspace.
-  std::vector<StepGraphKey> changed(6, k);
+  // Each field of the key drops the graph: a new shape, timestep slots (keyframe rows' too), options, weights,
+  // workspace.
+  std::vector<StepGraphKey> changed(7, k);
   changed[0].rows = 2049;
   changed[1].slots = 1;
   changed[2].video_slot = 1;
   changed[3].options.fused_gate_add = !k.options.fused_gate_add;
   changed[4].weights_generation = 7;
   changed[5].workspace_generation = 3;
+  changed[6].condition_slot = 2;  // fl2va keyframe rows on another table row
   for (const StepGraphKey& c : changed) {
     EXPECT_EQ(p.next(c, true, "", true), A::kWarmUp);  // graph_current is ignored: the key differs
     EXPECT_FALSE(p.holds_graph());
