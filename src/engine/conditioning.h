@@ -3,7 +3,7 @@
 // canvas (MiniMaxH3ResizeStep), encoded by the video VAE encoder (encode_vae_condition), noised and packed
 // (MiniMaxH3PrepareConditionLatentsStep); and, with a text encoder, the conditioner's presentation of the keyframes
 // (MiniMaxH3FL2VATextEncoderStep) with the vision tower's tokens. Pipeline (engine/pipeline.h) calls these.
-// Tested in tests/engine/conditioning_test.cpp and end to end in tests/cli/cli_fl2va_test.cpp.
+// Tested end to end in tests/cli/cli_fl2va_test.cpp; the model's side in tests/parity/fl2va_model_parity_test.cpp.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // weight's name to its byte range in a file and reads it with O_DIRECT through an aligned bounce buffer, so the
 // bytes bypass the page cache and host memory holds only the caller's destination. Filesystems that refuse O_DIRECT
 // (tmpfs) are read with buffered reads and their pages dropped from the cache after each read
-// (POSIX_FADV_DONTNEED). Tested in tests/io/direct_reader_test.cpp and tests/model/disk_stream_test.cpp.
+// (POSIX_FADV_DONTNEED). Tested in tests/io/disk_stream_test.cpp.
 #pragma once
 
 #include <cstdint>

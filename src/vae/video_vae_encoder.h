@@ -57,7 +57,7 @@ class VideoVaeEncoder {
   // runs each causal convolution as its last temporal tap alone (the taps over the two causal zero frames add
   // exact zeros in the reference and are skipped); tiles of one clip run as one batch. Tiling, blending, clips and
   // the posterior sample stay on the host, the noise from torch_cpu_randn. Tested in
-  // tests/vae/video_vae_encoder_test.cpp (cpu backend) and tests/cuda/video_vae_encoder_cuda_test.cpp.
+  // tests/vae/video_vae_encoder_test.cpp (cpu backend) and tests/vae/video_vae_encoder_cuda_test.cpp.
   static Result<VideoVaeEncoder> load(const std::string& vae_dir, Backend* backend = nullptr);
   static Result<VideoVaeEncoder> from_source(const VideoVaeEncoderConfig& config, const VaeTensorSource& source,
                                              Backend* backend = nullptr);

@@ -76,7 +76,7 @@ class VisionTower {
   // rounding (apply_rotary_pos_emb_vision); attention is the backend's BF16 SDPA per image; GELU in FP32, one
   // rounding; residual adds R(x + y). Parity target: transformers' BF16 Qwen3VLVisionModel, within 2x the floor
   // (transformers BF16 vs FP32 of the same weights), tests/vision/vision_tower_test.cpp and
-  // tests/cuda/vision_tower_cuda_test.cpp. backend == nullptr: the FP32 CPU reference above.
+  // tests/vision/vision_tower_cuda_test.cpp. backend == nullptr: the FP32 CPU reference above.
   static Result<VisionTower> from_source(const VisionConfig& cfg, const VaeTensorSource& source, Backend* backend,
                                          const std::string& prefix = "model.visual.");
   const VisionConfig& config() const { return cfg_; }
