@@ -6,7 +6,7 @@
 # CONFIG, BACKEND, BLOCK, REPS (default h3, cuda, 24, 20) choose the workload, e.g. CONFIG=h3-tiny BACKEND=cpu
 # BLOCK=1 for a smoke run on the CPU.
 #   bash bench/ab_binaries.sh OLD_VORTEX NEW_VORTEX OUT_DIR [ROUNDS (default 3)] [EXTRA bench args...]
-# Example (the restructure's A/B): bash bench/ab_binaries.sh /tmp/main/bin/vortex build/bin/vortex out/ab 3
+# Example (the restructure's A/B): bash bench/ab_binaries.sh OLD_BUILD/bin/vortex build/bin/vortex out/ab 3 (OLD_BUILD: a build of the baseline commit)
 set -euo pipefail
 a=${1:?usage: ab_binaries.sh OLD_VORTEX NEW_VORTEX OUT_DIR [ROUNDS] [EXTRA...]}
 b=${2:?usage: ab_binaries.sh OLD_VORTEX NEW_VORTEX OUT_DIR [ROUNDS] [EXTRA...]}

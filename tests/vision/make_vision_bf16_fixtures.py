@@ -3,7 +3,8 @@
 program of src/vision/vision_tower.h. Reads tests/vision/fixtures/{model,cases.safetensors,meta.json} (made by
 make_vision_fixtures.py) and writes cases_bf16.safetensors: per case the BF16 model's merged tokens, DeepStack
 features and last hidden state (as f32). The floor of the BF16 program is these against the FP32 outputs already in
-cases.safetensors. Run: /work/venv-oracle/bin/python tests/vision/make_vision_bf16_fixtures.py
+cases.safetensors. Run where torch and transformers are installed
+(python3 -m pip install torch "transformers>=5" safetensors numpy): python3 tests/vision/make_vision_bf16_fixtures.py
 """
 import argparse
 import copy
