@@ -39,25 +39,8 @@ namespace {
 // The request of the model fixtures (make_diffusers_fixtures.py REQ): 96x64, 22 frames, 10 text rows.
 constexpr int kWidth = 96, kHeight = 64, kFrames = 22, kTextRows = 10;
 
-std::vector<float> values(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  if (t.dtype() == DType::kF32) {
-    std::memcpy(v.data(), t.raw_data(), v.size() * 4);
-  } else {
-    for (size_t i = 0; i < v.size(); ++i) v[i] = f32_from_bf16_bits(t.data<uint16_t>()[i]);
-  }
-  return v;
-}
-
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / den);
-}
+using parity::rel_l2;
+using parity::values;
 
 std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
   std::vector<float> d(a.size());
