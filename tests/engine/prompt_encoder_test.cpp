@@ -68,6 +68,20 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(num / den);
 }
 
+// The options `--model DIR` gives for a tiny synthetic snapshot written to `dir` (weights from `seed`), on 2 threads.
+Result<PipelineOptions> tiny_snapshot_options(const fs::path& dir, uint64_t seed) {
+  SyntheticSnapshotOptions so;
+  so.out = dir.string();
+  so.tokenizer_json = kTinyTokenizer;
+  so.seed = seed;
+  VORTEX_RETURN_IF_ERROR(write_synthetic_snapshot(so).status());
+  VORTEX_ASSIGN_OR_RETURN(ModelFolder folder, open_model_folder(so.out));
+  PipelineOptions o;
+  o.threads = 2;
+  VORTEX_RETURN_IF_ERROR(apply_model_folder(folder, -1, o));
+  return o;
+}
+
 TEST(PromptEncoder, MatchesDiffusersT2vaStep) {
   Result<ModelFolder> folder = open_model_folder(kPromptModel);
   ASSERT_TRUE(folder.ok()) << folder.status().to_string();
@@ -210,16 +224,9 @@ class CancellingProgress : public ProgressSink {
 // cancelled encode leaves a resident conditioner resident and caches nothing.
 TEST(PromptEncoder, ACancelDuringThePromptPathStopsTheRun) {
   Scratch s;
-  SyntheticSnapshotOptions so;
-  so.out = s.path().string();
-  so.tokenizer_json = kTinyTokenizer;
-  so.seed = 7;
-  ASSERT_TRUE(write_synthetic_snapshot(so).ok());
-  Result<ModelFolder> folder = open_model_folder(so.out);
-  ASSERT_TRUE(folder.ok()) << folder.status().to_string();
-  PipelineOptions o;
-  o.threads = 2;
-  ASSERT_TRUE(apply_model_folder(*folder, -1, o).ok());
+  Result<PipelineOptions> opts = tiny_snapshot_options(s.path(), 7);
+  ASSERT_TRUE(opts.ok()) << opts.status().to_string();
+  PipelineOptions o = *opts;
   ASSERT_GE(kTinyTextLayer, 2);
   CountingProgress quiet;
   Result<std::unique_ptr<Pipeline>> p = Pipeline::open(o);
@@ -277,16 +284,9 @@ TEST(PromptEncoder, ACancelDuringThePromptPathStopsTheRun) {
 
 TEST(PromptEncoder, PipelineEncodesOncePerPromptAndFreesTheConditioner) {
   Scratch s;
-  SyntheticSnapshotOptions so;
-  so.out = s.path().string();
-  so.tokenizer_json = kTinyTokenizer;
-  so.seed = 3;
-  ASSERT_TRUE(write_synthetic_snapshot(so).ok());
-  Result<ModelFolder> folder = open_model_folder(so.out);
-  ASSERT_TRUE(folder.ok()) << folder.status().to_string();
-  PipelineOptions o;
-  o.threads = 2;
-  ASSERT_TRUE(apply_model_folder(*folder, -1, o).ok());
+  Result<PipelineOptions> opts = tiny_snapshot_options(s.path(), 3);
+  ASSERT_TRUE(opts.ok()) << opts.status().to_string();
+  PipelineOptions o = *opts;
   EXPECT_EQ(o.text_layer, kTinyTextLayer);
   CountingProgress progress;
   Result<std::unique_ptr<Pipeline>> p = Pipeline::open(o);
@@ -350,16 +350,9 @@ TEST(PromptEncoder, PipelineEncodesOncePerPromptAndFreesTheConditioner) {
 
 TEST(PromptEncoder, ConditionerStaysResidentBesideTheTransformerWhenItFits) {
   Scratch s;
-  SyntheticSnapshotOptions so;
-  so.out = s.path().string();
-  so.tokenizer_json = kTinyTokenizer;
-  so.seed = 5;
-  ASSERT_TRUE(write_synthetic_snapshot(so).ok());
-  Result<ModelFolder> folder = open_model_folder(so.out);
-  ASSERT_TRUE(folder.ok()) << folder.status().to_string();
-  PipelineOptions o;
-  o.threads = 2;
-  ASSERT_TRUE(apply_model_folder(*folder, -1, o).ok());
+  Result<PipelineOptions> opts = tiny_snapshot_options(s.path(), 5);
+  ASSERT_TRUE(opts.ok()) << opts.status().to_string();
+  PipelineOptions o = *opts;
   CountingProgress progress;
   Result<std::unique_ptr<Pipeline>> p = Pipeline::open(o);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
