@@ -168,6 +168,7 @@ class CudaBackend : public Backend {
   const vortex::DeviceInfo& gpu_info() const { return info_; }
   const DevicePolicy& policy() const { return policy_; }
   cudaStream_t stream() const { return stream_; }
+  CUstream_st* device_stream() const override { return stream_; }
   AllocatorStats memory_stats() const;  // current / peak bytes for reports
   void reset_peak_memory();
   void set_debug_sync(bool on) { debug_sync_ = on; }

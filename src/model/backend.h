@@ -22,6 +22,8 @@
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 
+struct CUstream_st;
+
 namespace vortex {
 
 // A quantized GEMM activation owned by the backend: views into backend scratch, valid until the backend
@@ -414,6 +416,9 @@ class Backend {
     std::string name, sm, runtime;
   };
   virtual DeviceInfo device_info() const { return {}; }
+  // The CUDA stream this backend orders its work on, for device collectives (src/dist/nccl.h); nullptr on a
+  // backend without one (the CPU backend).
+  virtual CUstream_st* device_stream() const { return nullptr; }
 
   // Bytes of device memory currently allocated / peak since start (0 when not tracked).
   virtual size_t memory_in_use() const { return 0; }
