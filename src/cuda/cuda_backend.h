@@ -18,10 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
 #include "cuda/device.h"
 #include "cuda/nvfp4_activation_slots.h"
 #include "cuda/policy.h"
-#include "model/backend.h"
 
 namespace vortex {
 

@@ -9,7 +9,7 @@
 #include <system_error>
 #include <thread>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "ref/cpu_backend.h"
 #if defined(VORTEX_WITH_CUDA)
 #include "cuda/cuda_backend.h"

@@ -15,10 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/backend.h"
 #include "engine/memory_estimate.h"
 #include "engine/residency.h"
 #include "lora/lora.h"
-#include "model/backend.h"
 #include "model/h3_model.h"
 #include "model/packing.h"
 #include "sampler/sampler.h"

@@ -21,7 +21,7 @@
 
 #include <string>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/h3_weights.h"
 
 namespace vortex {

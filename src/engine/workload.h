@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "dist/communicator.h"
-#include "model/backend.h"
 #include "model/h3_model.h"
 #include "model/packing.h"
 #include "sampler/sampler.h"

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "backend/linear_weight.h"
 #include "core/device_buffer.h"
-#include "model/h3_weights.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 

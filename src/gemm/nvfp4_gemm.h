@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "backend/linear_weight.h"
 #include "gemm/gemm.h"
-#include "model/h3_weights.h"
 #include "vortex/status.h"
 
 namespace vortex {

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/linear_weight.h"
 #include "io/safetensors.h"
-#include "model/h3_weights.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 

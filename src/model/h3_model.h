@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "backend/backend.h"
 #include "dist/communicator.h"
-#include "model/backend.h"
 #include "model/h3_weights.h"
 #include "model/packing.h"
 #include "model/step_graph.h"

@@ -10,18 +10,6 @@
 
 namespace vortex {
 
-const char* quant_format_name(QuantFormat format) {
-  switch (format) {
-    case QuantFormat::kNone:
-      return "none";
-    case QuantFormat::kFp8Scaled:
-      return "float8_e4m3fn";
-    case QuantFormat::kNvfp4:
-      return "nvfp4";
-  }
-  return "unknown";
-}
-
 namespace {
 
 float weight_scale_for_fan_in(int64_t fan_in) {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/segments.h"
+#include "backend/segments.h"
 #include "vortex/config.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"

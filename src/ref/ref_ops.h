@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <functional>
 
-#include "model/h3_weights.h"
-#include "model/segments.h"
+#include "backend/linear_weight.h"
+#include "backend/segments.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "model/exec_options.h"
-#include "model/h3_weights.h"
-#include "model/segments.h"
+#include "backend/exec_options.h"
+#include "backend/linear_weight.h"
+#include "backend/segments.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 
