@@ -25,10 +25,10 @@
 
 #include "core/rng.h"
 #include "core/strings.h"
-#include "engine/bench.h"
 #include "engine/precision.h"
 #include "engine/workload.h"
 #include "io/quantized_layers.h"
+#include "measure/bench.h"
 #include "model/h3_spec.h"
 #include "model/packing.h"
 #include "profiling/evidence.h"

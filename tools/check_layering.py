@@ -3,8 +3,8 @@
 The order is VORTEX_COMPONENT_ORDER in src/CMakeLists.txt (lowest first). A component's sources may include
 "<other>/..." headers and name vortex_<other> targets in its CMakeLists.txt only when <other> comes earlier, and
 include them only when <other> is among its DEPS, directly or through them (what its include path exports);
-components listed in OUTSIDE_LIBRARY (measurement and tuning code) are not part of libvortex, so no library
-component may include them at all. apps/, bench/, tests/ and fuzz/ sit above every component.
+components in VORTEX_OUTSIDE_LIBRARY (measurement and tuning code) are not part of libvortex: they link all of
+it, and no library component may include them. apps/, bench/, tests/ and fuzz/ sit above every component.
 Prints each violation as file:line: message and exits 1 if there is any; --table prints the component table
 of docs/architecture.md from the same files instead. Tested by tests/tools/check_layering_test.py.
 Usage: tools/check_layering.py [--root REPO] [--table]   (standard library only)
@@ -15,11 +15,10 @@ import re
 import sys
 
 ORDER = re.compile(r"^\s*set\(VORTEX_COMPONENT_ORDER\s+([^)]*)\)", re.M)
+OUTSIDE = re.compile(r"^\s*set\(VORTEX_OUTSIDE_LIBRARY\s+([^)]*)\)", re.M)
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([A-Za-z0-9_]+)/[^">]+[">]')
 TARGET = re.compile(r"\bvortex_([a-z0-9_]+)\b")
 SOURCE = re.compile(r"\.(h|hpp|cpp|cu|cuh)$")
-# Components linked by apps/ and bench/ (and the tests of them), never into libvortex.
-OUTSIDE_LIBRARY = ("measure",)
 
 
 def component_order(root):
@@ -28,6 +27,12 @@ def component_order(root):
     if not m:
         raise SystemExit("src/CMakeLists.txt: no set(VORTEX_COMPONENT_ORDER ...) line")
     return m.group(1).split()
+
+
+def outside_library(root):
+    """Components linked by apps/ and bench/ (and the tests of them) over libvortex, never into it."""
+    m = OUTSIDE.search(open(os.path.join(root, "src", "CMakeLists.txt")).read())
+    return m.group(1).split() if m else []
 
 
 def cmake_deps(root, name, known):
@@ -56,6 +61,8 @@ def reachable(root, order, rank):
                 seen.add(d)
                 todo.extend(direct.get(d, []))
         closure[c] = seen
+    for c in outside_library(root):  # they link libvortex: every library component
+        closure[c] = {d for d in order if d not in outside_library(root)}
     return closure
 
 
@@ -63,6 +70,7 @@ def violations(root):
     order = component_order(root)
     rank = {c: i for i, c in enumerate(order)}
     closure = reachable(root, order, rank)
+    outside = outside_library(root)
     found = []
     on_disk = sorted(d for d in os.listdir(os.path.join(root, "src"))
                      if os.path.isfile(os.path.join(root, "src", d, "CMakeLists.txt")))
@@ -90,7 +98,7 @@ def violations(root):
                     if not m or m.group(1) not in rank or m.group(1) == c:
                         continue
                     dep = m.group(1)
-                    if dep in OUTSIDE_LIBRARY and c not in OUTSIDE_LIBRARY:
+                    if dep in outside and c not in outside:
                         found.append(f"{rel}:{n}: {c} includes {dep}/, which only apps/, bench/ and tests/ may use")
                     elif rank[dep] > rank[c]:
                         found.append(f"{rel}:{n}: {c} includes {dep}/, which comes after it in VORTEX_COMPONENT_ORDER")
@@ -117,7 +125,9 @@ def table(root):
     rows = ["| component | links (direct) | holds |", "|---|---|---|"]
     for c in order:
         deps = sorted({d for d, _ in cmake_deps(root, c, rank)}, key=lambda d: rank[d])
-        where = "apps/, bench/, tests/ only" if c in OUTSIDE_LIBRARY else "libvortex"
+        if c in outside_library(root):
+            deps = ["vortex (all of the above)"]
+        where = "apps/, bench/, tests/ only" if c in outside_library(root) else "libvortex"
         rows.append(f"| `src/{c}/` ({where}) | {', '.join(deps) or '-'} | {first_comment(root, c)} |")
     return "\n".join(rows) + "\n"
 

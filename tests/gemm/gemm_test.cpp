@@ -14,8 +14,8 @@
 
 #include "gemm/fp8_reference.h"
 #include "gemm/gemm.h"
-#include "gemm/gemm_tune.h"
 #include "gpu_test.h"
+#include "measure/gemm_tune.h"
 #include "vortex/dtype.h"
 
 namespace vortex {

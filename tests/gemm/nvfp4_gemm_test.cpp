@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "gemm/gemm.h"
-#include "gemm/gemm_tune.h"
 #include "gemm/nvfp4_gemm.h"
 #include "gpu_test.h"
+#include "measure/gemm_tune.h"
 #include "ref/nvfp4_quantize.h"
 #include "vortex/dtype.h"
 

@@ -21,15 +21,16 @@ def write(root, rel, text):
 
 
 def make_tree(root):
-    write(root, "src/CMakeLists.txt", "set(VORTEX_COMPONENT_ORDER core model engine measure)\n")
+    write(root, "src/CMakeLists.txt",
+          "set(VORTEX_COMPONENT_ORDER core model engine\n    measure)\nset(VORTEX_OUTSIDE_LIBRARY measure)\n")
     write(root, "src/core/CMakeLists.txt", "# core: status and tensors.\nvortex_component(core SOURCES a.cpp)\n")
     write(root, "src/core/a.h", '#pragma once\n#include "vortex/status.h"\n')
     write(root, "src/model/CMakeLists.txt", "# model: the transformer.\nvortex_component(model DEPS vortex_core)\n")
     write(root, "src/model/m.cpp", '#include "core/a.h"\n#include "model/m.h"\n')
     write(root, "src/engine/CMakeLists.txt", "vortex_component(engine DEPS vortex_model vortex_core)\n")
     write(root, "src/engine/e.cpp", '#include "model/m.h"\n#include <core/a.h>\n')
-    write(root, "src/measure/CMakeLists.txt", "vortex_component(measure DEPS vortex_engine)\n")
-    write(root, "src/measure/b.cpp", '#include "engine/e.h"\n')
+    write(root, "src/measure/CMakeLists.txt", "add_library(vortex_measure STATIC b.cpp)\n")
+    write(root, "src/measure/b.cpp", '#include "engine/e.h"\n#include "model/m.h"\n')
     write(root, "apps/vortex/main.cpp", '#include "measure/b.h"\n')
 
 
@@ -93,7 +94,7 @@ class CheckLayering(unittest.TestCase):
         lines = r.stdout.splitlines()
         self.assertEqual(lines[2], "| `src/core/` (libvortex) | - | core: status and tensors |")
         self.assertEqual(lines[3], "| `src/model/` (libvortex) | core | model: the transformer |")
-        self.assertTrue(lines[5].startswith("| `src/measure/` (apps/, bench/, tests/ only) | engine |"))
+        self.assertTrue(lines[5].startswith("| `src/measure/` (apps/, bench/, tests/ only) | vortex (all of the above) |"))
 
 
 if __name__ == "__main__":
