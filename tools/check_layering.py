@@ -5,9 +5,11 @@ The order is VORTEX_COMPONENT_ORDER in src/CMakeLists.txt (lowest first). A comp
 include them only when <other> is among its DEPS, directly or through them (what its include path exports);
 components in VORTEX_OUTSIDE_LIBRARY (measurement and tuning code) are not part of libvortex: they link all of
 it, and no library component may include them. apps/, bench/, tests/ and fuzz/ sit above every component.
-Prints each violation as file:line: message and exits 1 if there is any; --table prints the component table
-of docs/architecture.md from the same files instead. Tested by tests/tools/check_layering_test.py.
-Usage: tools/check_layering.py [--root REPO] [--table]   (standard library only)
+Prints each violation as file:line: message and exits 1 if there is any. --table prints the component table
+built from the same files; --doc FILE also fails when the table between FILE's BEGIN/END component table
+markers differs from it (docs/architecture.md), and --write-doc FILE rewrites it there.
+Tested by tests/tools/check_layering_test.py.
+Usage: tools/check_layering.py [--root REPO] [--table | --write-doc FILE] [--doc FILE]   (standard library only)
 """
 import argparse
 import os
@@ -115,7 +117,7 @@ def first_comment(root, name):
         if not line.startswith("#"):
             break
         lines.append(line[1:].strip())
-    text = " ".join(lines)
+    text = re.sub(r"^\w+( component)?: ", "", " ".join(lines))
     return text.split(". ")[0].rstrip(".") if text else ""
 
 
@@ -132,15 +134,41 @@ def table(root):
     return "\n".join(rows) + "\n"
 
 
+BEGIN = "<!-- BEGIN component table: tools/check_layering.py --write-doc docs/architecture.md -->\n"
+END = "<!-- END component table -->"
+
+
+def doc_table(path):
+    text = open(path).read()
+    i, j = text.find(BEGIN), text.find(END)
+    if i < 0 or j < i:
+        return None, text
+    return text[i + len(BEGIN):j], text
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ap.add_argument("--table", action="store_true", help="print the component table instead of checking")
+    ap.add_argument("--doc", help="also check the component table in this Markdown file")
+    ap.add_argument("--write-doc", help="write the component table into this Markdown file")
     args = ap.parse_args(argv)
     if args.table:
         sys.stdout.write(table(args.root))
         return 0
+    if args.write_doc:
+        old, text = doc_table(args.write_doc)
+        if old is None:
+            raise SystemExit(f"{args.write_doc}: no {BEGIN.strip()} ... {END} markers")
+        with open(args.write_doc, "w") as f:
+            f.write(text.replace(BEGIN + old + END, BEGIN + table(args.root) + END))
+        return 0
     found = violations(args.root)
+    if args.doc:
+        old, _ = doc_table(args.doc)
+        if old != table(args.root):
+            found.append(f"{args.doc}:1: the component table differs from the build's; run "
+                         f"tools/check_layering.py --write-doc {args.doc}")
     for v in found:
         print(v)
     if found:

@@ -1,6 +1,6 @@
 // LoraOps: the LoRA ops of the Backend (src/backend/backend.h): merge one adapter part into a BF16 weight in
 // place (two merge programs, docs/lora.md), and linear with an unmerged run-time branch. A backend without them
-// returns kUnsupported and src/lora falls back (host merge, merged mode). CPU programs: src/ref/lora.h.
+// returns kUnsupported and src/lora falls back (host merge, merged mode). CPU programs: src/ref/lora.cpp.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// Pipeline: one resident H3 model (backend, weights, model; the text encoder and decoders join here when
-// they exist) loaded once, then `run` per request. `vortex generate` is open + load + run + publish,
+// Pipeline: one resident H3 model (backend, weights, model, and when named the text encoder and the VAE
+// decoders) loaded once, then `run` per request. `vortex generate` is open + load + run + publish,
 // `vortex serve` keeps one Pipeline for its whole life and runs its jobs on it one at a time.
 // Load-time choices (weights, precision, backend, threads) live in PipelineOptions; per-request choices
 // (size, frames, steps, seed, schedule, attention, text) in RunRequest, checked by the same functions for

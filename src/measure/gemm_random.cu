@@ -1,6 +1,6 @@
 // Device helpers for GEMM tuning, benchmarks and tests: Philox-uniform fills (the same values
 // core/philox.h gives on the host), a 16-bit poison fill and an exact 16-bit mismatch counter.
-// Tested through tests/measure/gemm_tune_test.cpp (fills are checked against synthetic_value on the host).
+// Tested through tests/gemm/gemm_tune_test.cpp (fills are checked against synthetic_value on the host).
 #include <string>
 
 #include "core/philox.h"

@@ -2,7 +2,7 @@
 // (bit identity vs the heuristic default on the whole output, error vs FP64 on sampled elements),
 // time them alternating (median over reps), and produce the pinned table; bench_gemm times the
 // shapes for `vortex bench` (p10/p50/p90, TFLOP/s). Inputs are device-random (Philox), never zeros.
-// Exercised by apps/vortex/cmd_gemm_tune.cpp and tests/measure/gemm_tune_test.cpp (small shapes, GPU).
+// Exercised by apps/vortex/cmd_gemm_tune.cpp and tests/gemm/gemm_tune_test.cpp (small shapes, GPU).
 #pragma once
 
 #include <cuda_runtime.h>

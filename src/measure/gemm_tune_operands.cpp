@@ -1,6 +1,6 @@
 // GemmOperands (see gemm_tune.h): device operands of one tuned GEMM, filled with seeded random values, and the
 // FP64 reference of one output element for the tuner's sampled-error check. Exercised by
-// tests/measure/gemm_tune_test.cpp.
+// tests/gemm/gemm_tune_test.cpp.
 #include "measure/gemm_tune.h"
 
 #include <cublasLt.h>

@@ -1,6 +1,6 @@
 // The search of gemm-tune and bench_gemm (see gemm_tune.h). Correctness before timing: every candidate runs on
 // poisoned output, is compared word for word with the heuristic default and against FP64 on sampled elements; only
-// then are candidates timed, alternating, with CUDA events. Exercised by tests/measure/gemm_tune_test.cpp (small
+// then are candidates timed, alternating, with CUDA events. Exercised by tests/gemm/gemm_tune_test.cpp (small
 // shapes) and `vortex gemm-tune` on the H200.
 #include "measure/gemm_tune.h"
 

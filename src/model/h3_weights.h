@@ -1,5 +1,5 @@
 // H3Weights: every tensor of the H3 transformer, named after the original checkpoint keys
-// (research/av-dit-architecture.md §2.2). Tensors live on whichever backend loaded them.
+// (the release checkpoint's). Tensors live on whichever backend loaded them.
 // `attn_qkv_proj` is always stored in the reordered layout [q(inner) | k(inner) | v(inner)] rows;
 // the loader converts per-head-interleaved files. `mlp_fc1` rows are [gate(F) | value(F)].
 #pragma once

@@ -1,4 +1,4 @@
-// CPU reference ops: the BF16 program of NUMERICS.md as plain loops over host tensors (the oracle that
+// CPU reference ops: the BF16 program of docs/numerics.md as plain loops over host tensors (the oracle that
 // every GPU kernel is checked against). One source file per op stem (src/ref/<stem>.cpp); a fused op is
 // the composition of its unfused references. Each op validates shapes/dtypes/strides once and then runs
 // its rows through a RowRunner (serial by default; CpuBackend passes its thread pool), so an output

@@ -1,4 +1,4 @@
-// NVFP4 GEMMs on the GPU (GPU label; NUMERICS.md E1): the exact dequant kernel vs ref::nvfp4_dequantized_value
+// NVFP4 GEMMs on the GPU (GPU label; docs/numerics.md E1): the exact dequant kernel vs ref::nvfp4_dequantized_value
 // (every bit), the Hopper emulation vs FP64 dot products of the quantized operands (activations quantized on
 // the CPU by the reference, ragged M 1/37/300, H3 K/N), alpha-before-bias with one rounding (bit-exact on
 // exact sums), path selection (sm_90 -> emulation; native FP4 refused there), gemm-tune on the emulated

@@ -88,12 +88,26 @@ class CheckLayering(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("component 'extra' is missing from VORTEX_COMPONENT_ORDER", r.stdout)
 
+    def test_stale_doc_table_fails_and_write_doc_fixes_it(self):
+        doc = os.path.join(self.root, "docs", "architecture.md")
+        begin = "<!-- BEGIN component table: tools/check_layering.py --write-doc docs/architecture.md -->\n"
+        write(self.root, "docs/architecture.md", "# A\n" + begin + "| old |\n<!-- END component table -->\nmore\n")
+        r = run(self.root, "--doc", doc)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("the component table differs", r.stdout)
+        self.assertEqual(run(self.root, "--write-doc", doc).returncode, 0)
+        r = run(self.root, "--doc", doc)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        text = open(doc).read()
+        self.assertTrue(text.startswith("# A\n" + begin + "| component |"))
+        self.assertTrue(text.endswith("<!-- END component table -->\nmore\n"))
+
     def test_table_lists_components_in_order(self):
         r = run(self.root, "--table")
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
-        self.assertEqual(lines[2], "| `src/core/` (libvortex) | - | core: status and tensors |")
-        self.assertEqual(lines[3], "| `src/model/` (libvortex) | core | model: the transformer |")
+        self.assertEqual(lines[2], "| `src/core/` (libvortex) | - | status and tensors |")
+        self.assertEqual(lines[3], "| `src/model/` (libvortex) | core | the transformer |")
         self.assertTrue(lines[5].startswith("| `src/measure/` (apps/, bench/, tests/ only) | vortex (all of the above) |"))
 
 
