@@ -19,7 +19,7 @@
 #include "core/strings.h"
 #include "cuda/attention/bf16_attention.h"
 #include "cuda/attention/sdpa.h"
-#include "gemm/gemm_evidence.h"
+#include "measure/gemm_evidence.h"
 #include "profiling/evidence.h"
 #include "vortex/dtype.h"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""diffusers peer timings for the same run as Vortex's block / step benchmarks (PERFORMANCE.md: compare with
-the baseline in the same run). diffusers is a peer here, never a dependency of Vortex; the wheel given on the
+"""diffusers peer timings for the same run as Vortex's block / step benchmarks (docs/evidence.md: compare
+with the baseline in the same run). diffusers is a peer here, never a dependency of Vortex; the wheel given on the
 command line is unpacked into a temporary directory and imported from there (nothing installed). Random BF16
 weights and inputs (timing only, never zeros); attention is whatever diffusers dispatches (PyTorch SDPA).
 

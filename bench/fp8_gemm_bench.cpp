@@ -35,7 +35,7 @@
 #include "cuda/ops/ops.h"
 #include "gemm/gemm.h"
 #include "gemm/gemm_table.h"
-#include "gemm/gemm_tune.h"
+#include "measure/gemm_tune.h"
 #include "profiling/evidence.h"
 #include "vortex/build_info.h"
 #include "vortex/config.h"

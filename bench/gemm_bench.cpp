@@ -8,8 +8,8 @@
 #include <string>
 
 #include "core/strings.h"
-#include "gemm/gemm_evidence.h"
-#include "gemm/gemm_tune.h"
+#include "measure/gemm_evidence.h"
+#include "measure/gemm_tune.h"
 #include "vortex/build_info.h"
 
 namespace {

@@ -23,9 +23,9 @@
 
 #include "core/synthetic.h"
 #include "cuda/cuda_backend.h"
-#include "engine/bench.h"
 #include "engine/workload.h"
 #include "lora/lora.h"
+#include "measure/bench.h"
 #include "profiling/evidence.h"
 #include "ref/ref_ops.h"
 

@@ -20,7 +20,7 @@
 
 #include "cuda/ops/nvfp4_quantize.h"
 #include "cuda/ops/ops.h"
-#include "gemm/gemm_evidence.h"
+#include "measure/gemm_evidence.h"
 #include "ref/nvfp4_quantize.h"
 
 using namespace vortex;

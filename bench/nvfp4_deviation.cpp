@@ -1,4 +1,4 @@
-// nvfp4_deviation: per-op E2 deviation of the NVFP4 modes from the BF16 program (NUMERICS.md E2), on the
+// nvfp4_deviation: per-op E2 deviation of the NVFP4 modes from the BF16 program (docs/numerics.md E2), on the
 // canonical request with synthetic weights. For each block in --blocks: (1) every GEMM (qkv, out, fc1, fc2)
 // is evaluated on the BF16 program's own input with the BF16 weight and with the NVFP4 variants (W4A4
 // "nvfp4": activation quantized per call + NVFP4 weight; "nvfp4-weight-only": BF16 activation, expanded
@@ -25,10 +25,10 @@
 
 #include "core/rng.h"
 #include "core/strings.h"
-#include "engine/bench.h"
 #include "engine/precision.h"
 #include "engine/workload.h"
 #include "io/quantized_layers.h"
+#include "measure/bench.h"
 #include "model/h3_spec.h"
 #include "model/packing.h"
 #include "profiling/evidence.h"

@@ -22,7 +22,7 @@
 
 #include "cuda/attention/sage2_attention.h"
 #include "cuda/ops/ops.h"
-#include "gemm/gemm_evidence.h"
+#include "measure/gemm_evidence.h"
 #include "profiling/evidence.h"
 #include "ref/sage2_attention.h"
 #include "vortex/dtype.h"

@@ -21,7 +21,7 @@
 #include "core/strings.h"
 #include "cuda/attention/sage2_attention.h"
 #include "cuda/attention/sdpa.h"
-#include "gemm/gemm_evidence.h"
+#include "measure/gemm_evidence.h"
 #include "profiling/evidence.h"
 
 namespace {

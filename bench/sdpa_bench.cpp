@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "cuda/attention/sdpa.h"
-#include "gemm/gemm_evidence.h"
+#include "measure/gemm_evidence.h"
+#include "measure/sdpa_bench.h"
 
 int main(int argc, char** argv) {
   using namespace vortex;

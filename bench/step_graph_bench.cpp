@@ -28,7 +28,7 @@
 #include "cuda/check.h"
 #include "cuda/cuda_backend.h"
 #include "engine/workload.h"
-#include "gemm/gemm_evidence.h"
+#include "measure/gemm_evidence.h"
 #include "profiling/evidence.h"
 
 namespace vortex {

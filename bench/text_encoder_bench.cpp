@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "profiling/evidence.h"
 #include "text_encoder/text_encoder.h"
 

@@ -27,9 +27,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "core/synthetic.h"
 #include "io/safetensors.h"
-#include "model/backend.h"
 #include "profiling/evidence.h"
 #include "text_encoder/text_encoder.h"
 

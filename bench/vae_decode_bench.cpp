@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/synthetic.h"
 #include "engine/stream_mux.h"
 #include "media/mp4_writer.h"
-#include "model/backend.h"
 #include "profiling/evidence.h"
 #include "vae/audio_vae.h"
 #include "vae/video_vae.h"

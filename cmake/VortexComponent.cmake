@@ -11,7 +11,13 @@ function(vortex_component name)
     list(APPEND srcs ${VC_CUDA_SOURCES})
   endif()
   add_library(vortex_${name} STATIC ${srcs})
-  target_include_directories(vortex_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src
+  # Each component exports only its own headers: build/exports/<name>/<name> is a link to src/<name>, so
+  # "<name>/x.h" resolves for the component and for whatever links it, and another component's headers only
+  # through DEPS (tools/check_layering.py checks that DEPS and includes follow VORTEX_COMPONENT_ORDER).
+  set(export_dir ${CMAKE_BINARY_DIR}/exports/${name})
+  file(MAKE_DIRECTORY ${export_dir})
+  file(CREATE_LINK ${CMAKE_CURRENT_SOURCE_DIR} ${export_dir}/${name} SYMBOLIC)
+  target_include_directories(vortex_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include ${export_dir}
                                                    ${CMAKE_BINARY_DIR}/generated)
   target_compile_options(vortex_${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${VORTEX_CXX_FLAGS}>
                                                 $<$<COMPILE_LANGUAGE:CUDA>:${VORTEX_CUDA_FLAGS}>)

@@ -2,7 +2,7 @@
 """Deviation of an approximate mode (E2) from the BF16 program: compares the latents of two `vortex
 generate` output folders (same request and seed) and appends an evidence row.
 Usage: compare_latents.py REF_DIR TEST_DIR --label "fp8 vs bf16, 12 steps" [--evidence FILE]
-Metrics per stream: rel-L2 = ||t - r|| / ||r||, cosine, max-abs (NUMERICS.md E2). numpy only."""
+Metrics per stream: rel-L2 = ||t - r|| / ||r||, cosine, max-abs (docs/numerics.md E2). numpy only."""
 import argparse, datetime, json, os, struct, sys
 
 import numpy as np

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer timings on the same GPU and in the same run as Vortex's benchmarks (PERFORMANCE.md
+"""PyTorch peer timings on the same GPU and in the same run as Vortex's benchmarks (docs/evidence.md
 "Compare against the baseline in the same run"). PyTorch is a peer and a reference here, never a
 dependency of Vortex. Times the canonical-shape pieces: cuDNN SDPA, BF16 GEMMs, FP8 _scaled_mm, and the
 eager elementwise ops of one H3 block. Writes JSONL rows in the evidence schema (docs/evidence.md) through

@@ -2,7 +2,7 @@
 // device: its message starts with "no CUDA device: ", which scripts/gpu-check.sh counts as a failure on a GPU
 // machine. Any other reason a GPU test cannot run (an unsupported GPU, a build without the kernels) is a
 // failure, never a skip. Also: fresh random seeds, device buffers with a sentinel tail (out-of-bounds writes are
-// caught), and the two-reference error summary of NUMERICS.md (kernel vs FP64 <= 2x CPU-same-program vs FP64).
+// caught), and the two-reference error summary of docs/numerics.md (kernel vs FP64 <= 2x CPU-same-program vs FP64).
 // Header-only; used by the GPU tests under tests/ (gemm, attention, cuda, engine, core, io, parity, cli).
 #pragma once
 
@@ -153,7 +153,7 @@ struct TwoReference {
                   static_cast<long long>(nonfinite));
     return buf;
   }
-  // NUMERICS.md two-reference rule with floors relative to the reference scale.
+  // docs/numerics.md two-reference rule with floors relative to the reference scale.
   bool passes(double rel_floor, double abs_floor_rel) const {
     return nonfinite == 0 && count > 0 && rel_l2_gpu() <= 2.0 * rel_l2_cpu() + rel_floor &&
            max_gpu <= 2.0 * max_cpu + abs_floor_rel * max_ref;

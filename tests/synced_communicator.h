@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/backend.h"
 #include "dist/communicator.h"
-#include "model/backend.h"
 
 namespace vortex::testing {
 

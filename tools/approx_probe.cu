@@ -1,5 +1,5 @@
-// approx_probe: measures the approximate instructions the NVFP4 recipe depends on (NUMERICS.md "Approximate
-// instructions") on the GPU it runs on and writes the evidence:
+// approx_probe: measures the approximate instructions the NVFP4 recipe depends on (docs/numerics.md "Rules
+// that make E0 possible") on the GPU it runs on and writes the evidence:
 //   OUT/rcp_approx_<arch>.bin   rcp.approx.ftz.f32 on all 2^23 mantissas of [1, 2), compact delta encoding
 //                               (ref::encode_rcp_approx_table; commit as data/approx/rcp_approx_sm90.bin)
 //   OUT/approx_probe.json       device, delta histogram vs the correctly rounded reciprocal, and mismatch counts of

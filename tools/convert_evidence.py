@@ -76,7 +76,7 @@ def from_env_row(o):
         r["config"] = row.pop("plan", "")
         row.pop("workload", None)
         peer = row.pop("baseline", None)
-        if peer:  # a figure typed in from PERFORMANCE.md, not measured in this run: not a baseline
+        if peer:  # a figure typed in by hand, not measured in this run: not a baseline
             r["reference_not_same_run"] = {"what": peer, "ms_p50": row.pop("baseline_ms_p50", None)}
             row.pop("ratio", None)
     r.update(row)

@@ -1,5 +1,5 @@
-// Device probes of the approximate instructions and encoders the NVFP4 producers depend on (NUMERICS.md
-// "Approximate instructions"): the rcp.approx.ftz.f32 binade table, exhaustive checks of the host models
+// Device probes of the approximate instructions and encoders the NVFP4 producers depend on (docs/numerics.md
+// "Rules that make E0 possible"): the rcp.approx.ftz.f32 binade table, exhaustive checks of the host models
 // (src/ref/nvfp4_quantize.h) against the instructions, and of the device encoders (src/cuda/ops/nvfp4_encode.cuh)
 // against cuda_fp4.h. Not part of the library: linked by tests/cuda/nvfp4_quantize_test.cu and
 // tools/approx_probe.cu (nvfp4_approx_probe, run by scripts/nvfp4-probe.sh).

@@ -9,10 +9,10 @@
 #include <utility>
 
 #include "commands.h"
-#include "engine/bench.h"
 #include "engine/generate.h"
 #include "engine/pipeline.h"
 #include "engine/workload.h"
+#include "measure/bench.h"
 #include "model/packing.h"
 #include "rank_options.h"
 

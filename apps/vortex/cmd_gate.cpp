@@ -1,12 +1,12 @@
-// `vortex gate`: bit-exactness gates of a switch (engine/gate.h); writes the verdict JSON to
+// `vortex gate`: bit-exactness gates of a switch (measure/gate.h); writes the verdict JSON to
 // benchmarks/<date>-<gpu>-gate.jsonl (and --out if given). Exit code 0 only when every check is identical.
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "commands.h"
-#include "engine/gate.h"
 #include "engine/workload.h"
+#include "measure/gate.h"
 #include "profiling/evidence.h"
 
 namespace vortex::cli {

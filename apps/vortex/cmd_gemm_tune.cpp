@@ -11,8 +11,8 @@
 
 #if VORTEX_WITH_CUDA
 #include "core/strings.h"
-#include "gemm/gemm_evidence.h"
-#include "gemm/gemm_tune.h"
+#include "measure/gemm_evidence.h"
+#include "measure/gemm_tune.h"
 
 namespace vortex::cli {
 namespace {

@@ -9,10 +9,10 @@
 #include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "commands.h"
 #include "interrupt.h"
 #include "io/quantize.h"
-#include "model/backend.h"
 #include "progress.h"
 #include "ref/nvfp4_quantize.h"
 

@@ -1,7 +1,7 @@
-// ModelConfig: the H3 architecture numbers (research/av-dit-architecture.md §2.1, §7.1).
-// `h3` is the released 33B model; `h3-tiny` keeps every code path at CI/demo size. A checkpoint's
-// config.json (original MiniMax or diffusers key names) can override the built-in values.
-// Tested in tests/model/config_test.cpp.
+// ModelConfig: the H3 architecture numbers (the release's transformer/config.json:
+// tests/fixtures/release/FL2VA/transformer/config.json). `h3` is the released 33B model; `h3-tiny` keeps every code
+// path at CI/demo size. A checkpoint's config.json (original MiniMax or diffusers key names) can override the built-in
+// values. Tested in tests/model/config_test.cpp.
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
 // Element types and exact host conversions.
 // Every conversion here reproduces the CUDA conversion instruction named beside it bit for bit, so the
-// CPU reference and GPU kernels produce identical bytes (NUMERICS.md, level E0). Exhaustively tested in
+// CPU reference and GPU kernels produce identical bytes (docs/numerics.md, level E0). Exhaustively tested in
 // tests/core/dtype_test.cpp, cross-checked against ml_dtypes (tests/core/dtype_oracle.py) and against
 // the cvt instructions on a GPU (tests/core/dtype_cuda_test.cu, all 2^32 FP32 inputs).
 #pragma once
@@ -53,9 +53,9 @@ inline float f32_from_bf16_bits(uint16_t b) {
 }
 inline bf16 to_bf16(float x) { return bf16{bf16_bits_from_f32(x)}; }
 inline float to_f32(bf16 x) { return f32_from_bf16_bits(x.bits); }
-// R(x) of NUMERICS.md: round an FP32 value to BF16 and back.
+// R(x) of docs/numerics.md: round an FP32 value to BF16 and back.
 inline float round_bf16(float x) { return f32_from_bf16_bits(bf16_bits_from_f32(x)); }
-// Round an FP64 value to BF16 once (no intermediate FP32 rounding): used where NUMERICS.md says
+// Round an FP64 value to BF16 once (no intermediate FP32 rounding): used where docs/numerics.md says
 // "evaluated in FP64 and rounded once".
 uint16_t bf16_bits_from_f64(double x);
 

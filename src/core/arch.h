@@ -1,4 +1,4 @@
-// GPU architecture facts in one place (CONVENTIONS.md "Arch"): which compute capabilities Vortex knows, what
+// GPU architecture facts in one place: which compute capabilities Vortex knows, what
 // each offers, and which ones this build carries kernels for (the CMake-configured vortex/cuda_targets.h:
 // SASS per VORTEX_CUDA_ARCHS plus the PTX of VORTEX_CUDA_PTX). No CUDA headers: gemm, model and engine
 // include it. The per-arch policy table (which kernel each op runs) is src/cuda/policy.h.

@@ -1,5 +1,5 @@
-// Canonical reductions shared by the CPU reference and the CUDA kernels (NUMERICS.md "Reductions").
-// Sum of squares of a row (and a plain sum), FP64, in ONE fixed order that both sides reproduce:
+// Canonical reductions shared by the CPU reference and the CUDA kernels (docs/numerics.md "Rules that make E0
+// possible"). Sum of squares of a row (and a plain sum), FP64, in ONE fixed order that both sides reproduce:
 //   256 lanes; lane t accumulates elements j = t, t + 256, t + 512, ... in ascending j (FP64 adds);
 //   then lanes combine by a halving tree: for w = 128, 64, ..., 1: lane[t] += lane[t + w] for t < w.
 // A BF16 (or FP32) square is exact in FP64, so the only roundings are these adds, in this order.

@@ -18,11 +18,11 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
 #include "cuda/device.h"
 #include "cuda/nvfp4_activation_slots.h"
 #include "cuda/ops/encoder_ops.h"
 #include "cuda/policy.h"
-#include "model/backend.h"
 
 namespace vortex {
 
@@ -179,6 +179,7 @@ class CudaBackend : public Backend {
   const vortex::DeviceInfo& gpu_info() const { return info_; }
   const DevicePolicy& policy() const { return policy_; }
   cudaStream_t stream() const { return stream_; }
+  CUstream_st* device_stream() const override { return stream_; }
   AllocatorStats memory_stats() const;  // current / peak bytes for reports
   void reset_peak_memory();
   void set_debug_sync(bool on) { debug_sync_ = on; }

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/arch.h"
 #include "core/device_buffer.h"
-#include "model/backend.h"
 #include "vortex/status.h"
 
 namespace vortex {

@@ -8,7 +8,7 @@
 //   kFp32Accumulator: acc = x W^T [S, N] f32 (GemmPrecision::kBf16F32Out), acc[:, rows_p] += t_p B_p^T (beta = 1),
 //     y = R(acc + bias) (the add in FP64).
 // The sums run in cuBLASLt's FP32 order instead of the reference's FP64 ascending order, so the contract is E1
-// (NUMERICS.md two-reference rule). Tested in tests/cuda/lora_linear_test.cpp (both programs); timed against the
+// (docs/numerics.md two-reference rule). Tested in tests/cuda/lora_linear_test.cpp (both programs); timed against the
 // plain linear and each other in bench/lora_runtime_bench.cpp.
 #include <cmath>
 #include <string>

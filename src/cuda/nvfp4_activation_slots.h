@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <memory>
 
+#include "backend/backend.h"
 #include "cuda/device.h"
 #include "cuda/ops/nvfp4_quantize.h"
-#include "model/backend.h"
 
 namespace vortex {
 

@@ -8,7 +8,7 @@ namespace vortex {
 
 // ---- the table ---------------------------------------------------------------------------------
 const std::vector<ArchPolicy>& policy_table() {
-  // Fusion defaults stay eager until a gate (NUMERICS.md "Gates") and a benchmark on that architecture produce
+  // Fusion defaults stay eager until a gate (docs/numerics.md "Levels") and a benchmark on that architecture produce
   // evidence; attention and precision stay on the BF16 program everywhere (sage2 / fp8 / nvfp4 are E2, opt-in);
   // which kernel runs the BF16 attention (cuDNN SDPA or the owned sm_90a kernel) follows the same rule.
   static const std::vector<ArchPolicy> kTable = {

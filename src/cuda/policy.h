@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/exec_options.h"
 #include "core/arch.h"
 #include "gemm/nvfp4_gemm.h"
-#include "model/exec_options.h"
 #include "vortex/status.h"
 
 namespace vortex {

@@ -12,10 +12,19 @@
 #include <mutex>
 #include <thread>
 
-#include "cuda/check.h"
-
 namespace vortex {
 namespace {
+
+// dist sits below the CUDA backend (src/CMakeLists.txt), so it reports its few runtime calls itself.
+Status cuda_call_status(cudaError_t err, const char* call) {
+  return Status(ErrorCode::kCuda, std::string(call) + " failed in the NCCL communicator: " + cudaGetErrorName(err) +
+                                      " (" + cudaGetErrorString(err) + ")");
+}
+#define VORTEX_DIST_CUDA_CHECK(expr)                                                       \
+  do {                                                                                     \
+    cudaError_t vortex_dist_err_ = (expr);                                                 \
+    if (vortex_dist_err_ != cudaSuccess) return cuda_call_status(vortex_dist_err_, #expr); \
+  } while (0)
 
 static_assert(sizeof(ncclUniqueId) == sizeof(NcclUniqueIdBytes), "NCCL_UNIQUE_ID_BYTES changed");
 
@@ -116,9 +125,9 @@ class NcclCommunicator final : public Communicator {
   }
 
   Status init(const NcclUniqueIdBytes& id_bytes) {
-    VORTEX_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
-    VORTEX_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
-    VORTEX_CUDA_CHECK(cudaMemset(scratch_, 0, sizeof(float)));
+    VORTEX_DIST_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    VORTEX_DIST_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
+    VORTEX_DIST_CUDA_CHECK(cudaMemset(scratch_, 0, sizeof(float)));
     ncclUniqueId id;
     std::memcpy(&id, id_bytes.data(), sizeof(id));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -204,12 +213,12 @@ class NcclCommunicator final : public Communicator {
     Status st = poll_async(options_.timeout);  // the enqueue itself (ncclGroupEnd may be in progress)
     if (!st.ok()) return fail(what, st);
     cudaError_t e = cudaEventRecord(event_, stream_);
-    if (e != cudaSuccess) return fail(what, cuda_status(e, "cudaEventRecord", __FILE__, __LINE__));
+    if (e != cudaSuccess) return fail(what, cuda_call_status(e, "cudaEventRecord(event_, stream_)"));
     const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
     for (;;) {
       e = cudaEventQuery(event_);
       if (e == cudaSuccess) return Status::Ok();
-      if (e != cudaErrorNotReady) return fail(what, cuda_status(e, "cudaEventQuery", __FILE__, __LINE__));
+      if (e != cudaErrorNotReady) return fail(what, cuda_call_status(e, "cudaEventQuery(event_)"));
       ncclResult_t state = ncclSuccess;
       ncclResult_t r = g_api.CommGetAsyncError(comm_, &state);
       if (r != ncclSuccess) return fail(what, nccl_error(r, "ncclCommGetAsyncError", comm_));
@@ -231,8 +240,8 @@ class NcclCommunicator final : public Communicator {
       return invalid_argument(what + ": the local chunk is " + std::to_string(self_src.nbytes()) + " bytes, its slot " +
                               std::to_string(self_dst.nbytes()));
     if (self_src.nbytes() > 0 && self_src.raw_data() != self_dst.raw_data())
-      VORTEX_CUDA_CHECK(cudaMemcpyAsync(self_dst.raw_data(), self_src.raw_data(), self_src.nbytes(),
-                                        cudaMemcpyDeviceToDevice, stream_));
+      VORTEX_DIST_CUDA_CHECK(cudaMemcpyAsync(self_dst.raw_data(), self_src.raw_data(), self_src.nbytes(),
+                                             cudaMemcpyDeviceToDevice, stream_));
     VORTEX_NCCL_CALL(g_api.GroupStart(), comm_);
     for (int j = 0; j < size_; ++j) {
       if (j == rank_) continue;

@@ -9,9 +9,9 @@
 #include <system_error>
 #include <thread>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "ref/cpu_backend.h"
-#if defined(VORTEX_WITH_CUDA) && __has_include("cuda/cuda_backend.h")
+#if defined(VORTEX_WITH_CUDA)
 #include "cuda/cuda_backend.h"
 #define VORTEX_REGISTRY_HAS_CUDA 1
 #endif

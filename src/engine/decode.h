@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "media/mp4_writer.h"
-#include "model/backend.h"
 #include "vae/audio_vae.h"
 #include "vae/video_vae.h"
 #include "vortex/status.h"

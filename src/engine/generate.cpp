@@ -23,8 +23,7 @@
 #include "core/clock.h"
 #include "dist/rendezvous.h"
 #include "io/staging.h"
-#if defined(VORTEX_WITH_CUDA) && defined(VORTEX_WITH_NCCL) && __has_include("cuda/cuda_backend.h")
-#include "cuda/cuda_backend.h"
+#if defined(VORTEX_WITH_NCCL)
 #include "dist/nccl.h"
 #define VORTEX_GENERATE_HAS_NCCL 1
 #endif
@@ -224,8 +223,8 @@ Status publish_outputs(const fs::path& staged, const fs::path& out, bool overwri
 
 Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const CommOptions& comm, Backend& backend) {
 #if defined(VORTEX_GENERATE_HAS_NCCL)
-  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
-  if (cuda == nullptr)
+  CUstream_st* stream = backend.device_stream();
+  if (stream == nullptr)
     return invalid_argument("multi-GPU ranks (--gpus, VORTEX_RANK/RANK) need --backend cuda; got --backend " +
                             std::string(backend.name()));
   NcclUniqueIdBytes id;
@@ -236,7 +235,7 @@ Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const Comm
     VORTEX_ASSIGN_OR_RETURN(std::string bytes, await_rendezvous(rank.rendezvous, id.size(), comm.timeout));
     std::copy(bytes.begin(), bytes.end(), id.begin());
   }
-  return make_nccl_communicator(id, rank.rank, rank.world, cuda->stream(), comm);
+  return make_nccl_communicator(id, rank.rank, rank.world, stream, comm);
 #else
   (void)rank, (void)comm;
   return unsupported(

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "io/direct_reader.h"
-#include "model/backend.h"
 #include "vortex/config.h"
 #include "vortex/status.h"
 

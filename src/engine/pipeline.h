@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
 #include "engine/conditioning.h"
 #include "engine/memory_estimate.h"
 #include "engine/planner.h"
@@ -22,7 +23,6 @@
 #include "engine/request.h"
 #include "engine/residency.h"
 #include "lora/lora.h"
-#include "model/backend.h"
 #include "model/h3_model.h"
 #include "model/packing.h"
 #include "sampler/sampler.h"

@@ -9,12 +9,12 @@
 #include <optional>
 #include <utility>
 
+#include "backend/backend.h"
 #include "core/rng.h"
 #include "engine/prompt_encoder.h"
 #include "engine/residency.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
-#include "model/backend.h"
 #include "model/h3_spec.h"
 #include "text_encoder/text_encoder.h"
 #include "vision/keyframe_presentation.h"

@@ -1,9 +1,9 @@
-// Precision modes applied to loaded weights (VORTEX.md "Precision modes"):
+// Precision modes applied to loaded weights (docs/numerics.md "Levels", "NVFP4 modes"):
 //   bf16 : the reference program, weights as loaded;
 //   fp8  : the 4 GEMM weights of every main block quantized at load to FP8 E4M3 with one FP32 scale
 //          per tensor (scale = amax/448, RNE satfinite); activations are quantized per tensor on the
 //          fly by GemmEngine (amax/448). An E2 mode: its deviation from bf16 is measured, not gated.
-//   nvfp4: W4A4 (comfy-kitchen numerics, research/nvfp4-fp8-gemm.md §1): the 4 GEMM weights of every main
+//   nvfp4: W4A4 (comfy-kitchen numerics): the 4 GEMM weights of every main
 //          block quantized at load by the CPU reference quantizer with comfy-kitchen's CUDA encode
 //          (div.approx/rcp.approx from the measured table) and a static global scale g = amax/2688 (a
 //          checkpoint's NVFP4 layers are kept as they are); activations quantized per call by the GPU
@@ -21,7 +21,7 @@
 
 #include <string>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/h3_weights.h"
 
 namespace vortex {

@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <utility>
 
+#include "backend/backend.h"
 #include "engine/decode.h"
 #include "engine/precision.h"
-#include "model/backend.h"
 
 namespace vortex {
 namespace fs = std::filesystem;

@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/exec_options.h"
 #include "engine/conditioning.h"
 #include "lora/lora.h"
-#include "model/exec_options.h"
 #include "sampler/sampler.h"
 #include "vortex/status.h"
 

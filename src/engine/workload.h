@@ -1,7 +1,8 @@
 // A loaded H3 workload for `vortex bench` and `vortex gate`: a Pipeline (backend, weights synthetic on the
 // device or from a checkpoint, the switch override rule of `generate` and `serve`), the packed canonical
 // request, synthetic refined text, and the initial noise.
-// Canonical defaults (PERFORMANCE.md): h3, 1344x768, 124 frames, 100 synthetic refined-text rows.
+// Canonical defaults (the shape of the published block timings): h3, 1344x768, 124 frames, 100 synthetic refined-text
+// rows.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "dist/communicator.h"
-#include "model/backend.h"
 #include "model/h3_model.h"
 #include "model/packing.h"
 #include "sampler/sampler.h"

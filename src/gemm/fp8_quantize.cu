@@ -61,8 +61,8 @@ static __global__ void quantize_per_tensor_kernel(const uint16_t* __restrict__ x
 
 // Vector path of the two kernels above (x 16-byte aligned, ldx % 8 == 0, K % 8 == 0, q 8-byte
 // aligned): lane t of a row loads 8 bf16 with one 16-byte load. The element path's 2-byte loads and
-// 1-byte stores moved ~1.6 TB/s inside block 24 (out_proj / FC2 region minus the GEMM, PERFORMANCE.md
-// 2026-12-01); `gemm_bench fp8` times both in the same run.
+// 1-byte stores moved ~1.6 TB/s inside block 24 (out_proj / FC2 region minus the GEMM,
+// docs/performance.md "FP8 GEMMs in the block"); `gemm_bench fp8` times both in the same run.
 static __global__ void abs_max_vec8_kernel(const uint16_t* __restrict__ x, int64_t m, int64_t k8, int64_t ldx,
                                            uint32_t* __restrict__ amax) {
   uint32_t best = 0;

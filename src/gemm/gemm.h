@@ -2,7 +2,7 @@
 // FP32 without TF32 for the FP32 patch projections/heads, FP8 E4M3 per-tensor and Hopper blockwise).
 // One cuBLASLt handle, a plan cache per (shape, dtypes, layout), a workspace, and the pinned algorithm
 // table written by `vortex gemm-tune` (used only for the exact shapes it was proven on).
-// Numerics: out = R(x @ W^T + bias) (NUMERICS.md step 3/6/9/10). Tested in tests/gemm (E1 vs FP64).
+// Numerics: out = R(x @ W^T + bias) (docs/numerics.md). Tested in tests/gemm (E1 vs FP64).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "backend/linear_weight.h"
 #include "core/device_buffer.h"
-#include "model/h3_weights.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 

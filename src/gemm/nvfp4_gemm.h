@@ -1,5 +1,5 @@
 // NVFP4 GEMMs (W4A4, comfy-kitchen numerics): out = R(g_x * g_w * sum_k x'_k w'_k + bias), where x' and w'
-// are the dequantized block values e2m1 * e4m3 WITHOUT their global scales (research/nvfp4-fp8-gemm.md §1.9).
+// are the dequantized block values e2m1 * e4m3 WITHOUT their global scales.
 // Two paths: Hopper exact emulation (each operand dequantized exactly to BF16, then the BF16 cuBLASLt GEMM
 // with alpha = g_x * g_w read from device memory) and Blackwell native FP4 (cuBLASLt CUDA_R_4F_E2M1 with
 // VEC16_UE4M3 scales; compiled, not run here). Tested in tests/gemm/nvfp4_gemm_test.cpp (E1 vs FP64 dot
@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "backend/linear_weight.h"
 #include "gemm/gemm.h"
-#include "model/h3_weights.h"
 #include "vortex/status.h"
 
 namespace vortex {

@@ -1,7 +1,7 @@
 // H3 checkpoint layouts, inspection, validation and loading (see checkpoint.h for the detection
 // rule). Names, shapes and dtypes come from model/h3_spec; quantization markers follow ComfyUI
-// (research/nvfp4-fp8-gemm.md §2); the diffusers names follow diffusers 0.42.1
-// convert_minimax_h3_transformer_checkpoint_to_diffusers (research/av-dit-architecture.md §2.2).
+// (ComfyUI's comfy_quant layout); the diffusers names follow diffusers 0.42.1
+// convert_minimax_h3_transformer_checkpoint_to_diffusers.
 // Tested in tests/io/checkpoint_test.cpp and tests/io/diffusers_checkpoint_test.cpp.
 #include "io/checkpoint.h"
 

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/backend.h"
 #include "io/direct_reader.h"
 #include "io/safetensors.h"
-#include "model/backend.h"
 #include "model/h3_weights.h"
 #include "vortex/config.h"
 #include "vortex/status.h"

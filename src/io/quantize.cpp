@@ -1,7 +1,7 @@
 // `vortex quantize` engine: BF16 H3 checkpoint -> ComfyUI nvfp4 / fp8_scaled checkpoint, streamed tensor by
 // tensor through SafetensorsStreamWriter (atomic temp + rename). Only the block GEMM weights are quantized;
 // everything else is copied byte for byte, QKV rows keep the input's order. Keys written per layer P:
-// P.weight, P.weight_scale, [P.weight_scale_2,] P.comfy_quant (research/nvfp4-fp8-gemm.md §2).
+// P.weight, P.weight_scale, [P.weight_scale_2,] P.comfy_quant (ComfyUI's layout).
 // Tested in tests/io/quantize_roundtrip_test.cpp (round trip through read_quantized_linear, untouched bytes).
 #include "io/quantize.h"
 

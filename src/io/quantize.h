@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "model/h3_weights.h"
+#include "backend/linear_weight.h"
 #include "vortex/status.h"
 
 namespace vortex {

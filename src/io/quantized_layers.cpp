@@ -1,8 +1,8 @@
 // Reading and validating ComfyUI quantized linear layers (fp8_scaled, nvfp4) and their host dequantization.
 // Why: a quantized checkpoint that is inconsistent (wrong padded shape, NaN scale, missing weight_scale_2)
 // must be refused with a message naming the layer, never loaded into wrong numbers. Layout facts follow
-// research/nvfp4-fp8-gemm.md §1.6-1.8 and §2; the scale-tile offset is the NVFP4 reference's (ref/nvfp4_quantize.h).
-// Tested in tests/io/quantize_layers_test.cpp and tests/io/quantize_roundtrip_test.cpp.
+// ComfyUI's comfy_quant layout and comfy-kitchen's NVFP4 format; the scale-tile offset is the NVFP4 reference's
+// (ref/nvfp4_quantize.h). Tested in tests/io/quantize_layers_test.cpp and tests/io/quantize_roundtrip_test.cpp.
 #include "io/quantized_layers.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Quantized linear layers of ComfyUI checkpoints (research/nvfp4-fp8-gemm.md §1.6-1.8, §2): reads the tensors
+// Quantized linear layers of ComfyUI checkpoints (comfy_quant formats): reads the tensors
 // of one layer P (P.weight, P.weight_scale, P.weight_scale_2, P.input_scale, P.pre_quant_scale and the
 // P.comfy_quant U8 JSON or its __metadata__._quantization_metadata entry) into a validated LinearWeight
 // for fp8_scaled ("float8_e4m3fn") and nvfp4; every inconsistency is a kFormat Status naming the layer.
@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/linear_weight.h"
 #include "io/safetensors.h"
-#include "model/h3_weights.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/h3_weights.h"
 #include "vortex/config.h"
 #include "vortex/status.h"

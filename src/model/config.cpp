@@ -1,5 +1,5 @@
 // ModelConfig presets (h3, h3-tiny), config.json parsing (original MiniMax and diffusers key names)
-// and validation. The numbers come from research/av-dit-architecture.md §2.1 / §7.1; h3-tiny keeps
+// and validation. The numbers are the release's (tests/fixtures/release/FL2VA/transformer/config.json); h3-tiny keeps
 // every code path (partial RoPE, refiner, fp32 heads) at CI size. Tested in tests/model/config_test.cpp.
 #include <cmath>
 #include <string>

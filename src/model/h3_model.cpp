@@ -1,5 +1,5 @@
-// H3Model: the whole H3 forward written once against Backend (NUMERICS.md "The BF16 program of one H3
-// block" and "Outside the blocks"). The time MLP runs on the host (FP64 transcendentals and accumulation,
+// H3Model: the whole H3 forward written once against Backend (docs/numerics.md "The BF16 program"; the
+// block's op order is run_transformer_block's). The time MLP runs on the host (FP64 transcendentals and accumulation,
 // rounded to FP32 — identical on every machine and for every backend); everything else is Backend ops.
 // Tested in tests/model/h3_model_test.cpp (h3-tiny forward shapes/finiteness, fused == unfused bytes,
 // thread-count determinism, one block vs an independent FP64 re-implementation); the fused NVFP4

@@ -2,15 +2,15 @@
 // Per request: text refinement (condition_proj -> refiner blocks -> final_norm) or already-refined
 // states, RoPE tables, segment tables. Per step: FP32 time MLP on the host for the distinct timesteps,
 // AdaLN tables (adaln_proj per block), input projections, 50 blocks, final layer and FP32 heads.
-// Block order and BF16 boundaries: NUMERICS.md "The BF16 program of one H3 block".
+// Block order and BF16 boundaries: docs/numerics.md "The BF16 program".
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <vector>
 
+#include "backend/backend.h"
 #include "dist/communicator.h"
-#include "model/backend.h"
 #include "model/h3_weights.h"
 #include "model/packing.h"
 #include "model/step_graph.h"
@@ -65,7 +65,7 @@ struct UlyssesPlan {
 // with the numbers otherwise. Any head count splits: a rank may hold no heads (h3-tiny's 4 over 7).
 Status check_sequence_parallel(const ModelConfig& cfg, int world, int64_t rows);
 
-// One H3 transformer block (NUMERICS.md steps 1-10) on x [S, D] bf16 in place.
+// One H3 transformer block (docs/numerics.md) on x [S, D] bf16 in place.
 // Main blocks: `table` [slots * 3, 6D] bf16 with `segments` (row -> table row) and `rope` (may be null).
 // Refiner blocks: table == nullptr and segments == nullptr (no AdaLN: plain RMSNorm and residual adds)
 // and rope == nullptr. ExecOptions choose the fused or composed norm+modulate (E0 either way).

@@ -1,5 +1,5 @@
-// H3 checkpoint spec and synthetic weights. The tensor list mirrors research/av-dit-architecture.md
-// §2.2 (original MiniMax keys, FP32 patch projections / time MLP / heads, BF16 elsewhere). Synthetic
+// H3 checkpoint spec and synthetic weights. The tensor list is the release checkpoint's
+// (original MiniMax keys, FP32 patch projections / time MLP / heads, BF16 elsewhere). Synthetic
 // values use core/synthetic.h so the same (seed, name) gives the same bytes on every backend and in
 // files written by `vortex synth`. Tested in tests/io/checkpoint_test.cpp.
 #include "model/h3_spec.h"
@@ -9,18 +9,6 @@
 #include "core/synthetic.h"
 
 namespace vortex {
-
-const char* quant_format_name(QuantFormat format) {
-  switch (format) {
-    case QuantFormat::kNone:
-      return "none";
-    case QuantFormat::kFp8Scaled:
-      return "float8_e4m3fn";
-    case QuantFormat::kNvfp4:
-      return "nvfp4";
-  }
-  return "unknown";
-}
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/h3_weights.h"
 #include "vortex/config.h"
 #include "vortex/tensor.h"

@@ -1,5 +1,5 @@
 // H3Weights: every tensor of the H3 transformer, named after the original checkpoint keys
-// (research/av-dit-architecture.md §2.2). Tensors live on whichever backend loaded them.
+// (the release checkpoint's). Tensors live on whichever backend loaded them.
 // `attn_qkv_proj` is always stored in the reordered layout [q(inner) | k(inner) | v(inner)] rows;
 // the loader converts per-head-interleaved files. `mlp_fc1` rows are [gate(F) | value(F)].
 #pragma once
@@ -8,48 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/linear_weight.h"
 #include "vortex/config.h"
 #include "vortex/tensor.h"
 
 namespace vortex {
-
-// How a linear layer's weight is stored (ComfyUI `comfy_quant` formats).
-enum class QuantFormat : uint8_t {
-  kNone,       // bf16 / f32 weight
-  kFp8Scaled,  // weight f8e4m3 [N, K], weight_scale f32 scalar (per tensor)
-  kNvfp4,      // weight u8 [N16, K16/2], weight_scale f8e4m3 tiled, weight_scale_2 f32 scalar
-};
-const char* quant_format_name(QuantFormat format);
-
-// A run-time low-rank branch on one linear layer (LoRA applied unmerged, src/lora/lora.h):
-// out = R(x W^T + bias + sum_p t_p B_p^T) on the rows [row_offset, row_offset + rows of B_p) of each part,
-// t_p = R(scale_p * x A_p^T). The CPU reference (src/ref/lora.cpp) defines the accumulation.
-struct LoraBranchPart {
-  Tensor a;                // [r, K] bf16 on the backend
-  Tensor b;                // [rows, r] bf16 on the backend
-  int64_t row_offset = 0;  // first output row of the layer this part writes (q/k/v thirds of a split file)
-  double scale = 1.0;      // strength * alpha / r
-};
-struct LoraBranch {
-  std::vector<LoraBranchPart> parts;
-};
-
-// How merge_lora rounds (src/lora/lora.h, docs/lora.md "Merge order").
-enum class LoraMergeProgram : uint8_t {
-  kSingleRounding,  // Vortex: W' = R(W + scale * B @ A), FP64, one rounding
-  kPeft,            // diffusers/PEFT fuse_lora on the CPU: delta rounded to BF16, then a BF16 add
-};
-
-struct LinearWeight {
-  QuantFormat format = QuantFormat::kNone;
-  Tensor weight;                           // [N, K] (bf16/f32), [N, K] f8e4m3, or [N16, K16/2] u8 for nvfp4
-  Tensor weight_scale;                     // fp8: [] / [1] f32; nvfp4: tiled block scales f8e4m3
-  Tensor weight_scale_2;                   // nvfp4: [] / [1] f32 global scale
-  Tensor input_scale;                      // optional static activation scale
-  int64_t out_features = 0;                // N (unpadded)
-  int64_t in_features = 0;                 // K (unpadded)
-  std::shared_ptr<const LoraBranch> lora;  // null: plain linear (the default program, untouched)
-};
 
 // One transformer block: blocks.{i}.* (and token_refiner.blocks.{i}.*, which has no adaln_proj).
 struct H3BlockWeights {

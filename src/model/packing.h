@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/segments.h"
 #include "core/reference_kind.h"
-#include "model/segments.h"
 #include "vortex/config.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
@@ -108,7 +108,7 @@ Result<PackedLayout> pack_request(const ModelConfig& cfg, const RequestGeometry&
 // (scale_noise at t = kKeyframeNoiseAug). latents and noise: [C, T, H, W] f32 of one shape.
 Result<Tensor> noise_condition_latents(const Tensor& latents, const Tensor& noise, float t = kKeyframeNoiseAug);
 
-// BF16 cos/sin [S, rope_dims/2] on the host (NUMERICS.md step 4). inv_freq: the checkpoint's
+// BF16 cos/sin [S, rope_dims/2] on the host (docs/numerics.md). inv_freq: the checkpoint's
 // rope.inv_freq when given (f32 [rope_inv_freq_len]), else theta^(-k/L) in FP64 -> FP32.
 Result<RopeTables> make_rope_tables(const ModelConfig& cfg, const PackedLayout& layout, const Tensor* inv_freq);
 

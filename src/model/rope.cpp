@@ -1,4 +1,4 @@
-// RoPE cos/sin tables for a packed request (NUMERICS.md step 4, research §2.5), computed once on the host
+// RoPE cos/sin tables for a packed request (docs/numerics.md "The BF16 program"), computed once on the host
 // and shared by every backend: inv_freq from the checkpoint (f32) or theta^(-k/L) in FP64 rounded to FP32;
 // per row the angle vector [t*inv | h*inv | w*inv] with freq = fp32(fp32(pos) * inv_freq); cos/sin
 // evaluated in FP64 on that FP32 freq, rounded to FP32, then to BF16 (two roundings, as specified).

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/exec_options.h"
+#include "backend/exec_options.h"
 
 namespace vortex {
 

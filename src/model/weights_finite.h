@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "model/h3_weights.h"
 #include "vortex/status.h"
 

@@ -1,4 +1,4 @@
-// Reference scaled-dot-product attention (NUMERICS.md step 5), non-causal, no mask, per head:
+// Reference scaled-dot-product attention (docs/numerics.md), non-causal, no mask, per head:
 //  * attention: the FP64-exact oracle: FP64 scores from BF16 q, k (exact products, ascending d), scale
 //    1/sqrt(head_dim), FP64 softmax, FP64 P.V in ascending key order, one rounding to BF16;
 //  * attention_flash_fp32: the FP32 "same low-precision program" of a flash kernel (online softmax over key

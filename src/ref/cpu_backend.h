@@ -1,4 +1,4 @@
-// CpuBackend: the `cpu` Backend (src/model/backend.h), i.e. the reference program. Every op validates its
+// CpuBackend: the `cpu` Backend (src/backend/backend.h), i.e. the reference program. Every op validates its
 // tensors and runs the src/ref op of the same stem over a RowThreadPool; bytes never depend on `threads`.
 // Attention modes: "sdpa" runs the FP64-exact reference; "sage2" is not implemented on the CPU (kUnsupported).
 // Tested in tests/ref/cpu_backend_test.cpp (every method vs the ref ops, thread-count invariance).
@@ -8,7 +8,7 @@
 #include <memory>
 #include <string_view>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "ref/thread_pool.h"
 
 namespace vortex {

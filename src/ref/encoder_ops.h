@@ -1,5 +1,5 @@
-// CPU reference programs of the vision tower and video VAE encoder ops (src/model/backend.h, "vision tower and
-// video VAE encoder ops"): gelu, rope_fp32, pos_embed_add on BF16 rows; pad_causal_reflect, group_norm_frames and
+// CPU reference programs of the vision tower and video VAE encoder ops (EncoderOps in
+// src/backend/encoder_ops.h): gelu, rope_fp32, pos_embed_add on BF16 rows; pad_causal_reflect, group_norm_frames and
 // conv3d on channels-last [B, T, H, W, C] f32 activations. Each FP32 step is one IEEE operation in a fixed order, so
 // results never depend on the thread count. Tested against the CUDA kernels in tests/cuda/encoder_ops_test.cpp, and
 // through the encoders on the cpu backend in tests/vae/video_vae_encoder_test.cpp and

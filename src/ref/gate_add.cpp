@@ -1,4 +1,4 @@
-// Reference gated residual add (NUMERICS.md steps 7 and 10): x = R(x + R(gate * a)) per row segment, gate
+// Reference gated residual add (docs/numerics.md): x = R(x + R(gate * a)) per row segment, gate
 // from the AdaLN table; without a table (refiner blocks) the plain residual x = R(x + a). FP32 operations,
 // one rounding each. Tested in tests/ref/modulate_test.cpp (GateAdd) (FP64 formulation, exact cases, no-table path).
 #include <string>

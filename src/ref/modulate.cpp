@@ -1,4 +1,4 @@
-// Reference AdaLN modulation (NUMERICS.md step 2), in place per row segment:
+// Reference AdaLN modulation (docs/numerics.md), in place per row segment:
 // t = R(1 + scale), x = R(x * t), x = R(x + shift) — each an FP32 operation rounded once to BF16, in this
 // order ((x * (scale + 1)) + shift is part of the contract). Table row per segment (timestep, modality).
 // Tested in tests/ref/modulate_test.cpp (FP64 formulation, exact cases, segment boundaries, bad tables).

@@ -1,4 +1,4 @@
-// NVFP4 activation quantizer, CPU reference: the §1.13 recipe of research/nvfp4-fp8-gemm.md with the
+// NVFP4 activation quantizer, CPU reference: comfy-kitchen's recipe with the
 // approximate instructions modelled from the measured rcp.approx.ftz.f32 binade table, plus the
 // comfy-kitchen eager variant (exact IEEE divisions) as a named option. Every byte of the outputs is
 // written (padding included). Tested in tests/ref/nvfp4_quantize_test.cpp, tests/core/nvfp4_oracle.py

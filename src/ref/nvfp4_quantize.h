@@ -1,4 +1,4 @@
-// NVFP4 activation quantizer, CPU reference (research/nvfp4-fp8-gemm.md §1.13; NUMERICS.md "NVFP4").
+// NVFP4 activation quantizer, CPU reference (comfy-kitchen's recipe; docs/numerics.md "NVFP4 modes").
 // Why: the GPU producers (src/cuda/ops/nvfp4_quantize_kernels.cu) must emit comfy-kitchen's exact bytes, which
 // depend on the approximate instructions rcp.approx.ftz.f32 / div.approx.ftz.f32; this file models them
 // from a table measured on the GPU (data/approx/rcp_approx_sm90.bin, tools/approx_probe.cu) and is the E0 oracle.

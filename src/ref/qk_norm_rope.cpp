@@ -1,4 +1,4 @@
-// Reference per-head Q/K RMSNorm + rotate-half RoPE (NUMERICS.md step 4), in place on strided views of the
+// Reference per-head Q/K RMSNorm + rotate-half RoPE (docs/numerics.md), in place on strided views of the
 // QKV buffer. The norm is rms_norm_row (the same program as rms_norm); RoPE uses the host BF16 cos/sin
 // tables: y[j] = R(R(x[j] cos) + R(-x[j+h] sin)), y[j+h] = R(R(x[j+h] cos) + R(x[j] sin)), h = rope_dims/2.
 // Tested in tests/ref/qk_norm_rope_test.cpp (FP64 formulation, pass-through dims, no-RoPE path, strides).

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/segments.h"
+#include "backend/segments.h"
 #include "vortex/dtype.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"

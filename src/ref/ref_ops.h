@@ -1,4 +1,4 @@
-// CPU reference ops: the BF16 program of NUMERICS.md as plain loops over host tensors (the oracle that
+// CPU reference ops: the BF16 program of docs/numerics.md as plain loops over host tensors (the oracle that
 // every GPU kernel is checked against). One source file per op stem (src/ref/<stem>.cpp); a fused op is
 // the composition of its unfused references. Each op validates shapes/dtypes/strides once and then runs
 // its rows through a RowRunner (serial by default; CpuBackend passes its thread pool), so an output
@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <functional>
 
-#include "model/h3_weights.h"
-#include "model/segments.h"
+#include "backend/linear_weight.h"
+#include "backend/segments.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 

@@ -1,4 +1,4 @@
-// Reference RMSNorm (NUMERICS.md step 1): canonical FP64 sum of squares (src/core/reduce.h), ms = sum / n
+// Reference RMSNorm (docs/numerics.md): canonical FP64 sum of squares (src/core/reduce.h), ms = sum / n
 // in FP64, r = fp32(1 / sqrt(ms + eps)) from FP64, out = R(fp32(fp32(x * r) * w)) with one BF16 rounding.
 // inf/NaN policy: plain IEEE propagation, as PyTorch: a NaN anywhere in a row makes the row NaN; an inf
 // makes ms = inf, r = 0, so the inf lanes become NaN (inf * 0) and finite lanes +-0.

@@ -1,5 +1,5 @@
 // Reference of the fused RMSNorm + modulation (Component 1): by definition the composition of the two
-// unfused references (CONVENTIONS.md: a fused op's reference is never a copy of the kernel's logic).
+// unfused references (a fused op's reference is never a copy of the kernel's logic).
 // Tested in tests/ref/modulate_test.cpp (RmsNormModulate) (byte-exact against rms_norm then modulate).
 #include "ref/ref_ops.h"
 

@@ -1,8 +1,8 @@
-// CPU reference of the Sage2 SM90 attention program (research/sage2-attention.md §1.7, §1.11, §1.12).
+// CPU reference of the Sage2 SM90 attention program (SageAttention2's SM90 kernel).
 // Two parts: (1) the quantization pre-pass — K token mean, Q/K INT8 per-thread groups, V per-channel
 // FP8 — whose bytes and scales are the E0 contract the CUDA quantization kernels must reproduce;
 // (2) the attention program on those bytes (exp2 online softmax with the 8.807 offset, FP8 P,
-// two-level PV accumulation), the same-program reference of the two-reference rule (NUMERICS.md).
+// two-level PV accumulation), the same-program reference of the two-reference rule (docs/numerics.md).
 // Also the storage permutations shared with the kernels. Tested in tests/attention/sage2_ref_test.cpp.
 #pragma once
 

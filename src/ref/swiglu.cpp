@@ -1,4 +1,4 @@
-// Reference SwiGLU (NUMERICS.md step 9): m = R(R(silu(gate)) * value) over u = [gate | value] columns;
+// Reference SwiGLU (docs/numerics.md): m = R(R(silu(gate)) * value) over u = [gate | value] columns;
 // silu(g) = g / (1 + exp(-g)) evaluated in FP64 and rounded once to BF16 (equal to PyTorch's CUDA SiLU on
 // all BF16 inputs measured). inf/NaN as that formula in IEEE (as PyTorch): silu(+inf) = +inf,
 // silu(-inf) = -inf / inf = NaN, NaN stays NaN.

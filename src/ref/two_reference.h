@@ -1,4 +1,4 @@
-// The two-reference rule of NUMERICS.md (from FlashAttention-3's tests), for E1 ops (GEMMs, attention):
+// The two-reference rule of docs/numerics.md (from FlashAttention-3's tests), for E1 ops (GEMMs, attention):
 // a kernel's error vs the FP64 reference must be no worse than 2x the error of the CPU reference of the
 // SAME low-precision program (e.g. ref::attention_flash_fp32) vs FP64, plus a small absolute floor.
 // NaN never passes. The report carries the numbers (max-abs and rel-L2) so tests print them.

@@ -269,7 +269,7 @@ ResCoefficients res_multistep_coefficients(double sigma_prev, double sigma, doub
   return c;
 }
 
-// The 4-step Turbo LoRA's published reference settings (research av-dit-architecture.md §4.4: lightx2v's
+// The 4-step Turbo LoRA's published reference settings (model cards of lightx2v's
 // 4-step file was trained at video shift 6; its users run audio shift 3, `euler` + `simple`, strength 1).
 SamplerSpec SamplerSpec::turbo4() {
   SamplerSpec s;

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/segments.h"
+#include "backend/segments.h"
 #include "text_encoder/text_encoder_config.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"

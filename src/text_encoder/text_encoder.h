@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "text_encoder/text_encoder_config.h"
 #include "text_encoder/text_encoder_weights.h"
 #include "vortex/status.h"

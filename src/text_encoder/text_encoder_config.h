@@ -38,7 +38,7 @@ struct TextEncoderConfig {
   int64_t kv_width() const { return static_cast<int64_t>(num_kv_heads) * head_dim; }
   Status validate() const;
 
-  // Qwen3-VL-32B's text model (research/pipeline-kernels-serving.md §4).
+  // Qwen3-VL-32B's text model (tests/fixtures/release/FL2VA/text_encoder/config.json).
   static TextEncoderConfig qwen3_vl_32b();
   // A Qwen3-VL config.json (text_config inside) or a bare text config object.
   static Result<TextEncoderConfig> from_json_text(const std::string& text, const std::string& label);

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.h"
-#include "model/h3_weights.h"
+#include "backend/backend.h"
+#include "backend/linear_weight.h"
 #include "text_encoder/text_encoder_config.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "vae/vae_checkpoint.h"
 #include "vae/video_vae.h"
 #include "vortex/status.h"

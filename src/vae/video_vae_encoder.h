@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 #include "vae/vae_checkpoint.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/config_json.h"
 #include "media/lanczos_resize.h"
-#include "model/backend.h"
 #include "vae/vae_checkpoint.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"

@@ -1,5 +1,5 @@
 // Owned BF16 attention (sm_90a, bf16_attention.h) on the GPU: Q/K/V read as strided views of one [S, 3I] buffer,
-// token-major out. Two-reference rule (NUMERICS.md): FP64 attention (attention_fp64_reference, ref::attention's
+// token-major out. Two-reference rule (docs/numerics.md): FP64 attention (attention_fp64_reference, ref::attention's
 // program before its rounding) as the reference, ref::attention_flash_fp32 (the same FP32 / BF16-P program) as the
 // CPU same-program reference; ragged S (not multiples of the 128-row tile), 1-4 heads, fresh random inputs, outputs
 // poisoned with NaN (0xFF) and a sentinel tail after them; and cuDNN SDPA on the same inputs (its own two-reference
@@ -158,7 +158,7 @@ void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int6
       static_cast<long long>(s), heads, static_cast<long long>(out_pad), tr.summary().c_str(), vs_cudnn.max_abs,
       vs_cudnn.rel_l2, static_cast<long long>(vs_cudnn.nonfinite));
   EXPECT_TRUE(tr.passes(2e-4, 2e-3)) << tr.summary();
-  // The kernel's error vs FP64 stays within the bound the cuDNN path meets on the same inputs (NUMERICS.md).
+  // The kernel's error vs FP64 stays within the bound the cuDNN path meets on the same inputs (docs/numerics.md).
   EXPECT_LE(tr.rel_l2_gpu(), 2.0 * tr_cudnn.rel_l2_gpu() + 2e-4) << tr.summary() << " vs cuDNN " << tr_cudnn.summary();
   EXPECT_LE(tr.max_gpu, 2.0 * tr_cudnn.max_gpu + 2e-3 * tr.max_ref)
       << tr.summary() << " vs cuDNN " << tr_cudnn.summary();

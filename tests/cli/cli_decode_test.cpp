@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/backend.h"
 #include "cli/cli_test_util.h"
 #include "io/safetensors.h"
 #include "media/mp4_writer.h"
-#include "model/backend.h"
 #include "vae/audio_vae.h"
 #include "vae/video_vae.h"
 

@@ -11,9 +11,9 @@
 #include <iostream>
 
 #include "core/synthetic.h"
-#include "cuda/ops/bench_ops.h"
 #include "cuda/ops/ops.h"
 #include "cuda_test_util.h"
+#include "measure/bench_ops.h"
 #include "ref/ref_ops.h"
 
 namespace vortex {

@@ -10,7 +10,7 @@ if(TARGET vortex_cuda)
     LIBS vortex_cuda)
   vortex_test(NAME cuda_ops_test
     SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/ops_test.cpp
-    LIBS vortex_cuda vortex_ref vortex_core
+    LIBS vortex_measure
     GPU)
   # The fp8_gate_epilogue op (gated residual in the FP8 GEMM epilogue) vs FP64 and vs linear + gate_add.
   vortex_test(NAME cuda_gate_epilogue_test
@@ -60,6 +60,6 @@ endif()
 # with the GPU idle fraction of each (bench/step_graph_bench.cpp).
 if(TARGET vortex_cuda)
   add_executable(step_graph_bench ${CMAKE_SOURCE_DIR}/bench/step_graph_bench.cpp)
-  target_link_libraries(step_graph_bench PRIVATE vortex_engine vortex_profiling nlohmann_json::nlohmann_json)
+  target_link_libraries(step_graph_bench PRIVATE vortex_measure nlohmann_json::nlohmann_json)
   target_compile_options(step_graph_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()

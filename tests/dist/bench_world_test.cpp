@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "dist/in_process.h"
-#include "engine/bench.h"
 #include "engine/workload.h"
+#include "measure/bench.h"
 
 namespace vortex {
 namespace {

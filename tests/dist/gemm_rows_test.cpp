@@ -12,8 +12,8 @@
 
 #include "dist/communicator.h"
 #include "gemm/gemm.h"
-#include "gemm/gemm_tune.h"
 #include "gpu_test.h"
+#include "measure/gemm_tune.h"
 #include "seed.h"
 
 namespace vortex {

@@ -9,7 +9,7 @@ vortex_test(NAME memory_estimate_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/m
 vortex_test(NAME fused_producers_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/fused_producers_test.cpp LIBS vortex_engine)
 if(TARGET vortex_cuda)
   vortex_test(NAME nvfp4_mode_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/nvfp4_mode_test.cpp
-              LIBS vortex_engine GPU)
+              LIBS vortex_measure GPU)
   # Device quantization at load vs the host quantizers (E0), and AdaLN tables ahead with the projections in host
   # memory vs the per-step path (latent bytes), on the cuda backend.
   vortex_test(NAME device_residency_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/device_residency_test.cpp
@@ -18,7 +18,7 @@ endif()
 # nvfp4_deviation: per-op / per-block E2 deviation of the NVFP4 modes from the BF16 program
 # (bench/nvfp4_deviation.cpp; run by scripts/gpu-check.sh --part deviation).
 add_executable(nvfp4_deviation ${CMAKE_SOURCE_DIR}/bench/nvfp4_deviation.cpp)
-target_link_libraries(nvfp4_deviation PRIVATE vortex_engine)
+target_link_libraries(nvfp4_deviation PRIVATE vortex_measure)
 target_compile_options(nvfp4_deviation PRIVATE ${VORTEX_CXX_FLAGS})
 # The model folder as one argument and the prompt path: layout detection (model_folder_test), the t2va prompt
 # presentation against diffusers with the conditioner cache on a Pipeline (prompt_encoder_test; fixtures made by

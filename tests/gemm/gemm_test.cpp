@@ -1,4 +1,4 @@
-// GemmEngine on the GPU (E1, NUMERICS.md two-reference rule): BF16 at the four H3 widths for ragged M
+// GemmEngine on the GPU (E1, docs/numerics.md two-reference rule): BF16 at the four H3 widths for ragged M
 // (1, 7, 129) on sampled elements, the BF16 bias epilogue (one rounding after an FP32 add, checked
 // bit-exactly on operands whose products sum exactly), strided x/out row views, FP32 without TF32,
 // FP8 per-tensor and blockwise (error vs FP64 of the dequantized operands + the E2 table vs BF16).
@@ -14,8 +14,8 @@
 
 #include "gemm/fp8_reference.h"
 #include "gemm/gemm.h"
-#include "gemm/gemm_tune.h"
 #include "gpu_test.h"
+#include "measure/gemm_tune.h"
 #include "vortex/dtype.h"
 
 namespace vortex {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/philox.h"
-#include "gemm/gemm_tune.h"
 #include "gpu_test.h"
+#include "measure/gemm_tune.h"
 #include "vortex/dtype.h"
 
 namespace vortex {

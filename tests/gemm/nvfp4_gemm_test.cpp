@@ -1,4 +1,4 @@
-// NVFP4 GEMMs on the GPU (GPU label; NUMERICS.md E1): the exact dequant kernel vs ref::nvfp4_dequantized_value
+// NVFP4 GEMMs on the GPU (GPU label; docs/numerics.md E1): the exact dequant kernel vs ref::nvfp4_dequantized_value
 // (every bit), the Hopper emulation vs FP64 dot products of the quantized operands (activations quantized on
 // the CPU by the reference, ragged M 1/37/300, H3 K/N), alpha-before-bias with one rounding (bit-exact on
 // exact sums), path selection (sm_90 -> emulation; native FP4 refused there), gemm-tune on the emulated
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "gemm/gemm.h"
-#include "gemm/gemm_tune.h"
 #include "gemm/nvfp4_gemm.h"
 #include "gpu_test.h"
+#include "measure/gemm_tune.h"
 #include "ref/nvfp4_quantize.h"
 #include "vortex/dtype.h"
 

@@ -6,8 +6,8 @@
 
 #include <cstring>
 
+#include "backend/backend.h"
 #include "core/synthetic.h"
-#include "model/backend.h"
 
 namespace vortex::testing {
 

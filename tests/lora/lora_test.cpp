@@ -242,7 +242,7 @@ Tensor random_bf16(Shape shape, uint64_t seed) {
 
 // E1: on every adapted layer, run-time y = R(x W^T + R(s x A^T) B^T) and merged y = R(x R(W + s B A)^T) are
 // judged against the FP64 y of the unrounded W + s B A: the branch's error must stay within 2x the merged
-// path's plus a floor (NUMERICS.md two-reference rule).
+// path's plus a floor (docs/numerics.md two-reference rule).
 TEST(LoraRuntime, BranchVsMergedTwoReferenceRule) {
   for (const char* name : {"native_comfy", "peft_split"}) {
     auto tiny = load_tiny();

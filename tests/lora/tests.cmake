@@ -12,6 +12,6 @@ endif()
 # lora_runtime_bench (GPU): the run-time branch's overhead on the four fused linears and one block, canonical shape.
 if(TARGET vortex_cuda)
   add_executable(lora_runtime_bench ${CMAKE_SOURCE_DIR}/bench/lora_runtime_bench.cpp)
-  target_link_libraries(lora_runtime_bench PRIVATE vortex vortex_profiling nlohmann_json::nlohmann_json)
+  target_link_libraries(lora_runtime_bench PRIVATE vortex_measure nlohmann_json::nlohmann_json)
   target_compile_options(lora_runtime_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()

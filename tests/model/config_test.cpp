@@ -1,4 +1,4 @@
-// ModelConfig tests: the h3 / h3-tiny presets (research/av-dit-architecture.md §2.1), by_name,
+// ModelConfig tests: the h3 / h3-tiny presets (the release's transformer/config.json), by_name,
 // config.json parsing with original MiniMax and diffusers keys, type errors naming the key,
 // validation, and the config.json written by `vortex synth` (model_config_to_json) read back.
 #include "vortex/config.h"

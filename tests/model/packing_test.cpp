@@ -349,7 +349,7 @@ TEST(Rope, CheckpointInvFreqIsUsedAndValidated) {
 }
 
 TEST(Rope, TwoRoundingsFp64ToFp32ToBf16) {
-  // NUMERICS.md step 4: cos = R(fp32_rn(cos_fp64(freq))). Find a frequency where rounding the FP64 cosine
+  // docs/numerics.md: cos = R(fp32_rn(cos_fp64(freq))). Find a frequency where rounding the FP64 cosine
   // to FP32 lands exactly on a BF16 tie that round-to-even resolves against the true value, so one direct
   // FP64 -> BF16 rounding would differ; feed it through a checkpoint inv_freq and text row 1 (t = 1).
   float f = 0.5f;

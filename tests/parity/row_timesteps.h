@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/segments.h"
 #include "engine/run_manifest.h"  // sha256_hex
-#include "model/segments.h"
 
 namespace vortex::parity {
 

@@ -3,7 +3,7 @@
 // unknown names list the valid ones, thread counts outside [0, max_cpu_threads()] are refused.
 #include <gtest/gtest.h>
 
-#include "model/backend.h"
+#include "backend/backend.h"
 
 namespace vortex {
 namespace {

@@ -3,8 +3,8 @@
 // fill_synthetic matches fill_synthetic_host, and sage2 is refused visibly.
 #include <memory>
 
+#include "backend/backend.h"
 #include "core/synthetic.h"
-#include "model/backend.h"
 #include "ref/cpu_backend.h"
 #include "ref/ref_ops.h"
 #include "ref_test_util.h"

@@ -69,7 +69,7 @@ struct MatchStats {
   }
 };
 
-// The NUMERICS.md acceptance for "same program vs independent FP64 formulation": >= 99.9% identical,
+// The docs/numerics.md acceptance for "same program vs independent FP64 formulation": >= 99.9% identical,
 // the rest within 1 BF16 ulp.
 #define EXPECT_BF16_CLOSE_TO_ORACLE(stats, seedmsg)                                  \
   do {                                                                               \

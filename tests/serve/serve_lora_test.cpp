@@ -12,12 +12,12 @@
 #include <fstream>
 #include <iterator>
 
+#include "backend/backend.h"
 #include "engine/generate.h"
 #include "engine/pipeline.h"
 #include "gpu_test.h"
 #include "io/safetensors.h"
 #include "lora/lora.h"
-#include "model/backend.h"
 #include "serve_test_util.h"
 
 #ifndef VORTEX_SERVE_LORA_BACKEND

@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/backend.h"
 #include "gpu_test.h"
 #include "io/safetensors.h"
-#include "model/backend.h"
 #include "vae/audio_vae.h"
 #include "vae/vae_test_util.h"
 #include "vae/video_vae.h"

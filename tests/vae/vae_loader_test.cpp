@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/backend.h"
 #include "io/safetensors.h"
-#include "model/backend.h"
 #include "vae/audio_vae.h"
 #include "vae/vae_test_util.h"
 #include "vae/video_vae.h"
@@ -265,7 +265,7 @@ TEST(VaeSynthetic, DeterministicAndSeedDependent) {
 }
 
 TEST(VaeTiling, SplitFollowsDiffusers) {
-  // Released geometry on a 1344 x 768 canvas: 4 x 7 = 28 tiles (research/pipeline-kernels-serving.md §3.1).
+  // Released geometry on a 1344 x 768 canvas: 4 x 7 = 28 tiles.
   const TileSplit h = split_tiles(768, 256, 64, 16), w = split_tiles(1344, 256, 64, 16);
   EXPECT_EQ(h.starts.size(), 4u);
   EXPECT_EQ(w.starts.size(), 7u);

@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "io/safetensors.h"
-#include "model/backend.h"
 #include "vae/audio_vae.h"
 #include "vae/vae_test_util.h"
 #include "vae/video_vae.h"

@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/backend.h"
 #include "io/safetensors.h"
-#include "model/backend.h"
 #include "vae/video_vae.h"
 
 #ifndef VORTEX_VAE_FIXTURES

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "backend/backend.h"
 #include "io/safetensors.h"
-#include "model/backend.h"
 #include "text_encoder/text_encoder.h"
 #include "vae/vae_checkpoint.h"
 #include "vision/keyframe_presentation.h"

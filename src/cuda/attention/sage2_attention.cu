@@ -3,8 +3,9 @@
 // registers, FP8 PV into a fresh accumulator per 128-key block added into FP32 (two-level), epilogue
 // R((O / d) * v_scale) to BF16 token-major [S, heads*128]. 8 warps x 16 rows, K/V double-buffered with
 // cp.async. The wgmma mainloop (sm_90a) is in sage2_sm90.cu; which one runs is the caller's choice
-// (select_attention, src/cuda/policy.h). Same program as sage2_attention_reference (research/sage2-attention.md
-// §1.7); tested in tests/attention/sage2_sm90_test.cpp (two-reference rule), timed by bench/sage2_bench.cpp.
+// (select_attention, src/cuda/policy.h). Same program as sage2_attention_reference
+// (src/ref/sage2_attention.h); tested in tests/attention/sage2_sm90_test.cpp (two-reference rule), timed by
+// bench/sage2_bench.cpp.
 #include <string>
 
 #include "cuda/attention/sage2_kernel_common.cuh"

@@ -1,6 +1,6 @@
 // Sage2-compatible attention (AttentionKind::kSage2, an E2 approximate mode; mainloops: wgmma on sm_90a, mma.sync
 // anywhere): INT8 Q/K with per-thread scales and K smoothing, FP8 E4M3 P and per-channel V, exp2 online softmax with
-// the 448 offset, two-level FP32 PV accumulation (research/sage2-attention.md §1.7, §1.12). Reads q, k, v as strided
+// the 448 offset, two-level FP32 PV accumulation (src/ref/sage2_attention.h). Reads q, k, v as strided
 // [S, heads*128] bf16 views of the QKV buffer and writes token-major out. Quantized bytes are E0 vs
 // src/ref/sage2_attention.h; outputs E1 vs its CPU program (two-reference rule). Tested in
 // tests/attention/sage2_sm90_test.cpp; timed by bench/sage2_bench.cpp.

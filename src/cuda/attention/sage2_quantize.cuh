@@ -1,4 +1,4 @@
-// The Sage2 Q/K INT8 rule on the device (research/sage2-attention.md §1.12): group scale amax/127 + 1e-7 and
+// The Sage2 Q/K INT8 rule on the device (src/ref/sage2_attention.h): group scale amax/127 + 1e-7 and
 // round-half-away quantization, each FP32 step correctly rounded as in the CPU reference
 // (src/ref/sage2_attention.cpp). Shared by the pre-pass (sage2_quantize.cu) and the fused Q producer
 // (src/cuda/ops/qk_norm_rope_sage2.cu), so both write the same bytes; E0 tests in

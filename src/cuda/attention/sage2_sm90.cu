@@ -1,7 +1,7 @@
 // Sage2 wgmma mainloop for sm_90a (compiled only for sm_90a: the vortex_cuda_sm90 object library): a
 // warp-specialized wgmma m64n128k32 kernel (producer warp + cp.async.bulk/mbarrier ring, two consumer
 // warpgroups). Same program as the mma.sync mainloop (sage2_attention.cu) and sage2_attention_reference
-// (research/sage2-attention.md §1.7); tested in tests/attention/sage2_sm90_test.cpp (two-reference rule),
+// (src/ref/sage2_attention.h); tested in tests/attention/sage2_sm90_test.cpp (two-reference rule),
 // timed by bench/sage2_bench.cpp.
 #include "cuda/attention/hopper_sm90.cuh"
 #include "cuda/attention/sage2_kernel_common.cuh"

@@ -19,7 +19,7 @@ constexpr int kVec = 8;                       // bf16 elements per 16-byte acces
 __device__ __forceinline__ float bf16_to_f32(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
 // cvt.rn.bf16.f32 (RNE, NaN -> 0x7FFF), the instruction include/vortex/dtype.h reproduces on the host.
 __device__ __forceinline__ uint16_t f32_to_bf16(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
-// R(x) of NUMERICS.md.
+// R(x) of docs/numerics.md.
 __device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
 // Native bf16x2 arithmetic: mul.rn / add.rn round the EXACT result once to BF16, subnormals kept. For BF16

@@ -1,5 +1,5 @@
-// CUDA kernels of the vision tower and video VAE encoder ops (src/model/backend.h, "vision tower and video VAE encoder
-// ops"), each against its CPU program in src/ref/encoder_ops.cpp: rope_fp32, pos_embed_add and pad_causal_reflect are
+// CUDA kernels of the vision tower and video VAE encoder ops (EncoderOps in src/backend/encoder_ops.h),
+// each against its CPU program in src/ref/encoder_ops.cpp: rope_fp32, pos_embed_add and pad_causal_reflect are
 // E0 (the same IEEE operations in the same order); gelu evaluates tanhf/erff with CUDA's libdevice (within one BF16
 // ulp of the CPU's libm); group_norm_frames sums its FP64 statistics in a tree (E1). conv3d (cuDNN) is in
 // src/cuda/ops/conv3d_cudnn.cpp. Tested in tests/cuda/encoder_ops_test.cpp (label gpu).

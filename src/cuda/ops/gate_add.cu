@@ -1,4 +1,4 @@
-// gate_add: the residual update x = R(x + R(gate * a)) in one pass (NUMERICS.md steps 7 and 10), gate
+// gate_add: the residual update x = R(x + R(gate * a)) in one pass (docs/numerics.md), gate
 // from the row's AdaLN table row; without a table x = R(x + a) (refiner blocks). Also the unfused pair
 // it replaces (gate_multiply, residual_add) so tests can prove fused == unfused byte for byte.
 // Kernel -> launcher -> validating entry point; one 256-thread block per row. Tested in tests/cuda/ops_test.cpp.

@@ -1,5 +1,5 @@
 // modulate: x = R(R(x * R(1 + scale)) + shift) in place, scale/shift from the AdaLN table row of the
-// row's segment (NUMERICS.md step 2), looked up through the cached device row map. Kernel -> launcher ->
+// row's segment (docs/numerics.md), looked up through the cached device row map. Kernel -> launcher ->
 // validating entry point; one 256-thread block per row, 16-byte vectors when aligned.
 // E0 against the CPU reference in tests/cuda/ops_test.cpp.
 #include "cuda/ops/ops_internal.h"

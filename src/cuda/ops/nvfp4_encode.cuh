@@ -1,4 +1,4 @@
-// NVFP4 device encoders (research/nvfp4-fp8-gemm.md §1.13), shared by the producer kernels
+// NVFP4 device encoders (comfy-kitchen's recipe, src/ref/nvfp4_quantize.h), shared by the producer kernels
 // (nvfp4_quantize_kernels.cu) and the instruction probes (tools/nvfp4_probes.cu): the approximate instructions
 // pinned with inline PTX (.approx.ftz as comfy-kitchen's fast-math build emits them), the E4M3 scale code and
 // decoders, the E2M1 encoders (decision table, arithmetic, FP32-pipe), the per-block quantizers and g from amax.

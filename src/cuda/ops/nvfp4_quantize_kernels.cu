@@ -1,4 +1,4 @@
-// NVFP4 producer kernels and their launchers (research/nvfp4-fp8-gemm.md §1.13): amax -> g, then pack: E2M1
+// NVFP4 producer kernels and their launchers (src/ref/nvfp4_quantize.h): amax -> g, then pack: E2M1
 // hi-first pairs and the E4M3 scales in the 128x4 tile, for each source of the BF16 input: plain, the modulation of
 // the RMSNorm output, or SwiGLU of FC1 (recomputed as modulate.cu / swiglu.cu do, never written). Main path
 // (cols % 16 == 0, 16-byte aligned rows): one lane per 16-byte chunk (half a block), warp-contiguous loads/stores,

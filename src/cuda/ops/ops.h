@@ -14,8 +14,8 @@
 #include <memory>
 #include <vector>
 
+#include "backend/segments.h"
 #include "cuda/device.h"
-#include "model/segments.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 

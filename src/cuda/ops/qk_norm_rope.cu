@@ -1,5 +1,5 @@
 // qk_norm_rope: per-head RMSNorm (canonical FP64 reduction over head_dim, one rounding) then
-// rotate-half RoPE y = R(R(x * cos) + R(rot(x) * sin)) on dims < rope_dims (NUMERICS.md step 4), IN PLACE
+// rotate-half RoPE y = R(R(x * cos) + R(rot(x) * sin)) on dims < rope_dims (docs/numerics.md), IN PLACE
 // on strided Q/K views of the [S, 3 * I] QKV buffer (row stride 3 * I, head h at column h * head_dim), so
 // the attention backend reads the result without layout copies. head_dim 128 (H3; 16-byte aligned views, rope_dims
 // % 16 == 0 or no RoPE): 4 lanes per head, 4 16-byte chunks each; head_dim 64 / 256: hd/8 lanes per head; other

@@ -1,5 +1,5 @@
 // rms_norm: out = R(fp32(fp32(x * r) * w)) per row, r from the canonical FP64 mean of squares
-// (NUMERICS.md step 1). Kernel -> launcher -> validating entry point. One 256-thread block per row,
+// (docs/numerics.md). Kernel -> launcher -> validating entry point. One 256-thread block per row,
 // row staged in shared memory by 16-byte loads, then read back in the canonical lane order.
 // E0 against the CPU reference in tests/cuda/ops_test.cpp (ragged rows, huge dynamic range, NaN/inf).
 #include "cuda/ops/ops_internal.h"

@@ -1,4 +1,4 @@
-// rms_norm_modulate: the fused Component 1 kernel: RMSNorm (NUMERICS.md step 1) and the segment modulation (step 2)
+// rms_norm_modulate: the fused Component 1 kernel: RMSNorm (docs/numerics.md) and the segment modulation
 // in one pass over the row, each element through exactly the roundings of rms_norm then modulate: E0 against the two
 // kernels and the CPU reference (tests/cuda/ops_test.cpp, the fallback kernel too). Rows <= 6144 bf16, 16-byte
 // aligned: row in registers. The table kernel (persistent; weight, R(1 + scale), shift staged in shared memory, next

@@ -1,4 +1,4 @@
-// swiglu: m = R(R(silu(gate)) * value) (NUMERICS.md step 9), gate = u[:, :F], value = u[:, F:].
+// swiglu: m = R(R(silu(gate)) * value) (docs/numerics.md), gate = u[:, :F], value = u[:, F:].
 // Why a table: silu(g) = g / (1 + exp(-g)) must be evaluated in FP64 and rounded once, and CUDA's FP64
 // exp is not guaranteed correctly rounded, so device and host libm may differ by an ulp that can flip a
 // BF16 rounding. BF16 has only 65,536 inputs: the host evaluates the CPU reference's own scalar SiLU

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-#include "gemm/gemm_tune.h"
+#include "measure/gemm_tune.h"
 
 #define VORTEX_TUNE_CUDA(expr)                                                                      \
   do {                                                                                              \

@@ -1,4 +1,4 @@
-// `vortex bench`: the seeds' measurement tools built in (PERFORMANCE.md "Method").
+// `vortex bench`: the measurement tools built in (method: docs/evidence.md).
 //   block: one block of a loaded model, per-component device timings (model regions) and the whole block;
 //   step:  one full forward (50 blocks), per-block and total;
 //   run:   the sampling trajectory, per step, with peak memory;

@@ -1,5 +1,5 @@
 // Parse / print of the ExecOptions enums; see exec_options.h.
-#include "model/exec_options.h"
+#include "backend/exec_options.h"
 
 namespace vortex {
 

@@ -1,12 +1,12 @@
 // `vortex gate` implementation. See gate.h.
-#include "engine/gate.h"
+#include "measure/gate.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 
-#include "engine/bench.h"
 #include "engine/run_manifest.h"
+#include "measure/bench.h"
 
 namespace vortex {
 

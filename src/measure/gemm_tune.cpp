@@ -1,7 +1,7 @@
 // The gemm-tune run (see gemm_tune.h): the H3 shapes, timing statistics, the environment record, and
 // run_gemm_tune, which tunes every shape and writes the evidence and the table. Search in gemm_tune_search.cpp,
 // operands in gemm_tune_operands.cpp. Exercised by tests/gemm/gemm_tune_test.cpp and `vortex gemm-tune` on the H200.
-#include "gemm/gemm_tune.h"
+#include "measure/gemm_tune.h"
 
 #include <cublasLt.h>
 
@@ -15,7 +15,7 @@
 #include <random>
 
 #include "gemm/fp8_reference.h"
-#include "gemm/gemm_tune_internal.h"
+#include "measure/gemm_tune_internal.h"
 #include "profiling/evidence.h"
 #include "vortex/dtype.h"
 

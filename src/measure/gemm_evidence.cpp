@@ -1,5 +1,5 @@
 // See gemm_evidence.h.
-#include "gemm/gemm_evidence.h"
+#include "measure/gemm_evidence.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>

@@ -2,7 +2,7 @@
 // poisoned output, is compared word for word with the heuristic default and against FP64 on sampled elements; only
 // then are candidates timed, alternating, with CUDA events. Exercised by tests/gemm/gemm_tune_test.cpp (small
 // shapes) and `vortex gemm-tune` on the H200.
-#include "gemm/gemm_tune.h"
+#include "measure/gemm_tune.h"
 
 #include <cublasLt.h>
 
@@ -16,7 +16,7 @@
 #include <random>
 
 #include "gemm/fp8_reference.h"
-#include "gemm/gemm_tune_internal.h"
+#include "measure/gemm_tune_internal.h"
 #include "profiling/evidence.h"
 #include "vortex/dtype.h"
 

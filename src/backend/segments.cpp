@@ -1,10 +1,10 @@
-// SegmentTable checks and lookup (src/model/segments.h): the (start, stop, table_row) runs that map
+// SegmentTable checks and lookup (src/backend/segments.h): the (start, stop, table_row) runs that map
 // packed rows to AdaLN table rows. validate() guards every backend against malformed tables; row_of()
 // is the linear reference lookup used by tests and CPU references. Tested in tests/model/packing_test.cpp.
 #include <algorithm>
 #include <string>
 
-#include "model/segments.h"
+#include "backend/segments.h"
 
 namespace vortex {
 

@@ -1,7 +1,7 @@
 // Micro-benchmark of the Component 1 elementwise kernels at the canonical shape (S = 37,810): fused
 // rms_norm_modulate, gate_add, swiglu and qk_norm_rope, plus the eager programs they replace, timed with CUDA events
 // (warm-up, >= 20 reps, p10/p50/p90/p95) on input sets rotated so the working set exceeds L2, reported as
-// GB/s on the minimum bytes moved vs the 4.18 TB/s copy ceiling (PERFORMANCE.md). A library function
+// GB/s on the minimum bytes moved vs the 4.18 TB/s H200 copy ceiling. A library function
 // returning a struct; `vortex bench` formats it. Fused and eager outputs are compared byte for byte.
 #pragma once
 
@@ -23,7 +23,7 @@ struct OpsBenchConfig {
   int reps = 20;
   int warmup = 3;
   uint64_t seed = 0x5eed;
-  double peak_gbps = 4180.0;  // measured H200 device-to-device copy (PERFORMANCE.md)
+  double peak_gbps = 4180.0;  // measured H200 device-to-device copy rate
   std::string ops;            // comma list of sections: rms_norm_modulate, gate_add, swiglu, qk_norm_rope; "": all
 };
 

@@ -1,13 +1,14 @@
 // bench_sdpa: times SdpaAttention at one shape (default canonical S = 37,810, 56 heads, D = 128) on
 // device-random Q/K/V read as strided views of one [S, 3I] buffer, exactly as the block runs it.
-// Reports p10/p50/p90/p95 over >= 20 reps and TFLOP/s (4 * S^2 * heads * D). Used by `vortex bench`;
+// Reports p10/p50/p90/p95 over >= 20 reps and TFLOP/s (4 * S^2 * heads * D). Used by bench/sdpa_bench.cpp;
 // the correctness of the same plan is checked in tests/attention/sdpa_test.cpp.
+#include "measure/sdpa_bench.h"
+
 #include <cuda_runtime.h>
 
 #include <vector>
 
-#include "cuda/attention/sdpa.h"
-#include "gemm/gemm_tune.h"
+#include "measure/gemm_tune.h"
 
 namespace vortex {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "gemm/gemm_tune.h"
+#include "measure/gemm_tune.h"
 #include "profiling/evidence.h"
 
 namespace vortex {

@@ -29,7 +29,7 @@ struct SegmentTable {
   SegmentTable slice(int64_t begin, int64_t end) const;
 };
 
-// RoPE cos/sin tables for a request, computed once on the host (NUMERICS.md step 4) and uploaded.
+// RoPE cos/sin tables for a request, computed once on the host (docs/numerics.md) and uploaded.
 // Column j < rope_dims/2 holds the angle shared by rotated dims j and j + rope_dims/2.
 struct RopeTables {
   Tensor cos;  // [S, rope_dims/2] bf16

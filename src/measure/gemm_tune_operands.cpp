@@ -1,7 +1,7 @@
 // GemmOperands (see gemm_tune.h): device operands of one tuned GEMM, filled with seeded random values, and the
 // FP64 reference of one output element for the tuner's sampled-error check. Exercised by
 // tests/gemm/gemm_tune_test.cpp.
-#include "gemm/gemm_tune.h"
+#include "measure/gemm_tune.h"
 
 #include <cublasLt.h>
 
@@ -15,7 +15,7 @@
 #include <random>
 
 #include "gemm/fp8_reference.h"
-#include "gemm/gemm_tune_internal.h"
+#include "measure/gemm_tune_internal.h"
 #include "profiling/evidence.h"
 #include "vortex/dtype.h"
 

@@ -1,4 +1,4 @@
-// `vortex gate`: the seeds' bit-exactness gates for a switch (NUMERICS.md "Gates"). A = baseline
+// `vortex gate`: the seeds' bit-exactness gates for a switch (docs/numerics.md "Levels"). A = baseline
 // settings, B = candidate. Checks, each on identical inputs inside one loaded model:
 //   blocks: the gate blocks (0, 24, 49 for h3; first/middle/last otherwise) give identical bytes;
 //   step1:  one full forward (all blocks + final layer) gives identical velocity bytes;

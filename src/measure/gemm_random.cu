@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/philox.h"
-#include "gemm/gemm_tune.h"
+#include "measure/gemm_tune.h"
 
 namespace vortex {
 namespace {

@@ -1,7 +1,7 @@
 // bench_elementwise_ops: see bench_ops.h. Inputs come from fill_synthetic (never zeros); each timed
 // repetition uses the next input set so caches do not flatter; fused vs eager outputs are downloaded
 // and compared byte for byte, and the result is recorded in each row's `check`.
-#include "cuda/ops/bench_ops.h"
+#include "measure/bench_ops.h"
 
 #include <algorithm>
 #include <cstring>

@@ -3,7 +3,7 @@
 // With a world (Workload::comm) every rank runs the same loop on its rows, a barrier starts every timed
 // iteration on all ranks together, and rank 0 gathers the ranks' timings into one row (docs/multi_gpu.md
 // "Benchmarks with ranks").
-#include "engine/bench.h"
+#include "measure/bench.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,0 +1,77 @@
+// VaeOps: the FP32 ops of the video and audio VAE decoders (src/vae) in the Backend (src/backend/backend.h):
+// norms, LayerScale residuals, 1-D convolutions and their transposes, Snake activations and anti-aliased
+// resampling. Numerics: docs/numerics.md "VAE decoders"; CPU programs: src/ref/vae_ops.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/identity.h"
+#include "vortex/status.h"
+#include "vortex/tensor.h"
+
+namespace vortex {
+
+// The VAE decoder op family (src/vae); backends without a kernel report kUnsupported naming the op.
+class VaeOps : public virtual BackendIdentity {
+ public:
+  // ---- VAE decoder ops (docs/numerics.md "VAE decoders"; CPU programs in src/ref/vae_ops.h) ----
+  // Backends without a kernel report kUnsupported naming the op; the CPU backend provides all of them.
+  // out[S, D] (f32 or bf16) = fp32(fp32(x * r) * w), r = fp32(1/sqrt(mean(x^2) + eps)) from an FP64 sum; x f32, w f32.
+  virtual Status rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+    (void)x, (void)weight, (void)eps, (void)out;
+    return vae_op_unsupported("rms_norm_fp32");
+  }
+  // out[S, D] (f32 or bf16) = fp32(fp32(fp32(x - mean) * r) * w) + b, FP64 mean/variance; x, w, b f32.
+  virtual Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
+    (void)x, (void)weight, (void)bias, (void)eps, (void)out;
+    return vae_op_unsupported("layer_norm");
+  }
+  // x[S, D] f32 = fp32(x + fp32(a * scale[D])), a bf16 or f32 (LayerScale residual).
+  virtual Status scale_add(Tensor& x, const Tensor& a, const Tensor& scale) {
+    (void)x, (void)a, (void)scale;
+    return vae_op_unsupported("scale_add");
+  }
+  // x[C, L] f32 = fp32(fp32(x + y) * scale) (the multiply only when scale != 1).
+  virtual Status add(Tensor& x, const Tensor& y, float scale) {
+    (void)x, (void)y, (void)scale;
+    return vae_op_unsupported("add");
+  }
+  // out[Cout, L + 2p - d(K-1)] = conv1d(x[Cin, L], w[Cout, Cin, K]) + bias, zero padding p, dilation d, f32.
+  // Contiguous [B, Cin, L] -> [B, Cout, Lout] stacks convolve B signals in one call (same program per signal).
+  virtual Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                        Tensor& out) {
+    (void)x, (void)weight, (void)bias, (void)dilation, (void)padding, (void)out;
+    return vae_op_unsupported("conv1d");
+  }
+  // out[Cout, (L-1)s - 2p + K] = conv_transpose1d(x[Cin, L], w[Cin, Cout, K]) + bias, f32 ([B, C, L] stacks too).
+  virtual Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
+                                  Tensor& out) {
+    (void)x, (void)weight, (void)bias, (void)stride, (void)padding, (void)out;
+    return vae_op_unsupported("conv_transpose1d");
+  }
+  // In place on x[B * C, L] f32 (row r is channel r % C): x + 1/(exp(beta) + 1e-9) * sin(exp(alpha) * x)^2,
+  // alpha/beta [C] log-space.
+  virtual Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta) {
+    (void)x, (void)alpha, (void)beta;
+    return vae_op_unsupported("snake_beta");
+  }
+  // Anti-aliased x`ratio` upsampling [C, L] -> [C, L * ratio] with a Kaiser-sinc filter [K] f32.
+  virtual Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) {
+    (void)x, (void)filter, (void)ratio, (void)out;
+    return vae_op_unsupported("upsample1d");
+  }
+  // Anti-aliased /`ratio` downsampling [C, L] -> [C, (L - 1) / ratio + 1] with a Kaiser-sinc filter [K] f32.
+  virtual Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) {
+    (void)x, (void)filter, (void)ratio, (void)out;
+    return vae_op_unsupported("downsample1d");
+  }
+
+ protected:
+  Status vae_op_unsupported(const char* op) const {
+    return unsupported(std::string(op) + " is not yet implemented on the " + std::string(name()) +
+                       " backend (a VAE decoder op); decode with --backend cpu or cuda");
+  }
+};
+
+}  // namespace vortex
