@@ -70,11 +70,15 @@ TEST(HeadNormRope, GqaViewsMatchFp64Formulation) {
       const uint16_t* x = orig.data<uint16_t>() + off;
       long double sum = 0;
       for (int d = 0; d < hd; ++d) sum += static_cast<long double>(bf(x[d])) * bf(x[d]);
-      const long double inv = 1.0L / std::sqrt(sum / hd + static_cast<long double>(1e-6f));
+      // Qwen3's norm in FP32 (transformers' Qwen3RMSNorm): the factor rsqrt(mean + eps) and x * factor are FP32
+      // values, the product then rounded to BF16. An exact factor instead flips a BF16 rounding in about 0.6% of
+      // runs, and the RoPE's cancellation can turn that flip into 2 ulp.
+      const float inv = static_cast<float>(1.0L / std::sqrt(sum / hd + static_cast<long double>(1e-6f)));
       double n[32];
       for (int d = 0; d < hd; ++d)
-        n[d] = bf(bf16_bits_from_f64(bf(bf16_bits_from_f64(static_cast<double>(bf(x[d]) * inv))) *
-                                     static_cast<double>(bf(w.data<uint16_t>()[d]))));
+        n[d] = bf(bf16_bits_from_f64(
+            bf(bf16_bits_from_f64(static_cast<float>(static_cast<double>(bf(x[d])) * static_cast<double>(inv)))) *
+            static_cast<double>(bf(w.data<uint16_t>()[d]))));
       for (int d = 0; d < hd; ++d) {
         const int j = d % half;
         const double c = bf(rope.cos.data<uint16_t>()[r * half + j]), sn = bf(rope.sin.data<uint16_t>()[r * half + j]);
