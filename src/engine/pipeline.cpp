@@ -1,42 +1,27 @@
-// Pipeline (see pipeline.h): loading (decoders, weights, precision, residency) and the resident model's run:
-// adapters -> text -> prepare -> sample -> outputs. Requests arrive planned (engine/planner.h); run() writes into a
-// directory its caller publishes, so a failed or cancelled run never leaves half a result.
+// Pipeline (see pipeline.h): opening the backend, loading (decoders, weights, load-time adapters, precision,
+// residency), planning against the device's free memory, and the initial noise. The run itself is in
+// engine/pipeline_run.cpp, its outputs in engine/run_outputs.cpp and engine/run_record.cpp, the text conditioning
+// in engine/pipeline_text.cpp, per-request adapters in engine/request_adapters.cpp.
 #include "engine/pipeline.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <optional>
 #include <string_view>
-#include <thread>
 #include <utility>
 
 #include "core/clock.h"
 #include "core/rng.h"
 #include "core/strings.h"
-#include "engine/conditioning.h"
-#include "engine/decode.h"
 #include "engine/host_weight_fill.h"
 #include "engine/precision.h"
-#include "engine/preview.h"
-#include "engine/prompt_encoder.h"
-#include "engine/run_manifest.h"
-#include "engine/stream_mux.h"
 #include "engine/workload.h"
 #include "io/checkpoint.h"
-#include "io/safetensors.h"
 #include "model/h3_spec.h"
 #include "model/weights_finite.h"
-#include "profiling/evidence.h"
-#include "text_encoder/text_encoder.h"
-#include "vision/keyframe_presentation.h"
 
 namespace vortex {
-namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -91,10 +76,90 @@ int blocks_before(const std::string& name, int num_layers, bool all_done) {
   return std::atoi(name.c_str() + 7);
 }
 
-Tensor latents_tensor(const std::vector<float>& values, Shape shape) {
-  Tensor t = Tensor::empty(std::move(shape), DType::kF32);
-  std::copy(values.begin(), values.end(), t.data<float>());
-  return t;
+// The transformer's weights as synthesized or read, before load-time adapters and the precision.
+struct TransformerWeights {
+  H3Weights weights;
+  DeferredWeights deferred;   // weights streamed from the checkpoint's files (residency.blocks/adaln_from_disk)
+  bool adaln_filled = false;  // a checkpoint's projections were read straight into host memory (HostWeightFill)
+};
+
+// Synthetic weights of `o.weights_seed`, with loading progress. Each AdaLN projection bound for host memory
+// (`adaln_host_early`) and, without load-time adapters on a GPU backend, each GEMM weight of a streamed block
+// moves to host memory as soon as it is made.
+Result<H3Weights> synthesize_transformer(const PipelineOptions& o, const ModelConfig& cfg, Backend& backend,
+                                         int resident_blocks, bool adaln_host_early, ProgressSink& progress,
+                                         Clock::time_point t_load) {
+  const uint64_t total = static_cast<uint64_t>(h3_total_bytes(cfg));
+  uint64_t done = 0;
+  auto t_report = t_load;
+  SynthesizedTensorFn after_each = [&](const TensorSpec& spec, Tensor& t) -> Status {
+    done += static_cast<uint64_t>(spec.bytes());
+    if ((adaln_host_early && is_block_adaln_weight(spec.name)) ||
+        (o.loras.empty() && streamed_gemm_weight(spec.name, resident_blocks) && o.backend != BackendKind::kCpu)) {
+      Result<Tensor> host = move_to_host(backend, t);
+      if (!host.ok()) return host.status().with_context(spec.name + " to host memory");
+      t = std::move(host).value();
+    }
+    if (seconds_since(t_report) >= kLoadReportSeconds || done == total) {
+      t_report = Clock::now();
+      progress.loading("transformer", done, total, blocks_before(spec.name, cfg.num_layers, done == total),
+                       cfg.num_layers, seconds_since(t_load));
+    }
+    return Status::Ok();
+  };
+  return synthesize_weights(cfg, backend, o.weights_seed, after_each);
+}
+
+// The checkpoint's weights into `out`: what `residency` streams stays in the files (out.deferred), AdaLN projections
+// bound for host memory are read into page-locked memory beside the load when the file allows, and every weight
+// read is checked finite.
+Status read_transformer(const PipelineOptions& o, const ModelConfig& cfg, Backend& backend,
+                        const ResidencyPlan& residency, ProgressSink& progress, TransformerWeights& out) {
+  const int resident_blocks = residency.resident_blocks;
+  DeferredWeights& deferred = out.deferred;
+  std::vector<std::string> load_notes;  // dtype conversions of a diffusers folder
+  // AdaLN projections bound for host memory: read from the files into page-locked memory on a thread of their own
+  // while the rest loads (engine/host_weight_fill.h); a file that stores them otherwise loads and moves them after.
+  std::unique_ptr<HostWeightFill> adaln_fill;
+  if (o.adaln_weights_on_host() && o.loras.empty() && !residency.adaln_from_disk) {
+    Result<std::unique_ptr<HostWeightFill>> f =
+        HostWeightFill::start(backend, o.checkpoint_path, cfg, is_block_adaln_weight, /*threaded=*/o.device == 0);
+    if (f.ok()) adaln_fill = std::move(f).value();
+  }
+  if (residency.adaln_from_disk || residency.blocks_from_disk || adaln_fill) {  // left in the files here
+    deferred.wanted = [&residency, resident_blocks, filled = adaln_fill != nullptr](const std::string& name) {
+      return ((residency.adaln_from_disk || filled) && is_block_adaln_weight(name)) ||
+             (residency.blocks_from_disk && streamed_gemm_weight(name, resident_blocks));
+    };
+  }
+  Result<H3Weights> loaded =
+      load_checkpoint(o.checkpoint_path, cfg, backend, CheckpointLayout::kAuto, &load_notes, &deferred);
+  for (const std::string& n : load_notes) progress.note(n);
+  if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), o.checkpoint_path);
+  if (!deferred.refused.empty())
+    return unsupported("cannot stream from disk: " + deferred.refused.front() + " (" +
+                       std::to_string(deferred.refused.size()) + " weights)");
+  out.weights = std::move(*loaded);
+  if (adaln_fill) {
+    Result<std::map<std::string, Tensor>> filled = adaln_fill->finish();
+    VORTEX_RETURN_IF_ERROR(filled.status());
+    const std::map<std::string, Tensor>& host = *filled;
+    for (auto& [name, t] : h3_tensor_slots(out.weights)) {
+      auto it = host.find(name);
+      if (it == host.end()) continue;
+      *t = it->second;
+      deferred.extents.erase(name);
+    }
+    out.adaln_filled = true;
+    progress.note("AdaLN projections read into page-locked host memory beside the load (" +
+                  format_gb(model_bytes_of(host)) + " in " + std::to_string(adaln_fill->seconds()).substr(0, 5) +
+                  " s)");
+  }
+  // Weights left in the files are not scanned here (their placeholders are never read).
+  H3Weights scanned = out.weights;
+  for (auto& [name, t] : h3_tensor_slots(scanned))
+    if (deferred.extents.count(name) != 0) *t = Tensor();
+  return check_weights_finite(scanned, backend, o.checkpoint_path, "the checkpoint is damaged (download it again)");
 }
 
 }  // namespace
@@ -235,79 +300,19 @@ Status Pipeline::load_weights(ProgressSink& progress) {
   const int resident_blocks = residency.resident_blocks;
   progress.stage(options_.synthetic_weights ? "synthesizing weights" : "loading weights");
   const auto t_load = Clock::now();
-  H3Weights weights;
-  DeferredWeights deferred;   // weights streamed from the checkpoint's files (residency.blocks/adaln_from_disk)
-  bool adaln_filled = false;  // a checkpoint's projections were read straight into host memory (HostWeightFill)
+  TransformerWeights loaded;
   // AdaLN projections bound for host memory leave the device as soon as each is made (when no load-time adapter
   // merges into them first), so they never occupy it together.
   const bool adaln_host_early = options_.adaln_weights_on_host() && options_.loras.empty();
   if (options_.synthetic_weights) {
-    const uint64_t total = static_cast<uint64_t>(h3_total_bytes(cfg_));
-    uint64_t done = 0;
-    auto t_report = t_load;
-    SynthesizedTensorFn after_each = [&](const TensorSpec& spec, Tensor& t) -> Status {
-      done += static_cast<uint64_t>(spec.bytes());
-      if ((adaln_host_early && is_block_adaln_weight(spec.name)) ||
-          (options_.loras.empty() && streamed_gemm_weight(spec.name, resident_blocks) &&
-           options_.backend != BackendKind::kCpu)) {
-        Result<Tensor> host = move_to_host(*backend_, t);
-        if (!host.ok()) return host.status().with_context(spec.name + " to host memory");
-        t = std::move(host).value();
-      }
-      if (seconds_since(t_report) >= kLoadReportSeconds || done == total) {
-        t_report = Clock::now();
-        progress.loading("transformer", done, total, blocks_before(spec.name, cfg_.num_layers, done == total),
-                         cfg_.num_layers, seconds_since(t_load));
-      }
-      return Status::Ok();
-    };
-    VORTEX_ASSIGN_OR_RETURN(weights, synthesize_weights(cfg_, *backend_, options_.weights_seed, after_each));
+    VORTEX_ASSIGN_OR_RETURN(loaded.weights, synthesize_transformer(options_, cfg_, *backend_, resident_blocks,
+                                                                   adaln_host_early, progress, t_load));
   } else {
-    std::vector<std::string> load_notes;  // dtype conversions of a diffusers folder
-    // AdaLN projections bound for host memory: read from the files into page-locked memory on a thread of their own
-    // while the rest loads (engine/host_weight_fill.h); a file that stores them otherwise loads and moves them after.
-    std::unique_ptr<HostWeightFill> adaln_fill;
-    if (options_.adaln_weights_on_host() && options_.loras.empty() && !residency.adaln_from_disk) {
-      Result<std::unique_ptr<HostWeightFill>> f = HostWeightFill::start(
-          *backend_, options_.checkpoint_path, cfg_, is_block_adaln_weight, /*threaded=*/options_.device == 0);
-      if (f.ok()) adaln_fill = std::move(f).value();
-    }
-    if (residency.adaln_from_disk || residency.blocks_from_disk || adaln_fill) {  // left in the files here
-      deferred.wanted = [&residency, resident_blocks, filled = adaln_fill != nullptr](const std::string& name) {
-        return ((residency.adaln_from_disk || filled) && is_block_adaln_weight(name)) ||
-               (residency.blocks_from_disk && streamed_gemm_weight(name, resident_blocks));
-      };
-    }
-    Result<H3Weights> loaded =
-        load_checkpoint(options_.checkpoint_path, cfg_, *backend_, CheckpointLayout::kAuto, &load_notes, &deferred);
-    for (const std::string& n : load_notes) progress.note(n);
-    if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), options_.checkpoint_path);
-    if (!deferred.refused.empty())
-      return unsupported("cannot stream from disk: " + deferred.refused.front() + " (" +
-                         std::to_string(deferred.refused.size()) + " weights)");
-    weights = std::move(*loaded);
-    if (adaln_fill) {
-      Result<std::map<std::string, Tensor>> filled = adaln_fill->finish();
-      VORTEX_RETURN_IF_ERROR(filled.status());
-      const std::map<std::string, Tensor>& host = *filled;
-      for (auto& [name, t] : h3_tensor_slots(weights)) {
-        auto it = host.find(name);
-        if (it == host.end()) continue;
-        *t = it->second;
-        deferred.extents.erase(name);
-      }
-      adaln_filled = true;
-      progress.note("AdaLN projections read into page-locked host memory beside the load (" +
-                    format_gb(model_bytes_of(host)) + " in " + std::to_string(adaln_fill->seconds()).substr(0, 5) +
-                    " s)");
-    }
-    // Weights left in the files are not scanned here (their placeholders are never read).
-    H3Weights scanned = weights;
-    for (auto& [name, t] : h3_tensor_slots(scanned))
-      if (deferred.extents.count(name) != 0) *t = Tensor();
-    VORTEX_RETURN_IF_ERROR(check_weights_finite(scanned, *backend_, options_.checkpoint_path,
-                                                "the checkpoint is damaged (download it again)"));
+    VORTEX_RETURN_IF_ERROR(read_transformer(options_, cfg_, *backend_, residency, progress, loaded));
   }
+  H3Weights& weights = loaded.weights;
+  DeferredWeights& deferred = loaded.deferred;
+  const bool adaln_filled = loaded.adaln_filled;
   if (!options_.loras.empty()) {
     progress.stage("applying LoRA adapters");
     LoraApplyOptions lora_options;
@@ -375,471 +380,6 @@ Status Pipeline::check_device_fit(const RunPlan& plan) const {
   std::optional<size_t> free = backend_->free_device_memory();
   if (free && text_encoder_) *free += text_encoder_bytes_;  // run() frees a resident conditioner that is in the way
   return check_memory_fits(plan.memory, free, "free GPU memory", options_.backend, cfg_, plan.geo);
-}
-
-std::optional<uint64_t> Pipeline::free_memory() const {
-  if (options_.backend == BackendKind::kCpu) return available_host_memory();
-  const std::optional<size_t> device = backend_->free_device_memory();
-  return device ? std::optional<uint64_t>(*device) : std::nullopt;
-}
-
-void Pipeline::make_room_for(uint64_t need) {
-  if (!text_encoder_) return;
-  const std::optional<uint64_t> free = free_memory();
-  if (free && need <= *free) return;
-  text_encoder_.reset();  // its memory goes back before the request allocates
-  (void)backend_->release_cached_memory();
-}
-
-Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need,
-                                    const CancelToken* cancel, const VisionEmbeddings* vision,
-                                    const Tensor* positions) {
-  const std::atomic<bool>* stop = cancel != nullptr ? cancel->flag() : nullptr;
-  for (const auto& [cached_ids, states] : encodings_) {
-    if (vision == nullptr && cached_ids == ids) {
-      progress.note("prompt encoding reused (the same prompt was encoded before in this process)");
-      encode_seconds_ = 0.0;
-      return states;
-    }
-  }
-  const auto t0 = Clock::now();
-  const int layer = options_.text_layer;
-  VORTEX_ASSIGN_OR_RETURN(TextEncoderConfig te,
-                          TextEncoderConfig::from_file((fs::path(options_.text_encoder_dir) / "config.json").string()));
-  // The first `layer` decoder layers, plus `norm` only for the last hidden state (TextEncoder::load).
-  const int layers = std::max(layer, 0);
-  if (!text_encoder_) {
-    VORTEX_ASSIGN_OR_RETURN(const uint64_t weight_bytes, text_encoder_weight_bytes(options_.text_encoder_dir, layers));
-    // Activations of the prefill: the residual, q|k|v, the attention output and the two FFN halves in F32.
-    const uint64_t act_bytes = static_cast<uint64_t>(ids.size()) *
-                               static_cast<uint64_t>(4 * te.hidden + te.q_width() + 2 * te.kv_width() + 2 * te.ffn) * 4;
-    const std::optional<uint64_t> free = free_memory();
-    if (free && weight_bytes + act_bytes > *free) {
-      return invalid_argument(
-          "not enough memory for the text encoder: " + std::to_string(layers) + " layers need about " +
-          format_gb(weight_bytes + act_bytes) + " but only " + format_gb(*free) + " of " +
-          (options_.backend == BackendKind::kCpu ? "host memory" : "free GPU memory") + " is available");
-    }
-    progress.stage("loading the text encoder (" + std::to_string(layers) + " of " + std::to_string(te.num_layers) +
-                   " layers, " + format_gb(weight_bytes) + ")");
-    TextEncoderLoadProgressFn on_load = [&progress](const TextEncoderLoadProgress& p) {
-      progress.loading("text encoder", p.bytes_done, p.bytes_total, p.layers_done, p.layers_total, p.seconds);
-    };
-    VORTEX_ASSIGN_OR_RETURN(text_encoder_,
-                            TextEncoder::load(options_.text_encoder_dir, *backend_, layers, on_load, stop));
-    text_encoder_bytes_ = weight_bytes;
-    ++conditioner_loads_;
-  }
-  progress.stage("encoding the prompt (" + std::to_string(ids.size()) + " tokens -> hidden_states[" +
-                 std::to_string(layer) + "])");
-  TextEncodeControl control;
-  control.cancel = stop;
-  Result<Tensor> states = vision != nullptr && positions != nullptr
-                              ? text_encoder_->encode(ids, *positions, layer, vision, control)
-                              : text_encoder_->encode(ids, layer, control);
-  Status synced = backend_->synchronize();
-  // Resident only beside a loaded transformer and when the run still fits; else freed before the transformer needs
-  // the memory (a one-shot generate loads it next). A cancel leaves a resident conditioner resident.
-  const bool was_cancelled = !states.ok() && states.status().code() == ErrorCode::kCancelled;
-  if ((!states.ok() && !was_cancelled) || !synced.ok() || !model_) {
-    text_encoder_.reset();
-    (void)backend_->release_cached_memory();
-  } else if (states.ok()) {
-    make_room_for(keep_need);
-  }
-  VORTEX_RETURN_IF_ERROR(states.status());
-  VORTEX_RETURN_IF_ERROR(synced);
-  ++conditioner_runs_;
-  if (vision == nullptr) {
-    if (encodings_.size() >= kMaxCachedEncodings) encodings_.erase(encodings_.begin());
-    encodings_.emplace_back(ids, *states);
-  }
-  encode_seconds_ = seconds_since(t0);
-  return *states;
-}
-
-Status Pipeline::encode_prompt(RunPlan& plan, ProgressSink& progress, const CancelToken* cancel) {
-  if (plan.text.defined() || plan.text_source != TextSource::kPrompt || !has_text_encoder()) return Status::Ok();
-  if (!plan.keyframe_text.ids.empty()) {
-    VORTEX_ASSIGN_OR_RETURN(VisionEmbeddings vision, keyframe_vision_for(plan, progress));
-    VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total(), cancel, &vision,
-                                                  &plan.keyframe_text.positions));
-    return Status::Ok();
-  }
-  VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total(), cancel));
-  return Status::Ok();
-}
-
-Result<VisionEmbeddings> Pipeline::keyframe_vision_for(const RunPlan& plan, ProgressSink& progress) {
-  const RunRequest& req = plan.request;
-  progress.stage("reading the keyframes");
-  VORTEX_ASSIGN_OR_RETURN(PlacedKeyframes placed, read_keyframes(req.keyframes, req.width, req.height));
-  VORTEX_ASSIGN_OR_RETURN(VisionProcessorConfig proc, keyframe_processor_config(options_.text_encoder_dir));
-  if (!vision_tower_) {
-    progress.stage("loading the vision tower");
-    VORTEX_ASSIGN_OR_RETURN(VisionTower tower, load_vision_tower(options_.text_encoder_dir, backend_.get()));
-    vision_tower_ = std::make_unique<VisionTower>(std::move(tower));
-  }
-  progress.stage("encoding the keyframes (vision tower, " + std::to_string(placed.keyframes.size()) + " image" +
-                 (placed.keyframes.size() > 1 ? "s" : "") + ")");
-  return keyframe_vision(*vision_tower_, proc, placed, plan.keyframe_text);
-}
-
-Result<Tensor> Pipeline::keyframe_rows_for(const RunPlan& plan, ProgressSink& progress, uint64_t noise_offset) {
-  const RunRequest& req = plan.request;
-  VORTEX_ASSIGN_OR_RETURN(PlacedKeyframes placed, read_keyframes(req.keyframes, req.width, req.height));
-  if (!vae_encoder_) {
-    progress.stage("loading the video VAE encoder");
-    VORTEX_ASSIGN_OR_RETURN(VideoVaeEncoder enc, VideoVaeEncoder::load(options_.encoder_vae_dir(), backend_.get()));
-    vae_encoder_ = std::make_unique<VideoVaeEncoder>(std::move(enc));
-  }
-  progress.stage("encoding the keyframes (video VAE encoder, " + std::to_string(placed.keyframes.size()) + " image" +
-                 (placed.keyframes.size() > 1 ? "s" : "") + ")");
-  return keyframe_condition_rows(*vae_encoder_, cfg_, placed, req.seed, noise_offset);
-}
-
-namespace {
-
-// Disarms an injected allocation failure when a run ends, however it ends.
-class InjectedFailureGuard {
- public:
-  InjectedFailureGuard(Backend& backend, int after) : backend_(backend), armed_(after >= 0) {
-    if (armed_) backend_.inject_alloc_failure(after);
-  }
-  ~InjectedFailureGuard() {
-    if (armed_) backend_.inject_alloc_failure(-1);
-  }
-  InjectedFailureGuard(const InjectedFailureGuard&) = delete;
-  InjectedFailureGuard& operator=(const InjectedFailureGuard&) = delete;
-
- private:
-  Backend& backend_;
-  bool armed_;
-};
-
-}  // namespace
-
-Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, const CancelToken& cancel,
-                                 const std::string& dir, double seconds_before) {
-  if (!model_) return internal_error("Pipeline::run before load_weights");
-  const auto t_run = Clock::now();
-  const RunRequest& req = plan.request;
-  const ModelConfig& cfg = cfg_;
-  const RequestGeometry& geo = plan.geo;
-  const fs::path staged(dir);
-  InjectedFailureGuard injected(*backend_, req.fail_alloc_after);
-
-  ExecOptions exec = exec_;
-  if (req.attention) exec.attention = *req.attention;
-  model_->options() = exec;
-  // With ranks the adapters were attached and compared by agree_request_loras: a rank loading here alone
-  // could sample with other weights than its peers.
-  if (model_->communicator() != nullptr && !req.loras.empty() && !request_loras_attached(req))
-    return internal_error("Pipeline::run with ranks: the job's adapters were not agreed (agree_request_loras)");
-  VORTEX_RETURN_IF_ERROR(switch_request_loras(req, progress));  // before prepare: the refiner may be adapted
-
-  Tensor text = plan.text;  // [L, text_dim] host
-  if (!text.defined()) {
-    RunPlan encoded = plan;
-    // With ranks only the agreed cancel counts (agreed_cancel below): a rank stopping alone here would leave its
-    // peers waiting in a collective.
-    const bool alone = model_->communicator() == nullptr;
-    VORTEX_RETURN_IF_ERROR(encode_prompt(encoded, progress, alone ? &cancel : nullptr));
-    if (!encoded.text.defined()) return internal_error("Pipeline::run: the plan has no text and no prompt to encode");
-    text = encoded.text;
-  }
-  // With ranks, only rank 0's token counts and it is agreed before every model evaluation (agreed_cancel):
-  // a rank that stopped on its own, before sampling or between blocks, would leave its peers waiting in a
-  // collective.
-  Communicator* world = model_->communicator();
-  if (world == nullptr && cancel.cancelled()) return cancelled("cancelled before sampling");
-  const bool media = has_decoders() && req.media.value_or(true);
-  if (req.media.value_or(false) && !has_decoders())
-    return invalid_argument("media requested but no decoders are loaded");
-  make_room_for(plan.memory.total());  // a resident conditioner gives way to a request that needs its memory
-
-  // fl2va: the keyframe rows, their noise from the request's stream after the video and audio noise.
-  const uint64_t condition_noise_offset =
-      static_cast<uint64_t>(cfg.in_channels) * geo.latent_frames * geo.latent_h * geo.latent_w +
-      static_cast<uint64_t>(2) * cfg.audio_in_channels * geo.audio_latents;
-  Tensor condition_rows;  // [Nc, 4C] f32 host (fl2va)
-  double keyframes_seconds = 0.0;
-  if (!geo.keyframes.empty()) {
-    const auto t_keyframes = Clock::now();
-    VORTEX_ASSIGN_OR_RETURN(condition_rows, keyframe_rows_for(plan, progress, condition_noise_offset));
-    keyframes_seconds = seconds_since(t_keyframes);
-    if (world == nullptr && cancel.cancelled()) return cancelled("cancelled before sampling");
-  }
-  progress.stage("preparing text and positions");
-  const auto t_prepare = Clock::now();
-  VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, text, condition_rows));
-  // Every step's AdaLN tables before step 1 (H3Model::precompute_adaln): each adaln_proj weight read once.
-  std::vector<std::pair<double, double>> sigmas;
-  for (int i = 0; i < plan.spec.steps; ++i)
-    sigmas.emplace_back(plan.schedule.sigma_video[static_cast<size_t>(i)],
-                        plan.schedule.sigma_audio[static_cast<size_t>(i)]);
-  const auto t_tables = Clock::now();
-  if (exec.adaln_ahead) {
-    progress.stage(std::string("computing the AdaLN tables of ") + std::to_string(plan.spec.steps) + " steps" +
-                   (model_->adaln_weights_on_host() ? " (AdaLN projections from host memory)" : ""));
-    VORTEX_RETURN_IF_ERROR(model_->precompute_adaln(sigmas));
-    // The projection upload buffer (0.5 GB at h3 scale) is free now: back to the driver, not held through sampling.
-    if (model_->adaln_weights_on_host()) VORTEX_RETURN_IF_ERROR(backend_->release_cached_memory());
-  } else {
-    VORTEX_RETURN_IF_ERROR(model_->precompute_adaln({}));  // drops held entries: every step computes its own
-  }
-  VORTEX_RETURN_IF_ERROR(backend_->synchronize());
-  const double tables_seconds = seconds_since(t_tables);
-  RunOutputs result;
-  result.prepare_seconds = seconds_since(t_prepare);
-  if (world == nullptr && cancel.cancelled()) return cancelled("cancelled before sampling");
-
-  // ---- sampling ----
-  progress.stage("sampling");
-  AvLatents noise = initial_noise(cfg, geo, req.seed);
-  result.geo = geo;
-  const auto t_sample = Clock::now();
-  auto t_mark = t_sample;
-  H3Model& model = *model_;
-  Backend& backend = *backend_;
-  DenoiseFn denoise = [&model, &cancel, &backend, world](const AvLatents& x, double sigma_v, double sigma_a,
-                                                         int) -> Result<AvLatents> {
-    if (world == nullptr) return model.forward(x, sigma_v, sigma_a, cancel.flag());
-    VORTEX_ASSIGN_OR_RETURN(const bool stop, agreed_cancel(*world, backend, cancel));
-    if (stop) return cancelled("cancelled between steps");
-    return model.forward(x, sigma_v, sigma_a, nullptr);
-  };
-  StepCallback on_step = [&](int, int total) {
-    const auto now = Clock::now();
-    const double dt = std::chrono::duration<double>(now - t_mark).count();
-    t_mark = now;
-    result.step_seconds.push_back(dt);
-    progress.step(static_cast<int>(result.step_seconds.size()), total, dt, seconds_since(t_sample));
-  };
-  VORTEX_ASSIGN_OR_RETURN(AvLatents final_latents,
-                          sample_av(plan.spec, plan.schedule, std::move(noise), denoise, on_step));
-  result.sampling_seconds = seconds_since(t_sample);
-  const size_t video_n = static_cast<size_t>(cfg.in_channels) * geo.latent_frames * geo.latent_h * geo.latent_w;
-  const size_t audio_n = static_cast<size_t>(2) * cfg.audio_in_channels * geo.audio_latents;
-  if (final_latents.video.size() != video_n || final_latents.audio.size() != audio_n) {
-    return internal_error("sampler returned " + std::to_string(final_latents.video.size()) + " video / " +
-                          std::to_string(final_latents.audio.size()) + " audio values, expected " +
-                          std::to_string(video_n) + " / " + std::to_string(audio_n));
-  }
-
-  // ---- outputs, into the caller's staging directory ----
-  progress.stage("writing outputs");
-  std::error_code ec;
-  Tensor video = latents_tensor(final_latents.video, {cfg.in_channels, geo.latent_frames, geo.latent_h,
-                                                      geo.latent_w});  // [24, T, H/16, W/16] f32
-  Tensor audio = latents_tensor(final_latents.audio, {2, cfg.audio_in_channels, geo.audio_latents});  // [2, 32, Ta] f32
-  const std::string video_file = "video_latents.safetensors";
-  const std::string audio_file = "audio_latents.safetensors";
-  const std::string preview_file = "preview.png";
-  const std::string manifest_file = "run.json";
-  VORTEX_RETURN_IF_ERROR(write_safetensors((staged / video_file).string(), {{"video_latents", video}}, {}));
-  VORTEX_RETURN_IF_ERROR(write_safetensors((staged / audio_file).string(), {{"audio_latents", audio}}, {}));
-  VORTEX_ASSIGN_OR_RETURN(PreviewImage preview, render_latent_preview(video));
-  VORTEX_RETURN_IF_ERROR(write_png_rgb(preview, (staged / preview_file).string()));
-
-  nlohmann::ordered_json outputs = nlohmann::ordered_json::object();
-  auto describe_output = [&](const std::string& file, const nlohmann::ordered_json& extra) -> Status {
-    VORTEX_ASSIGN_OR_RETURN(std::string sha, sha256_file((staged / file).string()));
-    nlohmann::ordered_json entry = extra;
-    entry["sha256"] = sha;
-    entry["bytes"] = fs::file_size(staged / file, ec);
-    outputs[file] = entry;
-    return Status::Ok();
-  };
-  VORTEX_RETURN_IF_ERROR(describe_output(
-      video_file,
-      {{"tensor", "video_latents"}, {"dtype", "F32"}, {"shape", video.shape()}, {"layout", "[C, T, H/16, W/16]"}}));
-  VORTEX_RETURN_IF_ERROR(describe_output(
-      audio_file, {{"tensor", "audio_latents"}, {"dtype", "F32"}, {"shape", audio.shape()}, {"layout", "[2, C, Ta]"}}));
-  VORTEX_RETURN_IF_ERROR(describe_output(preview_file, {{"width", preview.width},
-                                                        {"height", preview.height},
-                                                        {"frames_shown", preview_frame_indices(geo.latent_frames)},
-                                                        {"note", "fixed linear latent->RGB map, NOT a VAE decode"}}));
-
-  using J = nlohmann::ordered_json;
-  J decode_manifest = nullptr;
-  if (media) {
-    if (cancel.cancelled()) return cancelled("cancelled before decoding");
-    progress.stage("decoding video and audio");
-    const auto t_decode = Clock::now();
-    // Elapsed per stage (a stage starts when the previous one reported last), so each ETA is its own.
-    std::string stage_now;
-    auto t_stage = t_decode, t_last = t_decode;
-    VaeProgressFn on_tile = [&](const VaeProgress& p) {
-      if (p.stage != stage_now) stage_now = p.stage, t_stage = t_last;
-      progress.decode(p.stage, p.done, p.total, seconds_since(t_stage));
-      t_last = Clock::now();
-    };
-    const int64_t tiles = video_vae_->tile_forwards(video.shape());
-    auto t0 = Clock::now();
-    VORTEX_RETURN_IF_ERROR(video_vae_->check_latents(video).with_context("sampled video latents"));
-    VORTEX_RETURN_IF_ERROR(audio_vae_->check_latents(audio).with_context("sampled audio latents"));
-    // video.mp4 is encoded while the video decodes (the audio first; src/engine/stream_mux.h).
-    Mp4Options mp4;
-    mp4.crf = options_.mp4_crf;
-    // A cancel stops the decode between clips and before the mux's flush (decode_to_mp4); on backends that poll
-    // it, inside long ops too, whose cut-short outputs the cancel then discards.
-    struct CancelScope {
-      Backend& b;
-      ~CancelScope() { b.set_cancel_flag(nullptr); }
-    } cancel_scope{*backend_};
-    backend_->set_cancel_flag(cancel.flag());
-    VORTEX_ASSIGN_OR_RETURN(StreamedDecode streamed,
-                            decode_to_mp4(video, audio, *video_vae_, *audio_vae_, (staged / "video.mp4").string(), mp4,
-                                          on_tile, cancel.flag()));
-    const DecodedMedia& decoded = streamed.media;
-    const double video_s = streamed.video_decode_s, audio_s = streamed.audio_decode_s;
-    t0 = Clock::now();
-    VORTEX_ASSIGN_OR_RETURN(nlohmann::json described,
-                            write_media_files(decoded, staged.string(), mp4, &streamed.encoder));
-    for (const char* f : {"video.mp4", "audio.wav"})
-      VORTEX_RETURN_IF_ERROR(describe_output(f, J::parse(described[f].dump())));
-    if (!req.frames_dir.empty()) VORTEX_RETURN_IF_ERROR(write_frames_dir(decoded, req.frames_dir));
-    const double write_s = seconds_since(t0);
-    result.decode_seconds = seconds_since(t_decode);
-    const VideoVaeConfig& vc = video_vae_->config();
-    decode_manifest = {
-        {"vae", decoders_source_.empty() ? J(options_.vae_dir) : J(decoders_source_)},
-        {"audio_vae", decoders_source_.empty() ? J(options_.audio_vae_dir) : J(decoders_source_)},
-        {"vae_layout", decoders_source_.empty() ? J(vae_layout_name(video_vae_->layout())) : J(nullptr)},
-        {"audio_vae_layout", decoders_source_.empty() ? J(vae_layout_name(audio_vae_->layout())) : J(nullptr)},
-        {"synthetic_seed", decoders_source_.empty() ? J(nullptr) : J(options_.synthetic_vae_seed)},
-        {"backend", std::string(backend_->name())},
-        {"program",
-         "video: BF16 activations, FP32 residual stream and pinned modules; audio: FP32 "
-         "(docs/numerics.md \"VAE decoders\")"},
-        {"tiling", vc.tiling ? J{{"tile", vc.tile}, {"min_overlap", vc.tile_overlap}} : J(false)},
-        {"clip", {{"latent_frames", vc.tokens_chunk_size()}, {"overlap", vc.token_overlap()}}},
-        {"tile_forwards", tiles},
-        {"video_parameters", video_vae_->parameter_count()},
-        {"audio_parameters", audio_vae_->parameter_count()},
-        {"frames_dir", req.frames_dir.empty() ? J(nullptr) : J(req.frames_dir)},
-        {"timing",
-         {{"load_decoders_seconds", decoders_load_seconds_},
-          {"video_decode_seconds", video_s},
-          {"audio_decode_seconds", audio_s},
-          {"write_media_seconds", write_s}}}};
-  }
-  const bool from_file = plan.text_source == TextSource::kEmbeddings;
-  const bool encoded = plan.text_source == TextSource::kPrompt && has_text_encoder();
-  J text_sha = nullptr;
-  if (from_file) {
-    VORTEX_ASSIGN_OR_RETURN(std::string sha, sha256_file(req.text_embeddings_path));
-    text_sha = sha;
-  }
-  const PipelineOptions& o = options_;
-  J manifest;
-  manifest["schema"] = "vortex.run/1";
-  manifest["vortex"] = build_info_json();
-  manifest["time_utc"] = utc_now_iso8601();
-  manifest["host"] = host_name();
-  manifest["request"] = {
-      {"config", o.checkpoint_path.empty() ? o.config_name : cfg.name},
-      {"checkpoint", o.checkpoint_path.empty() ? J(nullptr) : J(o.checkpoint_path)},
-      {"synthetic_weights", o.synthetic_weights},
-      {"weights_seed", o.synthetic_weights ? J(o.weights_seed) : J(nullptr)},
-      {"text_embeddings", from_file ? J(req.text_embeddings_path) : J(nullptr)},
-      {"text_embeddings_sha256", text_sha},
-      {"synthetic_text_rows", plan.text_source == TextSource::kSynthetic ? J(req.synthetic_text_rows) : J(nullptr)},
-      {"prompt", plan.text_source == TextSource::kPrompt ? J(req.prompt) : J(nullptr)},
-      {"model", o.model_dir.empty() ? J(nullptr) : J(o.model_dir)},
-      {"text_encoder", encoded ? J(o.text_encoder_dir) : J(nullptr)},
-      {"tokenizer", encoded ? J(o.tokenizer_path) : J(nullptr)},
-      {"text_layer", encoded ? J(o.text_layer) : J(nullptr)},
-      {"prompt_tokens", encoded ? J(plan.text_ids.size()) : J(nullptr)},
-      {"text_shape", text.shape()},
-      {"text_dtype", dtype_name(text.dtype())},
-      {"width", req.width},
-      {"height", req.height},
-      {"frames_requested", req.seconds != 0.0 ? J(nullptr) : J(req.frames)},
-      {"seconds_requested", req.seconds != 0.0 ? J(req.seconds) : J(nullptr)},
-      {"steps", req.steps},
-      {"sampler", sampler_kind_name(plan.spec.kind)},
-      {"schedule", av_schedule_mode_name(plan.spec.mode)},
-      {"seed", req.seed},
-      {"backend", std::string(backend_->name())},
-      {"threads", o.threads},
-      {"hardware_threads", std::thread::hardware_concurrency()},
-      {"precision", precision_name(exec.precision)},
-      {"attention", attention_name(exec.attention)},
-      {"fused_norm_modulate", exec.fused_norm_modulate},
-      {"fused_gate_add", exec.fused_gate_add},
-      {"fp8_gate_epilogue", exec.fp8_gate_epilogue},
-      {"adaln_weights", model_->adaln_weights_on_host() ? "host" : "device"}};
-  manifest["noise"] = {
-      {"contract",
-       "gaussian_noise (src/core/rng.h): one stream of `seed`, video elements first, "
-       "then audio"},
-      {"seed", req.seed},
-      {"video_offset", 0},
-      {"audio_offset", video_n},
-      {"keyframe_offset", geo.keyframes.empty() ? J(nullptr) : J(condition_noise_offset)},
-      {"synthetic_text_seed", plan.text_source == TextSource::kSynthetic ? J(synthetic_text_seed(req.seed))
-                              : plan.text_source == TextSource::kPrompt && !encoded
-                                  ? J(synthetic_text_seed(prompt_hash(req.prompt)))
-                                  : J(nullptr)}};
-  // Every input file of the request with its SHA-256: the keyframe images and the text-embeddings file.
-  J inputs = J::array();
-  for (const auto& [role, path] : {std::pair<std::string, std::string>{"first_frame", req.keyframes.first},
-                                   {"last_frame", req.keyframes.last},
-                                   {"text_embeddings", from_file ? req.text_embeddings_path : std::string()}}) {
-    if (path.empty()) continue;
-    VORTEX_ASSIGN_OR_RETURN(std::string sha, sha256_file(path));
-    J entry = {{"role", role}, {"path", path}, {"bytes", fs::file_size(path, ec)}, {"sha256", sha}};
-    if (role != "text_embeddings") {
-      VORTEX_ASSIGN_OR_RETURN(ImageHeader h, probe_image(path));
-      entry["format"] = image_format_name(h.format);
-      entry["width"] = h.width;
-      entry["height"] = h.height;
-      entry["exif_orientation"] = h.orientation;
-    }
-    inputs.push_back(entry);
-  }
-  manifest["inputs"] = inputs;
-  manifest["task"] = geo.keyframes.empty() ? "t2va" : "fl2va";
-  if (!geo.keyframes.empty()) {
-    J anchors = J::array();
-    for (KeyframeAnchor a : geo.keyframes) anchors.push_back(keyframe_anchor_name(a));
-    manifest["keyframes"] = {
-        {"anchors", anchors},
-        {"canvas", {{"width", geo.width}, {"height", geo.height}}},
-        {"placement", "MiniMaxH3ResizeStep: the first stretched, the last cover-cropped, Pillow LANCZOS"},
-        {"vae", o.encoder_vae_dir()},
-        {"encoder_seed", 42},
-        {"noise_aug", kKeyframeNoiseAug},
-        {"condition_rows", geo.condition_rows()},
-        {"vision", plan.keyframe_text.ids.empty() ? J(nullptr) : J(o.text_encoder_dir)},
-        {"seconds", keyframes_seconds}};
-  }
-  manifest["lora"] = lora_manifest_;
-  manifest["world"] = world_json(world);
-  manifest["model_config"] = model_config_json(cfg);
-  manifest["geometry"] = geometry_json(geo);
-  manifest["schedule"] = {{"mode", av_schedule_mode_name(plan.spec.mode)},
-                          {"video_shift", plan.spec.video_shift},
-                          {"audio_shift", plan.spec.audio_shift},
-                          {"sigma_video", plan.schedule.sigma_video},
-                          {"sigma_audio", plan.schedule.sigma_audio},
-                          {"timesteps_video", timesteps_from_sigmas_f32(plan.schedule.sigma_video)},
-                          {"timesteps_audio", timesteps_from_sigmas_f32(plan.schedule.sigma_audio)}};
-  manifest["decode"] = decode_manifest;
-  manifest["outputs"] = outputs;
-  result.run_seconds = seconds_since(t_run);
-  manifest["timing"] = {
-      {"load_weights_seconds", load_seconds_},     {"encode_prompt_seconds", encoded ? J(encode_seconds_) : J(nullptr)},
-      {"prepare_seconds", result.prepare_seconds}, {"adaln_tables_seconds", tables_seconds},
-      {"step_seconds", result.step_seconds},       {"sampling_seconds", result.sampling_seconds},
-      {"decode_seconds", result.decode_seconds},   {"total_seconds", seconds_before + result.run_seconds}};
-  VORTEX_RETURN_IF_ERROR(write_json_file(manifest, (staged / manifest_file).string()));
-  result.files = {video_file, audio_file, preview_file};
-  if (media) result.files.insert(result.files.end(), {"video.mp4", "audio.wav"});
-  result.files.push_back(manifest_file);
-  return result;
 }
 
 AvLatents initial_noise(const ModelConfig& cfg, const RequestGeometry& geo, uint64_t seed) {

@@ -39,6 +39,9 @@ struct AdapterVerdict {
   Status status;  // OK: the job may run; else why not
 };
 
+struct PreparedRun;  // engine/pipeline_run.cpp: what prepare_run hands to sampling and run.json
+class OutputRecord;  // engine/run_outputs.h
+
 struct RunOutputs {
   std::vector<std::string> files;  // names inside the output directory, run.json last
   RequestGeometry geo;
@@ -125,6 +128,16 @@ class Pipeline {
   bool conditioner_resident() const { return text_encoder_ != nullptr; }
 
  private:
+  // run()'s stages (engine/pipeline_run.cpp): adapters, text, keyframe rows, the model's prepare and AdaLN tables;
+  // the tables alone (their seconds); sampling from the seed's noise (step and sampling seconds into `result`);
+  // the media decode into `record`'s directory (its run.json "decode" section).
+  Result<PreparedRun> prepare_run(const RunPlan& plan, ProgressSink& progress, const CancelToken& cancel);
+  Result<double> precompute_tables(const RunPlan& plan, const ExecOptions& exec, ProgressSink& progress);
+  Result<AvLatents> sample_run(const RunPlan& plan, ProgressSink& progress, const CancelToken& cancel,
+                               RunOutputs& result);
+  Result<nlohmann::ordered_json> decode_media(const Tensor& video, const Tensor& audio, const RunRequest& req,
+                                              ProgressSink& progress, const CancelToken& cancel, OutputRecord& record,
+                                              double& decode_seconds);
   // `keep_need`: the bytes a run needs beside the resident conditioner for it to stay (encode_prompt). With `vision`
   // (fl2va keyframes, `positions` their M-RoPE positions) the encoding is not cached: the same ids carry other images.
   Result<Tensor> encode_ids(const std::vector<int32_t>& ids, ProgressSink& progress, uint64_t keep_need,
