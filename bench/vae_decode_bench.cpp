@@ -2,16 +2,22 @@
 // the released shapes (VideoVae/AudioVae::synthetic): video latents [24, 37, 48, 84] (1344x768, released tiling on)
 // and audio latents [2, 32, 207], timed end to end (host latents in, host FP32 pixels / samples out) over --reps
 // runs after one warm-up. Video programs: the default (a clip's tiles batched into one forward, batched cuDNN
-// attention), batched GEMMs with one attention call per tile, and one tile per forward (the unbatched program).
+// attention, fused LayerScale residual + RMSNorm), the unfused norms, batches of half a clip, and with
+// --all-variants one attention call per tile and one tile per forward (the unbatched program). --breakdown adds one
+// decode with the forward's CUDA-event regions: device time per op family against the wall time; --fp8 the opt-in
+// FP8 linears (VideoVaeLinears::kFp8Blockwise) with their PSNR against the default program's frames.
 // Then the last-step-to-file path, decode_to_mp4 (src/engine/stream_mux.h: audio decode, video decode with the
-// MP4 encoded while later clips decode), once per H.264 encoder (auto = h264_nvenc where the driver offers it,
-// and libx264), against the video decode alone. Appends evidence rows (commit, GPU, SM clock, p10/p50/p90, peak
-// device memory) to OUT/<date>-<gpu>-vae-decode.jsonl and prints a table. The diffusers baseline of the same shape
-// is bench/vae_decode_diffusers.py, which reads the default program's rows (impl vortex-cuda) for the ratio.
-//   vae_decode_bench OUT_DIR [--reps N] [--audio-reps N] [--mux-reps N] [--frames T] [--no-mux] [--no-variants]
-//                    [--seed S]
+// MP4 encoded while later clips decode), per H.264 encoder (auto = h264_nvenc where the driver offers it, else
+// libx264; libx264 at presets medium, the default, and veryfast), against the video decode alone. Appends evidence rows
+// (commit, GPU, SM clock, p10/p50/p90, peak device memory) to OUT/<date>-<gpu>-vae-decode.jsonl and prints a table. The
+// diffusers baseline of the same shape is bench/vae_decode_diffusers.py, which reads the default program's rows (impl
+// vortex-cuda) for the ratio.
+//   vae_decode_bench OUT_DIR [--reps N] [--audio-reps N] [--mux-reps N] [--frames T] [--no-mux] [--no-mux-auto]
+//                    [--no-variants] [--all-variants] [--breakdown] [--fp8] [--seed S]
 #include <unistd.h>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -38,20 +44,34 @@ int fail(const Status& s, const char* what) {
   return 1;
 }
 
+// PSNR in dB of two decoded videos [3, F, H, W] over the shown pixels (ImageNet de-normalized, clamped to [0, 1]).
+double shown_psnr(const Tensor& a, const Tensor& b) {
+  constexpr float kMean[3] = {0.485f, 0.456f, 0.406f}, kStd[3] = {0.229f, 0.224f, 0.225f};
+  const int64_t plane = a.numel() / 3;
+  double se = 0.0;
+  for (int ch = 0; ch < 3; ++ch)
+    for (int64_t i = 0; i < plane; ++i) {
+      const double x = std::clamp(a.data<float>()[ch * plane + i] * kStd[ch] + kMean[ch], 0.0f, 1.0f);
+      const double y = std::clamp(b.data<float>()[ch * plane + i] * kStd[ch] + kMean[ch], 0.0f, 1.0f);
+      se += (x - y) * (x - y);
+    }
+  return 10.0 * std::log10(1.0 / std::max(se / static_cast<double>(a.numel()), 1e-20));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
                  "usage: vae_decode_bench OUT_DIR [--reps N] [--audio-reps N] [--mux-reps N] [--frames T] [--no-mux] "
-                 "[--no-variants] [--seed S]\n");
+                 "[--no-mux-auto] [--no-variants] [--all-variants] [--breakdown] [--fp8] [--seed S]\n");
     return 2;
   }
   const std::string out_dir = argv[1];
   int reps = 5, audio_reps = 20, mux_reps = 2;
   int64_t latent_t = 37;
   uint64_t seed = 1;
-  bool mux = true, variants = true;
+  bool mux = true, mux_auto = true, variants = true, all_variants = false, breakdown = false, fp8 = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -67,7 +87,11 @@ int main(int argc, char** argv) {
     else if (a == "--frames") latent_t = std::atoll(next());
     else if (a == "--seed") seed = std::strtoull(next(), nullptr, 10);
     else if (a == "--no-mux") mux = false;
+    else if (a == "--no-mux-auto") mux_auto = false;
     else if (a == "--no-variants") variants = false;
+    else if (a == "--all-variants") all_variants = true;
+    else if (a == "--breakdown") breakdown = true;
+    else if (a == "--fp8") fp8 = true;
     else {
       std::fprintf(stderr, "vae_decode_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -115,11 +139,19 @@ int main(int argc, char** argv) {
   };
   std::vector<Program> programs = {{"vortex-cuda", "batched tiles, batched cuDNN attention", VideoVae::Batching{}}};
   if (variants) {
-    VideoVae::Batching looped, per_tile;
+    VideoVae::Batching unfused, half_clip, looped, per_tile;
+    unfused.fused_residual_norm = false;
+    half_clip.max_batch_tiles = 14;
     looped.batched_attention = false;
     per_tile.max_batch_tiles = 1;
-    programs.push_back({"vortex-cuda-attention-per-tile", "batched tiles, one cuDNN attention call per tile", looped});
-    programs.push_back({"vortex-cuda-per-tile", "one tile per forward (unbatched)", per_tile});
+    programs.push_back(
+        {"vortex-cuda-unfused-norms", "batched tiles, LayerScale residual and RMSNorm as two ops", unfused});
+    if (all_variants) {
+      programs.push_back({"vortex-cuda-half-clip-batches", "batches of 14 tiles (half a clip)", half_clip});
+      programs.push_back(
+          {"vortex-cuda-attention-per-tile", "batched tiles, one cuDNN attention call per tile", looped});
+      programs.push_back({"vortex-cuda-per-tile", "one tile per forward (unbatched)", per_tile});
+    }
   }
   std::vector<nlohmann::json> rows;
   std::vector<std::pair<std::string, Percentiles>> table;
@@ -165,6 +197,80 @@ int main(int argc, char** argv) {
     table.push_back({std::string("video decode: ") + prog.what, p});
   }
   if (Status s = (*vvae)->set_batching(VideoVae::Batching{}); !s.ok()) return fail(s, "batching");
+  if (fp8) {
+    // The opt-in FP8 linears (E2) on the same synthetic weights: time, and PSNR against the default program's frames.
+    auto f8 = VideoVae::synthetic(VideoVaeConfig::full(), be, seed, VideoVaeLinears::kFp8Blockwise);
+    if (!f8.ok()) return fail(f8.status(), "synthetic video VAE (fp8)");
+    auto t0 = Clock::now();
+    auto v = (*f8)->decode(vlat);
+    if (!v.ok()) return fail(v.status(), "video decode fp8 (warm-up)");
+    std::printf("[vortex-cuda-fp8] warm-up decode %.3f s\n", seconds_since(t0));
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+      t0 = Clock::now();
+      auto vr = (*f8)->decode(vlat);
+      if (!vr.ok()) return fail(vr.status(), "video decode fp8");
+      ms.push_back(seconds_since(t0) * 1e3);
+      std::printf("[vortex-cuda-fp8] video decode %d/%d: %.1f ms\n", r + 1, reps, ms.back());
+      v = std::move(vr);
+    }
+    const double psnr = shown_psnr(*v, video);
+    std::printf("[vortex-cuda-fp8] PSNR %.2f dB against the BF16 program's frames\n", psnr);
+    const Percentiles p = percentiles(ms);
+    rows.push_back(evidence_row(env, "vae_decode_video", "vortex-cuda-fp8", shape_to_string(vlat.shape()), p, {},
+                                {{"latents", shape_to_string(vlat.shape())},
+                                 {"program",
+                                  "fp8-blockwise linears (E2 opt-in): FP8 E4M3, 128x128 weight / 1x128 activation "
+                                  "block scales; stem, head, attention as the default"},
+                                 {"psnr_db_vs_bf16_program", psnr},
+                                 {"frames", frames},
+                                 {"tile_forwards", tiles},
+                                 {"weights", "synthetic (released shapes)"},
+                                 {"peak_device_bytes", be.memory_peak()},
+                                 {"target_ms", 2000.0},
+                                 {"reps", reps}}));
+    table.push_back({"video decode: fp8-blockwise linears (opt-in, E2)", p});
+  }
+  if (breakdown) {
+    // One default decode with the forward's level-1 regions (CUDA events on the compute stream): device time per
+    // op family, summed over every batch and block; the rest of the wall time is host work the device waited for.
+    be.set_region_level(1);
+    auto t0 = Clock::now();
+    auto vr = (*vvae)->decode(vlat);
+    const double wall_ms = seconds_since(t0) * 1e3;
+    be.set_region_level(-1);
+    if (!vr.ok()) return fail(vr.status(), "video decode (breakdown)");
+    auto regions = be.take_regions();
+    if (!regions.ok()) return fail(regions.status(), "regions");
+    std::vector<std::pair<std::string, double>> sums;
+    double device_ms = 0.0;
+    for (const auto& [name, ms] : *regions) {
+      auto it = std::find_if(sums.begin(), sums.end(), [&](const auto& e) { return e.first == name; });
+      if (it == sums.end()) sums.push_back({name, ms});
+      else it->second += ms;
+      device_ms += ms;
+    }
+    nlohmann::json parts = nlohmann::json::object();
+    std::printf("\n| video decode op family (one decode, device time) | ms | share of wall |\n|---|---|---|\n");
+    for (const auto& [name, ms] : sums) {
+      parts[name] = ms;
+      std::printf("| %s | %.1f | %.1f%% |\n", name.c_str(), ms, 100.0 * ms / wall_ms);
+    }
+    std::printf("| sum of regions | %.1f | %.1f%% |\n| wall (regions on) | %.1f | |\n", device_ms,
+                100.0 * device_ms / wall_ms, wall_ms);
+    Percentiles one;
+    one.p10 = one.p50 = one.p90 = wall_ms;
+    rows.push_back(evidence_row(env, "vae_decode_video_breakdown", "vortex-cuda", shape_to_string(vlat.shape()), one,
+                                {},
+                                {{"latents", shape_to_string(vlat.shape())},
+                                 {"device_ms_by_op", parts},
+                                 {"device_ms_sum", device_ms},
+                                 {"wall_ms", wall_ms},
+                                 {"note",
+                                  "one decode with CUDA-event regions around each op family of the forward; the "
+                                  "region events add a little time; wall - sum = time the compute stream was idle "
+                                  "(host tokens, stitch of the last batch, gaps)"}}));
+  }
   {
     auto a = (*avae)->decode(alat);  // warm-up
     if (!a.ok()) return fail(a.status(), "audio decode (warm-up)");
@@ -198,14 +304,22 @@ int main(int argc, char** argv) {
     const std::filesystem::path tmp =
         std::filesystem::temp_directory_path() / ("vae_decode_bench_" + std::to_string(::getpid()));
     std::filesystem::create_directories(tmp);
-    for (const char* enc : {"auto", "libx264"}) {
+    struct MuxCase {
+      const char* encoder;
+      const char* preset;  // libx264 preset
+    };
+    const std::vector<MuxCase> mux_cases = {{"auto", "medium"}, {"libx264", "medium"}, {"libx264", "veryfast"}};
+    for (const MuxCase& mc : mux_cases) {
+      const std::string enc = mc.encoder;
+      if (!mux_auto && enc == "auto") continue;
       Mp4Options o;
       o.video_encoder = enc;
+      o.preset = mc.preset;
       std::vector<double> ms, tail_ms;
       std::string used, settings, fallback;
       int64_t bytes = 0;
       for (int r = 0; r < mux_reps; ++r) {
-        const std::string path = (tmp / (std::string(enc) + ".mp4")).string();
+        const std::string path = (tmp / (enc + "-" + mc.preset + ".mp4")).string();
         auto t0 = Clock::now();
         auto res = decode_to_mp4(vlat, alat, **vvae, **avae, path, o);
         if (!res.ok()) return fail(res.status(), "decode_to_mp4");
@@ -217,8 +331,8 @@ int main(int argc, char** argv) {
         std::error_code ec;
         bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
         std::filesystem::remove(path, ec);
-        std::printf("[decode_to_mp4 %s -> %s] %.1f ms (mux tail after the video decode %.1f ms)\n", enc, used.c_str(),
-                    ms.back(), tail_ms.back());
+        std::printf("[decode_to_mp4 %s %s -> %s] %.1f ms (mux tail after the video decode %.1f ms)\n", enc.c_str(),
+                    mc.preset, used.c_str(), ms.back(), tail_ms.back());
       }
       const Percentiles pm = percentiles(ms), pt = percentiles(tail_ms);
       nlohmann::json extra = {{"latents", shape_to_string(vlat.shape())},
@@ -234,9 +348,9 @@ int main(int argc, char** argv) {
                               {"reps", mux_reps},
                               {"note", "synthetic-weight output (noise): a worst case for the encoders"}};
       if (!fallback.empty()) extra["encoder_fallback"] = fallback;
-      rows.push_back(evidence_row(env, "decode_to_mp4", std::string("vortex-cuda+") + enc + "->" + used,
+      rows.push_back(evidence_row(env, "decode_to_mp4", "vortex-cuda+" + enc + "-" + mc.preset + "->" + used,
                                   shape_to_string(vlat.shape()), pm, {}, extra));
-      table.push_back({std::string("decode + mux to video.mp4 (") + enc + " -> " + used + ")", pm});
+      table.push_back({"decode + mux to video.mp4 (" + enc + " " + mc.preset + " -> " + used + ")", pm});
     }
     std::error_code ec;
     std::filesystem::remove_all(tmp, ec);

@@ -32,6 +32,13 @@ class VaeOps : public virtual BackendIdentity {
     (void)x, (void)a, (void)scale;
     return vae_op_unsupported("scale_add");
   }
+  // scale_add(x, a, scale), then out = rms_norm_fp32(x, weight, eps): a LayerScale residual and the RMSNorm that
+  // reads it. The default runs the two ops (the CPU program); the CUDA backend fuses them into one pass (same bytes).
+  virtual Status scale_add_rms_norm_fp32(Tensor& x, const Tensor& a, const Tensor& scale, const Tensor& weight,
+                                         float eps, Tensor& out) {
+    VORTEX_RETURN_IF_ERROR(scale_add(x, a, scale));
+    return rms_norm_fp32(x, weight, eps, out);
+  }
   // x[C, L] f32 = fp32(fp32(x + y) * scale) (the multiply only when scale != 1).
   virtual Status add(Tensor& x, const Tensor& y, float scale) {
     (void)x, (void)y, (void)scale;

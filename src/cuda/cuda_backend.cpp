@@ -803,6 +803,12 @@ Status CudaBackend::scale_add(Tensor& x, const Tensor& a, const Tensor& scale) {
   return after_op("scale_add");
 }
 
+Status CudaBackend::scale_add_rms_norm_fp32(Tensor& x, const Tensor& a, const Tensor& scale, const Tensor& weight,
+                                            float eps, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::scale_add_rms_norm_fp32(x, a, scale, weight, eps, out, stream_));
+  return after_op("scale_add_rms_norm_fp32");
+}
+
 Status CudaBackend::add(Tensor& x, const Tensor& y, float scale) {
   VORTEX_RETURN_IF_ERROR(cuda_ops::add(x, y, scale, stream_));
   return after_op("add");

@@ -112,6 +112,8 @@ class CudaBackend : public Backend {
   Status rms_norm_fp32(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) override;
   Status scale_add(Tensor& x, const Tensor& a, const Tensor& scale) override;
+  Status scale_add_rms_norm_fp32(Tensor& x, const Tensor& a, const Tensor& scale, const Tensor& weight, float eps,
+                                 Tensor& out) override;
   Status add(Tensor& x, const Tensor& y, float scale) override;
   Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
                 Tensor& out) override;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/parallel.h"
+#include "gemm/fp8_reference.h"
 
 namespace vortex {
 namespace {
@@ -225,14 +226,19 @@ VaeTensorSource original_video_source(const VaeFolder& folder, const VideoVaeCon
 
 }  // namespace
 
-Result<std::unique_ptr<VideoVae>> VideoVae::load(const std::string& dir, Backend& backend) {
+const char* video_vae_linears_name(VideoVaeLinears linears) {
+  return linears == VideoVaeLinears::kFp8Blockwise ? "fp8-blockwise" : "bf16";
+}
+
+Result<std::unique_ptr<VideoVae>> VideoVae::load(const std::string& dir, Backend& backend, VideoVaeLinears linears) {
   VORTEX_ASSIGN_OR_RETURN(VaeFolder folder,
                           open_vae_folder(dir, "video VAE (--vae)", "MiniMaxH3VideoVAE", ConfigKind::kVideoVae));
   const bool original = folder.layout == VaeLayout::kOriginal;
   auto cfg = original ? VideoVaeConfig::from_original_json(folder.config, folder.source_config)
                       : VideoVaeConfig::from_json(folder.config);
   if (!cfg.ok()) return cfg.status().with_context("video VAE " + dir);
-  auto vae = from_source(*cfg, original ? original_video_source(folder, *cfg) : folder_tensor_source(folder), backend);
+  auto vae = from_source(*cfg, original ? original_video_source(folder, *cfg) : folder_tensor_source(folder), backend,
+                         linears);
   if (!vae.ok()) return vae.status().with_context("video VAE " + dir);
   // Encoder-side tensors are not read; decoder.mask_token is a training-only buffer the decoder never uses.
   const std::vector<std::string> ignored = {"encoder.", "quant_conv.", "decoder.mask_token"};
@@ -243,14 +249,20 @@ Result<std::unique_ptr<VideoVae>> VideoVae::load(const std::string& dir, Backend
 
 VaeTensorSource VideoVae::synthetic_source(uint64_t seed) { return synthetic_tensor_source(seed, synthetic_init); }
 
-Result<std::unique_ptr<VideoVae>> VideoVae::synthetic(const VideoVaeConfig& cfg, Backend& backend, uint64_t seed) {
-  return from_source(cfg, synthetic_tensor_source(seed, synthetic_init), backend);
+Result<std::unique_ptr<VideoVae>> VideoVae::synthetic(const VideoVaeConfig& cfg, Backend& backend, uint64_t seed,
+                                                      VideoVaeLinears linears) {
+  return from_source(cfg, synthetic_tensor_source(seed, synthetic_init), backend, linears);
 }
 
 Result<std::unique_ptr<VideoVae>> VideoVae::from_source(const VideoVaeConfig& cfg, const VaeTensorSource& src,
-                                                        Backend& backend) {
+                                                        Backend& backend, VideoVaeLinears linears) {
   VORTEX_RETURN_IF_ERROR(cfg.validate());
+  const bool fp8 = linears == VideoVaeLinears::kFp8Blockwise;
+  if (fp8 && backend.name() != std::string_view("cuda"))
+    return unsupported("the FP8 video VAE linears (fp8-blockwise) run on the cuda backend only, not on " +
+                       std::string(backend.name()));
   std::unique_ptr<VideoVae> vae(new VideoVae(cfg, backend));
+  vae->linears_ = linears;
   const int64_t c = cfg.latent_channels, d = cfg.dim(), f = cfg.ffn_dim(), p = cfg.patch_values();
   int64_t params = 0;
   auto get = [&](const std::string& name, const Shape& shape) -> Result<Tensor> {
@@ -263,6 +275,26 @@ Result<std::unique_ptr<VideoVae>> VideoVae::from_source(const VideoVaeConfig& cf
     return backend.upload(r);
   };
   auto up_bf16 = [&](const Tensor& host) { return backend.upload(to_bf16_host(host)); };
+  // A block linear [N, K] f32 host -> BF16 on the backend, or FP8 E4M3 with 128x128 block scales (rounded to BF16
+  // first, then quantized: quantize_weight_fp8).
+  auto block_linear = [&](const Tensor& host) -> Result<LinearWeight> {
+    LinearWeight lw;
+    lw.out_features = host.dim(0);
+    lw.in_features = host.dim(1);
+    if (!fp8) {
+      VORTEX_ASSIGN_OR_RETURN(lw.weight, up_bf16(host));
+      return lw;
+    }
+    const int64_t n = host.dim(0), k = host.dim(1);
+    const Tensor bf16 = to_bf16_host(host);
+    Tensor q = Tensor::empty({n, k}, DType::kF8E4M3);                                        // [N, K] e4m3
+    Tensor scales = Tensor::empty({(n + 127) / 128, fp8_block_scale_cols(k)}, DType::kF32);  // [N/128, L4] f32
+    quantize_fp8_block128x128_ref(bf16.data<uint16_t>(), n, k, q.data<uint8_t>(), scales.data<float>());
+    VORTEX_ASSIGN_OR_RETURN(lw.weight, backend.upload(q));
+    VORTEX_ASSIGN_OR_RETURN(lw.weight_scale, backend.upload(scales));
+    lw.format = QuantFormat::kFp8Scaled;
+    return lw;
+  };
   auto linear_weight = [](Tensor w) {
     LinearWeight lw;
     lw.out_features = w.dim(0);
@@ -305,12 +337,10 @@ Result<std::unique_ptr<VideoVae>> VideoVae::from_source(const VideoVaeConfig& cf
       std::memcpy(qkv.data<float>() + j * d * d, pw.raw_data(), static_cast<size_t>(d * d) * 4);
       std::memcpy(qkv_b.data<float>() + j * d, pb.raw_data(), static_cast<size_t>(d) * 4);
     }
-    VORTEX_ASSIGN_OR_RETURN(Tensor qkv_d, up_bf16(qkv));
-    b.attn_qkv = linear_weight(qkv_d);
+    VORTEX_ASSIGN_OR_RETURN(b.attn_qkv, block_linear(qkv));
     VORTEX_ASSIGN_OR_RETURN(b.attn_qkv_bias, up_bf16(qkv_b));
     VORTEX_ASSIGN_OR_RETURN(Tensor ow, get(pre + "attn.to_out.0.weight", {d, d}));
-    VORTEX_ASSIGN_OR_RETURN(Tensor ow_d, up_bf16(ow));
-    b.attn_to_out_0 = linear_weight(ow_d);
+    VORTEX_ASSIGN_OR_RETURN(b.attn_to_out_0, block_linear(ow));
     VORTEX_ASSIGN_OR_RETURN(Tensor ob, get(pre + "attn.to_out.0.bias", {d}));
     VORTEX_ASSIGN_OR_RETURN(b.attn_to_out_0_bias, up_bf16(ob));
     // diffusers' SwiGLU reads [value | gate]; the swiglu op takes [gate | value]: swap the halves.
@@ -321,12 +351,10 @@ Result<std::unique_ptr<VideoVae>> VideoVae::from_source(const VideoVaeConfig& cf
     std::memcpy(f1s.data<float>() + f * d, f1.data<float>(), static_cast<size_t>(f * d) * 4);
     std::memcpy(f1bs.data<float>(), f1b.data<float>() + f, static_cast<size_t>(f) * 4);
     std::memcpy(f1bs.data<float>() + f, f1b.data<float>(), static_cast<size_t>(f) * 4);
-    VORTEX_ASSIGN_OR_RETURN(Tensor f1_d, up_bf16(f1s));
-    b.ff_net_0_proj = linear_weight(f1_d);
+    VORTEX_ASSIGN_OR_RETURN(b.ff_net_0_proj, block_linear(f1s));
     VORTEX_ASSIGN_OR_RETURN(b.ff_net_0_proj_bias, up_bf16(f1bs));
     VORTEX_ASSIGN_OR_RETURN(Tensor f2, get(pre + "ff.net.2.weight", {d, f}));
-    VORTEX_ASSIGN_OR_RETURN(Tensor f2_d, up_bf16(f2));
-    b.ff_net_2 = linear_weight(f2_d);
+    VORTEX_ASSIGN_OR_RETURN(b.ff_net_2, block_linear(f2));
     VORTEX_ASSIGN_OR_RETURN(Tensor f2b, get(pre + "ff.net.2.bias", {d}));
     VORTEX_ASSIGN_OR_RETURN(b.ff_net_2_bias, up_bf16(f2b));
     w.blocks.push_back(std::move(b));
@@ -519,17 +547,20 @@ Status VideoVae::forward_batch(const Tensor& tokens, int64_t batch, int64_t t, i
   Workspace& w = *ws_;
   // post_quant_conv and proj_in over every row (the register / zero-token rows are overwritten below).
   VORTEX_ASSIGN_OR_RETURN(Tensor pq, w.pq.narrow(0, 0, rows));  // [B * S, C] f32
-  VORTEX_RETURN_IF_ERROR(
-      be.linear(tokens, w_.post_quant_conv, &w_.post_quant_conv_bias, pq).with_context("post_quant_conv"));
-  VORTEX_ASSIGN_OR_RETURN(Tensor x, w.x.narrow(0, 0, rows));  // [B * S, D] f32 residual stream
-  VORTEX_RETURN_IF_ERROR(be.linear(pq, w_.decoder_proj_in, &w_.decoder_proj_in_bias, x).with_context("proj_in"));
-  for (int64_t b = 0; b < batch; ++b) {
-    if (r > 0) {
-      VORTEX_ASSIGN_OR_RETURN(Tensor xr, x.narrow(0, b * s + n, r));
-      VORTEX_RETURN_IF_ERROR(be.copy(w_.decoder_register_tokens, xr));
+  VORTEX_ASSIGN_OR_RETURN(Tensor x, w.x.narrow(0, 0, rows));    // [B * S, D] f32 residual stream
+  {
+    BackendRegion stem(be, "vae.stem");
+    VORTEX_RETURN_IF_ERROR(
+        be.linear(tokens, w_.post_quant_conv, &w_.post_quant_conv_bias, pq).with_context("post_quant_conv"));
+    VORTEX_RETURN_IF_ERROR(be.linear(pq, w_.decoder_proj_in, &w_.decoder_proj_in_bias, x).with_context("proj_in"));
+    for (int64_t b = 0; b < batch; ++b) {
+      if (r > 0) {
+        VORTEX_ASSIGN_OR_RETURN(Tensor xr, x.narrow(0, b * s + n, r));
+        VORTEX_RETURN_IF_ERROR(be.copy(w_.decoder_register_tokens, xr));
+      }
+      VORTEX_ASSIGN_OR_RETURN(Tensor xz, x.narrow(0, b * s + n + r, 1));
+      VORTEX_RETURN_IF_ERROR(be.copy(w_.zero_token, xz));
     }
-    VORTEX_ASSIGN_OR_RETURN(Tensor xz, x.narrow(0, b * s + n + r, 1));
-    VORTEX_RETURN_IF_ERROR(be.copy(w_.zero_token, xz));
   }
   VORTEX_ASSIGN_OR_RETURN(Tensor nrm, w.nrm.narrow(0, 0, rows));  // [B * S, D] bf16
   VORTEX_ASSIGN_OR_RETURN(Tensor qkv, w.qkv.narrow(0, 0, rows));  // [B * S, 3I] bf16
@@ -541,26 +572,71 @@ Status VideoVae::forward_batch(const Tensor& tokens, int64_t batch, int64_t t, i
   VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.as_strided({rows, d}, {3 * d, 1}, d));
   VORTEX_ASSIGN_OR_RETURN(Tensor v, qkv.as_strided({rows, d}, {3 * d, 1}, 2 * d));
   const ExecOptions opts;
+  const bool fused = batching_.fused_residual_norm;
+  // Level-1 regions (vae_decode_bench --breakdown) time each op family on the device timeline.
+  if (!w_.blocks.empty() && fused) {
+    BackendRegion reg(be, "vae.rms_norm");
+    VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, w_.blocks[0].norm1_weight, cfg_.norm_eps, nrm).with_context("block 0"));
+  }
   for (size_t i = 0; i < w_.blocks.size(); ++i) {
     const VideoVaeBlockWeights& bw = w_.blocks[i];
     const std::string ctx = "video VAE block " + std::to_string(i);
-    VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, bw.norm1_weight, cfg_.norm_eps, nrm).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.linear(nrm, bw.attn_qkv, &bw.attn_qkv_bias, qkv).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(
-        be.qk_norm_rope(q, k, w_.qk_norm_ones, w_.qk_norm_ones, cfg_.norm_eps, rope, cfg_.heads, cfg_.head_dim)
-            .with_context(ctx));
-    VORTEX_RETURN_IF_ERROR((batching_.batched_attention
-                                ? be.attention_batched(q, k, v, batch, cfg_.heads, cfg_.head_dim, o, opts)
-                                : be.attention_per_sequence(q, k, v, batch, cfg_.heads, cfg_.head_dim, o, opts))
-                               .with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.linear(o, bw.attn_to_out_0, &bw.attn_to_out_0_bias, a).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.scale_add(x, a, bw.scale1).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, bw.norm2_weight, cfg_.norm_eps, nrm).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.linear(nrm, bw.ff_net_0_proj, &bw.ff_net_0_proj_bias, u).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.swiglu(u, m).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.linear(m, bw.ff_net_2, &bw.ff_net_2_bias, a).with_context(ctx));
-    VORTEX_RETURN_IF_ERROR(be.scale_add(x, a, bw.scale2).with_context(ctx));
+    if (!fused) {
+      BackendRegion reg(be, "vae.rms_norm");
+      VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, bw.norm1_weight, cfg_.norm_eps, nrm).with_context(ctx));
+    }
+    {
+      BackendRegion reg(be, "vae.gemm_qkv");
+      VORTEX_RETURN_IF_ERROR(be.linear(nrm, bw.attn_qkv, &bw.attn_qkv_bias, qkv).with_context(ctx));
+    }
+    {
+      BackendRegion reg(be, "vae.qk_norm_rope");
+      VORTEX_RETURN_IF_ERROR(
+          be.qk_norm_rope(q, k, w_.qk_norm_ones, w_.qk_norm_ones, cfg_.norm_eps, rope, cfg_.heads, cfg_.head_dim)
+              .with_context(ctx));
+    }
+    {
+      BackendRegion reg(be, "vae.attention");
+      VORTEX_RETURN_IF_ERROR((batching_.batched_attention
+                                  ? be.attention_batched(q, k, v, batch, cfg_.heads, cfg_.head_dim, o, opts)
+                                  : be.attention_per_sequence(q, k, v, batch, cfg_.heads, cfg_.head_dim, o, opts))
+                                 .with_context(ctx));
+    }
+    {
+      BackendRegion reg(be, "vae.gemm_out");
+      VORTEX_RETURN_IF_ERROR(be.linear(o, bw.attn_to_out_0, &bw.attn_to_out_0_bias, a).with_context(ctx));
+    }
+    if (fused) {  // x += a * scale1, nrm = norm2(x) in one pass
+      BackendRegion reg(be, "vae.residual_norm");
+      VORTEX_RETURN_IF_ERROR(
+          be.scale_add_rms_norm_fp32(x, a, bw.scale1, bw.norm2_weight, cfg_.norm_eps, nrm).with_context(ctx));
+    } else {
+      BackendRegion reg(be, "vae.residual_norm");
+      VORTEX_RETURN_IF_ERROR(be.scale_add(x, a, bw.scale1).with_context(ctx));
+      VORTEX_RETURN_IF_ERROR(be.rms_norm_fp32(x, bw.norm2_weight, cfg_.norm_eps, nrm).with_context(ctx));
+    }
+    {
+      BackendRegion reg(be, "vae.gemm_ff1");
+      VORTEX_RETURN_IF_ERROR(be.linear(nrm, bw.ff_net_0_proj, &bw.ff_net_0_proj_bias, u).with_context(ctx));
+    }
+    {
+      BackendRegion reg(be, "vae.swiglu");
+      VORTEX_RETURN_IF_ERROR(be.swiglu(u, m).with_context(ctx));
+    }
+    {
+      BackendRegion reg(be, "vae.gemm_ff2");
+      VORTEX_RETURN_IF_ERROR(be.linear(m, bw.ff_net_2, &bw.ff_net_2_bias, a).with_context(ctx));
+    }
+    BackendRegion reg(be, "vae.residual_norm");
+    if (fused && i + 1 < w_.blocks.size()) {  // x += a * scale2, nrm = the next block's norm1(x) in one pass
+      VORTEX_RETURN_IF_ERROR(
+          be.scale_add_rms_norm_fp32(x, a, bw.scale2, w_.blocks[i + 1].norm1_weight, cfg_.norm_eps, nrm)
+              .with_context(ctx));
+    } else {
+      VORTEX_RETURN_IF_ERROR(be.scale_add(x, a, bw.scale2).with_context(ctx));
+    }
   }
+  BackendRegion head(be, "vae.head");
   VORTEX_RETURN_IF_ERROR(be.layer_norm(x, w_.decoder_norm_out_weight, w_.decoder_norm_out_bias, cfg_.norm_eps, nrm)
                              .with_context("video VAE norm_out"));
   VORTEX_ASSIGN_OR_RETURN(Tensor y, w.y[slot].narrow(0, 0, rows));  // [B * S, 3 * pt * p * p] bf16

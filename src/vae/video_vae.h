@@ -114,6 +114,13 @@ using VaeProgressFn = std::function<void(const VaeProgress&)>;
 // decode.
 using VideoFramesFn = std::function<Status(const Tensor& video, int64_t begin, int64_t end)>;
 
+// How the ViT blocks' four linear layers (to_qkv, to_out, ff.net.0, ff.net.2) are stored and multiplied: BF16 (the
+// default program, docs/numerics.md "VAE decoders"), or, opt-in and E2, FP8 E4M3 with a scale per 128x128 weight
+// block and per 1x128 activation block (cuBLASLt FP8 on sm_90; the CUDA backend only). The stem, the head and the
+// attention stay as in the default program.
+enum class VideoVaeLinears : uint8_t { kBf16, kFp8Blockwise };
+const char* video_vae_linears_name(VideoVaeLinears linears);  // "bf16" | "fp8-blockwise"
+
 class VideoVae {
  public:
   ~VideoVae();
@@ -121,19 +128,24 @@ class VideoVae {
   // or the official original one (FL2VA/video_vae: config.json + source/config.json + source/model.safetensors);
   // the encoder's tensors are not read. Every decoder tensor is checked by name and shape, and a tensor
   // nothing reads is an error.
-  static Result<std::unique_ptr<VideoVae>> load(const std::string& dir, Backend& backend);
+  static Result<std::unique_ptr<VideoVae>> load(const std::string& dir, Backend& backend,
+                                                VideoVaeLinears linears = VideoVaeLinears::kBf16);
   // Deterministic synthetic weights with the real names and shapes (for demos and benchmarks).
   // The tensor source of synthetic(): every weight by name, deterministic in `seed` (vortex synth --snapshot tiny
   // writes its tensors into a VAE folder).
   static VaeTensorSource synthetic_source(uint64_t seed);
-  static Result<std::unique_ptr<VideoVae>> synthetic(const VideoVaeConfig& cfg, Backend& backend, uint64_t seed);
-  // Builds from any tensor source (the loader and the synthetic path both come through here).
+  static Result<std::unique_ptr<VideoVae>> synthetic(const VideoVaeConfig& cfg, Backend& backend, uint64_t seed,
+                                                     VideoVaeLinears linears = VideoVaeLinears::kBf16);
+  // Builds from any tensor source (the loader and the synthetic path both come through here). kFp8Blockwise on a
+  // backend other than cuda is kUnsupported (checked before any weight is read).
   static Result<std::unique_ptr<VideoVae>> from_source(const VideoVaeConfig& cfg, const VaeTensorSource& src,
-                                                       Backend& backend);
+                                                       Backend& backend,
+                                                       VideoVaeLinears linears = VideoVaeLinears::kBf16);
 
   const VideoVaeConfig& config() const { return cfg_; }
   VideoVaeConfig& mutable_config() { return cfg_; }  // tiling switches only
   int64_t parameter_count() const { return params_; }
+  VideoVaeLinears linears() const { return linears_; }
   VaeLayout layout() const { return layout_; }  // of the folder loaded (kDiffusers for synthetic weights)
 
   // Checks a [C, T, H, W] f32 host tensor of normalized latents: shape, finiteness, decodable T.
@@ -151,11 +163,14 @@ class VideoVae {
   // How decode() batches its tile forwards: consecutive tiles of one shape (the tiles of a clip) run as one
   // forward of up to max_batch_tiles tiles (0: no limit) and max_batch_rows token rows, so the GEMMs see
   // M = tiles * S rows; batched_attention: attention through Backend::attention_batched (one batched call on
-  // CUDA) instead of one attention() per tile. Every setting gives the same bytes on the CPU backend.
+  // CUDA) instead of one attention() per tile; fused_residual_norm: each LayerScale residual and the RMSNorm after
+  // it in one op (Backend::scale_add_rms_norm_fp32) instead of two. Every setting gives the same bytes on the CPU
+  // backend, and the fused and unfused ops give the same bytes on CUDA.
   struct Batching {
     int max_batch_tiles = 0;
     int64_t max_batch_rows = 65536;
     bool batched_attention = true;
+    bool fused_residual_norm = true;
   };
   const Batching& batching() const { return batching_; }
   Status set_batching(const Batching& b);
@@ -183,6 +198,7 @@ class VideoVae {
   std::map<std::array<int64_t, 4>, RopeTables> rope_cache_;
   Batching batching_;
   VaeLayout layout_ = VaeLayout::kDiffusers;
+  VideoVaeLinears linears_ = VideoVaeLinears::kBf16;
 };
 
 // ImageNet de-normalization, clamp and 8-bit conversion (MiniMaxH3VideoDecodeStep + VideoProcessor):

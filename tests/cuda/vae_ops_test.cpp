@@ -1,9 +1,9 @@
 // GPU tests of the VAE decoder kernels (src/cuda/ops/vae_ops.h) against the CPU reference (src/ref/vae_ops.h):
-// byte for byte (E0) for rms_norm_fp32, layer_norm, scale_add, add, conv1d, conv_transpose1d, upsample1d and
-// downsample1d; snake_beta within docs/numerics.md's stated tolerance (FP64 exp/sin of two libms rounded to
-// FP32). Fresh random inputs per run (the seed is printed on failure), outputs poisoned before the run and
-// row padding / sentinel tails checked after it, the decoders' real shapes and ragged ones (tile remainders,
-// channel chunks, narrow layers, the 64- and 128-position tile paths). Label gpu; skips without a device.
+// byte for byte (E0) for rms_norm_fp32, layer_norm, scale_add, scale_add_rms_norm_fp32, add, conv1d, conv_transpose1d,
+// upsample1d and downsample1d; snake_beta within docs/numerics.md's stated tolerance (FP64 exp/sin of two libms rounded
+// to FP32). Fresh random inputs per run (the seed is printed on failure), outputs poisoned before the run and row
+// padding / sentinel tails checked after it, the decoders' real shapes and ragged ones (tile remainders, channel
+// chunks, narrow layers, the 64- and 128-position tile paths). Label gpu; skips without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -141,6 +141,50 @@ TEST_F(CudaVaeOps, ScaleAddMatchesReference) {
       ASSERT_OK(gpu_->scale_add(gx.view, ga.view, sd));
       expect_equal(expect, gx, what);
     }
+}
+
+// The fused LayerScale residual + RMSNorm against the CPU program (scale_add, then rms_norm_fp32): both outputs,
+// the updated stream x and the normed rows, byte for byte.
+TEST_F(CudaVaeOps, ScaleAddRmsNormMatchesReference) {
+  for (const NormCase& c : kNormCases)
+    for (DType ad : {DType::kBF16, DType::kF32})
+      for (DType od : {DType::kBF16, DType::kF32}) {
+        const std::string what = "scale_add_rms_norm_fp32 " + std::to_string(c.rows) + "x" + std::to_string(c.cols) +
+                                 " a " + dtype_short_name(ad) + " -> " + dtype_short_name(od);
+        Tensor x = random_f32({c.rows, c.cols}, 4.0f);
+        Tensor a = ad == DType::kBF16 ? random_bf16({c.rows, c.cols}) : random_f32({c.rows, c.cols});
+        Tensor s = random_f32({c.cols}, 0.1f);
+        Tensor w = random_f32({c.cols}, 0.2f, 1.0f);
+        Tensor expect_x = clone(x);
+        Tensor expect = Tensor::empty({c.rows, c.cols}, od);
+        ASSERT_OK(cpu_->scale_add(expect_x, a, s));
+        ASSERT_OK(cpu_->rms_norm_fp32(expect_x, w, 1e-5f, expect));
+        Guarded gx = guarded(x, c.ld);
+        Guarded ga = guarded(a, c.ld + 1);
+        Guarded go = poisoned(c.rows, c.cols, c.ld + 3, od);
+        Tensor sd = upload(s), wd = upload(w);
+        ASSERT_OK(gpu_->scale_add_rms_norm_fp32(gx.view, ga.view, sd, wd, 1e-5f, go.view));
+        expect_equal(expect_x, gx, what + " (x)");
+        expect_equal(expect, go, what + " (out)");
+      }
+}
+
+TEST_F(CudaVaeOps, ScaleAddRmsNormRejectsBadArguments) {
+  Tensor x = random_f32({4, 64}), a = random_f32({4, 64}), s = random_f32({64}), w = random_f32({64});
+  Guarded gx = guarded(x, 64), ga = guarded(a, 64);
+  Guarded go = poisoned(4, 64, 64, DType::kBF16);
+  Tensor sd = upload(s), wd = upload(w), w_short = upload(random_f32({63}));
+  EXPECT_EQ(gpu_->scale_add_rms_norm_fp32(gx.view, ga.view, sd, w_short, 1e-5f, go.view).code(),
+            ErrorCode::kInvalidArgument);  // weight width
+  EXPECT_EQ(gpu_->scale_add_rms_norm_fp32(gx.view, gx.view, sd, wd, 1e-5f, go.view).code(),
+            ErrorCode::kInvalidArgument);  // a aliases x
+  EXPECT_EQ(gpu_->scale_add_rms_norm_fp32(gx.view, ga.view, sd, wd, 1e-5f, gx.view).code(),
+            ErrorCode::kInvalidArgument);  // out aliases x
+  Tensor wide = random_f32({2, 8200}), wide_a = random_f32({2, 8200});
+  Guarded gw = guarded(wide, 8200), gwa = guarded(wide_a, 8200);
+  Guarded gwo = poisoned(2, 8200, 8200, DType::kF32);
+  Tensor ws = upload(random_f32({8200})), ww = upload(random_f32({8200}));
+  EXPECT_EQ(gpu_->scale_add_rms_norm_fp32(gw.view, gwa.view, ws, ww, 1e-5f, gwo.view).code(), ErrorCode::kUnsupported);
 }
 
 TEST_F(CudaVaeOps, AddMatchesReference) {

@@ -2,10 +2,12 @@
 // CUDA backend, reporting PSNR (video, [0, 1] pixels) and SNR (audio) against diffusers' FP32 decode with the
 // same targets as the CPU decode (>= 45 dB, >= 40 dB), and the CUDA decode against the CPU decode of the same
 // program (video: the GEMM/attention accumulation order is the only difference, docs/numerics.md states the
-// bound; audio: E0 ops except snake_beta's stated tolerance). Skips visibly without a device.
+// bound; audio: E0 ops except snake_beta's stated tolerance); the fused residual norm against the unfused ops (same
+// bytes) and the opt-in FP8 linears' PSNR. Skips visibly without a device.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -100,12 +102,13 @@ TEST(CudaVideoBatching, BatchedTilesWithinE1OfPerTile) {
   ASSERT_TRUE(vae.ok()) << vae.status().to_string();
   (*vae)->mutable_config().tile = 16;
   (*vae)->mutable_config().tile_overlap = 4;
-  VideoVae::Batching per_tile, batched, looped;
+  VideoVae::Batching per_tile, batched, looped, unfused;
   per_tile.max_batch_tiles = 1;
   looped.batched_attention = false;
-  Tensor out[3];
-  const VideoVae::Batching settings[3] = {per_tile, batched, looped};
-  for (int i = 0; i < 3; ++i) {
+  unfused.fused_residual_norm = false;
+  Tensor out[4];
+  const VideoVae::Batching settings[4] = {per_tile, batched, looped, unfused};
+  for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE((*vae)->set_batching(settings[i]).ok());
     auto got = (*vae)->decode(latents);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
@@ -130,6 +133,43 @@ TEST(CudaVideoBatching, BatchedTilesWithinE1OfPerTile) {
     EXPECT_LE(worst, 1);
     EXPECT_GE(psnr, 45.0);
   }
+  // The fused LayerScale residual + RMSNorm (the default) is E0 with the two ops: the whole decode is the same bytes.
+  int64_t differ = 0;
+  for (int64_t k = 0; k < out[1].numel(); ++k)
+    differ += std::memcmp(out[1].data<float>() + k, out[3].data<float>() + k, sizeof(float)) != 0;
+  std::printf("[cuda video fused residual norm] %lld of %lld values differ from the unfused decode\n",
+              static_cast<long long>(differ), static_cast<long long>(out[1].numel()));
+  EXPECT_EQ(differ, 0);
+}
+
+// The opt-in FP8 linears (VideoVaeLinears::kFp8Blockwise, E2): PSNR against diffusers FP32 and against the BF16
+// program reported; the bound only catches a broken path (a wrong scale or layout lands far below it).
+TEST(CudaVideoFp8, OptInFp8LinearsPsnrReported) {
+  VORTEX_REQUIRE_CUDA_BACKEND(gpu);
+  auto cases = SafetensorsFile::open(fixtures() + "/video_cases.safetensors");
+  ASSERT_TRUE(cases.ok()) << cases.status().to_string();
+  Tensor latents = get(*cases, "tiled_two_clips.latents"), want = get(*cases, "tiled_two_clips.decoded");
+  Tensor out[2];
+  const VideoVaeLinears modes[2] = {VideoVaeLinears::kBf16, VideoVaeLinears::kFp8Blockwise};
+  for (int i = 0; i < 2; ++i) {
+    auto vae = VideoVae::load(fixtures() + "/video_vae", **gpu, modes[i]);
+    ASSERT_TRUE(vae.ok()) << vae.status().to_string();
+    EXPECT_EQ((*vae)->linears(), modes[i]);
+    (*vae)->mutable_config().tile = 16;
+    (*vae)->mutable_config().tile_overlap = 4;
+    auto got = (*vae)->decode(latents);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    out[i] = *got;
+  }
+  int64_t same = 0;
+  for (int64_t k = 0; k < out[0].numel(); ++k) same += out[0].data<float>()[k] == out[1].data<float>()[k];
+  const double psnr = video_psnr(out[1], want), psnr_bf16 = video_psnr(out[1], out[0]);
+  std::printf(
+      "[cuda video fp8-blockwise] PSNR %.2f dB vs diffusers FP32 (BF16 program %.2f dB), %.2f dB vs the BF16 "
+      "program; %lld of %lld values equal to it\n",
+      psnr, video_psnr(out[0], want), psnr_bf16, static_cast<long long>(same), static_cast<long long>(out[0].numel()));
+  EXPECT_LT(same, out[0].numel());  // the FP8 GEMMs ran (the decode is not the BF16 one)
+  EXPECT_GE(psnr, 30.0);
 }
 
 TEST(CudaAudioParity, Fp32ProgramVsDiffusersAndCpu) {

@@ -264,6 +264,20 @@ TEST(VaeSynthetic, DeterministicAndSeedDependent) {
   EXPECT_EQ(AudioVaeConfig::full().hop(), 800);
 }
 
+// The FP8 linears are a CUDA-only opt-in: the CPU backend refuses them before reading a weight.
+TEST(VaeSynthetic, Fp8LinearsNeedTheCudaBackend) {
+  auto backend = make_backend("cpu", 1);
+  ASSERT_TRUE(backend.ok());
+  auto fp8 = VideoVae::synthetic(VideoVaeConfig::tiny(), **backend, 1, VideoVaeLinears::kFp8Blockwise);
+  ASSERT_FALSE(fp8.ok());
+  EXPECT_EQ(fp8.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(fp8.status().message().find("cuda backend only"), std::string::npos) << fp8.status().to_string();
+  auto bf16 = VideoVae::synthetic(VideoVaeConfig::tiny(), **backend, 1);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().to_string();
+  EXPECT_EQ((*bf16)->linears(), VideoVaeLinears::kBf16);
+  EXPECT_STREQ(video_vae_linears_name(VideoVaeLinears::kFp8Blockwise), "fp8-blockwise");
+}
+
 TEST(VaeTiling, SplitFollowsDiffusers) {
   // Released geometry on a 1344 x 768 canvas: 4 x 7 = 28 tiles.
   const TileSplit h = split_tiles(768, 256, 64, 16), w = split_tiles(1344, 256, 64, 16);

@@ -1,5 +1,6 @@
 // CUDA kernels of the two VAE decoders (docs/numerics.md "VAE decoders"), one stem per op with its CPU
-// reference in src/ref (src/ref/vae_ops.h): rms_norm_fp32, layer_norm, scale_add, add, conv1d,
+// reference in src/ref (src/ref/vae_ops.h): rms_norm_fp32, layer_norm, scale_add (and scale_add_rms_norm_fp32, the
+// two in one pass), add, conv1d,
 // conv_transpose1d, snake_beta, upsample1d, downsample1d. Each function is the ONE validating entry point of its
 // .cu file. Programs: the norms reproduce the canonical FP64 reductions (src/core/reduce.h) and every FP32
 // step with explicit __f*_rn (E0); the convolutions and resamplers run each output's FP64 chain in the
@@ -22,6 +23,10 @@ Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
                   cudaStream_t stream);
 // x[S, D] f32 = fp32(x + fp32(a * scale)), a [S, D] bf16 or f32, scale [D] f32.
 Status scale_add(Tensor& x, const Tensor& a, const Tensor& scale, cudaStream_t stream);
+// scale_add, then out[S, D] (f32 or bf16) = rms_norm_fp32(x, weight, eps), in one pass (scale_add_rms_norm.cu);
+// D <= 8192.
+Status scale_add_rms_norm_fp32(Tensor& x, const Tensor& a, const Tensor& scale, const Tensor& weight, float eps,
+                               Tensor& out, cudaStream_t stream);
 // x[C, L] f32 = fp32(x + y), then fp32(x * scale) when scale != 1.
 Status add(Tensor& x, const Tensor& y, float scale, cudaStream_t stream);
 // out[Cout, Lout] = conv1d(x[Cin, L], w[Cout, Cin, K]) + bias (stride 1), all f32; or x [B, Cin, L] ->
