@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
                  "[--no-mux-auto] [--no-variants] [--all-variants] [--breakdown] [--fp8] [--seed S]\n");
     return 2;
   }
+  std::setvbuf(stdout, nullptr, _IOLBF,
+               0);  // each line reaches a log file at once, also when a time limit ends the run
   const std::string out_dir = argv[1];
   int reps = 5, audio_reps = 20, mux_reps = 2;
   int64_t latent_t = 37;
@@ -106,6 +108,12 @@ int main(int argc, char** argv) {
   Backend& be = **backend;
   const Backend::DeviceInfo dev = be.device_info();
   RunEnvironment env = collect_environment(dev.name, dev.sm, dev.runtime);
+  // Each evidence row is appended as soon as it is measured, so a run cut short keeps the rows it finished.
+  const std::string path = evidence_path(out_dir, env, "vae-decode");
+  Status record_status = Status::Ok();
+  auto record = [&](nlohmann::json row) {
+    if (Status s = append_jsonl(path, {std::move(row)}); !s.ok() && record_status.ok()) record_status = s;
+  };
 
   // Synthetic released-shape decoders (weights built on the host, uploaded once).
   auto t_load = Clock::now();
@@ -153,7 +161,6 @@ int main(int argc, char** argv) {
       programs.push_back({"vortex-cuda-per-tile", "one tile per forward (unbatched)", per_tile});
     }
   }
-  std::vector<nlohmann::json> rows;
   std::vector<std::pair<std::string, Percentiles>> table;
   Tensor video, audio;
   double video_p50 = 0.0;
@@ -179,58 +186,24 @@ int main(int argc, char** argv) {
     if (&prog == &programs.front()) peak_video = peak;
     const Percentiles p = percentiles(ms);
     if (&prog == &programs.front()) video_p50 = p.p50;
-    rows.push_back(evidence_row(env, "vae_decode_video", prog.impl, shape_to_string(vlat.shape()), p, {},
-                                {{"latents", shape_to_string(vlat.shape())},
-                                 {"program", prog.what},
-                                 {"frames", frames},
-                                 {"tile_forwards", tiles},
-                                 {"tiling", vc.tiling},
-                                 {"weights", "synthetic (released shapes)"},
-                                 {"weights_device_bytes", weights_bytes},
-                                 {"peak_device_bytes", peak},
-                                 {"peak_note",
-                                  "backend peak since start (weights included; later programs include "
-                                  "earlier workspaces)"},
-                                 {"workspace_bytes", (*vvae)->workspace_bytes()},
-                                 {"target_ms", 3000.0},
-                                 {"reps", reps}}));
+    record(evidence_row(env, "vae_decode_video", prog.impl, shape_to_string(vlat.shape()), p, {},
+                        {{"latents", shape_to_string(vlat.shape())},
+                         {"program", prog.what},
+                         {"frames", frames},
+                         {"tile_forwards", tiles},
+                         {"tiling", vc.tiling},
+                         {"weights", "synthetic (released shapes)"},
+                         {"weights_device_bytes", weights_bytes},
+                         {"peak_device_bytes", peak},
+                         {"peak_note",
+                          "backend peak since start (weights included; later programs include "
+                          "earlier workspaces)"},
+                         {"workspace_bytes", (*vvae)->workspace_bytes()},
+                         {"target_ms", 3000.0},
+                         {"reps", reps}}));
     table.push_back({std::string("video decode: ") + prog.what, p});
   }
   if (Status s = (*vvae)->set_batching(VideoVae::Batching{}); !s.ok()) return fail(s, "batching");
-  if (fp8) {
-    // The opt-in FP8 linears (E2) on the same synthetic weights: time, and PSNR against the default program's frames.
-    auto f8 = VideoVae::synthetic(VideoVaeConfig::full(), be, seed, VideoVaeLinears::kFp8Blockwise);
-    if (!f8.ok()) return fail(f8.status(), "synthetic video VAE (fp8)");
-    auto t0 = Clock::now();
-    auto v = (*f8)->decode(vlat);
-    if (!v.ok()) return fail(v.status(), "video decode fp8 (warm-up)");
-    std::printf("[vortex-cuda-fp8] warm-up decode %.3f s\n", seconds_since(t0));
-    std::vector<double> ms;
-    for (int r = 0; r < reps; ++r) {
-      t0 = Clock::now();
-      auto vr = (*f8)->decode(vlat);
-      if (!vr.ok()) return fail(vr.status(), "video decode fp8");
-      ms.push_back(seconds_since(t0) * 1e3);
-      std::printf("[vortex-cuda-fp8] video decode %d/%d: %.1f ms\n", r + 1, reps, ms.back());
-      v = std::move(vr);
-    }
-    const double psnr = shown_psnr(*v, video);
-    std::printf("[vortex-cuda-fp8] PSNR %.2f dB against the BF16 program's frames\n", psnr);
-    const Percentiles p = percentiles(ms);
-    rows.push_back(evidence_row(env, "vae_decode_video", "vortex-cuda-fp8", shape_to_string(vlat.shape()), p, {},
-                                {{"latents", shape_to_string(vlat.shape())},
-                                 {"program",
-                                  "fp8-blockwise linears (E2 opt-in): FP8 E4M3, 128x128 weight / 1x128 activation "
-                                  "block scales; stem, head, attention as the default"},
-                                 {"psnr_db_vs_bf16_program", psnr},
-                                 {"frames", frames},
-                                 {"tile_forwards", tiles},
-                                 {"weights", "synthetic (released shapes)"},
-                                 {"peak_device_bytes", be.memory_peak()},
-                                 {"target_ms", 2000.0},
-                                 {"reps", reps}}));
-    table.push_back({"video decode: fp8-blockwise linears (opt-in, E2)", p});
-  }
   if (breakdown) {
     // One default decode with the forward's level-1 regions (CUDA events on the compute stream): device time per
     // op family, summed over every batch and block; the rest of the wall time is host work the device waited for.
@@ -260,16 +233,15 @@ int main(int argc, char** argv) {
                 100.0 * device_ms / wall_ms, wall_ms);
     Percentiles one;
     one.p10 = one.p50 = one.p90 = wall_ms;
-    rows.push_back(evidence_row(env, "vae_decode_video_breakdown", "vortex-cuda", shape_to_string(vlat.shape()), one,
-                                {},
-                                {{"latents", shape_to_string(vlat.shape())},
-                                 {"device_ms_by_op", parts},
-                                 {"device_ms_sum", device_ms},
-                                 {"wall_ms", wall_ms},
-                                 {"note",
-                                  "one decode with CUDA-event regions around each op family of the forward; the "
-                                  "region events add a little time; wall - sum = time the compute stream was idle "
-                                  "(host tokens, stitch of the last batch, gaps)"}}));
+    record(evidence_row(env, "vae_decode_video_breakdown", "vortex-cuda", shape_to_string(vlat.shape()), one, {},
+                        {{"latents", shape_to_string(vlat.shape())},
+                         {"device_ms_by_op", parts},
+                         {"device_ms_sum", device_ms},
+                         {"wall_ms", wall_ms},
+                         {"note",
+                          "one decode with CUDA-event regions around each op family of the forward; the "
+                          "region events add a little time; wall - sum = time the compute stream was idle "
+                          "(host tokens, stitch of the last batch, gaps)"}}));
   }
   {
     auto a = (*avae)->decode(alat);  // warm-up
@@ -284,14 +256,14 @@ int main(int argc, char** argv) {
     audio = *a;
   }
   const Percentiles pa = percentiles(audio_ms);
-  rows.push_back(evidence_row(env, "vae_decode_audio", "vortex-cuda", shape_to_string(alat.shape()), pa, {},
-                              {{"latents", shape_to_string(alat.shape())},
-                               {"program", "both stereo channels in one pass, FP64-chain convolutions"},
-                               {"samples", audio.dim(1)},
-                               {"weights", "synthetic (released shapes)"},
-                               {"peak_device_bytes", be.memory_peak()},
-                               {"target_ms", 30.0},
-                               {"reps", audio_reps}}));
+  record(evidence_row(env, "vae_decode_audio", "vortex-cuda", shape_to_string(alat.shape()), pa, {},
+                      {{"latents", shape_to_string(alat.shape())},
+                       {"program", "both stereo channels in one pass, FP64-chain convolutions"},
+                       {"samples", audio.dim(1)},
+                       {"weights", "synthetic (released shapes)"},
+                       {"peak_device_bytes", be.memory_peak()},
+                       {"target_ms", 30.0},
+                       {"reps", audio_reps}}));
   table.push_back({"audio decode (stereo batched)", pa});
   if (mux) {
     if (Status ms = mp4_support(); !ms.ok()) {  // no FFmpeg here: the decode rows stand, the MP4 rows are skipped
@@ -348,15 +320,48 @@ int main(int argc, char** argv) {
                               {"reps", mux_reps},
                               {"note", "synthetic-weight output (noise): a worst case for the encoders"}};
       if (!fallback.empty()) extra["encoder_fallback"] = fallback;
-      rows.push_back(evidence_row(env, "decode_to_mp4", "vortex-cuda+" + enc + "-" + mc.preset + "->" + used,
-                                  shape_to_string(vlat.shape()), pm, {}, extra));
+      record(evidence_row(env, "decode_to_mp4", "vortex-cuda+" + enc + "-" + mc.preset + "->" + used,
+                          shape_to_string(vlat.shape()), pm, {}, extra));
       table.push_back({"decode + mux to video.mp4 (" + enc + " " + mc.preset + " -> " + used + ")", pm});
     }
     std::error_code ec;
     std::filesystem::remove_all(tmp, ec);
   }
-  const std::string path = evidence_path(out_dir, env, "vae-decode");
-  if (Status s = append_jsonl(path, rows); !s.ok()) return fail(s, "evidence");
+  if (fp8) {
+    // The opt-in FP8 linears (E2) on the same synthetic weights: time, and PSNR against the default program's frames.
+    auto f8 = VideoVae::synthetic(VideoVaeConfig::full(), be, seed, VideoVaeLinears::kFp8Blockwise);
+    if (!f8.ok()) return fail(f8.status(), "synthetic video VAE (fp8)");
+    auto t0 = Clock::now();
+    auto v = (*f8)->decode(vlat);
+    if (!v.ok()) return fail(v.status(), "video decode fp8 (warm-up)");
+    std::printf("[vortex-cuda-fp8] warm-up decode %.3f s\n", seconds_since(t0));
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+      t0 = Clock::now();
+      auto vr = (*f8)->decode(vlat);
+      if (!vr.ok()) return fail(vr.status(), "video decode fp8");
+      ms.push_back(seconds_since(t0) * 1e3);
+      std::printf("[vortex-cuda-fp8] video decode %d/%d: %.1f ms\n", r + 1, reps, ms.back());
+      v = std::move(vr);
+    }
+    const double psnr = shown_psnr(*v, video);
+    std::printf("[vortex-cuda-fp8] PSNR %.2f dB against the BF16 program's frames\n", psnr);
+    const Percentiles p = percentiles(ms);
+    record(evidence_row(env, "vae_decode_video", "vortex-cuda-fp8", shape_to_string(vlat.shape()), p, {},
+                        {{"latents", shape_to_string(vlat.shape())},
+                         {"program",
+                          "fp8-blockwise linears (E2 opt-in): FP8 E4M3, 128x128 weight / 1x128 activation "
+                          "block scales; stem, head, attention as the default"},
+                         {"psnr_db_vs_bf16_program", psnr},
+                         {"frames", frames},
+                         {"tile_forwards", tiles},
+                         {"weights", "synthetic (released shapes)"},
+                         {"peak_device_bytes", be.memory_peak()},
+                         {"target_ms", 2000.0},
+                         {"reps", reps}}));
+    table.push_back({"video decode: fp8-blockwise linears (opt-in, E2)", p});
+  }
+  if (Status s = record_status; !s.ok()) return fail(s, "evidence");
   std::printf("\n| what | p10 ms | p50 ms | p90 ms |\n|---|---|---|---|\n");
   for (const auto& [what, p] : table) std::printf("| %s | %.1f | %.1f | %.1f |\n", what.c_str(), p.p10, p.p50, p.p90);
   std::printf(

@@ -289,7 +289,16 @@ Result<std::unique_ptr<VideoVae>> VideoVae::from_source(const VideoVaeConfig& cf
     const Tensor bf16 = to_bf16_host(host);
     Tensor q = Tensor::empty({n, k}, DType::kF8E4M3);                                        // [N, K] e4m3
     Tensor scales = Tensor::empty({(n + 127) / 128, fp8_block_scale_cols(k)}, DType::kF32);  // [N/128, L4] f32
-    quantize_fp8_block128x128_ref(bf16.data<uint16_t>(), n, k, q.data<uint8_t>(), scales.data<float>());
+    // 128-row slabs are independent blocks: quantized on all cores, the same bytes as one call over the matrix.
+    const int64_t slabs = (n + 127) / 128, cols = fp8_block_scale_cols(k);
+    const int threads = static_cast<int>(std::min(16u, std::max(1u, std::thread::hardware_concurrency())));
+    parallel_for_ranges(static_cast<size_t>(slabs), threads, 1, [&](size_t b0, size_t b1) {
+      for (size_t b = b0; b < b1; ++b) {
+        const int64_t r0 = static_cast<int64_t>(b) * 128, rows = std::min<int64_t>(128, n - r0);
+        quantize_fp8_block128x128_ref(bf16.data<uint16_t>() + r0 * k, rows, k, q.data<uint8_t>() + r0 * k,
+                                      scales.data<float>() + static_cast<int64_t>(b) * cols);
+      }
+    });
     VORTEX_ASSIGN_OR_RETURN(lw.weight, backend.upload(q));
     VORTEX_ASSIGN_OR_RETURN(lw.weight_scale, backend.upload(scales));
     lw.format = QuantFormat::kFp8Scaled;
