@@ -26,3 +26,15 @@ vortex_test(NAME ref2va_presentation_test SOURCES ${CMAKE_SOURCE_DIR}/tests/visi
 target_compile_definitions(ref2va_presentation_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
                                                             VORTEX_QWEN_TOKENIZER="${CMAKE_BINARY_DIR}/tests/text/qwen/qwen_tokenizer.json")
 add_dependencies(ref2va_presentation_test qwen_tokenizer_fixture)
+# Video frame pairs and a ref2va presentation's hidden states (tests/vision/make_ref2va_vision_fixtures.py) on the
+# text encoder tests' tiny model.
+vortex_test(NAME ref2va_vision_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/ref2va_vision_test.cpp LIBS vortex)
+target_compile_definitions(ref2va_vision_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
+                                                      VORTEX_TE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text_encoder/fixtures")
+# The video frame pairs through the vision tower on the CUDA backend (label gpu; skips without a device).
+if(TARGET vortex_cuda)
+  vortex_test(NAME ref2va_vision_cuda_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/ref2va_vision_cuda_test.cpp
+              LIBS vortex_vision vortex_vae vortex_io vortex_cuda GPU)
+  target_compile_definitions(ref2va_vision_cuda_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
+                                                             VORTEX_TE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text_encoder/fixtures")
+endif()
