@@ -1,6 +1,7 @@
-// VaeOps: the FP32 ops of the video and audio VAE decoders (src/vae) in the Backend (src/backend/backend.h):
-// norms, LayerScale residuals, 1-D convolutions and their transposes, Snake activations and anti-aliased
-// resampling. Numerics: docs/numerics.md "VAE decoders"; CPU programs: src/ref/vae_ops.h.
+// VaeOps: the FP32 ops of the video and audio VAE decoders and the audio VAE encoder (src/vae) in the Backend
+// (src/backend/backend.h): norms, LayerScale residuals, 1-D convolutions and their transposes, Snake activations,
+// anti-aliased resampling, and the encoder's strided convolutions and pre_block. Numerics: docs/numerics.md "VAE
+// decoders"; CPU programs: src/ref/vae_ops.h.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +73,40 @@ class VaeOps : public virtual BackendIdentity {
   virtual Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) {
     (void)x, (void)filter, (void)ratio, (void)out;
     return vae_op_unsupported("downsample1d");
+  }
+
+  // ---- Audio VAE encoder ops (src/vae/audio_vae_encoder.h; CPU programs in src/ref/vae_ops.h) ----
+  // Every output is one FP64 evaluation rounded once to FP32. Signals are contiguous [B, C, L] f32 stacks.
+  // Snake1d in place on x[B * C, L] f32 (row r is channel r % C): x + 1/(alpha + 1e-9) * sin(alpha * x)^2, alpha [C].
+  virtual Status snake(Tensor& x, const Tensor& alpha) {
+    (void)x, (void)alpha;
+    return vae_op_unsupported("snake");
+  }
+  // out[B, Cout, (L + 2p - d(K-1) - 1) / s + 1] = conv1d(x[B, Cin, L], w[Cout, Cin, K], stride s, padding p,
+  // dilation d) + bias; FP64 sum in (c, k) order. f32.
+  virtual Status conv1d_strided(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int dilation,
+                                int padding, Tensor& out) {
+    (void)x, (void)weight, (void)bias, (void)stride, (void)dilation, (void)padding, (void)out;
+    return vae_op_unsupported("conv1d_strided");
+  }
+  // LayerNorm over the channels of each position: out[b, :, t] = (x - mean) / sqrt(var + eps) * w + b, FP64.
+  // x, out [B, D, L] f32; weight, bias [D] f32.
+  virtual Status layer_norm_channels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                     Tensor& out) {
+    (void)x, (void)weight, (void)bias, (void)eps, (void)out;
+    return vae_op_unsupported("layer_norm_channels");
+  }
+  // The audio encoder's pre_block attention: qkv [B, 3D, T] (q, k, v channel blocks, `heads` heads of D / heads)
+  // -> causal softmax(q k^T / sqrt(D / heads)) v per head (FP64, rounded), mean over heads (rounded), then
+  // adaptive_avg_pool1d from D / heads to C (rounded) -> out [B, C, T] f32.
+  virtual Status pooled_causal_attention(const Tensor& qkv, int heads, Tensor& out) {
+    (void)qkv, (void)heads, (void)out;
+    return vae_op_unsupported("pooled_causal_attention");
+  }
+  // GeGLU gate: out = fp32(fp32(gelu_tanh(a)) * g), gelu_tanh in FP64. a, g, out of one shape, contiguous f32.
+  virtual Status gelu_tanh_mul(const Tensor& a, const Tensor& g, Tensor& out) {
+    (void)a, (void)g, (void)out;
+    return vae_op_unsupported("gelu_tanh_mul");
   }
 
  protected:

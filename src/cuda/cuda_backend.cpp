@@ -12,6 +12,7 @@
 #include "cuda/attention/sdpa.h"
 #include "cuda/check.h"
 #include "cuda/nvfp4_activation_slots.h"
+#include "cuda/ops/audio_encoder_ops.h"
 #include "cuda/ops/nvfp4_quantize.h"
 #include "cuda/ops/ops.h"
 #include "cuda/ops/vae_ops.h"
@@ -796,6 +797,33 @@ Status CudaBackend::conv3d(const Tensor& x, const Tensor& weight, const Tensor& 
   }
   VORTEX_RETURN_IF_ERROR(conv3d_->run(x, weight, bias, stride_t, stride_s, allow_tf32, out, stream_));
   return after_op("conv3d");
+}
+
+Status CudaBackend::snake(Tensor& x, const Tensor& alpha) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::snake(x, alpha, stream_));
+  return after_op("snake");
+}
+
+Status CudaBackend::conv1d_strided(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int dilation,
+                                   int padding, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::conv1d_strided(x, weight, bias, stride, dilation, padding, out, stream_));
+  return after_op("conv1d_strided");
+}
+
+Status CudaBackend::layer_norm_channels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                        Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::layer_norm_channels(x, weight, bias, eps, out, stream_));
+  return after_op("layer_norm_channels");
+}
+
+Status CudaBackend::pooled_causal_attention(const Tensor& qkv, int heads, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::pooled_causal_attention(qkv, heads, out, stream_));
+  return after_op("pooled_causal_attention");
+}
+
+Status CudaBackend::gelu_tanh_mul(const Tensor& a, const Tensor& g, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::gelu_tanh_mul(a, g, out, stream_));
+  return after_op("gelu_tanh_mul");
 }
 
 Status CudaBackend::scale_add(Tensor& x, const Tensor& a, const Tensor& scale) {

@@ -131,6 +131,15 @@ class CudaBackend : public Backend {
                            Tensor& out) override;
   Status conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride_t, int stride_s, bool allow_tf32,
                 Tensor& out) override;
+  // Audio VAE encoder ops (src/cuda/ops/audio_encoder_ops.h): E0 vs the CPU programs except the stated tolerance
+  // of the FP64 sin / tanh / exp in snake, gelu_tanh_mul and pooled_causal_attention.
+  Status snake(Tensor& x, const Tensor& alpha) override;
+  Status conv1d_strided(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int dilation,
+                        int padding, Tensor& out) override;
+  Status layer_norm_channels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                             Tensor& out) override;
+  Status pooled_causal_attention(const Tensor& qkv, int heads, Tensor& out) override;
+  Status gelu_tanh_mul(const Tensor& a, const Tensor& g, Tensor& out) override;
   ExecOptions default_options() const override { return policy_exec_options(policy_.policy_arch); }
   // fused_gate_add and debug_sync follow the model's ExecOptions.
   void configure(const ExecOptions& opts) override {

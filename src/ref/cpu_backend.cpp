@@ -185,4 +185,24 @@ Status CpuBackend::downsample1d(const Tensor& x, const Tensor& filter, int ratio
   return ref::downsample1d(x, filter, ratio, out, run_);
 }
 
+Status CpuBackend::snake(Tensor& x, const Tensor& alpha) { return ref::snake(x, alpha, run_); }
+
+Status CpuBackend::conv1d_strided(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int dilation,
+                                  int padding, Tensor& out) {
+  return ref::conv1d_strided(x, weight, bias, stride, dilation, padding, out, run_);
+}
+
+Status CpuBackend::layer_norm_channels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                       Tensor& out) {
+  return ref::layer_norm_channels(x, weight, bias, eps, out, run_);
+}
+
+Status CpuBackend::pooled_causal_attention(const Tensor& qkv, int heads, Tensor& out) {
+  return ref::pooled_causal_attention(qkv, heads, out, run_);
+}
+
+Status CpuBackend::gelu_tanh_mul(const Tensor& a, const Tensor& g, Tensor& out) {
+  return ref::gelu_tanh_mul(a, g, out, run_);
+}
+
 }  // namespace vortex

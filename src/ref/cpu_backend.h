@@ -70,6 +70,14 @@ class CpuBackend : public Backend {
                            Tensor& out) override;
   Status conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride_t, int stride_s, bool allow_tf32,
                 Tensor& out) override;
+  // Audio VAE encoder ops (src/ref/vae_ops.h, one FP64 evaluation per output).
+  Status snake(Tensor& x, const Tensor& alpha) override;
+  Status conv1d_strided(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int dilation,
+                        int padding, Tensor& out) override;
+  Status layer_norm_channels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                             Tensor& out) override;
+  Status pooled_causal_attention(const Tensor& qkv, int heads, Tensor& out) override;
+  Status gelu_tanh_mul(const Tensor& a, const Tensor& g, Tensor& out) override;
 
  private:
   ref::RowThreadPool pool_;

@@ -1,9 +1,9 @@
-// CPU reference ops of the two VAE decoders (docs/numerics.md "VAE decoders"): plain loops over host
-// tensors, one source file per op stem, the oracle for any GPU kernel of the same stem. Like ref_ops.h,
-// each op validates once and runs its rows (tokens, or output channels for the 1-D signal ops) through
-// a RowRunner, one thread per output element in a fixed order: bytes never depend on the thread count.
-// Signal tensors are channel-major [C, L] f32 (one mono waveform's feature map).
-// Tested in tests/ref/vae_ops_test.cpp against independent FP64 formulas and hand-picked values.
+// CPU reference ops of the two VAE decoders (docs/numerics.md "VAE decoders") and the audio VAE encoder: plain loops
+// over host tensors, one source file per op stem, the oracle for any GPU kernel of the same stem. Like ref_ops.h, each
+// op validates once and runs its rows (tokens, or output channels for the 1-D signal ops) through a RowRunner, one
+// thread per output element in a fixed order: bytes never depend on the thread count. Signal tensors are channel-major
+// [C, L] f32 (one mono waveform's feature map). Tested in tests/ref/vae_ops_test.cpp against independent FP64 formulas
+// and hand-picked values.
 #pragma once
 
 #include <cstdint>
@@ -61,9 +61,42 @@ Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out,
 // x [C, L] -> out [C, (L - 1) / ratio + 1], f32.
 Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out, const RowRunner& run = run_serial);
 
+// ---- Audio VAE encoder ops (src/vae/audio_vae_encoder.h): every output one FP64 evaluation rounded once to FP32;
+// signals are contiguous [B, C, L] f32 stacks. ----
+
+// Snake1d in place: x = fp32(x + (1 / (a + 1e-9)) * s * s), s = sin(a * x), a = alpha[c], all in FP64 (libm sin).
+// x [B * C, L] (row r is channel r % C), alpha [C] f32.
+Status snake(Tensor& x, const Tensor& alpha, const RowRunner& run = run_serial);
+
+// out[b, o, t] = fp32(sum_{c, k} w[o, c, k] * x[b, c, t * stride + k * dilation - padding] + bias[o]): FP64 sum in
+// (c, k) order over the taps inside [0, L), the bias added last. x [B, Cin, L], w [Cout, Cin, K], bias [Cout],
+// out [B, Cout, conv1d_strided_out_length(L, K, stride, dilation, padding)].
+Status conv1d_strided(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int dilation, int padding,
+                      Tensor& out, const RowRunner& run = run_serial);
+
+// LayerNorm over channels, per (b, t): mean = (sum_d x) / D, var = (sum_d (x - mean)^2) / D in FP64 (d ascending),
+// out = fp32((x - mean) * (1 / sqrt(var + eps)) * w[d] + bias[d]) in FP64, left to right. x, out [B, D, L] f32
+// (out may be x), weight/bias [D] f32.
+Status layer_norm_channels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& out,
+                           const RowRunner& run = run_serial);
+
+// The audio encoder's pre_block attention on qkv [B, 3D, T] f32 (channels: q, then k, then v; head h holds channels
+// [h * hd, (h + 1) * hd), hd = D / heads). Per (b, t, h): s_j = (sum_e q_e k_je) * (1 / sqrt(hd)) for j <= t (FP64),
+// p_j = exp(s_j - max) summed in ascending j, o_e = fp32(sum_j (p_j / sum) * v_je). Then per (b, t):
+// m_e = fp32((sum_h o_he) / heads), out[b, c, t] = fp32((sum_{e in bin c} m_e) / |bin c|) with adaptive_avg_pool1d's
+// bins [floor(c * hd / C), ceil((c + 1) * hd / C)). out [B, C, T] f32 (C from out).
+Status pooled_causal_attention(const Tensor& qkv, int heads, Tensor& out, const RowRunner& run = run_serial);
+
+// out = fp32(fp32(gelu(a)) * g), gelu(a) = 0.5 a (1 + tanh(sqrt(2 / pi) (a + ((0.044715 a) a) a))) in FP64 (libm
+// tanh). a, g, out contiguous f32 of one shape (out may be a).
+Status gelu_tanh_mul(const Tensor& a, const Tensor& g, Tensor& out, const RowRunner& run = run_serial);
+
 // Shape helpers shared by the ops and their callers.
 inline int64_t conv1d_out_length(int64_t l, int64_t k, int dilation, int padding) {
   return l + 2 * padding - static_cast<int64_t>(dilation) * (k - 1);
+}
+inline int64_t conv1d_strided_out_length(int64_t l, int64_t k, int stride, int dilation, int padding) {
+  return (l + 2 * padding - static_cast<int64_t>(dilation) * (k - 1) - 1) / stride + 1;
 }
 inline int64_t conv_transpose1d_out_length(int64_t l, int64_t k, int stride, int padding) {
   return (l - 1) * stride - 2 * padding + k;

@@ -234,6 +234,25 @@ Result<AudioVaeEncoder> AudioVaeEncoder::from_source(const AudioVaeEncoderConfig
   return e;
 }
 
+Result<AudioVaeEncoder> AudioVaeEncoder::from_source(const AudioVaeEncoderConfig& config, const VaeTensorSource& source,
+                                                     Backend* backend) {
+  VORTEX_ASSIGN_OR_RETURN(AudioVaeEncoder e, from_source(config, source));
+  if (backend == nullptr) return e;
+  e.backend_ = backend;
+  VORTEX_RETURN_IF_ERROR(e.upload_weights().with_context("audio VAE encoder: uploading the weights to the " +
+                                                         std::string(backend->name()) + " backend"));
+  return e;
+}
+
+Result<AudioVaeEncoder> AudioVaeEncoder::load(const std::string& dir, Backend* backend) {
+  VORTEX_ASSIGN_OR_RETURN(AudioVaeEncoder e, load(dir));
+  if (backend == nullptr) return e;
+  e.backend_ = backend;
+  VORTEX_RETURN_IF_ERROR(e.upload_weights().with_context("audio VAE encoder: uploading the weights to the " +
+                                                         std::string(backend->name()) + " backend"));
+  return e;
+}
+
 Result<AudioVaeEncoder> AudioVaeEncoder::load(const std::string& dir) {
   VORTEX_ASSIGN_OR_RETURN(VaeFolder folder,
                           open_vae_folder(dir, "audio VAE encoder", "MiniMaxH3AudioVAE", ConfigKind::kAudioVae));
@@ -350,6 +369,7 @@ Result<Tensor> AudioVaeEncoder::encode_mean(const Tensor& waveforms) const {
   for (int64_t i = 0; i < b_n * n; ++i)
     if (!std::isfinite(waveforms.data<float>()[i]))
       return invalid_argument("audio VAE encoder: waveform sample " + std::to_string(i) + " is not finite");
+  if (backend_ != nullptr) return encode_backend(waveforms);
   const int64_t c = config_.latent_channels, t_n = (n + config_.hop() - 1) / config_.hop();
   Tensor out = Tensor::empty({b_n, c, t_n}, DType::kF32);
   for (int64_t b = 0; b < b_n; ++b) {
@@ -375,6 +395,149 @@ Result<Tensor> AudioVaeEncoder::encode_condition(const Tensor& stereo) const {
             (v - config_.latents_mean[static_cast<size_t>(o)]) / config_.latents_std[static_cast<size_t>(o)];
       }
   return rows;
+}
+
+// ---- The Backend program: the reference above, op for op, on channel-major [B, C, L] stacks. ----
+
+Status AudioVaeEncoder::upload_weights() {
+  Backend& be = *backend_;
+  auto device = std::make_shared<DeviceWeights>();
+  auto up = [&](const Tensor& host) -> Result<Tensor> { return be.upload(host); };
+  auto conv = [&](const Conv& c) -> Result<DeviceConv> {
+    DeviceConv d;
+    VORTEX_ASSIGN_OR_RETURN(d.weight, up(c.weight));
+    VORTEX_ASSIGN_OR_RETURN(d.bias, up(c.bias));
+    d.stride = c.stride;
+    d.padding = c.padding;
+    d.dilation = c.dilation;
+    return d;
+  };
+  auto one_by_one = [&](const Tensor& w, const Tensor& b) -> Result<DeviceConv> {  // a linear [O, I] as [O, I, 1]
+    DeviceConv d;
+    VORTEX_ASSIGN_OR_RETURN(const Tensor w3, w.reshape({w.dim(0), w.dim(1), 1}));
+    VORTEX_ASSIGN_OR_RETURN(d.weight, up(w3));
+    VORTEX_ASSIGN_OR_RETURN(d.bias, up(b));
+    return d;
+  };
+  auto norm = [&](const Norm& n) -> Result<DeviceNorm> {
+    DeviceNorm d;
+    VORTEX_ASSIGN_OR_RETURN(d.weight, up(n.weight));
+    VORTEX_ASSIGN_OR_RETURN(d.bias, up(n.bias));
+    return d;
+  };
+  DeviceWeights& w = *device;
+  VORTEX_ASSIGN_OR_RETURN(w.conv_in, conv(conv_in_));
+  for (const Block& b : blocks_) {
+    DeviceBlock db;
+    for (const Residual& r : b.units) {
+      DeviceResidual dr;
+      VORTEX_ASSIGN_OR_RETURN(dr.alpha1, up(r.alpha1));
+      VORTEX_ASSIGN_OR_RETURN(dr.alpha2, up(r.alpha2));
+      VORTEX_ASSIGN_OR_RETURN(dr.conv1, conv(r.conv1));
+      VORTEX_ASSIGN_OR_RETURN(dr.conv2, conv(r.conv2));
+      db.units.push_back(std::move(dr));
+    }
+    VORTEX_ASSIGN_OR_RETURN(db.alpha, up(b.alpha));
+    VORTEX_ASSIGN_OR_RETURN(db.down, conv(b.down));
+    w.blocks.push_back(std::move(db));
+  }
+  VORTEX_ASSIGN_OR_RETURN(w.alpha_out, up(alpha_out_));
+  VORTEX_ASSIGN_OR_RETURN(w.conv_out, conv(conv_out_));
+  VORTEX_ASSIGN_OR_RETURN(w.norm1, norm(norm1_));
+  VORTEX_ASSIGN_OR_RETURN(w.norm2, norm(norm2_));
+  VORTEX_ASSIGN_OR_RETURN(w.norm3, norm(norm3_));
+  VORTEX_ASSIGN_OR_RETURN(w.mlp_norm, norm(mlp_norm_));
+  const int64_t ld = config_.latent_dim;
+  Tensor qkv_bias = Tensor::zeros({3 * ld}, DType::kF32);  // (q_bias, the zero key bias, v_bias)
+  std::memcpy(qkv_bias.data<float>(), q_bias_.data<float>(), static_cast<size_t>(ld) * sizeof(float));
+  std::memcpy(qkv_bias.data<float>() + 2 * ld, v_bias_.data<float>(), static_cast<size_t>(ld) * sizeof(float));
+  VORTEX_ASSIGN_OR_RETURN(w.qkv, one_by_one(qkv_weight_, qkv_bias));
+  VORTEX_ASSIGN_OR_RETURN(w.proj, one_by_one(proj_.weight, proj_.bias));
+  VORTEX_ASSIGN_OR_RETURN(w.attn_proj, one_by_one(attn_proj_.weight, attn_proj_.bias));
+  VORTEX_ASSIGN_OR_RETURN(w.w0, one_by_one(w0_.weight, w0_.bias));
+  VORTEX_ASSIGN_OR_RETURN(w.w1, one_by_one(w1_.weight, w1_.bias));
+  VORTEX_ASSIGN_OR_RETURN(w.w2, one_by_one(w2_.weight, w2_.bias));
+  VORTEX_ASSIGN_OR_RETURN(w.mean_proj, conv(mean_proj_));
+  device_ = std::move(device);
+  return Status::Ok();
+}
+
+Result<Tensor> AudioVaeEncoder::encode_backend(const Tensor& waveforms) const {
+  Backend& be = *backend_;
+  const DeviceWeights& w = *device_;
+  const int64_t b_n = waveforms.dim(0), n = waveforms.dim(1), hop = config_.hop();
+  const int64_t c = config_.latent_channels, ld = config_.latent_dim;
+  Tensor padded = Tensor::zeros({b_n, 1, (n + hop - 1) / hop * hop}, DType::kF32);  // right-padded to a whole hop
+  for (int64_t b = 0; b < b_n; ++b)
+    std::memcpy(padded.data<float>() + b * padded.dim(2), waveforms.data<float>() + b * n,
+                static_cast<size_t>(n) * sizeof(float));
+  auto alloc = [&](int64_t ch, int64_t len) { return be.alloc({b_n, ch, len}, DType::kF32); };  // [B, ch, len] f32
+  auto rows = [](const Tensor& t) { return t.reshape({t.dim(0) * t.dim(1), t.dim(2)}); };       // [B * ch, len]
+  auto run_conv = [&](const Tensor& x, const DeviceConv& cv) -> Result<Tensor> {
+    const int64_t k = cv.weight.dim(2), lout = (x.dim(2) + 2 * cv.padding - cv.dilation * (k - 1) - 1) / cv.stride + 1;
+    VORTEX_ASSIGN_OR_RETURN(Tensor out, alloc(cv.weight.dim(0), lout));
+    if (cv.stride == 1) VORTEX_RETURN_IF_ERROR(be.conv1d(x, cv.weight, &cv.bias, cv.dilation, cv.padding, out));
+    else VORTEX_RETURN_IF_ERROR(be.conv1d_strided(x, cv.weight, cv.bias, cv.stride, cv.dilation, cv.padding, out));
+    return out;
+  };
+  auto snake_of = [&](const Tensor& x, const Tensor& alpha) -> Result<Tensor> {  // a snaked copy of x
+    VORTEX_ASSIGN_OR_RETURN(Tensor y, alloc(x.dim(1), x.dim(2)));
+    VORTEX_ASSIGN_OR_RETURN(const Tensor xr, rows(x));
+    VORTEX_ASSIGN_OR_RETURN(Tensor yr, rows(y));
+    VORTEX_RETURN_IF_ERROR(be.copy(xr, yr));
+    VORTEX_RETURN_IF_ERROR(be.snake(yr, alpha));
+    return y;
+  };
+  auto add_into = [&](const Tensor& x, const Tensor& r) -> Status {
+    VORTEX_ASSIGN_OR_RETURN(Tensor xr, rows(x));
+    VORTEX_ASSIGN_OR_RETURN(const Tensor rr, rows(r));
+    return be.add(xr, rr, 1.0f);
+  };
+  VORTEX_ASSIGN_OR_RETURN(const Tensor wave, be.upload(padded));
+  VORTEX_ASSIGN_OR_RETURN(Tensor x, run_conv(wave, w.conv_in));  // [B, d, L]
+  for (const DeviceBlock& blk : w.blocks) {
+    for (const DeviceResidual& u : blk.units) {
+      VORTEX_ASSIGN_OR_RETURN(const Tensor s1, snake_of(x, u.alpha1));
+      VORTEX_ASSIGN_OR_RETURN(Tensor r1, run_conv(s1, u.conv1));
+      VORTEX_ASSIGN_OR_RETURN(Tensor r1_rows, rows(r1));
+      VORTEX_RETURN_IF_ERROR(be.snake(r1_rows, u.alpha2));
+      VORTEX_ASSIGN_OR_RETURN(const Tensor r2, run_conv(r1, u.conv2));
+      VORTEX_RETURN_IF_ERROR(add_into(x, r2));
+    }
+    VORTEX_ASSIGN_OR_RETURN(const Tensor s, snake_of(x, blk.alpha));
+    VORTEX_ASSIGN_OR_RETURN(x, run_conv(s, blk.down));  // [B, 2d, L / stride]
+  }
+  {
+    VORTEX_ASSIGN_OR_RETURN(Tensor xr, rows(x));
+    VORTEX_RETURN_IF_ERROR(be.snake(xr, w.alpha_out));
+  }
+  VORTEX_ASSIGN_OR_RETURN(const Tensor h, run_conv(x, w.conv_out));  // [B, latent_dim, T]
+  const int64_t t_n = h.dim(2);
+  constexpr double kEps = 1e-5;
+  // pre_block: proj(norm3(h)) + attn_proj(pool(attention(qkv(norm1(h))))), then + w2(gelu(w0(z)) * w1(z)) with
+  // z = mlp_norm(norm2(y)); mean_proj.
+  VORTEX_ASSIGN_OR_RETURN(Tensor normed, alloc(ld, t_n));  // [B, latent_dim, T]
+  VORTEX_RETURN_IF_ERROR(be.layer_norm_channels(h, w.norm3.weight, w.norm3.bias, kEps, normed));
+  VORTEX_ASSIGN_OR_RETURN(Tensor y, run_conv(normed, w.proj));  // [B, C, T]
+  VORTEX_RETURN_IF_ERROR(be.layer_norm_channels(h, w.norm1.weight, w.norm1.bias, kEps, normed));
+  VORTEX_ASSIGN_OR_RETURN(const Tensor qkv, run_conv(normed, w.qkv));  // [B, 3 latent_dim, T]
+  VORTEX_ASSIGN_OR_RETURN(Tensor pooled, alloc(c, t_n));               // [B, C, T]
+  VORTEX_RETURN_IF_ERROR(be.pooled_causal_attention(qkv, config_.num_attention_heads, pooled));
+  VORTEX_ASSIGN_OR_RETURN(const Tensor attn, run_conv(pooled, w.attn_proj));
+  VORTEX_RETURN_IF_ERROR(add_into(y, attn));
+  VORTEX_ASSIGN_OR_RETURN(Tensor z, alloc(c, t_n));
+  VORTEX_RETURN_IF_ERROR(be.layer_norm_channels(y, w.norm2.weight, w.norm2.bias, kEps, z));
+  VORTEX_RETURN_IF_ERROR(be.layer_norm_channels(z, w.mlp_norm.weight, w.mlp_norm.bias, kEps, z));
+  VORTEX_ASSIGN_OR_RETURN(Tensor a, run_conv(z, w.w0));        // [B, 2C, T]
+  VORTEX_ASSIGN_OR_RETURN(const Tensor g, run_conv(z, w.w1));  // [B, 2C, T]
+  VORTEX_RETURN_IF_ERROR(be.gelu_tanh_mul(a, g, a));
+  VORTEX_ASSIGN_OR_RETURN(const Tensor mlp, run_conv(a, w.w2));
+  VORTEX_RETURN_IF_ERROR(add_into(y, mlp));
+  VORTEX_ASSIGN_OR_RETURN(const Tensor mean, run_conv(y, w.mean_proj));  // [B, C, T]
+  Tensor out = Tensor::empty({b_n, c, t_n}, DType::kF32);
+  VORTEX_RETURN_IF_ERROR(be.download(mean, out));
+  VORTEX_RETURN_IF_ERROR(be.synchronize());
+  return out;
 }
 
 }  // namespace vortex

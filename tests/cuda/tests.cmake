@@ -63,3 +63,10 @@ if(TARGET vortex_cuda)
   target_link_libraries(step_graph_bench PRIVATE vortex_measure nlohmann_json::nlohmann_json)
   target_compile_options(step_graph_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()
+# ---- audio VAE encoder kernels vs the CPU programs (src/cuda/ops/audio_encoder_ops.h) ---------------
+if(TARGET vortex_cuda)
+  vortex_test(NAME cuda_audio_encoder_ops_test
+    SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/audio_encoder_ops_test.cpp
+    LIBS vortex_cuda vortex_ref vortex_core
+    GPU)
+endif()

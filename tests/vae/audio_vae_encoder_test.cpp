@@ -1,7 +1,8 @@
 // The audio VAE encoder against diffusers 0.42.1 (fixtures from tests/vae/make_audio_encoder_fixtures.py): the
 // posterior mean of two stereo soundtracks (hop padding included) is as close to the FP64 run of the same model as
 // diffusers' FP32 run is (rule: 2x that floor); the Ref2VA reference step's normalized rows match diffusers' within
-// the same rule; a missing tensor, a bad input and the original layout are refused.
+// the same rule; the Backend program on the cpu backend gives the reference's bytes; a missing tensor, a bad input and
+// the original layout are refused.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,46 +11,23 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "audio_encoder_test_util.h"
+#include "ref/cpu_backend.h"
 #include "vae/audio_vae_encoder.h"
-#include "vae/vae_test_util.h"
 
 namespace vortex {
 namespace {
 
-using vae_test::fixtures;
+using audio_encoder_test::cases;
+using audio_encoder_test::dir;
+using audio_encoder_test::Err;
+using audio_encoder_test::error_vs;
 using vae_test::get;
 
-std::string dir() { return fixtures() + "/audio_encoder"; }
-
-const SafetensorsFile& cases() {
-  static const SafetensorsFile f = [] {
-    auto r = SafetensorsFile::open(dir() + "/cases.safetensors");
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    return std::move(*r);
-  }();
-  return f;
-}
-
-AudioVaeEncoder load() {
-  auto enc = AudioVaeEncoder::load(dir() + "/audio_vae");
+AudioVaeEncoder load(Backend* backend = nullptr) {
+  auto enc = AudioVaeEncoder::load(dir() + "/audio_vae", backend);
   EXPECT_TRUE(enc.ok()) << enc.status().to_string();
   return std::move(*enc);
-}
-
-struct Err {
-  double max_abs = 0, rms = 0;
-};
-template <typename T>
-Err error_vs(const Tensor& got, const Tensor& truth) {
-  Err e;
-  double se = 0;
-  for (int64_t i = 0; i < truth.numel(); ++i) {
-    const double d = std::abs(static_cast<double>(got.data<float>()[i]) - truth.data<T>()[i]);
-    e.max_abs = std::max(e.max_abs, d);
-    se += d * d;
-  }
-  e.rms = std::sqrt(se / static_cast<double>(truth.numel()));
-  return e;
 }
 
 class AudioEncoderCase : public ::testing::TestWithParam<const char*> {};
@@ -100,6 +78,31 @@ TEST_P(AudioEncoderCase, ConditionRowsMatchTheReferenceStep) {
     }
 }
 
+// Every Backend op is the reference's program (src/ref/vae_ops.h), so the cpu backend reproduces it byte for byte.
+TEST_P(AudioEncoderCase, CpuBackendGivesTheReferenceBytes) {
+  const std::string name = GetParam();
+  CpuBackend cpu(0);
+  const AudioVaeEncoder reference = load(), on_backend = load(&cpu);
+  ASSERT_EQ(reference.backend(), nullptr);
+  ASSERT_EQ(on_backend.backend(), &cpu);
+  const Tensor audio = get(cases(), name + ".audio");
+  auto want = reference.encode_mean(audio), got = on_backend.encode_mean(audio);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(got->shape(), want->shape());
+  EXPECT_EQ(0, std::memcmp(got->raw_data(), want->raw_data(), want->nbytes()));
+  auto rows_want = reference.encode_condition(audio), rows_got = on_backend.encode_condition(audio);
+  ASSERT_TRUE(rows_want.ok() && rows_got.ok());
+  ASSERT_EQ(rows_got->shape(), rows_want->shape());
+  EXPECT_EQ(0, std::memcmp(rows_got->raw_data(), rows_want->raw_data(), rows_want->nbytes()));
+  // One signal at a time gives the same bytes as the stereo batch.
+  Tensor left = Tensor::empty({1, audio.dim(1)}, DType::kF32);
+  std::memcpy(left.raw_data(), audio.raw_data(), left.nbytes());
+  auto one = on_backend.encode_mean(left);
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  EXPECT_EQ(0, std::memcmp(one->raw_data(), want->raw_data(), one->nbytes()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, AudioEncoderCase, ::testing::Values("short", "long"));
 
 TEST(AudioVaeEncoder, HopPaddingIsZeros) {
@@ -138,6 +141,11 @@ TEST(AudioVaeEncoder, Errors) {
   auto none = AudioVaeEncoder::from_source(enc.config(), src);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("encoder.block.0"), std::string::npos) << none.status().to_string();
+  CpuBackend cpu(0);
+  const AudioVaeEncoder on_backend = load(&cpu);
+  EXPECT_FALSE(on_backend.encode_mean(nan).ok());  // checked before any op runs
+  EXPECT_FALSE(on_backend.encode_mean(Tensor::empty({2, 0}, DType::kF32)).ok());
+  EXPECT_FALSE(AudioVaeEncoder::from_source(enc.config(), src, &cpu).ok());
   AudioVaeEncoderConfig bad = enc.config();
   bad.num_attention_heads = 5;  // does not divide latent_dim 24
   EXPECT_FALSE(bad.validate().ok());

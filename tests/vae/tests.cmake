@@ -51,3 +51,9 @@ vortex_test(NAME audio_vae_encoder_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/au
             LIBS vortex_vae vortex_engine nlohmann_json::nlohmann_json)
 target_compile_definitions(audio_vae_encoder_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}"
                                                           VORTEX_RELEASE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/fixtures/release")
+# The audio VAE encoder on the CUDA backend against diffusers and the CPU reference (label gpu; skips without a device).
+if(TARGET vortex_cuda)
+  vortex_test(NAME audio_vae_encoder_cuda_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/audio_vae_encoder_cuda_test.cpp
+              LIBS vortex_vae vortex_cuda GPU)
+  target_compile_definitions(audio_vae_encoder_cuda_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
+endif()
