@@ -32,12 +32,12 @@ Status OutputRecord::describe(const std::string& file, const nlohmann::ordered_j
   return Status::Ok();
 }
 
-Result<LatentTensors> write_latent_outputs(const AvLatents& latents, const ModelConfig& cfg,
-                                           const RequestGeometry& geo, OutputRecord& record) {
+Result<LatentTensors> write_latent_outputs(const AvLatents& latents, const ModelConfig& cfg, const RequestGeometry& geo,
+                                           OutputRecord& record) {
   const fs::path dir(record.dir());
   LatentTensors t;
-  t.video = latents_tensor(latents.video, {cfg.in_channels, geo.latent_frames, geo.latent_h,
-                                           geo.latent_w});  // [24, T, H/16, W/16] f32
+  t.video = latents_tensor(
+      latents.video, {cfg.in_channels, geo.latent_frames, geo.latent_h, geo.latent_w});    // [24, T, H/16, W/16] f32
   t.audio = latents_tensor(latents.audio, {2, cfg.audio_in_channels, geo.audio_latents});  // [2, 32, Ta] f32
   VORTEX_RETURN_IF_ERROR(write_safetensors((dir / kVideoLatentsFile).string(), {{"video_latents", t.video}}, {}));
   VORTEX_RETURN_IF_ERROR(write_safetensors((dir / kAudioLatentsFile).string(), {{"audio_latents", t.audio}}, {}));

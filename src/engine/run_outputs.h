@@ -44,7 +44,7 @@ struct LatentTensors {
 
 // Writes video_latents.safetensors, audio_latents.safetensors and preview.png into `record`'s directory and
 // describes them there; returns the latents as tensors (the decoders' input).
-Result<LatentTensors> write_latent_outputs(const AvLatents& latents, const ModelConfig& cfg,
-                                           const RequestGeometry& geo, OutputRecord& record);
+Result<LatentTensors> write_latent_outputs(const AvLatents& latents, const ModelConfig& cfg, const RequestGeometry& geo,
+                                           OutputRecord& record);
 
 }  // namespace vortex
