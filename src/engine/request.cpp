@@ -334,7 +334,6 @@ std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineO
         return bad(Field::kLora, invalid_argument("an adapter's scale must be finite"));
     }
   }
-  if (Status s = check_task_transformer(!r.references.empty(), o.checkpoint_path); !s.ok()) return bad(Field::kNone, s);
   if (!r.references.empty()) {
     Result<std::vector<ReferenceProbe>> refs =
         check_references(r.references, r.keyframes.any(), o.checkpoint_path,
@@ -346,6 +345,8 @@ std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineO
     if (Status s = check_keyframes(r.keyframes, o.checkpoint_path, o.encoder_vae_dir(), first, last); !s.ok())
       return bad(r.keyframes.first.empty() ? Field::kLastFrame : Field::kFirstFrame, s);
   }
+  // The Ref2VA transformer runs ref2va alone (keyframes on it are refused above, naming their flag).
+  if (Status s = check_task_transformer(!r.references.empty(), o.checkpoint_path); !s.ok()) return bad(Field::kNone, s);
   return std::nullopt;
 }
 

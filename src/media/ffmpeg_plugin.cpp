@@ -652,24 +652,60 @@ Error frame_to_float(const AVFrame* f, int channels, std::vector<std::vector<flo
   return {};
 }
 
-Error decode_audio(VortexAudioDecode& r) {
+// The first stream of `type` in the file, opened for decoding (`max_pixels` > 0 goes to the decoder).
+struct DecoderStream {
+  std::unique_ptr<AVFormatContext, void (*)(AVFormatContext*)> fc{nullptr,
+                                                                  [](AVFormatContext* f) { avformat_close_input(&f); }};
+  std::unique_ptr<AVCodecContext, void (*)(AVCodecContext*)> ctx{nullptr,
+                                                                 [](AVCodecContext* c) { avcodec_free_context(&c); }};
+  int index = -1;
+};
+
+Error open_decoder(const char* path, AVMediaType type, int64_t max_pixels, DecoderStream& d) {
   AVFormatContext* fc = nullptr;
   RETURN_IF_FAILED(
-      av_check(avformat_open_input(&fc, r.path, nullptr, nullptr), std::string("avformat_open_input(") + r.path + ")"));
-  std::unique_ptr<AVFormatContext*, void (*)(AVFormatContext**)> guard(&fc, avformat_close_input);
+      av_check(avformat_open_input(&fc, path, nullptr, nullptr), std::string("avformat_open_input(") + path + ")"));
+  d.fc.reset(fc);
   RETURN_IF_FAILED(av_check(avformat_find_stream_info(fc, nullptr), "avformat_find_stream_info"));
-  int index = -1;  // the first audio stream, as diffusers' references.py takes container.streams.audio[0]
-  for (unsigned i = 0; i < fc->nb_streams && index < 0; ++i)
-    if (fc->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) index = static_cast<int>(i);
-  if (index < 0) return {kUnsupported, std::string(r.path) + " has no audio stream"};
-  const AVCodecParameters* par = fc->streams[index]->codecpar;
+  // The first stream of the kind, as references.py takes container.streams.audio[0] / .video[0].
+  for (unsigned i = 0; i < fc->nb_streams && d.index < 0; ++i)
+    if (fc->streams[i]->codecpar->codec_type == type) d.index = static_cast<int>(i);
+  if (d.index < 0)
+    return {kUnsupported,
+            std::string(path) + " has no " + (type == AVMEDIA_TYPE_AUDIO ? "audio" : "video") + " stream"};
+  const AVCodecParameters* par = fc->streams[d.index]->codecpar;
   const AVCodec* codec = avcodec_find_decoder(par->codec_id);
   if (!codec) return {kUnsupported, std::string("no decoder for ") + avcodec_get_name(par->codec_id)};
-  std::unique_ptr<AVCodecContext, void (*)(AVCodecContext*)> ctx(avcodec_alloc_context3(codec),
-                                                                 [](AVCodecContext* c) { avcodec_free_context(&c); });
-  if (!ctx) return {kOutOfMemory, "avcodec_alloc_context3 failed"};
-  RETURN_IF_FAILED(av_check(avcodec_parameters_to_context(ctx.get(), par), "avcodec_parameters_to_context"));
-  RETURN_IF_FAILED(av_check(avcodec_open2(ctx.get(), codec, nullptr), "avcodec_open2"));
+  d.ctx.reset(avcodec_alloc_context3(codec));
+  if (!d.ctx) return {kOutOfMemory, "avcodec_alloc_context3 failed"};
+  RETURN_IF_FAILED(av_check(avcodec_parameters_to_context(d.ctx.get(), par), "avcodec_parameters_to_context"));
+  if (max_pixels > 0) d.ctx->max_pixels = max_pixels;
+  return av_check(avcodec_open2(d.ctx.get(), codec, nullptr), "avcodec_open2");
+}
+
+// Every packet of the stream through the decoder, then the flush; `drain` receives the frames after each send.
+template <class Drain>
+Error feed_decoder(DecoderStream& d, AVPacket* pkt, Drain&& drain) {
+  int ret;
+  while ((ret = av_read_frame(d.fc.get(), pkt)) >= 0) {
+    if (pkt->stream_index == d.index) {
+      const int sent = avcodec_send_packet(d.ctx.get(), pkt);
+      av_packet_unref(pkt);
+      RETURN_IF_FAILED(av_check(sent, "avcodec_send_packet"));
+      RETURN_IF_FAILED(drain());
+    } else {
+      av_packet_unref(pkt);
+    }
+  }
+  if (ret != AVERROR_EOF) RETURN_IF_FAILED(av_check(ret, "av_read_frame"));
+  RETURN_IF_FAILED(av_check(avcodec_send_packet(d.ctx.get(), nullptr), "avcodec_send_packet (flush)"));
+  return drain();
+}
+
+Error decode_audio(VortexAudioDecode& r) {
+  DecoderStream d;
+  RETURN_IF_FAILED(open_decoder(r.path, AVMEDIA_TYPE_AUDIO, 0, d));
+  AVCodecContext* ctx = d.ctx.get();
   r.sample_rate = ctx->sample_rate;
   r.channels = ctx->ch_layout.nb_channels;
   copy_name(r.sample_format, av_get_sample_fmt_name(ctx->sample_fmt));
@@ -681,7 +717,7 @@ Error decode_audio(VortexAudioDecode& r) {
   std::vector<const float*> ptrs;
   auto drain = [&]() -> Error {
     for (;;) {
-      const int ret = avcodec_receive_frame(ctx.get(), frame.get());
+      const int ret = avcodec_receive_frame(ctx, frame.get());
       if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return {};
       RETURN_IF_FAILED(av_check(ret, "avcodec_receive_frame"));
       if (frame->ch_layout.nb_channels != r.channels)
@@ -694,20 +730,7 @@ Error decode_audio(VortexAudioDecode& r) {
       if (rc != 0) return {rc, "stopped by the caller"};
     }
   };
-  int ret;
-  while ((ret = av_read_frame(fc, pkt.get())) >= 0) {
-    if (pkt->stream_index == index) {
-      const int sent = avcodec_send_packet(ctx.get(), pkt.get());
-      av_packet_unref(pkt.get());
-      RETURN_IF_FAILED(av_check(sent, "avcodec_send_packet"));
-      RETURN_IF_FAILED(drain());
-    } else {
-      av_packet_unref(pkt.get());
-    }
-  }
-  if (ret != AVERROR_EOF) RETURN_IF_FAILED(av_check(ret, "av_read_frame"));
-  RETURN_IF_FAILED(av_check(avcodec_send_packet(ctx.get(), nullptr), "avcodec_send_packet (flush)"));
-  return drain();
+  return feed_decoder(d, pkt.get(), drain);
 }
 
 // ---- one video stream to rgb24 ----
@@ -739,24 +762,11 @@ double stream_rotation(const AVStream* st) {
 }
 
 Error decode_video(VortexVideoDecode& r) {
-  AVFormatContext* fc = nullptr;
-  RETURN_IF_FAILED(
-      av_check(avformat_open_input(&fc, r.path, nullptr, nullptr), std::string("avformat_open_input(") + r.path + ")"));
-  std::unique_ptr<AVFormatContext*, void (*)(AVFormatContext**)> guard(&fc, avformat_close_input);
-  RETURN_IF_FAILED(av_check(avformat_find_stream_info(fc, nullptr), "avformat_find_stream_info"));
-  int index = -1;  // the first video stream, as references.py takes container.streams.video[0]
-  for (unsigned i = 0; i < fc->nb_streams && index < 0; ++i)
-    if (fc->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_VIDEO) index = static_cast<int>(i);
-  if (index < 0) return {kUnsupported, std::string(r.path) + " has no video stream"};
-  AVStream* st = fc->streams[index];
-  const AVCodec* codec = avcodec_find_decoder(st->codecpar->codec_id);
-  if (!codec) return {kUnsupported, std::string("no decoder for ") + avcodec_get_name(st->codecpar->codec_id)};
-  std::unique_ptr<AVCodecContext, void (*)(AVCodecContext*)> ctx(avcodec_alloc_context3(codec),
-                                                                 [](AVCodecContext* c) { avcodec_free_context(&c); });
-  if (!ctx) return {kOutOfMemory, "avcodec_alloc_context3 failed"};
-  RETURN_IF_FAILED(av_check(avcodec_parameters_to_context(ctx.get(), st->codecpar), "avcodec_parameters_to_context"));
-  ctx->max_pixels = r.max_pixels;
-  RETURN_IF_FAILED(av_check(avcodec_open2(ctx.get(), codec, nullptr), "avcodec_open2"));
+  DecoderStream d;
+  RETURN_IF_FAILED(open_decoder(r.path, AVMEDIA_TYPE_VIDEO, r.max_pixels, d));
+  AVFormatContext* fc = d.fc.get();
+  AVStream* st = fc->streams[d.index];
+  AVCodecContext* ctx = d.ctx.get();
   const AVRational rate = st->avg_frame_rate.num > 0 && st->avg_frame_rate.den > 0
                               ? st->avg_frame_rate
                               : av_guess_frame_rate(fc, st, nullptr);
@@ -774,7 +784,7 @@ Error decode_video(VortexVideoDecode& r) {
   int sw = 0, sh = 0, sfmt = -1, scs = -1, srange = -1;
   auto drain = [&]() -> Error {
     for (;;) {
-      const int ret = avcodec_receive_frame(ctx.get(), frame.get());
+      const int ret = avcodec_receive_frame(ctx, frame.get());
       if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return {};
       RETURN_IF_FAILED(av_check(ret, "avcodec_receive_frame"));
       const int w = frame->width, h = frame->height;
@@ -803,20 +813,7 @@ Error decode_video(VortexVideoDecode& r) {
       if (rc != 0) return {rc, "stopped by the caller"};
     }
   };
-  int ret;
-  while ((ret = av_read_frame(fc, pkt.get())) >= 0) {
-    if (pkt->stream_index == index) {
-      const int sent = avcodec_send_packet(ctx.get(), pkt.get());
-      av_packet_unref(pkt.get());
-      RETURN_IF_FAILED(av_check(sent, "avcodec_send_packet"));
-      RETURN_IF_FAILED(drain());
-    } else {
-      av_packet_unref(pkt.get());
-    }
-  }
-  if (ret != AVERROR_EOF) RETURN_IF_FAILED(av_check(ret, "av_read_frame"));
-  RETURN_IF_FAILED(av_check(avcodec_send_packet(ctx.get(), nullptr), "avcodec_send_packet (flush)"));
-  return drain();
+  return feed_decoder(d, pkt.get(), drain);
 }
 
 }  // namespace
