@@ -70,11 +70,8 @@ Result<nlohmann::json> reference_inputs_json(const std::vector<ReferenceProbe>& 
     std::error_code ec;
     const auto bytes = fs::file_size(p.path, ec);
     if (ec) return io_error("reference " + p.path + ": cannot read its size: " + ec.message());
-    nlohmann::json e = {{"index", index++},
-                        {"kind", reference_kind_name(p.kind)},
-                        {"path", p.path},
-                        {"bytes", bytes},
-                        {"sha256", sha}};
+    nlohmann::json e = {
+        {"index", index++}, {"kind", reference_kind_name(p.kind)}, {"path", p.path}, {"bytes", bytes}, {"sha256", sha}};
     if (p.kind != ReferenceKind::kAudio) {
       e["width"] = p.width;
       e["height"] = p.height;

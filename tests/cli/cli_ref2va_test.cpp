@@ -74,9 +74,9 @@ TEST_F(CliRef2va, BadReferenceSetsExitTwoBeforeAnyWeightLoads) {
 }
 
 TEST_F(CliRef2va, AValidSetPassesEveryCheckThenStopsBeforeTheWeights) {
-  RunResult r = run_vortex(base() + "--ref " + (kImages / "rgb.png").string() + " --ref " +
-                           (kMedia / "clip_sound.mkv").string() + " --ref audio:" +
-                           (kMedia / "voice_mono.wav").string());
+  RunResult r =
+      run_vortex(base() + "--ref " + (kImages / "rgb.png").string() + " --ref " + (kMedia / "clip_sound.mkv").string() +
+                 " --ref audio:" + (kMedia / "voice_mono.wav").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("the 3 reference(s) pass every check"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("ref2va sampling is not built"), std::string::npos) << r.output;

@@ -35,7 +35,8 @@ class RefRoot {
  public:
   RefRoot() {
     std::random_device rd;
-    root_ = fs::temp_directory_path() / ("vortex_references_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
+    root_ =
+        fs::temp_directory_path() / ("vortex_references_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
     fs::create_directories(root_ / "transformer_ref");
     fs::create_directories(root_ / "transformer");
   }
@@ -52,8 +53,8 @@ class RefRoot {
 
 TEST(References, AValidSetPassesInPackedOrder) {
   RefRoot root;
-  const std::vector<std::string> specs = {kImages + "/rgb.png", kMedia + "/clip_sound.mkv", "audio:" + kMedia +
-                                                                                                "/voice_mono.wav",
+  const std::vector<std::string> specs = {kImages + "/rgb.png", kMedia + "/clip_sound.mkv",
+                                          "audio:" + kMedia + "/voice_mono.wav",
                                           "video:" + kMedia + "/clip_silent.mkv"};
   auto probes = check_references(specs, false, root.ref(), kEncoders, "--ref");
   ASSERT_TRUE(probes.ok()) << probes.status().to_string();
