@@ -64,6 +64,7 @@ struct GenerateArgs {
   std::string prompt;
   std::string prompt_file;              // --prompt-file FILE
   std::string first_frame, last_frame;  // --first-frame / --last-frame IMG (fl2va)
+  std::vector<std::string> refs;        // --ref [KIND:]FILE, repeatable, in packed order (ref2va)
   int text_layer = -1;
   DecoderArgs decoders;       // --vae --audio-vae ... (decoder_options.h)
   bool latents_only = false;  // --model DIR: do not decode with the folder's VAEs
@@ -137,15 +138,20 @@ Status apply_model_args(const GenerateArgs& a, CLI::App& sub, GenerateRequest& r
   if (has_prompt) VORTEX_RETURN_IF_ERROR(validate_prompt_field(a.prompt, PromptLimits{}, "--prompt"));
   VORTEX_ASSIGN_OR_RETURN(ModelFolder folder, open_model_folder(a.model));
   decoders = decoder_paths(folder);
+  // The task picks the transformer: references run on Ref2VA's, everything else on FL2VA's.
+  const std::string task = !a.refs.empty()                                   ? "ref2va"
+                           : !a.first_frame.empty() || !a.last_frame.empty() ? "fl2va"
+                                                                             : "t2va";
   if (!has_prompt) {  // --text-embeddings: the folder's transformer alone
     if (a.text_layer >= 0)
       return invalid_argument("--text-layer K applies to --prompt; --text-embeddings are already encoded");
-    VORTEX_RETURN_IF_ERROR(require_parts(folder, {"transformer"}, "needed to generate"));
+    VORTEX_ASSIGN_OR_RETURN(const std::string transformer, task_transformer_part(folder, task));
+    VORTEX_RETURN_IF_ERROR(require_parts(folder, {transformer}, "needed to generate"));
     r.pipeline.model_dir = folder.dir;
-    r.pipeline.checkpoint_path = folder.path_of("transformer");
+    r.pipeline.checkpoint_path = folder.path_of(transformer);
     return Status::Ok();
   }
-  VORTEX_RETURN_IF_ERROR(apply_model_folder(folder, a.text_layer, r.pipeline));
+  VORTEX_RETURN_IF_ERROR(apply_model_folder(folder, a.text_layer, r.pipeline, task));
   r.run.prompt = a.prompt;
   return Status::Ok();
 }
@@ -283,6 +289,12 @@ int run_generate(GenerateArgs a, CLI::App& sub, int device) {
   q.keyframes.first = a.first_frame;
   q.keyframes.last = a.last_frame;
   if (q.keyframes.any()) p.keyframe_vae_dir = !a.decoders.vae.empty() ? a.decoders.vae : decoders.vae_dir;
+  // ref2va: the references, encoded by both VAEs' encoders (--vae / --audio-vae, else the folder's).
+  q.references = a.refs;
+  if (!q.references.empty()) {
+    p.keyframe_vae_dir = !a.decoders.vae.empty() ? a.decoders.vae : decoders.vae_dir;
+    p.reference_audio_vae_dir = !a.decoders.audio_vae.empty() ? a.decoders.audio_vae : decoders.audio_vae_dir;
+  }
   q.frames_dir = a.decoders.frames_dir;
   q.frames_overwrite = a.overwrite;
 
@@ -336,6 +348,11 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--last-frame", args->last_frame,
                   "fl2va: the last keyframe, cover-cropped onto the canvas (with or without --first-frame)")
       ->type_name("IMG");
+  sub->add_option("--ref", args->refs,
+                  "ref2va: a reference (PNG/JPEG/WebP image, video with or without sound, or audio), repeatable; the "
+                  "order is the packed order; the kind comes from the file or an image:, video: or audio: prefix. Runs "
+                  "on the Ref2VA transformer (--model picks it); at most 9 images, 3 videos, 3 audio, 12 in all")
+      ->type_name("FILE");
   sub->add_option("--width", args->width, "Pixels, a multiple of 32, at most 8192 (default 448)")->type_name("INT");
   sub->add_option("--height", args->height, "Pixels, a multiple of 32, at most 8192 (default 256)")->type_name("INT");
   sub->add_option("--frames", args->frames, "Pixel frames, snapped up to 17n + 5 (default 22)")->type_name("INT");

@@ -184,21 +184,17 @@ Result<ModelFolder> open_model_folder(const std::string& dir) {
       f.layout = ModelFolderLayout::kPartition;
       std::transform(f.partition.begin(), f.partition.end(), f.partition.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (f.partition != "fl2va") {
-        fs::path self = fs::absolute(d, ec).lexically_normal();
-        if (self.filename().empty()) self = self.parent_path();  // "Ref2VA/"
+      if (f.partition != "fl2va" && f.partition != "ref2va")
         return invalid_argument("--model " + dir + " is the '" + f.partition +
-                                "' partition (reference-to-video, which needs reference inputs Vortex does not "
-                                "take); text-to-video runs on the FL2VA transformer: pass " +
-                                (self.parent_path() / "FL2VA").string() + " or the snapshot root " +
-                                self.parent_path().string());
-      }
+                                "' partition, which MiniMax-H3 does not release (FL2VA/ and Ref2VA/ are its "
+                                "partitions)");
       const nlohmann::json& tasks = h3.json().contains("tasks") ? h3.json()["tasks"] : nlohmann::json();
       if (tasks.is_array()) {
         for (const nlohmann::json& t : tasks)
           if (t.is_string()) f.tasks.push_back(t.get<std::string>());
       } else {
-        f.tasks = {"t2va", "fl2va"};
+        f.tasks =
+            f.partition == "ref2va" ? std::vector<std::string>{"ref2va"} : std::vector<std::string>{"t2va", "fl2va"};
       }
       f.parts.push_back(weights_part("transformer", d / "transformer", kTransformersIndex, kTransformersFile));
       f.parts.push_back(weights_part("text_encoder", d / "text_encoder", kTransformersIndex, kTransformersFile));
@@ -223,8 +219,11 @@ Result<ModelFolder> open_model_folder(const std::string& dir) {
     } else {
       f.layout = ModelFolderLayout::kDiffusers;
       f.tasks = {"t2va", "fl2va"};
-      if (fs::is_directory(d / "transformer_ref", ec)) f.tasks.push_back("ref2va");
       f.parts.push_back(weights_part("transformer", d / "transformer", kDiffusersIndex, kDiffusersFile));
+      if (fs::is_directory(d / "transformer_ref", ec)) {
+        f.tasks.push_back("ref2va");
+        f.parts.push_back(weights_part("transformer_ref", d / "transformer_ref", kDiffusersIndex, kDiffusersFile));
+      }
       f.parts.push_back(weights_part("text_encoder", d / "text_encoder", kTransformersIndex, kTransformersFile));
       f.parts.push_back(tokenizer_part({d / "tokenizer" / "tokenizer.json", d / "text_encoder" / "tokenizer.json",
                                         d / "processor" / "tokenizer.json"}));
@@ -273,10 +272,63 @@ Status require_parts(const ModelFolder& folder, const std::vector<std::string>& 
 
 std::vector<std::string> generate_parts() { return {"transformer", "text_encoder", "tokenizer"}; }
 
-Status apply_model_folder(const ModelFolder& folder, int text_layer_override, PipelineOptions& options) {
-  VORTEX_RETURN_IF_ERROR(require_parts(folder, generate_parts(), "needed to generate from a prompt"));
+namespace {
+
+// The snapshot root and the folder a partition's sibling would be in ("<root>/FL2VA", "<root>/Ref2VA").
+fs::path sibling_partition(const ModelFolder& folder, const char* name) {
+  std::error_code ec;
+  fs::path self = fs::absolute(fs::path(folder.dir), ec).lexically_normal();
+  if (self.filename().empty()) self = self.parent_path();
+  return self.parent_path() / name;
+}
+
+}  // namespace
+
+Result<std::string> task_transformer_part(const ModelFolder& folder, const std::string& task) {
+  const bool ref2va = task == "ref2va";
+  if (!ref2va && task != "t2va" && task != "fl2va") return invalid_argument("unknown H3 task '" + task + "'");
+  if (folder.layout == ModelFolderLayout::kTransformers)
+    return invalid_argument("--model " + folder.dir + " is a text encoder folder: " + task +
+                            " needs the MiniMax-H3 snapshot (or one of its partitions)");
+  if (folder.layout == ModelFolderLayout::kPartition) {
+    if (ref2va && folder.partition != "ref2va")
+      return invalid_argument("--model " + folder.dir + " is the '" + folder.partition +
+                              "' partition; references (ref2va) run on the Ref2VA transformer: pass " +
+                              sibling_partition(folder, "Ref2VA").string() + " or the snapshot root " +
+                              sibling_partition(folder, "Ref2VA").parent_path().string());
+    if (!ref2va && folder.partition == "ref2va")
+      return invalid_argument("--model " + folder.dir + " is the 'ref2va' partition (reference-to-video: pass --ref " +
+                              "FILE); " + task + " runs on the FL2VA transformer: pass " +
+                              sibling_partition(folder, "FL2VA").string() + " or the snapshot root " +
+                              sibling_partition(folder, "FL2VA").parent_path().string());
+    return std::string("transformer");
+  }
+  if (ref2va && folder.part("transformer_ref") == nullptr)
+    return not_found("--model " + folder.dir +
+                     " has no transformer_ref/ (H3's Ref2VA transformer), which references (ref2va) run on");
+  return std::string(ref2va ? "transformer_ref" : "transformer");
+}
+
+std::vector<std::string> task_parts(const ModelFolder& folder, const std::string& task) {
+  Result<std::string> transformer = task_transformer_part(folder, task);
+  std::vector<std::string> parts = {transformer.ok() ? *transformer : std::string("transformer"), "text_encoder",
+                                    "tokenizer"};
+  if (task == "fl2va") parts.push_back("vae");
+  if (task == "ref2va") {
+    parts.push_back("vae");
+    parts.push_back("audio_vae");
+  }
+  return parts;
+}
+
+Status apply_model_folder(const ModelFolder& folder, int text_layer_override, PipelineOptions& options,
+                          const std::string& task) {
+  VORTEX_ASSIGN_OR_RETURN(const std::string transformer, task_transformer_part(folder, task));
+  std::vector<std::string> needed = generate_parts();
+  needed[0] = transformer;
+  VORTEX_RETURN_IF_ERROR(require_parts(folder, needed, "needed to generate from a prompt"));
   options.model_dir = folder.dir;
-  options.checkpoint_path = folder.path_of("transformer");
+  options.checkpoint_path = folder.path_of(transformer);
   options.text_encoder_dir = folder.path_of("text_encoder");
   options.tokenizer_path = folder.path_of("tokenizer");
   options.text_layer = text_layer_override >= 0 ? text_layer_override : folder.text_layer;
@@ -298,6 +350,7 @@ std::vector<std::string> runnable_tasks(const ModelFolder& folder) {
   for (const std::string& t : folder.tasks) {
     if (t == "t2va" && t2va) out.push_back(t);
     if (t == "fl2va" && t2va && !folder.path_of("vae").empty()) out.push_back(t);
+    // ref2va: every check before the weights (engine/references.h) runs; its sampling is not built.
   }
   return out;
 }
@@ -338,13 +391,16 @@ std::string describe_model_folder(const ModelFolder& folder) {
     o << "tasks: " << join(folder.tasks) << "; Vortex runs here: " << join(runnable);
     for (const std::string& t : folder.tasks)
       if (std::find(runnable.begin(), runnable.end(), t) == runnable.end())
-        o << (t == "ref2va"  ? " (ref2va: not run by Vortex)"
+        o << (t == "ref2va"  ? " (ref2va: not run by Vortex; generate --ref checks the references)"
               : t == "fl2va" ? " (fl2va needs vae/: the keyframes' encoder)"
                              : " (" + t + " needs the transformer, text encoder and tokenizer)");
     o << "\n";
   }
   for (const std::string& n : folder.notes) o << "note: " << n << "\n";
-  if (missing == 0) {
+  if (missing == 0 && folder.partition == "ref2va") {
+    o << "complete: generate --model " << folder.dir << " --prompt \"...\" --ref FILE checks its references; "
+      << "ref2va sampling is not built\n";
+  } else if (missing == 0) {
     o << "complete: generate --model " << folder.dir << " --prompt \"...\" can run"
       << (folder.layout == ModelFolderLayout::kTransformers ? " (a text encoder folder: encode-text only)" : "")
       << "\n";

@@ -8,8 +8,8 @@
 //   partition    DIR/model_index.json with `_minimax_h3.partition` (the snapshot's FL2VA/ folder):
 //                transformer/ (original keys), text_encoder/, tokenizer/, video_vae/ and audio_vae/ in the
 //                release's own format, which `vortex decode` does not read (it reads the root's vae/,
-//                audio_vae/; taken from DIR/.. when present). A `ref2va` partition is refused: t2va runs
-//                on FL2VA's transformer.
+//                audio_vae/; taken from DIR/.. when present). FL2VA/ runs t2va and fl2va, Ref2VA/ runs
+//                ref2va (`_minimax_h3.tasks`); a task on the other partition is refused naming the right one.
 //   transformers DIR/config.json of Qwen3-VL: a text encoder alone (tokenizer.json beside it).
 // Only existence is checked here (files, and every shard an index names); the loaders check the contents.
 // Tested in tests/engine/model_folder_test.cpp.
@@ -28,7 +28,7 @@ const char* model_folder_layout_name(ModelFolderLayout layout);  // "diffusers" 
 
 // One part of a model folder: where it is expected, and whether it is complete there.
 struct ModelPart {
-  std::string name;  // "transformer" | "text_encoder" | "tokenizer" | "vae" | "audio_vae"
+  std::string name;  // "transformer" | "transformer_ref" | "text_encoder" | "tokenizer" | "vae" | "audio_vae"
   std::string path;  // the folder (or tokenizer.json) used, or where it was expected
   bool present = false;
   std::string problem;   // why it is not usable (missing files), empty when present
@@ -40,7 +40,7 @@ struct ModelFolder {
   std::string dir;  // as given
   ModelFolderLayout layout = ModelFolderLayout::kDiffusers;
   std::string pipeline_class;  // model_index.json `_class_name` ("" for a transformers folder)
-  std::string partition;       // "fl2va" for a partition folder, "" otherwise
+  std::string partition;       // "fl2va" or "ref2va" for a partition folder, "" otherwise
   std::vector<ModelPart> parts;
   int text_layer = -1;             // hidden-state index from the pipeline config (pipeline_text_layer); -1: none
   std::vector<std::string> notes;  // e.g. VAEs taken from the snapshot root
@@ -65,9 +65,18 @@ Status require_parts(const ModelFolder& folder, const std::vector<std::string>& 
 // The text-to-video parts: transformer, text_encoder, tokenizer.
 std::vector<std::string> generate_parts();
 
-// Points `options` at the folder's transformer (checkpoint_path), text encoder, tokenizer and text layer
-// (`text_layer_override` >= 0 replaces the pipeline config's). Call after require_parts(generate_parts()).
-Status apply_model_folder(const ModelFolder& folder, int text_layer_override, PipelineOptions& options);
+// The transformer part a task ("t2va" | "fl2va" | "ref2va") runs on: the snapshot root's transformer/ (FL2VA) or
+// transformer_ref/ (Ref2VA), a partition's transformer/. A task on the other partition is kInvalidArgument naming the
+// partition (or root) to pass; ref2va on a root without transformer_ref/ is kNotFound.
+Result<std::string> task_transformer_part(const ModelFolder& folder, const std::string& task);
+// Every part a task loads: its transformer, text_encoder and tokenizer; fl2va adds vae (the keyframes' encoder),
+// ref2va adds vae and audio_vae (the references' encoders).
+std::vector<std::string> task_parts(const ModelFolder& folder, const std::string& task);
+
+// Points `options` at the folder's transformer for `task` (checkpoint_path; task_transformer_part), text encoder,
+// tokenizer and text layer (`text_layer_override` >= 0 replaces the pipeline config's).
+Status apply_model_folder(const ModelFolder& folder, int text_layer_override, PipelineOptions& options,
+                          const std::string& task = "t2va");
 
 // The decoders a folder brings, for `generate --vae/--audio-vae` and `vortex decode`: both folders when both
 // are present, else both empty.
@@ -78,7 +87,7 @@ struct DecoderPaths {
 DecoderPaths decoder_paths(const ModelFolder& folder);
 
 // The tasks Vortex can run on the folder as it is: t2va with the transformer, text encoder and tokenizer; fl2va
-// with those and vae/ (the keyframes' encoder). ref2va is not run.
+// with those and vae/ (the keyframes' encoder). ref2va is checked but not sampled (docs/ref2va.md).
 std::vector<std::string> runnable_tasks(const ModelFolder& folder);
 
 // `vortex inspect DIR` for a model folder: layout, each part with its path and size, the text layer, the tasks

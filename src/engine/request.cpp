@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "engine/decode.h"
 #include "engine/precision.h"
+#include "engine/references.h"
 
 namespace vortex {
 namespace fs = std::filesystem;
@@ -76,8 +77,9 @@ constexpr FieldNames kFields[] = {
     {Field::kOut, "--out", nullptr},
     {Field::kFirstFrame, "--first-frame", nullptr},
     {Field::kLastFrame, "--last-frame", nullptr},
+    {Field::kReferences, "--ref", nullptr},
 };
-static_assert(sizeof(kFields) / sizeof(kFields[0]) == static_cast<size_t>(Field::kLastFrame) + 1,
+static_assert(sizeof(kFields) / sizeof(kFields[0]) == static_cast<size_t>(Field::kReferences) + 1,
               "kFields has one row per Field");
 
 const FieldNames& names_of(Field f) { return kFields[static_cast<size_t>(f)]; }
@@ -332,11 +334,19 @@ std::optional<FieldError> check_run_request(const RunRequest& r, const PipelineO
         return bad(Field::kLora, invalid_argument("an adapter's scale must be finite"));
     }
   }
+  if (!r.references.empty()) {
+    Result<std::vector<ReferenceProbe>> refs =
+        check_references(r.references, r.keyframes.any(), o.checkpoint_path,
+                         {o.encoder_vae_dir(), o.reference_audio_encoder_dir()}, field_name(Field::kReferences, style));
+    if (!refs.ok()) return bad(Field::kReferences, refs.status());
+  }
   if (r.keyframes.any()) {
     const std::string first = field_name(Field::kFirstFrame, style), last = field_name(Field::kLastFrame, style);
     if (Status s = check_keyframes(r.keyframes, o.checkpoint_path, o.encoder_vae_dir(), first, last); !s.ok())
       return bad(r.keyframes.first.empty() ? Field::kLastFrame : Field::kFirstFrame, s);
   }
+  // The Ref2VA transformer runs ref2va alone (keyframes on it are refused above, naming their flag).
+  if (Status s = check_task_transformer(!r.references.empty(), o.checkpoint_path); !s.ok()) return bad(Field::kNone, s);
   return std::nullopt;
 }
 

@@ -90,6 +90,7 @@ enum class Field : uint8_t {
   kOut,
   kFirstFrame,  // fl2va keyframes (CLI only)
   kLastFrame,
+  kReferences,  // ref2va references (--ref)
 };
 // "--steps", or nullptr when the CLI has no flag for the field.
 const char* field_flag(Field f);
@@ -164,6 +165,11 @@ struct PipelineOptions {
   // fl2va: the video VAE folder (diffusers layout) whose encoder encodes keyframes; empty: vae_dir.
   std::string keyframe_vae_dir;
   const std::string& encoder_vae_dir() const { return keyframe_vae_dir.empty() ? vae_dir : keyframe_vae_dir; }
+  // ref2va: the audio VAE folder (diffusers layout) whose encoder encodes soundtracks; empty: audio_vae_dir.
+  std::string reference_audio_vae_dir;
+  const std::string& reference_audio_encoder_dir() const {
+    return reference_audio_vae_dir.empty() ? audio_vae_dir : reference_audio_vae_dir;
+  }
   // Where the blocks' AdaLN projections (adaln_proj.linear: 13.0 B of h3's 33 B parameters, 26 GB in BF16) live:
   // kHost (page-locked host memory; each request uploads each weight once, before step 1, to compute the tables
   // of its whole schedule: H3Model::precompute_adaln), kDevice, or kAuto (host on a GPU backend; on the cpu
@@ -216,6 +222,9 @@ struct RunRequest {
   // fl2va (engine/conditioning.h): a first and/or last keyframe image, placed on the width x height canvas. Empty:
   // t2va. Checked (probe_image, not a Ref2VA transformer, a video VAE given) by check_run_request.
   KeyframeFiles keyframes;
+  // ref2va (engine/references.h): the references in packed order, each a path with an optional "image:", "video:" or
+  // "audio:" prefix. Checked (headers, the set's limits, the Ref2VA transformer, the encoders) by check_run_request.
+  std::vector<std::string> references;
   // Fault injection: the allocation after this many successful ones fails with kOutOfMemory, through
   // the backend's own allocation path (Backend::inject_alloc_failure). -1: off.
   int fail_alloc_after = -1;

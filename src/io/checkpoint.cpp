@@ -968,8 +968,8 @@ Status refuse_reference_transformer(const std::string& path) {
     fl2va = (parent.parent_path() / "FL2VA" / "transformer").string() + " (original layout)";
   }
   return unsupported(path +
-                     " is the Ref2VA transformer (reference-to-video, which needs reference inputs Vortex "
-                     "does not take); text-to-video runs on the FL2VA transformer: " +
+                     " is the Ref2VA transformer (reference-to-video: a request with references, --ref FILE); "
+                     "text-to-video and keyframes run on the FL2VA transformer: " +
                      fl2va);
 }
 

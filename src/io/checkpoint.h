@@ -121,8 +121,8 @@ Result<std::map<std::string, FileExtent>> checkpoint_extents(const std::string& 
 // so one malformed tensor cannot redefine the config and is the one the loader then names.
 Result<ModelConfig> config_for_checkpoint(const std::string& path);
 // kUnsupported when `path` is (or is inside) the release's Ref2VA transformer: a `transformer_ref/` folder, or the
-// transformer/ of a partition whose model_index.json says `_minimax_h3.partition: ref2va`. Reference-to-video
-// needs reference inputs Vortex does not take; the message names the FL2VA transformer that runs text-to-video.
+// transformer/ of a partition whose model_index.json says `_minimax_h3.partition: ref2va`. It runs requests with
+// references only (engine/references.h); the message names the FL2VA transformer that runs text-to-video.
 Status refuse_reference_transformer(const std::string& path);
 Result<ModelConfig> infer_config_from_checkpoint(const SafetensorsSet& set, const std::string& key_prefix,
                                                  CheckpointLayout layout = CheckpointLayout::kOriginal);

@@ -12,5 +12,7 @@ namespace vortex {
 Status ffmpeg_decode_image(VortexImageDecode& request);
 // vortex_ffmpeg_decode_audio through the loaded module (src/media/reference_media.cpp is the caller).
 Status ffmpeg_decode_audio(VortexAudioDecode& request);
+// vortex_ffmpeg_decode_video through the loaded module (src/media/reference_media.cpp is the caller).
+Status ffmpeg_decode_video(VortexVideoDecode& request);
 
 }  // namespace vortex

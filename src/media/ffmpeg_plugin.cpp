@@ -5,6 +5,7 @@
 #include "media/ffmpeg_plugin.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -15,6 +16,7 @@ extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/channel_layout.h>
+#include <libavutil/display.h>
 #include <libavutil/opt.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
@@ -650,24 +652,60 @@ Error frame_to_float(const AVFrame* f, int channels, std::vector<std::vector<flo
   return {};
 }
 
-Error decode_audio(VortexAudioDecode& r) {
+// The first stream of `type` in the file, opened for decoding (`max_pixels` > 0 goes to the decoder).
+struct DecoderStream {
+  std::unique_ptr<AVFormatContext, void (*)(AVFormatContext*)> fc{nullptr,
+                                                                  [](AVFormatContext* f) { avformat_close_input(&f); }};
+  std::unique_ptr<AVCodecContext, void (*)(AVCodecContext*)> ctx{nullptr,
+                                                                 [](AVCodecContext* c) { avcodec_free_context(&c); }};
+  int index = -1;
+};
+
+Error open_decoder(const char* path, AVMediaType type, int64_t max_pixels, DecoderStream& d) {
   AVFormatContext* fc = nullptr;
   RETURN_IF_FAILED(
-      av_check(avformat_open_input(&fc, r.path, nullptr, nullptr), std::string("avformat_open_input(") + r.path + ")"));
-  std::unique_ptr<AVFormatContext*, void (*)(AVFormatContext**)> guard(&fc, avformat_close_input);
+      av_check(avformat_open_input(&fc, path, nullptr, nullptr), std::string("avformat_open_input(") + path + ")"));
+  d.fc.reset(fc);
   RETURN_IF_FAILED(av_check(avformat_find_stream_info(fc, nullptr), "avformat_find_stream_info"));
-  int index = -1;  // the first audio stream, as diffusers' references.py takes container.streams.audio[0]
-  for (unsigned i = 0; i < fc->nb_streams && index < 0; ++i)
-    if (fc->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) index = static_cast<int>(i);
-  if (index < 0) return {kUnsupported, std::string(r.path) + " has no audio stream"};
-  const AVCodecParameters* par = fc->streams[index]->codecpar;
+  // The first stream of the kind, as references.py takes container.streams.audio[0] / .video[0].
+  for (unsigned i = 0; i < fc->nb_streams && d.index < 0; ++i)
+    if (fc->streams[i]->codecpar->codec_type == type) d.index = static_cast<int>(i);
+  if (d.index < 0)
+    return {kUnsupported,
+            std::string(path) + " has no " + (type == AVMEDIA_TYPE_AUDIO ? "audio" : "video") + " stream"};
+  const AVCodecParameters* par = fc->streams[d.index]->codecpar;
   const AVCodec* codec = avcodec_find_decoder(par->codec_id);
   if (!codec) return {kUnsupported, std::string("no decoder for ") + avcodec_get_name(par->codec_id)};
-  std::unique_ptr<AVCodecContext, void (*)(AVCodecContext*)> ctx(avcodec_alloc_context3(codec),
-                                                                 [](AVCodecContext* c) { avcodec_free_context(&c); });
-  if (!ctx) return {kOutOfMemory, "avcodec_alloc_context3 failed"};
-  RETURN_IF_FAILED(av_check(avcodec_parameters_to_context(ctx.get(), par), "avcodec_parameters_to_context"));
-  RETURN_IF_FAILED(av_check(avcodec_open2(ctx.get(), codec, nullptr), "avcodec_open2"));
+  d.ctx.reset(avcodec_alloc_context3(codec));
+  if (!d.ctx) return {kOutOfMemory, "avcodec_alloc_context3 failed"};
+  RETURN_IF_FAILED(av_check(avcodec_parameters_to_context(d.ctx.get(), par), "avcodec_parameters_to_context"));
+  if (max_pixels > 0) d.ctx->max_pixels = max_pixels;
+  return av_check(avcodec_open2(d.ctx.get(), codec, nullptr), "avcodec_open2");
+}
+
+// Every packet of the stream through the decoder, then the flush; `drain` receives the frames after each send.
+template <class Drain>
+Error feed_decoder(DecoderStream& d, AVPacket* pkt, Drain&& drain) {
+  int ret;
+  while ((ret = av_read_frame(d.fc.get(), pkt)) >= 0) {
+    if (pkt->stream_index == d.index) {
+      const int sent = avcodec_send_packet(d.ctx.get(), pkt);
+      av_packet_unref(pkt);
+      RETURN_IF_FAILED(av_check(sent, "avcodec_send_packet"));
+      RETURN_IF_FAILED(drain());
+    } else {
+      av_packet_unref(pkt);
+    }
+  }
+  if (ret != AVERROR_EOF) RETURN_IF_FAILED(av_check(ret, "av_read_frame"));
+  RETURN_IF_FAILED(av_check(avcodec_send_packet(d.ctx.get(), nullptr), "avcodec_send_packet (flush)"));
+  return drain();
+}
+
+Error decode_audio(VortexAudioDecode& r) {
+  DecoderStream d;
+  RETURN_IF_FAILED(open_decoder(r.path, AVMEDIA_TYPE_AUDIO, 0, d));
+  AVCodecContext* ctx = d.ctx.get();
   r.sample_rate = ctx->sample_rate;
   r.channels = ctx->ch_layout.nb_channels;
   copy_name(r.sample_format, av_get_sample_fmt_name(ctx->sample_fmt));
@@ -679,7 +717,7 @@ Error decode_audio(VortexAudioDecode& r) {
   std::vector<const float*> ptrs;
   auto drain = [&]() -> Error {
     for (;;) {
-      const int ret = avcodec_receive_frame(ctx.get(), frame.get());
+      const int ret = avcodec_receive_frame(ctx, frame.get());
       if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return {};
       RETURN_IF_FAILED(av_check(ret, "avcodec_receive_frame"));
       if (frame->ch_layout.nb_channels != r.channels)
@@ -692,20 +730,90 @@ Error decode_audio(VortexAudioDecode& r) {
       if (rc != 0) return {rc, "stopped by the caller"};
     }
   };
-  int ret;
-  while ((ret = av_read_frame(fc, pkt.get())) >= 0) {
-    if (pkt->stream_index == index) {
-      const int sent = avcodec_send_packet(ctx.get(), pkt.get());
-      av_packet_unref(pkt.get());
-      RETURN_IF_FAILED(av_check(sent, "avcodec_send_packet"));
-      RETURN_IF_FAILED(drain());
-    } else {
-      av_packet_unref(pkt.get());
-    }
+  return feed_decoder(d, pkt.get(), drain);
+}
+
+// ---- one video stream to rgb24 ----
+
+// The swscale colorspace of a frame's tag, as sws_scale_frame maps it (unspecified: BT.601).
+int sws_colorspace(AVColorSpace cs) {
+  switch (cs) {
+    case AVCOL_SPC_BT709:
+      return SWS_CS_ITU709;
+    case AVCOL_SPC_FCC:
+      return SWS_CS_FCC;
+    case AVCOL_SPC_SMPTE240M:
+      return SWS_CS_SMPTE240M;
+    case AVCOL_SPC_BT2020_NCL:
+    case AVCOL_SPC_BT2020_CL:
+      return SWS_CS_BT2020;
+    default:
+      return SWS_CS_ITU601;
   }
-  if (ret != AVERROR_EOF) RETURN_IF_FAILED(av_check(ret, "av_read_frame"));
-  RETURN_IF_FAILED(av_check(avcodec_send_packet(ctx.get(), nullptr), "avcodec_send_packet (flush)"));
-  return drain();
+}
+
+// The display matrix's rotation: the stream's side data (what the decoder attaches to every frame).
+double stream_rotation(const AVStream* st) {
+  size_t size = 0;
+  const uint8_t* m = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, &size);
+  if (m == nullptr || size < 9 * sizeof(int32_t)) return 0.0;
+  const double r = av_display_rotation_get(reinterpret_cast<const int32_t*>(m));
+  return std::isnan(r) ? 0.0 : static_cast<double>(static_cast<int>(r));
+}
+
+Error decode_video(VortexVideoDecode& r) {
+  DecoderStream d;
+  RETURN_IF_FAILED(open_decoder(r.path, AVMEDIA_TYPE_VIDEO, r.max_pixels, d));
+  AVFormatContext* fc = d.fc.get();
+  AVStream* st = fc->streams[d.index];
+  AVCodecContext* ctx = d.ctx.get();
+  const AVRational rate = st->avg_frame_rate.num > 0 && st->avg_frame_rate.den > 0
+                              ? st->avg_frame_rate
+                              : av_guess_frame_rate(fc, st, nullptr);
+  r.fps = rate.num > 0 && rate.den > 0 ? av_q2d(rate) : 0.0;
+  r.width = st->codecpar->width;
+  r.height = st->codecpar->height;
+  r.rotation = stream_rotation(st);
+  r.frames = 0;
+  copy_name(r.pixel_format, av_get_pix_fmt_name(ctx->pix_fmt));
+  std::unique_ptr<AVPacket, void (*)(AVPacket*)> pkt(av_packet_alloc(), [](AVPacket* p) { av_packet_free(&p); });
+  std::unique_ptr<AVFrame, void (*)(AVFrame*)> frame(av_frame_alloc(), [](AVFrame* f) { av_frame_free(&f); });
+  if (!pkt || !frame) return {kOutOfMemory, "av_packet_alloc / av_frame_alloc failed"};
+  std::unique_ptr<SwsContext, void (*)(SwsContext*)> sws(nullptr, sws_freeContext);
+  std::vector<uint8_t> rgb;
+  int sw = 0, sh = 0, sfmt = -1, scs = -1, srange = -1;
+  auto drain = [&]() -> Error {
+    for (;;) {
+      const int ret = avcodec_receive_frame(ctx, frame.get());
+      if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return {};
+      RETURN_IF_FAILED(av_check(ret, "avcodec_receive_frame"));
+      const int w = frame->width, h = frame->height;
+      if (w <= 0 || h <= 0 || static_cast<int64_t>(w) * h > r.max_pixels)
+        return {kUnsupported, "a decoded frame is " + std::to_string(w) + "x" + std::to_string(h) + " pixels"};
+      const auto fmt = static_cast<AVPixelFormat>(frame->format);
+      const int cs = sws_colorspace(frame->colorspace), range = frame->color_range == AVCOL_RANGE_JPEG ? 1 : 0;
+      if (!sws || w != sw || h != sh || fmt != sfmt || cs != scs || range != srange) {
+        // PyAV's reformat: SWS_BILINEAR, source colorspace and range from the frame, full-range RGB out.
+        sws.reset(sws_getContext(w, h, fmt, w, h, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
+        if (!sws)
+          return {kUnsupported, std::string("no conversion from the decoder's pixel format ") +
+                                    (av_get_pix_fmt_name(fmt) ? av_get_pix_fmt_name(fmt) : "?") + " to rgb24"};
+        const int* coefs = sws_getCoefficients(cs);
+        sws_setColorspaceDetails(sws.get(), coefs, range, coefs, 1, 0, 1 << 16, 1 << 16);
+        sw = w, sh = h, sfmt = fmt, scs = cs, srange = range;
+      }
+      rgb.resize(static_cast<size_t>(w) * h * 3);
+      uint8_t* dst[1] = {rgb.data()};
+      const int stride[1] = {w * 3};
+      if (sws_scale(sws.get(), frame->data, frame->linesize, 0, h, dst, stride) != h)
+        return {kInternal, "sws_scale failed"};
+      av_frame_unref(frame.get());
+      ++r.frames;
+      const int rc = r.sink(r.user, rgb.data(), w, h);
+      if (rc != 0) return {rc, "stopped by the caller"};
+    }
+  };
+  return feed_decoder(d, pkt.get(), drain);
 }
 
 }  // namespace
@@ -764,4 +872,11 @@ extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_decode_audio
   if (!request || !request->path || !request->sink)
     return report({kInternal, "vortex_ffmpeg_decode_audio: null request"}, error, error_size);
   return report(decode_audio(*request), error, error_size);
+}
+
+extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_decode_video(VortexVideoDecode* request,
+                                                                                 char* error, size_t error_size) {
+  if (!request || !request->path || !request->sink)
+    return report({kInternal, "vortex_ffmpeg_decode_video: null request"}, error, error_size);
+  return report(decode_video(*request), error, error_size);
 }

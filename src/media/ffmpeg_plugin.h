@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define VORTEX_FFMPEG_ABI_VERSION 4
+#define VORTEX_FFMPEG_ABI_VERSION 5
 
 typedef struct VortexMp4StreamRequest {
   const char* path;  // written in place; the caller owns temp-file naming and the atomic rename
@@ -77,6 +77,25 @@ typedef struct VortexAudioDecode {
   char sample_format[32];     // out: the decoder's sample format
 } VortexAudioDecode;
 
+// The first video stream of a file decoded frame by frame to rgb24 as PyAV's `frame.to_ndarray(format="rgb24")`
+// converts (swscale, SWS_BILINEAR, the frame's own colorspace and range), in the coded orientation, handed to `sink`
+// ([height, width, 3], rows contiguous). `rotation` is set before the first frame: the display matrix's
+// counterclockwise rotation in degrees (av_display_rotation_get truncated to an int, as PyAV's frame.rotation reports
+// it; 0 without one). A sink
+// that returns nonzero stops the decode (that value is returned); `max_frames` frames at most reach it.
+typedef int (*VortexVideoSink)(void* user, const uint8_t* rgb, int width, int height);
+typedef struct VortexVideoDecode {
+  const char* path;
+  VortexVideoSink sink;
+  void* user;
+  int64_t max_pixels;     // a frame of more pixels is refused (also handed to the decoder)
+  int width, height;      // out: the coded size
+  double fps;             // out: the stream's average rate, else its guessed rate (PyAV's average_rate or guessed_rate)
+  double rotation;        // out
+  int64_t frames;         // out: frames handed to the sink
+  char pixel_format[32];  // out: the decoder's pixel format
+} VortexVideoDecode;
+
 int vortex_ffmpeg_abi_version(void);
 // Opens the file, both encoders and the header; *out owns everything (release with vortex_ffmpeg_stream_free).
 int vortex_ffmpeg_stream_open(const VortexMp4StreamRequest* request, VortexMp4Stream** out, VortexMp4EncoderInfo* info,
@@ -91,6 +110,8 @@ int vortex_ffmpeg_decode_image(VortexImageDecode* request, char* error, size_t e
 int vortex_ffmpeg_probe(const char* path, VortexMediaInfo* info, char* error, size_t error_size);
 // Decodes one audio stream (see VortexAudioDecode).
 int vortex_ffmpeg_decode_audio(VortexAudioDecode* request, char* error, size_t error_size);
+// Decodes one video stream (see VortexVideoDecode).
+int vortex_ffmpeg_decode_video(VortexVideoDecode* request, char* error, size_t error_size);
 
 #ifdef __cplusplus
 }

@@ -34,6 +34,7 @@ struct Plugin {
   decltype(&vortex_ffmpeg_probe) probe = nullptr;
   decltype(&vortex_ffmpeg_decode_image) decode_image = nullptr;
   decltype(&vortex_ffmpeg_decode_audio) decode_audio = nullptr;
+  decltype(&vortex_ffmpeg_decode_video) decode_video = nullptr;
 };
 
 // Candidates in order: $VORTEX_FFMPEG_PLUGIN, next to the executable, <exe>/../lib/vortex, the loader path.
@@ -74,8 +75,10 @@ Plugin load_plugin() {
         reinterpret_cast<decltype(&vortex_ffmpeg_decode_image)>(dlsym(handle, "vortex_ffmpeg_decode_image"));
     p.decode_audio =
         reinterpret_cast<decltype(&vortex_ffmpeg_decode_audio)>(dlsym(handle, "vortex_ffmpeg_decode_audio"));
+    p.decode_video =
+        reinterpret_cast<decltype(&vortex_ffmpeg_decode_video)>(dlsym(handle, "vortex_ffmpeg_decode_video"));
     if (!abi || !p.open || !p.write || !p.finish || !p.free || !p.probe || !p.decode_image || !p.decode_audio ||
-        abi() != VORTEX_FFMPEG_ABI_VERSION) {
+        !p.decode_video || abi() != VORTEX_FFMPEG_ABI_VERSION) {
       tried += "\n  " + path + ": not a matching Vortex FFmpeg module (ABI " +
                std::to_string(VORTEX_FFMPEG_ABI_VERSION) + ")";
       dlclose(handle);
@@ -208,6 +211,12 @@ Status ffmpeg_decode_audio(VortexAudioDecode& request) {
   VORTEX_RETURN_IF_ERROR(mp4_support());
   char error[1024] = {0};
   return from_plugin(plugin().decode_audio(&request, error, sizeof(error)), error);
+}
+
+Status ffmpeg_decode_video(VortexVideoDecode& request) {
+  VORTEX_RETURN_IF_ERROR(mp4_support());
+  char error[1024] = {0};
+  return from_plugin(plugin().decode_video(&request, error, sizeof(error)), error);
 }
 
 Result<MediaInfo> probe_media(const std::string& path) {

@@ -10,6 +10,7 @@
 
 #include "media/ffmpeg_module.h"
 #include "media/image_reader.h"
+#include "media/lanczos_resize.h"
 #include "media/mp4_writer.h"
 
 namespace vortex {
@@ -333,6 +334,119 @@ Result<Tensor> normalize_reference_audio(const Tensor& waveform, int sample_rate
   Tensor out = Tensor::empty({2, m}, DType::kF32);
   for (int c = 0; c < 2; ++c) std::copy(ch[c].begin(), ch[c].end(), out.data<float>() + c * m);
   return out;
+}
+
+RgbImage rotate_quarter_turns(const RgbImage& src, int turns) {
+  const int t = ((turns % 4) + 4) % 4;
+  if (t == 0) return src;
+  const int w = src.width, h = src.height;
+  RgbImage out;
+  out.width = t == 2 ? w : h;
+  out.height = t == 2 ? h : w;
+  out.rgb.resize(src.rgb.size());
+  for (int r = 0; r < out.height; ++r)
+    for (int c = 0; c < out.width; ++c) {
+      // np.rot90(m, k=-1)[r][c] = m[h-1-c][r]; k=-2: m[h-1-r][w-1-c]; k=-3 (= 1): m[c][w-1-r].
+      const int sr = t == 1 ? h - 1 - c : t == 2 ? h - 1 - r : c;
+      const int sc = t == 1 ? r : t == 2 ? w - 1 - c : w - 1 - r;
+      std::memcpy(&out.rgb[(static_cast<size_t>(r) * out.width + c) * 3],
+                  &src.rgb[(static_cast<size_t>(sr) * w + sc) * 3], 3);
+    }
+  return out;
+}
+
+Result<DecodedVideo> read_reference_video_frames(const std::string& path, const VideoDecodeFilter& filter,
+                                                 int64_t max_pixels) {
+  struct Sink {
+    const VideoDecodeFilter* filter;
+    VortexVideoDecode* req;
+    DecodedVideo* out;
+    bool stopped = false;
+  };
+  DecodedVideo out;
+  VortexVideoDecode req{};
+  Sink sink{&filter, &req, &out};
+  req.path = path.c_str();
+  req.user = &sink;
+  req.max_pixels = max_pixels;
+  req.sink = [](void* user, const uint8_t* rgb, int width, int height) -> int {
+    auto& s = *static_cast<Sink*>(user);
+    const int64_t i = s.out->decoded;
+    if (s.filter->stop && s.filter->stop(i)) {
+      s.stopped = true;
+      return static_cast<int>(ErrorCode::kCancelled);
+    }
+    ++s.out->decoded;
+    if (s.filter->keep && !s.filter->keep(i)) return 0;
+    // round(rotation / 90) % 4 with Python's round (half to even) and modulo (non-negative).
+    const int turns = ((static_cast<int>(std::nearbyint(s.req->rotation / 90.0)) % 4) + 4) % 4;
+    s.out->quarter_turns = turns;
+    RgbImage frame;
+    frame.width = width;
+    frame.height = height;
+    frame.rgb.assign(rgb, rgb + static_cast<size_t>(width) * height * 3);
+    if (turns != 0) frame = rotate_quarter_turns(frame, turns);
+    if (s.filter->transform) frame = s.filter->transform(std::move(frame));
+    s.out->frames.push_back(std::move(frame));
+    s.out->indices.push_back(i);
+    return 0;
+  };
+  const Status st = ffmpeg_decode_video(req);
+  if (!st.ok() && !sink.stopped) return st.with_context("reference " + path);
+  if (out.decoded == 0) return invalid_argument("reference " + path + ": no video frames to decode");
+  out.fps = req.fps;
+  out.pixel_format = req.pixel_format;
+  return out;
+}
+
+Result<ReferenceVideo> read_reference_video(const std::string& path, int num_frames, const CanvasRule& rule,
+                                            double target_fps) {
+  if (num_frames < 1) return invalid_argument("read_reference_video: num_frames must be positive");
+  VORTEX_ASSIGN_OR_RETURN(MediaInfo info, probe_media(path));
+  if (!(info.fps > 0.0))
+    return invalid_argument("reference " + path + ": the video stream has no frame rate, which 24 fps needs");
+  const double fps = info.fps;
+  const double scale = target_fps / fps;
+  // Frame i starts at 24 fps slot floor(i * scale + 0.5); a frame whose slot is num_frames or later is never shown.
+  auto slot = [&](int64_t i) {
+    return fps == target_fps ? i : static_cast<int64_t>(std::floor(static_cast<double>(i) * scale + 0.5));
+  };
+  CanvasSize canvas;
+  bool canvas_known = false;
+  Status canvas_status = Status::Ok();
+  VideoDecodeFilter filter;
+  filter.stop = [&](int64_t i) { return slot(i) >= num_frames; };
+  filter.transform = [&](RgbImage&& f) -> RgbImage {
+    if (!canvas_known) {
+      Result<CanvasSize> c = reference_video_canvas(f.width, f.height, rule);
+      canvas_known = true;
+      if (!c.ok()) {
+        canvas_status = c.status();
+      } else {
+        canvas = *c;
+      }
+    }
+    if (!canvas_status.ok() || (f.width == canvas.width && f.height == canvas.height)) return std::move(f);
+    return lanczos_resize(f, canvas.width, canvas.height);
+  };
+  VORTEX_ASSIGN_OR_RETURN(DecodedVideo d, read_reference_video_frames(path, filter));
+  VORTEX_RETURN_IF_ERROR(canvas_status.with_context("reference " + path));
+  if (d.fps != fps)
+    return internal_error("reference " + path + ": the probe and the decoder disagree on the frame rate");
+  for (const RgbImage& f : d.frames)
+    if (f.width != canvas.width || f.height != canvas.height)
+      return unsupported("reference " + path + ": the video changes its frame size mid-stream");
+  // The decode stopped at the first unshown frame, so the last kept frame is held up to num_frames.
+  VORTEX_ASSIGN_OR_RETURN(std::vector<int64_t> idx,
+                          reference_frame_indices(static_cast<int64_t>(d.frames.size()), fps, num_frames, target_fps));
+  ReferenceVideo v;
+  v.canvas = canvas;
+  v.source_fps = fps;
+  v.source_frames = d.decoded;
+  v.quarter_turns = d.quarter_turns;
+  v.frames.reserve(idx.size());
+  for (int64_t i : idx) v.frames.push_back(d.frames[static_cast<size_t>(i)]);
+  return v;
 }
 
 }  // namespace vortex

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/reference_kind.h"
+#include "media/image_reader.h"
 #include "media/keyframe_canvas.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
@@ -105,5 +107,44 @@ Result<DecodedAudio> read_reference_audio(const std::string& path, double max_se
 // when the rates differ.
 Result<Tensor> normalize_reference_audio(const Tensor& waveform, int sample_rate, int target_rate, int num_frames,
                                          double fps = 24.0);
+
+// A video reference's frames as references.py's _decode_video_file decodes them with PyAV: the first video stream,
+// each frame converted by swscale to rgb24 (frame.to_ndarray(format="rgb24")), then turned upright by the display
+// matrix's rotation snapped to quarter turns (round(rotation / 90) % 4 clockwise quarter turns, np.rot90(k=-turns)).
+// `keep(i)` is asked for each decoded frame i (true: kept); `stop(i)` ends the decode before frame i is converted
+// (the frames after the last one a request needs). Frames of more than max_pixels are refused.
+struct DecodedVideo {
+  std::vector<RgbImage> frames;  // the kept frames, upright
+  std::vector<int64_t> indices;  // their indices in the decoded stream
+  int64_t decoded = 0;           // frames decoded (the stream's count when nothing stopped it)
+  double fps = 0.0;              // the stream's average rate (else its guessed rate)
+  int quarter_turns = 0;         // clockwise quarter turns applied (0..3)
+  std::string pixel_format;      // the decoder's
+};
+struct VideoDecodeFilter {
+  std::function<bool(int64_t)> keep;  // null: every frame
+  std::function<bool(int64_t)> stop;  // null: never
+  // Applied to each kept frame after rotation (e.g. the resize onto the canvas); null: none.
+  std::function<RgbImage(RgbImage&&)> transform;
+};
+Result<DecodedVideo> read_reference_video_frames(const std::string& path, const VideoDecodeFilter& filter = {},
+                                                 int64_t max_pixels = int64_t{8192} * 8192);
+
+// np.rot90(frame, k=-turns): `turns` clockwise quarter turns (any integer, taken mod 4).
+RgbImage rotate_quarter_turns(const RgbImage& src, int turns);
+
+// A video reference as MiniMaxH3Ref2VASetupStep._normalize_video_condition leaves it: the decoded frames on MiniMax
+// H3's 24 fps grid (reference_frame_indices), truncated to num_frames, on the canvas of the video's own aspect ratio
+// (reference_video_canvas), each resized with Pillow's LANCZOS when its size differs. Only the frames the 24 fps
+// grid reaches are decoded: the decode stops at the first frame whose slot is num_frames or later.
+struct ReferenceVideo {
+  std::vector<RgbImage> frames;  // [num_frames at most] on `canvas`, 24 fps
+  CanvasSize canvas;
+  double source_fps = 0.0;
+  int64_t source_frames = 0;  // decoded frames
+  int quarter_turns = 0;
+};
+Result<ReferenceVideo> read_reference_video(const std::string& path, int num_frames, const CanvasRule& rule = {},
+                                            double target_fps = 24.0);
 
 }  // namespace vortex

@@ -98,3 +98,13 @@ if(TARGET vortex_cli)
                              VORTEX_IMAGE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/images")
   add_dependencies(cli_fl2va_test vortex_cli)
 endif()
+# ref2va through the binary (tests/cli/cli_ref2va_test.cpp): --ref on the tiny snapshot's transformer_ref/, bad
+# reference sets refused before any weight loads, the task/transformer rules.
+if(TARGET vortex_cli)
+  vortex_test(NAME cli_ref2va_test SOURCES ${CMAKE_SOURCE_DIR}/tests/cli/cli_ref2va_test.cpp
+              LIBS nlohmann_json::nlohmann_json OpenSSL::Crypto)
+  target_compile_definitions(cli_ref2va_test PRIVATE VORTEX_CLI_PATH="$<TARGET_FILE:vortex_cli>"
+                             VORTEX_REFERENCE_MEDIA="${CMAKE_SOURCE_DIR}/tests/media/fixtures/reference/media"
+                             VORTEX_IMAGE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/images")
+  add_dependencies(cli_ref2va_test vortex_cli)
+endif()

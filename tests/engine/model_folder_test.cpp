@@ -2,7 +2,8 @@
 // (file names from the repository's tree: model_index.json, transformer/ with 14 diffusers shards, text_encoder/
 // with 14 transformers shards, tokenizer/, vae/ with 3 shards, audio_vae/, FL2VA/ with its own layout): the
 // parts are found, every missing part is named in one message, the FL2VA partition borrows the root's VAEs,
-// a Ref2VA partition and foreign folders are refused, and the text layer comes from the pipeline config.
+// each task picks its transformer (Ref2VA's for ref2va) and a task on the other partition is refused, foreign folders
+// are refused, and the text layer comes from the pipeline config.
 // Weight files here are empty placeholders: only existence is this module's job (the loaders read contents).
 #include "engine/model_folder.h"
 
@@ -160,12 +161,62 @@ TEST(ModelFolder, Fl2vaPartitionBorrowsTheRootsVaes) {
   EXPECT_NE(st.message().find("release's format"), std::string::npos) << st.message();
 }
 
-TEST(ModelFolder, Ref2vaPartitionAndForeignFoldersAreRefused) {
+TEST(ModelFolder, EachTaskPicksItsTransformer) {
   Scratch s;
+  official_root(s.path());
+  fl2va_partition(s.path() / "FL2VA");
   fl2va_partition(s.path() / "Ref2VA", "ref2va");
+  Result<ModelFolder> root = open_model_folder(s.path().string());
+  ASSERT_TRUE(root.ok()) << root.status().to_string();
+  EXPECT_EQ(root->tasks, (std::vector<std::string>{"t2va", "fl2va", "ref2va"}));
+  PipelineOptions o;
+  ASSERT_TRUE(apply_model_folder(*root, -1, o, "ref2va").ok());
+  EXPECT_EQ(fs::path(o.checkpoint_path), s.path() / "transformer_ref");
+  ASSERT_TRUE(apply_model_folder(*root, -1, o, "fl2va").ok());
+  EXPECT_EQ(fs::path(o.checkpoint_path), s.path() / "transformer");
+  EXPECT_EQ(task_parts(*root, "ref2va"),
+            (std::vector<std::string>{"transformer_ref", "text_encoder", "tokenizer", "vae", "audio_vae"}));
+  EXPECT_EQ(task_parts(*root, "t2va"), (std::vector<std::string>{"transformer", "text_encoder", "tokenizer"}));
+  EXPECT_EQ(task_parts(*root, "fl2va"), (std::vector<std::string>{"transformer", "text_encoder", "tokenizer", "vae"}));
+
+  // The Ref2VA partition runs ref2va alone; t2va and fl2va on it name FL2VA/.
   Result<ModelFolder> ref = open_model_folder((s.path() / "Ref2VA").string());
-  ASSERT_FALSE(ref.ok());
-  EXPECT_NE(ref.status().message().find("FL2VA"), std::string::npos) << ref.status().message();
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  EXPECT_EQ(ref->partition, "ref2va");
+  EXPECT_EQ(ref->tasks, (std::vector<std::string>{"ref2va"}));
+  ASSERT_TRUE(apply_model_folder(*ref, -1, o, "ref2va").ok());
+  EXPECT_EQ(fs::path(o.checkpoint_path), s.path() / "Ref2VA" / "transformer");
+  EXPECT_EQ(fs::path(ref->path_of("audio_vae")).lexically_normal(), (s.path() / "audio_vae").lexically_normal());
+  for (const char* task : {"t2va", "fl2va"}) {
+    Status st = apply_model_folder(*ref, -1, o, task);
+    ASSERT_FALSE(st.ok()) << task;
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("'ref2va' partition"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find((s.path() / "FL2VA").string()), std::string::npos) << st.message();
+  }
+  // ref2va on FL2VA/ names Ref2VA/; on a root without transformer_ref/ it is missing.
+  Result<ModelFolder> fl = open_model_folder((s.path() / "FL2VA").string());
+  ASSERT_TRUE(fl.ok());
+  Status st = apply_model_folder(*fl, -1, o, "ref2va");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find((s.path() / "Ref2VA").string()), std::string::npos) << st.message();
+  fs::remove_all(s.path() / "transformer_ref");
+  Result<ModelFolder> bare = open_model_folder(s.path().string());
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->part("transformer_ref"), nullptr);
+  st = apply_model_folder(*bare, -1, o, "ref2va");
+  EXPECT_EQ(st.code(), ErrorCode::kNotFound) << st.to_string();
+  EXPECT_NE(st.message().find("transformer_ref/"), std::string::npos) << st.message();
+  EXPECT_EQ(apply_model_folder(*bare, -1, o, "i2v").code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(ModelFolder, ForeignFoldersAreRefused) {
+  Scratch s;
+  write(s.path() / "Other" / "model_index.json",
+        nlohmann::json({{"_class_name", "MiniMaxH3Pipeline"}, {"_minimax_h3", {{"partition", "i2v"}}}}).dump());
+  Result<ModelFolder> unknown = open_model_folder((s.path() / "Other").string());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("'i2v' partition"), std::string::npos) << unknown.status().message();
 
   write(s.path() / "other" / "config.json", R"({"_class_name": "MiniMaxH3Transformer3DModel"})");
   Result<ModelFolder> other = open_model_folder((s.path() / "other").string());

@@ -24,6 +24,11 @@ target_compile_options(nvfp4_deviation PRIVATE ${VORTEX_CXX_FLAGS})
 # presentation against diffusers with the conditioner cache on a Pipeline (prompt_encoder_test; fixtures made by
 # tests/engine/make_prompt_fixtures.py), and the CLI on a tiny synthetic snapshot (model_folder_cli_test).
 vortex_test(NAME model_folder_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/model_folder_test.cpp LIBS vortex)
+# ref2va request checks and run.json's reference record on the committed reference media (engine/references.h).
+vortex_test(NAME references_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/references_test.cpp LIBS vortex)
+target_compile_definitions(references_test
+                           PRIVATE VORTEX_REFERENCE_MEDIA="${CMAKE_SOURCE_DIR}/tests/media/fixtures/reference/media"
+                                   VORTEX_IMAGE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/images")
 # Every config file of the MiniMax-H3 release (tests/fixtures/release, verbatim) through every config reader.
 vortex_test(NAME release_configs_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/release_configs_test.cpp
             LIBS vortex OpenSSL::Crypto)

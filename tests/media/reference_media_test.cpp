@@ -132,6 +132,93 @@ TEST(ReferenceVideo, FrameSelectionAt24FpsMatchesTheSetupStep) {
   EXPECT_FALSE(reference_frame_indices(10, NAN, 124).ok());
 }
 
+const nlohmann::json& video_meta() {
+  static const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir() + "/video.json"));
+  return j;
+}
+
+// How many frames hash to the fixture's SHA-256s (the frames [H, W, 3] u8 in order).
+int64_t equal_frames(const std::vector<RgbImage>& got, const nlohmann::json& sha) {
+  EXPECT_EQ(got.size(), sha.size());
+  int64_t equal = 0;
+  for (size_t i = 0; i < got.size() && i < sha.size(); ++i)
+    equal += sha256_hex(got[i].rgb.data(), got[i].rgb.size()) == sha[i].get<std::string>();
+  return equal;
+}
+
+TEST(ReferenceVideo, DecodedFramesMatchPyAV) {
+  // _decode_video_file: PyAV's rgb24 conversion (its own FFmpeg's swscale, SWS_BILINEAR) and the display matrix's
+  // quarter turns. Vortex converts with the system FFmpeg's swscale under the same flags and colorspace: the same
+  // bytes, frame for frame.
+  int checked = 0;
+  for (const auto& c : video_meta()["cases"]) {
+    const std::string name = c["name"].get<std::string>();
+    SCOPED_TRACE(name);
+    auto got = read_reference_video_frames(dir() + "/media/" + c["file"].get<std::string>());
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(got->fps, c["fps"].get<double>());
+    EXPECT_EQ(got->quarter_turns, ((c["rotation"].get<int>() / 90) % 4 + 4) % 4);
+    const auto shape = c["decoded_shape"].get<std::vector<int64_t>>();
+    ASSERT_FALSE(got->frames.empty());
+    EXPECT_EQ(got->frames[0].height, shape[1]);
+    EXPECT_EQ(got->frames[0].width, shape[2]);
+    EXPECT_EQ(got->decoded, shape[0]);
+    EXPECT_EQ(equal_frames(got->frames, c["decoded_sha256"]), shape[0]);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
+}
+
+TEST(ReferenceVideo, NormalizedFramesMatchTheSetupStep) {
+  // _normalize_video_condition on the decoded frames: the 24 fps drops and repeats, the truncation and the LANCZOS
+  // canvas. Only the frames the 24 fps grid reaches are decoded.
+  int checked = 0;
+  for (const auto& c : video_meta()["cases"]) {
+    const std::string name = c["name"].get<std::string>();
+    SCOPED_TRACE(name);
+    CanvasRule rule;
+    rule.multiple = c["canvas_multiple"].get<int>();
+    rule.short_edge = c["canvas_short_edge"].get<int>();
+    rule.max_pixels = c["canvas_max_pixels"].get<int64_t>();
+    auto got = read_reference_video(dir() + "/media/" + c["file"].get<std::string>(), c["num_frames"].get<int>(), rule);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    const auto shape = c["normalized_shape"].get<std::vector<int64_t>>();
+    EXPECT_EQ(got->canvas.height, shape[1]);
+    EXPECT_EQ(got->canvas.width, shape[2]);
+    EXPECT_EQ(equal_frames(got->frames, c["normalized_sha256"]), shape[0]);
+    // Frames after the last one the 24 fps grid reaches are not decoded.
+    EXPECT_LE(got->source_frames, c["decoded_shape"][0].get<int64_t>());
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
+}
+
+TEST(ReferenceVideo, QuarterTurnsAsNumpyRot90) {
+  RgbImage src;
+  src.width = 3;
+  src.height = 2;
+  for (int i = 0; i < 18; ++i) src.rgb.push_back(static_cast<uint8_t>(i));
+  auto px = [](const RgbImage& im, int r, int c) { return im.rgb[(static_cast<size_t>(r) * im.width + c) * 3]; };
+  const RgbImage cw = rotate_quarter_turns(src, 1);  // np.rot90(m, k=-1)[r][c] = m[h-1-c][r]
+  ASSERT_EQ(cw.width, 2);
+  ASSERT_EQ(cw.height, 3);
+  EXPECT_EQ(px(cw, 0, 0), px(src, 1, 0));
+  EXPECT_EQ(px(cw, 0, 1), px(src, 0, 0));
+  EXPECT_EQ(px(cw, 2, 1), px(src, 0, 2));
+  const RgbImage half = rotate_quarter_turns(src, 2);
+  EXPECT_EQ(px(half, 0, 0), px(src, 1, 2));
+  const RgbImage ccw = rotate_quarter_turns(src, -1);  // k=1: m[c][w-1-r]
+  EXPECT_EQ(px(ccw, 0, 0), px(src, 0, 2));
+  EXPECT_EQ(px(ccw, 2, 1), px(src, 1, 0));
+  EXPECT_EQ(rotate_quarter_turns(src, 4).rgb, src.rgb);
+}
+
+TEST(ReferenceVideo, RefusesAFileWithoutVideo) {
+  auto r = read_reference_video_frames(dir() + "/media/voice_mono.wav");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no video stream"), std::string::npos) << r.status().to_string();
+}
+
 TEST(ReferenceVideo, VaeFramesSnapDown) {
   EXPECT_EQ(reference_vae_frames(124), 124);
   EXPECT_EQ(reference_vae_frames(120), 107);
