@@ -335,7 +335,6 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
 Result<GenerateResult> generate_on(Pipeline& pipeline, RunPlan& plan, const std::string& out_dir, bool overwrite,
                                    ProgressSink& progress, const CancelToken& cancel) {
   const auto t_start = Clock::now();
-  VORTEX_RETURN_IF_ERROR(check_out_dir(out_dir, overwrite));
   const fs::path out = normalized_out_path(out_dir);
   VORTEX_ASSIGN_OR_RETURN(const fs::path staged, create_staging_dir(out, out_dir));
   StagingGuard guard(staged);

@@ -49,8 +49,9 @@ struct GenerateResult {
 Result<GenerateResult> generate(const GenerateRequest& request, ProgressSink& progress,
                                 const CancelToken* cancel = nullptr, Field* failed_field = nullptr);
 
-// One planned request on a pipeline whose weights are loaded (the public API's Engine): the out dir checked, a
-// staging folder beside it, the prompt encoded, the run, the outputs published. kCancelled when `cancel` fires.
+// One planned request on a pipeline whose weights are loaded (the public API's Engine), into `out_dir` that the caller
+// has checked (check_out_dir, before loading anything): a staging folder beside it, the prompt encoded, the run, the
+// outputs published (publish_outputs checks `out_dir` again at the rename). kCancelled when `cancel` fires.
 Result<GenerateResult> generate_on(Pipeline& pipeline, RunPlan& plan, const std::string& out_dir, bool overwrite,
                                    ProgressSink& progress, const CancelToken& cancel);
 // The checks of an output folder before any work: not `/`, $HOME or the current directory, not a symbolic link, and

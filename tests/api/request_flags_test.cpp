@@ -110,7 +110,9 @@ TEST(RequestFlags, EveryTypedRowRefusesABadValueInBothDialects) {
       }
       const std::string name = style == FieldStyle::kFlag ? row->flag() : row->id;
       EXPECT_EQ(s.message().rfind(name + b.says, 0), 0u) << s.message();
-      if (style == FieldStyle::kJson) EXPECT_EQ(s.message().find("--"), std::string::npos) << s.message();
+      if (style == FieldStyle::kJson) {
+        EXPECT_EQ(s.message().find("--"), std::string::npos) << s.message();
+      }
     }
   }
   for (const RequestFlag& f : request_flags()) {
@@ -147,7 +149,7 @@ TEST(RequestFlags, LimitsOfTheFlagRows) {
   EXPECT_TRUE(parse("--attention", "sage2", s, c).ok());
   EXPECT_EQ(s.run.attention, AttentionKind::kSage2);
   EXPECT_TRUE(parse("--schedule", "diffusers", s, c).ok());
-  EXPECT_EQ(s.run.schedule, AvScheduleMode::kDiffusersParity);
+  EXPECT_EQ(s.run.schedule, AvScheduleMode::kDiffusers);
   EXPECT_TRUE(parse("--sampler", "euler", s, c).ok());
   EXPECT_EQ(s.run.sampler, SamplerKind::kEuler);
   EXPECT_TRUE(parse("--cuda-graph", "auto", s, c).ok());
@@ -244,8 +246,9 @@ TEST_F(Resolve, EveryCrossFieldErrorNamesItsField) {
       EXPECT_EQ(failed, c.field) << r.status().message();
       const char* says = style == FieldStyle::kFlag ? c.flag_says : c.id_says;
       EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
-      if (style == FieldStyle::kJson && c.field != Field::kPromptFile)
+      if (style == FieldStyle::kJson && c.field != Field::kPromptFile) {
         EXPECT_EQ(r.status().message().find("--"), std::string::npos) << r.status().message();
+      }
     }
   }
 }
