@@ -40,6 +40,7 @@ class CallbackSink : public ProgressSink {
 
  private:
   void emit(const ProgressEvent& e);
+  void emit_text(ProgressEvent::Kind kind, std::string_view text);
   const Callbacks& cb_;
   CancelToken& token_;
 };

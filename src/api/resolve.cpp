@@ -84,6 +84,32 @@ Status resolve_run_fields(RequestSpec& s, FieldStyle st, std::vector<std::string
   return Status::Ok();
 }
 
+// The load options' own checks: a checkpoint brings its config; --cuda-graph joins the switches.
+Status resolve_load_fields(RequestSpec& s, FieldStyle st, Field* failed) {
+  auto n = [st](const char* flag) { return flag_name(flag, st); };
+  if (s.has("--config") && !s.load.checkpoint_path.empty())
+    return fail(Field::kConfig,
+                invalid_argument(n("--config") + " and " + n("--checkpoint") +
+                                 " exclude each other: a checkpoint brings its own config"),
+                failed);
+  if (s.cuda_graph)
+    s.load.switches +=
+        (s.load.switches.empty() ? "" : ",") + std::string("cuda_graph=") + cuda_graph_name(*s.cuda_graph);
+  return Status::Ok();
+}
+
+// A model folder brings the transformer and its config: the other weight sources are refused beside it.
+Status check_model_excludes(const RequestSpec& s, FieldStyle st, Field* failed) {
+  auto n = [st](const char* flag) { return flag_name(flag, st); };
+  for (const char* flag : {"--checkpoint", "--config", "--synthetic", "--weights-seed"})
+    if (s.has(flag))
+      return fail(Field::kModel,
+                  invalid_argument(n("--model") + " and " + n(flag) +
+                                   " exclude each other: the model folder brings the transformer and its config"),
+                  failed);
+  return Status::Ok();
+}
+
 // --model DIR (the snapshot: transformer, text encoder, tokenizer) with the request's text source: every part
 // resolved and every missing one named before anything is loaded. `decoders`: the folder's vae/ and audio_vae/.
 Status apply_model_args(RequestSpec& s, FieldStyle st, DecoderPaths& decoders, Field* failed) {
@@ -102,12 +128,7 @@ Status apply_model_args(RequestSpec& s, FieldStyle st, DecoderPaths& decoders, F
           failed);
     return Status::Ok();
   }
-  for (const char* flag : {"--checkpoint", "--config", "--synthetic", "--weights-seed"})
-    if (s.has(flag))
-      return fail(Field::kModel,
-                  invalid_argument(n("--model") + " and " + n(flag) +
-                                   " exclude each other: the model folder brings the transformer and its config"),
-                  failed);
+  VORTEX_RETURN_IF_ERROR(check_model_excludes(s, st, failed));
   if (!has_prompt && s.run.text_embeddings_path.empty())
     return fail(Field::kModel,
                 invalid_argument(n("--model") + " DIR needs the text: pass " + n("--prompt") + " \"...\" (or " +
@@ -170,15 +191,8 @@ std::string flag_name(const char* flag, FieldStyle style) {
 Result<ResolvedGenerate> resolve_generate(RequestSpec s, FieldStyle st, Field* failed) {
   auto n = [st](const char* flag) { return flag_name(flag, st); };
   ResolvedGenerate out;
-  if (s.has("--config") && !s.load.checkpoint_path.empty())
-    return fail(Field::kConfig,
-                invalid_argument(n("--config") + " and " + n("--checkpoint") +
-                                 " exclude each other: a checkpoint brings its own config"),
-                failed);
+  VORTEX_RETURN_IF_ERROR(resolve_load_fields(s, st, failed));
   VORTEX_RETURN_IF_ERROR(resolve_run_fields(s, st, &out.notes, failed));
-  if (s.cuda_graph)
-    s.load.switches +=
-        (s.load.switches.empty() ? "" : ",") + std::string("cuda_graph=") + cuda_graph_name(*s.cuda_graph);
   VORTEX_RETURN_IF_ERROR(apply_model_args(s, st, out.folder_decoders, failed));
   VORTEX_RETURN_IF_ERROR(choose_decoders(s, st, out.folder_decoders, failed));
   if (!s.model_dir.empty() && !s.latents_only && !s.has("--vae") && !s.has("--audio-vae") &&
@@ -197,24 +211,11 @@ Result<ResolvedGenerate> resolve_generate(RequestSpec s, FieldStyle st, Field* f
 }
 
 Result<PipelineOptions> resolve_load(const RequestSpec& spec, FieldStyle st, Field* failed) {
-  auto n = [st](const char* flag) { return flag_name(flag, st); };
   RequestSpec s = spec;
-  if (s.has("--config") && !s.load.checkpoint_path.empty())
-    return fail(Field::kConfig,
-                invalid_argument(n("--config") + " and " + n("--checkpoint") +
-                                 " exclude each other: a checkpoint brings its own config"),
-                failed);
-  if (s.cuda_graph)
-    s.load.switches +=
-        (s.load.switches.empty() ? "" : ",") + std::string("cuda_graph=") + cuda_graph_name(*s.cuda_graph);
+  VORTEX_RETURN_IF_ERROR(resolve_load_fields(s, st, failed));
   DecoderPaths folder_decoders;
   if (!s.model_dir.empty()) {
-    for (const char* flag : {"--checkpoint", "--config", "--synthetic", "--weights-seed"})
-      if (s.has(flag))
-        return fail(Field::kModel,
-                    invalid_argument(n("--model") + " and " + n(flag) +
-                                     " exclude each other: the model folder brings the transformer and its config"),
-                    failed);
+    VORTEX_RETURN_IF_ERROR(check_model_excludes(s, st, failed));
     Result<ModelFolder> folder = open_model_folder(s.model_dir);
     if (!folder.ok()) return fail(Field::kModel, folder.status(), failed);
     folder_decoders = decoder_paths(*folder);

@@ -106,31 +106,23 @@ class RunningCall {
 
 }  // namespace
 
+void CallbackSink::emit_text(ProgressEvent::Kind kind, std::string_view text) {
+  ProgressEvent e;
+  e.kind = kind;
+  e.text = text;
+  emit(e);
+}
+
 void CallbackSink::emit(const ProgressEvent& e) {
   if (cb_.on_progress && !cb_.on_progress(e)) token_.cancel();
   if (cb_.cancelled && cb_.cancelled()) token_.cancel();
 }
 
-void CallbackSink::stage(std::string_view what) {
-  ProgressEvent e;
-  e.kind = ProgressEvent::Kind::kStage;
-  e.text = what;
-  emit(e);
-}
+void CallbackSink::stage(std::string_view what) { emit_text(ProgressEvent::Kind::kStage, what); }
 
-void CallbackSink::note(std::string_view what) {
-  ProgressEvent e;
-  e.kind = ProgressEvent::Kind::kNote;
-  e.text = what;
-  emit(e);
-}
+void CallbackSink::note(std::string_view what) { emit_text(ProgressEvent::Kind::kNote, what); }
 
-void CallbackSink::warning(std::string_view what) {
-  ProgressEvent e;
-  e.kind = ProgressEvent::Kind::kWarning;
-  e.text = what;
-  emit(e);
-}
+void CallbackSink::warning(std::string_view what) { emit_text(ProgressEvent::Kind::kWarning, what); }
 
 void CallbackSink::step(int done, int total, double step_seconds, double elapsed_seconds) {
   ProgressEvent e;
