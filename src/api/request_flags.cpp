@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <iterator>
 
 #include "lora/lora.h"
 
@@ -140,7 +139,7 @@ void add_model_and_weights_rows(std::vector<RequestFlag>& t) {
          return assign(parse_u64_text(F::kWeightsSeed, t), s.load.weights_seed, F::kWeightsSeed, st);
        }},
   };
-  t.insert(t.end(), std::begin(rows), std::end(rows));
+  for (const RequestFlag& r : rows) t.push_back(r);
 }
 
 // The text rows.
@@ -175,7 +174,7 @@ void add_text_rows(std::vector<RequestFlag>& t) {
        "fl2va: the last keyframe, cover-cropped onto the canvas (with or without --first-frame)",
        [](std::string_view t, S& s, St) { return set_path(s.run.keyframes.last, t); }},
   };
-  t.insert(t.end(), std::begin(rows), std::end(rows));
+  for (const RequestFlag& r : rows) t.push_back(r);
 }
 
 // The request rows.
@@ -221,7 +220,7 @@ void add_request_rows(std::vector<RequestFlag>& t) {
       {"--preset", "preset", F::kPreset, R, K::kValue, "NAME",
        "turbo4: 4 steps, shift 6 / 3, euler, for the Turbo LoRA given with --lora", parse_preset},
   };
-  t.insert(t.end(), std::begin(rows), std::end(rows));
+  for (const RequestFlag& r : rows) t.push_back(r);
 }
 
 // The output rows.
@@ -254,7 +253,7 @@ void add_output_rows(std::vector<RequestFlag>& t) {
          return Status::Ok();
        }},
   };
-  t.insert(t.end(), std::begin(rows), std::end(rows));
+  for (const RequestFlag& r : rows) t.push_back(r);
 }
 
 // The decoders rows.
@@ -285,7 +284,7 @@ void add_decoders_rows(std::vector<RequestFlag>& t) {
        }},
       {"--crf", "crf", F::kCrf, L, K::kValue, "INT", "x264 constant rate factor of video.mp4 (default 18)", parse_crf},
   };
-  t.insert(t.end(), std::begin(rows), std::end(rows));
+  for (const RequestFlag& r : rows) t.push_back(r);
 }
 
 // The backend and precision rows.
@@ -365,7 +364,7 @@ void add_backend_and_precision_rows(std::vector<RequestFlag>& t) {
        "the base weights untouched (docs/lora.md)",
        [](std::string_view t, S& s, St) { return set_path(s.load.lora_dir, t); }},
   };
-  t.insert(t.end(), std::begin(rows), std::end(rows));
+  for (const RequestFlag& r : rows) t.push_back(r);
 }
 
 const std::vector<RequestFlag>& table() {

@@ -92,9 +92,10 @@ Status resolve_load_fields(RequestSpec& s, FieldStyle st, Field* failed) {
                 invalid_argument(n("--config") + " and " + n("--checkpoint") +
                                  " exclude each other: a checkpoint brings its own config"),
                 failed);
-  if (s.cuda_graph)
-    s.load.switches +=
-        (s.load.switches.empty() ? "" : ",") + std::string("cuda_graph=") + cuda_graph_name(*s.cuda_graph);
+  if (s.cuda_graph) {  // appends: GCC 12 warns -Wrestrict on "," + std::string
+    if (!s.load.switches.empty()) s.load.switches.append(",");
+    s.load.switches.append("cuda_graph=").append(cuda_graph_name(*s.cuda_graph));
+  }
   return Status::Ok();
 }
 
