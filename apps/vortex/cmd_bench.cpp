@@ -15,6 +15,7 @@
 #include "measure/bench.h"
 #include "model/packing.h"
 #include "rank_options.h"
+#include "request_flags_cli.h"
 
 namespace vortex::cli {
 
@@ -22,10 +23,9 @@ namespace {
 
 struct BenchArgs {
   WorkloadSpec spec;
+  FlagValues flags;  // the option table's workload flags (add_workload_options)
   BenchOptions opts;
   std::string evidence_dir = "benchmarks";
-  std::string gpus;          // --gpus N: one rank process per GPU
-  std::string comm_timeout;  // --comm-timeout S
 };
 
 int bench_fail(int code, const std::string& message) {
@@ -46,14 +46,18 @@ Status check_world_fits(const WorkloadSpec& spec, int world) {
   return check_sequence_parallel(cfg, world, geo.total_rows());
 }
 
-int run_bench(const std::string& what, BenchArgs& args) {
+int run_bench(const std::string& what, BenchArgs& args, const CLI::App& sub) {
+  if (Status s = read_workload_flags(sub, args.flags, args.spec); !s.ok()) return bench_fail(2, s.message());
+  api::RequestSpec world;  // --gpus, --comm-timeout
+  for (const char* flag : {"--gpus", "--comm-timeout"})
+    if (Status s = parse_given_flag(sub, args.flags, flag, world); !s.ok()) return bench_fail(2, s.message());
   // ---- multi-GPU: the launcher (--gpus N) or one rank of a world (VORTEX_RANK / RANK in the environment) ----
   Result<std::optional<RankEnv>> rank_env = rank_env_from_environment();
   if (!rank_env.ok()) return bench_fail(2, rank_env.status().message());
   CommOptions comm;
-  std::string error;
-  if (!args.comm_timeout.empty() && !parse_comm_timeout(args.comm_timeout, comm, error)) return bench_fail(2, error);
-  const bool ranked = !args.gpus.empty() || rank_env->has_value();
+  if (world.comm_timeout_seconds > 0.0)
+    comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(world.comm_timeout_seconds * 1000.0));
+  const bool ranked = world.gpus > 0 || rank_env->has_value();
   if (ranked && what == "ab")
     return bench_fail(2,
                       "bench ab does not run with ranks (--gpus, a rank environment): it alternates switches "
@@ -63,14 +67,11 @@ int run_bench(const std::string& what, BenchArgs& args) {
                       "--gpus and rank environments need --backend cuda (one rank process per GPU, over NCCL); "
                       "got --backend " +
                           args.spec.backend);
-  if (!args.gpus.empty() && !rank_env->has_value()) {
-    char* end = nullptr;
-    const long n = std::strtol(args.gpus.c_str(), &end, 10);
-    if (end == args.gpus.c_str() || *end != '\0' || n < 1 || n > 64)
-      return bench_fail(2, "--gpus must be an integer between 1 and 64, got '" + args.gpus + "'");
+  if (world.gpus > 0 && !rank_env->has_value()) {
+    const int n = world.gpus;
     if (Status st = check_world_fits(args.spec, static_cast<int>(n)); !st.ok())
       return bench_fail(exit_code_for(st), st.to_string());
-    std::fprintf(stderr, "vortex bench %s: starting %ld rank processes, one per GPU\n", what.c_str(), n);
+    std::fprintf(stderr, "vortex bench %s: starting %d rank processes, one per GPU\n", what.c_str(), n);
     LaunchOptions lo;
     lo.argv = rank_command_line();
     lo.world = static_cast<int>(n);
@@ -125,20 +126,39 @@ int run_bench(const std::string& what, BenchArgs& args) {
 
 }  // namespace
 
-void add_workload_options(CLI::App* sub, WorkloadSpec& spec) {
-  sub->add_option("--config", spec.config, "h3 | h3-tiny")->capture_default_str();
-  sub->add_option("--checkpoint", spec.checkpoint, "checkpoint file (default: synthetic weights on the backend)");
-  sub->add_option("--backend", spec.backend, "cuda | cpu")->capture_default_str();
-  sub->add_option("--threads", spec.threads, "CPU threads (cpu backend)");
-  sub->add_option("--width", spec.width)->capture_default_str();
-  sub->add_option("--height", spec.height)->capture_default_str();
-  sub->add_option("--frames", spec.frames)->capture_default_str();
+void add_workload_options(CLI::App* sub, FlagValues& flags, WorkloadSpec& spec) {
+  add_request_flags(sub, flags,
+                    {{"--config", "h3 | h3-tiny (default h3)"},
+                     {"--checkpoint", "checkpoint file (default: synthetic weights on the backend)"},
+                     {"--backend", "cuda | cpu (default cuda)"},
+                     {"--threads", "CPU threads (cpu backend)"},
+                     {"--width", "Pixels (default 1344)"},
+                     {"--height", "Pixels (default 768)"},
+                     {"--frames", "Pixel frames (default 124)"},
+                     {"--weights-seed"},
+                     {"--seed", "Noise seed (default 42)"},
+                     {"--precision", "bf16 | fp8 | nvfp4 | nvfp4-weight-only (default bf16)"},
+                     {"--switches", "over the policy defaults, e.g. fused, eager, attention=sage2, fused_gate_add=0"}});
   sub->add_option("--text-rows", spec.text_rows, "synthetic refined text rows")->capture_default_str();
-  sub->add_option("--weights-seed", spec.weights_seed)->capture_default_str();
-  sub->add_option("--seed", spec.noise_seed)->capture_default_str();
-  sub->add_option("--precision", spec.precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only")->capture_default_str();
-  sub->add_option("--switches", spec.switches,
-                  "over the policy defaults, e.g. fused, eager, attention=sage2, fused_gate_add=0");
+}
+
+Status read_workload_flags(const CLI::App& sub, const FlagValues& flags, WorkloadSpec& spec) {
+  api::RequestSpec s;
+  VORTEX_RETURN_IF_ERROR(parse_given_flags(sub, flags, s));
+  if (s.random_seed)
+    return invalid_argument("--seed -1 (a random seed) is for generate; benchmarks take a fixed --seed");
+  if (s.has("--config")) spec.config = s.load.config_name;
+  if (s.has("--checkpoint")) spec.checkpoint = s.load.checkpoint_path;
+  if (s.has("--backend")) spec.backend = backend_kind_name(s.load.backend);
+  if (s.has("--threads")) spec.threads = s.load.threads;
+  if (s.has("--width")) spec.width = s.run.width;
+  if (s.has("--height")) spec.height = s.run.height;
+  if (s.has("--frames")) spec.frames = s.run.frames;
+  if (s.has("--weights-seed")) spec.weights_seed = s.load.weights_seed;
+  if (s.has("--seed")) spec.noise_seed = s.run.seed;
+  if (s.has("--precision")) spec.precision = precision_name(s.load.precision);
+  if (s.has("--switches")) spec.switches = s.load.switches;
+  return Status::Ok();
 }
 
 void register_bench(CLI::App& app, CommandContext& ctx) {
@@ -156,7 +176,7 @@ void register_bench(CLI::App& app, CommandContext& ctx) {
       {"ab", "Switches --a vs --b alternated A,B,A,B in one loaded model: per-pair time ratios"}};
   for (const auto& [what, description] : kinds) {
     auto* sub = bench->add_subcommand(what, description);
-    add_workload_options(sub, args.spec);
+    add_workload_options(sub, args.flags, args.spec);
     sub->add_option("--evidence-dir", args.evidence_dir)->capture_default_str();
     sub->add_option("--reps", args.opts.reps)->capture_default_str();
     sub->add_option("--warmup", args.opts.warmup)->capture_default_str();
@@ -164,25 +184,22 @@ void register_bench(CLI::App& app, CommandContext& ctx) {
         ->capture_default_str();
     if (std::string(what) == "block" || std::string(what) == "ab")
       sub->add_option("--block", args.opts.block)->capture_default_str();
-    sub->add_option("--gpus", args.gpus,
-                    std::string(what) == "ab"
+    add_request_flags(
+        sub, args.flags,
+        {{"--gpus", std::string(what) == "ab"
                         ? "not with ab (refused: A/B pairs alternate inside one process)"
                         : "N GPUs: one rank process per GPU (Ulysses over NCCL, --backend cuda); every rank times the "
                           "same iterations, rank 0 writes one row with world=N, the slowest rank per component, every "
-                          "rank's p50 and the all-to-all bytes and bandwidth (docs/multi_gpu.md)")
-        ->type_name("N");
-    if (std::string(what) != "ab")
-      sub->add_option("--comm-timeout", args.comm_timeout,
-                      "Seconds one collective may wait for the other ranks before the run fails (default 300)")
-          ->type_name("S");
+                          "rank's p50 and the all-to-all bytes and bandwidth (docs/multi_gpu.md)"}});
+    if (std::string(what) != "ab") add_request_flags(sub, args.flags, {{"--comm-timeout"}});
     if (std::string(what) == "ab") {
       sub->add_option("--a", args.opts.a, "baseline switches, e.g. eager")->required();
       sub->add_option("--b", args.opts.b, "candidate switches, e.g. fused")->required();
     }
     std::string name = what;
-    sub->callback([&ctx, name]() {
+    sub->callback([&ctx, name, sub]() {
       args.spec.device = ctx.device;
-      ctx.exit_code = run_bench(name, args);
+      ctx.exit_code = run_bench(name, args, *sub);
     });
   }
 }

@@ -12,33 +12,39 @@
 #include "engine/decode.h"
 #include "interrupt.h"
 #include "progress.h"
+#include "request_flags_cli.h"
 
 namespace vortex::cli {
 namespace {
 
+// LATENTS_DIR; the decoder, output and backend flags come from the option table (request_flags_cli.h).
 struct DecodeArgs {
-  std::string latents_dir, vae, audio_vae, synthetic_vae, out, frames_dir, backend = "cpu";
-  uint64_t seed = 0;
-  int threads = 0, crf = 18;
-  bool overwrite = false, no_tiling = false, quiet = false;
+  std::string latents_dir;
+  FlagValues flags;
 };
 
-int run_decode(const DecodeArgs& a) {
+int run_decode(const DecodeArgs& a, const CLI::App& sub) {
+  api::RequestSpec spec;
+  if (Status s = parse_given_flags(sub, a.flags, spec); !s.ok()) {
+    std::fprintf(stderr, "vortex decode: error: %s\n", s.message().c_str());
+    return 2;
+  }
+  const PipelineOptions& o = spec.load;
   DecodeRequest r;
   r.latents_dir = a.latents_dir;
-  r.vae_dir = a.vae;
-  r.audio_vae_dir = a.audio_vae;
-  r.synthetic_vae = a.synthetic_vae;
-  r.synthetic_seed = a.seed;
-  r.out_dir = a.out;
-  r.frames_dir = a.frames_dir;
-  r.overwrite = a.overwrite;
-  r.tiling = !a.no_tiling;
-  r.backend = a.backend;
-  r.threads = a.threads;
-  r.mp4.crf = a.crf;
+  r.vae_dir = o.vae_dir;
+  r.audio_vae_dir = o.audio_vae_dir;
+  r.synthetic_vae = synthetic_vae_name(o.synthetic_vae);
+  r.synthetic_seed = o.synthetic_vae_seed;
+  r.out_dir = spec.out_dir;
+  r.frames_dir = spec.run.frames_dir;
+  r.overwrite = spec.overwrite;
+  r.tiling = o.vae_tiling;
+  r.backend = backend_kind_name(o.backend);
+  r.threads = o.threads;
+  r.mp4.crf = o.mp4_crf;
   const auto start = std::chrono::steady_clock::now();
-  StderrProgress bar("decode", a.quiet);
+  StderrProgress bar("decode", spec.quiet);
   auto progress = [&](const VaeProgress& p) {
     bar.decode(p.stage, p.done, p.total,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -69,28 +75,28 @@ void register_decode(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<DecodeArgs>();
   CLI::App* sub = app.add_subcommand("decode", "Latents -> video.mp4 (H.264 + AAC) and audio.wav through the H3 VAEs");
   sub->add_option("LATENTS_DIR", args->latents_dir, "A `vortex generate` output folder")->required();
-  sub->add_option("--vae", args->vae, "Video VAE folder: diffusers (vae/) or original (FL2VA/video_vae) layout");
-  sub->add_option("--audio-vae", args->audio_vae,
-                  "Audio VAE folder: diffusers (audio_vae/) or original (FL2VA/audio_vae) layout");
-  sub->add_option("--synthetic-vae", args->synthetic_vae,
-                  "tiny | full: deterministic synthetic decoders (output is noise)");
-  sub->add_option("--vae-seed", args->seed, "Seed of the synthetic decoders (default 0)");
-  sub->add_option("-o,--out", args->out, "Output directory (required)")->required()->type_name("DIR");
-  sub->add_option("--frames-dir", args->frames_dir, "Also write every frame as 8-bit RGB PNG here");
-  sub->add_flag("--overwrite", args->overwrite, "Replace a previous decode in --out / --frames-dir");
-  sub->add_flag("--no-tiling", args->no_tiling, "Decode whole frames (not the released tiling; changes the pixels)");
-  sub->add_option("--crf", args->crf, "x264 constant rate factor (default 18)");
-  sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)");
-  sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores; results never depend on it");
-  sub->add_flag("--quiet", args->quiet, "No progress output");
+  add_request_flags(sub, args->flags,
+                    {{"--vae", "Video VAE folder: diffusers (vae/) or original (FL2VA/video_vae) layout"},
+                     {"--audio-vae"},
+                     {"--synthetic-vae"},
+                     {"--vae-seed"},
+                     {"--out"},
+                     {"--frames-dir", "Also write every frame as 8-bit RGB PNG here"},
+                     {"--overwrite", "Replace a previous decode in --out / --frames-dir"},
+                     {"--no-tiling"},
+                     {"--crf", "x264 constant rate factor (default 18)"},
+                     {"--backend"},
+                     {"--threads", "CPU threads, 0 = all cores; results never depend on it"},
+                     {"--quiet"}});
+  sub->get_option("--out")->required();
   sub->footer(
       "Examples:\n"
       "  vortex decode out/cat --vae ~/models/MiniMax-H3/vae --audio-vae ~/models/MiniMax-H3/audio_vae -o "
       "out/cat-media\n"
       "  vortex decode out/demo --synthetic-vae tiny -o out/demo-media   # noise decoders, for a pipeline check");
-  sub->callback([args, &ctx]() {
+  sub->callback([args, sub, &ctx]() {
     install_interrupt_cleanup("decode");
-    ctx.exit_code = run_decode(*args);
+    ctx.exit_code = run_decode(*args, *sub);
   });
 }
 

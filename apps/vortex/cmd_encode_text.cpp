@@ -23,6 +23,7 @@
 #include "engine/model_folder.h"
 #include "engine/prompt_encoder.h"
 #include "io/safetensors.h"
+#include "request_flags_cli.h"
 #include "text_encoder/text_encoder.h"
 
 namespace vortex::cli {
@@ -32,10 +33,15 @@ namespace fs = std::filesystem;
 
 constexpr const char* kWrittenByKey = "vortex.encode_text";
 
+// The command's own flags (--ids, --ids-file); the shared ones (--model, --prompt, --text-layer, --backend,
+// --threads, --out, --overwrite, --quiet) come from the option table into `flags`, parsed into `spec`.
 struct EncodeTextArgs {
-  std::string model, prompt, ids, ids_file, out, backend = "cpu", threads = "0";
-  int text_layer = -1;
-  bool overwrite = false, quiet = false;
+  FlagValues flags;
+  std::string ids, ids_file;
+  api::RequestSpec spec;
+  const std::string& model() const { return spec.model_dir; }
+  const std::string& prompt() const { return spec.run.prompt; }
+  const std::string& out() const { return spec.out_dir; }
 };
 
 // Whitespace- or comma-separated non-negative integers.
@@ -74,13 +80,13 @@ Result<std::vector<int32_t>> token_ids(const EncodeTextArgs& a) {
 }
 
 Status check_out(const EncodeTextArgs& a) {
-  if (a.out.empty()) return invalid_argument("--out F.safetensors is required");
+  if (a.out().empty()) return invalid_argument("--out F.safetensors is required");
   std::error_code ec;
-  if (!fs::exists(a.out, ec)) return Status::Ok();
-  if (!a.overwrite) return invalid_argument("--out " + a.out + " exists; pass --overwrite to replace it");
-  Result<SafetensorsFile> f = SafetensorsFile::open(a.out);
+  if (!fs::exists(a.out(), ec)) return Status::Ok();
+  if (!a.spec.overwrite) return invalid_argument("--out " + a.out() + " exists; pass --overwrite to replace it");
+  Result<SafetensorsFile> f = SafetensorsFile::open(a.out());
   if (!f.ok() || f->metadata().count(kWrittenByKey) == 0)
-    return invalid_argument("--out " + a.out +
+    return invalid_argument("--out " + a.out() +
                             " exists and was not written by vortex encode-text; it is left untouched");
   return Status::Ok();
 }
@@ -90,24 +96,24 @@ Status run(const EncodeTextArgs& a, int& exit_code) {
     exit_code = code;
     return s;
   };
-  const bool from_prompt = !a.prompt.empty();
+  const bool from_prompt = !a.prompt().empty();
   if (from_prompt && (!a.ids.empty() || !a.ids_file.empty()))
     return fail(invalid_argument("--prompt excludes --ids and --ids-file: give one text source"), 2);
   Result<std::vector<int32_t>> ids = std::vector<int32_t>{};
   if (from_prompt) {
-    if (Status s = validate_prompt_field(a.prompt, PromptLimits{}, "--prompt"); !s.ok())
+    if (Status s = validate_prompt_field(a.prompt(), PromptLimits{}, "--prompt"); !s.ok())
       return fail(s, 2);  // before any file
   } else {
     ids = token_ids(a);
     if (!ids.ok()) return fail(ids.status(), 2);
   }
   if (Status s = check_out(a); !s.ok()) return fail(s, 2);
-  if (a.model.empty())
+  if (a.model().empty())
     return fail(invalid_argument("--model DIR is required (a Qwen3-VL folder or an H3 pipeline folder)"), 2);
-  int layer = a.text_layer;
+  int layer = a.spec.text_layer;
   std::string tokenizer_path;
   if (from_prompt) {
-    Result<ModelFolder> folder = open_model_folder(a.model);
+    Result<ModelFolder> folder = open_model_folder(a.model());
     if (!folder.ok()) return fail(folder.status(), 2);
     if (Status s = require_parts(*folder, {"text_encoder", "tokenizer"}, "needed to encode a prompt"); !s.ok())
       return fail(s, 2);
@@ -115,22 +121,17 @@ Status run(const EncodeTextArgs& a, int& exit_code) {
     if (layer < 0) layer = folder->text_layer;
     if (layer < 0)
       return fail(
-          not_found("--model " + a.model + " has no pipeline config naming the text layer; pass --text-layer K"), 2);
+          not_found("--model " + a.model() + " has no pipeline config naming the text layer; pass --text-layer K"), 2);
   }
   if (layer < 0) {
-    Result<int> l = pipeline_text_layer(a.model);
+    Result<int> l = pipeline_text_layer(a.model());
     if (!l.ok()) return fail(l.status(), 2);
     layer = *l;
   }
-  int threads = 0;
-  {
-    auto [p, ec] = std::from_chars(a.threads.data(), a.threads.data() + a.threads.size(), threads);
-    if (ec != std::errc() || p != a.threads.data() + a.threads.size())
-      return fail(invalid_argument("--threads expects an integer, got '" + a.threads + "'"), 2);
-  }
-  Result<std::unique_ptr<Backend>> backend = make_backend(a.backend, threads);
+  const std::string backend_name = backend_kind_name(a.spec.load.backend);
+  Result<std::unique_ptr<Backend>> backend = make_backend(backend_name, a.spec.load.threads);
   if (!backend.ok()) return fail(backend.status(), exit_code_for(backend.status()));
-  Result<std::string> folder = text_encoder_folder(a.model);
+  Result<std::string> folder = text_encoder_folder(a.model());
   if (!folder.ok()) return fail(folder.status(), 2);
   Result<TextEncoderConfig> cfg = TextEncoderConfig::from_file((fs::path(*folder) / "config.json").string());
   if (!cfg.ok()) return fail(cfg.status(), 2);
@@ -141,10 +142,10 @@ Status run(const EncodeTextArgs& a, int& exit_code) {
   if (from_prompt) {
     Result<std::shared_ptr<const Tokenizer>> tok = shared_tokenizer(tokenizer_path);
     if (!tok.ok()) return fail(tok.status(), 2);
-    ids = present_t2va_prompt(**tok, *cfg, a.prompt, "--prompt");
+    ids = present_t2va_prompt(**tok, *cfg, a.prompt(), "--prompt");
     if (!ids.ok()) return fail(ids.status(), 2);
   }
-  const bool tty = !a.quiet && ::isatty(::fileno(stderr)) == 1;
+  const bool tty = !a.spec.quiet && ::isatty(::fileno(stderr)) == 1;
   TextEncoderLoadProgressFn on_load = [tty](const TextEncoderLoadProgress& p) {
     if (!tty) return;
     std::fprintf(stderr, "\rloading the text encoder: layer %d/%d  %.2f/%.2f GB  %.2f GB/s   ", p.layers_done,
@@ -161,15 +162,15 @@ Status run(const EncodeTextArgs& a, int& exit_code) {
   std::map<std::string, std::string> meta = {
       {kWrittenByKey, "1"}, {"vortex.text_layer", std::to_string(layer)}, {"vortex.text_encoder", *folder}};
   if (from_prompt) {
-    meta["vortex.prompt"] = a.prompt;
+    meta["vortex.prompt"] = a.prompt();
     meta["vortex.tokenizer"] = tokenizer_path;
   }
-  if (Status s = write_safetensors(a.out, {{"hidden_states", *hidden}}, meta); !s.ok()) return fail(s, 1);
-  if (!a.quiet)
+  if (Status s = write_safetensors(a.out(), {{"hidden_states", *hidden}}, meta); !s.ok()) return fail(s, 1);
+  if (!a.spec.quiet)
     std::cerr << "vortex encode-text: " << ids->size() << " tokens -> hidden_states[" << layer << "] ["
               << hidden->dim(0) << ", " << hidden->dim(1) << "] bf16 (" << layer << " of " << cfg->num_layers
-              << " layers loaded, " << secs << " s on " << a.backend << ")\n";
-  std::cout << a.out << "\n";
+              << " layers loaded, " << secs << " s on " << backend_name << ")\n";
+  std::cout << a.out() << "\n";
   return Status::Ok();
 }
 
@@ -179,28 +180,27 @@ void register_encode_text(CLI::App& app, CommandContext& ctx) {
   auto args = std::make_shared<EncodeTextArgs>();
   CLI::App* sub = app.add_subcommand("encode-text",
                                      "Run the Qwen3-VL conditioner on a prompt or token ids -> --text-embeddings file");
-  sub->add_option("--model", args->model,
-                  "Qwen3-VL folder (config.json + safetensors) or an H3 pipeline folder with text_encoder/")
-      ->type_name("DIR");
-  sub->add_option("--prompt", args->prompt,
-                  "The prompt, tokenized with the folder's tokenizer.json as diffusers' MiniMax-H3 t2va step does")
-      ->type_name("TEXT");
+  add_request_flags(
+      sub, args->flags,
+      {{"--model", "Qwen3-VL folder (config.json + safetensors) or an H3 pipeline folder with text_encoder/"},
+       {"--prompt", "The prompt, tokenized with the folder's tokenizer.json as diffusers' MiniMax-H3 t2va step does"}});
   sub->add_option("--ids", args->ids, "Token ids, space or comma separated")->type_name("\"1 2 3\"");
   sub->add_option("--ids-file", args->ids_file, "File of token ids, space, comma or newline separated")
       ->type_name("FILE");
-  sub->add_option("--text-layer", args->text_layer,
-                  "hidden_states index (default: the pipeline config's, 50 for H3); 0 = embedding")
-      ->type_name("K")
-      ->check(CLI::Validator(CLI::NonNegativeNumber).description(""));
-  sub->add_option("--backend", args->backend, "cpu | cuda (default cpu)")->type_name("NAME");
-  sub->add_option("--threads", args->threads, "CPU threads, 0 = all cores; results never depend on it")
-      ->type_name("INT");
-  sub->add_option("-o,--out", args->out, "Output .safetensors: one [L, hidden] bf16 tensor")->type_name("FILE");
-  sub->add_flag("--overwrite", args->overwrite, "Replace --out if vortex encode-text wrote it");
-  sub->add_flag("--quiet", args->quiet, "No summary on stderr");
-  sub->callback([args, &ctx]() {
-    int code = 0;
-    Status s = run(*args, code);
+  add_request_flags(sub, args->flags,
+                    {{"--text-layer", "hidden_states index (default: the pipeline config's, 50 for H3); 0 = embedding"},
+                     {"--backend"},
+                     {"--threads", "CPU threads, 0 = all cores; results never depend on it"},
+                     {"--out", "Output .safetensors: one [L, hidden] bf16 tensor", "FILE"},
+                     {"--overwrite", "Replace --out if vortex encode-text wrote it"},
+                     {"--quiet", "No summary on stderr"}});
+  sub->callback([args, sub, &ctx]() {
+    int code = 2;
+    Status s = parse_given_flags(*sub, args->flags, args->spec);
+    if (s.ok()) {
+      code = 0;
+      s = run(*args, code);
+    }
     if (!s.ok()) std::cerr << "vortex encode-text: error: " << s.to_string() << "\n";
     ctx.exit_code = s.ok() ? 0 : (code != 0 ? code : 1);
   });

@@ -8,6 +8,7 @@
 #include "engine/workload.h"
 #include "measure/gate.h"
 #include "profiling/evidence.h"
+#include "request_flags_cli.h"
 
 namespace vortex::cli {
 
@@ -17,15 +18,21 @@ void register_gate(CLI::App& app, CommandContext& ctx) {
   static WorkloadSpec spec;
   static GateOptions opts;
   static std::string evidence_dir = "benchmarks", out;
-  add_workload_options(sub, spec);
+  static FlagValues flags;
+  add_workload_options(sub, flags, spec);
   sub->add_option("--a", opts.a, "baseline switches")->capture_default_str();
   sub->add_option("--b", opts.b, "candidate switches")->capture_default_str();
   sub->add_option("--steps", opts.steps, "full trajectory length")->capture_default_str();
   sub->add_flag("--skip-full-trajectory", opts.skip_full_trajectory, "only blocks, one step and the 2-step trajectory");
   sub->add_option("--evidence-dir", evidence_dir)->capture_default_str();
   sub->add_option("--out", out, "also write the verdict JSON here");
-  sub->callback([&ctx]() {
+  sub->callback([&ctx, sub]() {
     auto log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
+    if (Status s = read_workload_flags(*sub, flags, spec); !s.ok()) {
+      std::fprintf(stderr, "vortex gate: error: %s\n", s.message().c_str());
+      ctx.exit_code = 2;
+      return;
+    }
     spec.device = ctx.device;
     auto w = load_workload(spec, log);
     if (!w.ok()) {

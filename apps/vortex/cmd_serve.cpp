@@ -22,24 +22,19 @@
 #include <thread>
 
 #include "commands.h"
-#include "decoder_options.h"
 #include "engine/generate.h"
 #include "engine/model_folder.h"
 #include "rank_options.h"
+#include "request_flags_cli.h"
 #include "serve/server.h"
 
 namespace vortex::cli {
 namespace {
 
+// Serve's own flags; the weights, backend, precision, decoders, --lora-dir, --gpus and --comm-timeout come from the
+// option table (`flags`, request_flags_cli.h).
 struct ServeArgs {
-  std::string config = "h3-tiny";
-  std::string model;       // a model folder
-  std::string checkpoint;  // a file, index or folder
-  bool synthetic = false;
-  uint64_t weights_seed = 0;
-  std::string backend = "cpu";
-  int threads = 0;
-  std::string precision = "bf16";
+  FlagValues flags;
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string data;
@@ -47,7 +42,6 @@ struct ServeArgs {
   int keep_jobs = 100;
   std::string api_key;
   std::string on_sigterm = "finish";
-  std::string lora_dir;  // adapters requests may name (docs/lora.md "Switching adapters per request")
   bool allow_fault_injection = false;
   double memory_limit_gb = 0.0;
   int max_upload_mb = 64;
@@ -57,10 +51,6 @@ struct ServeArgs {
   bool insecure_no_auth = false;
   double drain_timeout = 30.0;
   serve::CostLimits cost;  // --max-job-seconds, --max-frames, --max-pixels, --max-text-rows
-  bool quiet = false;
-  DecoderArgs decoders;      // --vae --audio-vae ... (decoder_options.h)
-  std::string gpus;          // --gpus N: one rank process per GPU, one pipeline
-  std::string comm_timeout;  // --comm-timeout S
 };
 
 int fail(int code, const std::string& message) {
@@ -69,12 +59,17 @@ int fail(int code, const std::string& message) {
 }
 
 int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
-  const int sources = (a.model.empty() ? 0 : 1) + (a.checkpoint.empty() ? 0 : 1) + (a.synthetic ? 1 : 0);
+  api::RequestSpec spec;
+  if (Status s = parse_given_flags(sub, a.flags, spec); !s.ok()) return fail(2, s.message());
+  const std::string& model = spec.model_dir;
+  const bool synthetic = spec.load.synthetic_weights;
+  const bool quiet = spec.quiet;
+  const int sources = (model.empty() ? 0 : 1) + (spec.load.checkpoint_path.empty() ? 0 : 1) + (synthetic ? 1 : 0);
   if (sources != 1) return fail(2, "give the weights one way: --model DIR, --checkpoint FILE|DIR or --synthetic");
-  if (!a.model.empty() && !std::filesystem::is_directory(a.model)) {
-    return fail(2, "--model " + a.model + " is not a directory (a single file goes to --checkpoint)");
+  if (!model.empty() && !std::filesystem::is_directory(model)) {
+    return fail(2, "--model " + model + " is not a directory (a single file goes to --checkpoint)");
   }
-  if (sub.count("--config") > 0 && !a.synthetic) {
+  if (sub.count("--config") > 0 && !synthetic) {
     return fail(2, "--config names the synthetic model's config: a checkpoint brings its own");
   }
   if (a.on_sigterm != "finish" && a.on_sigterm != "cancel") {
@@ -94,38 +89,23 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   }
 
   // ---- several GPUs: the launcher (--gpus N) or one rank of a world (VORTEX_RANK / RANK) ----
-  Result<BackendKind> backend = parse_backend_kind(a.backend);
-  if (!backend.ok()) return fail(2, backend.status().message());
-  Result<Precision> precision = parse_precision_field(a.precision);
-  if (!precision.ok()) return fail(2, precision.status().message());
-
   Result<std::optional<RankEnv>> rank_env = rank_env_from_environment();
   if (!rank_env.ok()) return fail(2, rank_env.status().message());
   CommOptions comm;
-  std::string error;
-  if (!a.comm_timeout.empty() && !parse_comm_timeout(a.comm_timeout, comm, error)) return fail(2, error);
-  const bool launcher = !a.gpus.empty() && !rank_env->has_value();
+  if (spec.comm_timeout_seconds > 0.0)
+    comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(spec.comm_timeout_seconds * 1000.0));
+  const bool launcher = spec.gpus > 0 && !rank_env->has_value();
   if (launcher || rank_env->has_value()) {
-    int n = 1;
-    if (launcher) {
-      char* end = nullptr;
-      const long v = std::strtol(a.gpus.c_str(), &end, 10);
-      if (end == a.gpus.c_str() || *end != '\0' || v < 1 || v > 64)
-        return fail(2, "--gpus must be an integer between 1 and 64, got '" + a.gpus + "'");
-      n = static_cast<int>(v);
-    }
-    if (*backend != BackendKind::kCuda) {
+    const int n = launcher ? spec.gpus : 1;
+    if (spec.load.backend != BackendKind::kCuda) {
       return fail(2, std::string(launcher ? "--gpus" : "a rank environment (VORTEX_RANK / RANK)") +
                          " needs --backend cuda (one rank process per GPU, over NCCL)");
     }
     if (launcher) {
       // Every rank gets this command line, so the same --lora-dir: a wrong one is refused once, here.
-      PipelineOptions lora;
-      lora.lora_dir = a.lora_dir;
-      lora.precision = *precision;
-      if (Status s = validate_lora_dir_options(lora); !s.ok()) return fail(exit_code_for(s), s.message());
+      if (Status s = validate_lora_dir_options(spec.load); !s.ok()) return fail(exit_code_for(s), s.message());
       if (a.data.empty()) return fail(2, "--data is required: the directory job outputs go to");
-      if (!a.quiet) std::fprintf(stderr, "vortex serve: starting %d rank processes, one per GPU\n", n);
+      if (!quiet) std::fprintf(stderr, "vortex serve: starting %d rank processes, one per GPU\n", n);
       LaunchOptions lo;
       lo.argv = rank_command_line();
       lo.world = n;
@@ -138,22 +118,15 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   }
 
   serve::ServeOptions o;
-  o.pipeline.config_name = a.config;
-  o.pipeline.checkpoint_path = a.model.empty() ? a.checkpoint : a.model;
-  o.pipeline.synthetic_weights = a.synthetic;
-  o.pipeline.weights_seed = a.weights_seed;
-  o.pipeline.backend = *backend;
+  o.pipeline = spec.load;  // the table's load options: weights, backend, precision, decoders, --lora-dir
+  if (!model.empty()) o.pipeline.checkpoint_path = model;
   o.pipeline.device = device;
-  o.pipeline.threads = a.threads;
-  o.pipeline.precision = *precision;
-  o.pipeline.lora_dir = a.lora_dir;
   // The official snapshot (engine/model_folder.h): its transformer, and its text encoder for real prompts.
-  if (!a.model.empty() && is_model_folder(a.model)) {
-    Result<ModelFolder> folder = open_model_folder(a.model);
+  if (!model.empty() && is_model_folder(model)) {
+    Result<ModelFolder> folder = open_model_folder(model);
     if (!folder.ok()) return fail(exit_code_for(folder.status()), folder.status().message());
     if (Status s = apply_model_folder(*folder, -1, o.pipeline); !s.ok()) return fail(exit_code_for(s), s.message());
   }
-  if (Status s = apply_decoder_args(a.decoders, o.pipeline); !s.ok()) return fail(2, s.message());
   o.host = a.host;
   o.port = a.port;
   o.data_dir = a.data;
@@ -180,7 +153,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
     if (!h.empty()) o.allowed_hosts.push_back(h);
     at = comma + 1;
   }
-  if (!a.quiet) o.log = [](const std::string& line) { std::fprintf(stderr, "vortex serve: %s\n", line.c_str()); };
+  if (!quiet) o.log = [](const std::string& line) { std::fprintf(stderr, "vortex serve: %s\n", line.c_str()); };
   if (rank_env->has_value()) {
     const RankEnv e = **rank_env;
     o.join = [e, comm](Backend& backend) { return join_world(e, comm, backend); };
@@ -217,7 +190,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
-  if (!a.quiet) {
+  if (!quiet) {
     std::fprintf(stderr, "vortex serve: %s: draining (%s the running job, at most %g s)\n",
                  sig == SIGTERM ? "SIGTERM" : "SIGINT", a.on_sigterm == "finish" ? "finishing" : "cancelling",
                  a.drain_timeout);
@@ -253,27 +226,21 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
 void register_serve(CLI::App& app, CommandContext& ctx) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand("serve", "HTTP job API (/v1/videos) over one resident model (docs/serve.md)");
-  sub->add_option("--config", a->config, "Built-in config of --synthetic: h3-tiny | h3 (default h3-tiny)")
-      ->type_name("NAME");
-  sub->add_option("--model", a->model,
-                  "Model folder: the MiniMax-H3 snapshot (prompts encoded by its text encoder) or a transformer folder")
-      ->type_name("DIR");
-  sub->add_option("--checkpoint", a->checkpoint, "Weights: a .safetensors file, an index, or a folder")
-      ->type_name("FILE|DIR");
-  sub->add_flag("--synthetic", a->synthetic,
-                "Deterministic synthetic weights for --config; prompts map to synthetic text rows");
-  sub->add_option("--weights-seed", a->weights_seed, "Seed of the synthetic weights (default 0)")->type_name("INT");
-  sub->add_option("--backend", a->backend, "cpu | cuda (default cpu)")->type_name("NAME");
-  sub->add_option("--threads", a->threads, "CPU threads, 0 = all cores")->type_name("INT");
-  sub->add_option("--precision", a->precision, "bf16 | fp8 | nvfp4 | nvfp4-weight-only, fixed at load (default bf16)")
-      ->type_name("NAME");
+  add_request_flags(
+      sub, a->flags,
+      {{"--config", "Built-in config of --synthetic: h3-tiny | h3 (default h3-tiny)"},
+       {"--model",
+        "Model folder: the MiniMax-H3 snapshot (prompts encoded by its text encoder) or a transformer folder"},
+       {"--checkpoint", "Weights: a .safetensors file, an index, or a folder"},
+       {"--synthetic", "Deterministic synthetic weights for --config; prompts map to synthetic text rows"},
+       {"--weights-seed"},
+       {"--backend"},
+       {"--threads", "CPU threads, 0 = all cores"},
+       {"--precision", "bf16 | fp8 | nvfp4 | nvfp4-weight-only, fixed at load (default bf16)"}});
   sub->add_option("--host", a->host, "Address to listen on (default 127.0.0.1)")->type_name("ADDR");
   sub->add_option("--port", a->port, "Port (default 8000; 0 = any free port, printed at start)")->type_name("INT");
   sub->add_option("--data", a->data, "Directory for job outputs (required)")->type_name("DIR");
-  sub->add_option("--lora-dir", a->lora_dir,
-                  "Folder of LoRA adapters that requests name in their \"lora\" field; applied per request as "
-                  "run-time branches, the base weights untouched (docs/lora.md)")
-      ->type_name("DIR");
+  add_request_flags(sub, a->flags, {{"--lora-dir"}});
   sub->add_option("--queue", a->queue, "Queued jobs before 429 (default 16)")->type_name("INT");
   sub->add_option("--keep-jobs", a->keep_jobs, "Finished jobs kept, older ones deleted (default 100)")
       ->type_name("INT");
@@ -308,15 +275,19 @@ void register_serve(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--drain-timeout", a->drain_timeout,
                   "Seconds a SIGTERM/SIGINT drain may take before a hard exit (default 30)")
       ->type_name("S");
-  add_decoder_options(sub, a->decoders, /*frames_dir=*/false);
-  sub->add_option("--gpus", a->gpus,
-                  "N GPUs as one pipeline: one rank process per GPU, Ulysses sequence parallelism over NCCL; rank 0 "
-                  "serves HTTP and writes outputs, latents identical to one GPU (--backend cuda; docs/multi_gpu.md)")
-      ->type_name("N");
-  sub->add_option("--comm-timeout", a->comm_timeout,
-                  "Seconds one collective may wait for the other ranks before the world fails (default 300)")
-      ->type_name("S");
-  sub->add_flag("--quiet", a->quiet, "No log lines on stderr");
+  add_request_flags(
+      sub, a->flags,
+      {{"--vae"},
+       {"--audio-vae"},
+       {"--synthetic-vae"},
+       {"--vae-seed"},
+       {"--no-tiling"},
+       {"--crf"},
+       {"--gpus",
+        "N GPUs as one pipeline: one rank process per GPU, Ulysses sequence parallelism over NCCL; rank 0 serves HTTP "
+        "and writes outputs, latents identical to one GPU (--backend cuda; docs/multi_gpu.md)"},
+       {"--comm-timeout", "Seconds one collective may wait for the other ranks before the world fails (default 300)"},
+       {"--quiet", "No log lines on stderr"}});
   sub->callback([a, sub, &ctx]() { ctx.exit_code = run_serve(*a, *sub, ctx.device); });
 }
 

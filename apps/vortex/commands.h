@@ -42,8 +42,12 @@ inline void group_options(CLI::App* sub, const std::vector<std::pair<std::string
       if (CLI::Option* o = sub->get_option_no_throw(n)) o->group(group);
 }
 
-// The workload options shared by `bench` and `gate` (config, weights, backend, request, precision, switches).
-void add_workload_options(CLI::App* sub, WorkloadSpec& spec);
+struct FlagValues;
+// The workload options shared by `bench` and `gate` (config, weights, backend, request, precision, switches): rows of
+// the option table (request_flags_cli.h) into `flags`, and --text-rows into `spec`.
+void add_workload_options(CLI::App* sub, FlagValues& flags, WorkloadSpec& spec);
+// The table's given workload flags, parsed (messages name the flag) into `spec`; the others keep its defaults.
+Status read_workload_flags(const CLI::App& sub, const FlagValues& flags, WorkloadSpec& spec);
 
 void register_generate(CLI::App& app, CommandContext& ctx);
 void register_inspect(CLI::App& app, CommandContext& ctx);

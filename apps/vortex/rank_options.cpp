@@ -30,17 +30,6 @@ std::vector<std::string> rank_command_line() {
   return out;
 }
 
-bool parse_comm_timeout(const std::string& text, CommOptions& comm, std::string& error) {
-  char* end = nullptr;
-  const double t = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || *end != '\0' || !(t > 0.0) || t > 86400.0) {
-    error = "--comm-timeout expects seconds in (0, 86400], got '" + text + "'";
-    return false;
-  }
-  comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(t * 1000.0));
-  return true;
-}
-
 std::string select_local_rank_device(const RankEnv& e) {
   if (e.local_rank == 0) return "";
   std::string dev = std::to_string(e.local_rank);

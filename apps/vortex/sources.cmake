@@ -10,7 +10,7 @@ list(APPEND VORTEX_APP_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_gate.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_tokenize.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_decode.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/decoder_options.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/request_flags_cli.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_serve.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/rank_options.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cmd_encode_text.cpp

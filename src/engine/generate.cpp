@@ -136,24 +136,23 @@ Status check_replaceable_run_dir(const std::string& dir) {
   return Status::Ok();
 }
 
-namespace {
-
 // The out directory may not exist, may be empty, or (with --overwrite) may hold a previous Vortex run.
-Status check_out_dir(const GenerateRequest& r) {
-  const fs::path out = normalized_out_path(r.out_dir);
-  VORTEX_RETURN_IF_ERROR(check_output_location(out, "--out", r.out_dir));
+Status check_out_dir(const std::string& out_dir, bool overwrite) {
+  if (out_dir.empty()) return invalid_argument("--out is required: the directory the outputs are written to");
+  const fs::path out = normalized_out_path(out_dir);
+  VORTEX_RETURN_IF_ERROR(check_output_location(out, "--out", out_dir));
   std::error_code ec;
   const auto st = fs::symlink_status(out, ec);
   if (fs::is_symlink(st)) {
-    return invalid_argument("--out " + r.out_dir + " is a symbolic link; pass the directory itself or a new path");
+    return invalid_argument("--out " + out_dir + " is a symbolic link; pass the directory itself or a new path");
   }
   if (fs::exists(st)) {
     if (!fs::is_directory(st)) {
-      return invalid_argument("--out " + r.out_dir + " exists and is not a directory; choose another path");
+      return invalid_argument("--out " + out_dir + " exists and is not a directory; choose another path");
     }
     if (!fs::is_empty(out, ec)) {
-      if (!r.overwrite) {
-        return invalid_argument("--out " + r.out_dir +
+      if (!overwrite) {
+        return invalid_argument("--out " + out_dir +
                                 " exists and is not empty; pass --overwrite to replace a "
                                 "previous Vortex run there, or choose another directory");
       }
@@ -164,12 +163,14 @@ Status check_out_dir(const GenerateRequest& r) {
   if (!parent.empty() && !fs::exists(parent, ec)) {
     fs::create_directories(parent, ec);
     if (ec) {
-      return invalid_argument("--out " + r.out_dir + ": cannot create the parent directory " + parent.string() + " (" +
+      return invalid_argument("--out " + out_dir + ": cannot create the parent directory " + parent.string() + " (" +
                               ec.message() + "); choose a writable location");
     }
   }
   return Status::Ok();
 }
+
+namespace {
 
 // Creates the staging directory `<out>.partial-<pid>[-n]` next to --out: this is also the check that
 // --out's parent is writable, made before any weight is loaded. Never reuses an existing directory; first
@@ -255,11 +256,18 @@ namespace {
 
 // Step 1, the cheap checks: arguments, config, text, geometry, memory, out dir. The planner comes back too: the
 // pipeline is opened from it, so nothing is validated or resolved twice.
-Result<std::pair<Planner, RunPlan>> validate_and_plan(const GenerateRequest& req, ProgressSink& progress) {
-  if (req.out_dir.empty()) return invalid_argument("--out is required: the directory the outputs are written to");
+Result<std::pair<Planner, RunPlan>> validate_and_plan(const GenerateRequest& req, ProgressSink& progress,
+                                                      Field* failed_field) {
+  if (req.out_dir.empty()) {
+    if (failed_field != nullptr) *failed_field = Field::kOut;
+    return invalid_argument("--out is required: the directory the outputs are written to");
+  }
   VORTEX_ASSIGN_OR_RETURN(Planner planner, Planner::create(req.pipeline));
-  VORTEX_ASSIGN_OR_RETURN(RunPlan plan, planner.plan(req.run, progress, FieldStyle::kFlag));
-  VORTEX_RETURN_IF_ERROR(check_out_dir(req));
+  VORTEX_ASSIGN_OR_RETURN(RunPlan plan, planner.plan(req.run, progress, req.style, failed_field));
+  if (Status s = check_out_dir(req.out_dir, req.overwrite); !s.ok()) {
+    if (failed_field != nullptr) *failed_field = Field::kOut;
+    return s;
+  }
   return std::make_pair(std::move(planner), std::move(plan));
 }
 
@@ -276,10 +284,11 @@ GenerateResult make_result(const fs::path& out, const RunOutputs& run, double to
 
 }  // namespace
 
-Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progress) {
+Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progress, const CancelToken* cancel,
+                                Field* failed_field) {
   const auto t_start = Clock::now();
   // ---- 1. cheap checks: arguments, config, text, geometry, memory, out dir ----
-  VORTEX_ASSIGN_OR_RETURN(auto planned, validate_and_plan(req, progress));
+  VORTEX_ASSIGN_OR_RETURN(auto planned, validate_and_plan(req, progress, failed_field));
   RunPlan plan = std::move(planned.second);
 
   // ---- 2. backend, then the device-memory check and the staging directory before any weight ----
@@ -288,14 +297,14 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   // The decoders (when asked for) load first: a bad --vae / --audio-vae, or latents they cannot decode, fail
   // before the transformer's weights and any sampling.
   VORTEX_RETURN_IF_ERROR(pipeline->load_decoders(progress));
-  VORTEX_RETURN_IF_ERROR(pipeline->planner().check_decodable(plan, FieldStyle::kFlag));
+  VORTEX_RETURN_IF_ERROR(pipeline->planner().check_decodable(plan, req.style));
   // Created now so an unwritable --out fails before the weights are loaded.
   const fs::path out = normalized_out_path(req.out_dir);
   VORTEX_ASSIGN_OR_RETURN(const fs::path staged, create_staging_dir(out, req.out_dir));
   StagingGuard guard(staged);
   // The memory plan: the conditioner is loaded, run and freed before the transformer is loaded, so a device
   // smaller than the two together works.
-  VORTEX_RETURN_IF_ERROR(pipeline->encode_prompt(plan, progress));
+  VORTEX_RETURN_IF_ERROR(pipeline->encode_prompt(plan, progress, cancel));
   std::unique_ptr<Communicator> comm;
   if (req.rank) {
     progress.stage("joining the world of " + std::to_string(req.rank->world) + " ranks");
@@ -307,7 +316,8 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
 
   // ---- 3. the run, then the staged outputs renamed into place (rank 0 only: the others hold the same bytes) ----
   const CancelToken never;
-  Result<RunOutputs> ran = pipeline->run(plan, progress, never, staged.string(), seconds_since(t_start));
+  Result<RunOutputs> ran =
+      pipeline->run(plan, progress, cancel != nullptr ? *cancel : never, staged.string(), seconds_since(t_start));
   if (!ran.ok()) {
     if (comm) comm->abort(ran.status().message());  // peers fail at their next collective instead of waiting
     return ran.status();
@@ -317,6 +327,23 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   if (!req.rank || req.rank->rank == 0) {
     auto hold = hold_staging();  // an interrupt waits until the outputs are in place
     VORTEX_RETURN_IF_ERROR(publish_outputs(staged, out, req.overwrite));
+    guard.release();
+  }
+  return make_result(out, run, seconds_since(t_start));
+}
+
+Result<GenerateResult> generate_on(Pipeline& pipeline, RunPlan& plan, const std::string& out_dir, bool overwrite,
+                                   ProgressSink& progress, const CancelToken& cancel) {
+  const auto t_start = Clock::now();
+  const fs::path out = normalized_out_path(out_dir);
+  VORTEX_ASSIGN_OR_RETURN(const fs::path staged, create_staging_dir(out, out_dir));
+  StagingGuard guard(staged);
+  VORTEX_RETURN_IF_ERROR(pipeline.encode_prompt(plan, progress, &cancel));
+  VORTEX_ASSIGN_OR_RETURN(RunOutputs run,
+                          pipeline.run(plan, progress, cancel, staged.string(), seconds_since(t_start)));
+  {
+    auto hold = hold_staging();  // an interrupt waits until the outputs are in place
+    VORTEX_RETURN_IF_ERROR(publish_outputs(staged, out, overwrite));
     guard.release();
   }
   return make_result(out, run, seconds_since(t_start));

@@ -31,6 +31,7 @@ struct GenerateRequest {
   // --backend cuda; every rank samples the same latents, rank 0 alone publishes the outputs.
   std::optional<RankEnv> rank;
   CommOptions comm;
+  FieldStyle style = FieldStyle::kFlag;  // how messages name the request's fields
 };
 
 struct GenerateResult {
@@ -43,7 +44,19 @@ struct GenerateResult {
 };
 
 // Validate -> plan -> out dir -> Pipeline::open -> device fit -> staging dir -> weights -> run -> publish.
-Result<GenerateResult> generate(const GenerateRequest& request, ProgressSink& progress);
+// `cancel` (may be null) stops the run with kCancelled, nothing published; `failed_field` (when given) names the
+// request's field at fault when planning refused it.
+Result<GenerateResult> generate(const GenerateRequest& request, ProgressSink& progress,
+                                const CancelToken* cancel = nullptr, Field* failed_field = nullptr);
+
+// One planned request on a pipeline whose weights are loaded (the public API's Engine), into `out_dir` that the caller
+// has checked (check_out_dir, before loading anything): a staging folder beside it, the prompt encoded, the run, the
+// outputs published (publish_outputs checks `out_dir` again at the rename). kCancelled when `cancel` fires.
+Result<GenerateResult> generate_on(Pipeline& pipeline, RunPlan& plan, const std::string& out_dir, bool overwrite,
+                                   ProgressSink& progress, const CancelToken& cancel);
+// The checks of an output folder before any work: not `/`, $HOME or the current directory, not a symbolic link, and
+// absent, empty or (with `overwrite`) holding a previous Vortex run; its parent is created.
+Status check_out_dir(const std::string& out_dir, bool overwrite);
 
 // ---- Pieces of the request contract, public so tests can check them independently ----
 

@@ -200,6 +200,11 @@ Result<nlohmann::ordered_json> Pipeline::decode_media(const Tensor& video, const
                           decode_to_mp4(video, audio, *video_vae_, *audio_vae_, (staged / "video.mp4").string(), mp4,
                                         on_tile, cancel.flag()));
   const DecodedMedia& decoded = streamed.media;
+  const Tensor& rgb = decoded.frames;  // [F, H, W, 3] u8
+  for (int64_t f = 0; f < rgb.dim(0) && !cancel.cancelled(); ++f)
+    progress.frame(static_cast<int>(f), static_cast<int>(rgb.dim(0)), static_cast<int>(rgb.dim(2)),
+                   static_cast<int>(rgb.dim(1)), rgb.data<uint8_t>() + f * rgb.dim(1) * rgb.dim(2) * 3);
+  if (cancel.cancelled()) return cancelled("cancelled while delivering the decoded frames");
   const auto t0 = Clock::now();
   VORTEX_ASSIGN_OR_RETURN(nlohmann::json described,
                           write_media_files(decoded, staged.string(), mp4, &streamed.encoder));

@@ -35,6 +35,11 @@ class ProgressSink {
   virtual void decode(std::string_view stage, int64_t done, int64_t total, double elapsed_seconds) {
     (void)stage, (void)done, (void)total, (void)elapsed_seconds;
   }
+  // Decoded video frame `index` of `count`: [height, width, 3] 8-bit RGB, valid during the call. Delivered in order
+  // once the media is decoded, before the outputs are published (the public API's frame callback).
+  virtual void frame(int index, int count, int width, int height, const uint8_t* rgb) {
+    (void)index, (void)count, (void)width, (void)height, (void)rgb;
+  }
 };
 
 // Set from any thread; a run stops at the next transformer-block boundary with kCancelled.

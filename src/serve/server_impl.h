@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/engine_internal.h"
 #include "serve/cost.h"
 #include "serve/http_server.h"
 #include "serve/job_store.h"
@@ -100,7 +101,9 @@ struct ServeMetrics {
 
 struct Server::Impl {
   ServeOptions opt;
-  std::unique_ptr<Pipeline> pipeline;  // owned and used by the worker thread only
+  // The loaded pipeline, owned through the public API's Engine (src/api/engine_internal.h); worker thread only.
+  std::unique_ptr<Engine> engine;
+  Pipeline* pipeline = nullptr;  // the engine's
   // The pipeline's planner, for admission on the HTTP threads: const, set once the load is done, before they start.
   const Planner* planner = nullptr;
   std::unique_ptr<Communicator> comm;  // rank 0's, with ServeOptions::join (worker thread only)

@@ -1,7 +1,8 @@
-// The worker of `vortex serve` (server_impl.h): one thread owns the Pipeline, loads it, and runs the queued
-// jobs one at a time (GPU work is serialized), publishing each job's outputs by one rename. With a world of
-// ranks (world.h) it broadcasts each job before running it, heartbeats while idle and stops the followers at
-// shutdown. The watchdog thread cancels a job that runs past --max-job-seconds.
+// The worker of `vortex serve` (server_impl.h): one thread owns the pipeline through the public API's Engine
+// (src/api/engine_internal.h), loads it, and runs the queued jobs one at a time (GPU work is serialized), publishing
+// each job's outputs by one rename. With a world of ranks (world.h) it broadcasts each job before running it,
+// heartbeats while idle and stops the followers at shutdown. The watchdog thread cancels a job that runs past
+// --max-job-seconds.
 #include <algorithm>
 
 #include "serve/server_impl.h"
@@ -64,7 +65,7 @@ Status Server::Impl::run_job(const std::shared_ptr<Job>& job) {
   Result<RunOutputs> result = io_error("cannot create " + staging.string() + ": " + ec.message());
   if (!ec) {
     JobProgress progress(*this, *job);
-    result = pipeline->run(*job->plan, progress, job->cancel, staging.string());
+    result = api::run_planned(*engine, *job->plan, progress, job->cancel, staging.string());
     if (result.ok()) {
       fs::rename(staging, out, ec);
       if (ec) result = io_error("cannot publish " + out.string() + ": " + ec.message());
@@ -193,9 +194,10 @@ Status Server::Impl::load_pipeline() {
    private:
     const Impl& s_;
   } load_log(*this);
-  Result<std::unique_ptr<Pipeline>> p = Pipeline::open(opt.pipeline);
-  if (!p.ok()) return p.status();
-  pipeline = std::move(*p);
+  Outcome<std::unique_ptr<Engine>> e = api::open_engine(opt.pipeline, FieldStyle::kJson);
+  if (!e.ok()) return e.status();
+  engine = std::move(e.value());
+  pipeline = &api::pipeline_of(*engine);
   if (opt.join) {  // joined before the weights load, as generate's ranks do
     load_log.stage("joining the world of ranks");
     Result<std::unique_ptr<Communicator>> c = opt.join(pipeline->backend());

@@ -48,7 +48,7 @@ const Case kCases[] = {
     {GEN "--seconds 1 --frames 22", 2, "--seconds and --frames exclude each other"},
     {GEN "--crf abc", 2, "--crf"},
     {GEN "--text-layer -1", 2, "--text-layer"},
-    {GEN "--gpus 0", 2, "--gpus must be between 1 and 64"},
+    {GEN "--gpus 0", 2, "--gpus must be an integer between 1 and 64, got '0'"},
     {GEN "--comm-timeout abc", 2, "--comm-timeout"},
     {GEN "--synthetic-vae huge", 2, "huge"},
     {GEN "--latents-only --synthetic-vae tiny", 2, "--latents-only excludes"},
