@@ -22,9 +22,9 @@ namespace fs = std::filesystem;
 
 // What prepare_run hands to sampling and to run.json.
 struct PreparedRun {
-  ExecOptions exec;                // the switches in force for this request
-  Tensor text;                     // [L, text_dim] host: what the model was prepared with
-  bool media = false;              // decode video.mp4 and audio.wav after sampling
+  ExecOptions exec;                     // the switches in force for this request
+  Tensor text;                          // [L, text_dim] host: what the model was prepared with
+  bool media = false;                   // decode video.mp4 and audio.wav after sampling
   uint64_t condition_noise_offset = 0;  // fl2va: the keyframe rows' noise, after the video and audio noise
   double keyframes_seconds = 0.0;
   double tables_seconds = 0.0;
@@ -201,8 +201,10 @@ Result<nlohmann::ordered_json> Pipeline::decode_media(const Tensor& video, const
                                         on_tile, cancel.flag()));
   const DecodedMedia& decoded = streamed.media;
   const auto t0 = Clock::now();
-  VORTEX_ASSIGN_OR_RETURN(nlohmann::json described, write_media_files(decoded, staged.string(), mp4, &streamed.encoder));
-  for (const char* f : {"video.mp4", "audio.wav"}) VORTEX_RETURN_IF_ERROR(record.describe(f, J::parse(described[f].dump())));
+  VORTEX_ASSIGN_OR_RETURN(nlohmann::json described,
+                          write_media_files(decoded, staged.string(), mp4, &streamed.encoder));
+  for (const char* f : {"video.mp4", "audio.wav"})
+    VORTEX_RETURN_IF_ERROR(record.describe(f, J::parse(described[f].dump())));
   if (!req.frames_dir.empty()) VORTEX_RETURN_IF_ERROR(write_frames_dir(decoded, req.frames_dir));
   const double write_s = seconds_since(t0);
   decode_seconds = seconds_since(t_decode);
@@ -248,8 +250,8 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   VORTEX_ASSIGN_OR_RETURN(const LatentTensors latents, write_latent_outputs(final_latents, cfg_, plan.geo, record));
   RunRecord run_record;
   if (prep.media) {
-    VORTEX_ASSIGN_OR_RETURN(run_record.decode, decode_media(latents.video, latents.audio, req, progress, cancel,
-                                                            record, result.decode_seconds));
+    VORTEX_ASSIGN_OR_RETURN(run_record.decode, decode_media(latents.video, latents.audio, req, progress, cancel, record,
+                                                            result.decode_seconds));
   }
   const bool encoded = plan.text_source == TextSource::kPrompt && has_text_encoder();
   run_record.options = &options_;
@@ -257,7 +259,7 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   run_record.config = &cfg_;
   run_record.exec = prep.exec;
   run_record.backend = backend_->name();
-  run_record.adaln_on_host = model_->adaln_weights_on_host();
+  run_record.adaln_weights = adaln_weight_place_name(model_->adaln_weight_place());
   run_record.text_shape = prep.text.shape();
   run_record.text_dtype = prep.text.dtype();
   run_record.encoded = encoded;

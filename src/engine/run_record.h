@@ -22,20 +22,20 @@ namespace vortex {
 struct RunRecord {
   const PipelineOptions* options = nullptr;
   const RunPlan* plan = nullptr;
-  const ModelConfig* config = nullptr;  // the loaded model's
+  const ModelConfig* config = nullptr;   // the loaded model's
   ExecOptions exec;                      // the switches the run sampled with
   std::string backend;                   // Backend::name()
-  bool adaln_on_host = false;            // the model's AdaLN projections sit in host memory
+  std::string adaln_weights = "device";  // where the AdaLN projections are read from: device, host or disk
   Shape text_shape;                      // the text conditioning the model was prepared with
   DType text_dtype = DType::kBF16;
-  bool encoded = false;                  // the prompt went through this pipeline's text encoder
-  uint64_t audio_noise_offset = 0;       // the audio noise's offset in the seed's stream (the video's size)
-  uint64_t keyframe_noise_offset = 0;    // fl2va: the keyframe rows' noise offset
-  double keyframes_seconds = 0.0;        // fl2va: reading and encoding the keyframes
-  nlohmann::ordered_json lora;           // the adapters in force ("lora")
-  nlohmann::ordered_json world;          // world_json of the model's communicator
-  nlohmann::ordered_json decode;         // the media decode ("decode"; null without media)
-  nlohmann::ordered_json outputs;        // the files written, with their SHA-256 ("outputs")
+  bool encoded = false;                // the prompt went through this pipeline's text encoder
+  uint64_t audio_noise_offset = 0;     // the audio noise's offset in the seed's stream (the video's size)
+  uint64_t keyframe_noise_offset = 0;  // fl2va: the keyframe rows' noise offset
+  double keyframes_seconds = 0.0;      // fl2va: reading and encoding the keyframes
+  nlohmann::ordered_json lora;         // the adapters in force ("lora")
+  nlohmann::ordered_json world;        // world_json of the model's communicator
+  nlohmann::ordered_json decode;       // the media decode ("decode"; null without media)
+  nlohmann::ordered_json outputs;      // the files written, with their SHA-256 ("outputs")
 };
 
 // Every run.json section but "timing", in the schema's order; the SHA-256 of each input file the request names.

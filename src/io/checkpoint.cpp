@@ -704,7 +704,10 @@ Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& co
     }
     if (wanted) deferred->refused.push_back(spec.name + ": the file stores QKV rows per-head interleaved");
     if (hooks->direct_reads && !interleaved_qkv && direct.direct(extent.path)) {
-      VORTEX_ASSIGN_OR_RETURN(*slots[i].second, direct.load(extent, spec.shape, spec.dtype));
+      bool scanned = false;
+      VORTEX_ASSIGN_OR_RETURN(*slots[i].second, direct.load(extent, spec.shape, spec.dtype, spec.name,
+                                                            hooks->scan_finite ? &scanned : nullptr));
+      if (scanned) hooks->scanned.insert(spec.name);
       hooks->direct_bytes += extent.bytes;
       VORTEX_RETURN_IF_ERROR(placed(i, extent.bytes));
       continue;

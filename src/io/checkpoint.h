@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -118,6 +119,10 @@ struct CheckpointLoadHooks {
   // for the last tensor of a block (or of the model), the bytes of that tensor and of every earlier one are on the
   // device. A non-OK status stops the load and is returned (a cancel, the caller's error).
   std::function<Status(const std::string& name, uint64_t done, uint64_t total)> loaded;
+  // Weights read with direct reads are checked for NaN/Inf as they pass through host memory (kFormat naming the
+  // tensor and element, as check_weights_finite does); their names go to `scanned`, so no second pass reads them.
+  bool scan_finite = false;
+  std::set<std::string> scanned;
   // Out: weight bytes read with direct reads and through the mapping; why some went through the mapping ("" if none).
   uint64_t direct_bytes = 0;
   uint64_t mapped_bytes = 0;
