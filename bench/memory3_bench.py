@@ -5,10 +5,10 @@
   3. one-shot `vortex generate --checkpoint` runs (canonical request, 100 synthetic text rows), page cache dropped
      before each: the BASELINE binary (the loader reading resident weights through the mapping), then VORTEX with
      defaults (direct reads into page-locked staging), with --adaln-weights device (every weight through the direct
-     loader), and streaming from disk (--max-vram V --max-host-ram H: run.json must say adaln_weights "disk").
+     loader), and with the AdaLN projections read from disk (--max-host-ram H: run.json must say adaln_weights "disk").
 Per run: one-shot wall, load, sampling, load GB/s and its ratio to the raw rate, wall - max(load, sampling), the
 latents' sha256 against the baseline's, the loader's notes. Writes OUT/memory3.jsonl and OUT/<run>.log.
-Usage: memory3_bench.py VORTEX BASELINE OUT WORK_DIR [--layers 12] [--steps 3] [--vram 13] [--host-ram 4]
+Usage: memory3_bench.py VORTEX BASELINE OUT WORK_DIR [--layers 12] [--steps 3] [--host-ram 2]
 """
 import argparse
 import json
@@ -28,7 +28,7 @@ def loader_notes(out, name):
     """The loader's notes in a run's log (how the resident weights were read)."""
     try:
         with open(os.path.join(out, name + ".log")) as f:
-            return [line.split(" ", 1)[1].strip() for line in f if "resident weights" in line or "loaded" in line]
+            return [line.strip().split(" ", 1)[1] for line in f if "resident weights" in line or "beside the load" in line]
     except OSError:
         return []
 
@@ -41,8 +41,7 @@ def main():
     ap.add_argument("work")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--vram", default="13")
-    ap.add_argument("--host-ram", default="4")
+    ap.add_argument("--host-ram", default="2")
     ap.add_argument("--timeout", type=float, default=90.0)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -76,7 +75,7 @@ def main():
             "--synthetic-text", "100", "--seed", "42"]
     runs = [("ckpt_mmap_baseline", a.baseline, []), ("ckpt_direct", a.vortex, []),
             ("ckpt_direct_adaln_device", a.vortex, ["--adaln-weights", "device"]),
-            ("ckpt_disk_stream", a.vortex, ["--max-vram", a.vram, "--max-host-ram", a.host_ram])]
+            ("ckpt_adaln_disk", a.vortex, ["--max-host-ram", a.host_ram])]
     ref = None
     for name, binary, extra in runs:
         drop_page_cache(shards)
