@@ -132,6 +132,7 @@ def run_generate(vortex, name, args, out, timeout):
                     "load_weights_seconds": t["load_weights_seconds"],
                     "adaln_tables_seconds": t.get("adaln_tables_seconds"), "prepare_seconds": t["prepare_seconds"],
                     "sampling_seconds": t["sampling_seconds"], "total_seconds": t["total_seconds"],
+                    "adaln_weights": m.get("request", {}).get("adaln_weights"),
                     "latents_sha256": hashlib.sha256((m["outputs"]["video_latents.safetensors"]["sha256"] +
                                                       m["outputs"]["audio_latents.safetensors"]["sha256"]).encode())
                     .hexdigest()})

@@ -132,10 +132,23 @@ Status read_transformer(const PipelineOptions& o, const ModelConfig& cfg, Backen
              (residency.blocks_from_disk && streamed_gemm_weight(name, resident_blocks));
     };
   }
+  CheckpointLoadHooks hooks;  // progress per tensor; resident weights by direct reads (io/direct_upload.h)
+  hooks.scan_finite = true;   // checked on their way through host memory: not downloaded again below
+  const auto t_load = Clock::now();
+  auto t_report = t_load;
+  hooks.loaded = [&](const std::string& name, uint64_t done, uint64_t total) {
+    if (seconds_since(t_report) >= kLoadReportSeconds || done == total) {
+      t_report = Clock::now();
+      progress.loading("transformer", done, total, blocks_before(name, cfg.num_layers, done == total), cfg.num_layers,
+                       seconds_since(t_load));
+    }
+    return Status::Ok();
+  };
   Result<H3Weights> loaded =
-      load_checkpoint(o.checkpoint_path, cfg, backend, CheckpointLayout::kAuto, &load_notes, &deferred);
+      load_checkpoint(o.checkpoint_path, cfg, backend, CheckpointLayout::kAuto, &load_notes, &deferred, &hooks);
   for (const std::string& n : load_notes) progress.note(n);
   if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), o.checkpoint_path);
+  progress.note(describe_checkpoint_load(hooks, seconds_since(t_load)));
   if (!deferred.refused.empty())
     return unsupported("cannot stream from disk: " + deferred.refused.front() + " (" +
                        std::to_string(deferred.refused.size()) + " weights)");
@@ -155,10 +168,11 @@ Status read_transformer(const PipelineOptions& o, const ModelConfig& cfg, Backen
                   format_gb(model_bytes_of(host)) + " in " + std::to_string(adaln_fill->seconds()).substr(0, 5) +
                   " s)");
   }
-  // Weights left in the files are not scanned here (their placeholders are never read).
+  // Weights left in the files are not scanned here (their placeholders are never read), nor those the direct reads
+  // checked.
   H3Weights scanned = out.weights;
   for (auto& [name, t] : h3_tensor_slots(scanned))
-    if (deferred.extents.count(name) != 0) *t = Tensor();
+    if (deferred.extents.count(name) != 0 || hooks.scanned.count(name) != 0) *t = Tensor();
   return check_weights_finite(scanned, backend, o.checkpoint_path, "the checkpoint is damaged (download it again)");
 }
 

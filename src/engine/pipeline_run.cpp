@@ -264,7 +264,7 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   run_record.config = &cfg_;
   run_record.exec = prep.exec;
   run_record.backend = backend_->name();
-  run_record.adaln_on_host = model_->adaln_weights_on_host();
+  run_record.adaln_weights = adaln_weight_place_name(model_->adaln_weight_place());
   run_record.text_shape = prep.text.shape();
   run_record.text_dtype = prep.text.dtype();
   run_record.encoded = encoded;

@@ -56,7 +56,7 @@ J request_json(const RunRecord& r, const J& text_sha) {
           {"fused_norm_modulate", r.exec.fused_norm_modulate},
           {"fused_gate_add", r.exec.fused_gate_add},
           {"fp8_gate_epilogue", r.exec.fp8_gate_epilogue},
-          {"adaln_weights", r.adaln_on_host ? "host" : "device"}};
+          {"adaln_weights", r.adaln_weights}};
 }
 
 // "noise": the noise contract and the offsets of each part in the seed's stream.

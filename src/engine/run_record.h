@@ -22,11 +22,11 @@ namespace vortex {
 struct RunRecord {
   const PipelineOptions* options = nullptr;
   const RunPlan* plan = nullptr;
-  const ModelConfig* config = nullptr;  // the loaded model's
-  ExecOptions exec;                     // the switches the run sampled with
-  std::string backend;                  // Backend::name()
-  bool adaln_on_host = false;           // the model's AdaLN projections sit in host memory
-  Shape text_shape;                     // the text conditioning the model was prepared with
+  const ModelConfig* config = nullptr;   // the loaded model's
+  ExecOptions exec;                      // the switches the run sampled with
+  std::string backend;                   // Backend::name()
+  std::string adaln_weights = "device";  // where the AdaLN projections are read from: device, host or disk
+  Shape text_shape;                      // the text conditioning the model was prepared with
   DType text_dtype = DType::kBF16;
   bool encoded = false;                // the prompt went through this pipeline's text encoder
   uint64_t audio_noise_offset = 0;     // the audio noise's offset in the seed's stream (the video's size)

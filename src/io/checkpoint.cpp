@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config_json.h"
+#include "io/direct_upload.h"
 #include "io/quantized_layers.h"
 #include "model/h3_spec.h"
 #include "vortex/dtype.h"
@@ -543,7 +545,9 @@ Result<H3Weights> load_diffusers(const std::string& path, const Opened& o, const
 
 Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& config, Backend& backend,
                                   CheckpointLayout layout_override, std::vector<std::string>* notes,
-                                  DeferredWeights* deferred) {
+                                  DeferredWeights* deferred, CheckpointLoadHooks* hooks) {
+  CheckpointLoadHooks no_hooks;
+  if (hooks == nullptr) hooks = &no_hooks;
   VORTEX_RETURN_IF_ERROR(config.validate());
   VORTEX_ASSIGN_OR_RETURN(Opened o, open_and_inspect(path, layout_override));
   if (o.info.layout == CheckpointLayout::kDiffusers) {
@@ -639,9 +643,32 @@ Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& co
     return format_error(mismatch_error(path, config, missing, unexpected, mismatched));
 
   // Pass 2: upload (QKV reordered on the host when the file is per-head interleaved).
+  uint64_t total = 0, done = 0;
+  for (const TensorSpec& spec : specs)
+    if (const SafetensorsEntry* e = entry_of(spec.name);
+        e && !(deferred && deferred->wanted && deferred->wanted(spec.name)))
+      total += e->bytes();
+  DirectUploader direct(backend);
+  auto block_of = [](const std::string& name) {
+    return name.rfind("blocks.", 0) == 0 ? std::atoi(name.c_str() + 7) : -1;
+  };
+  auto mapped = [&](uint64_t bytes, const std::string& why) {
+    hooks->mapped_bytes += bytes;
+    if (hooks->mapped_reason.empty()) hooks->mapped_reason = why;
+  };
+  // Reports a placed tensor; at a block's (or the model's) last tensor its bytes and all earlier ones are on the
+  // device.
+  auto placed = [&](size_t i, uint64_t bytes) -> Status {
+    done += bytes;
+    if (!hooks->loaded) return Status::Ok();
+    const int block = block_of(specs[i].name);
+    if (i + 1 == specs.size() || block_of(specs[i + 1].name) != block) VORTEX_RETURN_IF_ERROR(direct.finish());
+    return hooks->loaded(specs[i].name, done, total);
+  };
   for (size_t i = 0; i < specs.size(); ++i) {
     const TensorSpec& spec = specs[i];
-    if (!entry_of(spec.name)) continue;
+    const SafetensorsEntry* entry = entry_of(spec.name);
+    if (!entry) continue;
     const std::string layer = spec.name.substr(0, spec.name.size() - (ends_with(spec.name, ".weight") ? 7 : 0));
     if (auto qh = quantized_host.find(layer); qh != quantized_host.end()) {
       if (deferred != nullptr && deferred->wanted && deferred->wanted(spec.name))
@@ -659,28 +686,62 @@ Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& co
       if (host.input_scale.defined()) {
         VORTEX_ASSIGN_OR_RETURN(lw.input_scale, backend.upload(host.input_scale));
       }
+      mapped(entry->bytes(), "quantized layers are read and checked through the mapping");
+      VORTEX_RETURN_IF_ERROR(placed(i, entry->bytes()));
       continue;
     }
     const bool wanted = deferred != nullptr && deferred->wanted && deferred->wanted(spec.name);
-    if (wanted && !(interleaved_file && is_qkv_weight_name(spec.name))) {
+    const bool interleaved_qkv = interleaved_file && is_qkv_weight_name(spec.name);
+    const SafetensorsSet::Ref* r = set.find(prefix + spec.name);
+    const SafetensorsFile& file = set.files()[r->file];
+    const FileExtent extent{file.path(), file.header().data_offset + entry->begin, entry->bytes()};
+    if (wanted && !interleaved_qkv) {
       // The stored bytes are the loaded bytes (pass 1 checked dtype and shape): left in the file.
-      const SafetensorsSet::Ref* r = set.find(prefix + spec.name);
-      const SafetensorsFile& file = set.files()[r->file];
-      const SafetensorsEntry& e = set.entry(*r);
-      deferred->extents[spec.name] = FileExtent{file.path(), file.header().data_offset + e.begin, e.bytes()};
+      deferred->extents[spec.name] = extent;
       VORTEX_ASSIGN_OR_RETURN(*slots[i].second, set.tensor(prefix + spec.name));  // placeholder: never read here
+      VORTEX_RETURN_IF_ERROR(placed(i, 0));
       continue;
     }
     if (wanted) deferred->refused.push_back(spec.name + ": the file stores QKV rows per-head interleaved");
+    if (hooks->direct_reads && !interleaved_qkv && direct.direct(extent.path)) {
+      bool scanned = false;
+      VORTEX_ASSIGN_OR_RETURN(*slots[i].second, direct.load(extent, spec.shape, spec.dtype, spec.name,
+                                                            hooks->scan_finite ? &scanned : nullptr));
+      if (scanned) hooks->scanned.insert(spec.name);
+      hooks->direct_bytes += extent.bytes;
+      VORTEX_RETURN_IF_ERROR(placed(i, extent.bytes));
+      continue;
+    }
+    mapped(extent.bytes, !hooks->direct_reads ? "direct reads are off"
+                         : interleaved_qkv    ? "per-head-interleaved QKV rows are reordered on the host"
+                                              : "the filesystem of " + extent.path + " refuses O_DIRECT");
     VORTEX_ASSIGN_OR_RETURN(Tensor host, set.tensor(prefix + spec.name));
-    if (interleaved_file && is_qkv_weight_name(spec.name)) {
+    if (interleaved_qkv) {
       Tensor blocked = Tensor::empty(host.shape(), host.dtype());
       VORTEX_RETURN_IF_ERROR(qkv_interleaved_to_blocked(host, blocked, config.num_heads, config.head_dim));
       host = std::move(blocked);
     }
     VORTEX_ASSIGN_OR_RETURN(*slots[i].second, backend.upload(host));
+    VORTEX_RETURN_IF_ERROR(placed(i, extent.bytes));
   }
+  VORTEX_RETURN_IF_ERROR(direct.finish());
   return w;
+}
+
+std::string describe_checkpoint_load(const CheckpointLoadHooks& hooks, double seconds) {
+  auto gb = [](uint64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2f GB", static_cast<double>(b) / 1e9);
+    return std::string(buf);
+  };
+  const uint64_t total = hooks.direct_bytes + hooks.mapped_bytes;
+  char rate[64];
+  std::snprintf(rate, sizeof(rate), " in %.1f s (%.2f GB/s)", seconds,
+                seconds > 0 ? static_cast<double>(total) / 1e9 / seconds : 0.0);
+  std::string line = "resident weights: " + gb(total) + rate + ": " + gb(hooks.direct_bytes) + " with direct reads";
+  if (hooks.mapped_bytes > 0)
+    line += ", " + gb(hooks.mapped_bytes) + " through the file mapping (" + hooks.mapped_reason + ")";
+  return line;
 }
 
 Result<std::map<std::string, FileExtent>> checkpoint_extents(const std::string& path, const ModelConfig& config,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,9 +108,33 @@ struct DeferredWeights {
   std::map<std::string, FileExtent> extents;
   std::vector<std::string> refused;
 };
+// `hooks` (optional): how the weights are read and who hears of each. Weights stored as the model reads them load with
+// direct reads (io/direct_upload.h: aligned O_DIRECT reads into page-locked staging, copied on the copy engine) where
+// the filesystem allows O_DIRECT; the others (a tmpfs file, per-head-interleaved QKV rows, quantized layers, diffusers
+// files, `direct_reads` false) through the file's mapping.
+struct CheckpointLoadHooks {
+  bool direct_reads = true;
+  // After each spec tensor present in the file is in place, in spec order (blocks ascending): its name, the bytes
+  // placed so far and the bytes to place (weights left in the files count as placed, with no bytes). When it runs
+  // for the last tensor of a block (or of the model), the bytes of that tensor and of every earlier one are on the
+  // device. A non-OK status stops the load and is returned (a cancel, the caller's error).
+  std::function<Status(const std::string& name, uint64_t done, uint64_t total)> loaded;
+  // Weights read with direct reads are checked for NaN/Inf as they pass through host memory (kFormat naming the
+  // tensor and element, as check_weights_finite does); their names go to `scanned`, so no second pass reads them.
+  bool scan_finite = false;
+  std::set<std::string> scanned;
+  // Out: weight bytes read with direct reads and through the mapping; why some went through the mapping ("" if none).
+  uint64_t direct_bytes = 0;
+  uint64_t mapped_bytes = 0;
+  std::string mapped_reason;
+};
 Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& config, Backend& backend,
                                   CheckpointLayout layout_override = CheckpointLayout::kAuto,
-                                  std::vector<std::string>* notes = nullptr, DeferredWeights* deferred = nullptr);
+                                  std::vector<std::string>* notes = nullptr, DeferredWeights* deferred = nullptr,
+                                  CheckpointLoadHooks* hooks = nullptr);
+// One line on how a load read its weights, from the hooks' counts and its seconds: "resident weights: 17.2 GB with
+// direct reads in 15.1 s (1.14 GB/s)[; 0.3 GB through the file mapping: <reason>]".
+std::string describe_checkpoint_load(const CheckpointLoadHooks& hooks, double seconds);
 // Where each spec weight of `config` that `wanted` accepts lies in the checkpoint's files, without loading anything;
 // kUnsupported naming a weight whose stored bytes are not the loaded bytes (another dtype or shape, a quantized
 // layer, per-head-interleaved QKV rows, a diffusers file), kFormat for a missing one.

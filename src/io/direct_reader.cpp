@@ -11,9 +11,6 @@
 
 namespace vortex {
 
-namespace {
-
-// pread until `bytes` are read or the file ends; returns the bytes read or -errno.
 int64_t pread_full(int fd, void* dst, uint64_t bytes, uint64_t offset) {
   uint64_t done = 0;
   while (done < bytes) {
@@ -27,8 +24,6 @@ int64_t pread_full(int fd, void* dst, uint64_t bytes, uint64_t offset) {
   }
   return static_cast<int64_t>(done);
 }
-
-}  // namespace
 
 DirectFileReader::DirectFileReader(std::map<std::string, FileExtent> extents) : extents_(std::move(extents)) {}
 

@@ -16,6 +16,9 @@
 
 namespace vortex {
 
+// pread until `bytes` are read or the file ends; the bytes read, or -errno.
+int64_t pread_full(int fd, void* dst, uint64_t bytes, uint64_t offset);
+
 // A weight's bytes in a file: [offset, offset + bytes) of `path`.
 struct FileExtent {
   std::string path;

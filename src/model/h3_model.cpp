@@ -657,6 +657,23 @@ bool H3Model::adaln_weights_on_host() const {
   return false;
 }
 
+const char* adaln_weight_place_name(AdalnWeightPlace place) {
+  switch (place) {
+    case AdalnWeightPlace::kDevice:
+      return "device";
+    case AdalnWeightPlace::kHost:
+      return "host";
+    case AdalnWeightPlace::kDisk:
+      return "disk";
+  }
+  return "device";
+}
+
+AdalnWeightPlace H3Model::adaln_weight_place() const {
+  if (adaln_disk_) return AdalnWeightPlace::kDisk;
+  return adaln_weights_on_host() ? AdalnWeightPlace::kHost : AdalnWeightPlace::kDevice;
+}
+
 uint64_t H3Model::adaln_weight_bytes() const {
   uint64_t n = 0;
   for (const H3BlockWeights& b : weights_.blocks)

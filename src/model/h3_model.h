@@ -115,6 +115,7 @@ Result<Tensor> move_to_host(Backend& backend, const Tensor& t);
 // Where the blocks' adaln_proj weights live between requests (H3Model::adaln_weights_on_host). kDisk: in the
 // checkpoint's files, read once per request through a WeightFileReader into two page-locked staging buffers.
 enum class AdalnWeightPlace : uint8_t { kDevice, kHost, kDisk };
+const char* adaln_weight_place_name(AdalnWeightPlace place);  // "device" | "host" | "disk"
 
 // A weight's bytes where a checkpoint stores them, for weights H3Model does not keep in memory (docs/memory.md
 // "Streaming from disk"). src/io/direct_reader.h reads safetensors files with direct I/O.
@@ -205,6 +206,9 @@ class H3Model {
   // model held are dropped. Works on every backend (on the cpu backend the GEMMs read the staging buffer itself).
   Status place_adaln_weights(AdalnWeightPlace place, std::shared_ptr<WeightFileReader> from_disk = nullptr);
   bool adaln_weights_on_host() const;
+  // Where the projections are read from now: kDisk once placed there (on every backend), kHost when they live in a
+  // device backend's host memory, else kDevice (run.json's request.adaln_weights).
+  AdalnWeightPlace adaln_weight_place() const;
   // adaln_proj.linear weight bytes of all blocks (where they live is place_adaln_weights').
   uint64_t adaln_weight_bytes() const;
 

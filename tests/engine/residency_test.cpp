@@ -1,13 +1,17 @@
 // The residency plan (engine/residency.h) on the CPU: component sizes of h3 from its tensor specs (the AdaLN
 // projections are 13.0 B parameters), where each lives under --adaln-weights and --precision, the budget check that
 // refuses a resident set larger than --max-vram before any weight loads, the plan's lines, and the option checks
-// (--max-vram needs a GPU backend, --adaln-weights names). Pipeline-level: h3-tiny's plan on the cpu backend.
+// (--max-vram needs a GPU backend, --adaln-weights names). Pipeline-level: h3-tiny's plan on the cpu backend, and a
+// checkpoint's load shows the transformer's progress to the last layer and says how the weights were read.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "engine/pipeline.h"
 #include "engine/residency.h"
+#include "io/synth_checkpoint.h"
+#include "io/test_files.h"
+#include "seed.h"
 
 namespace vortex {
 namespace {
@@ -168,6 +172,47 @@ TEST(Residency, TheCpuPipelinesPlanIsQuiet) {
   EXPECT_EQ(plan->resident_device_bytes(), 0u);
   EXPECT_EQ(plan->resident_blocks, plan->num_blocks);
   EXPECT_NE(plan->lines().front().find("transformer"), std::string::npos);
+}
+
+// Records the load progress reports besides the notes.
+class LoadLog : public Notes {
+ public:
+  void loading(std::string_view w, uint64_t d, uint64_t t, int ld, int lt, double) override {
+    ++calls;
+    what = w;
+    done = d;
+    total = t;
+    layers_done = ld;
+    layers_total = lt;
+  }
+  int calls = 0, layers_done = 0, layers_total = 0;
+  uint64_t done = 0, total = 0;
+  std::string what;
+};
+
+TEST(Residency, ACheckpointsLoadShowsProgressAndHowItRead) {
+  const std::string dir = testing::make_temp_dir();
+  SynthCheckpointOptions synth;
+  synth.config = ModelConfig::h3_tiny();
+  synth.out = dir + "/model.safetensors";
+  synth.seed = testing::fresh_seed();
+  synth.layout = CheckpointLayout::kComfy;
+  ASSERT_TRUE(write_synthetic_checkpoint(synth).ok());
+  PipelineOptions o;
+  o.checkpoint_path = synth.out;
+  o.threads = 2;
+  LoadLog progress;
+  auto p = Pipeline::load(o, progress);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_GT(progress.calls, 0);
+  EXPECT_EQ(progress.what, "transformer");
+  EXPECT_GT(progress.total, 0u);
+  EXPECT_EQ(progress.done, progress.total);
+  EXPECT_EQ(progress.layers_total, synth.config.num_layers);
+  EXPECT_EQ(progress.layers_done, progress.layers_total);
+  EXPECT_NE(progress.notes.find("resident weights: "), std::string::npos) << progress.notes;
+  EXPECT_NE(progress.notes.find(" with direct reads"), std::string::npos) << progress.notes;
+  testing::remove_tree(dir);
 }
 
 }  // namespace

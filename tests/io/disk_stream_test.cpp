@@ -206,6 +206,9 @@ TEST_F(DiskStream, TrajectoryBytesEqualTheResidentModelAndComeFromTheFile) {
   ASSERT_TRUE(model.stream_blocks(first, reader).ok());
   ASSERT_TRUE(model.place_adaln_weights(AdalnWeightPlace::kDisk, reader).ok());
   EXPECT_TRUE(model.streams_from_disk());
+  EXPECT_EQ(model.adaln_weight_place(), AdalnWeightPlace::kDisk);  // run.json's request.adaln_weights: "disk"
+  EXPECT_STREQ(adaln_weight_place_name(model.adaln_weight_place()), "disk");
+  EXPECT_EQ(resident.adaln_weight_place(), AdalnWeightPlace::kDevice);
   // Host memory holds two staging sets: blocks two apart share one.
   const auto& b = model.weights().blocks;
   EXPECT_EQ(b[2].mlp_fc1.weight.raw_data(), b[4].mlp_fc1.weight.raw_data());

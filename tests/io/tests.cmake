@@ -16,3 +16,5 @@ target_compile_definitions(synth_backend_gpu_test PRIVATE VORTEX_TEST_BACKEND_CU
 vortex_test(NAME staging_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/staging_test.cpp LIBS vortex_io)
 # Streaming from disk: direct reads (io/direct_reader.h), deferred checkpoint weights, disk-streamed trajectories.
 vortex_test(NAME disk_stream_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/disk_stream_test.cpp LIBS vortex)
+# The direct-read loader (io/direct_upload.h): bytes equal the mapping's, fallbacks named, per-tensor hooks and a cancel.
+vortex_test(NAME direct_upload_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/direct_upload_test.cpp LIBS vortex)
