@@ -38,7 +38,8 @@ struct GenerateArgs {
   std::string weights_seed = "0";
   std::string text_embeddings;
   std::string synthetic_text;  // empty: default 16 rows unless --text-embeddings is given
-  std::string width = "448", height = "256", frames = "22", steps = "12";
+  std::string width, height;   // empty: 448 x 256, or with keyframes the first keyframe's canvas
+  std::string frames = "22", steps = "12";
   std::string seconds;  // empty: use --frames
   std::string schedule = "comfyui";
   std::string sampler;  // empty: the schedule's default
@@ -64,6 +65,7 @@ struct GenerateArgs {
   std::string prompt;
   std::string prompt_file;              // --prompt-file FILE
   std::string first_frame, last_frame;  // --first-frame / --last-frame IMG (fl2va)
+  std::string keyframe_vae;             // --keyframe-vae DIR: the keyframes' encoder (default: the decoding VAE's)
   int text_layer = -1;
   DecoderArgs decoders;       // --vae --audio-vae ... (decoder_options.h)
   bool latents_only = false;  // --model DIR: do not decode with the folder's VAEs
@@ -201,8 +203,8 @@ int run_generate(GenerateArgs a, CLI::App& sub, int device) {
   if (!convert(parse_u64_text(Field::kWeightsSeed, a.weights_seed), p.weights_seed, error) ||
       (!a.synthetic_text.empty() &&
        !convert(parse_int_text(Field::kSyntheticText, a.synthetic_text), q.synthetic_text_rows, error)) ||
-      !convert(parse_int_text(Field::kWidth, a.width), q.width, error) ||
-      !convert(parse_int_text(Field::kHeight, a.height), q.height, error) ||
+      (!a.width.empty() && !convert(parse_int_text(Field::kWidth, a.width), q.width, error)) ||
+      (!a.height.empty() && !convert(parse_int_text(Field::kHeight, a.height), q.height, error)) ||
       !convert(parse_int_text(Field::kFrames, a.frames), q.frames, error) ||
       !convert(parse_int_text(Field::kSteps, a.steps), q.steps, error) ||
       !convert(parse_int_text(Field::kThreads, a.threads), p.threads, error) ||
@@ -282,7 +284,16 @@ int run_generate(GenerateArgs a, CLI::App& sub, int device) {
   // --latents-only keeps for the encoder).
   q.keyframes.first = a.first_frame;
   q.keyframes.last = a.last_frame;
-  if (q.keyframes.any()) p.keyframe_vae_dir = !a.decoders.vae.empty() ? a.decoders.vae : decoders.vae_dir;
+  if (q.keyframes.any())
+    p.keyframe_vae_dir = !a.keyframe_vae.empty()   ? a.keyframe_vae
+                         : !a.decoders.vae.empty() ? a.decoders.vae
+                                                   : decoders.vae_dir;
+  // fl2va without --width/--height: the canvas follows the first keyframe (resolved by the planner).
+  if (q.keyframes.any() && a.width.empty() != a.height.empty())
+    return fail(2, std::string(a.width.empty() ? "--height" : "--width") +
+                       ": with keyframes, --width and --height go together (or give neither: the canvas follows the "
+                       "first keyframe's aspect ratio)");
+  q.canvas_from_keyframe = q.keyframes.any() && a.width.empty() && a.height.empty();
   q.frames_dir = a.decoders.frames_dir;
   q.frames_overwrite = a.overwrite;
 
@@ -330,13 +341,21 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
   sub->add_option("--synthetic-text", args->synthetic_text, "N deterministic synthetic text rows (default 16)")
       ->type_name("INT");
   sub->add_option("--first-frame", args->first_frame,
-                  "fl2va: the first keyframe (PNG, JPEG or WebP), stretched onto the --width x --height canvas; needs "
+                  "fl2va: the first keyframe (PNG, JPEG or WebP), stretched onto the canvas (--width x --height, else "
+                  "its own aspect ratio at H3's 768 short edge); needs "
                   "the video VAE (--model DIR or --vae DIR)")
       ->type_name("IMG");
   sub->add_option("--last-frame", args->last_frame,
                   "fl2va: the last keyframe, cover-cropped onto the canvas (with or without --first-frame)")
       ->type_name("IMG");
-  sub->add_option("--width", args->width, "Pixels, a multiple of 32, at most 8192 (default 448)")->type_name("INT");
+  sub->add_option("--keyframe-vae", args->keyframe_vae,
+                  "fl2va: the video VAE folder (diffusers layout) whose encoder encodes the keyframes (default: --vae, "
+                  "else the --model folder's vae/); needs no decoder")
+      ->type_name("DIR");
+  sub->add_option("--width", args->width,
+                  "Pixels, a multiple of 32, at most 8192 (default 448; with keyframes and neither --width nor "
+                  "--height, the first keyframe's canvas)")
+      ->type_name("INT");
   sub->add_option("--height", args->height, "Pixels, a multiple of 32, at most 8192 (default 256)")->type_name("INT");
   sub->add_option("--frames", args->frames, "Pixel frames, snapped up to 17n + 5 (default 22)")->type_name("INT");
   sub->add_option("--seconds", args->seconds, "Duration at 24 fps instead of --frames (rounded up to 17n + 5 frames)")

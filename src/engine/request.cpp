@@ -74,8 +74,8 @@ constexpr FieldNames kFields[] = {
     {Field::kFramesDir, "--frames-dir", "frames_dir"},
     {Field::kFailAllocAfter, nullptr, "fail_alloc_after"},
     {Field::kOut, "--out", nullptr},
-    {Field::kFirstFrame, "--first-frame", nullptr},
-    {Field::kLastFrame, "--last-frame", nullptr},
+    {Field::kFirstFrame, "--first-frame", "conditions"},
+    {Field::kLastFrame, "--last-frame", "conditions"},
 };
 static_assert(sizeof(kFields) / sizeof(kFields[0]) == static_cast<size_t>(Field::kLastFrame) + 1,
               "kFields has one row per Field");

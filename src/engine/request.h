@@ -88,7 +88,7 @@ enum class Field : uint8_t {
   kFramesDir,
   kFailAllocAfter,
   kOut,
-  kFirstFrame,  // fl2va keyframes (CLI only)
+  kFirstFrame,  // fl2va keyframes (serve: conditions[])
   kLastFrame,
 };
 // "--steps", or nullptr when the CLI has no flag for the field.
@@ -216,6 +216,9 @@ struct RunRequest {
   // fl2va (engine/conditioning.h): a first and/or last keyframe image, placed on the width x height canvas. Empty:
   // t2va. Checked (probe_image, not a Ref2VA transformer, a video VAE given) by check_run_request.
   KeyframeFiles keyframes;
+  // fl2va with neither width nor height given: the planner takes the canvas from the first keyframe
+  // (keyframe_canvas, engine/conditioning.h), as diffusers' MiniMaxH3ResizeStep does; width and height are ignored.
+  bool canvas_from_keyframe = false;
   // Fault injection: the allocation after this many successful ones fails with kOutOfMemory, through
   // the backend's own allocation path (Backend::inject_alloc_failure). -1: off.
   int fail_alloc_after = -1;
