@@ -42,6 +42,7 @@ struct ServeArgs {
   int keep_jobs = 100;
   std::string api_key;
   std::string on_sigterm = "finish";
+  std::string input_dir;  // fl2va keyframes requests may name as file:// URIs (docs/serve.md)
   bool allow_fault_injection = false;
   double memory_limit_gb = 0.0;
   int max_upload_mb = 64;
@@ -140,6 +141,7 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
     if (const char* env = std::getenv("VORTEX_API_KEY"); env != nullptr) o.api_key = env;
   }
   o.limits.allow_fault_injection = a.allow_fault_injection;
+  o.limits.input_dir = a.input_dir;
   o.max_upload_bytes = static_cast<size_t>(a.max_upload_mb) << 20;
   if (a.memory_limit_gb > 0.0) o.memory_limit_bytes = static_cast<uint64_t>(a.memory_limit_gb * 1e9);
   o.http_threads = a.http_threads;
@@ -248,6 +250,10 @@ void register_serve(CLI::App& app, CommandContext& ctx) {
       ->type_name("KEY");
   sub->add_option("--on-sigterm", a->on_sigterm, "finish | cancel the running job on SIGTERM (default finish)")
       ->type_name("MODE");
+  sub->add_option("--input-dir", a->input_dir,
+                  "fl2va keyframes requests may name as file:// URIs under this folder (default: none; data URLs "
+                  "are always accepted)")
+      ->type_name("DIR");
   sub->add_flag("--allow-fault-injection", a->allow_fault_injection,
                 "Accept the fail_alloc_after request field (tests)");
   sub->add_option("--memory-limit-gb", a->memory_limit_gb,

@@ -167,8 +167,8 @@ void add_text_rows(std::vector<RequestFlag>& t) {
        "hidden_states index the transformer reads (default: the pipeline config's, 50 for H3)",
        [](std::string_view t, S& s, St st) { return non_negative_int(t, s.text_layer, F::kTextLayer, st); }},
       {"--first-frame", "first_frame", F::kFirstFrame, R, K::kValue, "IMG",
-       "fl2va: the first keyframe (PNG, JPEG or WebP), stretched onto the --width x --height canvas; needs the video "
-       "VAE (--model DIR or --vae DIR)",
+       "fl2va: the first keyframe (PNG, JPEG or WebP), stretched onto the canvas (--width x --height, else its own "
+       "aspect ratio at H3's 768 short edge); needs the video VAE (--model DIR, --vae DIR or --keyframe-vae DIR)",
        [](std::string_view t, S& s, St) { return set_path(s.run.keyframes.first, t); }},
       {"--last-frame", "last_frame", F::kLastFrame, R, K::kValue, "IMG",
        "fl2va: the last keyframe, cover-cropped onto the canvas (with or without --first-frame)",
@@ -192,7 +192,9 @@ void add_request_rows(std::vector<RequestFlag>& t) {
   constexpr FlagScope L = FlagScope::kLoad, R = FlagScope::kRun;
   (void)L, (void)R;
   const RequestFlag rows[] = {
-      {"--width", "width", F::kWidth, R, K::kValue, "INT", "Pixels, a multiple of 32, at most 8192 (default 448)",
+      {"--width", "width", F::kWidth, R, K::kValue, "INT",
+       "Pixels, a multiple of 32, at most 8192 (default 448; with keyframes and neither --width nor --height, the "
+       "first keyframe's canvas)",
        [](std::string_view t, S& s, St st) {
          return assign(parse_int_text(F::kWidth, t), s.run.width, F::kWidth, st);
        }},
@@ -271,6 +273,10 @@ void add_decoders_rows(std::vector<RequestFlag>& t) {
   constexpr FlagScope L = FlagScope::kLoad, R = FlagScope::kRun;
   (void)L, (void)R;
   const RequestFlag rows[] = {
+      {"--keyframe-vae", "keyframe_vae", F::kNone, L, K::kValue, "DIR",
+       "fl2va: the video VAE folder (diffusers layout) whose encoder encodes the keyframes (default: --vae, else the "
+       "--model folder's vae/); needs no decoder",
+       [](std::string_view t, S& s, St) { return set_path(s.load.keyframe_vae_dir, t); }},
       {"--vae", "vae", F::kVae, L, K::kValue, "DIR",
        "Video VAE folder, diffusers (the snapshot's vae/) or original (FL2VA/video_vae) layout: also decode to "
        "video.mp4",

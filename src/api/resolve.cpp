@@ -80,6 +80,18 @@ Status resolve_run_fields(RequestSpec& s, FieldStyle st, std::vector<std::string
     s.run.video_shift = turbo.video_shift;
     s.run.audio_shift = turbo.audio_shift;
   }
+  // fl2va without --width/--height: the canvas follows the first keyframe (resolved by the planner); one of the
+  // two alone is refused, as diffusers refuses it.
+  if (s.run.keyframes.any() && s.has("--width") != s.has("--height")) {
+    const bool width_only = s.has("--width");
+    return fail(width_only ? Field::kWidth : Field::kHeight,
+                invalid_argument(n(width_only ? "--width" : "--height") + ": with keyframes, " + n("--width") +
+                                 " and " + n("--height") +
+                                 " go together (or give neither: the canvas follows the first keyframe's aspect "
+                                 "ratio)"),
+                failed);
+  }
+  s.run.canvas_from_keyframe = s.run.keyframes.any() && !s.has("--width") && !s.has("--height");
   s.run.frames_overwrite = s.overwrite;
   return Status::Ok();
 }
@@ -175,6 +187,7 @@ Status choose_decoders(RequestSpec& s, FieldStyle st, const DecoderPaths& folder
                                  n("--synthetic-vae")),
                 failed);
   const std::string explicit_vae = s.load.vae_dir;
+  const std::string explicit_keyframe_vae = s.load.keyframe_vae_dir;  // --keyframe-vae DIR
   const std::string explicit_audio_vae = s.load.audio_vae_dir;
   if (!s.latents_only && !named && folder.present()) {
     s.load.vae_dir = folder.vae_dir;
@@ -182,7 +195,10 @@ Status choose_decoders(RequestSpec& s, FieldStyle st, const DecoderPaths& folder
   }
   // fl2va: the keyframes, encoded by the video VAE's encoder (--vae DIR, else the model folder's vae/, which
   // --latents-only keeps for the encoder).
-  if (s.run.keyframes.any()) s.load.keyframe_vae_dir = !explicit_vae.empty() ? explicit_vae : folder.vae_dir;
+  if (s.run.keyframes.any())
+    s.load.keyframe_vae_dir = !explicit_keyframe_vae.empty() ? explicit_keyframe_vae
+                              : !explicit_vae.empty()        ? explicit_vae
+                                                             : folder.vae_dir;
   // ref2va: the references, encoded by both VAEs' encoders (--vae / --audio-vae, else the folder's).
   if (!s.run.references.empty()) {
     s.load.keyframe_vae_dir = !explicit_vae.empty() ? explicit_vae : folder.vae_dir;

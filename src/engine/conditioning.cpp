@@ -56,12 +56,30 @@ Status check_keyframes(const KeyframeFiles& files, const std::string& checkpoint
     return invalid_argument(first_field + "/" + last_field +
                             ": keyframes are encoded by the video VAE's encoder: pass the model folder (--model DIR, "
                             "whose vae/ holds it) or --vae DIR");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(std::filesystem::path(vae_dir) / "config.json", ec))
+    return not_found(first_field + "/" + last_field + ": the keyframes' video VAE folder " + vae_dir +
+                     " has no config.json");
   return Status::Ok();
 }
 
 std::vector<std::string> transformer_tasks(const std::string& checkpoint_path) {
   if (!checkpoint_path.empty() && !refuse_reference_transformer(checkpoint_path).ok()) return {"ref2va"};
   return {"t2va", "fl2va"};
+}
+
+Result<CanvasSize> keyframe_canvas(const KeyframeFiles& files, const std::string& field) {
+  const std::string& path = files.first.empty() ? files.last : files.first;
+  if (path.empty()) return invalid_argument(field + ": no keyframe to take the canvas from");
+  VORTEX_ASSIGN_OR_RETURN(const ImageHeader header, probe_image(path));
+  const bool swapped = header.orientation >= 5;  // transpose, rotations by 90 degrees, transverse
+  const int width = swapped ? header.height : header.width, height = swapped ? header.width : header.height;
+  Result<CanvasSize> canvas = resolve_canvas_size(width, height);
+  if (!canvas.ok())
+    return invalid_argument(field + ": the canvas follows the keyframe " + path + " (" + std::to_string(width) + "x" +
+                            std::to_string(height) +
+                            ") when no width and height are given: " + canvas.status().message());
+  return canvas;
 }
 
 Result<PlacedKeyframes> read_keyframes(const KeyframeFiles& files, int width, int height) {
@@ -161,42 +179,24 @@ Result<VisionTower> load_vision_tower(const std::string& text_encoder_dir, Backe
       backend);
 }
 
-namespace {
-
-Tensor concat_rows(const std::vector<Tensor>& parts) {
-  int64_t rows = 0;
-  for (const Tensor& t : parts) rows += t.dim(0);
-  Tensor out = Tensor::empty({rows, parts.front().dim(1)}, DType::kF32);
-  size_t at = 0;
-  for (const Tensor& t : parts) {
-    std::memcpy(out.data<float>() + at, t.data<float>(), t.nbytes());
-    at += static_cast<size_t>(t.numel());
-  }
-  return out;
-}
-
-}  // namespace
-
 Result<VisionEmbeddings> keyframe_vision(const VisionTower& tower, const VisionProcessorConfig& processor,
                                          const PlacedKeyframes& placed, const KeyframeText& text) {
   if (placed.keyframes.size() != text.grids.size() || placed.keyframes.empty())
     return invalid_argument("keyframe_vision: " + std::to_string(placed.keyframes.size()) + " keyframes for " +
                             std::to_string(text.grids.size()) + " vision blocks");
-  std::vector<Tensor> tokens;
-  std::vector<std::vector<Tensor>> deep;
+  std::vector<VisionInput> inputs;
   for (size_t k = 0; k < placed.keyframes.size(); ++k) {
     VORTEX_ASSIGN_OR_RETURN(VisionInput in, preprocess_image(placed.keyframes[k], processor));
     if (in.grid_h != text.grids[k].first || in.grid_w != text.grids[k].second)
       return internal_error("keyframe_vision: the processor's grid differs from the presentation's");
-    VORTEX_ASSIGN_OR_RETURN(VisionTower::Output out, tower.forward(in));
-    tokens.push_back(out.merged);  // [N / merge^2, out_hidden]
-    deep.resize(out.deepstack.size());
-    for (size_t i = 0; i < out.deepstack.size(); ++i) deep[i].push_back(out.deepstack[i]);
+    inputs.push_back(std::move(in));
   }
+  // All keyframes in one tower call; its outputs are stacked in keyframe order.
+  VORTEX_ASSIGN_OR_RETURN(VisionTower::Output out, tower.forward(inputs));
   VisionEmbeddings v;
   v.rows = text.image_pad_rows;
-  v.tokens = concat_rows(tokens);
-  for (const std::vector<Tensor>& d : deep) v.deepstack.push_back(concat_rows(d));
+  v.tokens = std::move(out.merged);  // [sum N / merge^2, out_hidden]
+  v.deepstack = std::move(out.deepstack);
   if (v.tokens.dim(0) != static_cast<int64_t>(v.rows.size()))
     return internal_error("keyframe_vision: " + std::to_string(v.tokens.dim(0)) + " vision tokens for " +
                           std::to_string(v.rows.size()) + " image-pad rows");

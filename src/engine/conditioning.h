@@ -44,6 +44,12 @@ Status check_keyframes(const KeyframeFiles& files, const std::string& checkpoint
 // checkpoint), {"ref2va"} for the Ref2VA one (transformer_ref/, or a Ref2VA partition's transformer/).
 std::vector<std::string> transformer_tasks(const std::string& checkpoint_path);
 
+// The canvas when a request gives neither width nor height, as diffusers' MiniMaxH3ResizeStep resolves it:
+// resolve_canvas_size of the first present keyframe's size as load_image returns it (the header's size, the axes
+// swapped by EXIF orientations 5 to 8). Reads the header only; an aspect ratio outside 1:4 .. 4:1 is refused
+// (kInvalidArgument) naming `field`.
+Result<CanvasSize> keyframe_canvas(const KeyframeFiles& files, const std::string& field);
+
 // The keyframes read (read_image: RGB as diffusers' load_image) and placed on the request's canvas
 // (place_keyframes: the first stretched, the last cover-cropped, Pillow's LANCZOS).
 Result<PlacedKeyframes> read_keyframes(const KeyframeFiles& files, int width, int height);

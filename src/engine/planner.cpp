@@ -227,18 +227,29 @@ void note_frames(const RunRequest& req, const RequestGeometry& geo, ProgressSink
 
 }  // namespace
 
-Result<RunPlan> Planner::plan(const RunRequest& req, ProgressSink& progress, FieldStyle style,
+Result<RunPlan> Planner::plan(const RunRequest& request, ProgressSink& progress, FieldStyle style,
                               Field* failed_field) const {
   auto at = [failed_field](Field field, Status s) -> Status {
     if (failed_field != nullptr && !s.ok()) *failed_field = field;
     return s;
   };
-  if (std::optional<FieldError> e = check_run_request(req, options_, style)) return at(e->field, e->status);
-  if (!req.references.empty())  // every reference has passed its checks; the transformer does not take them yet
+  if (std::optional<FieldError> e = check_run_request(request, options_, style)) return at(e->field, e->status);
+  if (!request.references.empty())  // every reference has passed its checks; the transformer does not take them yet
     return at(Field::kReferences,
-              unsupported(field_name(Field::kReferences, style) + ": the " + std::to_string(req.references.size()) +
+              unsupported(field_name(Field::kReferences, style) + ": the " + std::to_string(request.references.size()) +
                           " reference(s) pass every check, but ref2va sampling is not built: the transformer does not "
                           "take reference rows yet (docs/ref2va.md, \"Not done yet\")"));
+  RunRequest req = request;  // with the canvas resolved
+  if (req.canvas_from_keyframe && req.keyframes.any()) {
+    const Field field = req.keyframes.first.empty() ? Field::kLastFrame : Field::kFirstFrame;
+    Result<CanvasSize> canvas = keyframe_canvas(req.keyframes, field_name(field, style));
+    if (!canvas.ok()) return at(field, canvas.status());
+    req.width = canvas->width;
+    req.height = canvas->height;
+    req.canvas_from_keyframe = false;
+    progress.note("canvas " + std::to_string(req.width) + "x" + std::to_string(req.height) +
+                  " from the first keyframe's aspect ratio (no width and height given)");
+  }
   const PipelineOptions& options = options_;
   const ModelConfig& cfg = cfg_;
   RunPlan plan;

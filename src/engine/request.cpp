@@ -75,8 +75,8 @@ constexpr FieldNames kFields[] = {
     {Field::kFramesDir, "--frames-dir", "frames_dir"},
     {Field::kFailAllocAfter, nullptr, "fail_alloc_after"},
     {Field::kOut, "--out", nullptr},
-    {Field::kFirstFrame, "--first-frame", nullptr},
-    {Field::kLastFrame, "--last-frame", nullptr},
+    {Field::kFirstFrame, "--first-frame", "conditions"},
+    {Field::kLastFrame, "--last-frame", "conditions"},
     {Field::kReferences, "--ref", nullptr},
 };
 static_assert(sizeof(kFields) / sizeof(kFields[0]) == static_cast<size_t>(Field::kReferences) + 1,

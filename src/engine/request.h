@@ -88,7 +88,7 @@ enum class Field : uint8_t {
   kFramesDir,
   kFailAllocAfter,
   kOut,
-  kFirstFrame,  // fl2va keyframes (CLI only)
+  kFirstFrame,  // fl2va keyframes (serve: conditions[])
   kLastFrame,
   kReferences,  // ref2va references (--ref)
 };
@@ -225,6 +225,9 @@ struct RunRequest {
   // ref2va (engine/references.h): the references in packed order, each a path with an optional "image:", "video:" or
   // "audio:" prefix. Checked (headers, the set's limits, the Ref2VA transformer, the encoders) by check_run_request.
   std::vector<std::string> references;
+  // fl2va with neither width nor height given: the planner takes the canvas from the first keyframe
+  // (keyframe_canvas, engine/conditioning.h), as diffusers' MiniMaxH3ResizeStep does; width and height are ignored.
+  bool canvas_from_keyframe = false;
   // Fault injection: the allocation after this many successful ones fails with kOutOfMemory, through
   // the backend's own allocation path (Backend::inject_alloc_failure). -1: off.
   int fail_alloc_after = -1;

@@ -1,6 +1,7 @@
 // The tiny synthetic snapshot writer (see synthetic_snapshot.h).
 #include "engine/synthetic_snapshot.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "vae/audio_vae.h"
 #include "vae/video_vae.h"
 #include "vae/video_vae_encoder.h"
+#include "vision/vision_tower.h"
 #include "vortex/config.h"
 #include "vortex/tiny_tokenizer_json.h"
 
@@ -155,6 +157,91 @@ Status check_vae_folders(const SyntheticSnapshotOptions& o) {
   return Status::Ok();
 }
 
+// The tiny text encoder's vision tower (fl2va keyframes through the conditioner): a Qwen3-VL vision_config in its
+// config.json and synthetic model.visual.* tensors (BF16, the release's layout and names) added to its
+// model.safetensors, and the image processor's processor/preprocessor_config.json. The tower: 2 blocks of width 32
+// (2 heads of 16), the release's 16-pixel patches, temporal patch 2 and 2x2 merge, a 4x4 learned position grid, one
+// DeepStack tap after block 0, merged to the conditioner's width; the processor accepts canvases from 32x32 pixels.
+Status add_synthetic_vision_tower(const fs::path& out, const TextEncoderConfig& te, uint64_t seed,
+                                  std::vector<std::string>& written) {
+  VisionConfig vc;
+  vc.depth = 2;
+  vc.hidden = 32;
+  vc.heads = 2;
+  vc.intermediate = 64;
+  vc.out_hidden = te.hidden;
+  vc.num_positions = 16;
+  vc.deepstack = {0};
+  const fs::path dir = out / "text_encoder";
+  std::ifstream in(dir / "config.json", std::ios::binary);
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) return format_error((dir / "config.json").string() + " is not a JSON object");
+  config["vision_config"] = {{"model_type", "qwen3_vl"},
+                             {"depth", vc.depth},
+                             {"hidden_size", vc.hidden},
+                             {"num_heads", vc.heads},
+                             {"intermediate_size", vc.intermediate},
+                             {"in_channels", vc.in_channels},
+                             {"patch_size", vc.patch},
+                             {"temporal_patch_size", vc.temporal_patch},
+                             {"spatial_merge_size", vc.merge},
+                             {"out_hidden_size", vc.out_hidden},
+                             {"num_position_embeddings", vc.num_positions},
+                             {"deepstack_visual_indexes", vc.deepstack},
+                             {"hidden_act", "gelu_pytorch_tanh"}};
+  // Weights at a trained network's scales: norm weights near 1, biases small, matrices 1 / sqrt(fan_in).
+  const VaeTensorSource source = synthetic_tensor_source(seed, [](const std::string& name, const Shape& shape) {
+    const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    if (name.find("norm") != std::string::npos) return bias ? std::pair{0.02f, 0.0f} : std::pair{0.1f, 1.0f};
+    if (bias || name.find("pos_embed") != std::string::npos) return std::pair{0.02f, 0.0f};
+    int64_t fan_in = 1;
+    for (size_t i = 1; i < shape.size(); ++i) fan_in *= shape[i];
+    return std::pair{static_cast<float>(1.0 / std::sqrt(static_cast<double>(fan_in))), 0.0f};
+  });
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  const VaeTensorSource recording = [&](const std::string& name, const Shape& shape) -> Result<Tensor> {
+    VORTEX_ASSIGN_OR_RETURN(Tensor t, source(name, shape));
+    tensors.emplace_back(name, to_bf16_host(t));
+    return t;
+  };
+  VORTEX_RETURN_IF_ERROR(VisionTower::from_source(vc, recording).status());
+  // The text encoder's own tensors, then the vision tower's, rewritten into one model.safetensors.
+  const std::string weights = (dir / "model.safetensors").string();
+  {
+    VORTEX_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(weights));
+    std::vector<std::pair<std::string, Tensor>> all;
+    for (const SafetensorsEntry& e : file.entries()) {
+      const std::string& name = e.name;
+      VORTEX_ASSIGN_OR_RETURN(Tensor t, file.tensor(name));
+      Tensor owned = Tensor::empty(t.shape(), t.dtype());  // not a view of the file being replaced
+      std::memcpy(owned.raw_data(), t.raw_data(), t.nbytes());
+      all.emplace_back(name, std::move(owned));
+    }
+    all.insert(all.end(), tensors.begin(), tensors.end());
+    tensors = std::move(all);
+  }
+  VORTEX_RETURN_IF_ERROR(write_safetensors(weights, tensors, {{"vortex.synthetic_seed", std::to_string(seed)}}));
+  VORTEX_RETURN_IF_ERROR(write_text_atomic((dir / "config.json").string(), config.dump(2) + "\n"));
+  // The release's processor (FL2VA/processor/preprocessor_config.json) with a smaller minimum area.
+  const nlohmann::ordered_json processor = {{"image_processor_type", "Qwen2VLImageProcessorFast"},
+                                            {"do_resize", true},
+                                            {"do_rescale", true},
+                                            {"do_normalize", true},
+                                            {"image_mean", {0.5, 0.5, 0.5}},
+                                            {"image_std", {0.5, 0.5, 0.5}},
+                                            {"patch_size", vc.patch},
+                                            {"temporal_patch_size", vc.temporal_patch},
+                                            {"merge_size", vc.merge},
+                                            {"size", {{"shortest_edge", 1024}, {"longest_edge", 16777216}}}};
+  std::error_code ec;
+  fs::create_directories(out / "processor", ec);
+  if (ec) return io_error("cannot create " + (out / "processor").string() + ": " + ec.message());
+  VORTEX_RETURN_IF_ERROR(
+      write_text_atomic((out / "processor" / "preprocessor_config.json").string(), processor.dump(2) + "\n"));
+  written.push_back((out / "processor" / "preprocessor_config.json").string());
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> write_synthetic_snapshot(const SyntheticSnapshotOptions& o) {
@@ -204,6 +291,7 @@ Result<std::vector<std::string>> write_synthetic_snapshot(const SyntheticSnapsho
   written.insert(written.end(), transformer.begin(), transformer.end());
 
   VORTEX_RETURN_IF_ERROR(write_synthetic_text_encoder((out / "text_encoder").string(), te, o.seed));
+  VORTEX_RETURN_IF_ERROR(add_synthetic_vision_tower(out, te, o.seed, written));
   written.push_back((out / "text_encoder" / "config.json").string());
   written.push_back((out / "text_encoder" / "model.safetensors").string());
 

@@ -53,7 +53,8 @@ void Server::Impl::handle_create(const http::Request& req, http::Response& res) 
   if (!read_create_body(req, res, body)) return;
   std::string field;
   RunRequest defaults;
-  Result<RunRequest> parsed = parse_video_request(body.json, opt.limits, defaults, &field);
+  std::vector<KeyframeUpload> keyframes;  // fl2va keyframes sent as data URLs
+  Result<RunRequest> parsed = parse_video_request(body.json, opt.limits, defaults, &field, &keyframes);
   if (!parsed.ok()) return reject(res, 400, field, parsed.status(), "invalid_request");
   RunRequest run = std::move(*parsed);
   if (!body.has_upload && run.prompt.empty()) {
@@ -67,7 +68,7 @@ void Server::Impl::handle_create(const http::Request& req, http::Response& res) 
     std::lock_guard<std::mutex> lock(mu);
     if (!refuse_unless_accepting(res)) return;
   }
-  // The job directory exists before validation only when an upload has to be read from it.
+  // The job directory exists before validation only when an upload (text embeddings, keyframes) is read from it.
   std::string id;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -83,6 +84,11 @@ void Server::Impl::handle_create(const http::Request& req, http::Response& res) 
     const fs::path file = dir / "text_embeddings.safetensors";
     if (Status s = write_file_atomic(file, body.upload); !s.ok()) return internal_failure(req, res, s.message());
     run.text_embeddings_path = file.string();
+  }
+  for (const KeyframeUpload& k : keyframes) {  // read by admission's checks as the CLI reads --first-frame
+    const fs::path file = dir / (k.anchor + "_frame." + k.ext);
+    if (Status s = write_file_atomic(file, k.bytes); !s.ok()) return internal_failure(req, res, s.message());
+    (k.anchor == "last" ? run.keyframes.last : run.keyframes.first) = file.string();
   }
   std::optional<Admission> admitted = admit(run, body.has_upload, res);
   if (!admitted) return;
@@ -203,6 +209,12 @@ std::optional<Server::Impl::Admission> Server::Impl::admit(RunRequest& run, bool
     reject(res, 400, field_name(failed, FieldStyle::kJson), plan.status(),
            failed == Field::kMemory ? "insufficient_memory" : "invalid_request");
     return std::nullopt;
+  }
+  if (run.canvas_from_keyframe) {  // the canvas a keyframe resolved, against the same cost limits
+    if (std::optional<CostRefusal> over = check_request_fields(plan->request, opt.cost)) {
+      reject(res, over->status, "conditions", invalid_argument(over->message), "limit_exceeded");
+      return std::nullopt;
+    }
   }
   if (Status s = check_request_loras(run.loras, cfg, opt.pipeline.lora_allow_unmatched); !s.ok()) {
     reject(res, 400, "lora", s, "invalid_request");

@@ -6,19 +6,26 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "media/keyframe_canvas.h"
+
 namespace vortex::serve {
 namespace {
 
 using json = nlohmann::json;
+namespace fs = std::filesystem;
 
-const char* const kKnownFields[] = {"prompt",    "width",     "height", "size", "aspect_ratio",    "short_edge",
-                                    "frames",    "seconds",   "steps",  "seed", "schedule",        "sampler",
-                                    "attention", "precision", "media",  "lora", "fail_alloc_after"};
+const char* const kKnownFields[] = {"prompt", "width", "height", "size", "aspect_ratio", "short_edge", "frames",
+                                    "seconds", "steps", "seed", "schedule", "sampler", "attention", "precision",
+                                    "media", "lora", "fail_alloc_after",
+                                    // SGLang's minimax_h3 request dialect
+                                    "model", "task", "conditions", "target", "num_inference_steps",
+                                    "num_outputs_per_prompt", "flow_shift", "audio_flow_shift"};
 
 constexpr size_t kMaxLoras = 8;
 
@@ -92,6 +99,186 @@ bool parse_size(const std::string& s, int& w, int& h) {
   return r1.ec == std::errc() && r1.ptr == p + x && r2.ec == std::errc() && r2.ptr == p + s.size();
 }
 
+// ---- SGLang's minimax_h3 dialect: task, conditions (fl2va keyframes), target and the sampling fields ----
+
+// Strict base64 (RFC 4648, padding required, no whitespace); false on any other character or length.
+bool decode_base64(std::string_view in, std::string& out) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+  };
+  if (in.size() % 4 != 0) return false;
+  out.clear();
+  out.reserve(in.size() / 4 * 3);
+  for (size_t i = 0; i < in.size(); i += 4) {
+    const bool last = i + 4 == in.size();
+    const int pad = last ? (in[i + 3] == '=') + (in[i + 2] == '=') : 0;
+    if (pad == 1 && in[i + 2] == '=') return false;  // "x=y=" is no padding
+    int v[4];
+    for (int k = 0; k < 4 - pad; ++k)
+      if ((v[k] = value(in[i + static_cast<size_t>(k)])) < 0) return false;
+    for (int k = 4 - pad; k < 4; ++k) v[k] = 0;
+    const uint32_t n = (static_cast<uint32_t>(v[0]) << 18) | (static_cast<uint32_t>(v[1]) << 12) |
+                       (static_cast<uint32_t>(v[2]) << 6) | static_cast<uint32_t>(v[3]);
+    out.push_back(static_cast<char>(n >> 16));
+    if (pad < 2) out.push_back(static_cast<char>((n >> 8) & 0xff));
+    if (pad < 1) out.push_back(static_cast<char>(n & 0xff));
+  }
+  return true;
+}
+
+size_t base64_length(size_t bytes) { return (bytes + 2) / 3 * 4; }
+
+// A file:// URI's path, which must lie under `input_dir` once symbolic links and ".." are resolved.
+Result<std::string> fl2va_local_path(const std::string& uri, const std::string& input_dir) {
+  constexpr std::string_view kScheme = "file://";
+  if (uri.rfind(kScheme, 0) != 0 || uri.size() <= kScheme.size() || uri[kScheme.size()] != '/')
+    return invalid_argument("a keyframe uri is \"file:///ABSOLUTE/PATH\" or a \"data:image/...;base64,...\" URL");
+  if (input_dir.empty())
+    return invalid_argument(
+        "this server reads no local files (start it with --input-dir DIR); send the image as a "
+        "data URL");
+  std::error_code ec;
+  const fs::path dir = fs::weakly_canonical(input_dir, ec);
+  if (ec) return invalid_argument("the server's input folder cannot be resolved");
+  const fs::path path = fs::weakly_canonical(fs::path(uri.substr(kScheme.size())), ec);
+  if (ec) return invalid_argument("the keyframe uri cannot be resolved");
+  const fs::path rel = path.lexically_relative(dir);
+  if (rel.empty() || rel.is_absolute() || *rel.begin() == "..")
+    return invalid_argument("a keyframe file must lie inside the server's input folder");
+  return path.string();
+}
+
+// conditions[] of an fl2va request: one or two {"type": "image", "uri": ..., "role": "keyframe", "frame_index": 0 or
+// -1} entries (the frame-index sets [0], [-1] and [0, -1]). A file:// URI becomes the keyframe's path; a data URL
+// (image/png, image/jpeg or image/webp, base64) goes to `uploads`.
+Status parse_fl2va_conditions(const json& conditions, const RequestLimits& limits, RunRequest& r,
+                              std::vector<KeyframeUpload>* uploads, std::string* field) {
+  if (conditions.empty() || conditions.size() > 2)
+    return bad(field, "conditions", "an fl2va request has one or two keyframe conditions (frame_index 0 and/or -1)");
+  bool seen[2] = {false, false};
+  for (size_t i = 0; i < conditions.size(); ++i) {
+    const std::string at = "conditions[" + std::to_string(i) + "]";
+    const json& c = conditions[i];
+    if (!c.is_object()) return bad(field, at, at + " must be an object");
+    for (auto it = c.begin(); it != c.end(); ++it)
+      if (it.key() != "type" && it.key() != "uri" && it.key() != "role" && it.key() != "frame_index")
+        return bad(field, at, at + ": unknown field (an fl2va condition has type, uri, role and frame_index)");
+    if (!c.contains("type") || c["type"] != "image")
+      return bad(field, at + ".type", at + ".type must be \"image\" for fl2va");
+    if (c.contains("role") && c["role"] != "keyframe")
+      return bad(field, at + ".role", at + ".role must be \"keyframe\" for fl2va");
+    if (!c.contains("frame_index") || !c["frame_index"].is_number_integer() ||
+        (c["frame_index"].get<int64_t>() != 0 && c["frame_index"].get<int64_t>() != -1))
+      return bad(field, at + ".frame_index", at + ".frame_index must be 0 (first frame) or -1 (last frame)");
+    const bool last = c["frame_index"].get<int64_t>() == -1;
+    if (seen[last])
+      return bad(field, at + ".frame_index", "two conditions with frame_index " + c["frame_index"].dump());
+    seen[last] = true;
+    if (!c.contains("uri") || !c["uri"].is_string() || c["uri"].get_ref<const std::string&>().empty())
+      return bad(field, at + ".uri", at + ".uri must be a non-empty string");
+    const std::string& uri = c["uri"].get_ref<const std::string&>();
+    std::string& path = last ? r.keyframes.last : r.keyframes.first;
+    if (uri.rfind("data:", 0) == 0) {
+      const size_t comma = uri.find(',');
+      const std::string head = uri.substr(0, std::min(comma, uri.size()));
+      std::string ext;
+      if (head == "data:image/png;base64") ext = "png";
+      else if (head == "data:image/jpeg;base64") ext = "jpg";
+      else if (head == "data:image/webp;base64") ext = "webp";
+      else
+        return bad(field, at + ".uri",
+                   at + ".uri: a data URL must be data:image/png, image/jpeg or image/webp with ;base64");
+      if (uploads == nullptr) return bad(field, at + ".uri", at + ".uri: data URLs are not accepted here");
+      const std::string_view payload = std::string_view(uri).substr(comma + 1);
+      if (payload.size() > base64_length(limits.max_keyframe_bytes))
+        return bad(field, at + ".uri",
+                   at + ".uri: the image is over " + std::to_string(limits.max_keyframe_bytes) + " bytes");
+      KeyframeUpload up;
+      if (!decode_base64(payload, up.bytes) || up.bytes.empty())
+        return bad(field, at + ".uri", at + ".uri: the data URL's base64 payload is malformed or empty");
+      if (up.bytes.size() > limits.max_keyframe_bytes)
+        return bad(field, at + ".uri",
+                   at + ".uri: the image is over " + std::to_string(limits.max_keyframe_bytes) + " bytes");
+      up.anchor = last ? "last" : "first";
+      up.ext = ext;
+      uploads->push_back(std::move(up));
+      path.clear();
+    } else {
+      Result<std::string> local = fl2va_local_path(uri, limits.input_dir);
+      if (!local.ok()) return bad(field, at + ".uri", at + ".uri: " + local.status().message());
+      path = *local;
+    }
+  }
+  return Status::Ok();
+}
+
+// task and conditions: "t2va" takes no condition; "fl2va" takes keyframes (parse_fl2va_conditions).
+Status parse_task_conditions(const json& body, const RequestLimits& limits, RunRequest& r,
+                             std::vector<KeyframeUpload>* uploads, std::string* field) {
+  std::string task = "t2va";
+  if (body.contains("task")) {
+    if (!body["task"].is_string()) return bad(field, "task", "task must be a string");
+    task = body["task"].get<std::string>();
+  }
+  const json empty = json::array();
+  const json& conditions = body.contains("conditions") ? body["conditions"] : empty;
+  if (!conditions.is_array()) return bad(field, "conditions", "conditions must be an array");
+  if (task == "t2va") {
+    if (!conditions.empty())
+      return bad(field, "conditions", "a t2va request takes no conditions (fl2va takes keyframes)");
+    return Status::Ok();
+  }
+  if (task == "fl2va") return parse_fl2va_conditions(conditions, limits, r, uploads, field);
+  return bad(field, "task", "task must be \"t2va\" or \"fl2va\", got '" + task.substr(0, 32) + "'");
+}
+
+// target: {"short_edge": N, "aspect_ratio": "W:H" | "auto", "duration_seconds": S}. The canvas is H3's rule
+// (resolve_canvas_size: short edge N, area at most N^2 * 1344 / 768, both sides multiples of 32); "auto" takes it
+// from the first keyframe, as diffusers does without a height and width.
+Status parse_target(const json& t, bool keyframes, RunRequest& r, std::string* field) {
+  if (!t.is_object()) return bad(field, "target", "target must be an object");
+  for (auto it = t.begin(); it != t.end(); ++it)
+    if (it.key() != "short_edge" && it.key() != "aspect_ratio" && it.key() != "duration_seconds")
+      return bad(field, "target." + it.key().substr(0, 32),
+                 "unknown target field (known: short_edge, aspect_ratio, duration_seconds)");
+  int64_t short_edge = 768;
+  if (t.contains("short_edge")) {
+    if (Status s = get_int(t, "short_edge", 32, 8192, short_edge, field); !s.ok())
+      return bad(field, "target.short_edge", "target." + s.message());
+  }
+  const std::string ratio = t.contains("aspect_ratio") && t["aspect_ratio"].is_string()
+                                ? t["aspect_ratio"].get<std::string>()
+                                : std::string(t.contains("aspect_ratio") ? "?" : "16:9");
+  if (ratio == "auto") {
+    if (!keyframes)
+      return bad(field, "target.aspect_ratio", "aspect_ratio \"auto\" follows a keyframe: it needs an fl2va condition");
+    r.canvas_from_keyframe = true;
+  } else {
+    int a = 0, b = 0;
+    if (!parse_ratio(ratio, a, b))
+      return bad(field, "target.aspect_ratio", "target.aspect_ratio must be \"W:H\" (e.g. \"16:9\") or \"auto\"");
+    CanvasRule rule;
+    rule.short_edge = static_cast<int>(short_edge);
+    rule.max_pixels = short_edge * short_edge * 1344 / 768;
+    Result<CanvasSize> canvas = resolve_canvas_size(a, b, rule);
+    if (!canvas.ok()) return bad(field, "target.aspect_ratio", canvas.status().message());
+    r.width = canvas->width;
+    r.height = canvas->height;
+  }
+  if (t.contains("duration_seconds")) {
+    const json& d = t["duration_seconds"];
+    if (!d.is_number() || !std::isfinite(d.get<double>()) || d.get<double>() <= 0.0)
+      return bad(field, "target.duration_seconds", "target.duration_seconds must be a positive number");
+    if (r.seconds != 0.0 && r.seconds != d.get<double>())
+      return bad(field, "target.duration_seconds", "target.duration_seconds and seconds differ");
+    r.seconds = d.get<double>();
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int json_depth(std::string_view text, int limit) {
@@ -121,8 +308,10 @@ int json_depth(std::string_view text, int limit) {
 }
 
 Result<RunRequest> parse_video_request(std::string_view body_text, const RequestLimits& limits,
-                                       const RunRequest& defaults, std::string* field) {
+                                       const RunRequest& defaults, std::string* field,
+                                       std::vector<KeyframeUpload>* uploads) {
   if (field != nullptr) field->clear();
+  if (uploads != nullptr) uploads->clear();
   if (body_text.size() > limits.max_body_bytes) {
     return bad(field, "",
                "the body is " + std::to_string(body_text.size()) + " bytes; the limit is " +
@@ -152,10 +341,14 @@ Result<RunRequest> parse_video_request(std::string_view body_text, const Request
   if (has("prompt")) VORTEX_RETURN_IF_ERROR(get_string(body, "prompt", limits.max_prompt_bytes, r.prompt, field));
 
   const bool wh = has("width") || has("height");
-  const int size_forms = (wh ? 1 : 0) + (has("size") ? 1 : 0) + ((has("aspect_ratio") || has("short_edge")) ? 1 : 0);
+  const int size_forms = (wh ? 1 : 0) + (has("size") ? 1 : 0) + ((has("aspect_ratio") || has("short_edge")) ? 1 : 0) +
+                         (has("target") ? 1 : 0);
   if (size_forms > 1) {
-    return bad(field, has("size") ? "size" : "aspect_ratio",
-               "give the size one way: width and height, size \"WxH\", or aspect_ratio with short_edge");
+    return bad(field,
+               has("target") ? "target"
+               : has("size") ? "size"
+                             : "aspect_ratio",
+               "give the size one way: width and height, size \"WxH\", aspect_ratio with short_edge, or target");
   }
   if (wh) {
     if (!has("width") || !has("height")) {
@@ -207,6 +400,32 @@ Result<RunRequest> parse_video_request(std::string_view body_text, const Request
   if (has("steps")) {
     VORTEX_RETURN_IF_ERROR(get_int(body, "steps", 1, 1000, v, field));
     r.steps = static_cast<int>(v);
+  }
+  VORTEX_RETURN_IF_ERROR(parse_task_conditions(body, limits, r, uploads, field));
+  const bool keyframes = r.keyframes.any() || (uploads != nullptr && !uploads->empty());
+  if (has("target")) VORTEX_RETURN_IF_ERROR(parse_target(body.at("target"), keyframes, r, field));
+  // fl2va without a size: the canvas follows the first keyframe (diffusers' MiniMaxH3ResizeStep).
+  if (keyframes && size_forms == 0) r.canvas_from_keyframe = true;
+  if (has("model") && !body.at("model").is_string()) return bad(field, "model", "model must be a string");
+  if (has("num_inference_steps")) {
+    // SGLang counts the sigma grid's points, the terminal zero included: one model evaluation fewer.
+    if (has("steps")) return bad(field, "num_inference_steps", "num_inference_steps and steps exclude each other");
+    VORTEX_RETURN_IF_ERROR(get_int(body, "num_inference_steps", 2, 1001, v, field));
+    r.steps = static_cast<int>(v) - 1;
+  }
+  if (has("num_outputs_per_prompt")) {
+    VORTEX_RETURN_IF_ERROR(get_int(body, "num_outputs_per_prompt", 1, 10, v, field));
+    if (v != 1)
+      return bad(field, "num_outputs_per_prompt",
+                 "this server makes one output per request (num_outputs_per_prompt 1)");
+  }
+  for (const auto& [key, dst] : {std::pair<const char*, double*>{"flow_shift", &r.video_shift},
+                                 std::pair<const char*, double*>{"audio_flow_shift", &r.audio_shift}}) {
+    if (!has(key)) continue;
+    const json& f = body.at(key);
+    if (!f.is_number() || !std::isfinite(f.get<double>()) || f.get<double>() <= 0.0)
+      return bad(field, key, std::string(key) + " must be a positive number");
+    *dst = f.get<double>();
   }
   if (has("seed")) {
     const json& s = body.at("seed");

@@ -306,7 +306,7 @@ Status VisionTower::check_input(const VisionInput& in) const {
 
 Result<VisionTower::Output> VisionTower::forward(const VisionInput& in) const {
   VORTEX_RETURN_IF_ERROR(check_input(in));
-  if (backend_ != nullptr) return forward_backend(in);
+  if (backend_ != nullptr) return forward_backend(std::vector<VisionInput>{in});
   const VisionConfig& c = cfg_;
   const int64_t cols = 3LL * c.temporal_patch * c.patch * c.patch;
   const int64_t n = in.pixel_values.dim(0), d = c.hidden, m = c.merge;
@@ -463,39 +463,95 @@ Result<VisionTower> VisionTower::from_source(const VisionConfig& cfg, const VaeT
 }
 
 Result<VisionTower::Output> VisionTower::forward_device(const VisionInput& in) const {
-  if (backend_ == nullptr) return invalid_argument("VisionTower::forward_device needs a tower loaded with a backend");
-  VORTEX_RETURN_IF_ERROR(check_input(in));
+  return forward_device(std::vector<VisionInput>{in});
+}
+
+Result<const VisionTower::DeviceGrid*> VisionTower::device_grid(const std::vector<VisionInput>& inputs) const {
+  DeviceState& st = *device_;
+  std::vector<std::pair<int, int>> key;
+  for (const VisionInput& in : inputs) key.emplace_back(in.grid_h, in.grid_w);
+  std::lock_guard<std::mutex> lock(st.grid_mutex);
+  auto it = st.grids.find(key);
+  if (it != st.grids.end()) return &it->second;
+  // The images' tables stacked in input order: [sum N, 4] taps, [sum N, head_dim] rotary.
+  VisionGridTables all;
+  for (const auto& [gh, gw] : key) {
+    const VisionGridTables g = vision_grid_tables(cfg_, gh, gw);
+    all.tap_index.insert(all.tap_index.end(), g.tap_index.begin(), g.tap_index.end());
+    all.tap_weight.insert(all.tap_weight.end(), g.tap_weight.begin(), g.tap_weight.end());
+    all.cos.insert(all.cos.end(), g.cos.begin(), g.cos.end());
+    all.sin.insert(all.sin.end(), g.sin.begin(), g.sin.end());
+  }
+  Backend& be = *backend_;
+  const int64_t n = static_cast<int64_t>(all.tap_index.size() / 4), hd = cfg_.head_dim();
+  auto up = [&](const void* data, size_t bytes, const Shape& shape, DType dtype) -> Result<Tensor> {
+    Tensor h = Tensor::empty(shape, dtype);
+    std::memcpy(h.raw_data(), data, bytes);
+    return be.upload(h);
+  };
+  DeviceGrid dg;
+  VORTEX_ASSIGN_OR_RETURN(dg.tap_index, up(all.tap_index.data(), all.tap_index.size() * 4, {n, 4}, DType::kI32));
+  VORTEX_ASSIGN_OR_RETURN(dg.tap_weight, up(all.tap_weight.data(), all.tap_weight.size() * 4, {n, 4}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(dg.cos, up(all.cos.data(), all.cos.size() * 4, {n, hd}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(dg.sin, up(all.sin.data(), all.sin.size() * 4, {n, hd}, DType::kF32));
+  return &st.grids.emplace(std::move(key), std::move(dg)).first->second;
+}
+
+Result<Tensor> VisionTower::upload_pixels(const std::vector<VisionInput>& inputs, int64_t rows) const {
   Backend& be = *backend_;
   DeviceState& st = *device_;
-  const VisionConfig& c = cfg_;
-  const int64_t n = in.pixel_values.dim(0), d = c.hidden, m2 = static_cast<int64_t>(c.merge) * c.merge, nm = n / m2,
-                hd = c.head_dim();
-  // The grid tables of this image size, built once and kept on the backend.
-  const DeviceGrid* grid = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(st.grid_mutex);
-    auto it = st.grids.find({in.grid_h, in.grid_w});
-    if (it == st.grids.end()) {
-      const VisionGridTables g = vision_grid_tables(c, in.grid_h, in.grid_w);
-      DeviceGrid dg;
-      auto up = [&](const void* data, size_t bytes, const Shape& shape, DType dtype) -> Result<Tensor> {
-        Tensor h = Tensor::empty(shape, dtype);
-        std::memcpy(h.raw_data(), data, bytes);
-        return be.upload(h);
-      };
-      VORTEX_ASSIGN_OR_RETURN(dg.tap_index, up(g.tap_index.data(), g.tap_index.size() * 4, {n, 4}, DType::kI32));
-      VORTEX_ASSIGN_OR_RETURN(dg.tap_weight, up(g.tap_weight.data(), g.tap_weight.size() * 4, {n, 4}, DType::kF32));
-      VORTEX_ASSIGN_OR_RETURN(dg.cos, up(g.cos.data(), g.cos.size() * 4, {n, hd}, DType::kF32));
-      VORTEX_ASSIGN_OR_RETURN(dg.sin, up(g.sin.data(), g.sin.size() * 4, {n, hd}, DType::kF32));
-      it = st.grids.emplace(std::make_pair(in.grid_h, in.grid_w), std::move(dg)).first;
-    }
-    grid = &it->second;
+  const int64_t cols = 3LL * cfg_.temporal_patch * cfg_.patch * cfg_.patch;
+  VORTEX_ASSIGN_OR_RETURN(Tensor px, be.alloc({rows, cols}, DType::kBF16));  // [sum N, 3 T P P]
+  std::lock_guard<std::mutex> lock(st.staging_mutex);
+  // The last upload from the staging rows must have been read before they are rewritten.
+  VORTEX_RETURN_IF_ERROR(be.wait_host(st.staging_fence.get()));
+  st.staging_fence.reset();
+  if (!st.staging.defined() || st.staging.dim(0) < rows) {
+    VORTEX_ASSIGN_OR_RETURN(st.staging, be.alloc_host({rows, cols}, DType::kBF16));
   }
-  // Patch embedding: the pixels in BF16 through the BF16 GEMM (transformers' Conv3d on BF16 patches).
-  VORTEX_ASSIGN_OR_RETURN(Tensor px, be.upload(to_bf16_host(in.pixel_values)));  // [N, 3 T P P] bf16
-  VORTEX_ASSIGN_OR_RETURN(Tensor x, be.alloc({n, d}, DType::kBF16));             // [N, D]
-  VORTEX_RETURN_IF_ERROR(be.linear(px, st.patch_embed.w, &st.patch_embed.b, x));
-  VORTEX_RETURN_IF_ERROR(be.pos_embed_add(x, st.pos_table, grid->tap_index, grid->tap_weight));
+  VORTEX_ASSIGN_OR_RETURN(Tensor host, st.staging.narrow(0, 0, rows));  // [sum N, 3 T P P] bf16, contiguous
+  // The processor's FP32 values rounded to BF16 (RNE), as transformers casts pixel_values to the model's dtype; the
+  // conversion of each image is spread over the host threads (the result does not depend on their number).
+  uint16_t* dst = host.data<uint16_t>();
+  for (const VisionInput& in : inputs) {
+    const float* src = in.pixel_values.data<float>();
+    const size_t count = static_cast<size_t>(in.pixel_values.numel());
+    parallel_for_ranges(count, 0, 1, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) dst[i] = bf16_bits_from_f32(src[i]);
+    });
+    dst += count;
+  }
+  VORTEX_RETURN_IF_ERROR(be.upload_async(host, px));
+  VORTEX_ASSIGN_OR_RETURN(st.staging_fence, be.fence_compute());
+  return px;
+}
+
+Result<VisionTower::Output> VisionTower::forward_device(const std::vector<VisionInput>& inputs) const {
+  if (backend_ == nullptr) return invalid_argument("VisionTower::forward_device needs a tower loaded with a backend");
+  if (inputs.empty()) return invalid_argument("vision tower: no image");
+  for (const VisionInput& in : inputs) VORTEX_RETURN_IF_ERROR(check_input(in));
+  Backend& be = *backend_;
+  const DeviceState& st = *device_;
+  const VisionConfig& c = cfg_;
+  const int64_t d = c.hidden, m2 = static_cast<int64_t>(c.merge) * c.merge, hd = c.head_dim();
+  int64_t n = 0;  // rows of all images
+  bool same_size = true;
+  for (const VisionInput& in : inputs) {
+    n += in.pixel_values.dim(0);
+    same_size = same_size && in.pixel_values.dim(0) == inputs.front().pixel_values.dim(0);
+  }
+  const int64_t nm = n / m2;
+  const DeviceGrid* grid = nullptr;
+  Tensor x;  // [sum N, D] bf16
+  {
+    BackendRegion region(be, "vision.patch_embed");
+    VORTEX_ASSIGN_OR_RETURN(grid, device_grid(inputs));
+    // Patch embedding: the pixels in BF16 through the BF16 GEMM (transformers' Conv3d on BF16 patches).
+    VORTEX_ASSIGN_OR_RETURN(Tensor px, upload_pixels(inputs, n));  // [sum N, 3 T P P] bf16
+    VORTEX_ASSIGN_OR_RETURN(x, be.alloc({n, d}, DType::kBF16));
+    VORTEX_RETURN_IF_ERROR(be.linear(px, st.patch_embed.w, &st.patch_embed.b, x));
+    VORTEX_RETURN_IF_ERROR(be.pos_embed_add(x, st.pos_table, grid->tap_index, grid->tap_weight));
+  }
 
   VORTEX_ASSIGN_OR_RETURN(Tensor xf, be.alloc({n, d}, DType::kF32));        // FP32 copy of x for LayerNorm
   VORTEX_ASSIGN_OR_RETURN(Tensor h, be.alloc({n, d}, DType::kBF16));        // normed rows
@@ -503,6 +559,7 @@ Result<VisionTower::Output> VisionTower::forward_device(const VisionInput& in) c
   VORTEX_ASSIGN_OR_RETURN(Tensor att, be.alloc({n, d}, DType::kBF16));
   VORTEX_ASSIGN_OR_RETURN(Tensor y, be.alloc({n, d}, DType::kBF16));
   VORTEX_ASSIGN_OR_RETURN(Tensor mid, be.alloc({n, c.intermediate}, DType::kBF16));  // [N, I]
+  VORTEX_ASSIGN_OR_RETURN(Tensor qk, qkv.narrow(1, 0, 2 * d));                       // [N, 2D] view: q and k
   VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.narrow(1, 0, d));                            // [N, D] views
   VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.narrow(1, d, d));
   VORTEX_ASSIGN_OR_RETURN(Tensor v, qkv.narrow(1, 2 * d, d));
@@ -510,13 +567,31 @@ Result<VisionTower::Output> VisionTower::forward_device(const VisionInput& in) c
   ExecOptions opts;
   opts.attention = AttentionKind::kSdpa;  // the BF16 program
 
+  // Attention within each image: one batched call over equal-sized images, else one call per image's rows.
+  auto attention = [&]() -> Status {
+    if (same_size)
+      return be.attention_batched(q, k, v, static_cast<int64_t>(inputs.size()), c.heads, static_cast<int>(hd), att,
+                                  opts);
+    int64_t at = 0;
+    for (const VisionInput& in : inputs) {
+      const int64_t rows = in.pixel_values.dim(0);
+      VORTEX_ASSIGN_OR_RETURN(Tensor qi, q.narrow(0, at, rows));
+      VORTEX_ASSIGN_OR_RETURN(Tensor ki, k.narrow(0, at, rows));
+      VORTEX_ASSIGN_OR_RETURN(Tensor vi, v.narrow(0, at, rows));
+      VORTEX_ASSIGN_OR_RETURN(Tensor oi, att.narrow(0, at, rows));
+      VORTEX_RETURN_IF_ERROR(be.attention(qi, ki, vi, c.heads, static_cast<int>(hd), oi, opts));
+      at += rows;
+    }
+    return Status::Ok();
+  };
   auto layer_norm = [&](const Tensor& rows, const DeviceNorm& nm_w, Tensor& out, Tensor& scratch) -> Status {
     VORTEX_RETURN_IF_ERROR(be.cast(rows, scratch));
     return be.layer_norm(scratch, nm_w.w, nm_w.b, 1e-6f, out);
   };
   // A merger on x: LayerNorm over D (then rows regrouped by 2x2 blocks) or over the regrouped 4D rows, fc1, exact
-  // GELU, fc2 -> host f32 [N / 4, out_hidden].
+  // GELU, fc2 -> [sum N / 4, out_hidden] bf16. Merge blocks never straddle two images (each has N % 4 == 0).
   auto merge = [&](const DeviceMerger& mg) -> Result<Tensor> {
+    BackendRegion region(be, "vision.merger");
     VORTEX_ASSIGN_OR_RETURN(Tensor xg, x.reshape({nm, m2 * d}));  // [N/4, 4D]
     VORTEX_ASSIGN_OR_RETURN(Tensor hn, be.alloc({n, d}, DType::kBF16));
     VORTEX_ASSIGN_OR_RETURN(Tensor hg, hn.reshape({nm, m2 * d}));
@@ -537,18 +612,30 @@ Result<VisionTower::Output> VisionTower::forward_device(const VisionInput& in) c
   Output out;
   for (size_t li = 0; li < st.blocks.size(); ++li) {
     const DeviceBlock& blk = st.blocks[li];
-    VORTEX_RETURN_IF_ERROR(layer_norm(x, blk.norm1, h, xf));
-    VORTEX_RETURN_IF_ERROR(be.linear(h, blk.qkv.w, &blk.qkv.b, qkv));
-    VORTEX_RETURN_IF_ERROR(be.rope_fp32(q, grid->cos, grid->sin, c.heads, static_cast<int>(hd)));
-    VORTEX_RETURN_IF_ERROR(be.rope_fp32(k, grid->cos, grid->sin, c.heads, static_cast<int>(hd)));
-    VORTEX_RETURN_IF_ERROR(be.attention(q, k, v, c.heads, static_cast<int>(hd), att, opts));
-    VORTEX_RETURN_IF_ERROR(be.linear(att, blk.proj.w, &blk.proj.b, y));
-    VORTEX_RETURN_IF_ERROR(be.gate_add(x, y, nullptr, 0, no_segments));
-    VORTEX_RETURN_IF_ERROR(layer_norm(x, blk.norm2, h, xf));
-    VORTEX_RETURN_IF_ERROR(be.linear(h, blk.fc1.w, &blk.fc1.b, mid));
-    VORTEX_RETURN_IF_ERROR(be.gelu(mid, true));
-    VORTEX_RETURN_IF_ERROR(be.linear(mid, blk.fc2.w, &blk.fc2.b, y));
-    VORTEX_RETURN_IF_ERROR(be.gate_add(x, y, nullptr, 0, no_segments));
+    {
+      BackendRegion region(be, "vision.norm1_qkv_rope");
+      VORTEX_RETURN_IF_ERROR(layer_norm(x, blk.norm1, h, xf));
+      VORTEX_RETURN_IF_ERROR(be.linear(h, blk.qkv.w, &blk.qkv.b, qkv));
+      // q and k rotated in one pass: the [N, 2D] view as 2 * heads heads sharing each row's cos/sin.
+      VORTEX_RETURN_IF_ERROR(be.rope_fp32(qk, grid->cos, grid->sin, 2 * c.heads, static_cast<int>(hd)));
+    }
+    {
+      BackendRegion region(be, "vision.attention");
+      VORTEX_RETURN_IF_ERROR(attention());
+    }
+    {
+      BackendRegion region(be, "vision.proj_residual");
+      VORTEX_RETURN_IF_ERROR(be.linear(att, blk.proj.w, &blk.proj.b, y));
+      VORTEX_RETURN_IF_ERROR(be.gate_add(x, y, nullptr, 0, no_segments));
+    }
+    {
+      BackendRegion region(be, "vision.mlp");
+      VORTEX_RETURN_IF_ERROR(layer_norm(x, blk.norm2, h, xf));
+      VORTEX_RETURN_IF_ERROR(be.linear(h, blk.fc1.w, &blk.fc1.b, mid));
+      VORTEX_RETURN_IF_ERROR(be.gelu(mid, true));
+      VORTEX_RETURN_IF_ERROR(be.linear(mid, blk.fc2.w, &blk.fc2.b, y));
+      VORTEX_RETURN_IF_ERROR(be.gate_add(x, y, nullptr, 0, no_segments));
+    }
     for (size_t t = 0; t < c.deepstack.size(); ++t)
       if (c.deepstack[t] == static_cast<int>(li)) {
         VORTEX_ASSIGN_OR_RETURN(Tensor f, merge(st.deepstack[t]));
@@ -560,8 +647,37 @@ Result<VisionTower::Output> VisionTower::forward_device(const VisionInput& in) c
   return out;
 }
 
-Result<VisionTower::Output> VisionTower::forward_backend(const VisionInput& in) const {
-  VORTEX_ASSIGN_OR_RETURN(Output dev, forward_device(in));
+Result<VisionTower::Output> VisionTower::forward(const std::vector<VisionInput>& inputs) const {
+  if (inputs.empty()) return invalid_argument("vision tower: no image");
+  for (const VisionInput& in : inputs) VORTEX_RETURN_IF_ERROR(check_input(in));
+  if (backend_ != nullptr) return forward_backend(inputs);
+  // The FP32 reference, one image after another, outputs stacked in input order.
+  std::vector<Output> parts;
+  for (const VisionInput& in : inputs) {
+    VORTEX_ASSIGN_OR_RETURN(Output o, forward(in));
+    parts.push_back(std::move(o));
+  }
+  auto stack = [&](auto pick) {
+    int64_t rows = 0;
+    for (const Output& o : parts) rows += pick(o).dim(0);
+    Tensor t = Tensor::empty({rows, pick(parts.front()).dim(1)}, DType::kF32);
+    size_t at = 0;
+    for (const Output& o : parts) {
+      std::memcpy(t.data<float>() + at, pick(o).template data<float>(), pick(o).nbytes());
+      at += static_cast<size_t>(pick(o).numel());
+    }
+    return t;
+  };
+  Output out;
+  out.last_hidden = stack([](const Output& o) -> const Tensor& { return o.last_hidden; });
+  out.merged = stack([](const Output& o) -> const Tensor& { return o.merged; });
+  for (size_t i = 0; i < parts.front().deepstack.size(); ++i)
+    out.deepstack.push_back(stack([i](const Output& o) -> const Tensor& { return o.deepstack[i]; }));
+  return out;
+}
+
+Result<VisionTower::Output> VisionTower::forward_backend(const std::vector<VisionInput>& inputs) const {
+  VORTEX_ASSIGN_OR_RETURN(Output dev, forward_device(inputs));
   Backend& be = *backend_;
   // BF16 device rows -> FP32 host (exact).
   auto to_host = [&](Tensor& t) -> Status {

@@ -91,6 +91,13 @@ class VisionTower {
   // With a backend: the same forward with the outputs left on the backend as BF16 tensors ([N, hidden] and
   // [N / merge^2, out_hidden]), for a consumer on that device. kInvalidArgument without a backend.
   Result<Output> forward_device(const VisionInput& input) const;
+  // Several images in one call (a request's keyframes), outputs concatenated in input order: last_hidden
+  // [sum N, hidden], merged and each DeepStack feature [sum N / merge^2, out_hidden]. Each image is attended within
+  // itself (transformers' cu_seqlens), so the result is the per-image forwards concatenated. On a backend the rows of
+  // all images go through every GEMM and elementwise op together and attention is one batched call when the images
+  // share a size; without one, the images run one after another.
+  Result<Output> forward(const std::vector<VisionInput>& inputs) const;
+  Result<Output> forward_device(const std::vector<VisionInput>& inputs) const;
 
  private:
   struct Linear {
@@ -135,9 +142,16 @@ class VisionTower {
     DeviceMerger merger;
     std::vector<DeviceMerger> deepstack;
     std::mutex grid_mutex;
-    std::map<std::pair<int, int>, DeviceGrid> grids;  // by (grid_h, grid_w)
+    std::map<std::vector<std::pair<int, int>>, DeviceGrid> grids;  // by the batch's (grid_h, grid_w) in order
+    // Page-locked host rows the BF16 pixels are written to and uploaded from (alloc_host, grown as needed); the
+    // fence marks the last upload from them, which the next write waits for.
+    std::mutex staging_mutex;
+    Tensor staging;  // [rows, 3 T P P] bf16
+    std::shared_ptr<Backend::Fence> staging_fence;
   };
-  Result<Output> forward_backend(const VisionInput& input) const;  // forward_device, outputs to FP32 host
+  Result<const DeviceGrid*> device_grid(const std::vector<VisionInput>& inputs) const;
+  Result<Tensor> upload_pixels(const std::vector<VisionInput>& inputs, int64_t rows) const;  // [rows, 3 T P P] bf16
+  Result<Output> forward_backend(const std::vector<VisionInput>& inputs) const;              // outputs to FP32 host
   Status check_input(const VisionInput& input) const;
 
   VisionConfig cfg_;

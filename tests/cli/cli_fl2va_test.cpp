@@ -6,6 +6,8 @@
 // * bad keyframes exit 2 before any weight loads, each naming the file and the reason: missing, empty, not an image,
 //   truncated, damaged pixel data, over the pixel limit, 16-bit, CMYK, animated; a keyframe on the Ref2VA
 //   transformer; keyframes without a video VAE;
+// * a prompt with keyframes runs the snapshot's tiny vision tower through the conditioner;
+// * without --width/--height the canvas follows the first keyframe (EXIF orientation applied);
 // * `inspect` on the snapshot lists its tasks.
 #include <set>
 
@@ -139,6 +141,59 @@ TEST_F(CliFl2va, BadKeyframesExitTwoBeforeAnyWeightLoads) {
   EXPECT_EQ(ref.exit_code, 2) << ref.output;
   EXPECT_NE(ref.output.find("Ref2VA"), std::string::npos) << ref.output;
   EXPECT_EQ(ref.output.find("loading"), std::string::npos) << ref.output;
+}
+
+// The vision path end to end: the snapshot's text encoder holds a tiny Qwen3-VL vision tower, so a prompt with
+// keyframes runs the presentation, the processor, the tower and the conditioner with its vision embeddings.
+TEST_F(CliFl2va, PromptWithKeyframesRunsTheVisionTower) {
+  const std::string first = (kImages / "rgb.png").string(), last = (kImages / "photo420.jpg").string();
+  const std::string cmd = "generate --model " + snap() +
+                          " --prompt \"a red kite over the sea\" --latents-only --width 64 --height 64 --frames 5 "
+                          "--steps 2 --seed 7 ";
+  RunResult t2va = run_vortex(cmd + "--quiet --out " + dir_->str("vision_t2va"));
+  ASSERT_EQ(t2va.exit_code, 0) << t2va.output;
+  RunResult both =
+      run_vortex(cmd + "--first-frame " + first + " --last-frame " + last + " --out " + dir_->str("vision_both"));
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+  const nlohmann::json run = nlohmann::json::parse(read_file(fs::path(dir_->str("vision_both")) / "run.json"));
+  EXPECT_EQ(run["task"], "fl2va");
+  ASSERT_TRUE(run["keyframes"]["vision"].is_string()) << run["keyframes"].dump();  // the vision tower's folder
+  EXPECT_TRUE(fs::equivalent(run["keyframes"]["vision"].get<std::string>(), fs::path(snap()) / "text_encoder"))
+      << run["keyframes"].dump();
+  EXPECT_NE(latents_sha(dir_->str("vision_both")), latents_sha(dir_->str("vision_t2va")));
+  // The same images in the other order: other vision tokens and other keyframe rows, other latents; the same
+  // request again: the same latents.
+  RunResult swapped = run_vortex(cmd + "--first-frame " + last + " --last-frame " + first + " --quiet --out " +
+                                 dir_->str("vision_swapped"));
+  ASSERT_EQ(swapped.exit_code, 0) << swapped.output;
+  EXPECT_NE(latents_sha(dir_->str("vision_swapped")), latents_sha(dir_->str("vision_both")));
+  RunResult again = run_vortex(cmd + "--first-frame " + first + " --last-frame " + last + " --quiet --out " +
+                               dir_->str("vision_both2"));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(latents_sha(dir_->str("vision_both2")), latents_sha(dir_->str("vision_both")));
+}
+
+// Without --width and --height the canvas follows the first keyframe as diffusers' MiniMaxH3ResizeStep resolves it:
+// exif6.jpg is stored 97x61 with EXIF orientation 6, so load_image gives 61x97, whose canvas is 768x1216 (the stored
+// size would give 1216x768; tests/engine/keyframe_canvas_test.cpp checks more keyframes). One of the two flags alone
+// is refused.
+TEST_F(CliFl2va, CanvasFollowsTheFirstKeyframeWithoutASize) {
+  const fs::path text = dir_->path() / "text.safetensors";
+  if (!fs::exists(text)) write_one_tensor_safetensors(text, "text", 8, 128, false, 11);
+  const std::string cmd = "generate --model " + snap() + " --text-embeddings " + text.string() +
+                          " --latents-only --frames 5 --steps 1 --seed 7 ";
+  RunResult r = run_vortex(cmd + "--first-frame " + (kImages / "exif6.jpg").string() + " --last-frame " +
+                           (kImages / "rgb.png").string() + " --out " + dir_->str("canvas"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("canvas 768x1216 from the first keyframe"), std::string::npos) << r.output;
+  const nlohmann::json run = nlohmann::json::parse(read_file(fs::path(dir_->str("canvas")) / "run.json"));
+  EXPECT_EQ(run["keyframes"]["canvas"]["width"], 768);
+  EXPECT_EQ(run["keyframes"]["canvas"]["height"], 1216);
+  RunResult half = run_vortex(cmd + "--width 64 --first-frame " + (kImages / "rgb.png").string() + " --out " +
+                              dir_->str("canvas_bad"));
+  EXPECT_EQ(half.exit_code, 2) << half.output;
+  EXPECT_NE(half.output.find("--width and --height go together"), std::string::npos) << half.output;
+  EXPECT_FALSE(fs::exists(dir_->str("canvas_bad")));
 }
 
 TEST_F(CliFl2va, InspectListsTheTasks) {

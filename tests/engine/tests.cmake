@@ -1,6 +1,10 @@
 # engine: precision modes at load (CPU backend; tests/engine/precision_test.cpp) and the nvfp4 mode on the
 # cuda backend, with the fused NVFP4 producers (GPU label, skips visibly without a device; tests/engine/nvfp4_mode_test.cpp).
 vortex_test(NAME precision_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/precision_test.cpp LIBS vortex_engine)
+# The canvas of an fl2va request without width and height (keyframe_canvas), against diffusers' resolve_canvas_size.
+vortex_test(NAME keyframe_canvas_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/keyframe_canvas_test.cpp LIBS vortex_engine)
+target_compile_definitions(keyframe_canvas_test PRIVATE
+                           VORTEX_IMAGE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/images")
 # The residency plan: component sizes, places, the --max-vram check before loading, option checks.
 vortex_test(NAME residency_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/residency_test.cpp LIBS vortex_engine)
 # memory / FLOP estimates that refuse or warn about a request before weights are loaded.

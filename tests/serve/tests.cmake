@@ -1,6 +1,15 @@
 # serve: the request parser, its fuzz-corpus replay, the HTTP API contract (in process, 127.0.0.1, an
 # ephemeral port; runs the curl examples of docs/serve.md) and the bounded soak (about 2 minutes).
 vortex_test(NAME serve_request_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/request_test.cpp LIBS vortex_serve)
+# The fl2va part in SGLang's minimax_h3 dialect, against verbatim copies of the cookbook's request bodies.
+vortex_test(NAME serve_fl2va_request_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/fl2va_request_test.cpp LIBS vortex_serve)
+target_compile_definitions(serve_fl2va_request_test PRIVATE
+                           VORTEX_SGLANG_FIXTURES="${CMAKE_SOURCE_DIR}/tests/fixtures/sglang_minimax_h3")
+# fl2va through POST /v1/videos on the tiny snapshot's encoder: keyframes as a data URL and a file:// URI.
+vortex_test(NAME serve_fl2va_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/serve_fl2va_test.cpp
+            LIBS vortex_serve vortex vortex_httplib OpenSSL::Crypto)
+target_compile_definitions(serve_fl2va_test PRIVATE
+                           VORTEX_IMAGE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/images")
 vortex_test(NAME serve_request_fuzz_replay_test
             SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/request_fuzz_replay_test.cpp ${CMAKE_SOURCE_DIR}/fuzz/serve_request_fuzz.cpp
             LIBS vortex_serve)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -92,6 +93,49 @@ TEST(VisionTowerCuda, Bf16ProgramWithinTwiceTheFloor) {
         EXPECT_LE(vs_cpu, floor) << key;
       }
     }
+  }
+  // Both cases and a second image of the first size (negated) in one call: equal sizes take one batched attention
+  // call, different sizes one per image. Each image's slice is within the first case's merged floor (transformers
+  // BF16 vs FP32) of its own forward on the GPU: the GEMMs over more rows may take other cuBLASLt algorithms.
+  std::vector<VisionInput> batch;
+  double merged_floor = 0;
+  for (const auto& [name, c] : meta["cases"].items()) {
+    VisionInput in;
+    auto px = cases->tensor(name + ".pixel_values");
+    ASSERT_TRUE(px.ok());
+    in.pixel_values = *px;
+    in.grid_h = c["grid_thw"][1].get<int>();
+    in.grid_w = c["grid_thw"][2].get<int>();
+    if (batch.empty()) {
+      auto theirs = bf16->tensor(name + ".merged");
+      auto fp32 = cases->tensor(name + ".merged");
+      ASSERT_TRUE(theirs.ok() && fp32.ok());
+      merged_floor = rel_l2(*theirs, *fp32);
+    }
+    batch.push_back(in);
+  }
+  VisionInput negated = batch.front();
+  negated.pixel_values = Tensor::empty(batch.front().pixel_values.shape(), DType::kF32);
+  for (int64_t i = 0; i < negated.pixel_values.numel(); ++i)
+    negated.pixel_values.data<float>()[i] = -batch.front().pixel_values.data<float>()[i];
+  for (const std::vector<VisionInput>& group :
+       {std::vector<VisionInput>{batch.front(), negated}, std::vector<VisionInput>{batch.front(), batch.back()}}) {
+    auto together = on_gpu->forward(group);
+    ASSERT_TRUE(together.ok()) << together.status().to_string();
+    int64_t at = 0;
+    for (const VisionInput& in : group) {
+      auto alone = on_gpu->forward(in);
+      ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+      auto slice = together->merged.narrow(0, at, alone->merged.dim(0));
+      ASSERT_TRUE(slice.ok());
+      Tensor part = Tensor::empty(alone->merged.shape(), DType::kF32);
+      std::memcpy(part.data<float>(), slice->data<float>(), part.nbytes());
+      const double err = rel_l2(part, alone->merged);
+      std::printf("batched vs alone, rows %lld..: merged rel-L2 %.3g\n", static_cast<long long>(at), err);
+      EXPECT_LE(err, merged_floor);
+      at += alone->merged.dim(0);
+    }
+    EXPECT_EQ(at, together->merged.dim(0));
   }
 }
 

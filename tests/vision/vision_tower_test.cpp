@@ -241,6 +241,68 @@ TEST(VisionTower, Bf16ProgramOnCpuBackendWithinTwiceTheFloor) {
   }
 }
 
+// Several images in one call equal the per-image forwards stacked in input order, byte for byte, on the FP32
+// reference and on the BF16 program of the cpu backend: equal sizes (one batched attention call), different sizes
+// (attention per image's rows) and three images. The second image of a size is another image (negated, rows
+// reversed), so attention across images would change the result.
+TEST(VisionTower, SeveralImagesInOneCallEqualPerImageForwards) {
+  std::vector<VisionInput> cases;
+  for (const auto& [name, c] : fixture().meta["cases"].items()) {
+    VisionInput in;
+    in.pixel_values = get(name + ".pixel_values");
+    in.grid_h = c["grid_thw"][1].get<int>();
+    in.grid_w = c["grid_thw"][2].get<int>();
+    cases.push_back(in);
+  }
+  ASSERT_GE(cases.size(), 2u);
+  ASSERT_NE(cases[0].pixel_values.dim(0), cases[1].pixel_values.dim(0));
+  VisionInput other = cases[0];
+  other.pixel_values = Tensor::empty(cases[0].pixel_values.shape(), DType::kF32);
+  const int64_t rows = other.pixel_values.dim(0), cols = other.pixel_values.dim(1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j)
+      other.pixel_values.data<float>()[r * cols + j] = -cases[0].pixel_values.data<float>()[(rows - 1 - r) * cols + j];
+  CpuBackend cpu(0);
+  for (Backend* backend : {static_cast<Backend*>(nullptr), static_cast<Backend*>(&cpu)}) {
+    SCOPED_TRACE(backend ? "cpu backend" : "FP32 reference");
+    const VisionTower t = tower(backend);
+    for (const std::vector<VisionInput>& batch :
+         {std::vector<VisionInput>{cases[0], other}, std::vector<VisionInput>{cases[0], cases[1]},
+          std::vector<VisionInput>{cases[1], other, cases[0]}}) {
+      auto together = t.forward(batch);
+      ASSERT_TRUE(together.ok()) << together.status().to_string();
+      std::vector<VisionTower::Output> alone;
+      for (const VisionInput& in : batch) {
+        auto o = t.forward(in);
+        ASSERT_TRUE(o.ok()) << o.status().to_string();
+        alone.push_back(std::move(*o));
+      }
+      auto expect_stacked = [&](const Tensor& got, auto pick, const std::string& what) {
+        int64_t at = 0;
+        for (const VisionTower::Output& o : alone) {
+          const Tensor& part = pick(o);
+          ASSERT_LE(at + part.numel(), got.numel()) << what;
+          EXPECT_EQ(std::memcmp(got.data<float>() + at, part.data<float>(), part.nbytes()), 0)
+              << what << " differs at the image starting at element " << at;
+          at += part.numel();
+        }
+        EXPECT_EQ(at, got.numel()) << what;
+      };
+      expect_stacked(
+          together->merged, [](const VisionTower::Output& o) -> const Tensor& { return o.merged; }, "merged");
+      expect_stacked(
+          together->last_hidden, [](const VisionTower::Output& o) -> const Tensor& { return o.last_hidden; },
+          "last_hidden");
+      ASSERT_EQ(together->deepstack.size(), 2u);
+      for (size_t k = 0; k < 2; ++k)
+        expect_stacked(
+            together->deepstack[k], [k](const VisionTower::Output& o) -> const Tensor& { return o.deepstack[k]; },
+            "deepstack " + std::to_string(k));
+    }
+    EXPECT_FALSE(t.forward(std::vector<VisionInput>{}).ok());
+  }
+}
+
 TEST(VisionTower, ReleaseConfigAndErrors) {
   // A verbatim copy of the release's text_encoder/config.json: its vision_config.
   auto cfg = VisionConfig::from_json(read_config(kDir + "/release/text_encoder_config.json"));
