@@ -276,17 +276,12 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   run_record.outputs = record.json();
   VORTEX_ASSIGN_OR_RETURN(nlohmann::ordered_json manifest, run_record_json(run_record));
   result.run_seconds = seconds_since(t_run);
-  RunTiming timing;
-  timing.load_weights_seconds = load_seconds_;
-  timing.encode_prompt_seconds = encode_seconds_;
-  timing.encoded = encoded;
-  timing.prepare_seconds = result.prepare_seconds;
-  timing.adaln_tables_seconds = prep.tables_seconds;
-  timing.step_seconds = result.step_seconds;
-  timing.sampling_seconds = result.sampling_seconds;
-  timing.decode_seconds = result.decode_seconds;
-  timing.total_seconds = seconds_before + result.run_seconds;
-  manifest["timing"] = run_timing_json(timing);
+  using J = nlohmann::ordered_json;
+  manifest["timing"] = {
+      {"load_weights_seconds", load_seconds_},     {"encode_prompt_seconds", encoded ? J(encode_seconds_) : J(nullptr)},
+      {"prepare_seconds", result.prepare_seconds}, {"adaln_tables_seconds", prep.tables_seconds},
+      {"step_seconds", result.step_seconds},       {"sampling_seconds", result.sampling_seconds},
+      {"decode_seconds", result.decode_seconds},   {"total_seconds", seconds_before + result.run_seconds}};
   VORTEX_RETURN_IF_ERROR(write_json_file(manifest, (fs::path(dir) / kRunRecordFile).string()));
   result.files = {kVideoLatentsFile, kAudioLatentsFile, kPreviewFile};
   if (prep.media) result.files.insert(result.files.end(), {"video.mp4", "audio.wav"});

@@ -31,28 +31,32 @@ struct Job {
   Action action;
 };
 
+// A copy of `w` with each defined tensor replaced by `copy(tensor)` (an upload or a download).
+template <typename CopyFn>
+Result<LinearWeight> map_linear(const LinearWeight& w, CopyFn&& copy) {
+  LinearWeight out = w;
+  for (auto [src, dst] :
+       {std::pair{&w.weight, &out.weight}, std::pair{&w.weight_scale, &out.weight_scale},
+        std::pair{&w.weight_scale_2, &out.weight_scale_2}, std::pair{&w.input_scale, &out.input_scale}}) {
+    if (!src->defined()) continue;
+    VORTEX_ASSIGN_OR_RETURN(*dst, copy(*src));
+  }
+  return out;
+}
+
 // Host copy of every defined tensor of a layer.
 Result<LinearWeight> download_linear(Backend& backend, const LinearWeight& w) {
-  LinearWeight h = w;
-  for (auto [src, dst] : {std::pair{&w.weight, &h.weight}, std::pair{&w.weight_scale, &h.weight_scale},
-                          std::pair{&w.weight_scale_2, &h.weight_scale_2}, std::pair{&w.input_scale, &h.input_scale}}) {
-    if (!src->defined()) continue;
-    if (src->device() == Device::kCpu) continue;  // already in host memory (a streamed block's weight)
-    *dst = Tensor::empty(src->shape(), src->dtype());
-    VORTEX_RETURN_IF_ERROR(backend.download(*src, *dst));
-  }
-  return h;
+  return map_linear(w, [&backend](const Tensor& t) -> Result<Tensor> {
+    if (t.device() == Device::kCpu) return t;  // already in host memory (a streamed block's weight)
+    Tensor host = Tensor::empty(t.shape(), t.dtype());
+    VORTEX_RETURN_IF_ERROR(backend.download(t, host));
+    return host;
+  });
 }
 
 // Device copy of every defined tensor of a host layer.
 Result<LinearWeight> upload_linear(Backend& backend, const LinearWeight& h) {
-  LinearWeight d = h;
-  for (auto [src, dst] : {std::pair{&h.weight, &d.weight}, std::pair{&h.weight_scale, &d.weight_scale},
-                          std::pair{&h.weight_scale_2, &d.weight_scale_2}, std::pair{&h.input_scale, &d.input_scale}}) {
-    if (!src->defined()) continue;
-    VORTEX_ASSIGN_OR_RETURN(*dst, backend.upload(*src));
-  }
-  return d;
+  return map_linear(h, [&backend](const Tensor& t) { return backend.upload(t); });
 }
 
 Result<LinearWeight> transform(const LinearWeight& host, Action action) {

@@ -157,15 +157,4 @@ Result<nlohmann::ordered_json> run_record_json(const RunRecord& r) {
   return manifest;
 }
 
-nlohmann::ordered_json run_timing_json(const RunTiming& t) {
-  return {{"load_weights_seconds", t.load_weights_seconds},
-          {"encode_prompt_seconds", t.encoded ? J(t.encode_prompt_seconds) : J(nullptr)},
-          {"prepare_seconds", t.prepare_seconds},
-          {"adaln_tables_seconds", t.adaln_tables_seconds},
-          {"step_seconds", t.step_seconds},
-          {"sampling_seconds", t.sampling_seconds},
-          {"decode_seconds", t.decode_seconds},
-          {"total_seconds", t.total_seconds}};
-}
-
 }  // namespace vortex

@@ -1,6 +1,6 @@
 // run.json of a generate run (docs/outputs.md): what Pipeline::run (engine/pipeline_run.cpp) sampled, from which
 // inputs, and where its time went. RunRecord gathers the facts the run learned; run_record_json assembles every
-// section but "timing" (hashing the request's input files), run_timing_json that last section. Tested through
+// section but "timing" (hashing the request's input files), which the run adds last. Tested through
 // tests/cli/cli_test.cpp (run.json fields, the sha256 values recomputed from the files) and tests/engine.
 #pragma once
 
@@ -40,19 +40,5 @@ struct RunRecord {
 
 // Every run.json section but "timing", in the schema's order; the SHA-256 of each input file the request names.
 Result<nlohmann::ordered_json> run_record_json(const RunRecord& record);
-
-// run.json "timing". encode_prompt_seconds is null unless the prompt was encoded.
-struct RunTiming {
-  double load_weights_seconds = 0.0;
-  double encode_prompt_seconds = 0.0;
-  bool encoded = false;
-  double prepare_seconds = 0.0;
-  double adaln_tables_seconds = 0.0;
-  std::vector<double> step_seconds;
-  double sampling_seconds = 0.0;
-  double decode_seconds = 0.0;
-  double total_seconds = 0.0;
-};
-nlohmann::ordered_json run_timing_json(const RunTiming& timing);
 
 }  // namespace vortex

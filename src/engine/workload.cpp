@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 #include "core/rng.h"
 #include "core/strings.h"
@@ -24,6 +25,23 @@ Status parse_bool(const std::string& key, const std::string& value, bool& out) {
   return Status::Ok();
 }
 
+// The on/off switches, by name.
+constexpr std::pair<const char*, bool ExecOptions::*> kBoolSwitches[] = {
+    {"fused_norm_modulate", &ExecOptions::fused_norm_modulate},
+    {"fused_gate_add", &ExecOptions::fused_gate_add},
+    {"fused_nvfp4_producers", &ExecOptions::fused_nvfp4_producers},
+    {"fp8_gate_epilogue", &ExecOptions::fp8_gate_epilogue},
+    {"fused_q_quantize", &ExecOptions::fused_q_quantize},
+    {"adaln_ahead", &ExecOptions::adaln_ahead},
+    {"debug_sync", &ExecOptions::debug_sync},
+};
+
+bool ExecOptions::*bool_switch(const std::string& key) {
+  for (const auto& [name, member] : kBoolSwitches)
+    if (key == name) return member;
+  return nullptr;
+}
+
 }  // namespace
 
 Status apply_switches(const std::string& settings, ExecOptions& opts) {
@@ -41,18 +59,8 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
     size_t eq = item.find('=');
     if (eq == std::string::npos) return invalid_argument("switch '" + item + "' is not name=value");
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "fused_norm_modulate") {
-      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_norm_modulate));
-    } else if (key == "fused_gate_add") {
-      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_gate_add));
-    } else if (key == "fused_nvfp4_producers") {
-      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_nvfp4_producers));
-    } else if (key == "fp8_gate_epilogue") {
-      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fp8_gate_epilogue));
-    } else if (key == "fused_q_quantize") {
-      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.fused_q_quantize));
-    } else if (key == "adaln_ahead") {
-      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.adaln_ahead));
+    if (bool ExecOptions::*flag = bool_switch(key)) {
+      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.*flag));
     } else if (key == "precision") {
       // Precision converts the weights at load: a run-time switch can only restate it.
       if (value != precision_name(opts.precision))
@@ -60,8 +68,6 @@ Status apply_switches(const std::string& settings, ExecOptions& opts) {
                                 std::string(precision_name(opts.precision)) + "'); it cannot be switched to '" + value +
                                 "' here: use --precision " + value +
                                 " (gates and A/B benches then flip only run-time switches on the loaded weights)");
-    } else if (key == "debug_sync") {
-      VORTEX_RETURN_IF_ERROR(parse_bool(key, value, opts.debug_sync));
     } else if (key == "attention") {
       VORTEX_ASSIGN_OR_RETURN(opts.attention, parse_attention(value));
     } else if (key == "cuda_graph") {
