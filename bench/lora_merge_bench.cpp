@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
 #include "core/synthetic.h"
 #include "lora/lora.h"
 #include "model/h3_spec.h"
@@ -25,7 +26,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using vortex::seconds_since;
 
 int fail(const vortex::Status& s) {
   std::fprintf(stderr, "lora_merge_bench: %s\n", s.to_string().c_str());
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
   if (!weights_r.ok()) return fail(weights_r.status());
   vortex::H3Weights& weights = *weights_r;
   if (vortex::Status s = be.synchronize(); !s.ok()) return fail(s);
-  const double synth_s = since(t0);
+  const double synth_s = seconds_since(t0);
 
   // The adapter: one part per block layer, FP32 factors (B @ A ~ 1e-3 of the weights' scale).
   t0 = Clock::now();
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
       ad.parts.push_back(std::move(p));
     }
   }
-  const double adapter_s = since(t0);
+  const double adapter_s = seconds_since(t0);
   std::fprintf(stderr, "lora_merge_bench: %zu parts, rank %d, %.2f GB of FP32 factors, %.2f G weights merged\n",
                ad.parts.size(), rank, factor_elems * 4.0 / 1e9, merged_elems / 1e9);
 
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     if (vortex::Status s = vortex::merge_lora(weights, ad, 1.0, be, vortex::LoraMergeProgram::kSingleRounding); !s.ok())
       return fail(s);
-    e2e.push_back(since(t0) * 1e3);
+    e2e.push_back(seconds_since(t0) * 1e3);
     vortex::refresh_clocks(env);
     clocks.push_back(env.clock_sm_mhz);
     std::fprintf(stderr, "lora_merge_bench: merge %d/%d: %.3f s\n", i + 1, reps, e2e.back() / 1e3);
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
   t0 = Clock::now();
   if (vortex::Status s = vortex::merge_lora(weights, ad, 1.0, be, vortex::LoraMergeProgram::kPeft); !s.ok())
     return fail(s);
-  const double peft_ms = since(t0) * 1e3;
+  const double peft_ms = seconds_since(t0) * 1e3;
 
   // Kernels alone: factors uploaded first, then every part's Backend::lora_merge and one synchronize.
   std::vector<std::pair<vortex::Tensor, vortex::Tensor>> dev;
@@ -173,7 +174,7 @@ int main(int argc, char** argv) {
       return fail(s);
   }
   if (vortex::Status s = be.synchronize(); !s.ok()) return fail(s);
-  const double kernels_ms = since(t0) * 1e3;
+  const double kernels_ms = seconds_since(t0) * 1e3;
 
   const vortex::Percentiles p = vortex::percentiles(e2e);
   nlohmann::json extra = {{"blocks", cfg.num_layers},

@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "core/clock.h"
 #include "core/synthetic.h"
 #include "io/safetensors.h"
 #include "profiling/evidence.h"
@@ -37,7 +38,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using vortex::seconds_since;
 
 int fail(const std::string& m) {
   std::fprintf(stderr, "text_encoder_load_bench: %s\n", m.c_str());
@@ -100,7 +101,7 @@ double direct_read_gbps(const std::string& path, std::string* why) {
     if (n == 0) break;
     total += static_cast<size_t>(n);
   }
-  const double s = since(t0);
+  const double s = seconds_since(t0);
   std::free(buf);
   ::close(fd);
   return why->empty() && s > 0 ? static_cast<double>(total) / s / 1e9 : 0;
@@ -193,7 +194,7 @@ int main(int argc, char** argv) {
              .dump(1);
     if (!f) return cleanup(), fail("cannot write " + cfg_path);
   }
-  const double write_s = since(t0);
+  const double write_s = seconds_since(t0);
   if (!evict(st_path)) std::fprintf(stderr, "text_encoder_load_bench: warning: could not evict the file's pages\n");
   const double resident_before_cold = residency(st_path);
 
@@ -206,7 +207,7 @@ int main(int argc, char** argv) {
     auto enc = vortex::TextEncoder::load(dir, **backend, layers);
     if (!enc.ok()) return cleanup(), fail(enc.status().to_string());
     if (vortex::Status st = (*backend)->synchronize(); !st.ok()) return cleanup(), fail(st.to_string());
-    cold_s = since(t0);
+    cold_s = seconds_since(t0);
   }
   // 3. raw disk bandwidth on the same file
   std::string why;
@@ -218,7 +219,7 @@ int main(int argc, char** argv) {
     auto enc = vortex::TextEncoder::load(dir, **backend, layers);
     if (!enc.ok()) return cleanup(), fail(enc.status().to_string());
     if (vortex::Status st = (*backend)->synchronize(); !st.ok()) return cleanup(), fail(st.to_string());
-    warm_s = since(t0);
+    warm_s = seconds_since(t0);
   }
   cleanup();
 

@@ -2,7 +2,6 @@
 #include "engine/decode.h"
 
 #include "core/clock.h"
-#include "engine/generate.h"
 #include "engine/stream_mux.h"
 
 #include <unistd.h>
@@ -13,9 +12,8 @@
 #include <vector>
 
 #include "engine/preview.h"
+#include "io/publish.h"
 #include "io/safetensors.h"
-#include "io/staging.h"
-#include "media/atomic_file.h"
 #include "media/wav_writer.h"
 
 namespace vortex {
@@ -24,77 +22,42 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// Files decode writes; a folder holding only these (and frames) is recognised as ours.
+// Files decode writes into --out; a folder holding only these is a previous decode, which --overwrite replaces.
 const char* const kOwnFiles[] = {"video.mp4", "audio.wav", "decode.json"};
 
-bool is_own_output(const fs::path& dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    bool own = false;
-    for (const char* f : kOwnFiles) own = own || n == f;
-    if (!own) return false;
-  }
-  return !ec;
+bool is_own_file(const fs::directory_entry& e) {
+  const std::string n = e.path().filename().string();
+  for (const char* f : kOwnFiles)
+    if (n == f) return true;
+  return false;
 }
 
-bool is_frames_output(const fs::path& dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("frame_", 0) != 0 || e.path().extension() != ".png") return false;
-  }
-  return !ec;
+bool is_frame_file(const fs::directory_entry& e) {
+  return e.path().filename().string().rfind("frame_", 0) == 0 && e.path().extension() == ".png";
 }
 
-// The target may not exist, may be empty, or (overwrite) may hold only our own outputs.
-Status check_target(const std::string& path, const char* flag, bool overwrite, bool (*own)(const fs::path&)) {
-  const fs::path p = fs::absolute(path).lexically_normal();
-  VORTEX_RETURN_IF_ERROR(check_output_location(p, flag, path));
-  std::error_code ec;
-  if (!fs::exists(p, ec)) return Status::Ok();
-  if (!fs::is_directory(p, ec))
-    return invalid_argument(std::string(flag) + " " + path + " exists and is not a directory");
-  if (fs::is_empty(p, ec)) return Status::Ok();
-  if (!overwrite)
-    return invalid_argument(std::string(flag) + " " + path + " exists and is not empty; pass --overwrite to replace " +
-                            "a previous decode there, or choose another directory");
-  if (!own(p))
-    return invalid_argument(std::string(flag) + " " + path + " holds files `vortex decode` did not write; " +
-                            "--overwrite only replaces a previous decode. Choose another directory");
-  return Status::Ok();
+// What decode writes into `path` (--out: its media files; --frames-dir: frame PNGs), for the publish policy.
+OutputOwnership decode_ownership(const std::string& path, bool frames) {
+  OutputOwnership own;
+  own.flag = frames ? "--frames-dir" : "--out";
+  own.shown = path;
+  own.previous = frames ? "the frames of a previous decode" : "a previous decode";
+  own.is_own = frames ? is_frame_file : is_own_file;
+  own.check_replaceable = [flag = own.flag, path, is_own = own.is_own](const fs::path& dir) -> Status {
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+      if (!fs::is_regular_file(e.symlink_status(ec)) || !is_own(e))
+        return invalid_argument(flag + " " + path + " holds files `vortex decode` did not write; " +
+                                "--overwrite only replaces a previous decode. Choose another directory");
+    }
+    if (ec) return io_error("cannot list " + flag + " " + path + ": " + ec.message());
+    return Status::Ok();
+  };
+  return own;
 }
 
-// Deletes from a replaced folder only the files decode writes (its outputs and frame PNGs), then the
-// folder if that left it empty: anything that appeared there meanwhile stays.
-void remove_own_outputs(const fs::path& dir) {
-  std::error_code ec;
-  std::vector<fs::path> own;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    bool mine = n.rfind("frame_", 0) == 0 && e.path().extension() == ".png";
-    for (const char* f : kOwnFiles) mine = mine || n == f;
-    if (mine && fs::is_regular_file(fs::symlink_status(e.path(), ec))) own.push_back(e.path());
-  }
-  for (const fs::path& f : own) fs::remove(f, ec);
-  fs::remove(dir, ec);  // fails, harmlessly, when something else is left
-}
-
-// Moves `staged` to `out`, replacing an existing (checked) `out`.
-Status publish(const fs::path& staged, const fs::path& out) {
-  std::error_code ec;
-  fs::create_directories(out.parent_path(), ec);
-  return replace_with_staged(staged, out, remove_own_outputs);
-}
-
-// `<target>.partial-<pid>`, after removing the staging folders of `target` left by processes that are gone.
-fs::path staging_path(const std::string& target) {
-  fs::path p = fs::absolute(target).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();
-  sweep_stale_staging(p, ".partial-", /*folders=*/true);
-  fs::path s = p;
-  s += ".partial-" + std::to_string(::getpid());
-  return s;
+Status check_target(const std::string& path, bool frames, bool overwrite) {
+  return check_publish_target(normalized_output_path(path), decode_ownership(path, frames), overwrite);
 }
 
 Result<Tensor> read_latents(const std::string& dir, const char* file, const char* name) {
@@ -154,25 +117,20 @@ Result<nlohmann::json> write_media_files(const DecodedMedia& media, const std::s
 
 namespace {
 
-// This process's staging folder for `target`, empty: a stale one of this pid can only be ours, so it goes first.
-Result<fs::path> fresh_staging_dir(const std::string& target) {
-  const fs::path staged = staging_path(target);
-  std::error_code ec;
-  fs::remove_all(staged, ec);
-  fs::create_directories(staged, ec);
-  if (ec) return io_error("cannot create " + staged.string() + ": " + ec.message());
-  return staged;
+// This process's staging folder for the output folder `path` (io/publish.h).
+Result<StagedDir> stage(const std::string& path, bool frames) {
+  return StagedDir::create(normalized_output_path(path), decode_ownership(path, frames));
 }
 
 }  // namespace
 
 Status check_frames_dir(const std::string& frames_dir, bool overwrite) {
-  return check_target(frames_dir, "--frames-dir", overwrite, is_frames_output);
+  return check_target(frames_dir, /*frames=*/true, overwrite);
 }
 
 Status write_frames_dir(const DecodedMedia& media, const std::string& frames_dir) {
-  VORTEX_ASSIGN_OR_RETURN(const fs::path fstaged, fresh_staging_dir(frames_dir));
-  StagingGuard cleanup(fstaged);
+  VORTEX_ASSIGN_OR_RETURN(StagedDir staged, stage(frames_dir, /*frames=*/true));
+  const fs::path fstaged = staged.path();
   const int64_t nf = media.frames.dim(0), h = media.frames.dim(1), w = media.frames.dim(2);
   PreviewImage img;
   img.width = static_cast<int>(w);
@@ -184,20 +142,17 @@ Status write_frames_dir(const DecodedMedia& media, const std::string& frames_dir
     std::snprintf(name, sizeof(name), "frame_%05lld.png", static_cast<long long>(i));
     VORTEX_RETURN_IF_ERROR(write_png_rgb(img, (fstaged / name).string()));
   }
-  auto hold = hold_staging();  // an interrupt waits until the frames are in place
-  VORTEX_RETURN_IF_ERROR(publish(fstaged, fs::absolute(frames_dir).lexically_normal()));
-  cleanup.release();
-  return Status::Ok();
+  return staged.publish(/*overwrite=*/true);  // the target was checked before the decode
 }
 
 Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir, const std::string& frames_dir,
                            bool overwrite, const Mp4Options& opts, const nlohmann::json& manifest,
                            std::vector<std::string>* files) {
   if (out_dir.empty()) return invalid_argument("--out is required");
-  VORTEX_RETURN_IF_ERROR(check_target(out_dir, "--out", overwrite, is_own_output));
+  VORTEX_RETURN_IF_ERROR(check_target(out_dir, /*frames=*/false, overwrite));
   if (!frames_dir.empty()) VORTEX_RETURN_IF_ERROR(check_frames_dir(frames_dir, overwrite));
-  VORTEX_ASSIGN_OR_RETURN(const fs::path staged, fresh_staging_dir(out_dir));
-  StagingGuard cleanup(staged);
+  VORTEX_ASSIGN_OR_RETURN(StagedDir stage_dir, stage(out_dir, /*frames=*/false));
+  const fs::path staged = stage_dir.path();
   VORTEX_ASSIGN_OR_RETURN(nlohmann::json described, write_media_files(media, staged.string(), opts));
   nlohmann::json m = manifest;
   m["schema"] = "vortex.decode/1";
@@ -212,9 +167,7 @@ Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir
     if (!out) return io_error("cannot write " + path);
   }
   if (!frames_dir.empty()) VORTEX_RETURN_IF_ERROR(write_frames_dir(media, frames_dir));
-  auto hold = hold_staging();  // an interrupt waits until the outputs are in place
-  VORTEX_RETURN_IF_ERROR(publish(staged, fs::absolute(out_dir).lexically_normal()));
-  cleanup.release();
+  VORTEX_RETURN_IF_ERROR(stage_dir.publish(overwrite));
   if (files) *files = {"video.mp4", "audio.wav", "decode.json"};
   return Status::Ok();
 }
@@ -234,9 +187,8 @@ Result<DecodeResult> decode(const DecodeRequest& req, const VaeProgressFn& progr
                           read_latents(req.latents_dir, "video_latents.safetensors", "video_latents"));
   VORTEX_ASSIGN_OR_RETURN(Tensor audio_latents,
                           read_latents(req.latents_dir, "audio_latents.safetensors", "audio_latents"));
-  VORTEX_RETURN_IF_ERROR(check_target(req.out_dir, "--out", req.overwrite, is_own_output));
-  if (!req.frames_dir.empty())
-    VORTEX_RETURN_IF_ERROR(check_target(req.frames_dir, "--frames-dir", req.overwrite, is_frames_output));
+  VORTEX_RETURN_IF_ERROR(check_target(req.out_dir, /*frames=*/false, req.overwrite));
+  if (!req.frames_dir.empty()) VORTEX_RETURN_IF_ERROR(check_target(req.frames_dir, /*frames=*/true, req.overwrite));
   VORTEX_RETURN_IF_ERROR(
       mp4_support());  // FFmpeg is loaded at run time: know before decoding that video.mp4 can be written
   nlohmann::json manifest;

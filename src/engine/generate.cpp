@@ -22,7 +22,7 @@
 
 #include "core/clock.h"
 #include "dist/rendezvous.h"
-#include "io/staging.h"
+#include "io/publish.h"
 #if defined(VORTEX_WITH_NCCL)
 #include "dist/nccl.h"
 #define VORTEX_GENERATE_HAS_NCCL 1
@@ -34,73 +34,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Absolute, normalized, without a trailing separator ("out/" -> "/abs/out"), so that the staging
-// directory "<out>.partial-<pid>" is a sibling of out, never a child.
-fs::path normalized_out_path(const std::string& out_dir) {
-  fs::path out = fs::absolute(fs::path(out_dir)).lexically_normal();
-  while (out.has_parent_path() && out.filename().empty() && out != out.root_path()) out = out.parent_path();
-  return out;
-}
-
-bool is_same_or_ancestor(const fs::path& a, const fs::path& b) {  // a == b, or a is a parent of b
-  auto ai = a.begin(), bi = b.begin();
-  for (; ai != a.end(); ++ai, ++bi) {
-    if (ai->empty()) continue;  // trailing separator
-    if (bi == b.end() || *ai != *bi) return false;
-  }
-  return true;
-}
-
-fs::path resolved(const fs::path& p) {
-  std::error_code ec;
-  fs::path c = fs::weakly_canonical(p, ec);
-  return ec ? p : c;
-}
-
 }  // namespace
-
-Status replace_with_staged(const std::filesystem::path& staged, const std::filesystem::path& out,
-                           const std::function<void(const std::filesystem::path&)>& remove_replaced) {
-  std::error_code ec;
-  fs::path aside;
-  if (fs::exists(fs::symlink_status(out, ec))) {
-    aside = out;
-    aside += ".old-" + std::to_string(::getpid());
-    if (fs::exists(fs::symlink_status(aside, ec))) {
-      return io_error("cannot move the existing " + out.string() + " aside: " + aside.string() + " exists");
-    }
-    fs::rename(out, aside, ec);
-    if (ec) return io_error("cannot move the existing " + out.string() + " aside: " + ec.message());
-  }
-  fs::rename(staged, out, ec);
-  if (ec) {
-    std::error_code ec2;
-    if (!aside.empty()) fs::rename(aside, out, ec2);
-    return io_error("cannot rename " + staged.string() + " to " + out.string() + ": " + ec.message());
-  }
-  if (!aside.empty()) remove_replaced(aside);  // best effort: the new outputs are already in place
-  return Status::Ok();
-}
-
-// Places an output folder may never name, even with --overwrite: replacing one would take the caller's own
-// files.
-Status check_output_location(const std::filesystem::path& out, const std::string& flag, const std::string& shown) {
-  const fs::path target = resolved(out);
-  if (target == target.root_path())
-    return invalid_argument(flag + " " + shown + " is the root directory; choose a new directory");
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0' && target == resolved(home)) {
-    return invalid_argument(flag + " " + shown + " is your home directory; choose a new directory");
-  }
-  std::error_code ec;
-  const fs::path cwd = fs::current_path(ec);
-  if (!ec && is_same_or_ancestor(target, resolved(cwd))) {
-    return invalid_argument(
-        flag + " " + shown +
-        (target == resolved(cwd) ? " is the current directory" : " is an ancestor of the current directory") +
-        "; choose a new directory, e.g. " + flag + " out/run1");
-  }
-  return Status::Ok();
-}
 
 Status check_replaceable_run_dir(const std::string& dir) {
   const fs::path d(dir);
@@ -136,91 +70,34 @@ Status check_replaceable_run_dir(const std::string& dir) {
   return Status::Ok();
 }
 
-// The out directory may not exist, may be empty, or (with --overwrite) may hold a previous Vortex run.
-Status check_out_dir(const std::string& out_dir, bool overwrite) {
-  if (out_dir.empty()) return invalid_argument("--out is required: the directory the outputs are written to");
-  const fs::path out = normalized_out_path(out_dir);
-  VORTEX_RETURN_IF_ERROR(check_output_location(out, "--out", out_dir));
-  std::error_code ec;
-  const auto st = fs::symlink_status(out, ec);
-  if (fs::is_symlink(st)) {
-    return invalid_argument("--out " + out_dir + " is a symbolic link; pass the directory itself or a new path");
-  }
-  if (fs::exists(st)) {
-    if (!fs::is_directory(st)) {
-      return invalid_argument("--out " + out_dir + " exists and is not a directory; choose another path");
-    }
-    if (!fs::is_empty(out, ec)) {
-      if (!overwrite) {
-        return invalid_argument("--out " + out_dir +
-                                " exists and is not empty; pass --overwrite to replace a "
-                                "previous Vortex run there, or choose another directory");
-      }
-      VORTEX_RETURN_IF_ERROR(check_replaceable_run_dir(out.string()));
-    }
-  }
-  const fs::path parent = out.parent_path();
-  if (!parent.empty() && !fs::exists(parent, ec)) {
-    fs::create_directories(parent, ec);
-    if (ec) {
-      return invalid_argument("--out " + out_dir + ": cannot create the parent directory " + parent.string() + " (" +
-                              ec.message() + "); choose a writable location");
-    }
-  }
-  return Status::Ok();
-}
-
 namespace {
 
-// Creates the staging directory `<out>.partial-<pid>[-n]` next to --out: this is also the check that
-// --out's parent is writable, made before any weight is loaded. Never reuses an existing directory; first
-// removes the staging folders of --out left by processes that are gone (io/staging.h).
-Result<fs::path> create_staging_dir(const fs::path& out, const std::string& shown) {
-  sweep_stale_staging(out, ".partial-", /*folders=*/true);
-  for (int n = 0; n < 100; ++n) {
-    std::string suffix = ".partial-";  // (appends: GCC 12 warns -Wrestrict on "-" + std::string)
-    suffix.append(std::to_string(::getpid()));
-    if (n > 0) suffix.append("-").append(std::to_string(n));
-    fs::path p = out;
-    p += suffix;
-    std::error_code ec;
-    if (fs::create_directory(p, ec)) return p;
-    if (ec) {
-      return invalid_argument("--out " + shown + " cannot be written: creating " + p.string() + " failed (" +
-                              ec.message() + "); choose a writable location");
-    }
-  }
-  return invalid_argument("--out " + shown + ": 100 staging directories " + out.string() +
-                          ".partial-* already exist; remove the stale ones");
-}
-
-// Removes a replaced run directory: only the files its check allowed (run.json and what it lists), then
-// the directory itself if nothing else appeared in the meantime.
-void remove_replaced_run(const fs::path& aside) {
-  std::error_code ec;
-  std::vector<fs::path> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(aside, ec)) {
-    if (fs::is_regular_file(e.symlink_status(ec))) files.push_back(e.path());
-  }
-  for (const fs::path& f : files) fs::remove(f, ec);
-  fs::remove(aside, ec);  // fails, keeping it, if it is not empty
-}
-
-// Puts `staged` at `out`. An existing `out` is checked again (empty, or a Vortex run with --overwrite),
-// moved aside, and deleted only once the new directory is in place; restored if the final rename fails.
-Status publish_outputs(const fs::path& staged, const fs::path& out, bool overwrite) {
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(out, ec))) {
-    if (!fs::is_empty(out, ec)) {
-      if (!overwrite)
-        return invalid_argument(out.string() + " was filled by something else during the run; not replacing it");
-      VORTEX_RETURN_IF_ERROR(check_replaceable_run_dir(out.string()));
-    }
-  }
-  return replace_with_staged(staged, out, remove_replaced_run);
+// What generate writes into --out: a run.json and the files it lists (check_replaceable_run_dir), nothing else.
+OutputOwnership run_ownership(const std::string& shown) {
+  OutputOwnership own;
+  own.flag = "--out";
+  own.shown = shown;
+  own.previous = "a previous Vortex run";
+  own.check_replaceable = [](const fs::path& dir) { return check_replaceable_run_dir(dir.string()); };
+  own.is_own = [](const fs::directory_entry& e) {
+    const std::string name = e.path().filename().string();
+    if (name == "run.json") return true;
+    std::ifstream f(e.path().parent_path() / "run.json", std::ios::binary);
+    const nlohmann::json run = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+    const auto outputs = run.is_object() ? run.find("outputs") : run.end();
+    return outputs != run.end() && outputs->is_object() && outputs->contains(name);
+  };
+  return own;
 }
 
 }  // namespace
+
+// The out directory may not exist, may be empty, or (with --overwrite) may hold a previous Vortex run
+// (io/publish.h check_publish_target).
+Status check_out_dir(const std::string& out_dir, bool overwrite) {
+  if (out_dir.empty()) return invalid_argument("--out is required: the directory the outputs are written to");
+  return check_publish_target(normalized_output_path(out_dir), run_ownership(out_dir), overwrite);
+}
 
 Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const CommOptions& comm, Backend& backend) {
 #if defined(VORTEX_GENERATE_HAS_NCCL)
@@ -299,9 +176,8 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   VORTEX_RETURN_IF_ERROR(pipeline->load_decoders(progress));
   VORTEX_RETURN_IF_ERROR(pipeline->planner().check_decodable(plan, req.style));
   // Created now so an unwritable --out fails before the weights are loaded.
-  const fs::path out = normalized_out_path(req.out_dir);
-  VORTEX_ASSIGN_OR_RETURN(const fs::path staged, create_staging_dir(out, req.out_dir));
-  StagingGuard guard(staged);
+  const fs::path out = normalized_output_path(req.out_dir);
+  VORTEX_ASSIGN_OR_RETURN(StagedDir staged, StagedDir::create(out, run_ownership(req.out_dir)));
   // The memory plan: the conditioner is loaded, run and freed before the transformer is loaded, so a device
   // smaller than the two together works.
   VORTEX_RETURN_IF_ERROR(pipeline->encode_prompt(plan, progress, cancel));
@@ -317,7 +193,8 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   // ---- 3. the run, then the staged outputs renamed into place (rank 0 only: the others hold the same bytes) ----
   const CancelToken never;
   Result<RunOutputs> ran =
-      pipeline->run(plan, progress, cancel != nullptr ? *cancel : never, staged.string(), seconds_since(t_start));
+      pipeline->run(plan, progress, cancel != nullptr ? *cancel : never, staged.path().string(),
+                    seconds_since(t_start));
   if (!ran.ok()) {
     if (comm) comm->abort(ran.status().message());  // peers fail at their next collective instead of waiting
     return ran.status();
@@ -325,9 +202,7 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   RunOutputs run = std::move(ran).value();
   if (comm) VORTEX_RETURN_IF_ERROR(comm->barrier().with_context("final barrier"));
   if (!req.rank || req.rank->rank == 0) {
-    auto hold = hold_staging();  // an interrupt waits until the outputs are in place
-    VORTEX_RETURN_IF_ERROR(publish_outputs(staged, out, req.overwrite));
-    guard.release();
+    VORTEX_RETURN_IF_ERROR(staged.publish(req.overwrite));  // io/publish.h
   }
   return make_result(out, run, seconds_since(t_start));
 }
@@ -335,17 +210,12 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
 Result<GenerateResult> generate_on(Pipeline& pipeline, RunPlan& plan, const std::string& out_dir, bool overwrite,
                                    ProgressSink& progress, const CancelToken& cancel) {
   const auto t_start = Clock::now();
-  const fs::path out = normalized_out_path(out_dir);
-  VORTEX_ASSIGN_OR_RETURN(const fs::path staged, create_staging_dir(out, out_dir));
-  StagingGuard guard(staged);
+  const fs::path out = normalized_output_path(out_dir);
+  VORTEX_ASSIGN_OR_RETURN(StagedDir staged, StagedDir::create(out, run_ownership(out_dir)));
   VORTEX_RETURN_IF_ERROR(pipeline.encode_prompt(plan, progress, &cancel));
   VORTEX_ASSIGN_OR_RETURN(RunOutputs run,
-                          pipeline.run(plan, progress, cancel, staged.string(), seconds_since(t_start)));
-  {
-    auto hold = hold_staging();  // an interrupt waits until the outputs are in place
-    VORTEX_RETURN_IF_ERROR(publish_outputs(staged, out, overwrite));
-    guard.release();
-  }
+                          pipeline.run(plan, progress, cancel, staged.path().string(), seconds_since(t_start)));
+  VORTEX_RETURN_IF_ERROR(staged.publish(overwrite));  // io/publish.h
   return make_result(out, run, seconds_since(t_start));
 }
 

@@ -17,6 +17,7 @@
 #include "dist/communicator.h"
 #include "dist/launcher.h"
 #include "engine/pipeline.h"
+#include "io/publish.h"
 #include "model/packing.h"
 #include "vortex/status.h"
 
@@ -69,13 +70,4 @@ Status check_replaceable_run_dir(const std::string& dir);
 // publishes it in the rendezvous file, the others read it; then all join on `backend`'s stream (bounded by
 // the communicator timeout). kInvalidArgument off --backend cuda, kUnsupported in a build without NCCL.
 Result<std::unique_ptr<Communicator>> join_world(const RankEnv& rank, const CommOptions& comm, Backend& backend);
-// kInvalidArgument when `out` (as `flag shown` in the message) is `/`, $HOME, the current directory or one
-// of its ancestors: output folders that every command refuses, whatever they hold.
-Status check_output_location(const std::filesystem::path& out, const std::string& flag, const std::string& shown);
-// Puts the finished `staged` directory at `out`: an existing `out` (already checked by the caller) is moved
-// aside, restored if the final rename fails, and handed to `remove_replaced` once the new one is in place,
-// which deletes only what its command wrote.
-Status replace_with_staged(const std::filesystem::path& staged, const std::filesystem::path& out,
-                           const std::function<void(const std::filesystem::path&)>& remove_replaced);
-
 }  // namespace vortex

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/checkpoint.h"
-#include "io/output_guard.h"
+#include "io/publish.h"
 #include "io/quantized_layers.h"
 #include "io/safetensors.h"
 

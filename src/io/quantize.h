@@ -52,7 +52,7 @@ struct QuantizeOptions {
   QuantizeLayerSet layers = QuantizeLayerSet::kBlocks;
   Nvfp4WeightEncoder nvfp4;  // required for kNvfp4
   int threads = 0;           // encode threads (NVFP4: 128-row slabs; fp8: 1M-element chunks); 0: all cores
-  bool overwrite = false;    // replace an existing `out`, only if Vortex wrote it (io/output_guard.h)
+  bool overwrite = false;    // replace an existing `out`, only if Vortex wrote it (io/publish.h)
 };
 
 struct QuantizeSummary {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/staging.h"
+#include "media/atomic_file.h"
 
 namespace vortex {
 
@@ -281,18 +282,7 @@ void fsync_dir(const std::string& path) {
 }  // namespace
 
 Status write_text_atomic(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error(tmp + ": cannot create (" + std::strerror(errno) + ")");
-  Status s = write_all(fd, text.data(), text.size(), tmp);
-  if (s.ok() && ::fsync(fd) != 0) s = io_error(tmp + ": fsync failed (" + std::strerror(errno) + ")");
-  ::close(fd);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    s = io_error(path + ": rename from temp file failed (" + std::strerror(errno) + ")");
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
+  VORTEX_RETURN_IF_ERROR(write_file_atomic(path, text));  // media/atomic_file.h: temp (O_NOFOLLOW), fsync, rename
   fsync_dir(path);
   return Status::Ok();
 }

@@ -55,10 +55,12 @@ std::unique_lock<std::recursive_mutex> hold_staging() {
 
 StagingGuard::StagingGuard(fs::path p) : path_(std::move(p)) { register_staging(path_); }
 
+StagingGuard::StagingGuard(StagingGuard&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
+
 StagingGuard::~StagingGuard() {
   if (path_.empty()) return;
   std::error_code ec;
-  fs::remove_all(path_, ec);
+  fs::remove_all(path_, ec);  // a link at path_ is removed itself, its target kept
   unregister_staging(path_);
 }
 

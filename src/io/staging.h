@@ -26,12 +26,17 @@ std::vector<std::filesystem::path> remove_registered_staging();
 // Held while staging is renamed into place: an interrupt waits for the rename to finish or not start.
 std::unique_lock<std::recursive_mutex> hold_staging();
 
-// Removes `path` on scope exit (and unregisters it) unless released; registers it on construction.
+// The one remove-on-exit guard of Vortex's own partial outputs (a staging folder or file, a job folder of a refused
+// request, a scratch folder): registers `p` on construction, removes it on scope exit (and unregisters it) unless
+// released. It removes `p` itself only, never through a symbolic link at `p`. Movable (the moved-from guard is
+// released).
 class StagingGuard {
  public:
   explicit StagingGuard(std::filesystem::path p);
   ~StagingGuard();
   void release();  // the staging was renamed into place (call under hold_staging())
+  StagingGuard(StagingGuard&& other) noexcept;
+  StagingGuard& operator=(StagingGuard&&) = delete;
   StagingGuard(const StagingGuard&) = delete;
   StagingGuard& operator=(const StagingGuard&) = delete;
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/output_guard.h"
+#include "io/publish.h"
 #include "model/h3_spec.h"
 
 namespace vortex {

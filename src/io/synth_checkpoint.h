@@ -23,7 +23,7 @@ struct SynthCheckpointOptions {
   uint64_t seed = 0;
   CheckpointLayout layout = CheckpointLayout::kOriginal;  // kOriginal, kComfy or kDiffusers
   double shard_size_gb = 0.0;  // > 0: shard at this size (GiB); 0: single file unless `out` is an index
-  // Existing outputs are refused unless set, and then replaced only if Vortex wrote them (io/output_guard.h).
+  // Existing outputs are refused unless set, and then replaced only if Vortex wrote them (io/publish.h).
   bool overwrite = false;
 };
 

@@ -20,17 +20,6 @@ class NoteSink : public ProgressSink {
   std::vector<std::string> notes;
 };
 
-// Removes a job folder of a refused request when it goes out of scope, unless released.
-struct DirGuard {
-  fs::path p;
-  ~DirGuard() {
-    if (!p.empty()) {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  }
-};
-
 }  // namespace
 
 // The request JSON and the optional upload of a POST /v1/videos.
@@ -76,13 +65,14 @@ void Server::Impl::handle_create(const http::Request& req, http::Response& res) 
     while (jobs.count(id));
   }
   const fs::path dir = jobs_dir / id;
-  DirGuard guard{dir};
+  StagingGuard guard(dir);  // removes the job folder of a refused request (io/staging.h)
   std::error_code ec;
   fs::create_directory(dir, ec);
   if (ec) return internal_failure(req, res, "cannot create " + dir.string() + ": " + ec.message());
   if (body.has_upload) {
     const fs::path file = dir / "text_embeddings.safetensors";
-    if (Status s = write_file_atomic(file, body.upload); !s.ok()) return internal_failure(req, res, s.message());
+    if (Status s = write_file_atomic(file.string(), body.upload); !s.ok())
+      return internal_failure(req, res, s.message());
     run.text_embeddings_path = file.string();
   }
   for (const KeyframeUpload& k : keyframes) {  // read by admission's checks as the CLI reads --first-frame
@@ -104,7 +94,7 @@ void Server::Impl::handle_create(const http::Request& req, http::Response& res) 
   job->plan = std::make_unique<RunPlan>(std::move(admitted->plan));
   json out;
   if (!enqueue(job, res, out)) return;
-  guard.p.clear();
+  guard.release();
   work.notify_one();
   res.status = 201;
   res.set_content(dump(out), "application/json");

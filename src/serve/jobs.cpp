@@ -29,7 +29,6 @@ const char* state_name(JobState s) {
 bool terminal(JobState s) { return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled; }
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 const char* error_type_for(ErrorCode code) {
   switch (code) {
@@ -156,7 +155,7 @@ void Server::Impl::touch(Job& j) {
 // The job's state in the store and in job.json (written atomically); under mu.
 void Server::Impl::persist(const Job& j) {
   const json status = job_json(j);
-  Status s = write_file_atomic(j.dir / "job.json", dump(status, 2) + "\n");
+  Status s = write_file_atomic((j.dir / "job.json").string(), dump(status, 2) + "\n");
   if (!s.ok()) log("cannot write job.json of " + j.id + ": " + s.message());
   if (!store) return;
   StoredJob row;
@@ -177,7 +176,7 @@ void Server::Impl::finish(Job& j, JobState state) {
   j.finished_at = unix_now();
   if (j.started_at > 0) j.wall_seconds = since(j.started);
   if (j.cancel_requested) {
-    j.cancel_latency = std::chrono::duration<double>(Clock::now() - j.cancel_time).count();
+    j.cancel_latency = seconds_since(j.cancel_time);
     ++metrics.cancels_timed;
     metrics.cancel_latency_sum += j.cancel_latency;
     metrics.cancel_latency_max = std::max(metrics.cancel_latency_max, j.cancel_latency);

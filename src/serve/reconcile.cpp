@@ -1,5 +1,5 @@
 // Start-up reconciliation of the job store with <data>/jobs/ (see reconcile.h). Only names Vortex
-// writes are ever removed: output.partial/, *.tmp, .vortex-health-probe, and a job folder whose only
+// writes are ever removed: output.partial/, *.tmp and *.tmp.<pid>, .vortex-health-probe, and a job folder whose only
 // entries are an upload and such leftovers. Symbolic links are never followed or removed.
 #include "serve/reconcile.h"
 
@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_no_follow.h"
+#include "media/atomic_file.h"
 
 namespace vortex::serve {
 namespace fs = std::filesystem;
@@ -63,53 +64,31 @@ Status write_job_json(const fs::path& dir, const std::string& status_json) {
   if (!fs::is_directory(fs::symlink_status(dir, ec))) return Status::Ok();  // gone, or a link: not ours to write
   json j = json::parse(status_json, nullptr, false);
   return write_file_atomic(
-      dir / "job.json",
+      (dir / "job.json").string(),
       (j.is_discarded() ? status_json : j.dump(2, ' ', false, json::error_handler_t::replace)) + "\n");
 }
 
-// The leftovers of one job folder: output.partial/ and *.tmp files.
+// A temporary file of an atomic write: `<name>.tmp.<pid>` (media/atomic_file.h), or `<name>.tmp`.
+bool is_temp_name(const std::string& name) {
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) return true;
+  const size_t dot = name.rfind(".tmp.");
+  if (dot == std::string::npos || dot == 0 || dot + 5 == name.size()) return false;
+  return name.find_first_not_of("0123456789", dot + 5) == std::string::npos;
+}
+
+// The leftovers of one job folder: output.partial/ and temporary files.
 void collect_leftovers(const fs::path& dir, ReconcileReport& r) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::directory_entry& e = *it;
     const std::string name = e.path().filename().string();
-    if (name == "output.partial" || (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0)) {
+    if (name == "output.partial" || is_temp_name(name)) {
       collect(e.path(), r);
     }
   }
 }
 
 }  // namespace
-
-Status write_file_atomic(const fs::path& path, const std::string& bytes) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const int err = errno;
-    return io_error(
-        "cannot write " + tmp.string() + ": " +
-        (err == ELOOP ? std::string("a symbolic link is there, which is not followed") : std::strerror(err)));
-  }
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return io_error("cannot write " + tmp.string() + ": " + std::strerror(err));
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) return io_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return io_error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
-  return Status::Ok();
-}
 
 Result<ReconcileReport> reconcile_jobs(JobStore& store, const fs::path& jobs_dir, bool (*is_job_id)(const std::string&),
                                        double now) {

@@ -2,7 +2,7 @@
 // agree before the first request. Jobs the store has as queued or running were interrupted by the last
 // stop: they become `failed` ("interrupted") in the store and in their job.json. Job folders the store
 // lacks but whose job.json Vortex wrote are imported. What an interrupted run leaves (output.partial/,
-// *.tmp files, the health probe, folders holding only an upload) is removed; anything else, and every
+// temporary files, the health probe, folders holding only an upload) is removed; anything else, and every
 // symbolic link, is left in place and reported. Tested in tests/serve/job_store_test.cpp.
 #pragma once
 
@@ -23,11 +23,6 @@ struct ReconcileReport {
   uint64_t orphan_bytes = 0;
   std::vector<std::string> left;  // entries not written by Vortex, left in place (names under jobs/)
 };
-
-// Writes `bytes` to `path` through `path`.tmp and one rename. The temporary file is opened with O_NOFOLLOW (a
-// symbolic link planted at that name is refused, never written through); the rename replaces a link at `path`
-// itself, not its target.
-Status write_file_atomic(const std::filesystem::path& path, const std::string& bytes);
 
 // `is_job_id` tells a folder name Vortex generates. `now` is the Unix time written as finished_at.
 Result<ReconcileReport> reconcile_jobs(JobStore& store, const std::filesystem::path& jobs_dir,

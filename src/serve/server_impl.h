@@ -24,6 +24,9 @@
 #include <nlohmann/json.hpp>
 
 #include "api/engine_internal.h"
+#include "core/clock.h"
+#include "io/staging.h"
+#include "media/atomic_file.h"
 #include "serve/cost.h"
 #include "serve/http_server.h"
 #include "serve/job_store.h"
@@ -40,9 +43,9 @@ enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
 
 const char* state_name(JobState s);
 bool terminal(JobState s);
-double unix_now();                           // unix seconds
-double since(Clock::time_point t);           // seconds from t to now
-const char* error_type_for(ErrorCode code);  // error types in JSON errors and job failures
+double unix_now();                                                     // unix seconds
+inline double since(Clock::time_point t) { return seconds_since(t); }  // core/clock.h
+const char* error_type_for(ErrorCode code);                            // error types in JSON errors and job failures
 
 struct Job {
   std::string id;

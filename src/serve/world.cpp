@@ -2,6 +2,7 @@
 #include "serve/world.h"
 
 #include "engine/plan_codec.h"
+#include "io/staging.h"
 
 #include <unistd.h>
 
@@ -121,13 +122,7 @@ Status run_serve_follower(const FollowerOptions& fo) {
     return s;
   }
   const fs::path scratch(tmpl);
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } cleanup{scratch};
+  StagingGuard cleanup(scratch);  // the follower's scratch folder, removed however the loop ends (io/staging.h)
 
   const CancelToken never;  // rank 0's token is the one that counts (agreed_cancel)
   for (uint64_t jobs = 0;;) {

@@ -18,3 +18,5 @@ vortex_test(NAME staging_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/staging_test.
 vortex_test(NAME disk_stream_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/disk_stream_test.cpp LIBS vortex)
 # The direct-read loader (io/direct_upload.h): bytes equal the mapping's, fallbacks named, per-tensor hooks and a cancel.
 vortex_test(NAME direct_upload_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/direct_upload_test.cpp LIBS vortex)
+# The output publish policy (io/publish.h): staged folders, foreign files kept, interrupts, links at the target.
+vortex_test(NAME publish_test SOURCES ${CMAKE_SOURCE_DIR}/tests/io/publish_test.cpp LIBS vortex_io)

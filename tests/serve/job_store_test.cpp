@@ -10,6 +10,7 @@
 #include <map>
 
 #include "core/file_no_follow.h"
+#include "media/atomic_file.h"
 #include "serve/job_store.h"
 #include "serve/reconcile.h"
 #include "serve_test_util.h"
@@ -74,16 +75,17 @@ TEST(JobStore, KeepsJobsAcrossReopensAndOrdersRetention) {
   EXPECT_FALSE(vortex::serve::open_sqlite_job_store((dir.path() / "link.sqlite3").string()).ok());
 }
 
-// Files of job folders are written through NAME.tmp opened with O_NOFOLLOW and read with O_NOFOLLOW: a link
-// planted in a job folder is refused and its target neither written nor read.
+// Files of job folders are written through NAME.tmp.<pid> opened with O_NOFOLLOW (media/atomic_file.h) and read with
+// O_NOFOLLOW: a link planted in a job folder is refused and its target neither written nor read.
 TEST(JobStore, JobFolderFilesRefuseSymbolicLinks) {
   ScratchDir dir;
   const fs::path victim = dir.path() / "victim.txt";
   std::ofstream(victim) << "not Vortex's";
   const fs::path job = dir.path() / "video_0123456789abcdef01234567";
   fs::create_directories(job);
-  fs::create_symlink(victim, job / "job.json.tmp");
-  vortex::Status s = vortex::serve::write_file_atomic(job / "job.json", "{}\n");
+  const std::string tmp = vortex::atomic_temp_path((job / "job.json").string());
+  fs::create_symlink(victim, tmp);
+  vortex::Status s = vortex::write_file_atomic((job / "job.json").string(), "{}\n");
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("symbolic link"), std::string::npos) << s.message();
   std::ifstream in(victim);
@@ -91,9 +93,9 @@ TEST(JobStore, JobFolderFilesRefuseSymbolicLinks) {
   EXPECT_EQ(kept, "not Vortex's");
   EXPECT_FALSE(fs::exists(job / "job.json"));
   // A link at the final name is replaced by the rename (the link itself, never its target).
-  fs::remove(job / "job.json.tmp");
+  fs::remove(tmp);
   fs::create_symlink(victim, job / "job.json");
-  ASSERT_TRUE(vortex::serve::write_file_atomic(job / "job.json", "{\"a\": 1}\n").ok());
+  ASSERT_TRUE(vortex::write_file_atomic((job / "job.json").string(), "{\"a\": 1}\n").ok());
   EXPECT_FALSE(fs::is_symlink(fs::symlink_status(job / "job.json")));
   std::ifstream again(victim);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>()), "not Vortex's");
@@ -124,6 +126,7 @@ TEST(JobStore, ReconciliationFailsInterruptedJobsAndCollectsOnlyLeftovers) {
   fs::create_directories(jobs / done / "output");
   std::ofstream(jobs / done / "output" / "run.json") << "{}";
   std::ofstream(jobs / done / "job.json.tmp") << "half";
+  std::ofstream(jobs / done / "job.json.tmp.4242") << "half";  // media/atomic_file.h's temp name
   fs::create_directories(jobs / legacy);  // a job.json from a server without the store, stuck at running
   std::ofstream(jobs / legacy / "job.json") << json{{"id", legacy}, {"status", "running"}, {"created_at", 3.0}}.dump();
   fs::create_directories(jobs / upload);  // a submission cut before it was queued
@@ -138,10 +141,11 @@ TEST(JobStore, ReconciliationFailsInterruptedJobsAndCollectsOnlyLeftovers) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->interrupted, 2);  // the running row and the legacy running job.json
   EXPECT_EQ(r->imported, 1);
-  EXPECT_EQ(r->orphans, 3);  // output.partial/, job.json.tmp, the upload-only folder
+  EXPECT_EQ(r->orphans, 4);  // output.partial/, job.json.tmp, job.json.tmp.4242, the upload-only folder
   EXPECT_GE(r->orphan_bytes, 6004u);
   EXPECT_FALSE(fs::exists(jobs / running / "output.partial"));
   EXPECT_FALSE(fs::exists(jobs / done / "job.json.tmp"));
+  EXPECT_FALSE(fs::exists(jobs / done / "job.json.tmp.4242"));
   EXPECT_TRUE(fs::exists(jobs / done / "output" / "run.json"));
   EXPECT_FALSE(fs::exists(jobs / upload));
   EXPECT_TRUE(fs::exists(jobs / foreign / "notes.txt"));
