@@ -192,9 +192,8 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
 
   // ---- 3. the run, then the staged outputs renamed into place (rank 0 only: the others hold the same bytes) ----
   const CancelToken never;
-  Result<RunOutputs> ran =
-      pipeline->run(plan, progress, cancel != nullptr ? *cancel : never, staged.path().string(),
-                    seconds_since(t_start));
+  Result<RunOutputs> ran = pipeline->run(plan, progress, cancel != nullptr ? *cancel : never, staged.path().string(),
+                                         seconds_since(t_start));
   if (!ran.ok()) {
     if (comm) comm->abort(ran.status().message());  // peers fail at their next collective instead of waiting
     return ran.status();
