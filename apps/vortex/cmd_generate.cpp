@@ -121,6 +121,8 @@ void register_generate(CLI::App& app, CommandContext& ctx) {
                      {"--synthetic-text"},
                      {"--first-frame"},
                      {"--last-frame"},
+                     {"--keyframe-vae"},
+                     {"--ref"},
                      {"--width"},
                      {"--height"},
                      {"--frames"},

@@ -21,10 +21,10 @@ TEST(KeyframeCanvas, FollowsTheFirstPresentKeyframeAsLoadImageReturnsIt) {
     int width, height;
   };
   const std::vector<Case> cases = {
-      {"rgb.png", "", 1216, 768},             // 97x61
-      {"exif6.jpg", "rgb.png", 768, 1216},    // stored 97x61, orientation 6: 61x97
-      {"", "tall.png", 736, 1376},            // 70x130, over the area cap
-      {"wide.png", "exif6.jpg", 1344, 768},   // 720x405
+      {"rgb.png", "", 1216, 768},            // 97x61
+      {"exif6.jpg", "rgb.png", 768, 1216},   // stored 97x61, orientation 6: 61x97
+      {"", "tall.png", 736, 1376},           // 70x130, over the area cap
+      {"wide.png", "exif6.jpg", 1344, 768},  // 720x405
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.first + " / " + c.last);

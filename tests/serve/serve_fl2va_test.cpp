@@ -87,7 +87,7 @@ TEST(ServeFl2va, KeyframesAsDataUrlAndFileUriRunAndBadOnesAreRefusedBeforeAdmiss
   // Refused before admission, naming the condition: not an image, outside the input folder, missing.
   for (const auto& [first, last, why] :
        {std::tuple<std::string, std::string, std::string>{"data:image/png;base64," + base64("not a png at all"),
-                                                           file_uri, "not a PNG, JPEG or WebP"},
+                                                          file_uri, "not a PNG, JPEG or WebP"},
         {"data:image/png;base64," + base64(first_png), "file://" + (kImages / "rgb.png").string(),
          "inside the server's input folder"},
         {"data:image/png;base64," + base64(first_png), "file://" + (inputs / "missing.jpg").string(), "missing.jpg"}}) {
