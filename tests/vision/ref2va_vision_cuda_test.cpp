@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "vae/vae_checkpoint.h"
 #include "vision/reference_video_vision.h"
+#include "vision_test_util.h"
 
 namespace vortex {
 namespace {
@@ -20,16 +21,6 @@ namespace {
 std::string env_or(const char* name, const char* fallback) {
   const char* env = std::getenv(name);
   return env && *env ? env : fallback;
-}
-
-double rel_l2(const Tensor& a, const Tensor& b) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    const double d = static_cast<double>(a.data<float>()[i]) - b.data<float>()[i];
-    num += d * d;
-    den += static_cast<double>(b.data<float>()[i]) * b.data<float>()[i];
-  }
-  return std::sqrt(num / den);
 }
 
 TEST(Ref2vaVisionCuda, VideoFeaturesWithinTwiceTheBf16Floor) {
@@ -74,7 +65,7 @@ TEST(Ref2vaVisionCuda, VideoFeaturesWithinTwiceTheBf16Floor) {
            {"merged", "merged_bf16", &out->merged}, {"deepstack.0", "deepstack_bf16.0", &out->deepstack[0]}}) {
     const Tensor theirs = *fx->tensor("video." + bf), fp32 = *fx->tensor("video." + key);
     ASSERT_EQ(ours->shape(), theirs.shape()) << key;
-    const double floor = rel_l2(theirs, fp32), err = rel_l2(*ours, theirs);
+    const double floor = test::rel_l2_f32(theirs, fp32), err = test::rel_l2_f32(*ours, theirs);
     std::printf("video %s on CUDA: vs transformers BF16 rel-L2 %.3g; floor (BF16 vs FP32) %.3g\n", key.c_str(), err,
                 floor);
     EXPECT_GT(floor, 0.0) << key;

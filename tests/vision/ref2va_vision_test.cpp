@@ -20,6 +20,7 @@
 #include "vision/keyframe_presentation.h"
 #include "vision/ref2va_presentation.h"
 #include "vision/reference_video_vision.h"
+#include "vision_test_util.h"
 #include "vortex/dtype.h"
 
 namespace vortex {
@@ -121,16 +122,6 @@ double max_err(const Tensor& a, const Tensor& truth) {
   return m;
 }
 
-double rel_l2_f32(const Tensor& a, const Tensor& b) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    const double d = static_cast<double>(a.data<float>()[i]) - b.data<float>()[i];
-    num += d * d;
-    den += static_cast<double>(b.data<float>()[i]) * b.data<float>()[i];
-  }
-  return std::sqrt(num / den);
-}
-
 double rel_l2_bf16(const Tensor& got, const Tensor& want) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < want.numel(); ++i) {
@@ -210,7 +201,7 @@ TEST(Ref2vaVision, VideoFeaturesBf16ProgramOnCpuBackend) {
     const std::string bf = key == "merged" ? "merged_bf16" : "deepstack_bf16.0";
     const Tensor theirs = fixture().get("video." + bf), fp32 = fixture().get("video." + key);
     ASSERT_EQ(ours->shape(), theirs.shape()) << key;
-    const double floor = rel_l2_f32(theirs, fp32), err = rel_l2_f32(*ours, theirs);
+    const double floor = test::rel_l2_f32(theirs, fp32), err = test::rel_l2_f32(*ours, theirs);
     std::printf("video %s: Vortex BF16 vs transformers BF16 rel-L2 %.3g; floor (transformers BF16 vs FP32) %.3g\n",
                 key.c_str(), err, floor);
     EXPECT_GT(floor, 0.0) << key;

@@ -17,6 +17,7 @@
 #include "ref/cpu_backend.h"
 #include "vae/vae_checkpoint.h"
 #include "vision/vision_tower.h"
+#include "vision_test_util.h"
 
 namespace vortex {
 namespace {
@@ -26,16 +27,6 @@ const std::string kDir = [] {
   const char* env = std::getenv("VORTEX_VISION_FIXTURES");
   return std::string(env && *env ? env : VORTEX_VISION_FIXTURES);
 }();
-
-double rel_l2(const Tensor& a, const Tensor& b) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    const double d = static_cast<double>(a.data<float>()[i]) - b.data<float>()[i];
-    num += d * d;
-    den += static_cast<double>(b.data<float>()[i]) * b.data<float>()[i];
-  }
-  return std::sqrt(num / den);
-}
 
 TEST(VisionTowerCuda, Bf16ProgramWithinTwiceTheFloor) {
   auto gpu = CudaBackend::create(0);
@@ -85,7 +76,8 @@ TEST(VisionTowerCuda, Bf16ProgramWithinTwiceTheFloor) {
         auto fp32 = cases->tensor(name + "." + key);
         ASSERT_TRUE(theirs.ok() && fp32.ok()) << key;
         ASSERT_EQ(ours->shape(), theirs->shape()) << key;
-        const double floor = rel_l2(*theirs, *fp32), err = rel_l2(*ours, *theirs), vs_cpu = rel_l2(*ours, *cpu_out);
+        const double floor = test::rel_l2_f32(*theirs, *fp32), err = test::rel_l2_f32(*ours, *theirs),
+                     vs_cpu = test::rel_l2_f32(*ours, *cpu_out);
         std::printf("%s %s: CUDA vs transformers BF16 rel-L2 %.3g (floor %.3g); CUDA vs cpu backend %.3g\n",
                     name.c_str(), key.c_str(), err, floor, vs_cpu);
         EXPECT_GT(floor, 0.0);
@@ -110,7 +102,7 @@ TEST(VisionTowerCuda, Bf16ProgramWithinTwiceTheFloor) {
       auto theirs = bf16->tensor(name + ".merged");
       auto fp32 = cases->tensor(name + ".merged");
       ASSERT_TRUE(theirs.ok() && fp32.ok());
-      merged_floor = rel_l2(*theirs, *fp32);
+      merged_floor = test::rel_l2_f32(*theirs, *fp32);
     }
     batch.push_back(in);
   }
@@ -130,7 +122,7 @@ TEST(VisionTowerCuda, Bf16ProgramWithinTwiceTheFloor) {
       ASSERT_TRUE(slice.ok());
       Tensor part = Tensor::empty(alone->merged.shape(), DType::kF32);
       std::memcpy(part.data<float>(), slice->data<float>(), part.nbytes());
-      const double err = rel_l2(part, alone->merged);
+      const double err = test::rel_l2_f32(part, alone->merged);
       std::printf("batched vs alone, rows %lld..: merged rel-L2 %.3g\n", static_cast<long long>(at), err);
       EXPECT_LE(err, merged_floor);
       at += alone->merged.dim(0);

@@ -16,6 +16,7 @@
 #include "ref/cpu_backend.h"
 #include "vae/vae_checkpoint.h"
 #include "vision/vision_tower.h"
+#include "vision_test_util.h"
 
 namespace vortex {
 namespace {
@@ -195,17 +196,6 @@ TEST(VisionTower, VisionTokensAndDeepStackWithinTwiceTheFloor) {
   }
 }
 
-// ||a - b|| / ||b|| over two f32 tensors of one shape.
-double rel_l2(const Tensor& a, const Tensor& b) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    const double d = static_cast<double>(a.data<float>()[i]) - b.data<float>()[i];
-    num += d * d;
-    den += static_cast<double>(b.data<float>()[i]) * b.data<float>()[i];
-  }
-  return std::sqrt(num / den);
-}
-
 // The BF16 program (VisionTower::from_source with a backend) on the cpu backend against transformers' BF16 vision
 // model (tests/vision/make_vision_bf16_fixtures.py): within 2x the floor, transformers BF16 vs FP32.
 TEST(VisionTower, Bf16ProgramOnCpuBackendWithinTwiceTheFloor) {
@@ -232,7 +222,7 @@ TEST(VisionTower, Bf16ProgramOnCpuBackendWithinTwiceTheFloor) {
       ASSERT_TRUE(theirs.ok()) << theirs.status().to_string();
       const Tensor fp32 = get(name + "." + key);
       ASSERT_EQ(ours->shape(), theirs->shape()) << key;
-      const double floor = rel_l2(*theirs, fp32), err = rel_l2(*ours, *theirs);
+      const double floor = test::rel_l2_f32(*theirs, fp32), err = test::rel_l2_f32(*ours, *theirs);
       std::printf("%s %s: Vortex BF16 vs transformers BF16 rel-L2 %.3g; floor (transformers BF16 vs FP32) %.3g\n",
                   name.c_str(), key.c_str(), err, floor);
       EXPECT_GT(floor, 0.0) << key;
