@@ -47,6 +47,8 @@ const char* signal_name(int sig) {
   while (::read(g_pipe[0], &c, 1) != 1) {
   }
   const int sig = g_signal.load() != 0 ? g_signal.load() : static_cast<int>(c);
+  // Held until _exit: no staging can be created or registered after the cleanup (io/publish.cpp creates under it).
+  auto hold = hold_staging();
   const auto removed = remove_registered_staging();
   std::string message = "vortex " + g_command + ": interrupted (" + signal_name(sig) + ")";
   if (!removed.empty()) {

@@ -173,7 +173,7 @@ void add_text_rows(std::vector<RequestFlag>& t) {
       {"--last-frame", "last_frame", F::kLastFrame, R, K::kValue, "IMG",
        "fl2va: the last keyframe, cover-cropped onto the canvas (with or without --first-frame)",
        [](std::string_view t, S& s, St) { return set_path(s.run.keyframes.last, t); }},
-      {"--ref", "references", F::kReferences, R, K::kRepeated, "FILE",
+      {"--ref", "ref", F::kReferences, R, K::kRepeated, "FILE",
        "ref2va: a reference (PNG/JPEG/WebP image, video with or without sound, or audio), repeatable; the order is the "
        "packed order; the kind comes from the file or an image:, video: or audio: prefix. Runs on the Ref2VA "
        "transformer (--model picks it); at most 9 images, 3 videos, 3 audio, 12 in all",
@@ -273,7 +273,7 @@ void add_decoders_rows(std::vector<RequestFlag>& t) {
   constexpr FlagScope L = FlagScope::kLoad, R = FlagScope::kRun;
   (void)L, (void)R;
   const RequestFlag rows[] = {
-      {"--keyframe-vae", "keyframe_vae", F::kNone, L, K::kValue, "DIR",
+      {"--keyframe-vae", "keyframe_vae", F::kKeyframeVae, L, K::kValue, "DIR",
        "fl2va: the video VAE folder (diffusers layout) whose encoder encodes the keyframes (default: --vae, else the "
        "--model folder's vae/); needs no decoder",
        [](std::string_view t, S& s, St) { return set_path(s.load.keyframe_vae_dir, t); }},

@@ -78,8 +78,9 @@ constexpr FieldNames kFields[] = {
     {Field::kFirstFrame, "--first-frame", "conditions"},
     {Field::kLastFrame, "--last-frame", "conditions"},
     {Field::kReferences, "--ref", nullptr},
+    {Field::kKeyframeVae, "--keyframe-vae", nullptr},
 };
-static_assert(sizeof(kFields) / sizeof(kFields[0]) == static_cast<size_t>(Field::kReferences) + 1,
+static_assert(sizeof(kFields) / sizeof(kFields[0]) == static_cast<size_t>(Field::kKeyframeVae) + 1,
               "kFields has one row per Field");
 
 const FieldNames& names_of(Field f) { return kFields[static_cast<size_t>(f)]; }

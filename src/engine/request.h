@@ -90,7 +90,8 @@ enum class Field : uint8_t {
   kOut,
   kFirstFrame,  // fl2va keyframes (serve: conditions[])
   kLastFrame,
-  kReferences,  // ref2va references (--ref)
+  kReferences,   // ref2va references (--ref)
+  kKeyframeVae,  // fl2va: the keyframes' encoder folder (--keyframe-vae)
 };
 // "--steps", or nullptr when the CLI has no flag for the field.
 const char* field_flag(Field f);

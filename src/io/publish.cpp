@@ -133,6 +133,9 @@ Result<StagedDir> StagedDir::create(const fs::path& target, OutputOwnership owne
   sweep_stale_staging(target, ".partial-", /*folders=*/true);
   std::error_code ec;
   if (const fs::path parent = target.parent_path(); !parent.empty()) fs::create_directories(parent, ec);
+  // The folder is created and registered under the staging lock: an interrupt's cleanup, which holds that lock until
+  // the process exits, either sees it registered or runs before it exists and never lets it be created.
+  auto hold = hold_staging();
   for (int n = 0; n < 100; ++n) {
     std::string suffix = ".partial-";  // (appends: GCC 12 warns -Wrestrict on "-" + std::string)
     suffix.append(std::to_string(::getpid()));
