@@ -7,6 +7,7 @@ cd "$c" && tar -xJf bin.tar.xz && tar -xJf base.tar.xz && tar -xJf lib.tar.xz ||
 cd "$root"
 export LD_LIBRARY_PATH="$c/lib:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+# The test binaries carry the fixture paths of the tree they were built in: that path is linked to this checkout.
 [ -e /work/main ] || { mkdir -p /work && ln -s "$root" /work/main; }
 mkdir -p build && rm -rf build/bin && ln -s "$c/bin" build/bin
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv | tee "$OUT/gpu.txt"
