@@ -27,8 +27,8 @@ namespace fs = std::filesystem;
 class Api : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/vortex_api_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    std::string tmpl = (fs::temp_directory_path() / "vortex_api_test.XXXXXX").string();  // honours TMPDIR
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     root_ = new fs::path(tmpl);
     const std::string cmd = std::string(VORTEX_CLI_PATH) + " synth --snapshot tiny --seed 3 --out " +
                             (*root_ / "snap").string() + " > " + (*root_ / "synth.log").string() + " 2>&1";
