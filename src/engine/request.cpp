@@ -77,7 +77,7 @@ constexpr FieldNames kFields[] = {
     {Field::kOut, "--out", nullptr},
     {Field::kFirstFrame, "--first-frame", "conditions"},
     {Field::kLastFrame, "--last-frame", "conditions"},
-    {Field::kReferences, "--ref", nullptr},
+    {Field::kReferences, "--ref", "conditions"},
     {Field::kKeyframeVae, "--keyframe-vae", nullptr},
 };
 static_assert(sizeof(kFields) / sizeof(kFields[0]) == static_cast<size_t>(Field::kKeyframeVae) + 1,

@@ -2,11 +2,14 @@
 // upload), the request's fields and per-field limits, then admission (the adapters, the run plan, the
 // memory budget and the price of cost.h), then the job is queued or refused (429, 503). Every refusal is a
 // JSON error naming its field and counts in /metrics by reason. The job folder exists before admission
-// only to hold an upload, and is removed again when the request is refused.
+// only to hold an upload, and is removed again when the request is refused. A ref2va request's references are
+// checked on the loaded transformer first, then file by file (engine probes), then as a set by the planner.
 #include <algorithm>
 #include <cmath>
 
 #include "engine/memory_estimate.h"
+#include "io/checkpoint.h"
+#include "media/reference_media.h"
 #include "serve/server_impl.h"
 
 namespace vortex::serve {
@@ -19,6 +22,43 @@ class NoteSink : public ProgressSink {
   void warning(std::string_view what) override { notes.push_back("warning: " + std::string(what)); }
   std::vector<std::string> notes;
 };
+
+// A refusal of a ref2va request: the JSON field at fault and why.
+struct ReferenceRefusal {
+  std::string field;
+  Status status;
+};
+
+// ref2va on this server's transformer, before any file is read: references run on H3's Ref2VA transformer
+// (refuse_reference_transformer recognizes it). The built-in synthetic configs (no checkpoint) stand in for either.
+std::optional<ReferenceRefusal> check_ref2va_model(const std::string& checkpoint_path) {
+  if (checkpoint_path.empty() || !refuse_reference_transformer(checkpoint_path).ok()) return std::nullopt;
+  return ReferenceRefusal{
+      "task",
+      invalid_argument("task \"ref2va\" runs on H3's Ref2VA transformer, and this server loaded " + checkpoint_path +
+                       " (FL2VA: t2va and fl2va); send it to a server started on the snapshot's "
+                       "transformer_ref/ or Ref2VA/ partition")};
+}
+
+// Each reference file through the engine's probe (media/reference_media.h: existence, kind, size, duration, frame
+// rate, channels), naming conditions[i]; a "video_audio" reference must have a soundtrack. The set's durations, the
+// transformer and the encoders are the planner's (check_references, engine/references.h).
+std::optional<ReferenceRefusal> check_ref2va_files(const RunRequest& run, const ReferenceInputs& inputs) {
+  for (size_t i = 0; i < run.references.size(); ++i) {
+    const std::string at = "conditions[" + std::to_string(i) + "]";
+    Result<ReferenceSpec> spec = parse_reference_spec(run.references[i]);
+    if (!spec.ok()) return ReferenceRefusal{at + ".uri", spec.status().with_context(at + ".uri")};
+    Result<ReferenceProbe> probe = probe_reference(*spec);
+    if (!probe.ok()) return ReferenceRefusal{at + ".uri", probe.status().with_context(at + ".uri")};
+    const bool needs_sound =
+        std::find(inputs.with_soundtrack.begin(), inputs.with_soundtrack.end(), i) != inputs.with_soundtrack.end();
+    if (needs_sound && !probe->has_audio)
+      return ReferenceRefusal{at + ".type", invalid_argument(at + ".type is \"video_audio\" but the video has no "
+                                                                  "audio stream; send type \"video\" for a silent "
+                                                                  "clip")};
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -43,7 +83,8 @@ void Server::Impl::handle_create(const http::Request& req, http::Response& res) 
   std::string field;
   RunRequest defaults;
   std::vector<KeyframeUpload> keyframes;  // fl2va keyframes sent as data URLs
-  Result<RunRequest> parsed = parse_video_request(body.json, opt.limits, defaults, &field, &keyframes);
+  ReferenceInputs references;             // ref2va references sent as data URLs, and those declared video_audio
+  Result<RunRequest> parsed = parse_video_request(body.json, opt.limits, defaults, &field, &keyframes, &references);
   if (!parsed.ok()) return reject(res, 400, field, parsed.status(), "invalid_request");
   RunRequest run = std::move(*parsed);
   if (!body.has_upload && run.prompt.empty()) {
@@ -52,6 +93,10 @@ void Server::Impl::handle_create(const http::Request& req, http::Response& res) 
   }
   if (std::optional<CostRefusal> over = check_request_fields(run, opt.cost)) {
     return reject(res, over->status, over->field, invalid_argument(over->message), "limit_exceeded");
+  }
+  if (!run.references.empty()) {
+    if (std::optional<ReferenceRefusal> r = check_ref2va_model(opt.pipeline.checkpoint_path))
+      return reject(res, 400, r->field, r->status, "invalid_request");
   }
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -79,6 +124,15 @@ void Server::Impl::handle_create(const http::Request& req, http::Response& res) 
     const fs::path file = dir / (k.anchor + "_frame." + k.ext);
     if (Status s = write_file_atomic(file, k.bytes); !s.ok()) return internal_failure(req, res, s.message());
     (k.anchor == "last" ? run.keyframes.last : run.keyframes.first) = file.string();
+  }
+  for (const ReferenceUpload& u : references.uploads) {  // probed below as the CLI probes --ref
+    const fs::path file = dir / ("reference_" + std::to_string(u.index) + "." + u.ext);
+    if (Status s = write_file_atomic(file, u.bytes); !s.ok()) return internal_failure(req, res, s.message());
+    run.references[u.index] = u.kind + ":" + file.string();
+  }
+  if (!run.references.empty()) {
+    if (std::optional<ReferenceRefusal> r = check_ref2va_files(run, references))
+      return reject(res, 400, r->field, r->status, "invalid_request");
   }
   std::optional<Admission> admitted = admit(run, body.has_upload, res);
   if (!admitted) return;

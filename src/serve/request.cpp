@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "media/keyframe_canvas.h"
+#include "media/reference_media.h"
 
 namespace vortex::serve {
 namespace {
@@ -131,24 +132,29 @@ bool decode_base64(std::string_view in, std::string& out) {
 
 size_t base64_length(size_t bytes) { return (bytes + 2) / 3 * 4; }
 
-// A file:// URI's path, which must lie under `input_dir` once symbolic links and ".." are resolved.
-Result<std::string> fl2va_local_path(const std::string& uri, const std::string& input_dir) {
+// A file:// URI's path, which must lie under `input_dir` once symbolic links and ".." are resolved. `noun` names the
+// input in messages ("keyframe", "reference"); `data_form` is the data URL form the first message offers instead.
+Result<std::string> local_input_path(const std::string& uri, const std::string& input_dir, const std::string& noun,
+                                     const std::string& data_form) {
   constexpr std::string_view kScheme = "file://";
   if (uri.rfind(kScheme, 0) != 0 || uri.size() <= kScheme.size() || uri[kScheme.size()] != '/')
-    return invalid_argument("a keyframe uri is \"file:///ABSOLUTE/PATH\" or a \"data:image/...;base64,...\" URL");
+    return invalid_argument("a " + noun + " uri is \"file:///ABSOLUTE/PATH\" or a \"" + data_form + "\" URL");
   if (input_dir.empty())
-    return invalid_argument(
-        "this server reads no local files (start it with --input-dir DIR); send the image as a "
-        "data URL");
+    return invalid_argument("this server reads no local files (start it with --input-dir DIR); send the " +
+                            std::string(noun == "keyframe" ? "image" : "file") + " as a data URL");
   std::error_code ec;
   const fs::path dir = fs::weakly_canonical(input_dir, ec);
   if (ec) return invalid_argument("the server's input folder cannot be resolved");
   const fs::path path = fs::weakly_canonical(fs::path(uri.substr(kScheme.size())), ec);
-  if (ec) return invalid_argument("the keyframe uri cannot be resolved");
+  if (ec) return invalid_argument("the " + noun + " uri cannot be resolved");
   const fs::path rel = path.lexically_relative(dir);
   if (rel.empty() || rel.is_absolute() || *rel.begin() == "..")
-    return invalid_argument("a keyframe file must lie inside the server's input folder");
+    return invalid_argument("a " + noun + " file must lie inside the server's input folder");
   return path.string();
+}
+
+Result<std::string> fl2va_local_path(const std::string& uri, const std::string& input_dir) {
+  return local_input_path(uri, input_dir, "keyframe", "data:image/...;base64,...");
 }
 
 // conditions[] of an fl2va request: one or two {"type": "image", "uri": ..., "role": "keyframe", "frame_index": 0 or
@@ -215,9 +221,177 @@ Status parse_fl2va_conditions(const json& conditions, const RequestLimits& limit
   return Status::Ok();
 }
 
-// task and conditions: "t2va" takes no condition; "fl2va" takes keyframes (parse_fl2va_conditions).
+// ---- ref2va: conditions of role "reference" (images, videos, audio clips) in packed order ----
+
+struct ReferenceType {
+  const char* name;  // conditions[].type
+  ReferenceKind kind;
+  bool soundtrack;  // "video_audio": the video's soundtrack must exist
+};
+constexpr ReferenceType kReferenceTypes[] = {{"image", ReferenceKind::kImage, false},
+                                             {"video", ReferenceKind::kVideo, false},
+                                             {"video_audio", ReferenceKind::kVideo, true},
+                                             {"audio", ReferenceKind::kAudio, false}};
+
+// The data URL media types a reference may have, with the file extension its upload gets.
+struct ReferenceMedia {
+  const char* type;
+  ReferenceKind kind;
+  const char* ext;
+};
+constexpr ReferenceMedia kReferenceMedia[] = {
+    {"image/png", ReferenceKind::kImage, "png"},        {"image/jpeg", ReferenceKind::kImage, "jpg"},
+    {"image/webp", ReferenceKind::kImage, "webp"},      {"video/mp4", ReferenceKind::kVideo, "mp4"},
+    {"video/quicktime", ReferenceKind::kVideo, "mov"},  {"video/webm", ReferenceKind::kVideo, "webm"},
+    {"video/x-matroska", ReferenceKind::kVideo, "mkv"}, {"audio/wav", ReferenceKind::kAudio, "wav"},
+    {"audio/x-wav", ReferenceKind::kAudio, "wav"},      {"audio/wave", ReferenceKind::kAudio, "wav"},
+    {"audio/mpeg", ReferenceKind::kAudio, "mp3"},       {"audio/flac", ReferenceKind::kAudio, "flac"},
+    {"audio/x-flac", ReferenceKind::kAudio, "flac"},    {"audio/ogg", ReferenceKind::kAudio, "ogg"},
+    {"audio/aac", ReferenceKind::kAudio, "aac"},        {"audio/mp4", ReferenceKind::kAudio, "m4a"}};
+
+std::string reference_media_help(ReferenceKind kind) {
+  std::string s;
+  for (const ReferenceMedia& m : kReferenceMedia)
+    if (m.kind == kind) s += (s.empty() ? "" : ", ") + std::string(m.type);
+  return s;
+}
+
+// One condition's own fields (no file read): its type, role and start time. Returns the index into kReferenceTypes.
+Result<size_t> parse_reference_fields(const json& c, const std::string& at, std::string* field) {
+  if (!c.is_object()) return bad(field, at, at + " must be an object");
+  for (auto it = c.begin(); it != c.end(); ++it) {
+    if (it.key() == "frame_index")
+      return bad(field, at + ".frame_index",
+                 at + ".frame_index is an fl2va keyframe's field (task \"fl2va\"); a ref2va reference has none");
+    if (it.key() != "type" && it.key() != "uri" && it.key() != "role" && it.key() != "start_time_seconds")
+      return bad(field, at, at + ": unknown field (a ref2va condition has type, uri, role and start_time_seconds)");
+  }
+  if (!c.contains("type") || !c["type"].is_string())
+    return bad(field, at + ".type", at + ".type must be \"image\", \"video\", \"video_audio\" or \"audio\"");
+  const std::string& type = c["type"].get_ref<const std::string&>();
+  size_t t = 0;
+  while (t < std::size(kReferenceTypes) && type != kReferenceTypes[t].name) ++t;
+  if (t == std::size(kReferenceTypes))
+    return bad(
+        field, at + ".type",
+        at + ".type must be \"image\", \"video\", \"video_audio\" or \"audio\", got '" + type.substr(0, 32) + "'");
+  if (c.contains("role") && c["role"] != "reference") {
+    const bool keyframe = c["role"] == "keyframe";
+    return bad(field, at + ".role",
+               at + ".role must be \"reference\" for ref2va" +
+                   std::string(keyframe ? " (role \"keyframe\" is fl2va's: task \"fl2va\")" : ""));
+  }
+  if (c.contains("start_time_seconds")) {
+    const json& st = c["start_time_seconds"];
+    const std::string name = at + ".start_time_seconds";
+    if (kReferenceTypes[t].kind != ReferenceKind::kVideo)
+      return bad(field, name, name + " applies to a video reference (type \"video\" or \"video_audio\")");
+    if (!st.is_number() || !std::isfinite(st.get<double>()) || st.get<double>() < 0.0)
+      return bad(field, name, name + " must be a non-negative number of seconds");
+    if (st.get<double>() != 0.0)
+      return bad(field, name,
+                 name +
+                     ": this server reads a video reference from its start (start_time_seconds 0); cut the clip "
+                     "first (e.g. ffmpeg -ss " +
+                     st.dump() + " -i IN -c copy OUT) and send that file");
+  }
+  return t;
+}
+
+// A reference's uri: a file:// URI under the server's input folder (RunRequest::references gets "KIND:PATH"), or a
+// data URL of the condition's kind (an upload; RunRequest::references gets "KIND:" for the caller to complete).
+// Remote URIs are refused: this server fetches nothing.
+Status parse_reference_uri(const json& c, const std::string& at, size_t index, ReferenceKind kind,
+                           const RequestLimits& limits, RunRequest& r, ReferenceInputs* refs, std::string* field) {
+  const std::string name = at + ".uri";
+  if (!c.contains("uri") || !c["uri"].is_string() || c["uri"].get_ref<const std::string&>().empty())
+    return bad(field, name, name + " must be a non-empty string");
+  const std::string& uri = c["uri"].get_ref<const std::string&>();
+  const std::string kind_name = reference_kind_name(kind);
+  if (uri.rfind("http://", 0) == 0 || uri.rfind("https://", 0) == 0)
+    return bad(field, name,
+               name +
+                   ": this server fetches no remote files; put the file in the server's --input-dir and send "
+                   "\"file:///PATH\", or send it inline as a data URL");
+  if (uri.rfind("data:", 0) == 0) {
+    const size_t comma = uri.find(',');
+    const std::string head = uri.substr(0, std::min(comma, uri.size()));
+    const ReferenceMedia* media = nullptr;
+    for (const ReferenceMedia& m : kReferenceMedia)
+      if (head == "data:" + std::string(m.type) + ";base64") media = &m;
+    if (media == nullptr || media->kind != kind)
+      return bad(field, name,
+                 name + ": a data URL of a " + kind_name + " reference is data:TYPE;base64,... with TYPE one of " +
+                     reference_media_help(kind));
+    if (refs == nullptr) return bad(field, name, name + ": data URLs are not accepted here");
+    // The body limit bounds a data URL; an image also has the CLI's image file limit.
+    const size_t max_bytes = kind == ReferenceKind::kImage
+                                 ? limits.max_keyframe_bytes
+                                 : static_cast<size_t>(ReferenceLimits{}.max_media_file_bytes);
+    const std::string_view payload = std::string_view(uri).substr(comma + 1);
+    if (payload.size() > base64_length(max_bytes))
+      return bad(field, name, name + ": the file is over " + std::to_string(max_bytes) + " bytes");
+    ReferenceUpload up;
+    if (!decode_base64(payload, up.bytes) || up.bytes.empty())
+      return bad(field, name, name + ": the data URL's base64 payload is malformed or empty");
+    up.index = index;
+    up.kind = kind_name;
+    up.ext = media->ext;
+    refs->uploads.push_back(std::move(up));
+    r.references.push_back(kind_name + ":");
+    return Status::Ok();
+  }
+  Result<std::string> local = local_input_path(uri, limits.input_dir, "reference", "data:TYPE;base64,...");
+  if (!local.ok()) return bad(field, name, name + ": " + local.status().message());
+  r.references.push_back(kind_name + ":" + *local);
+  return Status::Ok();
+}
+
+// conditions[] of a ref2va request, in packed order (the prompt's <Picture i>, <Video k>, <Audio j> count per kind in
+// this order). Every condition's fields first, then the release's limits on the declared kinds (the engine's
+// check_reference_set: per kind, in total, audio never alone), then the URIs. The files' own checks (headers,
+// durations, the Ref2VA transformer, the encoders) come at admission, through the engine.
+Status parse_ref2va_conditions(const json& conditions, const RequestLimits& limits, RunRequest& r,
+                               ReferenceInputs* refs, std::string* field) {
+  if (conditions.empty())
+    return bad(field, "conditions",
+               "a ref2va request needs at least one reference (conditions of type image, video, video_audio or "
+               "audio with role reference); use task t2va for text alone");
+  // More than the release's total cannot pass; refused before each entry is read.
+  const ReferenceLimits release;
+  if (conditions.size() > static_cast<size_t>(release.max_references))
+    return bad(field, "conditions",
+               "conditions: the Ref2VA checkpoint accepts at most " + std::to_string(release.max_references) +
+                   " references in total, got " + std::to_string(conditions.size()));
+  std::vector<size_t> types;
+  std::vector<ReferenceProbe> declared;
+  for (size_t i = 0; i < conditions.size(); ++i) {
+    Result<size_t> t = parse_reference_fields(conditions[i], "conditions[" + std::to_string(i) + "]", field);
+    if (!t.ok()) return t.status();
+    types.push_back(*t);
+    ReferenceProbe p;
+    p.kind = kReferenceTypes[*t].kind;
+    declared.push_back(p);
+  }
+  if (Status s = check_reference_set(declared, release); !s.ok())
+    return bad(field, "conditions", "conditions: " + s.message());
+  for (size_t i = 0; i < conditions.size(); ++i) {
+    const std::string at = "conditions[" + std::to_string(i) + "]";
+    const ReferenceType& type = kReferenceTypes[types[i]];
+    VORTEX_RETURN_IF_ERROR(parse_reference_uri(conditions[i], at, i, type.kind, limits, r, refs, field));
+    if (type.soundtrack) {
+      if (refs == nullptr)
+        return bad(field, at + ".type", at + ".type \"video_audio\" is not accepted here (send \"video\")");
+      refs->with_soundtrack.push_back(i);
+    }
+  }
+  return Status::Ok();
+}
+
+// task and conditions: "t2va" takes no condition; "fl2va" takes keyframes (parse_fl2va_conditions); "ref2va"
+// references (parse_ref2va_conditions).
 Status parse_task_conditions(const json& body, const RequestLimits& limits, RunRequest& r,
-                             std::vector<KeyframeUpload>* uploads, std::string* field) {
+                             std::vector<KeyframeUpload>* uploads, ReferenceInputs* refs, std::string* field) {
   std::string task = "t2va";
   if (body.contains("task")) {
     if (!body["task"].is_string()) return bad(field, "task", "task must be a string");
@@ -228,16 +402,18 @@ Status parse_task_conditions(const json& body, const RequestLimits& limits, RunR
   if (!conditions.is_array()) return bad(field, "conditions", "conditions must be an array");
   if (task == "t2va") {
     if (!conditions.empty())
-      return bad(field, "conditions", "a t2va request takes no conditions (fl2va takes keyframes)");
+      return bad(field, "conditions", "a t2va request takes no conditions (fl2va takes keyframes, ref2va references)");
     return Status::Ok();
   }
   if (task == "fl2va") return parse_fl2va_conditions(conditions, limits, r, uploads, field);
-  return bad(field, "task", "task must be \"t2va\" or \"fl2va\", got '" + task.substr(0, 32) + "'");
+  if (task == "ref2va") return parse_ref2va_conditions(conditions, limits, r, refs, field);
+  return bad(field, "task", "task must be \"t2va\", \"fl2va\" or \"ref2va\", got '" + task.substr(0, 32) + "'");
 }
 
 // target: {"short_edge": N, "aspect_ratio": "W:H" | "auto", "duration_seconds": S}. The canvas is H3's rule
 // (resolve_canvas_size: short edge N, area at most N^2 * 1344 / 768, both sides multiples of 32); "auto" takes it
-// from the first keyframe, as diffusers does without a height and width.
+// from the first keyframe, as diffusers does without a height and width, and is 16:9 for ref2va (SGLang's cookbook:
+// the model's fallback, not a reference's geometry).
 Status parse_target(const json& t, bool keyframes, RunRequest& r, std::string* field) {
   if (!t.is_object()) return bad(field, "target", "target must be an object");
   for (auto it = t.begin(); it != t.end(); ++it)
@@ -249,9 +425,10 @@ Status parse_target(const json& t, bool keyframes, RunRequest& r, std::string* f
     if (Status s = get_int(t, "short_edge", 32, 8192, short_edge, field); !s.ok())
       return bad(field, "target.short_edge", "target." + s.message());
   }
-  const std::string ratio = t.contains("aspect_ratio") && t["aspect_ratio"].is_string()
-                                ? t["aspect_ratio"].get<std::string>()
-                                : std::string(t.contains("aspect_ratio") ? "?" : "16:9");
+  std::string ratio = t.contains("aspect_ratio") && t["aspect_ratio"].is_string()
+                          ? t["aspect_ratio"].get<std::string>()
+                          : std::string(t.contains("aspect_ratio") ? "?" : "16:9");
+  if (ratio == "auto" && !keyframes && !r.references.empty()) ratio = "16:9";
   if (ratio == "auto") {
     if (!keyframes)
       return bad(field, "target.aspect_ratio", "aspect_ratio \"auto\" follows a keyframe: it needs an fl2va condition");
@@ -309,9 +486,10 @@ int json_depth(std::string_view text, int limit) {
 
 Result<RunRequest> parse_video_request(std::string_view body_text, const RequestLimits& limits,
                                        const RunRequest& defaults, std::string* field,
-                                       std::vector<KeyframeUpload>* uploads) {
+                                       std::vector<KeyframeUpload>* uploads, ReferenceInputs* references) {
   if (field != nullptr) field->clear();
   if (uploads != nullptr) uploads->clear();
+  if (references != nullptr) *references = {};
   if (body_text.size() > limits.max_body_bytes) {
     return bad(field, "",
                "the body is " + std::to_string(body_text.size()) + " bytes; the limit is " +
@@ -401,7 +579,7 @@ Result<RunRequest> parse_video_request(std::string_view body_text, const Request
     VORTEX_RETURN_IF_ERROR(get_int(body, "steps", 1, 1000, v, field));
     r.steps = static_cast<int>(v);
   }
-  VORTEX_RETURN_IF_ERROR(parse_task_conditions(body, limits, r, uploads, field));
+  VORTEX_RETURN_IF_ERROR(parse_task_conditions(body, limits, r, uploads, references, field));
   const bool keyframes = r.keyframes.any() || (uploads != nullptr && !uploads->empty());
   if (has("target")) VORTEX_RETURN_IF_ERROR(parse_target(body.at("target"), keyframes, r, field));
   // fl2va without a size: the canvas follows the first keyframe (diffusers' MiniMaxH3ResizeStep).

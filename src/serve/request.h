@@ -3,8 +3,10 @@
 // mixed) and names the field at fault; what depends on the loaded model (sizes, names, memory) is
 // checked afterwards by the same functions `vortex generate` uses (engine/pipeline.h).
 // The SGLang minimax_h3 dialect (`task`, `conditions`, `target`, `num_inference_steps`, ...) is read too; its fl2va
-// part takes keyframes as file:// URIs under the server's input folder or data URLs (docs/serve.md).
-// Tested in tests/serve/request_test.cpp and tests/serve/fl2va_request_test.cpp, fuzzed by fuzz/serve_request_fuzz.cpp
+// part takes keyframes, its ref2va part references (image, video, video_audio, audio), each as a file:// URI under the
+// server's input folder or a data URL (docs/serve.md).
+// Tested in tests/serve/request_test.cpp, tests/serve/fl2va_request_test.cpp and tests/serve/ref2va_request_test.cpp,
+// fuzzed by fuzz/serve_request_fuzz.cpp
 // (replayed over fuzz/corpus/serve_request in CI by tests/serve/request_fuzz_replay_test.cpp).
 #pragma once
 
@@ -41,10 +43,27 @@ struct KeyframeUpload {
   std::string bytes;
 };
 
+// What a ref2va body leaves for the server to do after parsing: references sent as data URLs to write into the job's
+// folder (RunRequest::references[index] is then "KIND:" + the file's path), and the references declared
+// "video_audio", whose soundtrack admission checks (probe_reference, media/reference_media.h).
+struct ReferenceUpload {
+  size_t index = 0;  // in conditions[] and in RunRequest::references
+  std::string kind;  // "image", "video" or "audio"
+  std::string ext;   // from the data URL's media type ("png", "mp4", "wav", ...)
+  std::string bytes;
+};
+struct ReferenceInputs {
+  std::vector<ReferenceUpload> uploads;
+  std::vector<size_t> with_soundtrack;  // indices of "video_audio" conditions
+};
+
 // Parses `body` into a RunRequest starting from `defaults`. On failure, kInvalidArgument with
 // `*field` set to the field at fault ("" when it is the body itself). Keyframes given as data URLs go to
 // `*uploads` (their RunRequest paths are left empty for the caller to fill); without `uploads` they are refused.
+// ref2va references fill RunRequest::references in the order of conditions[]; their data URLs and soundtrack checks
+// go to `*references` (without it, data URLs and "video_audio" are refused).
 Result<RunRequest> parse_video_request(std::string_view body, const RequestLimits& limits, const RunRequest& defaults,
-                                       std::string* field, std::vector<KeyframeUpload>* uploads = nullptr);
+                                       std::string* field, std::vector<KeyframeUpload>* uploads = nullptr,
+                                       ReferenceInputs* references = nullptr);
 
 }  // namespace vortex::serve

@@ -42,8 +42,9 @@ TEST(RequestFlags, OneRowPerFlagAndIdAndTheFieldsAgree) {
     }
     ASSERT_NE(field_flag(f.field), nullptr) << f.flag();
     EXPECT_EQ(std::string(field_flag(f.field)), f.flag());
-    // fl2va's two keyframes are one list in serve's SGLang body: their fields share the JSON name "conditions".
-    if (f.field == Field::kFirstFrame || f.field == Field::kLastFrame)
+    // fl2va's two keyframes and ref2va's references are lists in serve's SGLang body: their fields share the JSON
+    // name "conditions".
+    if (f.field == Field::kFirstFrame || f.field == Field::kLastFrame || f.field == Field::kReferences)
       EXPECT_EQ(field_id(f.field), "conditions") << f.flag();
     else EXPECT_EQ(field_id(f.field), f.id) << f.flag();
     EXPECT_EQ(find_request_flag(f.field), &f);

@@ -5,11 +5,21 @@ vortex_test(NAME serve_request_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/requ
 vortex_test(NAME serve_fl2va_request_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/fl2va_request_test.cpp LIBS vortex_serve)
 target_compile_definitions(serve_fl2va_request_test PRIVATE
                            VORTEX_SGLANG_FIXTURES="${CMAKE_SOURCE_DIR}/tests/fixtures/sglang_minimax_h3")
+# The ref2va part in SGLang's minimax_h3 dialect, against verbatim copies of the cookbook's ref2va bodies.
+vortex_test(NAME serve_ref2va_request_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/ref2va_request_test.cpp LIBS vortex_serve)
+target_compile_definitions(serve_ref2va_request_test PRIVATE
+                           VORTEX_SGLANG_FIXTURES="${CMAKE_SOURCE_DIR}/tests/fixtures/sglang_minimax_h3")
 # fl2va through POST /v1/videos on the tiny snapshot's encoder: keyframes as a data URL and a file:// URI.
 vortex_test(NAME serve_fl2va_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/serve_fl2va_test.cpp
             LIBS vortex_serve vortex vortex_httplib OpenSSL::Crypto)
 target_compile_definitions(serve_fl2va_test PRIVATE
                            VORTEX_IMAGE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/images")
+# ref2va through POST /v1/videos: admission of references (data URLs, --input-dir files) and its refusals.
+vortex_test(NAME serve_ref2va_test SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/serve_ref2va_test.cpp
+            LIBS vortex_serve vortex vortex_httplib)
+target_compile_definitions(serve_ref2va_test PRIVATE
+                           VORTEX_IMAGE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/images"
+                           VORTEX_REFERENCE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/reference/media")
 vortex_test(NAME serve_request_fuzz_replay_test
             SOURCES ${CMAKE_SOURCE_DIR}/tests/serve/request_fuzz_replay_test.cpp ${CMAKE_SOURCE_DIR}/fuzz/serve_request_fuzz.cpp
             LIBS vortex_serve)
