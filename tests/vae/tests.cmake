@@ -57,3 +57,15 @@ if(TARGET vortex_cuda)
               LIBS vortex_vae vortex_cuda GPU)
   target_compile_definitions(audio_vae_encoder_cuda_test PRIVATE VORTEX_VAE_FIXTURES="${VORTEX_VAE_FIXTURE_DIR}")
 endif()
+# ref2va_encoders_bench: the ref2va reference encoders (vision tower on images and video pairs, video VAE encoder,
+# audio VAE encoder) on raw decoded references (bench/ref2va_encoders_bench.cpp; peers in
+# bench/ref2va_encoders_peer.py), on any backend; its smoke test runs it on the cpu backend with the tiny configs.
+add_executable(ref2va_encoders_bench ${CMAKE_SOURCE_DIR}/bench/ref2va_encoders_bench.cpp)
+target_link_libraries(ref2va_encoders_bench PRIVATE vortex_engine vortex_profiling nlohmann_json::nlohmann_json)
+target_compile_options(ref2va_encoders_bench PRIVATE ${VORTEX_CXX_FLAGS})
+vortex_test(NAME ref2va_encoders_bench_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/ref2va_encoders_bench_test.cpp
+            LIBS nlohmann_json::nlohmann_json)
+add_dependencies(ref2va_encoders_bench_test ref2va_encoders_bench)
+target_compile_definitions(ref2va_encoders_bench_test PRIVATE
+                           VORTEX_REF2VA_BENCH="$<TARGET_FILE:ref2va_encoders_bench>"
+                           VORTEX_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
