@@ -114,6 +114,24 @@ class VaeOps : public virtual BackendIdentity {
     return unsupported(std::string(op) + " is not yet implemented on the " + std::string(name()) +
                        " backend (a VAE decoder op); decode with --backend cpu or cuda");
   }
+
+ public:
+  // ---- Audio VAE decoder FP32 ops (src/vae/audio_vae.h; docs/numerics.md "Audio"; CPU programs in
+  // src/ref/vae_ops.h) ----
+  // conv1d's shapes (and [B, Cin, L] stacks), each output ONE FP32 chain acc = fma(w, x, acc) over (c, k) in ascending
+  // order from +0, then fp32(acc + bias): the audio decoder's convolutions (the CUDA kernel gives the same bytes).
+  virtual Status conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                             Tensor& out) {
+    (void)x, (void)weight, (void)bias, (void)dilation, (void)padding, (void)out;
+    return vae_op_unsupported("conv1d_fp32");
+  }
+  // BigVGAN's anti-aliased SnakeBeta: out[B * C, L] = downsample1d(snake_beta(upsample1d(x, up_filter, ratio), alpha,
+  // beta), down_filter, ratio), each step as its own op above (the CUDA backend runs the three in one pass).
+  virtual Status activation1d(const Tensor& x, const Tensor& alpha, const Tensor& beta, const Tensor& up_filter,
+                              const Tensor& down_filter, int ratio, Tensor& out) {
+    (void)x, (void)alpha, (void)beta, (void)up_filter, (void)down_filter, (void)ratio, (void)out;
+    return vae_op_unsupported("activation1d");
+  }
 };
 
 }  // namespace vortex

@@ -12,6 +12,7 @@
 #include "cuda/attention/sdpa.h"
 #include "cuda/check.h"
 #include "cuda/nvfp4_activation_slots.h"
+#include "cuda/ops/audio_decoder_ops.h"
 #include "cuda/ops/audio_encoder_ops.h"
 #include "cuda/ops/nvfp4_quantize.h"
 #include "cuda/ops/ops.h"
@@ -852,6 +853,18 @@ Status CudaBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, cons
                                      Tensor& out) {
   VORTEX_RETURN_IF_ERROR(cuda_ops::conv_transpose1d(x, weight, bias, stride, padding, out, stream_));
   return after_op("conv_transpose1d");
+}
+
+Status CudaBackend::conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                                Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::conv1d_fp32(x, weight, bias, dilation, padding, out, stream_));
+  return after_op("conv1d_fp32");
+}
+
+Status CudaBackend::activation1d(const Tensor& x, const Tensor& alpha, const Tensor& beta, const Tensor& up_filter,
+                                 const Tensor& down_filter, int ratio, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::activation1d(x, alpha, beta, up_filter, down_filter, ratio, out, stream_));
+  return after_op("activation1d");
 }
 
 Status CudaBackend::snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta) {

@@ -168,6 +168,16 @@ Status CpuBackend::conv1d(const Tensor& x, const Tensor& weight, const Tensor* b
   return ref::conv1d(x, weight, bias, dilation, padding, out, run_);
 }
 
+Status CpuBackend::conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                               Tensor& out) {
+  return ref::conv1d_fp32(x, weight, bias, dilation, padding, out, run_);
+}
+
+Status CpuBackend::activation1d(const Tensor& x, const Tensor& alpha, const Tensor& beta, const Tensor& up_filter,
+                                const Tensor& down_filter, int ratio, Tensor& out) {
+  return ref::activation1d(x, alpha, beta, up_filter, down_filter, ratio, out, run_);
+}
+
 Status CpuBackend::conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding,
                                     Tensor& out) {
   return ref::conv_transpose1d(x, weight, bias, stride, padding, out, run_);

@@ -38,6 +38,12 @@ Status add(Tensor& x, const Tensor& y, float scale, const RowRunner& run = run_s
 Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
               const RowRunner& run = run_serial);
 
+// The audio decoder's FP32 convolution (docs/numerics.md "Audio"): the same signature and shapes as conv1d, each
+// output ONE FP32 chain acc = fma(w[o, c, k], x[c, t + k * dilation - padding], acc) over (c, k) in ascending order
+// from +0 (taps in the zero padding leave acc unchanged), then fp32(acc + bias[o]).
+Status conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
+                   const RowRunner& run = run_serial);
+
 // Transposed convolution: out[o, j] = bias[o] + sum_{c, i, k : i * stride + k - padding = j} x[c, i] * w[c, o, k],
 // FP64 sum in (c, i) order, one rounding. x [Cin, L], w [Cin, Cout, K], out [Cout, (L - 1) * stride - 2 * padding
 // + K], all f32; contiguous [B, Cin, L] -> [B, Cout, Lout] stacks as in conv1d.
@@ -60,6 +66,12 @@ Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out,
 // and K / 2 on the right, depthwise convolution with `filter` [K] at stride `ratio` (FP64 sums).
 // x [C, L] -> out [C, (L - 1) / ratio + 1], f32.
 Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out, const RowRunner& run = run_serial);
+
+// BigVGAN's anti-aliased SnakeBeta (Activation1d): out = downsample1d(snake_beta(upsample1d(x, up_filter, ratio),
+// alpha, beta), down_filter, ratio), each step the program above. x [B * C, L] (row r is channel r % C), out [B * C, L]
+// (downsample1d of L * ratio samples keeps L), all f32.
+Status activation1d(const Tensor& x, const Tensor& alpha, const Tensor& beta, const Tensor& up_filter,
+                    const Tensor& down_filter, int ratio, Tensor& out, const RowRunner& run = run_serial);
 
 // ---- Audio VAE encoder ops (src/vae/audio_vae_encoder.h): every output one FP64 evaluation rounded once to FP32;
 // signals are contiguous [B, C, L] f32 stacks. ----

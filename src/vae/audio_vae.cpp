@@ -292,16 +292,14 @@ Result<Tensor> stacked_rows(const Tensor& t) { return t.reshape({t.dim(0) * t.di
 }  // namespace
 
 Result<Tensor> AudioVae::activation(const Tensor& x, const AudioVaeActivationWeights& a) {
-  const int64_t b = x.dim(0), ch = x.dim(1), l = x.dim(2), r = cfg_.act_ratio;
-  VORTEX_ASSIGN_OR_RETURN(Tensor upx, backend_.alloc({b, ch, l * r}, DType::kF32));                 // [B, C, rL] f32
-  VORTEX_ASSIGN_OR_RETURN(Tensor down, backend_.alloc({b, ch, (l * r - 1) / r + 1}, DType::kF32));  // [B, C, L] f32
+  const int64_t b = x.dim(0), ch = x.dim(1), l = x.dim(2);
+  VORTEX_ASSIGN_OR_RETURN(Tensor out, backend_.alloc({b, ch, l}, DType::kF32));  // [B, C, L] f32
   VORTEX_ASSIGN_OR_RETURN(Tensor x_rows, stacked_rows(x));
-  VORTEX_ASSIGN_OR_RETURN(Tensor up_rows, stacked_rows(upx));
-  VORTEX_ASSIGN_OR_RETURN(Tensor down_rows, stacked_rows(down));
-  VORTEX_RETURN_IF_ERROR(backend_.upsample1d(x_rows, a.upsample_filter, static_cast<int>(r), up_rows));
-  VORTEX_RETURN_IF_ERROR(backend_.snake_beta(up_rows, a.act_alpha, a.act_beta));
-  VORTEX_RETURN_IF_ERROR(backend_.downsample1d(up_rows, a.downsample_lowpass_filter, static_cast<int>(r), down_rows));
-  return down;
+  VORTEX_ASSIGN_OR_RETURN(Tensor out_rows, stacked_rows(out));
+  BackendRegion reg(backend_, "audio.activation");
+  VORTEX_RETURN_IF_ERROR(backend_.activation1d(x_rows, a.act_alpha, a.act_beta, a.upsample_filter,
+                                               a.downsample_lowpass_filter, cfg_.act_ratio, out_rows));
+  return out;
 }
 
 Result<Tensor> AudioVae::amp_block(const Tensor& x_in, const AudioVaeAmpBlockWeights& b) {
@@ -309,6 +307,7 @@ Result<Tensor> AudioVae::amp_block(const Tensor& x_in, const AudioVaeAmpBlockWei
   VORTEX_ASSIGN_OR_RETURN(Tensor x, backend_.alloc({bs, ch, l}, DType::kF32));  // [B, C, L] f32
   VORTEX_ASSIGN_OR_RETURN(Tensor x_rows, stacked_rows(x));
   {
+    BackendRegion reg(backend_, "audio.add");
     VORTEX_ASSIGN_OR_RETURN(Tensor in_rows, stacked_rows(x_in));
     VORTEX_RETURN_IF_ERROR(backend_.copy(in_rows, x_rows));
   }
@@ -318,9 +317,18 @@ Result<Tensor> AudioVae::amp_block(const Tensor& x_in, const AudioVaeAmpBlockWei
   for (size_t i = 0; i < b.dilations.size(); ++i) {
     const int d = b.dilations[i];
     VORTEX_ASSIGN_OR_RETURN(Tensor a1, activation(x, b.activations[2 * i]));
-    VORTEX_RETURN_IF_ERROR(backend_.conv1d(a1, b.convs1_weight[i], &b.convs1_bias[i], d, (b.kernel * d - d) / 2, r1));
+    {
+      BackendRegion reg(backend_, "audio.conv1d");
+      VORTEX_RETURN_IF_ERROR(
+          backend_.conv1d_fp32(a1, b.convs1_weight[i], &b.convs1_bias[i], d, (b.kernel * d - d) / 2, r1));
+    }
     VORTEX_ASSIGN_OR_RETURN(Tensor a2, activation(r1, b.activations[2 * i + 1]));
-    VORTEX_RETURN_IF_ERROR(backend_.conv1d(a2, b.convs2_weight[i], &b.convs2_bias[i], 1, (b.kernel - 1) / 2, r2));
+    {
+      BackendRegion reg(backend_, "audio.conv1d");
+      VORTEX_RETURN_IF_ERROR(
+          backend_.conv1d_fp32(a2, b.convs2_weight[i], &b.convs2_bias[i], 1, (b.kernel - 1) / 2, r2));
+    }
+    BackendRegion reg(backend_, "audio.add");
     VORTEX_RETURN_IF_ERROR(backend_.add(x_rows, r2_rows, 1.0f));
   }
   return x;
@@ -338,20 +346,31 @@ Result<Tensor> AudioVae::decode(const Tensor& latents, const VaeProgressFn& prog
         volatile float sv = latents.data<float>()[(bi * c + ci) * ta + t] * cfg_.latents_std[static_cast<size_t>(ci)];
         zin.data<float>()[(bi * c + ci) * ta + t] = sv + cfg_.latents_mean[static_cast<size_t>(ci)];
       }
-  VORTEX_ASSIGN_OR_RETURN(Tensor z, backend_.upload(zin));
+  // Level-1 regions (bench/audio_decode_bench.cpp --breakdown) time each op family on the device timeline.
+  Tensor z;
+  {
+    BackendRegion reg(backend_, "audio.upload");
+    VORTEX_ASSIGN_OR_RETURN(z, backend_.upload(zin));
+  }
   VORTEX_ASSIGN_OR_RETURN(Tensor h0, backend_.alloc({batch, cfg_.latent_dim, ta}, DType::kF32));  // [B, latent_dim, Ta]
-  VORTEX_RETURN_IF_ERROR(
-      backend_.conv1d(z, w_.dec_in_proj_weight, &w_.dec_in_proj_bias, 1, 0, h0).with_context("dec_in_proj"));
   VORTEX_ASSIGN_OR_RETURN(Tensor h, backend_.alloc({batch, cfg_.decoder_dim, ta}, DType::kF32));  // [B, D0, Ta]
-  VORTEX_RETURN_IF_ERROR(
-      backend_.conv1d(h0, w_.decoder_conv_pre_weight, &w_.decoder_conv_pre_bias, 1, 3, h).with_context("conv_pre"));
+  {
+    BackendRegion reg(backend_, "audio.conv_in");
+    VORTEX_RETURN_IF_ERROR(
+        backend_.conv1d_fp32(z, w_.dec_in_proj_weight, &w_.dec_in_proj_bias, 1, 0, h0).with_context("dec_in_proj"));
+    VORTEX_RETURN_IF_ERROR(backend_.conv1d_fp32(h0, w_.decoder_conv_pre_weight, &w_.decoder_conv_pre_bias, 1, 3, h)
+                               .with_context("conv_pre"));
+  }
   for (size_t i = 0; i < cfg_.decoder_rates.size(); ++i) {
     const int r = cfg_.decoder_rates[i], k = cfg_.decoder_kernel_sizes[i];
     const int64_t lo = ref::conv_transpose1d_out_length(h.dim(2), k, r, (k - r) / 2);
     VORTEX_ASSIGN_OR_RETURN(Tensor hu, backend_.alloc({batch, h.dim(1) / 2, lo}, DType::kF32));  // [B, Ci / 2, L * r]
-    VORTEX_RETURN_IF_ERROR(
-        backend_.conv_transpose1d(h, w_.decoder_ups_weight[i], &w_.decoder_ups_bias[i], r, (k - r) / 2, hu)
-            .with_context("ups." + std::to_string(i)));
+    {
+      BackendRegion reg(backend_, "audio.conv_transpose1d");
+      VORTEX_RETURN_IF_ERROR(
+          backend_.conv_transpose1d(h, w_.decoder_ups_weight[i], &w_.decoder_ups_bias[i], r, (k - r) / 2, hu)
+              .with_context("ups." + std::to_string(i)));
+    }
     Tensor acc;
     for (size_t j = 0; j < nk; ++j) {
       VORTEX_ASSIGN_OR_RETURN(Tensor blk, amp_block(hu, w_.decoder_resblocks[i * nk + j]));
@@ -362,19 +381,27 @@ Result<Tensor> AudioVae::decode(const Tensor& latents, const VaeProgressFn& prog
       // The mean over the parallel resblocks: sum in order, times fp32(1 / n) on the last add.
       VORTEX_ASSIGN_OR_RETURN(Tensor acc_rows, stacked_rows(acc));
       VORTEX_ASSIGN_OR_RETURN(Tensor blk_rows, stacked_rows(blk));
+      BackendRegion reg(backend_, "audio.add");
       VORTEX_RETURN_IF_ERROR(backend_.add(acc_rows, blk_rows, j + 1 == nk ? 1.0f / static_cast<float>(nk) : 1.0f));
     }
     h = acc;
   }
   VORTEX_ASSIGN_OR_RETURN(Tensor act, activation(h, w_.decoder_activation_post));
   VORTEX_ASSIGN_OR_RETURN(Tensor y, backend_.alloc({batch, 1, h.dim(2)}, DType::kF32));  // [B, 1, samples]
-  VORTEX_RETURN_IF_ERROR(backend_.conv1d(act, w_.decoder_conv_post_weight, nullptr, 1, 3, y).with_context("conv_post"));
+  {
+    BackendRegion reg(backend_, "audio.conv1d");
+    VORTEX_RETURN_IF_ERROR(
+        backend_.conv1d_fp32(act, w_.decoder_conv_post_weight, nullptr, 1, 3, y).with_context("conv_post"));
+  }
   if (y.dim(2) != samples)
     return internal_error("audio VAE produced " + std::to_string(y.dim(2)) + " samples, expected " +
                           std::to_string(samples));
   Tensor out = Tensor::empty({batch, samples}, DType::kF32);
   VORTEX_ASSIGN_OR_RETURN(Tensor y_rows, y.reshape({batch, samples}));
-  VORTEX_RETURN_IF_ERROR(backend_.download(y_rows, out));
+  {
+    BackendRegion reg(backend_, "audio.download");
+    VORTEX_RETURN_IF_ERROR(backend_.download(y_rows, out));
+  }
   for (int64_t i = 0; i < batch * samples; ++i) {
     float& v = out.data<float>()[i];
     v = std::min(1.0f, std::max(-1.0f, v));

@@ -2,9 +2,9 @@
 // de-normalization, dec_in_proj (1x1 conv), then BigVGAN: conv_pre, transposed-conv upsamplers, AMP blocks of
 // anti-aliased SnakeBeta activations (2x Kaiser-sinc up/down sampling around each activation), the mean over the
 // parallel resblocks, activation_post, conv_post (no bias) and a clamp to [-1, 1]. FP32 throughout, as diffusers
-// pins it (docs/numerics.md "VAE decoders"). Weight-norm (weight_g, weight_v) is folded at load in FP64.
-// Weights are named after the checkpoint keys (dec_in_proj.*, decoder.*). Tested in
-// tests/vae/vae_parity_test.cpp (AudioParity) and tests/vae/vae_loader_test.cpp.
+// pins it (docs/numerics.md "VAE decoders"; convolutions accumulate in FP32: conv1d_fp32). Weight-norm (weight_g,
+// weight_v) is folded at load in FP64. Weights are named after the checkpoint keys (dec_in_proj.*, decoder.*). Tested
+// in tests/vae/vae_parity_test.cpp (AudioParity) and tests/vae/vae_loader_test.cpp.
 #pragma once
 
 #include <cstdint>

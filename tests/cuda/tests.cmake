@@ -41,6 +41,10 @@ if(TARGET vortex_cuda)
     SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/vae_ops_test.cpp
     LIBS vortex_cuda vortex_ref vortex_vae vortex_core
     GPU)
+  vortex_test(NAME cuda_audio_decoder_ops_test
+    SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/audio_decoder_ops_test.cpp
+    LIBS vortex_cuda vortex_ref vortex_vae vortex_core
+    GPU)
 endif()
 # ---- vision tower and video VAE encoder kernels vs the CPU programs (src/cuda/ops/encoder_ops.h) ---------------
 if(TARGET vortex_cuda)

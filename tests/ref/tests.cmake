@@ -15,6 +15,7 @@ vortex_test(NAME ref_ops_test
     ${CMAKE_SOURCE_DIR}/tests/ref/two_reference_test.cpp
   LIBS vortex_ref)
 vortex_test(NAME vae_ops_test SOURCES ${CMAKE_SOURCE_DIR}/tests/ref/vae_ops_test.cpp LIBS vortex_ref)
+vortex_test(NAME ref_audio_decoder_ops_test SOURCES ${CMAKE_SOURCE_DIR}/tests/ref/audio_decoder_ops_test.cpp LIBS vortex_ref)
 vortex_test(NAME audio_encoder_ops_test SOURCES ${CMAKE_SOURCE_DIR}/tests/ref/audio_encoder_ops_test.cpp LIBS vortex_ref)
 vortex_test(NAME ref_cpu_backend_test
   SOURCES ${CMAKE_SOURCE_DIR}/tests/ref/cpu_backend_test.cpp

@@ -2,6 +2,7 @@
 // depthwise convolution with the Kaiser-sinc filter at stride ratio). One thread per output runs the
 // reference's FP64 chain in tap order, one rounding: E0 vs src/ref/downsample1d.cpp.
 // Tested in tests/cuda/vae_ops_test.cpp.
+#include "cuda/ops/activation1d.cuh"
 #include "cuda/ops/vae_common.cuh"
 
 namespace vortex::cuda_ops {
@@ -10,18 +11,11 @@ namespace {
 __global__ void __launch_bounds__(kEltThreads)
     downsample1d_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ f, int k, int ratio,
                         float* __restrict__ out, int64_t ldo, int rows, int l, int lout) {
-  const int pad_left = k / 2 - (k % 2 == 0 ? 1 : 0);
   for (int r = blockIdx.y; r < rows; r += gridDim.y) {
     const float* xr = x + static_cast<int64_t>(r) * ldx;
-    for (int t = blockIdx.x * kEltThreads + threadIdx.x; t < lout; t += gridDim.x * kEltThreads) {
-      double acc = 0.0;
-      const int64_t base = static_cast<int64_t>(t) * ratio - pad_left;
-      for (int kk = 0; kk < k; ++kk) {
-        const int64_t i = min(max(base + kk, int64_t{0}), static_cast<int64_t>(l - 1));
-        acc = __dadd_rn(acc, __dmul_rn(static_cast<double>(xr[i]), static_cast<double>(f[kk])));
-      }
-      out[static_cast<int64_t>(r) * ldo + t] = __double2float_rn(acc);
-    }
+    auto x_at = [xr](int64_t i) { return xr[i]; };
+    for (int t = blockIdx.x * kEltThreads + threadIdx.x; t < lout; t += gridDim.x * kEltThreads)
+      out[static_cast<int64_t>(r) * ldo + t] = downsample1d_at(x_at, l, f, k, ratio, t);
   }
 }
 

@@ -3,6 +3,7 @@
 // run in FP64 (libdevice, <= 1 and <= 2 FP64 ulps) and round once to FP32, as the reference does with the host libm:
 // the FP32 values agree except when the FP64 value lies within ~2 FP64 ulps of an FP32 rounding midpoint (probability
 // ~2^-27 per element; docs/numerics.md states the tolerance). Tested in tests/cuda/vae_ops_test.cpp.
+#include "cuda/ops/activation1d.cuh"
 #include "cuda/ops/vae_common.cuh"
 
 namespace vortex::cuda_ops {
@@ -12,14 +13,10 @@ __global__ void __launch_bounds__(kEltThreads)
     snake_beta_kernel(float* __restrict__ x, int64_t ldx, const float* __restrict__ alpha,
                       const float* __restrict__ beta, int rows, int cols, int channels) {
   for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-    const float a = __double2float_rn(exp(static_cast<double>(alpha[r % channels])));
-    const float b = __double2float_rn(exp(static_cast<double>(beta[r % channels])));
-    const float inv_b = __fdiv_rn(1.0f, __fadd_rn(b, 1e-9f));
+    const SnakeBetaCoeffs co = snake_beta_coeffs(alpha[r % channels], beta[r % channels]);
     for (int c = blockIdx.x * kEltThreads + threadIdx.x; c < cols; c += gridDim.x * kEltThreads) {
       float& xr = x[static_cast<int64_t>(r) * ldx + c];
-      const float v = xr;
-      const float sn = __double2float_rn(sin(static_cast<double>(__fmul_rn(a, v))));
-      xr = __fadd_rn(v, __fmul_rn(inv_b, __fmul_rn(sn, sn)));
+      xr = snake_beta_at(xr, co);
     }
   }
 }

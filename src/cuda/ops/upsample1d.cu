@@ -2,6 +2,7 @@
 // the Kaiser-sinc filter, times ratio, crop). One thread per output runs the reference's FP64 chain in
 // ascending input order and the FP32 product with ratio: E0 vs src/ref/upsample1d.cpp.
 // Tested in tests/cuda/vae_ops_test.cpp.
+#include "cuda/ops/activation1d.cuh"
 #include "cuda/ops/vae_common.cuh"
 
 namespace vortex::cuda_ops {
@@ -10,25 +11,11 @@ namespace {
 __global__ void __launch_bounds__(kEltThreads)
     upsample1d_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ f, int k, int ratio,
                       float* __restrict__ out, int64_t ldo, int rows, int l) {
-  const int pad = k / ratio - 1;
-  const int pad_left = pad * ratio + (k - ratio) / 2;
-  const int lp = l + 2 * pad;  // padded length
   const int lout = l * ratio;
-  const float scale = static_cast<float>(ratio);
   for (int r = blockIdx.y; r < rows; r += gridDim.y) {
     const float* xr = x + static_cast<int64_t>(r) * ldx;
-    for (int t = blockIdx.x * kEltThreads + threadIdx.x; t < lout; t += gridDim.x * kEltThreads) {
-      const int j = t + pad_left;  // index into the full transposed-convolution output
-      // The reference's bounds, evaluated with the same truncating integer division.
-      const int i_lo = max(0, (j - (k - 1) + ratio - 1) / ratio);
-      const int i_hi = min(lp - 1, j / ratio);
-      double acc = 0.0;
-      for (int i = i_lo; i <= i_hi; ++i) {
-        const double xv = static_cast<double>(xr[min(max(i - pad, 0), l - 1)]);
-        acc = __dadd_rn(acc, __dmul_rn(xv, static_cast<double>(f[j - i * ratio])));
-      }
-      out[static_cast<int64_t>(r) * ldo + t] = __fmul_rn(scale, __double2float_rn(acc));
-    }
+    for (int t = blockIdx.x * kEltThreads + threadIdx.x; t < lout; t += gridDim.x * kEltThreads)
+      out[static_cast<int64_t>(r) * ldo + t] = upsample1d_at(xr, l, f, k, ratio, t);
   }
 }
 
