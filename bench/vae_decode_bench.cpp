@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
   const Percentiles pa = percentiles(audio_ms);
   record(evidence_row(env, "vae_decode_audio", "vortex-cuda", shape_to_string(alat.shape()), pa, {},
                       {{"latents", shape_to_string(alat.shape())},
-                       {"program", "both stereo channels in one pass, FP64-chain convolutions"},
+                       {"program", "both stereo channels in one pass, FP32-chain convolutions"},
                        {"samples", audio.dim(1)},
                        {"weights", "synthetic (released shapes)"},
                        {"peak_device_bytes", be.memory_peak()},

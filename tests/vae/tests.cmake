@@ -29,6 +29,13 @@ if(TARGET vortex_cuda)
   target_link_libraries(vae_decode_bench PRIVATE vortex_vae vortex_engine vortex_media vortex_profiling)
   target_compile_options(vae_decode_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()
+# audio_decode_bench: the canonical audio decode on the CUDA backend, its op breakdown and conv1d layers
+# (bench/audio_decode_bench.cpp).
+if(TARGET vortex_cuda)
+  add_executable(audio_decode_bench ${CMAKE_SOURCE_DIR}/bench/audio_decode_bench.cpp)
+  target_link_libraries(audio_decode_bench PRIVATE vortex_vae vortex_profiling)
+  target_compile_options(audio_decode_bench PRIVATE ${VORTEX_CXX_FLAGS})
+endif()
 # The video VAE encoder (fl2va keyframes) against diffusers (tests/vae/make_vae_encoder_fixtures.py).
 vortex_test(NAME video_vae_encoder_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/video_vae_encoder_test.cpp
             LIBS vortex_vae vortex_ref nlohmann_json::nlohmann_json OpenSSL::Crypto)
