@@ -1,8 +1,8 @@
-// `vortex decode LATENTS_DIR --vae DIR --audio-vae DIR --out DIR [--frames-dir DIR]`: a `vortex generate`
-// output folder -> video.mp4 (H.264 CRF 18 + AAC), audio.wav (32-bit float) and decode.json; optionally every
-// frame as PNG. `--synthetic-vae tiny|full` uses deterministic synthetic decoders (noise, for demos and
-// benchmarks). Progress (tiles done, ETA) on stderr. Exit 2: bad input; 1: runtime failure.
-// Tested in tests/cli/cli_decode_test.cpp.
+// `vortex decode LATENTS_DIR --vae DIR --audio-vae DIR --out DIR [--frames-dir DIR] [--video-encoder E]`: a `vortex
+// generate` output folder -> video.mp4 (H.264 CRF 18 + AAC, encoded while the video decodes), audio.wav (32-bit
+// float) and decode.json; optionally every frame as PNG. `--synthetic-vae tiny|full` uses deterministic synthetic
+// decoders (noise, for demos and benchmarks). Progress (tiles done, ETA) on stderr. Exit 2: bad input; 1: runtime
+// failure. Tested in tests/cli/cli_decode_test.cpp.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -20,6 +20,7 @@ namespace {
 // LATENTS_DIR; the decoder, output and backend flags come from the option table (request_flags_cli.h).
 struct DecodeArgs {
   std::string latents_dir;
+  std::string video_encoder = "auto";
   FlagValues flags;
 };
 
@@ -43,6 +44,7 @@ int run_decode(const DecodeArgs& a, const CLI::App& sub) {
   r.backend = backend_kind_name(o.backend);
   r.threads = o.threads;
   r.mp4.crf = o.mp4_crf;
+  r.mp4.video_encoder = a.video_encoder;
   const auto start = std::chrono::steady_clock::now();
   StderrProgress bar("decode", spec.quiet);
   auto progress = [&](const VaeProgress& p) {
@@ -59,10 +61,12 @@ int run_decode(const DecodeArgs& a, const CLI::App& sub) {
   const DecodeResult& d = *res;
   std::printf(
       "vortex decode: %lldx%lld, %lld frames at 24 fps, %lld samples at %d Hz stereo "
-      "(video %s, audio %s, write %s)\n",
+      "(audio %s, video %s with video.mp4 encoded alongside by %s, mux tail %s, write %s)\n",
       static_cast<long long>(d.width), static_cast<long long>(d.height), static_cast<long long>(d.frames),
-      static_cast<long long>(d.samples), d.sample_rate, format_duration(d.video_decode_s).c_str(),
-      format_duration(d.audio_decode_s).c_str(), format_duration(d.write_s).c_str());
+      static_cast<long long>(d.samples), d.sample_rate, format_duration(d.audio_decode_s).c_str(),
+      format_duration(d.video_decode_s).c_str(), d.encoder.encoder.c_str(), format_duration(d.mux_tail_s).c_str(),
+      format_duration(d.write_s).c_str());
+  if (!d.encoder.fallback.empty()) std::printf("h264_nvenc unavailable: %s\n", d.encoder.fallback.c_str());
   std::printf("outputs in %s:\n", d.out_dir.c_str());
   for (const std::string& f : d.files) std::printf("  %s/%s\n", d.out_dir.c_str(), f.c_str());
   if (!d.frames_dir.empty()) std::printf("frames in %s (frame_00000.png ...)\n", d.frames_dir.c_str());
@@ -89,6 +93,11 @@ void register_decode(CLI::App& app, CommandContext& ctx) {
                      {"--threads", "CPU threads, 0 = all cores; results never depend on it"},
                      {"--quiet"}});
   sub->get_option("--out")->required();
+  sub->add_option("--video-encoder", args->video_encoder,
+                  "H.264 encoder of video.mp4: auto (h264_nvenc when the driver offers it, else libx264), libx264 or "
+                  "h264_nvenc (an error where NVENC is absent)")
+      ->check(CLI::IsMember({"auto", "libx264", "h264_nvenc"}))
+      ->default_str("auto");
   sub->footer(
       "Examples:\n"
       "  vortex decode out/cat --vae ~/models/MiniMax-H3/vae --audio-vae ~/models/MiniMax-H3/audio_vae -o "

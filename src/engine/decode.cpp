@@ -145,15 +145,15 @@ Status write_frames_dir(const DecodedMedia& media, const std::string& frames_dir
   return staged.publish(/*overwrite=*/true);  // the target was checked before the decode
 }
 
-Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir, const std::string& frames_dir,
-                           bool overwrite, const Mp4Options& opts, const nlohmann::json& manifest,
-                           std::vector<std::string>* files) {
-  if (out_dir.empty()) return invalid_argument("--out is required");
-  VORTEX_RETURN_IF_ERROR(check_target(out_dir, /*frames=*/false, overwrite));
-  if (!frames_dir.empty()) VORTEX_RETURN_IF_ERROR(check_frames_dir(frames_dir, overwrite));
-  VORTEX_ASSIGN_OR_RETURN(StagedDir stage_dir, stage(out_dir, /*frames=*/false));
+namespace {
+
+// audio.wav, decode.json (and video.mp4 unless `mp4_written`) into the staged --out folder, the frames into
+// frames_dir, then publishes the folder.
+Status finish_decoded_media(const DecodedMedia& media, StagedDir& stage_dir, const std::string& frames_dir,
+                            bool overwrite, const Mp4Options& opts, const nlohmann::json& manifest,
+                            const Mp4EncoderInfo* mp4_written, std::vector<std::string>* files) {
   const fs::path staged = stage_dir.path();
-  VORTEX_ASSIGN_OR_RETURN(nlohmann::json described, write_media_files(media, staged.string(), opts));
+  VORTEX_ASSIGN_OR_RETURN(nlohmann::json described, write_media_files(media, staged.string(), opts, mp4_written));
   nlohmann::json m = manifest;
   m["schema"] = "vortex.decode/1";
   m["video"] = described["video.mp4"];
@@ -172,6 +172,18 @@ Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir
   return Status::Ok();
 }
 
+}  // namespace
+
+Status write_decoded_media(const DecodedMedia& media, const std::string& out_dir, const std::string& frames_dir,
+                           bool overwrite, const Mp4Options& opts, const nlohmann::json& manifest,
+                           std::vector<std::string>* files) {
+  if (out_dir.empty()) return invalid_argument("--out is required");
+  VORTEX_RETURN_IF_ERROR(check_target(out_dir, /*frames=*/false, overwrite));
+  if (!frames_dir.empty()) VORTEX_RETURN_IF_ERROR(check_frames_dir(frames_dir, overwrite));
+  VORTEX_ASSIGN_OR_RETURN(StagedDir stage_dir, stage(out_dir, /*frames=*/false));
+  return finish_decoded_media(media, stage_dir, frames_dir, overwrite, opts, manifest, nullptr, files);
+}
+
 Result<DecodeResult> decode(const DecodeRequest& req, const VaeProgressFn& progress) {
   if (req.latents_dir.empty()) return invalid_argument("LATENTS_DIR is required");
   if (req.out_dir.empty()) return invalid_argument("--out is required");
@@ -182,6 +194,7 @@ Result<DecodeResult> decode(const DecodeRequest& req, const VaeProgressFn& progr
     return invalid_argument("pass --vae DIR and --audio-vae DIR (the VAE folders), or --synthetic-vae tiny|full");
   if (synthetic && (!req.vae_dir.empty() || !req.audio_vae_dir.empty()))
     return invalid_argument("--synthetic-vae replaces --vae / --audio-vae; pass one or the other");
+  VORTEX_RETURN_IF_ERROR(check_video_encoder(req.mp4.video_encoder));
   // Cheap checks first: inputs and the output folders, before loading gigabytes of weights.
   VORTEX_ASSIGN_OR_RETURN(Tensor video_latents,
                           read_latents(req.latents_dir, "video_latents.safetensors", "video_latents"));
@@ -230,21 +243,31 @@ Result<DecodeResult> decode(const DecodeRequest& req, const VaeProgressFn& progr
       vvae->check_latents(video_latents).with_context(req.latents_dir + "/video_latents.safetensors"));
   VORTEX_RETURN_IF_ERROR(
       avae->check_latents(audio_latents).with_context(req.latents_dir + "/audio_latents.safetensors"));
-  auto t0 = Clock::now();
-  DecodedMedia media;
-  VORTEX_ASSIGN_OR_RETURN(Tensor video, vvae->decode(video_latents, progress));
-  VORTEX_ASSIGN_OR_RETURN(media.frames, video_to_rgb8(video));
-  res.video_decode_s = seconds_since(t0);
-  t0 = Clock::now();
-  VORTEX_ASSIGN_OR_RETURN(media.audio, avae->decode(audio_latents, progress));
-  media.sample_rate = avae->config().sampling_rate;
-  media.fps = req.mp4.fps;
-  res.audio_decode_s = seconds_since(t0);
-  manifest["timings_s"] = {{"video_decode", res.video_decode_s}, {"audio_decode", res.audio_decode_s}};
-  t0 = Clock::now();
-  VORTEX_RETURN_IF_ERROR(
-      write_decoded_media(media, req.out_dir, req.frames_dir, req.overwrite, req.mp4, manifest, &res.files));
-  res.write_s = seconds_since(t0);
+  // video.mp4 is encoded while the video decodes (the audio first; src/engine/stream_mux.h), into this process's
+  // staging folder for --out, which is published with audio.wav and decode.json once all are written.
+  VORTEX_ASSIGN_OR_RETURN(StagedDir stage_dir, stage(req.out_dir, /*frames=*/false));
+  Mp4Options mp4 = req.mp4;
+  const auto t0 = Clock::now();
+  VORTEX_ASSIGN_OR_RETURN(StreamedDecode streamed,
+                          decode_to_mp4(video_latents, audio_latents, *vvae, *avae,
+                                        (stage_dir.path() / "video.mp4").string(), mp4, progress));
+  res.decode_to_mp4_s = seconds_since(t0);
+  res.video_decode_s = streamed.video_decode_s;
+  res.audio_decode_s = streamed.audio_decode_s;
+  res.mux_tail_s = streamed.mux_tail_s;
+  res.encoder = streamed.encoder;
+  const DecodedMedia& media = streamed.media;
+  manifest["timings_s"] = {{"audio_decode", res.audio_decode_s},
+                           {"video_decode", res.video_decode_s},
+                           {"mux_tail", res.mux_tail_s},
+                           {"decode_to_mp4", res.decode_to_mp4_s}};
+  manifest["timings_note"] =
+      "video_decode runs while video.mp4 is encoded; mux_tail is the time from the end of the video decode to "
+      "video.mp4 complete; decode_to_mp4 = audio decode + video decode + mux tail";
+  const auto t_write = Clock::now();
+  VORTEX_RETURN_IF_ERROR(finish_decoded_media(media, stage_dir, req.frames_dir, req.overwrite, mp4, manifest,
+                                              &streamed.encoder, &res.files));
+  res.write_s = seconds_since(t_write);
   res.out_dir = req.out_dir;
   res.frames_dir = req.frames_dir;
   res.frames = media.frames.dim(0);

@@ -52,7 +52,10 @@ struct DecodeResult {
   std::string frames_dir;
   int64_t frames = 0, width = 0, height = 0, samples = 0;
   int sample_rate = 0;
-  double video_decode_s = 0, audio_decode_s = 0, write_s = 0;
+  // video_decode_s overlaps the MP4 encode; mux_tail_s: from the end of the video decode to video.mp4 complete;
+  // decode_to_mp4_s: the audio decode, the video decode and the mux tail (src/engine/stream_mux.h).
+  double video_decode_s = 0, audio_decode_s = 0, mux_tail_s = 0, decode_to_mp4_s = 0, write_s = 0;
+  Mp4EncoderInfo encoder;  // the H.264 encoder that wrote video.mp4
   int64_t video_params = 0, audio_params = 0;
 };
 

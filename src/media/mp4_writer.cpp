@@ -111,6 +111,11 @@ Status from_plugin(int code, const char* message) {
 
 Status mp4_support() { return plugin().status; }
 
+Status check_video_encoder(const std::string& name) {
+  if (name == "auto" || name == "libx264" || name == "h264_nvenc") return Status::Ok();
+  return invalid_argument("video encoder must be auto, libx264 or h264_nvenc, got '" + name + "'");
+}
+
 Result<std::unique_ptr<Mp4Stream>> Mp4Stream::open(const std::string& path, int width, int height, const Tensor& audio,
                                                    int sample_rate, const Mp4Options& opts) {
   if (height % 2 || width % 2 || height < 2 || width < 2)
@@ -121,9 +126,7 @@ Result<std::unique_ptr<Mp4Stream>> Mp4Stream::open(const std::string& path, int 
     return invalid_argument("write_mp4: audio must be a contiguous [2, N] f32 tensor, got " + audio.describe());
   if (with_audio && sample_rate <= 0) return invalid_argument("write_mp4: sample rate must be positive");
   if (opts.fps <= 0) return invalid_argument("write_mp4: fps must be positive");
-  if (opts.video_encoder != "auto" && opts.video_encoder != "libx264" && opts.video_encoder != "h264_nvenc")
-    return invalid_argument("write_mp4: video encoder must be auto, libx264 or h264_nvenc, got '" + opts.video_encoder +
-                            "'");
+  VORTEX_RETURN_IF_ERROR(check_video_encoder(opts.video_encoder).with_context("write_mp4"));
   VORTEX_RETURN_IF_ERROR(mp4_support());
   std::unique_ptr<Mp4Stream> s(new Mp4Stream());
   s->path_ = path;

@@ -58,6 +58,8 @@ class Mp4Stream {
 // Ok when MP4 output works here (the FFmpeg module and its libraries load); otherwise kUnsupported naming
 // what is missing. Commands that will write an MP4 call it before any expensive work.
 Status mp4_support();
+// Ok for the Mp4Options::video_encoder names (auto, libx264, h264_nvenc); kInvalidArgument naming them otherwise.
+Status check_video_encoder(const std::string& name);
 
 // frames [F, H, W, 3] u8 RGB (H, W even: yuv420p), audio [2, N] f32 in [-1, 1] or undefined (no sound).
 // `info` (optional) receives the encoder that ran.

@@ -216,6 +216,54 @@ TEST(CliDecode, BadInputExitsTwoAndWritesNothing) {
   EXPECT_EQ(read_file(tmp.str("cwd/frame_00000.png")), "mine?");
 }
 
+// --video-encoder picks the H.264 encoder; decode.json names the one that ran and the streamed decode's timings
+// (video.mp4 is encoded while the video decodes: src/engine/stream_mux.h). h264_nvenc where NVENC is absent (this
+// machine without a GPU) fails with FFmpeg's reason and writes nothing; auto then falls back to libx264 and says why.
+TEST(CliDecode, VideoEncoderChoiceAndStreamedTimings) {
+  ScratchDir tmp;
+  write_latents(tmp.str("lat"), Tensor::zeros({24, 7, 2, 2}, DType::kF32), Tensor::zeros({2, 32, 8}, DType::kF32));
+  auto decode_with = [&](const std::string& enc, const std::string& out) {
+    return run_vortex("decode " + tmp.str("lat") + " --synthetic-vae tiny --quiet --video-encoder " + enc + " --out " +
+                      tmp.str(out));
+  };
+  RunResult x264 = decode_with("libx264", "x264");
+  ASSERT_EQ(x264.exit_code, 0) << x264.output;
+  auto m = nlohmann::json::parse(read_file(tmp.str("x264/decode.json")));
+  EXPECT_EQ(m["video"]["encoder"], "libx264");
+  EXPECT_FALSE(m["video"].contains("encoder_fallback"));
+  const nlohmann::json& t = m["timings_s"];
+  for (const char* k : {"audio_decode", "video_decode", "mux_tail", "decode_to_mp4"})
+    ASSERT_TRUE(t.contains(k) && t[k].is_number() && t[k].get<double>() >= 0.0) << k << ": " << t.dump();
+  EXPECT_GE(t["decode_to_mp4"].get<double>(),
+            t["audio_decode"].get<double>() + t["video_decode"].get<double>() + t["mux_tail"].get<double>() - 1e-3);
+  auto info = vortex::probe_media(tmp.str("x264/video.mp4"));
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->video_frames, 22);  // 7 latent frames decode to 22 (the VAE's clip layout)
+
+  RunResult nvenc = decode_with("h264_nvenc", "nvenc");
+  if (nvenc.exit_code == 0) {  // a machine whose driver offers NVENC
+    EXPECT_EQ(nlohmann::json::parse(read_file(tmp.str("nvenc/decode.json")))["video"]["encoder"], "h264_nvenc");
+  } else {
+    EXPECT_NE(nvenc.output.find("h264_nvenc"), std::string::npos) << nvenc.output;
+    EXPECT_FALSE(fs::exists(tmp.str("nvenc")));
+    for (const auto& e : fs::directory_iterator(tmp.path()))
+      EXPECT_EQ(e.path().filename().string().find(".partial-"), std::string::npos) << e.path();
+  }
+  RunResult automatic = decode_with("auto", "auto");
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.output;
+  auto ma = nlohmann::json::parse(read_file(tmp.str("auto/decode.json")));
+  if (nvenc.exit_code == 0) {
+    EXPECT_EQ(ma["video"]["encoder"], "h264_nvenc");
+  } else {
+    EXPECT_EQ(ma["video"]["encoder"], "libx264");
+    EXPECT_FALSE(ma["video"].value("encoder_fallback", std::string()).empty()) << ma.dump(2);
+    EXPECT_NE(automatic.output.find("h264_nvenc unavailable"), std::string::npos) << automatic.output;
+  }
+  RunResult bogus = decode_with("x265", "bogus");
+  EXPECT_EQ(bogus.exit_code, 2) << bogus.output;
+  EXPECT_FALSE(fs::exists(tmp.str("bogus")));
+}
+
 // ---- generate --vae / --audio-vae: decoding at the end of the run ----
 
 std::vector<std::string> names_in(const std::string& dir) {

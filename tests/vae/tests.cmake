@@ -36,6 +36,11 @@ if(TARGET vortex_cuda)
   target_link_libraries(audio_decode_bench PRIVATE vortex_vae vortex_profiling)
   target_compile_options(audio_decode_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()
+# decode_mux_bench: decode + streamed mux to video.mp4 per H.264 encoder against the video decode alone, on the
+# cuda or cpu backend (bench/decode_mux_bench.cpp, run by bench/decode_mux_bench.sh).
+add_executable(decode_mux_bench ${CMAKE_SOURCE_DIR}/bench/decode_mux_bench.cpp)
+target_link_libraries(decode_mux_bench PRIVATE vortex_vae vortex_engine vortex_media vortex_profiling)
+target_compile_options(decode_mux_bench PRIVATE ${VORTEX_CXX_FLAGS})
 # The video VAE encoder (fl2va keyframes) against diffusers (tests/vae/make_vae_encoder_fixtures.py).
 vortex_test(NAME video_vae_encoder_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vae/video_vae_encoder_test.cpp
             LIBS vortex_vae vortex_ref nlohmann_json::nlohmann_json OpenSSL::Crypto)
