@@ -120,10 +120,11 @@ int main(int argc, char** argv) {
   const std::vector<ConvShape> convs = decoder_convs(cfg, ta);
   double conv_flops = 0.0;
   for (const ConvShape& c : convs) conv_flops += c.flops();
-  std::printf("synthetic audio VAE: %.1fM parameters; latents %s -> %lld samples per channel; %zu conv1d layers, %.1f "
-              "GFLOP\n",
-              static_cast<double>((*avae)->parameter_count()) / 1e6, alat.describe().c_str(),
-              static_cast<long long>(ta * cfg.hop()), convs.size(), conv_flops / 1e9);
+  std::printf(
+      "synthetic audio VAE: %.1fM parameters; latents %s -> %lld samples per channel; %zu conv1d layers, %.1f "
+      "GFLOP\n",
+      static_cast<double>((*avae)->parameter_count()) / 1e6, alat.describe().c_str(),
+      static_cast<long long>(ta * cfg.hop()), convs.size(), conv_flops / 1e9);
 
   std::vector<std::pair<std::string, Percentiles>> table;
   {
@@ -195,8 +196,9 @@ int main(int argc, char** argv) {
 
   if (ops) {
     // The decoder's convolution shapes op by op: the FP32 program against the FP64 chain, same inputs.
-    std::printf("\n| conv1d layer (B 2) | GFLOP | fp32 ms | fp32 TFLOP/s | fp64-chain ms | speed-up |\n"
-                "|---|---|---|---|---|---|\n");
+    std::printf(
+        "\n| conv1d layer (B 2) | GFLOP | fp32 ms | fp32 TFLOP/s | fp64-chain ms | speed-up |\n"
+        "|---|---|---|---|---|---|\n");
     std::vector<std::string> seen;
     double sum32 = 0.0, sum64 = 0.0;
     for (const ConvShape& c : convs) {

@@ -1,7 +1,8 @@
 // Reference FP32 1-D convolution of the audio decoder (stride 1, dilation, symmetric zero padding): each output is
 // ONE FP32 fused-multiply-add chain over (input channel, tap) in ascending order starting from +0, then one FP32 add
 // of the bias. The CUDA kernel (src/cuda/ops/conv1d_fp32.cu) runs the same chain per output, so the two agree byte
-// for byte. Tested in tests/ref/audio_decoder_ops_test.cpp (against an FP64 formula within the FP32 chain's error bound).
+// for byte. Tested in tests/ref/audio_decoder_ops_test.cpp (against an FP64 formula within the FP32 chain's error
+// bound).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -14,8 +15,7 @@ namespace {
 
 // acc[t] = fma(w, x[t], acc[t]) for t < n: one correctly rounded FP32 FMA per element on either clone (the
 // haswell clone vectorizes it; the default one calls libm's fmaf), so the bytes do not depend on the CPU.
-__attribute__((target_clones("arch=haswell", "default"))) void fma_row(float* acc, const float* x, float w,
-                                                                        int64_t n) {
+__attribute__((target_clones("arch=haswell", "default"))) void fma_row(float* acc, const float* x, float w, int64_t n) {
   for (int64_t t = 0; t < n; ++t) acc[t] = std::fma(w, x[t], acc[t]);
 }
 
@@ -40,7 +40,8 @@ Status conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, in
   if (k < 1) return invalid_argument("conv1d_fp32: empty kernel");
   const int64_t lout = conv1d_out_length(l, k, dilation, padding);
   if (lout <= 0)
-    return invalid_argument("conv1d_fp32: the signal (" + std::to_string(l) + " samples) is shorter than the kernel span");
+    return invalid_argument("conv1d_fp32: the signal (" + std::to_string(l) +
+                            " samples) is shorter than the kernel span");
   VORTEX_RETURN_IF_ERROR(check_rows(x, "conv1d_fp32 x", DType::kF32, cin, l));
   VORTEX_RETURN_IF_ERROR(check_rows(out, "conv1d_fp32 out", DType::kF32, cout, lout));
   if (bias && (!bias->defined() || bias->dtype() != DType::kF32 || bias->numel() != cout || !bias->is_contiguous()))

@@ -76,10 +76,10 @@ struct ConvCase {
 // conv_post Cout 1 without bias) and widths that pick each tile shape: Cout >= 128 with >= 264 tiles (128 x 128),
 // Cout >= 64 (64 x 64), 32..63, 16..31, 2..15 and 1; ragged channel counts off the tiles and the staging chunk.
 const std::vector<ConvCase> kCases = {
-    {2, 32, 207, 2048, 1, 1, 0, true},    {2, 512, 207, 1024, 7, 1, 3, true}, {2, 64, 20000, 128, 3, 1, 1, true},
-    {2, 130, 300, 200, 7, 3, 9, true},    {2, 48, 1000, 64, 11, 5, 25, true}, {2, 32, 2000, 40, 7, 3, 9, true},
-    {2, 16, 3000, 20, 3, 1, 1, true},     {2, 8, 5000, 8, 11, 5, 25, true},   {2, 8, 4000, 1, 7, 1, 3, false},
-    {1, 3, 5, 5, 11, 1, 5, true},         {1, 17, 700, 3, 11, 5, 25, true},   {2, 256, 1035, 256, 11, 5, 25, true},
+    {2, 32, 207, 2048, 1, 1, 0, true}, {2, 512, 207, 1024, 7, 1, 3, true}, {2, 64, 20000, 128, 3, 1, 1, true},
+    {2, 130, 300, 200, 7, 3, 9, true}, {2, 48, 1000, 64, 11, 5, 25, true}, {2, 32, 2000, 40, 7, 3, 9, true},
+    {2, 16, 3000, 20, 3, 1, 1, true},  {2, 8, 5000, 8, 11, 5, 25, true},   {2, 8, 4000, 1, 7, 1, 3, false},
+    {1, 3, 5, 5, 11, 1, 5, true},      {1, 17, 700, 3, 11, 5, 25, true},   {2, 256, 1035, 256, 11, 5, 25, true},
 };
 
 TEST_F(CudaAudioDecoderOps, Conv1dFp32MatchesReference) {
@@ -104,8 +104,8 @@ TEST_F(CudaAudioDecoderOps, Conv1dFp32MatchesReference) {
 // 2-D row views whose rows are padded (ld > L): the kernel reads and writes only the views, the padding and the
 // sentinel tail stay poison.
 TEST_F(CudaAudioDecoderOps, Conv1dFp32RowViewsWithPaddedStrides) {
-  for (const ConvCase& c : std::vector<ConvCase>{{1, 24, 300, 24, 11, 5, 25, true}, {1, 70, 513, 90, 3, 1, 1, true},
-                                                 {1, 8, 400, 1, 7, 1, 3, false}}) {
+  for (const ConvCase& c : std::vector<ConvCase>{
+           {1, 24, 300, 24, 11, 5, 25, true}, {1, 70, 513, 90, 3, 1, 1, true}, {1, 8, 400, 1, 7, 1, 3, false}}) {
     const int64_t lout = ref::conv1d_out_length(c.l, c.k, c.dilation, c.padding);
     Tensor x = random_f32({c.cin, c.l});
     Tensor w = random_f32({c.cout, c.cin, c.k}, 1.0f / std::sqrt(static_cast<float>(c.cin * c.k)));
@@ -203,8 +203,8 @@ TEST_F(CudaAudioDecoderOps, Activation1dMatchesTheSingleOpsAndTheReference) {
         ++total;
         if (std::memcmp(&e, &g, sizeof(float)) == 0) continue;
         ++differing;
-        const double bound = filter_l1 * std::ldexp(std::max(s_max, inv_b), -20) +
-                             std::ldexp(std::fabs(static_cast<double>(e)), -23);
+        const double bound =
+            filter_l1 * std::ldexp(std::max(s_max, inv_b), -20) + std::ldexp(std::fabs(static_cast<double>(e)), -23);
         EXPECT_LE(std::fabs(static_cast<double>(e) - g), bound) << what << " row " << r << " t " << t << seed_note();
       }
     }

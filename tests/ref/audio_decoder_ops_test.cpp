@@ -134,8 +134,8 @@ TEST(Activation1d, EqualsTheThreeOpsOneByOne) {
     ASSERT_TRUE(upsample1d(x, f, 2, up).ok());
     ASSERT_TRUE(snake_beta(up, a, b).ok());
     ASSERT_TRUE(downsample1d(up, f, 2, want).ok());
-    EXPECT_EQ(std::memcmp(out.raw_data(), want.raw_data(), out.nbytes()), 0) << "C " << ch << " L " << l
-                                                                             << "; seed " << seed;
+    EXPECT_EQ(std::memcmp(out.raw_data(), want.raw_data(), out.nbytes()), 0)
+        << "C " << ch << " L " << l << "; seed " << seed;
   }
 }
 

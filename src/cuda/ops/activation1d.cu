@@ -17,8 +17,8 @@ constexpr int kSeg = 512;  // outputs per block
 __global__ void __launch_bounds__(kActThreads)
     activation1d_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ alpha,
                         const float* __restrict__ beta, const float* __restrict__ fu, int ku,
-                        const float* __restrict__ fd, int kd, int ratio, float* __restrict__ out, int64_t ldo,
-                        int rows, int channels, int l) {
+                        const float* __restrict__ fd, int kd, int ratio, float* __restrict__ out, int64_t ldo, int rows,
+                        int channels, int l) {
   extern __shared__ float up_s[];  // [kSeg * ratio + kd]: the activated upsampled samples of this segment
   const int lu = l * ratio;
   const int pad_left = kd / 2 - (kd % 2 == 0 ? 1 : 0);
@@ -75,8 +75,8 @@ Status activation1d(const Tensor& x, const Tensor& alpha, const Tensor& beta, co
                   static_cast<unsigned>(std::min<int64_t>(xv.rows, 65535)));
   activation1d_kernel<<<grid, kActThreads, smem, stream>>>(
       static_cast<const float*>(xv.ptr), xv.ld, static_cast<const float*>(a), static_cast<const float*>(b), fu,
-      static_cast<int>(up_filter.numel()), fd, kd, ratio, static_cast<float*>(ov.ptr), ov.ld,
-      static_cast<int>(xv.rows), static_cast<int>(ch), static_cast<int>(xv.cols));
+      static_cast<int>(up_filter.numel()), fd, kd, ratio, static_cast<float*>(ov.ptr), ov.ld, static_cast<int>(xv.rows),
+      static_cast<int>(ch), static_cast<int>(xv.cols));
   VORTEX_CUDA_LAUNCH_CHECK("activation1d_kernel");
   return Status::Ok();
 }

@@ -10,8 +10,8 @@ namespace vortex::cuda_ops {
 
 // upsample1d output t of a row xr [l] (replicate padding, transposed convolution with f [k] at stride ratio, the
 // FP64 chain in ascending input order, times ratio in FP32).
-__device__ __forceinline__ float upsample1d_at(const float* __restrict__ xr, int l, const float* __restrict__ f,
-                                               int k, int ratio, int t) {
+__device__ __forceinline__ float upsample1d_at(const float* __restrict__ xr, int l, const float* __restrict__ f, int k,
+                                               int ratio, int t) {
   const int pad = k / ratio - 1;
   const int pad_left = pad * ratio + (k - ratio) / 2;
   const int lp = l + 2 * pad;  // padded length
