@@ -178,15 +178,17 @@ Result<GenerateResult> generate(const GenerateRequest& req, ProgressSink& progre
   // Created now so an unwritable --out fails before the weights are loaded.
   const fs::path out = normalized_output_path(req.out_dir);
   VORTEX_ASSIGN_OR_RETURN(StagedDir staged, StagedDir::create(out, run_ownership(req.out_dir)));
-  // The memory plan: the conditioner is loaded, run and freed before the transformer is loaded, so a device
-  // smaller than the two together works.
+  // The load order (docs/memory.md "Overlapped loading"): the transformer loads on a thread of its own beside the
+  // run when the plan allows it, and the conditioner runs beside that load only when the budget holds both; else it
+  // is loaded, run and freed before the transformer is loaded, so a device smaller than the two together works.
+  pipeline->reserve_for(plan);  // the weights are placed around this request's activations
+  VORTEX_RETURN_IF_ERROR(pipeline->begin_load(plan, progress, req.rank.has_value()));
   VORTEX_RETURN_IF_ERROR(pipeline->encode_prompt(plan, progress, cancel));
   std::unique_ptr<Communicator> comm;
   if (req.rank) {
     progress.stage("joining the world of " + std::to_string(req.rank->world) + " ranks");
     VORTEX_ASSIGN_OR_RETURN(comm, join_world(*req.rank, req.comm, pipeline->backend()));
   }
-  pipeline->reserve_for(plan);  // the weights are placed around this request's activations
   VORTEX_RETURN_IF_ERROR(pipeline->load_weights(progress));
   if (comm) pipeline->model().set_communicator(comm.get());
 

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -15,6 +17,7 @@
 #include "core/rng.h"
 #include "core/strings.h"
 #include "engine/host_weight_fill.h"
+#include "engine/load_overlap.h"
 #include "engine/precision.h"
 #include "engine/workload.h"
 #include "io/checkpoint.h"
@@ -176,6 +179,50 @@ Status read_transformer(const PipelineOptions& o, const ModelConfig& cfg, Backen
   return check_weights_finite(scanned, backend, o.checkpoint_path, "the checkpoint is damaged (download it again)");
 }
 
+// The overlapped load's body (on the loader's thread; engine/load_overlap.h): the checkpoint with direct reads, each
+// group of weights checked finite (what the direct reads did not check on the way) and published once its last tensor
+// is in place. Reports into `load` only: the ProgressSink belongs to the run's thread.
+Result<H3Weights> load_in_background(BackgroundLoad& load, const PipelineOptions& o, const ModelConfig& cfg,
+                                     Backend& backend) {
+  std::vector<std::string> load_notes;
+  CheckpointLoadHooks hooks;
+  hooks.scan_finite = true;
+  const std::vector<TensorSpec> specs = h3_tensor_specs(cfg);
+  std::set<std::string> last_of_group;  // a group is in place once its last spec tensor is (load_checkpoint's order)
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (i + 1 == specs.size() ||
+        weight_group_of(specs[i].name, cfg.num_layers) != weight_group_of(specs[i + 1].name, cfg.num_layers))
+      last_of_group.insert(specs[i].name);
+  int published = -2;
+  auto check_and_publish = [&](const H3Weights& placed, int through) -> Status {
+    for (int g = published + 1; g <= through; ++g) {
+      H3Weights unscanned = make_empty_h3_weights(cfg);  // the group's weights the direct reads did not check
+      copy_weight_group(g, placed, unscanned);
+      for (auto& [name, t] : h3_tensor_slots(unscanned))
+        if (hooks.scanned.count(name) != 0 || weight_group_of(name, cfg.num_layers) != g) *t = Tensor();
+      VORTEX_RETURN_IF_ERROR(
+          check_weights_finite(unscanned, backend, o.checkpoint_path, "the checkpoint is damaged (download it again)"));
+    }
+    load.publish(through, placed);
+    published = std::max(published, through);
+    return Status::Ok();
+  };
+  hooks.loaded = [&](const std::string& name, uint64_t done, uint64_t total) -> Status {
+    if (load.stopping()) return cancelled("the transformer's load was stopped (the run ended first)");
+    load.report(done, total);
+    if (last_of_group.count(name) == 0 || hooks.placed == nullptr) return Status::Ok();
+    return check_and_publish(*hooks.placed, weight_group_of(name, cfg.num_layers));
+  };
+  const auto t_load = Clock::now();
+  Result<H3Weights> loaded =
+      load_checkpoint(o.checkpoint_path, cfg, backend, CheckpointLayout::kAuto, &load_notes, nullptr, &hooks);
+  for (std::string& n : load_notes) load.note(std::move(n));
+  if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), o.checkpoint_path);
+  load.note(describe_checkpoint_load(hooks, seconds_since(t_load)));
+  VORTEX_RETURN_IF_ERROR(check_and_publish(*loaded, cfg.num_layers));  // groups no hook published
+  return loaded;
+}
+
 }  // namespace
 
 Result<ExecOptions> resolve_exec_options(const ExecOptions& policy, Precision precision, const std::string& switches) {
@@ -203,8 +250,9 @@ Result<std::unique_ptr<Pipeline>> Pipeline::open(Planner planner) {
   p->backend_ = std::move(*made);
   if (options.max_vram_gb > 0.0)
     VORTEX_RETURN_IF_ERROR(p->backend_->set_memory_budget(static_cast<uint64_t>(options.max_vram_gb * 1e9)));
-  VORTEX_ASSIGN_OR_RETURN(p->exec_,
-                          resolve_exec_options(p->backend_->default_options(), options.precision, options.switches));
+  std::string switches = options.switches;
+  VORTEX_ASSIGN_OR_RETURN(p->load_overlap_on_, take_load_overlap_switch(switches));
+  VORTEX_ASSIGN_OR_RETURN(p->exec_, resolve_exec_options(p->backend_->default_options(), options.precision, switches));
   return p;
 }
 
@@ -302,18 +350,123 @@ void Pipeline::reserve_for(const RunPlan& plan) {
   reserve_bytes_ = n;
 }
 
+Pipeline::~Pipeline() {
+  // A load still running stops at its next tensor and its thread is joined before the backend goes.
+  model_.reset();
+  background_.reset();
+}
+
+std::string Pipeline::load_overlap_refusal(const ResidencyPlan& residency, bool ranks) const {
+  const PipelineOptions& o = options_;
+  if (!load_overlap_on_) return "--switches load_overlap=0";
+  if (ranks) return "with ranks every rank loads before the world samples";
+  if (o.synthetic_weights || o.checkpoint_path.empty()) return "synthetic weights are made in one pass";
+  if (!o.loras.empty()) return "load-time --lora adapters merge into the loaded weights";
+  if (o.precision != Precision::kBf16)
+    return std::string("--precision ") + precision_name(o.precision) + " converts the weights after they load";
+  if (residency.resident_blocks < residency.num_blocks) return "blocks stream (their weights move after the load)";
+  if (residency.adaln_from_disk || residency.blocks_from_disk) return "weights stream from disk";
+  if (o.adaln_weights_on_host())
+    return "the AdaLN projections fill host memory for the tables (--adaln-weights device overlaps)";
+  if (o.backend != BackendKind::kCpu && o.device != 0) return "the loader thread runs on device 0 only";
+  return "";
+}
+
+Status Pipeline::begin_load(const RunPlan& plan, ProgressSink& progress, bool ranks) {
+  VORTEX_RETURN_IF_ERROR(load_decoders(progress));
+  if (model_ || load_order_.decided) return Status::Ok();
+  VORTEX_ASSIGN_OR_RETURN(ResidencyPlan residency, residency_plan());
+  if (options_.backend != BackendKind::kCpu)
+    for (const std::string& line : residency.lines()) progress.note("residency: " + line);
+  VORTEX_RETURN_IF_ERROR(check_residency(residency));
+  load_order_.decided = true;
+  load_order_.refusal = load_overlap_refusal(residency, ranks);
+  load_order_.overlapped = load_order_.refusal.empty();
+  const bool encodes = !plan.text.defined() && plan.text_source == TextSource::kPrompt && has_text_encoder();
+  if (encodes && load_order_.overlapped) {
+    // Both at once: the plan's resident weights and reserve, and the text encoder's weights and activations.
+    Result<uint64_t> te = text_encoder_need(plan.text_ids.size());
+    uint64_t limit = UINT64_MAX;  // the device budget; on the cpu backend the available host memory
+    bool known = false;
+    if (residency.budget) {
+      limit = *residency.budget;
+      known = true;
+    } else if (options_.backend == BackendKind::kCpu) {
+      if (const std::optional<uint64_t> free = free_memory()) {
+        limit = *free;
+        known = true;
+      }
+    }
+    const uint64_t need = residency.resident_device_bytes() + residency.reserve_bytes + (te.ok() ? *te : 0);
+    const std::string within = known ? format_gb(limit) : std::string("no known limit");
+    load_order_.text_beside = te.ok() && need <= limit;
+    load_order_.text_note =
+        !te.ok() ? "the text encoder runs before the load (" + te.status().message() + ")"
+        : load_order_.text_beside
+            ? "the text encoder runs beside the load (" + format_gb(need) + " together, " + within + " available)"
+            : "the text encoder runs before the load (" + format_gb(need) + " together pass " + within + ")";
+  } else if (encodes) {
+    load_order_.text_note = "the text encoder runs before the load";
+  }
+  progress.note("residency: load order: " +
+                (load_order_.overlapped
+                     ? std::string("overlapped: the transformer loads beside the run, step 1 uses "
+                                   "each block once it has arrived")
+                     : "sequential: the transformer loads before sampling (" + load_order_.refusal + ")") +
+                (load_order_.text_note.empty() ? std::string() : "; " + load_order_.text_note));
+  planned_residency_ = std::move(residency);
+  if (load_order_.overlapped && (load_order_.text_beside || !encodes)) return start_background_load(progress);
+  return Status::Ok();
+}
+
+Status Pipeline::start_background_load(ProgressSink& progress) {
+  if (model_) return Status::Ok();
+  progress.stage("loading weights beside the run (each block is used once it has arrived)");
+  load_order_.load_start = seconds_since(t_open_);
+  BackgroundLoad::Options lo;
+  lo.num_layers = cfg_.num_layers;
+  lo.before_publish = load_hook_;
+  background_ = BackgroundLoad::start(
+      std::move(lo), [this](BackgroundLoad& load) { return load_in_background(load, options_, cfg_, *backend_); });
+  model_ = std::make_unique<H3Model>(cfg_, *backend_, make_empty_h3_weights(cfg_), exec_);
+  VORTEX_RETURN_IF_ERROR(model_->set_arrivals(background_));
+  planner_.set_weights_resident(true);
+  return Status::Ok();
+}
+
+Status Pipeline::finish_load(ProgressSink& progress) {
+  if (!background_) return Status::Ok();
+  const std::shared_ptr<BackgroundLoad> load = std::move(background_);
+  const Status done = load->finish();
+  for (const std::string& n : load->take_notes()) progress.note(n);
+  load_seconds_ = load->seconds();
+  load_order_.load_end = load_order_.load_start + load_seconds_;
+  if (!done.ok()) {
+    model_.reset();
+    return done.with_context("loading the transformer beside the run");
+  }
+  return model_->await_weights(cfg_.num_layers);  // every group into the model (a no-op once step 1 ran)
+}
+
 Status Pipeline::load_weights(ProgressSink& progress) {
   VORTEX_RETURN_IF_ERROR(load_decoders(progress));
   if (model_) return Status::Ok();
-  VORTEX_ASSIGN_OR_RETURN(const ResidencyPlan residency, residency_plan());
-  if (options_.backend !=
-      BackendKind::kCpu) {  // on the cpu backend the device is the host: nothing moves, nothing to say
-    for (const std::string& line : residency.lines()) progress.note("residency: " + line);
+  if (load_order_.overlapped) return start_background_load(progress);
+  ResidencyPlan residency;
+  if (planned_residency_) {  // begin_load printed and checked it
+    residency = *planned_residency_;
+  } else {
+    VORTEX_ASSIGN_OR_RETURN(residency, residency_plan());
+    if (options_.backend !=
+        BackendKind::kCpu) {  // on the cpu backend the device is the host: nothing moves, nothing to say
+      for (const std::string& line : residency.lines()) progress.note("residency: " + line);
+    }
+    VORTEX_RETURN_IF_ERROR(check_residency(residency));
   }
-  VORTEX_RETURN_IF_ERROR(check_residency(residency));
   const int resident_blocks = residency.resident_blocks;
   progress.stage(options_.synthetic_weights ? "synthesizing weights" : "loading weights");
   const auto t_load = Clock::now();
+  load_order_.load_start = seconds_since(t_open_);
   TransformerWeights loaded;
   // AdaLN projections bound for host memory leave the device as soon as each is made (when no load-time adapter
   // merges into them first), so they never occupy it together.
@@ -367,6 +520,7 @@ Status Pipeline::load_weights(ProgressSink& progress) {
   }
   planner_.set_weights_resident(true);
   load_seconds_ = seconds_since(t_load);
+  load_order_.load_end = load_order_.load_start + load_seconds_;
   return Status::Ok();
 }
 

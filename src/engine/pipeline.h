@@ -7,7 +7,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,8 +41,9 @@ struct AdapterVerdict {
   Status status;  // OK: the job may run; else why not
 };
 
-struct PreparedRun;  // engine/pipeline_run.cpp: what prepare_run hands to sampling and run.json
-class OutputRecord;  // engine/run_outputs.h
+class BackgroundLoad;  // engine/load_overlap.h
+struct PreparedRun;    // engine/pipeline_run.cpp: what prepare_run hands to sampling and run.json
+class OutputRecord;    // engine/run_outputs.h
 
 struct RunOutputs {
   std::vector<std::string> files;  // names inside the output directory, run.json last
@@ -62,8 +65,22 @@ class Pipeline {
   static Result<std::unique_ptr<Pipeline>> load(const PipelineOptions& options, ProgressSink& progress);
 
   // Loads (or synthesizes) the decoders the options name, then the weights; applies the precision and builds
-  // the resident model.
+  // the resident model. After begin_load decided to overlap: starts the background load (when begin_load did not)
+  // and returns with the model usable, its blocks still arriving.
   Status load_weights(ProgressSink& progress);
+  // A one-shot generate's load order (docs/memory.md "Overlapped loading"), decided before any weight loads and
+  // printed with the residency plan: when overlap applies (load_overlap_refusal is empty) the transformer loads on a
+  // thread of its own and run() waits for each block before its first use; the text encoder runs beside that load
+  // when the budget holds both (then the load starts here, before encode_prompt), else the load starts in
+  // load_weights, after the prompt is encoded. `plan`: the request (its text ids size the text encoder's
+  // activations). `ranks`: a run with ranks loads sequentially. Without a call, load_weights loads sequentially.
+  Status begin_load(const RunPlan& plan, ProgressSink& progress, bool ranks);
+  // Waits for a background load to end; its error, and its notes into `progress`. A no-op without one.
+  Status finish_load(ProgressSink& progress);
+  // Test hook: runs on the loader thread before each group of weights is published (load_overlap.h).
+  void set_load_hook(std::function<void(int group)> hook) { load_hook_ = std::move(hook); }
+  bool load_overlapped() const { return load_order_.overlapped; }
+  ~Pipeline();
   // The decoders alone (load_weights calls it first, so a bad VAE folder fails before the transformer loads).
   Status load_decoders(ProgressSink& progress);
   bool has_decoders() const { return video_vae_ != nullptr && audio_vae_ != nullptr; }
@@ -165,6 +182,25 @@ class Pipeline {
   std::unique_ptr<H3Model> model_;
   std::unique_ptr<VideoVae> video_vae_;
   std::unique_ptr<AudioVae> audio_vae_;
+  // Overlapped loading (begin_load): the decision, the loader (engine/load_overlap.h) and the timeline in seconds
+  // since open() (run.json timing.load_overlap).
+  struct LoadOrder {
+    bool decided = false;  // begin_load ran
+    bool overlapped = false;
+    std::string refusal;  // why the load runs before sampling ("" when overlapped)
+    bool text_beside = false;
+    std::string text_note;  // where the text encoder runs relative to the load, and why
+    double load_start = -1.0, load_end = -1.0, first_step = -1.0;
+  } load_order_;
+  std::shared_ptr<BackgroundLoad> background_;
+  std::chrono::steady_clock::time_point t_open_ = std::chrono::steady_clock::now();
+  std::string load_overlap_refusal(const ResidencyPlan& residency, bool ranks) const;
+  Status start_background_load(ProgressSink& progress);
+  std::optional<ResidencyPlan> planned_residency_;  // begin_load's, printed once
+  std::function<void(int group)> load_hook_;
+  bool load_overlap_on_ = true;  // --switches load_overlap (take_load_overlap_switch)
+  // Bytes the text encoder needs for `tokens` tokens: its layers' weights and the prefill's activations.
+  Result<uint64_t> text_encoder_need(size_t tokens) const;
   std::string decoders_source_;  // run.json decode.vae: the folders or "synthetic-tiny|full"
   double decoders_load_seconds_ = 0.0;
   uint64_t decoders_device_bytes_ = 0;                                      // what load_decoders added to the device

@@ -3,6 +3,7 @@
 // caller's staging directory (latents and preview: engine/run_outputs.h; video.mp4 and audio.wav with decoders;
 // run.json: engine/run_record.h). The caller publishes the directory, so a failed or cancelled run never leaves
 // half a result.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "core/clock.h"
 #include "engine/decode.h"
+#include "engine/load_overlap.h"
 #include "engine/pipeline.h"
 #include "engine/run_manifest.h"
 #include "engine/run_outputs.h"
@@ -77,6 +79,11 @@ Result<PreparedRun> Pipeline::prepare_run(const RunPlan& plan, ProgressSink& pro
   // could sample with other weights than its peers.
   if (model_->communicator() != nullptr && !req.loras.empty() && !request_loras_attached(req))
     return internal_error("Pipeline::run with ranks: the job's adapters were not agreed (agree_request_loras)");
+  // Overlapped loading: adapters attach to every block, so a request with adapters waits for the whole load.
+  if (!req.loras.empty() && model_->weights_arriving()) {
+    progress.note("the request's adapters attach to every block: waiting for the whole load");
+    VORTEX_RETURN_IF_ERROR(model_->await_weights(cfg_.num_layers));
+  }
   VORTEX_RETURN_IF_ERROR(switch_request_loras(req, progress));  // before prepare: the refiner may be adapted
 
   prep.text = plan.text;  // [L, text_dim] host
@@ -103,6 +110,7 @@ Result<PreparedRun> Pipeline::prepare_run(const RunPlan& plan, ProgressSink& pro
   }
   progress.stage("preparing text and positions");
   const auto t_prepare = Clock::now();
+  VORTEX_RETURN_IF_ERROR(model_->await_weights(-1));  // overlapped loading: the weights before the blocks
   VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, prep.text, condition_rows));
   VORTEX_ASSIGN_OR_RETURN(prep.tables_seconds, precompute_tables(plan, prep.exec, progress));
   prep.prepare_seconds = seconds_since(t_prepare);
@@ -136,6 +144,7 @@ Result<AvLatents> Pipeline::sample_run(const RunPlan& plan, ProgressSink& progre
   progress.stage("sampling");
   AvLatents noise = initial_noise(cfg_, geo, plan.request.seed);
   const auto t_sample = Clock::now();
+  load_order_.first_step = seconds_since(t_open_);
   auto t_mark = t_sample;
   H3Model& model = *model_;
   Backend& backend = *backend_;
@@ -243,11 +252,25 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   const auto t_run = Clock::now();
   const RunRequest& req = plan.request;
   InjectedFailureGuard injected(*backend_, req.fail_alloc_after);
+  // Overlapped loading: the loader's progress, reported on this thread while the run waits for a block.
+  struct ReporterScope {
+    std::shared_ptr<BackgroundLoad> load;
+    ~ReporterScope() {
+      if (load) load->set_reporter(nullptr);
+    }
+  } reporter{background_};
+  if (background_) {
+    const int layers = cfg_.num_layers;
+    background_->set_reporter([&progress, layers](const BackgroundLoad::Progress& p) {
+      progress.loading("transformer", p.done, p.total, std::clamp(p.groups - 1, 0, layers), layers, p.seconds);
+    });
+  }
   VORTEX_ASSIGN_OR_RETURN(const PreparedRun prep, prepare_run(plan, progress, cancel));
   RunOutputs result;
   result.prepare_seconds = prep.prepare_seconds;
   result.geo = plan.geo;
   VORTEX_ASSIGN_OR_RETURN(const AvLatents final_latents, sample_run(plan, progress, cancel, result));
+  VORTEX_RETURN_IF_ERROR(finish_load(progress));  // the loader's thread ends with the run that waited on it
 
   // ---- outputs, into the caller's staging directory ----
   progress.stage("writing outputs");
@@ -282,6 +305,17 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
       {"prepare_seconds", result.prepare_seconds}, {"adaln_tables_seconds", prep.tables_seconds},
       {"step_seconds", result.step_seconds},       {"sampling_seconds", result.sampling_seconds},
       {"decode_seconds", result.decode_seconds},   {"total_seconds", seconds_before + result.run_seconds}};
+  // The load's timeline in seconds since the pipeline opened (docs/memory.md "Overlapped loading").
+  auto at = [](double t) { return t >= 0.0 ? J(t) : J(nullptr); };
+  manifest["timing"]["load_overlap"] = {
+      {"mode", !load_order_.decided     ? "sequential"
+               : load_order_.overlapped ? "overlapped"
+                                        : "sequential"},
+      {"reason", load_order_.decided && !load_order_.overlapped ? J(load_order_.refusal) : J(nullptr)},
+      {"text_encoder", load_order_.text_note.empty() ? J(nullptr) : J(load_order_.text_note)},
+      {"load_start_seconds", at(load_order_.load_start)},
+      {"load_end_seconds", at(load_order_.load_end)},
+      {"first_step_start_seconds", at(load_order_.first_step)}};
   VORTEX_RETURN_IF_ERROR(write_json_file(manifest, (fs::path(dir) / kRunRecordFile).string()));
   result.files = {kVideoLatentsFile, kAudioLatentsFile, kPreviewFile};
   if (prep.media) result.files.insert(result.files.end(), {"video.mp4", "audio.wav"});

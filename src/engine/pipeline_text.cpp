@@ -54,15 +54,13 @@ Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSin
   const int layers = std::max(layer, 0);
   if (!text_encoder_) {
     VORTEX_ASSIGN_OR_RETURN(const uint64_t weight_bytes, text_encoder_weight_bytes(options_.text_encoder_dir, layers));
-    // Activations of the prefill: the residual, q|k|v, the attention output and the two FFN halves in F32.
-    const uint64_t act_bytes = static_cast<uint64_t>(ids.size()) *
-                               static_cast<uint64_t>(4 * te.hidden + te.q_width() + 2 * te.kv_width() + 2 * te.ffn) * 4;
+    VORTEX_ASSIGN_OR_RETURN(const uint64_t need, text_encoder_need(ids.size()));
     const std::optional<uint64_t> free = free_memory();
-    if (free && weight_bytes + act_bytes > *free) {
-      return invalid_argument(
-          "not enough memory for the text encoder: " + std::to_string(layers) + " layers need about " +
-          format_gb(weight_bytes + act_bytes) + " but only " + format_gb(*free) + " of " +
-          (options_.backend == BackendKind::kCpu ? "host memory" : "free GPU memory") + " is available");
+    if (free && need > *free) {
+      return invalid_argument("not enough memory for the text encoder: " + std::to_string(layers) +
+                              " layers need about " + format_gb(need) + " but only " + format_gb(*free) + " of " +
+                              (options_.backend == BackendKind::kCpu ? "host memory" : "free GPU memory") +
+                              " is available");
     }
     progress.stage("loading the text encoder (" + std::to_string(layers) + " of " + std::to_string(te.num_layers) +
                    " layers, " + format_gb(weight_bytes) + ")");
@@ -85,7 +83,8 @@ Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSin
   // Resident only beside a loaded transformer and when the run still fits; else freed before the transformer needs
   // the memory (a one-shot generate loads it next). A cancel leaves a resident conditioner resident.
   const bool was_cancelled = !states.ok() && states.status().code() == ErrorCode::kCancelled;
-  if ((!states.ok() && !was_cancelled) || !synced.ok() || !model_) {
+  // A transformer still loading beside it (begin_load) counted on the encoder's memory coming back.
+  if ((!states.ok() && !was_cancelled) || !synced.ok() || !model_ || background_) {
     text_encoder_.reset();
     (void)backend_->release_cached_memory();
   } else if (states.ok()) {
@@ -100,6 +99,17 @@ Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSin
   }
   encode_seconds_ = seconds_since(t0);
   return *states;
+}
+
+Result<uint64_t> Pipeline::text_encoder_need(size_t tokens) const {
+  VORTEX_ASSIGN_OR_RETURN(TextEncoderConfig te,
+                          TextEncoderConfig::from_file((fs::path(options_.text_encoder_dir) / "config.json").string()));
+  VORTEX_ASSIGN_OR_RETURN(const uint64_t weight_bytes,
+                          text_encoder_weight_bytes(options_.text_encoder_dir, std::max(options_.text_layer, 0)));
+  // Activations of the prefill: the residual, q|k|v, the attention output and the two FFN halves in F32.
+  const uint64_t act_bytes = static_cast<uint64_t>(tokens) *
+                             static_cast<uint64_t>(4 * te.hidden + te.q_width() + 2 * te.kv_width() + 2 * te.ffn) * 4;
+  return weight_bytes + act_bytes;
 }
 
 Status Pipeline::encode_prompt(RunPlan& plan, ProgressSink& progress, const CancelToken* cancel) {

@@ -566,6 +566,7 @@ Result<H3Weights> load_checkpoint(const std::string& path, const ModelConfig& co
   for (const LayerQuantInfo& q : info.quantized_layers) quant[q.layer] = &q;
 
   H3Weights w = make_empty_h3_weights(config);
+  hooks->placed = &w;
   std::map<std::string, LinearWeight*> linears;
   for (auto& [name, lw] : h3_linear_slots(w)) linears[name] = lw;
   std::vector<TensorSpec> specs = h3_tensor_specs(config);

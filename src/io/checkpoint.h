@@ -123,6 +123,9 @@ struct CheckpointLoadHooks {
   // tensor and element, as check_weights_finite does); their names go to `scanned`, so no second pass reads them.
   bool scan_finite = false;
   std::set<std::string> scanned;
+  // Out: the weights placed so far, set by load_checkpoint before the first `loaded` call and valid until it returns
+  // (a loader on another thread publishes each block from it as it lands: engine/load_overlap.h).
+  const H3Weights* placed = nullptr;
   // Out: weight bytes read with direct reads and through the mapping; why some went through the mapping ("" if none).
   uint64_t direct_bytes = 0;
   uint64_t mapped_bytes = 0;

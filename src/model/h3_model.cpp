@@ -570,7 +570,10 @@ Result<Tensor> move_to_host(Backend& backend, const Tensor& t) {
 }
 
 const AdalnTableEntry* H3Model::find_adaln_entry(const std::vector<float>& timesteps) {
-  if (adaln_entries_generation_ != weights_generation_) adaln_entries_.clear();
+  if (adaln_entries_generation_ != weights_generation_) {
+    drop_adaln_pending();
+    adaln_entries_.clear();
+  }
   for (const AdalnTableEntry& e : adaln_entries_)
     if (e.timesteps == timesteps) return &e;
   return nullptr;
@@ -578,63 +581,151 @@ const AdalnTableEntry* H3Model::find_adaln_entry(const std::vector<float>& times
 
 Status H3Model::compute_adaln_entries(const std::vector<std::vector<float>>& sets) {
   if (sets.empty()) return Status::Ok();
+  VORTEX_RETURN_IF_ERROR(finish_adaln_pending());
   if (adaln_entries_generation_ != weights_generation_) adaln_entries_.clear();
   adaln_entries_generation_ = weights_generation_;
-  const int64_t d = cfg_.hidden;
-  std::vector<AdalnTableEntry> fresh(sets.size());
+  const size_t first = adaln_entries_.size();
   std::vector<Tensor> silu(sets.size());  // per entry [M, E] bf16 on the backend
   for (size_t e = 0; e < sets.size(); ++e) {
-    fresh[e].timesteps = sets[e];
     VORTEX_ASSIGN_OR_RETURN(Tensor silu_host, adaln_input_host(cfg_, time_host_, sets[e]));  // [M, E] bf16
     VORTEX_ASSIGN_OR_RETURN(silu[e], backend_.upload(silu_host));
   }
-  Tensor staged;  // [18D, E] bf16: a host-resident weight's device copy, reused block after block
-  for (int i = 0; i < cfg_.num_layers; ++i) {
-    const H3BlockWeights& b = weights_.blocks[static_cast<size_t>(i)];
-    Tensor w = b.adaln_proj_linear_weight;
-    if (adaln_disk_) {  // w is staging buffer i % 2: free once the upload (or GEMM) that last read it has passed
-      VORTEX_RETURN_IF_ERROR(backend_.wait_host(adaln_staging_read_[i % 2].get()));
-      VORTEX_RETURN_IF_ERROR(adaln_disk_->read("blocks." + std::to_string(i) + ".adaln_proj.linear.weight", w));
-    }
-    if (w.device() != backend_.device()) {
-      if (!staged.defined()) {
-        VORTEX_ASSIGN_OR_RETURN(staged, backend_.alloc(w.shape(), w.dtype()));
-      }
-      // Ordered after the previous block's GEMMs, which read the same buffer.
-      VORTEX_RETURN_IF_ERROR(
-          backend_.upload_async(w, staged).with_context("blocks." + std::to_string(i) + ".adaln_proj (upload)"));
-      if (adaln_disk_) {
-        VORTEX_ASSIGN_OR_RETURN(adaln_staging_read_[i % 2], backend_.fence_compute());
-      }
-      w = staged;
-    }
-    LinearWeight adaln = plain_linear(w);
-    adaln.lora = b.adaln_proj_lora;
-    for (size_t e = 0; e < sets.size(); ++e) {
-      const int64_t m = static_cast<int64_t>(sets[e].size());
-      VORTEX_ASSIGN_OR_RETURN(Tensor out, backend_.alloc({m, 18 * d}, DType::kBF16));  // [M, 18D] bf16
-      VORTEX_RETURN_IF_ERROR(linear_call(backend_, silu[e], adaln, &b.adaln_proj_linear_bias, out)
-                                 .with_context("blocks." + std::to_string(i) + ".adaln_proj"));
-      fresh[e].blocks.push_back(out);
-    }
+  for (size_t e = 0; e < sets.size(); ++e) {
+    AdalnTableEntry entry;
+    entry.timesteps = sets[e];
+    entry.blocks.resize(static_cast<size_t>(cfg_.num_layers));  // filled block by block
+    adaln_entries_.push_back(std::move(entry));
+    adaln_pending_.push_back(first + e);
   }
+  adaln_pending_silu_ = std::move(silu);
+  adaln_next_block_ = 0;
+  // Weights still arriving: each block's tables are computed once it has arrived, before its first use
+  // (fill_pending_tables); else all of them now.
+  if (arrivals_) return Status::Ok();
+  return finish_adaln_pending();
+}
+
+Status H3Model::finish_adaln_pending() {
+  if (adaln_pending_.empty()) return Status::Ok();
+  Tensor staged;  // [18D, E] bf16: a host-resident weight's device copy, reused block after block
+  Status s = Status::Ok();
+  while (s.ok() && adaln_next_block_ < cfg_.num_layers) {
+    s = await_weights(adaln_next_block_);
+    if (s.ok()) s = compute_adaln_block(adaln_next_block_, staged);
+  }
+  if (s.ok()) s = await_weights(cfg_.num_layers);
+  if (s.ok()) s = compute_adaln_final();
+  // The staging buffer is released when this returns: wait for the GEMMs that read it.
+  if (s.ok() && staged.defined()) s = backend_.synchronize();
+  if (!s.ok()) drop_adaln_pending();
+  return s;
+}
+
+void H3Model::drop_adaln_pending() {
+  if (!adaln_pending_.empty()) adaln_entries_.resize(adaln_pending_.front());  // the pending entries are the last ones
+  adaln_pending_.clear();
+  adaln_pending_silu_.clear();
+}
+
+Status H3Model::compute_adaln_block(int i, Tensor& staged) {
+  const int64_t d = cfg_.hidden;
+  const H3BlockWeights& b = weights_.blocks[static_cast<size_t>(i)];
+  Tensor w = b.adaln_proj_linear_weight;
+  if (adaln_disk_) {  // w is staging buffer i % 2: free once the upload (or GEMM) that last read it has passed
+    VORTEX_RETURN_IF_ERROR(backend_.wait_host(adaln_staging_read_[i % 2].get()));
+    VORTEX_RETURN_IF_ERROR(adaln_disk_->read("blocks." + std::to_string(i) + ".adaln_proj.linear.weight", w));
+  }
+  if (w.device() != backend_.device()) {
+    if (!staged.defined()) {
+      VORTEX_ASSIGN_OR_RETURN(staged, backend_.alloc(w.shape(), w.dtype()));
+    }
+    // Ordered after the previous block's GEMMs, which read the same buffer.
+    VORTEX_RETURN_IF_ERROR(
+        backend_.upload_async(w, staged).with_context("blocks." + std::to_string(i) + ".adaln_proj (upload)"));
+    if (adaln_disk_) {
+      VORTEX_ASSIGN_OR_RETURN(adaln_staging_read_[i % 2], backend_.fence_compute());
+    }
+    w = staged;
+  }
+  LinearWeight adaln = plain_linear(w);
+  adaln.lora = b.adaln_proj_lora;
+  for (size_t k = 0; k < adaln_pending_.size(); ++k) {
+    AdalnTableEntry& entry = adaln_entries_[adaln_pending_[k]];
+    const int64_t m = static_cast<int64_t>(entry.timesteps.size());
+    VORTEX_ASSIGN_OR_RETURN(Tensor out, backend_.alloc({m, 18 * d}, DType::kBF16));  // [M, 18D] bf16
+    VORTEX_RETURN_IF_ERROR(linear_call(backend_, adaln_pending_silu_[k], adaln, &b.adaln_proj_linear_bias, out)
+                               .with_context("blocks." + std::to_string(i) + ".adaln_proj"));
+    entry.blocks[static_cast<size_t>(i)] = out;
+  }
+  adaln_next_block_ = i + 1;
+  return Status::Ok();
+}
+
+Status H3Model::compute_adaln_final() {
+  const int64_t d = cfg_.hidden;
   LinearWeight final_adaln = plain_linear(weights_.final_layer_adaln_proj_linear_weight);
   final_adaln.lora = weights_.final_layer_adaln_proj_lora;
-  for (size_t e = 0; e < sets.size(); ++e) {
-    const int64_t m = static_cast<int64_t>(sets[e].size());
-    VORTEX_ASSIGN_OR_RETURN(fresh[e].final_table, backend_.alloc({m, 2 * d}, DType::kBF16));  // [M, 2D] bf16
-    VORTEX_RETURN_IF_ERROR(
-        linear_call(backend_, silu[e], final_adaln, &weights_.final_layer_adaln_proj_linear_bias, fresh[e].final_table)
-            .with_context("final_layer.adaln_proj"));
+  for (size_t k = 0; k < adaln_pending_.size(); ++k) {
+    AdalnTableEntry& entry = adaln_entries_[adaln_pending_[k]];
+    const int64_t m = static_cast<int64_t>(entry.timesteps.size());
+    VORTEX_ASSIGN_OR_RETURN(entry.final_table, backend_.alloc({m, 2 * d}, DType::kBF16));  // [M, 2D] bf16
+    VORTEX_RETURN_IF_ERROR(linear_call(backend_, adaln_pending_silu_[k], final_adaln,
+                                       &weights_.final_layer_adaln_proj_linear_bias, entry.final_table)
+                               .with_context("final_layer.adaln_proj"));
   }
-  // The staging buffer is released when this returns: wait for the GEMMs that read it.
-  if (staged.defined()) VORTEX_RETURN_IF_ERROR(backend_.synchronize());
-  for (AdalnTableEntry& e : fresh) adaln_entries_.push_back(std::move(e));
+  adaln_pending_.clear();
+  adaln_pending_silu_.clear();
+  return Status::Ok();
+}
+
+Status H3Model::fill_pending_tables(int i) {
+  const bool final_layer = i == cfg_.num_layers;
+  if (final_layer ? !ws_.tables_final_pending : i < ws_.tables_pending_from) return Status::Ok();
+  Tensor staged;  // a host-resident projection's device copy (the projections stay on the device when overlapping)
+  Status s = Status::Ok();
+  while (s.ok() && !adaln_pending_.empty() && adaln_next_block_ <= std::min(i, cfg_.num_layers - 1)) {
+    s = await_weights(adaln_next_block_);
+    if (s.ok()) s = compute_adaln_block(adaln_next_block_, staged);
+  }
+  if (s.ok() && final_layer && !adaln_pending_.empty()) {
+    s = await_weights(cfg_.num_layers);
+    if (s.ok()) s = compute_adaln_final();
+  }
+  if (s.ok() && staged.defined()) s = backend_.synchronize();
+  if (!s.ok()) {
+    drop_adaln_pending();
+    return s;
+  }
+  const AdalnTableEntry& entry = adaln_entries_[ws_.entry_index];
+  if (final_layer) {
+    ws_.tables_final_pending = false;
+    return backend_.copy(entry.final_table, ws_.tables.final_table);
+  }
+  return backend_.copy(entry.blocks[static_cast<size_t>(i)], ws_.block_adaln_out[static_cast<size_t>(i)]);
+}
+
+Status H3Model::set_arrivals(std::shared_ptr<WeightArrivals> arrivals) {
+  if (comm_ != nullptr) return invalid_argument("set_arrivals: sequence-parallel steps need every weight in place");
+  if (stream_from_ >= 0) return invalid_argument("set_arrivals: streamed blocks need every weight in place");
+  arrivals_ = std::move(arrivals);
+  arrived_ = arrivals_ ? -2 : cfg_.num_layers;
+  return Status::Ok();
+}
+
+Status H3Model::await_weights(int group) {
+  if (!arrivals_) return Status::Ok();
+  group = std::min(group, cfg_.num_layers);
+  while (arrived_ < group) {
+    VORTEX_RETURN_IF_ERROR(arrivals_->await(arrived_ + 1, weights_));
+    ++arrived_;
+  }
+  if (arrived_ >= cfg_.num_layers) arrivals_.reset();  // every group in place
   return Status::Ok();
 }
 
 Status H3Model::precompute_adaln(const std::vector<std::pair<double, double>>& sigmas) {
   if (!prepared_) return invalid_argument("precompute_adaln: call prepare() first");
+  VORTEX_RETURN_IF_ERROR(finish_adaln_pending());  // entries begun before are complete before any is pruned
   std::vector<std::vector<float>> needed;
   for (const auto& [sv, sa] : sigmas) {
     VORTEX_ASSIGN_OR_RETURN(std::vector<float> t, step_timesteps(sv, sa));
@@ -916,13 +1007,16 @@ Result<StepIo> StepIo::allocate(Backend& backend, const ModelConfig& cfg, const 
                                 const H3Weights& weights, const Tensor* f32_rows) {
   StepIo io;
   const int64_t d = cfg.hidden;
-  auto out_dim = [](const Tensor& w) { return w.defined() ? w.dim(0) : int64_t{0}; };
+  // The heads' rows; the spec's when the weight has not arrived yet (overlapped loading: H3Model::set_arrivals).
+  auto out_dim = [](const Tensor& w, int64_t spec) { return w.defined() ? w.dim(0) : spec; };
   VORTEX_ASSIGN_OR_RETURN(io.video_in, backend.alloc({g.video_rows, int64_t{cfg.in_channels} * 4}, DType::kF32));
   VORTEX_ASSIGN_OR_RETURN(io.audio_in, backend.alloc({g.audio_rows, int64_t{cfg.audio_in_channels}}, DType::kF32));
-  VORTEX_ASSIGN_OR_RETURN(io.video_out,
-                          backend.alloc({g.video_rows, out_dim(weights.final_layer_video_out_weight)}, DType::kF32));
-  VORTEX_ASSIGN_OR_RETURN(io.audio_out,
-                          backend.alloc({g.audio_rows, out_dim(weights.final_layer_audio_out_weight)}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(
+      io.video_out,
+      backend.alloc({g.video_rows, out_dim(weights.final_layer_video_out_weight, cfg.video_patch_dim())}, DType::kF32));
+  VORTEX_ASSIGN_OR_RETURN(
+      io.audio_out,
+      backend.alloc({g.audio_rows, out_dim(weights.final_layer_audio_out_weight, cfg.audio_in_channels)}, DType::kF32));
   const size_t video_bytes = static_cast<size_t>(g.video_rows * d) * sizeof(float);
   const size_t audio_offset = (video_bytes + 255) / 256 * 256;
   const size_t need = audio_offset + static_cast<size_t>(g.audio_rows * d) * sizeof(float);
@@ -1072,11 +1166,19 @@ Status H3Model::stage_step(const AvLatents& x, double sigma_v, double sigma_a) {
     entry = find_adaln_entry(st.timesteps);
   }
   ws_.tables_ahead = entry != nullptr;
+  ws_.tables_pending_from = cfg_.num_layers;
+  ws_.tables_final_pending = false;
   if (entry != nullptr) {  // precomputed tables into the stores the step reads (device copies, before the step)
-    for (int i = 0; i < cfg_.num_layers; ++i)
+    ws_.entry_index = static_cast<size_t>(entry - adaln_entries_.data());
+    // An entry whose later blocks are still arriving: run_step_device fills those (fill_pending_tables).
+    const bool pending =
+        std::find(adaln_pending_.begin(), adaln_pending_.end(), ws_.entry_index) != adaln_pending_.end();
+    ws_.tables_pending_from = pending ? adaln_next_block_ : cfg_.num_layers;
+    ws_.tables_final_pending = pending;
+    for (int i = 0; i < ws_.tables_pending_from; ++i)
       VORTEX_RETURN_IF_ERROR(
           backend_.copy(entry->blocks[static_cast<size_t>(i)], ws_.block_adaln_out[static_cast<size_t>(i)]));
-    VORTEX_RETURN_IF_ERROR(backend_.copy(entry->final_table, st.final_table));
+    if (!pending) VORTEX_RETURN_IF_ERROR(backend_.copy(entry->final_table, st.final_table));
   } else {
     VORTEX_ASSIGN_OR_RETURN(Tensor silu_host, adaln_input_host(cfg_, time_host_, st.timesteps));  // [M, E] bf16
     VORTEX_ASSIGN_OR_RETURN(Tensor silu_dst, ws_.silu_temb.narrow(0, 0, m));
@@ -1092,8 +1194,10 @@ Status H3Model::run_step_device(const std::atomic<bool>* cancel) {
   const int64_t m = static_cast<int64_t>(st.timesteps.size());
   backend_.configure(opts_);
   VORTEX_ASSIGN_OR_RETURN(Tensor silu_temb, ws_.silu_temb.narrow(0, 0, m));  // [M, E] bf16
+  VORTEX_RETURN_IF_ERROR(await_weights(-1));  // overlapped loading: the embeddings before the first block
   if (!ws_.tables_ahead) {
     BackendRegion region(backend_, "adaln");
+    VORTEX_RETURN_IF_ERROR(await_weights(cfg_.num_layers));  // every projection before the step's first GEMM
     for (int i = 0; i < cfg_.num_layers; ++i) {
       const H3BlockWeights& b = weights_.blocks[static_cast<size_t>(i)];
       LinearWeight adaln = plain_linear(b.adaln_proj_linear_weight);
@@ -1119,10 +1223,15 @@ Status H3Model::run_step_device(const std::atomic<bool>* cancel) {
   for (int i = 0; i < cfg_.num_layers; ++i) {
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
       return cancelled("cancelled before block " + std::to_string(i));
+    // Overlapped loading: block i's weights, and its tables when they were waiting for them (no-ops otherwise).
+    VORTEX_RETURN_IF_ERROR(await_weights(i));
+    VORTEX_RETURN_IF_ERROR(fill_pending_tables(i));
     VORTEX_RETURN_IF_ERROR(run_block(i, ws_.packed, st));
   }
   if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
     return cancelled("cancelled before the final layer");
+  VORTEX_RETURN_IF_ERROR(await_weights(cfg_.num_layers));
+  VORTEX_RETURN_IF_ERROR(fill_pending_tables(cfg_.num_layers));
   BackendRegion region(backend_, "final");
   return final_layer_device(ws_.packed, st, ws_.io);
 }
@@ -1147,6 +1256,7 @@ Status H3Model::run_step(const std::atomic<bool>* cancel) {
     else if (opts_.debug_sync) why_not = "debug_sync synchronizes after every op";
     else if (backend_.region_level() >= 0) why_not = "profiling regions are on";
     else if (stream_from_ >= 0) why_not = "streamed blocks upload on a second stream between blocks";
+    else if (arrivals_ != nullptr) why_not = "weights still arriving (overlapped loading): the step waits per block";
     eligible = why_not.empty();
   }
   const StepGraphAction action = planner_.next(key, eligible, why_not, graph_ && backend_.graph_current(*graph_));

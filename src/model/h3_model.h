@@ -127,6 +127,18 @@ class WeightFileReader {
   virtual Status read(const std::string& name, Tensor& dst) = 0;
 };
 
+// Weights still arriving while the model already runs (overlapped loading, docs/memory.md "Overlapped loading"): a
+// loader on another thread places them group by group, in order: group -1 holds every weight before the main
+// blocks (embeddings, time embedder, rope, text refiner), group i in [0, num_layers) block i, group num_layers the
+// final layer. H3Model waits for a group before its first use (H3Model::await_weights).
+class WeightArrivals {
+ public:
+  virtual ~WeightArrivals() = default;
+  // Blocks until group `group` is in place, then copies its tensors into `weights` (the other groups untouched).
+  // The load's error when it failed before that group: never waits for a group that cannot come.
+  virtual Status await(int group, H3Weights& weights) = 0;
+};
+
 // Everything forward() writes on the device, allocated by prepare() and rewritten every step: a step
 // allocates nothing after prepare(), and a captured step graph replays on exactly these buffers.
 struct StepWorkspace {
@@ -141,6 +153,12 @@ struct StepWorkspace {
   // The staged step's tables come from a precomputed AdalnTableEntry (copied into the stores by stage_step), so the
   // step runs no adaln_proj GEMM.
   bool tables_ahead = false;
+  // Blocks whose precomputed tables are not computed yet (their weights still arriving): from this block on, and the
+  // final layer's table when tables_final_pending, run_step_device computes each block's tables for the whole
+  // schedule once the block has arrived and copies the staged step's entry (entry_index) in before the block runs.
+  int tables_pending_from = 0;
+  bool tables_final_pending = false;
+  size_t entry_index = 0;
 };
 
 class H3Model {
@@ -211,6 +229,17 @@ class H3Model {
   AdalnWeightPlace adaln_weight_place() const;
   // adaln_proj.linear weight bytes of all blocks (where they live is place_adaln_weights').
   uint64_t adaln_weight_bytes() const;
+
+  // Overlapped loading: the model starts with the weights of `arrivals`' groups not yet in place (the H3Weights it was
+  // made with hold their shapes only where the loader has not placed them) and waits for each group before its
+  // first use: prepare() callers await group -1 (await_weights), precompute_adaln defers each block's tables until
+  // the block has arrived (its tables are computed then, before its first use, with the same GEMMs), and a step
+  // awaits block i before running it and the final layer before the head. Steps run eagerly (no CUDA graph) until
+  // every group has arrived. Single-GPU steps only, the AdaLN projections on the device, no streamed blocks.
+  Status set_arrivals(std::shared_ptr<WeightArrivals> arrivals);
+  // Waits for every group up to `group` (in order) and places their tensors; no-op once they are in place.
+  Status await_weights(int group);
+  bool weights_arriving() const { return arrivals_ != nullptr; }
 
   // Streamed blocks (docs/memory.md "Streamed blocks"): blocks [first, num_layers) keep their four GEMM weights (qkv,
   // out, fc1, fc2, with any quantization scales) in the backend's host memory (Backend::alloc_host); every step
@@ -285,6 +314,22 @@ class H3Model {
   Status prefetch_block(int b);
   // Block `index`'s weights for this step: resident, or a streamed block's slot (after waiting for its upload).
   Result<H3BlockWeights> block_weights_for_step(int index);
+  // Overlapped loading: the groups still to arrive (arrived_ is the last group in place).
+  std::shared_ptr<WeightArrivals> arrivals_;
+  int arrived_ = -2;
+  // Entries begun by compute_adaln_entries whose blocks [adaln_next_block_, num_layers) and final table are not
+  // computed yet (weights still arriving): their indices in adaln_entries_ and their [M, E] bf16 inputs.
+  std::vector<size_t> adaln_pending_;
+  std::vector<Tensor> adaln_pending_silu_;
+  int adaln_next_block_ = 0;
+  // compute_adaln_entries' pieces: block `i`'s tables of every pending entry, then the final layer's.
+  Status compute_adaln_block(int i, Tensor& staged);
+  Status finish_adaln_pending();  // every pending block (awaiting each) and the final tables
+  void drop_adaln_pending();      // after an error: the incomplete entries go
+  Status compute_adaln_final();
+  // Block `i`'s (i = num_layers: the final layer's) tables of the staged step, computed and copied into the step's
+  // stores when still pending (ws_.tables_pending_from / tables_final_pending).
+  Status fill_pending_tables(int i);
   // Precomputed AdaLN tables (precompute_adaln) and the weights generation they were computed under.
   std::vector<AdalnTableEntry> adaln_entries_;
   uint64_t adaln_entries_generation_ = 0;

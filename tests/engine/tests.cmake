@@ -5,6 +5,9 @@ vortex_test(NAME precision_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/precisi
 vortex_test(NAME keyframe_canvas_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/keyframe_canvas_test.cpp LIBS vortex_engine)
 target_compile_definitions(keyframe_canvas_test PRIVATE
                            VORTEX_IMAGE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/images")
+# Overlapped loading: weights arriving per block from a loader thread, the same latents as the sequential order,
+# errors and thread lifetime, generate on a ComfyUI checkpoint and on the tiny snapshot (tests/engine/load_overlap_test.cpp).
+vortex_test(NAME load_overlap_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/load_overlap_test.cpp LIBS vortex)
 # The residency plan: component sizes, places, the --max-vram check before loading, option checks.
 vortex_test(NAME residency_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/residency_test.cpp LIBS vortex_engine)
 # memory / FLOP estimates that refuse or warn about a request before weights are loaded.

@@ -1,0 +1,329 @@
+// Overlapped loading (docs/memory.md "Overlapped loading") on the CPU reference backend: a model whose weights arrive
+// from a loader thread group by group gives the trajectory bytes of the model loaded first (with the AdaLN tables
+// ahead and per step), starts step 1 while a delayed block is still arriving and uses no block before it arrives; a
+// load that fails surfaces as the loader's error, not a hang; destroying the load stops and joins its thread; the
+// one-shot generate gives the sequential order's latents on a ComfyUI checkpoint and on the tiny snapshot (prompt,
+// text encoder beside the load), and run.json records the order and its timeline.
+#include "engine/load_overlap.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/generate.h"
+#include "engine/model_folder.h"
+#include "engine/synthetic_snapshot.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "io/synth_checkpoint.h"
+#include "io/test_files.h"
+#include "model/h3_model.h"
+#include "model/h3_spec.h"
+#include "model/random_inputs.h"
+#include "ref/cpu_backend.h"
+#include "sampler/sampler.h"
+
+namespace vortex {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+struct Request {
+  PackedLayout layout;
+  Tensor text;  // host [L, text_dim] f32
+  AvLatents noise;
+  SamplerSpec spec;
+  AvSchedule schedule;
+};
+
+Request make_request(const ModelConfig& cfg, uint64_t seed, int steps) {
+  Request r;
+  RequestGeometry g = make_geometry(cfg, 64, 64, 5, 6).value();
+  r.layout = pack_request(cfg, g).value();
+  testing::random_request_inputs(cfg, g, 6, seed, r.text, r.noise);
+  r.spec.steps = steps;  // comfyui schedule: two timestep rows per step
+  r.schedule = make_av_schedule(r.spec).value();
+  return r;
+}
+
+std::vector<std::pair<double, double>> sigma_pairs(const Request& r) {
+  std::vector<std::pair<double, double>> v;
+  for (int i = 0; i < r.spec.steps; ++i) v.emplace_back(r.schedule.sigma_video[i], r.schedule.sigma_audio[i]);
+  return v;
+}
+
+// Samples `r`; `first_eval` (when given) gets the time of the first denoiser call.
+Result<AvLatents> sample(H3Model& model, const Request& r, Clock::time_point* first_eval = nullptr) {
+  DenoiseFn denoise = [&model, first_eval](const AvLatents& x, double sv, double sa, int) {
+    if (first_eval != nullptr && *first_eval == Clock::time_point{}) *first_eval = Clock::now();
+    return model.forward(x, sv, sa);
+  };
+  return sample_av(r.spec, r.noise, denoise);
+}
+
+bool same_bytes(const AvLatents& a, const AvLatents& b) {
+  return a.video.size() == b.video.size() && a.audio.size() == b.audio.size() && !a.video.empty() &&
+         std::memcmp(a.video.data(), b.video.data(), a.video.size() * 4) == 0 &&
+         std::memcmp(a.audio.data(), b.audio.data(), a.audio.size() * 4) == 0;
+}
+
+// A loader body: `path` through load_checkpoint, each group published once its last tensor is in place.
+BackgroundLoad::Body checkpoint_body(const std::string& path, const ModelConfig& cfg, Backend& backend) {
+  return [path, cfg, &backend](BackgroundLoad& load) -> Result<H3Weights> {
+    const std::vector<TensorSpec> specs = h3_tensor_specs(cfg);
+    std::set<std::string> last;
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (i + 1 == specs.size() ||
+          weight_group_of(specs[i].name, cfg.num_layers) != weight_group_of(specs[i + 1].name, cfg.num_layers))
+        last.insert(specs[i].name);
+    CheckpointLoadHooks hooks;
+    hooks.loaded = [&](const std::string& name, uint64_t done, uint64_t total) -> Status {
+      if (load.stopping()) return cancelled("stopped");
+      load.report(done, total);
+      if (last.count(name) != 0 && hooks.placed != nullptr)
+        load.publish(weight_group_of(name, cfg.num_layers), *hooks.placed);
+      return Status::Ok();
+    };
+    return load_checkpoint(path, cfg, backend, CheckpointLayout::kAuto, nullptr, nullptr, &hooks);
+  };
+}
+
+class LoadOverlap : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = fresh_seed();
+    cfg_ = ModelConfig::h3_tiny();
+    cfg_.num_layers = 5;
+    dir_ = testing::make_temp_dir();
+    SynthCheckpointOptions opt;
+    opt.config = cfg_;
+    opt.out = dir_ + "/model.safetensors";
+    opt.seed = seed_;
+    opt.layout = CheckpointLayout::kComfy;
+    Result<std::vector<std::string>> written = write_synthetic_checkpoint(opt);
+    ASSERT_TRUE(written.ok()) << written.status().to_string();
+    path_ = opt.out;
+  }
+  void TearDown() override { testing::remove_tree(dir_); }
+  uint64_t seed_ = 0;
+  ModelConfig cfg_;
+  std::string dir_, path_;
+};
+
+TEST_F(LoadOverlap, ArrivingWeightsGiveTheLoadedModelsBytesAndStepOneStartsBeforeTheLastBlock) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  const Request r = make_request(cfg_, seed_ ^ 0x0ae1, 3);
+  CpuBackend be(2);
+  constexpr int kDelayed = 3;  // this block arrives late
+  for (const bool ahead : {true, false}) {
+    SCOPED_TRACE(ahead ? "AdaLN tables ahead" : "per-step AdaLN tables");
+    ExecOptions opts;
+    opts.adaln_ahead = ahead;
+    Result<H3Weights> w = load_checkpoint(path_, cfg_, be);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    H3Model loaded(cfg_, be, std::move(*w), opts);
+    ASSERT_TRUE(loaded.prepare(r.layout, r.text).ok());
+    if (ahead) {
+      ASSERT_TRUE(loaded.precompute_adaln(sigma_pairs(r)).ok());
+    }
+    Result<AvLatents> want = sample(loaded, r);
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+
+    std::mutex mu;
+    std::vector<int> order;                    // groups in the order published
+    Clock::time_point delayed_published;       // when block kDelayed was published
+    BackgroundLoad::Options lo;
+    lo.num_layers = cfg_.num_layers;
+    lo.before_publish = [&](int g) {
+      if (g == kDelayed) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(g);
+      if (g == kDelayed) delayed_published = Clock::now();
+    };
+    std::shared_ptr<BackgroundLoad> load = BackgroundLoad::start(lo, checkpoint_body(path_, cfg_, be));
+    H3Model model(cfg_, be, make_empty_h3_weights(cfg_), opts);
+    ASSERT_TRUE(model.set_arrivals(load).ok());
+    EXPECT_TRUE(model.weights_arriving());
+    ASSERT_TRUE(model.await_weights(-1).ok());
+    ASSERT_TRUE(model.prepare(r.layout, r.text).ok());
+    if (ahead) {
+      ASSERT_TRUE(model.precompute_adaln(sigma_pairs(r)).ok());  // deferred: returns before the blocks arrive
+      EXPECT_EQ(model.adaln_entries().size(), static_cast<size_t>(r.spec.steps));
+    }
+    Clock::time_point first_eval;
+    Result<AvLatents> got = sample(model, r, &first_eval);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_TRUE(same_bytes(*got, *want)) << "overlapped loading changed the latents";
+    EXPECT_FALSE(model.weights_arriving());
+    ASSERT_TRUE(load->finish().ok());
+    std::lock_guard<std::mutex> lock(mu);
+    const std::vector<int> every = {-1, 0, 1, 2, 3, 4, 5};
+    EXPECT_EQ(order, every);  // each group once, in order
+    EXPECT_LT(first_eval, delayed_published) << "step 1 did not start while block " << kDelayed << " was arriving";
+    // The tables the step computed per block as the weights arrived are the loaded model's.
+    if (ahead) {
+      ASSERT_EQ(model.adaln_entries().size(), loaded.adaln_entries().size());
+      for (size_t e = 0; e < loaded.adaln_entries().size(); ++e)
+        for (int b = 0; b < cfg_.num_layers; ++b) {
+          const Tensor& x = model.adaln_entries()[e].blocks[static_cast<size_t>(b)];
+          const Tensor& y = loaded.adaln_entries()[e].blocks[static_cast<size_t>(b)];
+          ASSERT_TRUE(x.defined());
+          EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), y.nbytes()), 0) << "entry " << e << " block " << b;
+        }
+    }
+  }
+}
+
+TEST_F(LoadOverlap, AFailedLoadSurfacesItsErrorInsteadOfHanging) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  const Request r = make_request(cfg_, seed_ ^ 0xfa11, 2);
+  CpuBackend be(2);
+  BackgroundLoad::Options lo;
+  lo.num_layers = cfg_.num_layers;
+  // Publishes up to block 1, then the "disk" fails.
+  std::shared_ptr<BackgroundLoad> load =
+      BackgroundLoad::start(lo, [&](BackgroundLoad& l) -> Result<H3Weights> {
+        Result<H3Weights> w = load_checkpoint(path_, cfg_, be);
+        if (!w.ok()) return w.status();
+        l.publish(1, *w);
+        return Status(ErrorCode::kIo, "read failed: the test's disk went away");
+      });
+  H3Model model(cfg_, be, make_empty_h3_weights(cfg_), ExecOptions{});
+  ASSERT_TRUE(model.set_arrivals(load).ok());
+  ASSERT_TRUE(model.await_weights(-1).ok());
+  ASSERT_TRUE(model.prepare(r.layout, r.text).ok());
+  ASSERT_TRUE(model.precompute_adaln(sigma_pairs(r)).ok());
+  const auto t0 = Clock::now();
+  Result<AvLatents> got = sample(model, r);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 30.0);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), ErrorCode::kIo) << got.status().to_string();
+  EXPECT_NE(got.status().message().find("the test's disk went away"), std::string::npos) << got.status().to_string();
+  EXPECT_NE(got.status().message().find("block 2"), std::string::npos) << got.status().to_string();
+  EXPECT_EQ(load->finish().code(), ErrorCode::kIo);
+  // The incomplete tables went with the error: a new precompute fails the same way, it does not use them.
+  EXPECT_EQ(model.precompute_adaln(sigma_pairs(r)).code(), ErrorCode::kIo);
+}
+
+TEST(BackgroundLoad, DestroyingItStopsTheLoaderAndJoinsItsThread) {
+  auto ended = std::make_shared<std::atomic<bool>>(false);
+  {
+    BackgroundLoad::Options lo;
+    lo.num_layers = 2;
+    std::shared_ptr<BackgroundLoad> load = BackgroundLoad::start(lo, [ended](BackgroundLoad& l) -> Result<H3Weights> {
+      while (!l.stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // still working when asked to stop
+      ended->store(true);
+      return cancelled("stopped");
+    });
+    EXPECT_FALSE(ended->load());
+  }
+  EXPECT_TRUE(ended->load()) << "the loader's thread outlived its BackgroundLoad";
+}
+
+TEST(BackgroundLoad, SwitchParsing) {
+  std::string s = "fused,load_overlap=0,adaln_ahead=0";
+  Result<bool> on = take_load_overlap_switch(s);
+  ASSERT_TRUE(on.ok());
+  EXPECT_FALSE(*on);
+  EXPECT_EQ(s, "fused,adaln_ahead=0");
+  std::string none = "fused";
+  EXPECT_TRUE(*take_load_overlap_switch(none));
+  EXPECT_EQ(none, "fused");
+  std::string bad = "load_overlap=maybe";
+  EXPECT_EQ(take_load_overlap_switch(bad).status().code(), ErrorCode::kInvalidArgument);
+}
+
+// One-shot generate: the latents file's bytes and run.json.
+struct Generated {
+  std::string latents;
+  nlohmann::json run;
+};
+
+Result<Generated> run_generate(GenerateRequest r, const std::string& out) {
+  r.out_dir = out;
+  ProgressSink quiet;
+  VORTEX_RETURN_IF_ERROR(generate(r, quiet).status());
+  Generated g;
+  for (const char* f : {"/video_latents.safetensors", "/audio_latents.safetensors"}) {
+    std::ifstream in(out + f, std::ios::binary);
+    g.latents += std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ifstream in(out + "/run.json");
+  g.run = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  return g;
+}
+
+void expect_same_and_recorded(const Generated& seq, const Generated& ovl) {
+  EXPECT_FALSE(seq.latents.empty());
+  EXPECT_TRUE(seq.latents == ovl.latents) << "the overlapped order changed the latents";
+  const nlohmann::json& a = seq.run["timing"]["load_overlap"];
+  const nlohmann::json& b = ovl.run["timing"]["load_overlap"];
+  EXPECT_EQ(a["mode"], "sequential") << a.dump();
+  EXPECT_EQ(a["reason"], "--switches load_overlap=0") << a.dump();
+  EXPECT_LE(a["load_end_seconds"].get<double>(), a["first_step_start_seconds"].get<double>()) << a.dump();
+  EXPECT_EQ(b["mode"], "overlapped") << b.dump();
+  EXPECT_TRUE(b["reason"].is_null()) << b.dump();
+  EXPECT_LE(b["load_start_seconds"].get<double>(), b["load_end_seconds"].get<double>()) << b.dump();
+  EXPECT_GE(b["first_step_start_seconds"].get<double>(), b["load_start_seconds"].get<double>()) << b.dump();
+}
+
+TEST_F(LoadOverlap, GenerateFromACheckpointGivesTheSequentialLatents) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  GenerateRequest r;
+  r.pipeline.checkpoint_path = path_;
+  r.pipeline.threads = 2;
+  r.run.width = 64, r.run.height = 64, r.run.frames = 5, r.run.steps = 2, r.run.synthetic_text_rows = 4;
+  r.run.seed = seed_ & 0xffff;
+  GenerateRequest seq = r;
+  seq.pipeline.switches = "load_overlap=0";
+  Result<Generated> a = run_generate(seq, dir_ + "/seq");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  Result<Generated> b = run_generate(r, dir_ + "/ovl");
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  expect_same_and_recorded(*a, *b);
+  EXPECT_TRUE(b->run["timing"]["load_overlap"]["text_encoder"].is_null());  // synthetic text: no encoder
+}
+
+TEST(LoadOverlapSnapshot, GenerateWithAPromptRunsTheTextEncoderBesideTheLoad) {
+  const std::string dir = testing::make_temp_dir();
+  SyntheticSnapshotOptions so;
+  so.out = dir + "/snap";
+  so.seed = fresh_seed() & 0xffffff;
+  ASSERT_TRUE(write_synthetic_snapshot(so).ok());
+  Result<ModelFolder> folder = open_model_folder(so.out);
+  ASSERT_TRUE(folder.ok()) << folder.status().to_string();
+  GenerateRequest r;
+  r.pipeline.threads = 2;
+  ASSERT_TRUE(apply_model_folder(*folder, -1, r.pipeline).ok());
+  r.run.prompt = "a red kite over the sea";
+  r.run.width = 64, r.run.height = 64, r.run.frames = 5, r.run.steps = 2;
+  r.run.media = false;
+  GenerateRequest seq = r;
+  seq.pipeline.switches = "load_overlap=0";
+  Result<Generated> a = run_generate(seq, dir + "/seq");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  Result<Generated> b = run_generate(r, dir + "/ovl");
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  expect_same_and_recorded(*a, *b);
+  const std::string te = b->run["timing"]["load_overlap"]["text_encoder"].get<std::string>();
+  EXPECT_EQ(te.rfind("the text encoder runs beside the load", 0), 0u) << te;
+  testing::remove_tree(dir);
+}
+
+}  // namespace
+}  // namespace vortex
