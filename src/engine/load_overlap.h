@@ -63,8 +63,8 @@ class BackgroundLoad final : public WeightArrivals {
   bool stopping() const { return stop_.load(std::memory_order_relaxed); }
 
   // Waiter side (WeightArrivals): blocks until `group` is published (the final layer's: until the loader has returned),
-  // then copies it into `weights`; the load's error (with context) when it failed first. While waiting, `reporter` (when set) gets the loader's progress about every
-  // quarter second, on the waiting thread.
+  // then copies it into `weights`; the load's error (with context) when it failed first. While waiting, `reporter`
+  // (when set) gets the loader's progress about every quarter second, on the waiting thread.
   Status await(int group, H3Weights& weights) override;
   void set_reporter(std::function<void(const Progress&)> reporter);
   // Joins the loader: its status, the seconds from start to the last group, and its notes.
@@ -83,8 +83,8 @@ class BackgroundLoad final : public WeightArrivals {
   std::condition_variable cv_;
   H3Weights published_;  // groups [-1, published_up_to_] are in place
   int published_up_to_ = -2;
-  bool done_ = false;    // the body returned
-  Status status_;        // its status
+  bool done_ = false;  // the body returned
+  Status status_;      // its status
   double seconds_ = 0.0;
   Progress progress_;
   std::vector<std::string> notes_;

@@ -144,8 +144,8 @@ TEST_F(LoadOverlap, ArrivingWeightsGiveTheLoadedModelsBytesAndStepOneStartsBefor
     ASSERT_TRUE(want.ok()) << want.status().to_string();
 
     std::mutex mu;
-    std::vector<int> order;                    // groups in the order published
-    Clock::time_point delayed_published;       // when block kDelayed was published
+    std::vector<int> order;               // groups in the order published
+    Clock::time_point delayed_published;  // when block kDelayed was published
     BackgroundLoad::Options lo;
     lo.num_layers = cfg_.num_layers;
     lo.before_publish = [&](int g) {
@@ -195,13 +195,12 @@ TEST_F(LoadOverlap, AFailedLoadSurfacesItsErrorInsteadOfHanging) {
   BackgroundLoad::Options lo;
   lo.num_layers = cfg_.num_layers;
   // Publishes up to block 1, then the "disk" fails.
-  std::shared_ptr<BackgroundLoad> load =
-      BackgroundLoad::start(lo, [&](BackgroundLoad& l) -> Result<H3Weights> {
-        Result<H3Weights> w = load_checkpoint(path_, cfg_, be);
-        if (!w.ok()) return w.status();
-        l.publish(1, *w);
-        return Status(ErrorCode::kIo, "read failed: the test's disk went away");
-      });
+  std::shared_ptr<BackgroundLoad> load = BackgroundLoad::start(lo, [&](BackgroundLoad& l) -> Result<H3Weights> {
+    Result<H3Weights> w = load_checkpoint(path_, cfg_, be);
+    if (!w.ok()) return w.status();
+    l.publish(1, *w);
+    return Status(ErrorCode::kIo, "read failed: the test's disk went away");
+  });
   H3Model model(cfg_, be, make_empty_h3_weights(cfg_), ExecOptions{});
   ASSERT_TRUE(model.set_arrivals(load).ok());
   ASSERT_TRUE(model.await_weights(-1).ok());
