@@ -230,8 +230,8 @@ class H3Model {
   // adaln_proj.linear weight bytes of all blocks (where they live is place_adaln_weights').
   uint64_t adaln_weight_bytes() const;
 
-  // Overlapped loading: the model starts with the weights of `arrivals`' groups not yet in place (the H3Weights it was
-  // made with hold their shapes only where the loader has not placed them) and waits for each group before its
+  // Overlapped loading: the model starts without the weights of `arrivals`' groups (made with make_empty_h3_weights;
+  // the step's head buffers take the spec's shapes until the heads arrive) and waits for each group before its
   // first use: prepare() callers await group -1 (await_weights), precompute_adaln defers each block's tables until
   // the block has arrived (its tables are computed then, before its first use, with the same GEMMs), and a step
   // awaits block i before running it and the final layer before the head. Steps run eagerly (no CUDA graph) until
