@@ -2,8 +2,9 @@
 // from a loader thread group by group gives the trajectory bytes of the model loaded first (with the AdaLN tables
 // ahead and per step), starts step 1 while a delayed block is still arriving and uses no block before it arrives; a
 // load that fails surfaces as the loader's error, not a hang; destroying the load stops and joins its thread; the
-// one-shot generate gives the sequential order's latents on a ComfyUI checkpoint and on the tiny snapshot (prompt,
-// text encoder beside the load), and run.json records the order and its timeline.
+// one-shot generate gives the sequential order's latents on a ComfyUI checkpoint, on the tiny snapshot (prompt, text
+// encoder beside the load) and with a request's run-time adapter (the run waits for the whole load), falls back to the
+// sequential order with load-time adapters, and run.json records the order, why, and its timeline.
 #include "engine/load_overlap.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -298,6 +300,35 @@ TEST_F(LoadOverlap, GenerateFromACheckpointGivesTheSequentialLatents) {
   EXPECT_TRUE(b->run["timing"]["load_overlap"]["text_encoder"].is_null());  // synthetic text: no encoder
 }
 
+// Threads of this process (/proc/self/task).
+size_t thread_count() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+TEST_F(LoadOverlap, NoThreadOutlivesTheRunWhetherItEndsOrFails) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  GenerateRequest r;
+  r.pipeline.checkpoint_path = path_;
+  r.pipeline.threads = 2;
+  r.run.width = 64, r.run.height = 64, r.run.frames = 5, r.run.steps = 2, r.run.synthetic_text_rows = 4;
+  const size_t before = thread_count();
+  ASSERT_TRUE(run_generate(r, dir_ + "/ok").ok());
+  EXPECT_EQ(thread_count(), before);
+  for (const int after : {0, 2, 8, 40}) {  // an allocation fails: in the loader's thread or in the run's
+    SCOPED_TRACE("allocation failure after " + std::to_string(after));
+    GenerateRequest failing = r;
+    failing.run.fail_alloc_after = after;
+    Result<Generated> g = run_generate(failing, dir_ + "/fail" + std::to_string(after));
+    EXPECT_FALSE(g.ok());
+    if (!g.ok()) {
+      EXPECT_EQ(g.status().code(), ErrorCode::kOutOfMemory) << g.status().to_string();
+    }
+    EXPECT_EQ(thread_count(), before);
+  }
+}
+
 TEST(LoadOverlapSnapshot, GenerateWithAPromptRunsTheTextEncoderBesideTheLoad) {
   const std::string dir = testing::make_temp_dir();
   SyntheticSnapshotOptions so;
@@ -321,6 +352,38 @@ TEST(LoadOverlapSnapshot, GenerateWithAPromptRunsTheTextEncoderBesideTheLoad) {
   expect_same_and_recorded(*a, *b);
   const std::string te = b->run["timing"]["load_overlap"]["text_encoder"].get<std::string>();
   EXPECT_EQ(te.rfind("the text encoder runs beside the load", 0), 0u) << te;
+  testing::remove_tree(dir);
+}
+
+TEST(LoadOverlapLora, LoadTimeAdaptersLoadFirstAndRequestAdaptersWaitForTheWholeLoad) {
+  const std::string dir = testing::make_temp_dir();
+  const std::string lora = std::string(VORTEX_LORA_FIXTURES) + "/native_comfy.safetensors";
+  GenerateRequest r;
+  r.pipeline.checkpoint_path = std::string(VORTEX_PARITY_FIXTURES) + "/model_diffusers";
+  r.pipeline.threads = 2;
+  r.run.width = 64, r.run.height = 64, r.run.frames = 5, r.run.steps = 2, r.run.synthetic_text_rows = 4;
+  // A load-time adapter merges into the loaded weights: the sequential order, and run.json says why.
+  GenerateRequest merged = r;
+  merged.pipeline.loras = {{lora, std::nullopt}};
+  Result<Generated> m = run_generate(merged, dir + "/merged");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const nlohmann::json& mo = m->run["timing"]["load_overlap"];
+  EXPECT_EQ(mo["mode"], "sequential") << mo.dump();
+  EXPECT_NE(mo["reason"].get<std::string>().find("--lora"), std::string::npos) << mo.dump();
+  // A request's run-time adapter attaches to every block: the run waits for the whole load, same latents.
+  GenerateRequest attached = r;
+  attached.pipeline.lora_dir = VORTEX_LORA_FIXTURES;
+  attached.run.loras = {{lora, 0.75}};
+  GenerateRequest seq = attached;
+  seq.pipeline.switches = "load_overlap=0";
+  Result<Generated> a = run_generate(seq, dir + "/seq");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  Result<Generated> b = run_generate(attached, dir + "/ovl");
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  expect_same_and_recorded(*a, *b);
+  Result<Generated> base = run_generate(r, dir + "/base");
+  ASSERT_TRUE(base.ok()) << base.status().to_string();
+  EXPECT_FALSE(base->latents == b->latents) << "the request's adapter did not reach the latents";
   testing::remove_tree(dir);
 }
 

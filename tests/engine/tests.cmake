@@ -8,6 +8,8 @@ target_compile_definitions(keyframe_canvas_test PRIVATE
 # Overlapped loading: weights arriving per block from a loader thread, the same latents as the sequential order,
 # errors and thread lifetime, generate on a ComfyUI checkpoint and on the tiny snapshot (tests/engine/load_overlap_test.cpp).
 vortex_test(NAME load_overlap_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/load_overlap_test.cpp LIBS vortex)
+target_compile_definitions(load_overlap_test PRIVATE VORTEX_LORA_FIXTURES="${CMAKE_SOURCE_DIR}/tests/lora/fixtures"
+                                                    VORTEX_PARITY_FIXTURES="${CMAKE_SOURCE_DIR}/tests/parity/fixtures")
 # The residency plan: component sizes, places, the --max-vram check before loading, option checks.
 vortex_test(NAME residency_test SOURCES ${CMAKE_SOURCE_DIR}/tests/engine/residency_test.cpp LIBS vortex_engine)
 # memory / FLOP estimates that refuse or warn about a request before weights are loaded.
