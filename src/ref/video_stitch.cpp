@@ -12,8 +12,7 @@ namespace vortex::ref {
 namespace {
 
 // A contiguous f32 [C, frames, H, W] tensor on `device`.
-Status check_frames(const Tensor& t, const char* what, int64_t c, int64_t frames, int64_t h, int64_t w,
-                    Device device) {
+Status check_frames(const Tensor& t, const char* what, int64_t c, int64_t frames, int64_t h, int64_t w, Device device) {
   const bool ok = t.defined() && t.device() == device && t.dtype() == DType::kF32 && t.is_contiguous() &&
                   t.ndim() == 4 && t.dim(0) == c && t.dim(1) == frames && t.dim(2) == h && t.dim(3) == w;
   if (ok) return Status::Ok();
@@ -109,8 +108,8 @@ Status video_stitch_clip(const Tensor& y, const VideoStitchClip& g, const Tensor
                           : next.data<float>() + ((static_cast<int64_t>(ch) * n1 + (q - n0)) * h + yy) * w;
       const float* fade = nullptr;
       if (chunk0 && q < g.cross_fade)
-        fade = prev.data<float>() + ((static_cast<int64_t>(ch) * prev.dim(1) + (prev.dim(1) - g.cross_fade + q)) * h +
-                                     yy) * w;
+        fade = prev.data<float>() +
+               ((static_cast<int64_t>(ch) * prev.dim(1) + (prev.dim(1) - g.cross_fade + q)) * h + yy) * w;
       for (int j = 0; j < g.nx; ++j) {
         const int ex = g.blend_x[j];
         for (int xx = g.x_off[j]; xx < g.x_off[j + 1]; ++xx) {

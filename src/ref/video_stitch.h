@@ -1,7 +1,7 @@
 // CPU program of the video VAE's clip stitch (Backend::video_stitch_clip, src/backend/vae_ops.h): one temporal clip's
 // tile forwards -> its final frames and the next clip's cross-fade frames, diffusers' _stitch_tiles / _blend /
 // _decode arithmetic per output pixel. check_video_stitch validates the operands for every backend. Tested in
-// tests/vae/video_stitch_test.cpp (against a tile-at-a-time stitch) and tests/cuda/video_stitch_test.cpp (CUDA, E0).
+// tests/vae/video_stitch_test.cpp (against a tile-at-a-time stitch) and tests/cuda/video_stitch_op_test.cpp (CUDA, E0).
 #pragma once
 
 #include "backend/vae_ops.h"

@@ -19,8 +19,8 @@ __device__ __forceinline__ float blend(float a, float b, int i, int e) {
   return __fadd_rn(__fmul_rn(a, __fsub_rn(1.0f, p)), __fmul_rn(b, p));
 }
 
-__device__ __forceinline__ float tile_value(const uint16_t* __restrict__ y, const VideoStitchClip& g, int64_t pv,
-                                            int i, int j, int ch, int fi, int py, int px) {
+__device__ __forceinline__ float tile_value(const uint16_t* __restrict__ y, const VideoStitchClip& g, int64_t pv, int i,
+                                            int j, int ch, int fi, int py, int px) {
   const int p = g.patch, pt = g.patch_t;
   const int64_t token = (static_cast<int64_t>(fi / pt) * g.tile_h + py / p) * g.tile_w + px / p;
   const int64_t col = ((static_cast<int64_t>(ch) * pt + fi % pt) * p + py % p) * p + px % p;
