@@ -920,7 +920,10 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
       }
     });
     final_frames = std::min<int64_t>(out_frames, cl.out_offset + n0);
-    if (progress) progress({"video", std::min(total, static_cast<int64_t>(ci + 1) * tiles_per_clip), total});
+    if (progress)  // the clip's tiles, one report each (they complete together: one stitch, one copy-out)
+      for (int64_t k = static_cast<int64_t>(ci) * tiles_per_clip;
+           k < std::min<int64_t>(total, static_cast<int64_t>(ci + 1) * tiles_per_clip); ++k)
+        progress({"video", k + 1, total});
     return emit();
   };
   size_t bi = 0;
