@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
                          {"note",
                           "one decode with CUDA-event regions around each op family of the forward; the "
                           "region events add a little time; wall - sum = time the compute stream was idle "
-                          "(host tokens, stitch of the last batch, gaps)"}}));
+                          "(host tokens, the last clip's frames copied into the output, gaps)"}}));
   }
   {
     auto a = (*avae)->decode(alat);  // warm-up

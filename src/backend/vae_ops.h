@@ -13,6 +13,26 @@
 
 namespace vortex {
 
+// ---- video VAE clip stitch (decode4; src/vae/video_vae.cpp, CPU program src/ref/video_stitch.h) ----
+// The geometry of one temporal clip's stitch, as VideoVae::decode derives it from diffusers' _decode / _decode_clip /
+// _stitch_tiles / _blend: the clip's ny x nx tiles (row-major), each of tile_t x tile_h x tile_w tokens of
+// rows_per_tile rows in y (the voxel rows first), are unpatchified (value ((ch * pt + a) * p + b) * p + c of token (t,
+// h, w) -> pixel (ch, t * pt + a, h * p + b, w * p + c)); tile (i, j) keeps output rows [y_off[i], y_off[i + 1]) and
+// columns [x_off[j], x_off[j + 1]) from its top-left corner, its first blend_y[i] rows blended with the ORIGINAL tile
+// above and its first blend_x[j] columns with the ORIGINAL tile to the left (0 for the first row / column).
+struct VideoStitchClip {
+  static constexpr int kMaxTiles = 64;  // tiles per axis
+  int channels = 3, patch = 16, patch_t = 4;
+  int tile_t = 0, tile_h = 0, tile_w = 0;  // tokens per tile along t, h, w
+  int64_t rows_per_tile = 0;               // S >= tile_t * tile_h * tile_w
+  int ny = 0, nx = 0;
+  int y_off[kMaxTiles + 1] = {}, x_off[kMaxTiles + 1] = {};
+  int blend_y[kMaxTiles] = {}, blend_x[kMaxTiles] = {};
+  // Tile frames [f00, fe0) are the clip's output frames, [f01, fe1) the next clip's cross-fade frames; out frames
+  // [0, cross_fade) blend with the previous clip's last cross_fade cross-fade frames.
+  int f00 = 0, fe0 = 0, f01 = 0, fe1 = 0, cross_fade = 0;
+};
+
 // The VAE decoder op family (src/vae); backends without a kernel report kUnsupported naming the op.
 class VaeOps : public virtual BackendIdentity {
  public:
@@ -74,6 +94,18 @@ class VaeOps : public virtual BackendIdentity {
     (void)x, (void)filter, (void)ratio, (void)out;
     return vae_op_unsupported("downsample1d");
   }
+
+  // ---- video VAE clip stitch (decode4; CPU program src/ref/video_stitch.h) ----
+  // One clip's tiles y [ny * nx * S, C * pt * p * p] bf16 -> out [C, fe0 - f00, H, W] f32 (H = y_off[ny], W =
+  // x_off[nx]) and next [C, fe1 - f01, H, W] f32 (undefined when fe1 == f01); prev [C, Fp >= cross_fade, H, W] f32
+  // (undefined when cross_fade == 0). Each blend is diffusers' a * (1 - i/e) + b * (i/e), every product and the sum
+  // one FP32 rounding. Pure data movement plus FP32 blends: E0 on every backend.
+  virtual Status video_stitch_clip(const Tensor& y, const VideoStitchClip& geometry, const Tensor& prev, Tensor& out,
+                                   Tensor& next) {
+    (void)y, (void)geometry, (void)prev, (void)out, (void)next;
+    return vae_op_unsupported("video_stitch_clip");
+  }
+  // ---- end of video VAE clip stitch ----
 
   // ---- Audio VAE encoder ops (src/vae/audio_vae_encoder.h; CPU programs in src/ref/vae_ops.h) ----
   // Every output is one FP64 evaluation rounded once to FP32. Signals are contiguous [B, C, L] f32 stacks.

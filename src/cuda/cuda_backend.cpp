@@ -17,6 +17,7 @@
 #include "cuda/ops/nvfp4_quantize.h"
 #include "cuda/ops/ops.h"
 #include "cuda/ops/vae_ops.h"
+#include "cuda/ops/video_stitch.h"
 #include "gemm/gemm.h"
 #include "gemm/nvfp4_gemm.h"
 
@@ -825,6 +826,12 @@ Status CudaBackend::pooled_causal_attention(const Tensor& qkv, int heads, Tensor
 Status CudaBackend::gelu_tanh_mul(const Tensor& a, const Tensor& g, Tensor& out) {
   VORTEX_RETURN_IF_ERROR(cuda_ops::gelu_tanh_mul(a, g, out, stream_));
   return after_op("gelu_tanh_mul");
+}
+
+Status CudaBackend::video_stitch_clip(const Tensor& y, const VideoStitchClip& geometry, const Tensor& prev, Tensor& out,
+                                      Tensor& next) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::video_stitch_clip(y, geometry, prev, out, next, stream_));
+  return after_op("video_stitch_clip");
 }
 
 Status CudaBackend::scale_add(Tensor& x, const Tensor& a, const Tensor& scale) {

@@ -144,6 +144,9 @@ class CudaBackend : public Backend {
                              Tensor& out) override;
   Status pooled_causal_attention(const Tensor& qkv, int heads, Tensor& out) override;
   Status gelu_tanh_mul(const Tensor& a, const Tensor& g, Tensor& out) override;
+  // video VAE clip stitch (src/cuda/ops/video_stitch.h): E0 vs src/ref/video_stitch.h
+  Status video_stitch_clip(const Tensor& y, const VideoStitchClip& geometry, const Tensor& prev, Tensor& out,
+                           Tensor& next) override;
   ExecOptions default_options() const override { return policy_exec_options(policy_.policy_arch); }
   // fused_gate_add and debug_sync follow the model's ExecOptions.
   void configure(const ExecOptions& opts) override {

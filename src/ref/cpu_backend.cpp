@@ -11,6 +11,7 @@
 #include "ref/encoder_ops.h"
 #include "ref/ref_ops.h"
 #include "ref/vae_ops.h"
+#include "ref/video_stitch.h"
 
 namespace vortex {
 
@@ -213,6 +214,11 @@ Status CpuBackend::pooled_causal_attention(const Tensor& qkv, int heads, Tensor&
 
 Status CpuBackend::gelu_tanh_mul(const Tensor& a, const Tensor& g, Tensor& out) {
   return ref::gelu_tanh_mul(a, g, out, run_);
+}
+
+Status CpuBackend::video_stitch_clip(const Tensor& y, const VideoStitchClip& geometry, const Tensor& prev, Tensor& out,
+                                     Tensor& next) {
+  return ref::video_stitch_clip(y, geometry, prev, out, next, run_);
 }
 
 }  // namespace vortex

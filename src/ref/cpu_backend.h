@@ -82,6 +82,9 @@ class CpuBackend : public Backend {
                              Tensor& out) override;
   Status pooled_causal_attention(const Tensor& qkv, int heads, Tensor& out) override;
   Status gelu_tanh_mul(const Tensor& a, const Tensor& g, Tensor& out) override;
+  // video VAE clip stitch (src/ref/video_stitch.h)
+  Status video_stitch_clip(const Tensor& y, const VideoStitchClip& geometry, const Tensor& prev, Tensor& out,
+                           Tensor& next) override;
 
  private:
   ref::RowThreadPool pool_;

@@ -449,14 +449,20 @@ Status VideoVae::check_latents(const Tensor& z) const {
 }
 
 // Device activations of one batched forward, sized once for the largest batch of a decode and reused (views of
-// the first rows); y holds two output buffers so batch k + 1 runs while batch k is copied out and stitched.
+// the first rows); y holds one clip's tile forwards, which the clip's stitch reads before the next clip's forwards
+// overwrite them (backend order). The stitch buffers are sized per output geometry and kept.
 struct VideoVae::Workspace {
-  int64_t rows = 0;  // row capacity (tiles * S)
-  Tensor pq;         // [rows, C] f32
-  Tensor x;          // [rows, D] f32 residual stream
+  int64_t rows = 0;    // row capacity of one forward (tiles * S)
+  int64_t y_rows = 0;  // row capacity of y (a clip's tiles * S)
+  Tensor pq;           // [rows, C] f32
+  Tensor x;            // [rows, D] f32 residual stream
   Tensor nrm, qkv, o, a, u, m;
-  Tensor y[2];       // [rows, 3 * pt * p * p] bf16
-  Tensor y_host[2];  // host copies of y (Backend::alloc_host: page-locked on CUDA), allocated on first use
+  Tensor y;  // [y_rows, 3 * pt * p * p] bf16
+  // Stitch buffers (flat f32, viewed as [C, frames, H, W]): one clip's output frames on the backend, the cross-fade
+  // frames of the previous and the current clip, and two host copies of the output frames (Backend::alloc_host:
+  // page-locked on CUDA) so clip k's copy-out runs while clip k - 1's frames are handed over.
+  int64_t clip_elems = 0, fade_elems = 0;
+  Tensor clip_out, fade[2], clip_host[2];
   int64_t bytes = 0;
 };
 
@@ -472,13 +478,15 @@ Status VideoVae::set_batching(const Batching& b) {
 
 int64_t VideoVae::workspace_bytes() const { return ws_ ? ws_->bytes : 0; }
 
-Status VideoVae::reserve(int64_t s) {
-  if (ws_ && ws_->rows >= s) return Status::Ok();
+Status VideoVae::reserve(int64_t s, int64_t y_rows) {
+  if (ws_ && ws_->rows >= s && ws_->y_rows >= y_rows) return Status::Ok();
+  if (ws_) s = std::max(s, ws_->rows), y_rows = std::max(y_rows, ws_->y_rows);
   ws_.reset();  // the old buffers go back to the allocator before the larger ones are taken
   Backend& be = backend_;
   const int64_t c = cfg_.latent_channels, d = cfg_.dim(), f = cfg_.ffn_dim(), pv = cfg_.patch_values();
   auto w = std::make_unique<Workspace>();
   w->rows = s;
+  w->y_rows = y_rows;
   VORTEX_ASSIGN_OR_RETURN(w->pq, be.alloc({s, c}, DType::kF32));
   VORTEX_ASSIGN_OR_RETURN(w->x, be.alloc({s, d}, DType::kF32));
   VORTEX_ASSIGN_OR_RETURN(w->nrm, be.alloc({s, d}, DType::kBF16));      // [S, D] bf16
@@ -487,10 +495,8 @@ Status VideoVae::reserve(int64_t s) {
   VORTEX_ASSIGN_OR_RETURN(w->a, be.alloc({s, d}, DType::kBF16));        // [S, D] bf16
   VORTEX_ASSIGN_OR_RETURN(w->u, be.alloc({s, 2 * f}, DType::kBF16));    // [S, 2F] bf16, [gate | value]
   VORTEX_ASSIGN_OR_RETURN(w->m, be.alloc({s, f}, DType::kBF16));        // [S, F] bf16
-  for (Tensor& y : w->y) {
-    VORTEX_ASSIGN_OR_RETURN(y, be.alloc({s, pv}, DType::kBF16));
-  }
-  w->bytes = s * (c * 4 + d * 4 + 3 * d * 2 + 3 * d * 2 + 2 * f * 2 + f * 2 + 2 * pv * 2);
+  VORTEX_ASSIGN_OR_RETURN(w->y, be.alloc({y_rows, pv}, DType::kBF16));  // [y_rows, 3 * pt * p * p] bf16
+  w->bytes = s * (c * 4 + d * 4 + 3 * d * 2 + 3 * d * 2 + 2 * f * 2 + f * 2) + y_rows * pv * 2;
   ws_ = std::move(w);
   return Status::Ok();
 }
@@ -543,7 +549,7 @@ Result<const RopeTables*> VideoVae::rope_for(int64_t t, int64_t h, int64_t wd, i
   return &rope_cache_.emplace(key, std::move(rope)).first->second;
 }
 
-Status VideoVae::forward_batch(const Tensor& tokens, int64_t batch, int64_t t, int64_t h, int64_t wd, int slot) {
+Status VideoVae::forward_batch(const Tensor& tokens, int64_t batch, int64_t t, int64_t h, int64_t wd, Tensor& y) {
   Backend& be = backend_;
   const int64_t n = t * h * wd, r = cfg_.registers, s = n + r + 1, rows = batch * s;
   const int64_t d = cfg_.dim();
@@ -648,7 +654,9 @@ Status VideoVae::forward_batch(const Tensor& tokens, int64_t batch, int64_t t, i
   BackendRegion head(be, "vae.head");
   VORTEX_RETURN_IF_ERROR(be.layer_norm(x, w_.decoder_norm_out_weight, w_.decoder_norm_out_bias, cfg_.norm_eps, nrm)
                              .with_context("video VAE norm_out"));
-  VORTEX_ASSIGN_OR_RETURN(Tensor y, w.y[slot].narrow(0, 0, rows));  // [B * S, 3 * pt * p * p] bf16
+  if (y.ndim() != 2 || y.dim(0) != rows || y.dim(1) != cfg_.patch_values())
+    return internal_error("video VAE: batch output " + y.describe() + " is not [" + std::to_string(rows) + ", " +
+                          std::to_string(cfg_.patch_values()) + "]");
   VORTEX_RETURN_IF_ERROR(be.linear(nrm, w_.decoder_proj_out, &w_.decoder_proj_out_bias, y).with_context("proj_out"));
   return Status::Ok();
 }
@@ -678,15 +686,6 @@ Video unpatchify(const uint16_t* src, int64_t pv, int64_t t, int64_t h, int64_t 
   return out;
 }
 
-// blend()'s value at one position: a * (1 - i/e) + b * (i/e), each product and the sum one FP32 rounding.
-inline float blend_value(float a, float b, int i, int e) {
-  const float p = static_cast<float>(i) / static_cast<float>(e);
-  const float wa = 1.0f - p, wb = p;
-  volatile float ta = a * wa;
-  volatile float tb = b * wb;
-  return ta + tb;
-}
-
 }  // namespace
 
 Result<Tensor> VideoVae::decode_tile(const Tensor& z) {
@@ -696,13 +695,13 @@ Result<Tensor> VideoVae::decode_tile(const Tensor& z) {
                             ", t, h, w] f32 latents, got " + (z.defined() ? z.describe() : std::string("nothing")));
   const int64_t c = cfg_.latent_channels, t = z.dim(1), h = z.dim(2), wd = z.dim(3);
   const int64_t n = t * h * wd, s = n + cfg_.registers + 1;
-  VORTEX_RETURN_IF_ERROR(reserve(s));
+  VORTEX_RETURN_IF_ERROR(reserve(s, s));
   Tensor tok = Tensor::zeros({s, c}, DType::kF32);  // [S, C] f32: voxels in (t, h, w) order, channels last
   for (int64_t ci = 0; ci < c; ++ci)
     for (int64_t i = 0; i < n; ++i) tok.data<float>()[i * c + ci] = z.data<float>()[ci * n + i];
   VORTEX_ASSIGN_OR_RETURN(Tensor tok_d, backend_.upload(tok));
-  VORTEX_RETURN_IF_ERROR(forward_batch(tok_d, 1, t, h, wd, 0));
-  VORTEX_ASSIGN_OR_RETURN(Tensor y, ws_->y[0].narrow(0, 0, s));
+  VORTEX_ASSIGN_OR_RETURN(Tensor y, ws_->y.narrow(0, 0, s));  // [S, 3 * pt * p * p] bf16
+  VORTEX_RETURN_IF_ERROR(forward_batch(tok_d, 1, t, h, wd, y));
   Tensor yh = Tensor::empty({s, cfg_.patch_values()}, DType::kBF16);
   VORTEX_RETURN_IF_ERROR(backend_.download(y, yh));
   return tensor_from_video(
@@ -712,9 +711,10 @@ Result<Tensor> VideoVae::decode_tile(const Tensor& z) {
 // The whole decode in one pass over the tiles (clips in order, tiles row-major), equal value for value to
 // diffusers' _decode / _decode_clip / _stitch_tiles / _blend composition (the blends read the ORIGINAL tile above
 // and to the left, then crop; each clip's first chunk cross-fades with the previous clip's overlap chunk; the
-// padded frames are cropped at the end), but with every pixel written once straight into the output. Tile k + 2 is
-// queued on the backend before tile k is stitched on the host, so on the CUDA backend the GPU keeps working while
-// the host unpatchifies and blends.
+// padded frames are cropped at the end), but with every pixel written once. A clip's tile forwards and its stitch
+// (Backend::video_stitch_clip: unpatchify, tile blends, temporal cross-fade) run on the backend; its output frames are
+// copied into a page-locked host buffer behind them, and the host moves clip k - 1's frames into the result while the
+// backend runs clip k.
 Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& progress, const VideoFramesFn& on_frames) {
   VORTEX_RETURN_IF_ERROR(check_latents(latents));
   const int64_t c = latents.dim(0), t = latents.dim(1), h = latents.dim(2), w = latents.dim(3);
@@ -810,7 +810,8 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
     const int64_t lt = clips[jb.clip].len, lh = ys.lengths[jb.i] / ps, lw = xs.lengths[jb.j] / ps;
     const int64_t s_tile = lt * lh * lw + cfg_.registers + 1;
     const bool joins =
-        !batches.empty() && batches.back().t == lt && batches.back().h == lh && batches.back().w == lw &&
+        !batches.empty() && jobs[batches.back().first].clip == jb.clip && batches.back().t == lt &&
+        batches.back().h == lh && batches.back().w == lw &&
         (batching_.max_batch_tiles == 0 || batches.back().count < static_cast<size_t>(batching_.max_batch_tiles)) &&
         (static_cast<int64_t>(batches.back().count) + 1) * s_tile <= batching_.max_batch_rows;
     if (joins) {
@@ -821,7 +822,23 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
     total_rows += s_tile;
     max_rows = std::max<int64_t>(max_rows, static_cast<int64_t>(batches.back().count) * s_tile);
   }
-  VORTEX_RETURN_IF_ERROR(reserve(max_rows));
+  // y holds a clip's tiles: every tile of a clip has one token shape (split_tiles gives equal tile lengths).
+  int64_t clip_rows = 0;
+  for (const Clip& cl : clips)
+    clip_rows =
+        std::max<int64_t>(clip_rows, static_cast<int64_t>(ny) * nx *
+                                         (cl.len * (ys.lengths[0] / ps) * (xs.lengths[0] / ps) + cfg_.registers + 1));
+  for (int i = 0; i < ny; ++i)
+    if (ys.lengths[static_cast<size_t>(i)] != ys.lengths[0])
+      return internal_error("video VAE: tile rows of unequal height");
+  for (int j = 0; j < nx; ++j)
+    if (xs.lengths[static_cast<size_t>(j)] != xs.lengths[0])
+      return internal_error("video VAE: tile columns of unequal width");
+  if (ny > VideoStitchClip::kMaxTiles || nx > VideoStitchClip::kMaxTiles)
+    return invalid_argument("video VAE: " + std::to_string(ny) + " x " + std::to_string(nx) +
+                            " tiles per frame; at most " + std::to_string(VideoStitchClip::kMaxTiles) +
+                            " per axis (raise the tile size)");
+  VORTEX_RETURN_IF_ERROR(reserve(max_rows, clip_rows));
   // Every tile's input rows [S, C] (voxels in (t, h, w) order, channels last; register / zero-token rows 0),
   // uploaded once so that no later upload waits for the queued forwards.
   const int threads = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
@@ -846,119 +863,118 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
     }
   });
   VORTEX_ASSIGN_OR_RETURN(Tensor tokens_d, backend_.upload(tokens_h));
-  // Host copies of the two output buffers (page-locked on CUDA, so the copy-out is queued behind the forward),
-  // kept with the workspace.
-  const int64_t pv = cfg_.patch_values();
-  Tensor* y_host = ws_->y_host;
-  for (int sl = 0; sl < std::min<int>(2, static_cast<int>(batches.size())); ++sl)
-    if (!y_host[sl].defined()) {
-      VORTEX_ASSIGN_OR_RETURN(y_host[sl], backend_.alloc_host({ws_->rows, pv}, DType::kBF16));
+  // Stitch buffers for this output geometry: a clip's output frames (chunk 0) and cross-fade frames (chunk 1).
+  const int64_t plane = static_cast<int64_t>(hp) * wp;
+  int64_t n0_max = 0, n1_max = 0;
+  for (const Clip& cl : clips) n0_max = std::max(n0_max, cl.fe0 - cl.f00), n1_max = std::max(n1_max, cl.fe1 - cl.f01);
+  Workspace& ws = *ws_;
+  if (ws.clip_elems < oc * n0_max * plane || ws.fade_elems < oc * n1_max * plane) {
+    ws.clip_out = Tensor(), ws.fade[0] = Tensor(), ws.fade[1] = Tensor();
+    ws.clip_host[0] = Tensor(), ws.clip_host[1] = Tensor();
+    ws.bytes -= (ws.clip_elems + 2 * ws.fade_elems) * 4;
+    ws.clip_elems = std::max<int64_t>(1, oc * n0_max * plane),
+    ws.fade_elems = std::max<int64_t>(1, oc * n1_max * plane);
+    VORTEX_ASSIGN_OR_RETURN(ws.clip_out, backend_.alloc({ws.clip_elems}, DType::kF32));
+    for (Tensor& f : ws.fade) {
+      VORTEX_ASSIGN_OR_RETURN(f, backend_.alloc({ws.fade_elems}, DType::kF32));
     }
-  uint64_t ticket[2] = {0, 0};
-  // Queues batch bi's forward into slot bi % 2 and its copy-out into y_host[bi % 2].
-  auto launch = [&](size_t bi) -> Status {
-    const Batch& bt = batches[bi];
-    const int sl = static_cast<int>(bi % 2);
-    const int64_t rows = static_cast<int64_t>(bt.count) * bt.s;
-    VORTEX_ASSIGN_OR_RETURN(Tensor in, tokens_d.narrow(0, bt.row0, rows));
-    VORTEX_RETURN_IF_ERROR(forward_batch(in, static_cast<int64_t>(bt.count), bt.t, bt.h, bt.w, sl));
-    VORTEX_ASSIGN_OR_RETURN(Tensor y, ws_->y[sl].narrow(0, 0, rows));
-    VORTEX_ASSIGN_OR_RETURN(Tensor yh, y_host[sl].narrow(0, 0, rows));
-    VORTEX_ASSIGN_OR_RETURN(ticket[sl], backend_.download_async(y, yh));
-    return Status::Ok();
+    for (Tensor& hc : ws.clip_host) {
+      VORTEX_ASSIGN_OR_RETURN(hc, backend_.alloc_host({ws.clip_elems}, DType::kF32));
+    }
+    ws.bytes += (ws.clip_elems + 2 * ws.fade_elems) * 4;
+  }
+  // [C, n, H, W] f32 view of the first elements of a flat stitch buffer.
+  auto frames_view = [&](const Tensor& flat, int64_t n) -> Result<Tensor> {
+    if (n == 0) return Tensor();
+    return flat.as_strided({oc, n, hp, wp}, {n * plane, plane, wp, 1}, 0);
   };
+  VideoStitchClip g;
+  g.channels = oc, g.patch = ps, g.patch_t = static_cast<int>(ratio);
+  g.tile_h = ys.lengths[0] / ps, g.tile_w = xs.lengths[0] / ps;
+  g.ny = ny, g.nx = nx;
+  for (int i = 0; i <= ny; ++i) g.y_off[i] = y_off[static_cast<size_t>(i)];
+  for (int j = 0; j <= nx; ++j) g.x_off[j] = x_off[static_cast<size_t>(j)];
+  for (int i = 1; i < ny; ++i) g.blend_y[i] = std::min(ys.lengths[0], ys.overlaps[static_cast<size_t>(i - 1)]);
+  for (int j = 1; j < nx; ++j) g.blend_x[j] = std::min(xs.lengths[0], xs.overlaps[static_cast<size_t>(j - 1)]);
 
-  std::vector<std::vector<Video>> orig(static_cast<size_t>(ny), std::vector<Video>(static_cast<size_t>(nx)));
-  Video overlap, next_overlap;  // [3, frames, hp, wp] chunk-1 frames of the previous / current clip
-  bool have_overlap = false;
-  const int64_t total = static_cast<int64_t>(jobs.size());
-  int64_t final_frames = 0;  // frames [0, final_frames) of `out` are written for good
-  // Stitches tile k (rows `src` of its batch's output) into the output and the next clip's overlap.
-  auto stitch = [&](size_t k, const uint16_t* src) {
-    const Job jb = jobs[k];
-    const Clip& cl = clips[jb.clip];
-    const int64_t lt = cl.len, lh = ys.lengths[jb.i] / ps, lw = xs.lengths[jb.j] / ps;
-    if (jb.i == 0 && jb.j == 0) {
-      next_overlap = Video(oc, static_cast<int>(cl.fe1 - cl.f01), hp, wp);
-    }
-    if (jb.j == 0 && jb.i >= 2)
-      for (Video& v : orig[static_cast<size_t>(jb.i - 2)]) v = Video();  // no longer a neighbour
-    Video& tile = orig[static_cast<size_t>(jb.i)][static_cast<size_t>(jb.j)];
-    tile = unpatchify(src, pv, lt, lh, lw, oc, ratio, ps, threads);
-    const Video* above = jb.i > 0 ? &orig[static_cast<size_t>(jb.i - 1)][static_cast<size_t>(jb.j)] : nullptr;
-    const Video* left = jb.j > 0 ? &orig[static_cast<size_t>(jb.i)][static_cast<size_t>(jb.j - 1)] : nullptr;
-    const int ey = above ? std::min({above->h, tile.h, ys.overlaps[static_cast<size_t>(jb.i - 1)]}) : 0;
-    const int ex = left ? std::min({left->w, tile.w, xs.overlaps[static_cast<size_t>(jb.j - 1)]}) : 0;
-    const int64_t e_t = have_overlap ? std::min<int64_t>({overlap.f, cl.fe0 - cl.f00, cfg_.frame_overlap()}) : 0;
-    const int kh = kept_h[static_cast<size_t>(jb.i)], kw = kept_w[static_cast<size_t>(jb.j)];
-    const int oy = y_off[static_cast<size_t>(jb.i)], ox = x_off[static_cast<size_t>(jb.j)];
-    parallel_for_ranges(
-        static_cast<size_t>(oc) * static_cast<size_t>(tile.f), threads, 1, [&](size_t begin, size_t end) {
-          std::vector<float> row(static_cast<size_t>(kw));
-          for (size_t cf = begin; cf < end; ++cf) {
-            const int ch = static_cast<int>(cf / static_cast<size_t>(tile.f)),
-                      fi = static_cast<int>(cf % static_cast<size_t>(tile.f));
-            const bool in0 = fi >= cl.f00 && fi < cl.fe0, in1 = fi >= cl.f01 && fi < cl.fe1;
-            if (!in0 && !in1) continue;  // pre-padding frames
-            const int64_t q = in0 ? fi - cl.f00 : fi - cl.f01;
-            for (int y = 0; y < kh; ++y) {
-              for (int x = 0; x < kw; ++x) {
-                float v = tile.at(ch, fi, y, x);
-                if (y < ey) v = blend_value(above->at(ch, fi, above->h - ey + y, x), v, y, ey);
-                if (x < ex) v = blend_value(left->at(ch, fi, y, left->w - ex + x), v, x, ex);
-                row[static_cast<size_t>(x)] = v;
-              }
-              if (in1) {
-                std::memcpy(&next_overlap.at(ch, static_cast<int>(q), oy + y, ox), row.data(),
-                            row.size() * sizeof(float));
-                continue;
-              }
-              const int64_t of = cl.out_offset + q;
-              if (of >= out_frames) continue;  // padded frames, cropped
-              if (q < e_t)
-                for (int x = 0; x < kw; ++x)
-                  row[static_cast<size_t>(x)] =
-                      blend_value(overlap.at(ch, static_cast<int>(overlap.f - e_t + q), oy + y, ox + x),
-                                  row[static_cast<size_t>(x)], static_cast<int>(q), static_cast<int>(e_t));
-              std::memcpy(&out_at(ch, of, oy + y, ox), row.data(), row.size() * sizeof(float));
-            }
-          }
-        });
-    if (jb.i == ny - 1 && jb.j == nx - 1) {  // the clip is complete: its chunk-0 frames are final
-      if (drop > 0) {
-        overlap = std::move(next_overlap);
-        next_overlap = Video();
-        have_overlap = true;
-      }
-      final_frames = std::min<int64_t>(out_frames, cl.out_offset + (cl.fe0 - cl.f00));
-    }
-    if (progress) progress({"video", static_cast<int64_t>(k) + 1, total});
-  };
-  int64_t emitted = 0;  // frames [0, emitted) handed to on_frames
+  const int64_t total = static_cast<int64_t>(jobs.size()), tiles_per_clip = static_cast<int64_t>(ny) * nx;
+  int64_t final_frames = 0, emitted = 0;  // frames [0, final_frames) of `out` are written, [0, emitted) handed over
   auto emit = [&]() -> Status {
     if (!on_frames || final_frames <= emitted) return Status::Ok();
     VORTEX_RETURN_IF_ERROR(on_frames(out, emitted, final_frames));
     emitted = final_frames;
     return Status::Ok();
   };
-  // Batch bi + 1 is queued before batch bi is stitched, so the device runs it while the host stitches.
-  VORTEX_RETURN_IF_ERROR(launch(0));
-  for (size_t bi = 0; bi < batches.size(); ++bi) {
-    if (bi + 1 < batches.size()) VORTEX_RETURN_IF_ERROR(launch(bi + 1));
-    const int sl = static_cast<int>(bi % 2);
-    VORTEX_RETURN_IF_ERROR(backend_.wait_download(ticket[sl]));
-    const Batch& bt = batches[bi];
-    for (size_t q = 0; q < bt.count; ++q) {
-      stitch(bt.first + q, y_host[sl].data<uint16_t>() + static_cast<int64_t>(q) * bt.s * pv);
-      VORTEX_RETURN_IF_ERROR(emit());
+  uint64_t ticket[2] = {0, 0};
+  // Clip ci's output frames are in clip_host[ci % 2] once its ticket passes: move the kept ones into `out`.
+  auto finish = [&](size_t ci) -> Status {
+    const Clip& cl = clips[ci];
+    VORTEX_RETURN_IF_ERROR(backend_.wait_download(ticket[ci % 2]));
+    const int64_t n0 = cl.fe0 - cl.f00, keep = std::max<int64_t>(0, std::min(n0, out_frames - cl.out_offset));
+    const float* src = ws.clip_host[ci % 2].data<float>();
+    parallel_for_ranges(static_cast<size_t>(oc * keep), threads, 1, [&](size_t b0, size_t b1) {
+      for (size_t cf = b0; cf < b1; ++cf) {
+        const int64_t ch = static_cast<int64_t>(cf) / keep, q = static_cast<int64_t>(cf) % keep;
+        std::memcpy(&out_at(static_cast<int>(ch), cl.out_offset + q, 0, 0), src + (ch * n0 + q) * plane,
+                    static_cast<size_t>(plane) * sizeof(float));
+      }
+    });
+    final_frames = std::min<int64_t>(out_frames, cl.out_offset + n0);
+    if (progress)  // the clip's tiles, one report each (they complete together: one stitch, one copy-out)
+      for (int64_t k = static_cast<int64_t>(ci) * tiles_per_clip;
+           k < std::min<int64_t>(total, static_cast<int64_t>(ci + 1) * tiles_per_clip); ++k)
+        progress({"video", k + 1, total});
+    return emit();
+  };
+  size_t bi = 0;
+  for (size_t ci = 0; ci < clips.size(); ++ci) {
+    const Clip& cl = clips[ci];
+    const int64_t s_tile = cl.len * g.tile_h * g.tile_w + cfg_.registers + 1;
+    // The clip's batches, each into its tiles' rows of y.
+    for (; bi < batches.size() && jobs[batches[bi].first].clip == static_cast<int>(ci); ++bi) {
+      const Batch& bt = batches[bi];
+      const int64_t rows = static_cast<int64_t>(bt.count) * bt.s;
+      const int64_t first = static_cast<int64_t>(bt.first) - static_cast<int64_t>(ci) * tiles_per_clip;
+      VORTEX_ASSIGN_OR_RETURN(Tensor in, tokens_d.narrow(0, bt.row0, rows));
+      VORTEX_ASSIGN_OR_RETURN(Tensor yb, ws.y.narrow(0, first * s_tile, rows));  // [B * S, pv] bf16
+      VORTEX_RETURN_IF_ERROR(forward_batch(in, static_cast<int64_t>(bt.count), bt.t, bt.h, bt.w, yb));
     }
+    g.tile_t = static_cast<int>(cl.len), g.rows_per_tile = s_tile;
+    g.f00 = static_cast<int>(cl.f00), g.fe0 = static_cast<int>(cl.fe0);
+    g.f01 = static_cast<int>(cl.f01), g.fe1 = static_cast<int>(cl.fe1);
+    const int64_t n0 = cl.fe0 - cl.f00, n1 = cl.fe1 - cl.f01;
+    const int64_t prev_n1 = ci > 0 ? clips[ci - 1].fe1 - clips[ci - 1].f01 : 0;
+    g.cross_fade = static_cast<int>(ci > 0 ? std::min<int64_t>({prev_n1, n0, cfg_.frame_overlap()}) : 0);
+    VORTEX_ASSIGN_OR_RETURN(Tensor yc, ws.y.narrow(0, 0, tiles_per_clip * s_tile));  // [ny * nx * S, pv] bf16
+    VORTEX_ASSIGN_OR_RETURN(Tensor prev, frames_view(ws.fade[(ci + 1) % 2], prev_n1));
+    VORTEX_ASSIGN_OR_RETURN(Tensor next, frames_view(ws.fade[ci % 2], n1));
+    VORTEX_ASSIGN_OR_RETURN(Tensor clip_out, frames_view(ws.clip_out, n0));
+    if (!clip_out.defined()) return internal_error("video VAE: clip " + std::to_string(ci) + " has no output frames");
+    {
+      BackendRegion reg(backend_, "vae.stitch");
+      VORTEX_RETURN_IF_ERROR(
+          backend_.video_stitch_clip(yc, g, prev, clip_out, next).with_context("video VAE clip " + std::to_string(ci)));
+    }
+    VORTEX_ASSIGN_OR_RETURN(Tensor host, frames_view(ws.clip_host[ci % 2], n0));
+    {
+      BackendRegion reg(backend_, "vae.copy_out");
+      VORTEX_ASSIGN_OR_RETURN(ticket[ci % 2], backend_.download_async(clip_out, host));
+    }
+    if (ci > 0) VORTEX_RETURN_IF_ERROR(finish(ci - 1));
   }
-  if (have_overlap) {  // the last clip's overlap chunk closes the video
+  VORTEX_RETURN_IF_ERROR(finish(clips.size() - 1));
+  const int64_t last_n1 = clips.back().fe1 - clips.back().f01;
+  if (drop > 0 && last_n1 > 0) {  // the last clip's cross-fade frames close the video
     const int64_t base = clips.back().out_offset + (clips.back().fe0 - clips.back().f00);
-    for (int ch = 0; ch < oc; ++ch)
-      for (int64_t q = 0; q < overlap.f && base + q < out_frames; ++q)
-        std::memcpy(&out_at(ch, base + q, 0, 0), &overlap.at(ch, static_cast<int>(q), 0, 0),
-                    static_cast<size_t>(hp) * static_cast<size_t>(wp) * sizeof(float));
+    const int64_t keep = std::max<int64_t>(0, std::min(last_n1, out_frames - base));
+    if (keep > 0) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor fade, frames_view(ws.fade[(clips.size() - 1) % 2], last_n1));
+      Tensor fade_h = Tensor::empty(fade.shape(), DType::kF32);  // [C, n1, H, W] f32
+      VORTEX_RETURN_IF_ERROR(backend_.download(fade, fade_h));
+      for (int ch = 0; ch < oc; ++ch)
+        std::memcpy(&out_at(ch, base, 0, 0), fade_h.data<float>() + ch * last_n1 * plane,
+                    static_cast<size_t>(keep * plane) * sizeof(float));
+    }
   }
   final_frames = out_frames;
   VORTEX_RETURN_IF_ERROR(emit());

@@ -160,7 +160,7 @@ class VideoVae {
   // One ViT forward: de-normalized latents [C, t, h, w] f32 host -> [3, t * pt, h * p, w * p] f32 host.
   Result<Tensor> decode_tile(const Tensor& z);
 
-  // How decode() batches its tile forwards: consecutive tiles of one shape (the tiles of a clip) run as one
+  // How decode() batches its tile forwards: consecutive tiles of one clip (one token shape) run as one
   // forward of up to max_batch_tiles tiles (0: no limit) and max_batch_rows token rows, so the GEMMs see
   // M = tiles * S rows; batched_attention: attention through Backend::attention_batched (one batched call on
   // CUDA) instead of one attention() per tile; fused_residual_norm: each LayerScale residual and the RMSNorm after
@@ -180,15 +180,16 @@ class VideoVae {
  private:
   struct Workspace;
   VideoVae(VideoVaeConfig cfg, Backend& backend);
-  // Device activations for batches of up to `rows` token rows (kept and reused; grown only for a larger batch).
-  Status reserve(int64_t rows);
+  // Device activations for batches of up to `rows` token rows and an output buffer y of `y_rows` rows (one clip's
+  // tiles), kept and reused; grown only for a larger batch or clip.
+  Status reserve(int64_t rows, int64_t y_rows);
   // The BF16 cos/sin tables of `batch` stacked t x h x w tiles ([batch * S, rope_dims / 2]), built once per shape.
   Result<const RopeTables*> rope_for(int64_t t, int64_t h, int64_t w, int64_t batch);
   // Queues one ViT forward of `batch` tiles of t x h x w tokens whose input rows are `tokens` [batch * S, C] f32
   // on the device (tile b's voxels in rows [b * S, b * S + t * h * w); the register and zero-token rows are
-  // overwritten) into output buffer `slot` (0 or 1): y[slot] rows [0, batch * S) get [batch * S, 3 * pt * p * p]
-  // bf16. No host synchronization.
-  Status forward_batch(const Tensor& tokens, int64_t batch, int64_t t, int64_t h, int64_t w, int slot);
+  // overwritten); `y` [batch * S, 3 * pt * p * p] bf16 (rows of the workspace's y) gets the output. No host
+  // synchronization.
+  Status forward_batch(const Tensor& tokens, int64_t batch, int64_t t, int64_t h, int64_t w, Tensor& y);
 
   VideoVaeConfig cfg_;
   Backend& backend_;

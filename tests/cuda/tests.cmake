@@ -46,6 +46,13 @@ if(TARGET vortex_cuda)
     LIBS vortex_cuda vortex_ref vortex_vae vortex_core
     GPU)
 endif()
+# The video VAE clip stitch kernel vs its CPU program (src/cuda/ops/video_stitch.h, E0).
+if(TARGET vortex_cuda)
+  vortex_test(NAME cuda_video_stitch_test
+    SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/video_stitch_op_test.cpp
+    LIBS vortex_cuda vortex_ref vortex_vae vortex_core
+    GPU)
+endif()
 # ---- vision tower and video VAE encoder kernels vs the CPU programs (src/cuda/ops/encoder_ops.h) ---------------
 if(TARGET vortex_cuda)
   vortex_test(NAME cuda_encoder_ops_test

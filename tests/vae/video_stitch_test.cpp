@@ -1,10 +1,11 @@
-// VideoVae::decode writes every pixel once (tiles stitched and cross-faded straight into the output while the
-// next tiles run). This test recomposes the same decode literally as diffusers does — per-tile forwards
+// VideoVae::decode writes every pixel once (each clip's tiles stitched and cross-faded by Backend::video_stitch_clip
+// while the next clip runs). This test recomposes the same decode literally as diffusers does — per-tile forwards
 // (VideoVae::decode_tile), then _stitch_tiles (blend each tile with the ORIGINAL tile above and to the left, crop,
 // concatenate), the per-clip chunks with the 5-frame cross-fade, the concatenation and the final crop of padded
 // frames, each step materialized — and requires the two outputs to be bit-identical on the fixture VAE (a
 // single odd tile; 3x2 tiles x 2 clips; the same latents untiled).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -298,6 +299,47 @@ TEST(VideoBatching, AttentionBatchedIsPerSequenceAttention) {
   ASSERT_TRUE(be.attention(*q, *k, *v, heads, hd, whole, ExecOptions{}).ok());
   EXPECT_NE(std::memcmp(whole.raw_data(), got.raw_data(), got.nbytes()), 0);
   EXPECT_EQ(be.attention_batched(*q, *k, *v, 2, heads, hd, got, ExecOptions{}).code(), ErrorCode::kInvalidArgument);
+}
+
+// Backend::video_stitch_clip on the CPU backend: a 1 x 2 tile clip with a column blend and a cross-fade against values
+// worked out by hand, and operands the op must reject before writing anything.
+TEST(VideoStitchOp, HandWorkedClipAndRejects) {
+  auto backend = make_backend("cpu", 0);
+  ASSERT_TRUE(backend.ok());
+  Backend& be = **backend;
+  VideoStitchClip g;  // 1 channel, 1 x 1 pixel patches, tiles of 1 frame x 1 row x 2 columns, one blended column
+  g.channels = 1, g.patch = 1, g.patch_t = 1, g.tile_t = 1, g.tile_h = 1, g.tile_w = 2, g.rows_per_tile = 3;
+  g.ny = 1, g.nx = 2, g.y_off[1] = 1, g.x_off[1] = 1, g.x_off[2] = 3, g.blend_x[1] = 1;
+  g.f00 = 0, g.fe0 = 1, g.cross_fade = 1;
+  Tensor y = Tensor::empty({6, 1}, DType::kBF16);  // tile 0: 1, 3 (row 2 unread); tile 1: 5, 7
+  const float vals[6] = {1.0f, 3.0f, 99.0f, 5.0f, 7.0f, 99.0f};
+  for (int i = 0; i < 6; ++i) y.data<uint16_t>()[i] = bf16_bits_from_f32(vals[i]);
+  Tensor prev = Tensor::empty({1, 2, 1, 3}, DType::kF32);  // cross-fade frame = prev frame 1
+  for (int i = 0; i < 6; ++i) prev.data<float>()[i] = static_cast<float>(10 * i);
+  Tensor out = Tensor::empty({1, 1, 1, 3}, DType::kF32), none;
+  for (int i = 0; i < 3; ++i) out.data<float>()[i] = std::nanf("");  // poison
+  ASSERT_TRUE(be.video_stitch_clip(y, g, prev, out, none).ok());
+  // Cross-fade with e = 1 at i = 0 keeps the prev value (weight 1 - 0 / 1); the column blend at i = 0 keeps the left
+  // tile's value 3 (then the cross-fade replaces it with prev).
+  EXPECT_EQ(out.data<float>()[0], 30.0f);
+  EXPECT_EQ(out.data<float>()[1], 40.0f);
+  EXPECT_EQ(out.data<float>()[2], 50.0f);
+  g.cross_fade = 0;
+  ASSERT_TRUE(be.video_stitch_clip(y, g, prev, out, none).ok());
+  EXPECT_EQ(out.data<float>()[0], 1.0f);  // tile 0 column 0
+  EXPECT_EQ(out.data<float>()[1], 3.0f);  // tile 1 column 0 blended at i = 0: all weight on the left tile's column 1
+  EXPECT_EQ(out.data<float>()[2], 7.0f);  // tile 1 column 1
+  Tensor wrong = Tensor::empty({1, 1, 1, 2}, DType::kF32);
+  EXPECT_EQ(be.video_stitch_clip(y, g, prev, wrong, none).code(), ErrorCode::kInvalidArgument);
+  VideoStitchClip bad = g;
+  bad.cross_fade = 1;
+  EXPECT_EQ(be.video_stitch_clip(y, bad, none, out, none).code(), ErrorCode::kInvalidArgument);  // no prev
+  bad = g;
+  bad.fe1 = 1;  // [f01, fe1) = [0, 1) overlaps [f00, fe0)
+  EXPECT_EQ(be.video_stitch_clip(y, bad, none, out, none).code(), ErrorCode::kInvalidArgument);
+  bad = g;
+  bad.rows_per_tile = 1;  // below the tile's voxel count
+  EXPECT_EQ(be.video_stitch_clip(y, bad, none, out, none).code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace
