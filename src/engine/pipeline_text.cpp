@@ -104,6 +104,12 @@ Result<Tensor> Pipeline::encode_ids(const std::vector<int32_t>& ids, ProgressSin
 
 Status Pipeline::encode_prompt(RunPlan& plan, ProgressSink& progress, const CancelToken* cancel) {
   if (plan.text.defined() || plan.text_source != TextSource::kPrompt || !has_text_encoder()) return Status::Ok();
+  if (!plan.reference_text.ids.empty()) {  // ref2va: engine/pipeline_references.cpp
+    VORTEX_ASSIGN_OR_RETURN(VisionEmbeddings vision, reference_vision_for(plan, progress));
+    VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total(), cancel, &vision,
+                                                  &plan.reference_text.positions));
+    return Status::Ok();
+  }
   if (!plan.keyframe_text.ids.empty()) {
     VORTEX_ASSIGN_OR_RETURN(VisionEmbeddings vision, keyframe_vision_for(plan, progress));
     VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total(), cancel, &vision,
