@@ -206,13 +206,14 @@ Result<ReferencePlan> plan_references(const std::vector<ReferenceProbe>& probes,
         r.presentation.grid = {r.size.height / processors->image.patch, r.size.width / processors->image.patch};
       }
     } else if (p.kind == ReferenceKind::kVideo) {
-      // The 24 fps frame count and the upright size: a decode that converts only the first frame and stops at the
-      // first frame past the generated duration.
+      // The 24 fps frame count and the upright size: a decode that converts only the first frame and stops two
+      // seconds past the generated duration at the header's rate (a margin for a decoded rate that differs from it;
+      // reference_frame_indices truncates to num_frames at the decoded rate).
       const double scale_fps = p.fps > 0.0 ? 24.0 / p.fps : 1.0;
       VideoDecodeFilter filter;
       filter.keep = [](int64_t k) { return k == 0; };
       filter.stop = [&](int64_t k) {
-        return k > 0 && std::floor(static_cast<double>(k) * scale_fps + 0.5) >= static_cast<double>(num_frames);
+        return k > 0 && std::floor(static_cast<double>(k) * scale_fps + 0.5) >= static_cast<double>(num_frames) + 48.0;
       };
       Result<DecodedVideo> dec = read_reference_video_frames(p.path, filter);
       if (!dec.ok()) return dec.status().with_context(at);
