@@ -350,7 +350,12 @@ std::vector<std::string> runnable_tasks(const ModelFolder& folder) {
   for (const std::string& t : folder.tasks) {
     if (t == "t2va" && t2va) out.push_back(t);
     if (t == "fl2va" && t2va && !folder.path_of("vae").empty()) out.push_back(t);
-    // ref2va: every check before the weights (engine/references.h) runs; its sampling is not built.
+    // ref2va: the Ref2VA transformer (transformer_ref/, or a Ref2VA partition's transformer/), the conditioner and
+    // both VAEs (the references' encoders).
+    const std::string ref_transformer = folder.partition == "ref2va" ? "transformer" : "transformer_ref";
+    if (t == "ref2va" && !folder.path_of(ref_transformer).empty() && !folder.path_of("text_encoder").empty() &&
+        !folder.path_of("tokenizer").empty() && !folder.path_of("vae").empty() && !folder.path_of("audio_vae").empty())
+      out.push_back(t);
   }
   return out;
 }
@@ -391,15 +396,15 @@ std::string describe_model_folder(const ModelFolder& folder) {
     o << "tasks: " << join(folder.tasks) << "; Vortex runs here: " << join(runnable);
     for (const std::string& t : folder.tasks)
       if (std::find(runnable.begin(), runnable.end(), t) == runnable.end())
-        o << (t == "ref2va"  ? " (ref2va: not run by Vortex; generate --ref checks the references)"
+        o << (t == "ref2va"  ? " (ref2va needs the Ref2VA transformer, the conditioner, vae/ and audio_vae/: the "
+                               "references' encoders)"
               : t == "fl2va" ? " (fl2va needs vae/: the keyframes' encoder)"
                              : " (" + t + " needs the transformer, text encoder and tokenizer)");
     o << "\n";
   }
   for (const std::string& n : folder.notes) o << "note: " << n << "\n";
   if (missing == 0 && folder.partition == "ref2va") {
-    o << "complete: generate --model " << folder.dir << " --prompt \"...\" --ref FILE checks its references; "
-      << "ref2va sampling is not built\n";
+    o << "complete: generate --model " << folder.dir << " --prompt \"...\" --ref FILE can run\n";
   } else if (missing == 0) {
     o << "complete: generate --model " << folder.dir << " --prompt \"...\" can run"
       << (folder.layout == ModelFolderLayout::kTransformers ? " (a text encoder folder: encode-text only)" : "")

@@ -166,6 +166,13 @@ class Pipeline {
   Result<Tensor> keyframe_rows_for(const RunPlan& plan, ProgressSink& progress, uint64_t noise_offset);
   std::unique_ptr<VideoVaeEncoder> vae_encoder_;  // loaded by the first fl2va request
   std::unique_ptr<VisionTower> vision_tower_;     // loaded by the first fl2va request with a text encoder
+  // ref2va (engine/pipeline_references.cpp): the references' vision embeddings for the conditioner, and their rows
+  // (the video VAE encoder on images and video frames, the audio VAE encoder on soundtracks, each loaded by the first
+  // request that needs it).
+  Result<VisionEmbeddings> reference_vision_for(const RunPlan& plan, ProgressSink& progress);
+  Result<ReferenceRows> reference_rows_for(const RunPlan& plan, ProgressSink& progress, uint64_t noise_offset);
+  Status load_vision_tower_once(ProgressSink& progress);
+  std::unique_ptr<AudioVaeEncoder> audio_encoder_;  // loaded by the first ref2va request with a soundtrack
   // Memory free for this backend's work: the device's (GPU backends) or the host's (cpu); nullopt when unknown.
   std::optional<uint64_t> free_memory() const;
   // Frees the resident conditioner when `need` does not fit the free memory beside it.

@@ -27,8 +27,10 @@ struct PreparedRun {
   ExecOptions exec;                     // the switches in force for this request
   Tensor text;                          // [L, text_dim] host: what the model was prepared with
   bool media = false;                   // decode video.mp4 and audio.wav after sampling
-  uint64_t condition_noise_offset = 0;  // fl2va: the keyframe rows' noise, after the video and audio noise
+  uint64_t condition_noise_offset = 0;  // fl2va / ref2va: the visual conditioning rows' noise, after the video and
+                                        // audio noise
   double keyframes_seconds = 0.0;
+  ReferenceRows references;  // ref2va: the reference rows and their encoders' seconds
   double tables_seconds = 0.0;
   double prepare_seconds = 0.0;
 };
@@ -108,10 +110,15 @@ Result<PreparedRun> Pipeline::prepare_run(const RunPlan& plan, ProgressSink& pro
     prep.keyframes_seconds = seconds_since(t_keyframes);
     if (alone && cancel.cancelled()) return cancelled("cancelled before sampling");
   }
+  if (!geo.references.empty()) {  // ref2va (engine/pipeline_references.cpp)
+    VORTEX_ASSIGN_OR_RETURN(prep.references, reference_rows_for(plan, progress, prep.condition_noise_offset));
+    condition_rows = prep.references.visual;
+    if (alone && cancel.cancelled()) return cancelled("cancelled before sampling");
+  }
   progress.stage("preparing text and positions");
   const auto t_prepare = Clock::now();
   VORTEX_RETURN_IF_ERROR(model_->await_weights(-1));  // overlapped loading: the weights before the blocks
-  VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, prep.text, condition_rows));
+  VORTEX_RETURN_IF_ERROR(model_->prepare(plan.layout, prep.text, condition_rows, prep.references.audio));
   VORTEX_ASSIGN_OR_RETURN(prep.tables_seconds, precompute_tables(plan, prep.exec, progress));
   prep.prepare_seconds = seconds_since(t_prepare);
   if (alone && cancel.cancelled()) return cancelled("cancelled before sampling");
@@ -294,6 +301,8 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
   run_record.audio_noise_offset = video_elements(cfg_, plan.geo);
   run_record.keyframe_noise_offset = prep.condition_noise_offset;
   run_record.keyframes_seconds = prep.keyframes_seconds;
+  run_record.references_video_seconds = prep.references.video_seconds;
+  run_record.references_audio_seconds = prep.references.audio_seconds;
   run_record.lora = lora_manifest_;
   run_record.world = world_json(model_->communicator());
   run_record.outputs = record.json();

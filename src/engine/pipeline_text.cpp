@@ -114,6 +114,12 @@ Result<uint64_t> Pipeline::text_encoder_need(size_t tokens) const {
 
 Status Pipeline::encode_prompt(RunPlan& plan, ProgressSink& progress, const CancelToken* cancel) {
   if (plan.text.defined() || plan.text_source != TextSource::kPrompt || !has_text_encoder()) return Status::Ok();
+  if (!plan.reference_text.ids.empty()) {  // ref2va: engine/pipeline_references.cpp
+    VORTEX_ASSIGN_OR_RETURN(VisionEmbeddings vision, reference_vision_for(plan, progress));
+    VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total(), cancel, &vision,
+                                                  &plan.reference_text.positions));
+    return Status::Ok();
+  }
   if (!plan.keyframe_text.ids.empty()) {
     VORTEX_ASSIGN_OR_RETURN(VisionEmbeddings vision, keyframe_vision_for(plan, progress));
     VORTEX_ASSIGN_OR_RETURN(plan.text, encode_ids(plan.text_ids, progress, plan.memory.total(), cancel, &vision,

@@ -201,6 +201,14 @@ Status plan_text(const PipelineOptions& options, const ModelConfig& cfg, const R
       VORTEX_ASSIGN_OR_RETURN(plan.keyframe_text, keyframe_presentation_for(options, req));
       plan.text_ids = plan.keyframe_text.ids;
     }
+    if (!plan.references.refs.empty()) {  // ref2va: per reference its labels and vision blocks, then the prompt
+      VORTEX_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tok, shared_tokenizer(options.tokenizer_path));
+      VORTEX_ASSIGN_OR_RETURN(VisionProcessorConfig proc, keyframe_processor_config(options.text_encoder_dir));
+      std::vector<Ref2vaPresentationReference> refs;
+      for (const PlannedReference& r : plan.references.refs) refs.push_back(r.presentation);
+      VORTEX_ASSIGN_OR_RETURN(plan.reference_text, build_ref2va_presentation(*tok, refs, proc.merge, req.prompt));
+      plan.text_ids = plan.reference_text.ids;
+    }
   } else if (!req.prompt.empty()) {
     plan.text = synthetic_prompt_states(cfg, req.prompt);
     plan.text_source = TextSource::kPrompt;
@@ -234,11 +242,6 @@ Result<RunPlan> Planner::plan(const RunRequest& request, ProgressSink& progress,
     return s;
   };
   if (std::optional<FieldError> e = check_run_request(request, options_, style)) return at(e->field, e->status);
-  if (!request.references.empty())  // every reference has passed its checks; the transformer does not take them yet
-    return at(Field::kReferences,
-              unsupported(field_name(Field::kReferences, style) + ": the " + std::to_string(request.references.size()) +
-                          " reference(s) pass every check, but ref2va sampling is not built: the transformer does not "
-                          "take reference rows yet (docs/ref2va.md, \"Not done yet\")"));
   RunRequest req = request;  // with the canvas resolved
   if (req.canvas_from_keyframe && req.keyframes.any()) {
     const Field field = req.keyframes.first.empty() ? Field::kLastFrame : Field::kFirstFrame;
@@ -261,6 +264,34 @@ Result<RunPlan> Planner::plan(const RunRequest& request, ProgressSink& progress,
     if (!f.ok()) return at(Field::kSeconds, f.status());
     frames = *f;
   }
+  if (!req.references.empty()) {  // ref2va: each reference's geometry (its media decoded, not yet encoded)
+    const std::string field = field_name(Field::kReferences, style);
+    Result<std::vector<ReferenceProbe>> probes =
+        check_references(req.references, req.keyframes.any(), options.checkpoint_path,
+                         {options.encoder_vae_dir(), options.reference_audio_encoder_dir()}, field);
+    if (!probes.ok()) return at(Field::kReferences, probes.status());
+    Result<ReferenceSettings> settings = reference_settings(options.model_dir);
+    if (!settings.ok()) return at(Field::kReferences, settings.status());
+    ReferenceProcessors processors;
+    const bool vision = !req.prompt.empty() && !options.text_encoder_dir.empty() && req.text_embeddings_path.empty();
+    if (vision) {
+      Result<VisionProcessorConfig> image = keyframe_processor_config(options.text_encoder_dir);
+      if (!image.ok()) return at(Field::kReferences, image.status().with_context(field));
+      processors.image = *image;
+      bool videos = false;
+      for (const ReferenceProbe& p : *probes) videos = videos || p.kind == ReferenceKind::kVideo;
+      if (videos) {
+        Result<VisionProcessorConfig> video = video_processor_config(options.text_encoder_dir);
+        if (!video.ok()) return at(Field::kReferences, video.status().with_context(field));
+        processors.video = *video;
+      }
+    }
+    Result<ReferencePlan> refs =
+        plan_references(*probes, snap_frames_up(frames), *settings, options.reference_audio_encoder_dir(),
+                        vision ? &processors : nullptr, field);
+    if (!refs.ok()) return at(Field::kReferences, refs.status());
+    plan.references = std::move(*refs);
+  }
   if (Status s = plan_text(options, cfg, req, style, plan); !s.ok())
     return at(req.text_embeddings_path.empty() ? Field::kPrompt : Field::kTextEmbeddings, s);
   const int64_t text_rows = plan.text.defined() ? plan.text.dim(0) : static_cast<int64_t>(plan.text_ids.size());
@@ -270,7 +301,15 @@ Result<RunPlan> Planner::plan(const RunRequest& request, ProgressSink& progress,
   if (!geo.ok()) return at(req.width % 32 != 0 || req.height % 32 == 0 ? Field::kWidth : Field::kHeight, geo.status());
   plan.geo = *geo;
   plan.geo.keyframes = req.keyframes.anchors();
+  for (const PlannedReference& r : plan.references.refs) plan.geo.references.push_back(r.block);
   note_frames(req, plan.geo, progress);
+  if (!plan.geo.references.empty()) {
+    int64_t visual = 0, audio = 0;
+    for (const ReferenceBlock& b : plan.geo.references) visual += b.video_rows(), audio += b.audio_rows();
+    progress.note(std::to_string(plan.geo.references.size()) + " reference(s): " + std::to_string(visual) +
+                  " visual and " + std::to_string(audio) + " audio conditioning rows; " +
+                  std::to_string(plan.geo.total_rows()) + " packed rows in all");
+  }
   const RequestGeometry& g = plan.geo;
   if (g.total_rows() > kMaxPackedRows) {
     return at(Field::kFrames,
@@ -310,7 +349,8 @@ Result<RunPlan> Planner::plan(const RunRequest& request, ProgressSink& progress,
       progress.warning(line);
     }
   }
-  VORTEX_ASSIGN_OR_RETURN(plan.layout, pack_request(cfg, g, plan.keyframe_text.tags));
+  VORTEX_ASSIGN_OR_RETURN(
+      plan.layout, pack_request(cfg, g, g.references.empty() ? plan.keyframe_text.tags : plan.reference_text.tags));
   plan.spec.kind = req.sampler.value_or(default_sampler_for_schedule(req.schedule));
   plan.spec.mode = req.schedule;
   plan.spec.steps = req.steps;

@@ -13,6 +13,7 @@
 
 #include "engine/memory_estimate.h"
 #include "engine/progress_sink.h"
+#include "engine/references.h"
 #include "engine/request.h"
 #include "model/packing.h"
 #include "sampler/sampler.h"
@@ -39,6 +40,10 @@ struct RunPlan {
   std::vector<int32_t> text_ids;  // the prompt's t2va presentation, when a text encoder conditions on it
   // fl2va with a text encoder: the keyframes' presentation (text_ids are its ids; its tags tag the layout's text rows)
   KeyframeText keyframe_text;
+  // ref2va: each reference's geometry and encoding plan (engine/references.h), and with a text encoder the
+  // conditioner's presentation of the references and the prompt (text_ids are its ids; its tags tag the text rows).
+  ReferencePlan references;
+  Ref2vaPresentation reference_text;
   RequestGeometry geo;
   PackedLayout layout;
   SamplerSpec spec;  // kind, mode, steps and shifts of the run

@@ -118,6 +118,30 @@ J keyframes_json(const RunRecord& r) {
           {"seconds", r.keyframes_seconds}};
 }
 
+// "references" (ref2va): every reference with its SHA-256, kind and what the request used of it, and how the rows
+// were made.
+Result<J> references_json(const RunRecord& r) {
+  const PipelineOptions& o = *r.options;
+  const RunPlan& plan = *r.plan;
+  const RequestGeometry& geo = plan.geo;
+  VORTEX_ASSIGN_OR_RETURN(nlohmann::json refs, reference_record_json(plan.references));
+  int64_t visual = 0, audio = 0;
+  for (const ReferenceBlock& b : geo.references) visual += b.video_rows(), audio += b.audio_rows();
+  return J{{"packing", "[text | reference blocks | audio | video] (build_ref2va_packed_sequence)"},
+           {"video_vae", o.encoder_vae_dir()},
+           {"audio_vae", audio > 0 ? J(o.reference_audio_encoder_dir()) : J(nullptr)},
+           {"encoder_seed", 42},
+           {"noise_aug", kKeyframeNoiseAug},
+           {"noise_offset", r.keyframe_noise_offset},
+           {"reference_audio_timestep", kReferenceAudioTimestep},
+           {"image_short_edge", plan.references.settings.image_short_edge},
+           {"visual_rows", visual},
+           {"audio_rows", audio},
+           {"vision", plan.reference_text.ids.empty() ? J(nullptr) : J(o.text_encoder_dir)},
+           {"seconds", {{"video_vae", r.references_video_seconds}, {"audio_vae", r.references_audio_seconds}}},
+           {"files", J::parse(refs.dump())}};
+}
+
 J schedule_json(const RunPlan& plan) {
   return {{"mode", av_schedule_mode_name(plan.spec.mode)},
           {"video_shift", plan.spec.video_shift},
@@ -145,8 +169,11 @@ Result<nlohmann::ordered_json> run_record_json(const RunRecord& r) {
   manifest["request"] = request_json(r, text_sha);
   manifest["noise"] = noise_json(r);
   VORTEX_ASSIGN_OR_RETURN(manifest["inputs"], inputs_json(plan));
-  manifest["task"] = plan.geo.keyframes.empty() ? "t2va" : "fl2va";
+  manifest["task"] = !plan.geo.references.empty() ? "ref2va" : plan.geo.keyframes.empty() ? "t2va" : "fl2va";
   if (!plan.geo.keyframes.empty()) manifest["keyframes"] = keyframes_json(r);
+  if (!plan.geo.references.empty()) {
+    VORTEX_ASSIGN_OR_RETURN(manifest["references"], references_json(r));
+  }
   manifest["lora"] = r.lora;
   manifest["world"] = r.world;
   manifest["model_config"] = model_config_json(*r.config);

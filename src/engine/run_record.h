@@ -32,10 +32,11 @@ struct RunRecord {
   uint64_t audio_noise_offset = 0;     // the audio noise's offset in the seed's stream (the video's size)
   uint64_t keyframe_noise_offset = 0;  // fl2va: the keyframe rows' noise offset
   double keyframes_seconds = 0.0;      // fl2va: reading and encoding the keyframes
-  nlohmann::ordered_json lora;         // the adapters in force ("lora")
-  nlohmann::ordered_json world;        // world_json of the model's communicator
-  nlohmann::ordered_json decode;       // the media decode ("decode"; null without media)
-  nlohmann::ordered_json outputs;      // the files written, with their SHA-256 ("outputs")
+  double references_video_seconds = 0.0, references_audio_seconds = 0.0;  // ref2va: reading and encoding, per encoder
+  nlohmann::ordered_json lora;                                            // the adapters in force ("lora")
+  nlohmann::ordered_json world;                                           // world_json of the model's communicator
+  nlohmann::ordered_json decode;   // the media decode ("decode"; null without media)
+  nlohmann::ordered_json outputs;  // the files written, with their SHA-256 ("outputs")
 };
 
 // Every run.json section but "timing", in the schema's order; the SHA-256 of each input file the request names.

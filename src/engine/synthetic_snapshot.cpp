@@ -16,6 +16,7 @@
 #include "text/tokenizer.h"
 #include "text_encoder/text_encoder_weights.h"
 #include "vae/audio_vae.h"
+#include "vae/audio_vae_encoder.h"
 #include "vae/video_vae.h"
 #include "vae/video_vae_encoder.h"
 #include "vision/vision_tower.h"
@@ -119,6 +120,19 @@ Status write_synthetic_vae_folders(const fs::path& out, uint64_t seed, std::vect
                                  {"decoder_dim", audio.decoder_dim},
                                  {"sampling_rate", audio.sampling_rate},
                                  {"vortex.written_by", "vortex synth --snapshot tiny (synthetic weights: noise)"}};
+  // The encoder (ref2va soundtracks): the released rates (hop 800) at widths 4 to 64, two attention heads whose
+  // 32-wide outputs pool exactly onto the 32 latent channels.
+  AudioVaeEncoderConfig audio_encoder;
+  audio_encoder.encoder_dim = 2;
+  audio_encoder.latent_dim = audio.latent_dim;
+  audio_encoder.latent_channels = audio.latent_channels;
+  audio_encoder.num_attention_heads = 2;
+  audio_encoder.sampling_rate = audio.sampling_rate;
+  audio_encoder.latents_mean.assign(static_cast<size_t>(audio.latent_channels), 0.0f);
+  audio_encoder.latents_std.assign(static_cast<size_t>(audio.latent_channels), 1.0f);
+  acfg["encoder_dim"] = audio_encoder.encoder_dim;
+  acfg["encoder_rates"] = audio_encoder.encoder_rates;
+  acfg["num_attention_heads"] = audio_encoder.num_attention_heads;
   const VaeTensorSource weights = AudioVae::synthetic_source(seed);
   const double r = audio.act_ratio;
   const VaeTensorSource with_filters = [&](const std::string& name, const Shape& shape) -> Result<Tensor> {
@@ -134,8 +148,11 @@ Status write_synthetic_vae_folders(const fs::path& out, uint64_t seed, std::vect
   };
   return write_recorded_vae(
       out / "audio_vae", acfg, with_filters,
-      [&](const VaeTensorSource& src) { return AudioVae::from_source(audio, src, cpu, false).status(); }, seed,
-      written);
+      [&](const VaeTensorSource& src) {
+        VORTEX_RETURN_IF_ERROR(AudioVae::from_source(audio, src, cpu, false).status());
+        return AudioVaeEncoder::from_source(audio_encoder, src).status();
+      },
+      seed, written);
 }
 
 // The given VAE folders must decode what the tiny transformer makes: video latents of in_channels and audio
@@ -239,6 +256,21 @@ Status add_synthetic_vision_tower(const fs::path& out, const TextEncoderConfig& 
   VORTEX_RETURN_IF_ERROR(
       write_text_atomic((out / "processor" / "preprocessor_config.json").string(), processor.dump(2) + "\n"));
   written.push_back((out / "processor" / "preprocessor_config.json").string());
+  // The video processor (ref2va video references; the release's processor/video_preprocessor_config.json) with the
+  // same smaller minimum area: its range holds a whole video's pixels, frames included.
+  const nlohmann::ordered_json video_processor = {{"video_processor_type", "Qwen3VLVideoProcessor"},
+                                                  {"do_resize", true},
+                                                  {"do_rescale", true},
+                                                  {"do_normalize", true},
+                                                  {"image_mean", {0.5, 0.5, 0.5}},
+                                                  {"image_std", {0.5, 0.5, 0.5}},
+                                                  {"patch_size", vc.patch},
+                                                  {"temporal_patch_size", vc.temporal_patch},
+                                                  {"merge_size", vc.merge},
+                                                  {"size", {{"shortest_edge", 1024}, {"longest_edge", 25165824}}}};
+  VORTEX_RETURN_IF_ERROR(write_text_atomic((out / "processor" / "video_preprocessor_config.json").string(),
+                                           video_processor.dump(2) + "\n"));
+  written.push_back((out / "processor" / "video_preprocessor_config.json").string());
   return Status::Ok();
 }
 
@@ -270,6 +302,13 @@ Result<std::vector<std::string>> write_synthetic_snapshot(const SyntheticSnapsho
                                   {"text_encoder", {"transformers", "Qwen3VLForConditionalGeneration"}},
                                   {"tokenizer", {"transformers", "Qwen2TokenizerFast"}},
                                   {"transformer", {"diffusers", "MiniMaxH3Transformer3DModel"}},
+                                  {"transformer_ref", {"diffusers", "MiniMaxH3Transformer3DModel"}},
+                                  // MiniMaxH3Ref2VASetupStep's ConfigSpecs at the tiny model's scale (the release
+                                  // keeps diffusers' defaults: 2048, 768, 768 * 1344): image references at a 64-pixel
+                                  // short edge, video references on a canvas of at most 64 x 112.
+                                  {"reference_image_short_edge", 64},
+                                  {"canvas_short_edge", 64},
+                                  {"canvas_max_pixels", 64 * 112},
                                   {"vortex.written_by", "vortex synth --snapshot tiny"},
                                   {"vortex.synthetic_seed", o.seed}};
   index["vae"] = {"diffusers", "AutoencoderKLMiniMaxH3"};
@@ -289,6 +328,13 @@ Result<std::vector<std::string>> write_synthetic_snapshot(const SyntheticSnapsho
   fs::create_directories(out / "transformer", ec);
   VORTEX_ASSIGN_OR_RETURN(std::vector<std::string> transformer, write_synthetic_checkpoint(ck));
   written.insert(written.end(), transformer.begin(), transformer.end());
+  // The Ref2VA transformer (references to video): the same config, other weights (seed + 1), as the release's
+  // transformer_ref/ beside transformer/.
+  ck.out = (out / "transformer_ref" / "diffusion_pytorch_model.safetensors").string();
+  ck.seed = o.seed + 1;
+  fs::create_directories(out / "transformer_ref", ec);
+  VORTEX_ASSIGN_OR_RETURN(std::vector<std::string> transformer_ref, write_synthetic_checkpoint(ck));
+  written.insert(written.end(), transformer_ref.begin(), transformer_ref.end());
 
   VORTEX_RETURN_IF_ERROR(write_synthetic_text_encoder((out / "text_encoder").string(), te, o.seed));
   VORTEX_RETURN_IF_ERROR(add_synthetic_vision_tower(out, te, o.seed, written));

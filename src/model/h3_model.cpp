@@ -394,18 +394,33 @@ Result<Tensor> adaln_input_host(const ModelConfig& cfg, const TimeEmbedderHost& 
 H3Model::H3Model(ModelConfig cfg, Backend& backend, H3Weights weights, ExecOptions opts)
     : cfg_(std::move(cfg)), backend_(backend), weights_(std::move(weights)), opts_(std::move(opts)) {}
 
-Status H3Model::prepare(const PackedLayout& layout, const Tensor& text, const Tensor& condition_rows) {
+Status H3Model::prepare(const PackedLayout& layout, const Tensor& text, const Tensor& condition_rows,
+                        const Tensor& reference_audio_rows) {
   const int64_t l = layout.geo.text_rows, s = layout.geo.total_rows();
   const int64_t nc = layout.geo.condition_rows();
-  if (nc > 0 && (!condition_rows.defined() || condition_rows.ndim() != 2 || condition_rows.dim(0) != nc ||
-                 condition_rows.dim(1) != int64_t{cfg_.in_channels} * 4 || condition_rows.dtype() != DType::kF32 ||
-                 condition_rows.device() != Device::kCpu || !condition_rows.is_contiguous()))
-    return invalid_argument("prepare: the layout has " + std::to_string(layout.geo.keyframes.size()) +
-                            " keyframe(s): condition_rows must be a host [" + std::to_string(nc) + ", " +
-                            std::to_string(cfg_.in_channels * 4) + "] f32 tensor, got " +
-                            (condition_rows.defined() ? condition_rows.describe() : "undefined"));
-  if (nc == 0 && condition_rows.defined() && condition_rows.numel() > 0)
-    return invalid_argument("prepare: condition_rows given but the layout has no keyframes");
+  // Conditioning rows by kind: visual (keyframes, image and video references) and reference audio.
+  int64_t nac = 0;
+  for (const ReferenceBlock& r : layout.geo.references) nac += r.audio_rows();
+  const int64_t nvc = nc - nac;
+  const std::string what = layout.geo.references.empty()
+                               ? std::to_string(layout.geo.keyframes.size()) + " keyframe(s)"
+                               : std::to_string(layout.geo.references.size()) + " reference(s)";
+  auto rows_ok = [](const Tensor& t, int64_t n, int64_t width) {
+    if (n == 0) return !t.defined() || t.numel() == 0;
+    return t.defined() && t.ndim() == 2 && t.dim(0) == n && t.dim(1) == width && t.dtype() == DType::kF32 &&
+           t.device() == Device::kCpu && t.is_contiguous();
+  };
+  if (!rows_ok(condition_rows, nvc, int64_t{cfg_.in_channels} * 4))
+    return invalid_argument("prepare: the layout has " + what + " with " + std::to_string(nvc) +
+                            " visual conditioning rows: condition_rows must be a host [" + std::to_string(nvc) + ", " +
+                            std::to_string(cfg_.in_channels * 4) + "] f32 tensor" + (nvc == 0 ? " or none" : "") +
+                            ", got " + (condition_rows.defined() ? condition_rows.describe() : "undefined"));
+  if (!rows_ok(reference_audio_rows, nac, int64_t{cfg_.audio_in_channels}))
+    return invalid_argument("prepare: the layout has " + what + " with " + std::to_string(nac) +
+                            " reference audio rows: reference_audio_rows must be a host [" + std::to_string(nac) +
+                            ", " + std::to_string(cfg_.audio_in_channels) + "] f32 tensor" +
+                            (nac == 0 ? " or none" : "") + ", got " +
+                            (reference_audio_rows.defined() ? reference_audio_rows.describe() : "undefined"));
   if (static_cast<int64_t>(layout.modality.size()) != s)
     return invalid_argument("prepare: the packed layout is inconsistent (build it with pack_request)");
   if (!text.defined() || text.ndim() != 2 || text.dim(0) != l || text.device() != Device::kCpu ||
@@ -469,34 +484,73 @@ Status H3Model::prepare(const PackedLayout& layout, const Tensor& text, const Te
     final_norm_ = Tensor();
     VORTEX_ASSIGN_OR_RETURN(scratch_, BlockScratch::allocate(backend_, cfg_, s));
   }
-  // The single-GPU step workspace (StepWorkspace): tables sized for three distinct timesteps, I/O rows for
-  // this layout. Any captured step graph refers to the previous buffers: the generation drops it.
+  // The single-GPU step workspace (StepWorkspace): tables sized for the distinct timesteps a step can have (video,
+  // audio, visual conditioning, and reference audio at 1.0 when the layout has it), I/O rows for this layout. Any
+  // captured step graph refers to the previous buffers: the generation drops it.
   ++workspace_generation_;
   graph_.reset();
   ws_ = StepWorkspace{};
   if (!sequence_parallel()) {
-    const int64_t d = cfg_.hidden;
-    VORTEX_ASSIGN_OR_RETURN(ws_.silu_temb, backend_.alloc({3, cfg_.time_embed_dim}, DType::kBF16));
+    const int64_t d = cfg_.hidden, slots = nac > 0 ? 4 : 3;
+    VORTEX_ASSIGN_OR_RETURN(ws_.silu_temb, backend_.alloc({slots, cfg_.time_embed_dim}, DType::kBF16));
     for (int i = 0; i < cfg_.num_layers; ++i) {
-      VORTEX_ASSIGN_OR_RETURN(Tensor t, backend_.alloc({3, 18 * d}, DType::kBF16));  // [3, 18D] bf16
+      VORTEX_ASSIGN_OR_RETURN(Tensor t, backend_.alloc({slots, 18 * d}, DType::kBF16));  // [slots, 18D] bf16
       ws_.block_table_store.push_back(t);
     }
-    VORTEX_ASSIGN_OR_RETURN(ws_.final_table_store, backend_.alloc({3, 2 * d}, DType::kBF16));  // [3, 2D] bf16
-    VORTEX_ASSIGN_OR_RETURN(ws_.packed, backend_.alloc({s, d}, DType::kBF16));                 // [S, D] bf16
+    VORTEX_ASSIGN_OR_RETURN(ws_.final_table_store, backend_.alloc({slots, 2 * d}, DType::kBF16));  // [slots, 2D]
+    VORTEX_ASSIGN_OR_RETURN(ws_.packed, backend_.alloc({s, d}, DType::kBF16));                     // [S, D] bf16
     VORTEX_ASSIGN_OR_RETURN(ws_.io, StepIo::allocate(backend_, cfg_, layout_.geo, weights_, &scratch_.fc1_out));
   }
   VORTEX_RETURN_IF_ERROR(backend_.warm_up(opts_));  // engines now, not inside the first step
 
-  // Keyframe rows (fl2va): the same video_patch_proj as the generated video rows (F32 GEMM, then BF16), once.
+  // Conditioning rows, projected once into [Nc, D] bf16 in packed order: keyframe rows (fl2va) and the reference
+  // blocks' visual rows (ref2va) by the same video_patch_proj as the generated video rows, reference audio rows by
+  // audio_patch_proj (F32 GEMM, then BF16). Each run of one modality takes the next rows of its input.
   condition_embedded_ = Tensor();
   if (nc > 0) {
-    VORTEX_ASSIGN_OR_RETURN(Tensor rows_dev, backend_.upload(condition_rows));             // [Nc, 4C] f32
-    VORTEX_ASSIGN_OR_RETURN(Tensor proj, backend_.alloc({nc, cfg_.hidden}, DType::kF32));  // [Nc, D] f32
-    VORTEX_RETURN_IF_ERROR(
-        backend_.linear(rows_dev, plain_linear(weights_.video_patch_proj_weight), &weights_.video_patch_proj_bias, proj)
-            .with_context("video_patch_proj (keyframe rows)"));
     VORTEX_ASSIGN_OR_RETURN(condition_embedded_, backend_.alloc({nc, cfg_.hidden}, DType::kBF16));  // [Nc, D] bf16
-    VORTEX_RETURN_IF_ERROR(backend_.cast(proj, condition_embedded_));
+    struct Source {
+      const Tensor* rows;
+      const Tensor* weight;
+      const Tensor* bias;
+      const char* name;
+      Tensor embedded;  // [n, D] bf16
+      int64_t next = 0;
+    };
+    Source sources[2] = {
+        {&condition_rows, &weights_.video_patch_proj_weight, &weights_.video_patch_proj_bias,
+         "video_patch_proj (conditioning rows)", Tensor()},
+        {&reference_audio_rows, &weights_.audio_patch_proj_weight, &weights_.audio_patch_proj_bias,
+         "audio_patch_proj (reference audio rows)", Tensor()},
+    };
+    for (Source& src : sources) {
+      const int64_t n = src.rows->defined() ? src.rows->dim(0) : 0;
+      if (n == 0) continue;
+      VORTEX_ASSIGN_OR_RETURN(Tensor rows_dev, backend_.upload(*src.rows));                 // [n, 4C] / [n, Ca] f32
+      VORTEX_ASSIGN_OR_RETURN(Tensor proj, backend_.alloc({n, cfg_.hidden}, DType::kF32));  // [n, D] f32
+      VORTEX_RETURN_IF_ERROR(
+          backend_.linear(rows_dev, plain_linear(*src.weight), src.bias, proj).with_context(src.name));
+      if (n == nc) {  // every conditioning row is of this kind: cast in place
+        VORTEX_RETURN_IF_ERROR(backend_.cast(proj, condition_embedded_));
+        break;
+      }
+      VORTEX_ASSIGN_OR_RETURN(src.embedded, backend_.alloc({n, cfg_.hidden}, DType::kBF16));  // [n, D] bf16
+      VORTEX_RETURN_IF_ERROR(backend_.cast(proj, src.embedded));
+    }
+    if (sources[0].embedded.defined() || sources[1].embedded.defined()) {
+      const int64_t c0 = layout_.geo.condition_start();
+      for (int64_t i = 0; i < nc;) {
+        const Modality m = layout_.modality[static_cast<size_t>(c0 + i)];
+        int64_t j = i;
+        while (j < nc && layout_.modality[static_cast<size_t>(c0 + j)] == m) ++j;
+        Source& src = sources[m == Modality::kAudio ? 1 : 0];
+        VORTEX_ASSIGN_OR_RETURN(Tensor from, src.embedded.narrow(0, src.next, j - i));
+        VORTEX_ASSIGN_OR_RETURN(Tensor to, condition_embedded_.narrow(0, i, j - i));
+        VORTEX_RETURN_IF_ERROR(backend_.copy(from, to));
+        src.next += j - i;
+        i = j;
+      }
+    }
   }
 
   // Text: upload as BF16 rows; raw states go through condition_proj -> refiner blocks -> final_norm.
@@ -539,7 +593,8 @@ Result<std::vector<float>> H3Model::step_timesteps(double sigma_v, double sigma_
                             std::to_string(sigma_a));
   const float tv = static_cast<float>(1.0 - sigma_v);
   std::vector<float> t = {tv, static_cast<float>(1.0 - sigma_a)};
-  if (!layout_.geo.keyframes.empty()) t.push_back(keyframe_timestep(tv));
+  if (has_visual_conditioning()) t.push_back(keyframe_timestep(tv));
+  if (has_reference_audio()) t.push_back(kReferenceAudioTimestep);
   std::sort(t.begin(), t.end());
   t.erase(std::unique(t.begin(), t.end()), t.end());
   return t;
@@ -553,9 +608,10 @@ Status H3Model::step_conditioning(double sigma_v, double sigma_a, StepTables& st
   };
   st.video_slot = slot_of(tv);
   st.audio_slot = slot_of(ta);
-  st.condition_slot = layout_.geo.keyframes.empty() ? st.video_slot : slot_of(keyframe_timestep(tv));
-  st.block_segments = layout_.block_segments(st.video_slot, st.audio_slot, st.condition_slot);
-  st.final_segments = layout_.final_segments(st.video_slot, st.audio_slot, st.condition_slot);
+  st.condition_slot = has_visual_conditioning() ? slot_of(keyframe_timestep(tv)) : st.video_slot;
+  st.reference_audio_slot = has_reference_audio() ? slot_of(kReferenceAudioTimestep) : st.audio_slot;
+  st.block_segments = layout_.block_segments(st.video_slot, st.audio_slot, st.condition_slot, st.reference_audio_slot);
+  st.final_segments = layout_.final_segments(st.video_slot, st.audio_slot, st.condition_slot, st.reference_audio_slot);
   st.shard_segments =
       sp_.comm != nullptr ? st.block_segments.slice(sp_.my_rows().begin, sp_.my_rows().end) : SegmentTable{};
   return Status::Ok();
@@ -1247,6 +1303,7 @@ Status H3Model::run_step(const std::atomic<bool>* cancel) {
   key.video_slot = st.video_slot;
   key.audio_slot = st.audio_slot;
   key.condition_slot = st.condition_slot;
+  key.reference_audio_slot = st.reference_audio_slot;
   key.tables_ahead = ws_.tables_ahead;
   key.options = opts_;
   std::string why_not;

@@ -23,10 +23,11 @@ namespace vortex {
 struct StepTables {
   std::vector<float> timesteps;  // distinct t values, sorted ascending (t = 1 - sigma)
   int video_slot = 0, audio_slot = 0;
-  int condition_slot = 0;            // fl2va keyframe rows: max(t_video, kKeyframeNoiseAug); else the video slot
-  SegmentTable block_segments;       // row -> slot * 3 + modality
-  SegmentTable final_segments;       // row -> slot
-  SegmentTable shard_segments;       // sequence parallel: block_segments of this rank's rows, from 0
+  int condition_slot = 0;        // visual conditioning rows (keyframes, image/video references): max(t_video, 0.999)
+  int reference_audio_slot = 0;  // ref2va reference audio rows: t = 1.0; else the audio slot
+  SegmentTable block_segments;   // row -> slot * 3 + modality
+  SegmentTable final_segments;   // row -> slot
+  SegmentTable shard_segments;   // sequence parallel: block_segments of this rank's rows, from 0
   std::vector<Tensor> block_tables;  // per block [slots * 3, 6 * D] bf16, on the backend
   Tensor final_table;                // [slots, 2 * D] bf16, on the backend
 };
@@ -142,12 +143,14 @@ class WeightArrivals {
 // Everything forward() writes on the device, allocated by prepare() and rewritten every step: a step
 // allocates nothing after prepare(), and a captured step graph replays on exactly these buffers.
 struct StepWorkspace {
-  Tensor silu_temb;                       // [3, E] bf16: silu(time MLP(t)) of the staged step's timesteps
-  std::vector<Tensor> block_table_store;  // per block [3, 18D] bf16 (video, audio, keyframe conditioning)
-  Tensor final_table_store;               // [3, 2D] bf16
-  std::vector<Tensor> block_adaln_out;    // per block: [M, 18D] view of the store (the adaln_proj output)
-  StepTables tables;                      // the staged step: segments and [3M, 6D] / [M, 2D] table views
-  Tensor packed;                          // [S, D] bf16: packed input rows, then the residual stream
+  Tensor silu_temb;  // [3, E] bf16: silu(time MLP(t)) of the staged step's timesteps
+  // Per block [slots, 18D] bf16: one row per distinct timestep (video, audio, visual conditioning, and reference
+  // audio when the layout has any: 3 or 4 slots).
+  std::vector<Tensor> block_table_store;
+  Tensor final_table_store;             // [slots, 2D] bf16
+  std::vector<Tensor> block_adaln_out;  // per block: [M, 18D] view of the store (the adaln_proj output)
+  StepTables tables;                    // the staged step: segments and [3M, 6D] / [M, 2D] table views
+  Tensor packed;                        // [S, D] bf16: packed input rows, then the residual stream
   StepIo io;
   bool staged = false;  // stage_step ran since the last prepare()
   // The staged step's tables come from a precomputed AdalnTableEntry (copied into the stores by stage_step), so the
@@ -189,7 +192,13 @@ class H3Model {
   // latents (noise_condition_latents + patchify_video, Nc = geo.condition_rows()). They are projected once here and
   // held through every step at max(t_video, kKeyframeNoiseAug): diffusers' denoise loop never writes them
   // (MiniMaxH3LoopSchedulerStep steps only the generated rows), and their velocity rows are not computed.
-  Status prepare(const PackedLayout& layout, const Tensor& text, const Tensor& condition_rows = Tensor());
+  // ref2va (layout.geo.references not empty): `condition_rows` is the image and video references' noised,
+  // patchified latents [Nvc, 4C] f32 concatenated in packed order (MiniMaxH3PrepareConditionLatentsStep), and
+  // `reference_audio_rows` the audio-bearing references' rows [Nac, Ca] f32 in packed order (clean: diffusers never
+  // noises them). Visual rows go through video_patch_proj at max(t_video, 0.999), audio rows through
+  // audio_patch_proj at t = 1.0 (MiniMaxH3SetTimestepsStep), each into its place of the reference blocks.
+  Status prepare(const PackedLayout& layout, const Tensor& text, const Tensor& condition_rows = Tensor(),
+                 const Tensor& reference_audio_rows = Tensor());
 
   // One denoiser evaluation: host latents (flattened [C, T, H, W] video and [2, C, Ta] audio, FP32)
   // at (sigma_v, sigma_a) -> data-ward velocity, same sizes (host FP32). When `cancel` is set and becomes
@@ -274,9 +283,11 @@ class H3Model {
   H3Weights weights_;
   ExecOptions opts_;
   PackedLayout layout_;
-  RopeTables rope_;            // on the backend
-  Tensor text_refined_;        // [L, D] bf16 on the backend
-  Tensor condition_embedded_;  // [Nc, D] bf16 on the backend: video_patch_proj of the keyframe rows (fl2va)
+  RopeTables rope_;      // on the backend
+  Tensor text_refined_;  // [L, D] bf16 on the backend
+  // [Nc, D] bf16 on the backend: every conditioning row in packed order, projected (fl2va keyframes; ref2va
+  // reference blocks, visual rows by video_patch_proj and audio rows by audio_patch_proj).
+  Tensor condition_embedded_;
   // Scratch buffers reused by every block (allocated in prepare()).
   BlockScratch scratch_;
   TimeEmbedderHost time_host_;  // downloaded once (first prepare())
@@ -338,6 +349,19 @@ class H3Model {
   // Computes entries for each timestep set of `sets` (all new), block by block.
   Status compute_adaln_entries(const std::vector<std::vector<float>>& sets);
   Status step_conditioning(double sigma_v, double sigma_a, StepTables& st) const;
+  // Whether the prepared layout has visual conditioning rows (keyframes or image/video references) and reference
+  // audio rows (ref2va soundtracks and audio clips).
+  bool has_reference_audio() const {
+    for (const ReferenceBlock& r : layout_.geo.references)
+      if (r.audio_rows() > 0) return true;
+    return false;
+  }
+  bool has_visual_conditioning() const {
+    if (!layout_.geo.keyframes.empty()) return true;
+    for (const ReferenceBlock& r : layout_.geo.references)
+      if (r.video_rows() > 0) return true;
+    return false;
+  }
   // The step's distinct timesteps t = 1 - sigma, sorted (with the keyframe rows' timestep when the layout has any).
   Result<std::vector<float>> step_timesteps(double sigma_v, double sigma_a) const;
   Status run_step_device(const std::atomic<bool>* cancel);

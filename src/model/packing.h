@@ -32,6 +32,10 @@ inline float keyframe_timestep(float t_video) {
   return static_cast<double>(t_video) >= 0.999 ? t_video : kKeyframeNoiseAug;
 }
 
+// The timestep of ref2va reference audio rows (a soundtrack or an audio clip): clean, t = 1.0 at every step
+// (MiniMaxH3SetTimestepsStep passes 1.0 as condition_audio_timestep; the rows are never noised).
+constexpr float kReferenceAudioTimestep = 1.0f;
+
 // One ref2va reference block (diffusers' MiniMaxH3Ref2VAPrepareLayoutStep.build_ref2va_packed_sequence), its
 // geometry being the shape of what the reference encoders made of it.
 struct ReferenceBlock {

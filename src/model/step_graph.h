@@ -21,8 +21,9 @@ struct StepGraphKey {
   int64_t rows = 0;                   // packed rows S
   int slots = 0;                      // distinct timesteps (AdaLN table rows / 3)
   int video_slot = 0, audio_slot = 0;
-  int condition_slot = 0;     // fl2va keyframe rows (the video slot without keyframes)
-  bool tables_ahead = false;  // the AdaLN tables were copied in (no adaln GEMMs in the step)
+  int condition_slot = 0;        // visual conditioning rows (the video slot without any)
+  int reference_audio_slot = 0;  // ref2va reference audio rows (the audio slot without any)
+  bool tables_ahead = false;     // the AdaLN tables were copied in (no adaln GEMMs in the step)
   ExecOptions options;
   bool operator==(const StepGraphKey&) const = default;
 };

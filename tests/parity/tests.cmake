@@ -34,3 +34,13 @@ vortex_test(NAME fl2va_model_parity_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/p
             LIBS vortex nlohmann_json::nlohmann_json GPU)
 target_compile_definitions(fl2va_model_parity_gpu_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}"
                                                                VORTEX_PARITY_BACKEND="cuda" VORTEX_PARITY_PREFIX=Cuda)
+# ref2va through the model (tests/parity/make_ref2va_model_fixtures.py): layout, row timesteps, reference rows,
+# velocities, 6-step latents.
+vortex_test(NAME ref2va_model_parity_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/ref2va_model_parity_test.cpp
+            LIBS vortex nlohmann_json::nlohmann_json)
+target_compile_definitions(ref2va_model_parity_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}"
+                                                            VORTEX_PARITY_BACKEND="cpu" VORTEX_PARITY_PREFIX=Cpu)
+vortex_test(NAME ref2va_model_parity_gpu_test SOURCES ${CMAKE_SOURCE_DIR}/tests/parity/ref2va_model_parity_test.cpp
+            LIBS vortex nlohmann_json::nlohmann_json GPU)
+target_compile_definitions(ref2va_model_parity_gpu_test PRIVATE VORTEX_PARITY_FIXTURES="${VORTEX_PARITY_DIR}"
+                                                                VORTEX_PARITY_BACKEND="cuda" VORTEX_PARITY_PREFIX=Cuda)
