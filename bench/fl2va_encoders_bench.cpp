@@ -1,13 +1,14 @@
 // fl2va_encoders_bench: the fl2va keyframe encoders on the CUDA backend with deterministic synthetic weights of the
 // released shapes: the Qwen3-VL vision tower (VisionTower, the release's text_encoder/config.json vision_config) on two
 // 1344x768 keyframes (the processor passes the canvas through: a 48 x 84 patch grid, 4032 patches, 1008 vision tokens
-// each; both in one tower call, one call per keyframe, and host outputs; one extra run prints per-region device times),
+// each; u8 keyframes whose rows the GPU builds, both in one tower call, one call per keyframe, the conditioner's host
+// outputs, and the host-built FP32 rows; one extra run prints per-region device times),
 // and the video VAE encoder (VideoVaeEncoder, the release's vae/config.json, tiling as released) on two 1344x768
 // keyframes through encode_condition (u8 pixels in, normalized FP32 host latents out). Timed after a warm-up over
 // --reps runs; the vision tower both as forward_device (outputs left on the GPU, as transformers leaves them) and
-// forward (FP32 host outputs); and the tower's attention alone (one batched SDPA call) at head_dim 72, 64 and 128.
-// Appends evidence rows to OUT_DIR/<date>-<gpu>-fl2va-encoders.jsonl; the peers of the
-// same run are bench/fl2va_encoders_peer.py.
+// forward (FP32 host outputs); and the tower's attention alone (one batched call: cuDNN SDPA at head_dim 72, 64 and
+// 128, the owned sm_90a kernel at 72 and 128). Appends evidence rows to OUT_DIR/<date>-<gpu>-fl2va-encoders.jsonl; the
+// peers of the same run are bench/fl2va_encoders_peer.py.
 //   fl2va_encoders_bench OUT_DIR --text-encoder-config PATH --vae-config PATH [--reps N] [--seed S]
 #include <chrono>
 #include <cmath>
@@ -19,6 +20,7 @@
 
 #include "core/config_json.h"
 #include "core/synthetic.h"
+#include "cuda/attention/bf16_attention.h"
 #include "cuda/cuda_backend.h"
 #include "profiling/evidence.h"
 #include "vae/vae_checkpoint.h"
@@ -105,27 +107,39 @@ int main(int argc, char** argv) {
     auto tower = VisionTower::from_source(*cfg, synthetic_tensor_source(seed, synthetic_init), &be);
     if (!tower.ok()) return fail(tower.status(), "vision tower");
     std::printf("vision tower built and uploaded in %.1f s\n", ms_since(t0) / 1e3);
-    std::vector<VisionInput> frames(2);
+    // Two random u8 keyframes as the engine hands them to the tower (image_input: the processor's rows are built on
+    // the GPU), and the same keyframes as the processor's FP32 rows built on the host (preprocess_image).
+    std::vector<VisionInput> frames, frames_f32;
     for (int k = 0; k < 2; ++k) {
-      frames[static_cast<size_t>(k)].grid_h = gh;
-      frames[static_cast<size_t>(k)].grid_w = gw;
-      frames[static_cast<size_t>(k)].pixel_values = Tensor::empty(
-          {static_cast<int64_t>(gh) * gw, 3LL * proc.temporal_patch * proc.patch * proc.patch}, DType::kF32);
-      if (Status s = fill_synthetic_host(frames[static_cast<size_t>(k)].pixel_values, seed + 10 + k, 1.0f, 0.0f);
-          !s.ok())
-        return fail(s, "pixels");
+      RgbImage img{size->second, size->first,
+                   std::vector<uint8_t>(static_cast<size_t>(size->first) * size->second * 3)};
+      uint64_t state = seed + 10 + static_cast<uint64_t>(k);
+      for (uint8_t& v : img.rgb) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        v = static_cast<uint8_t>(state >> 56);
+      }
+      auto u8 = image_input(img, proc);
+      auto f32 = preprocess_image(img, proc);
+      if (!u8.ok()) return fail(u8.status(), "image_input");
+      if (!f32.ok()) return fail(f32.status(), "preprocess_image");
+      frames.push_back(std::move(*u8));
+      frames_f32.push_back(std::move(*f32));
     }
-    // batched: both keyframes in one tower call (as the engine and transformers run them); per_image: one call each.
-    enum class Mode { kBatchedDevice, kPerImageDevice, kBatchedHost };
-    for (Mode mode : {Mode::kBatchedDevice, Mode::kPerImageDevice, Mode::kBatchedHost}) {
+    // batched: both keyframes in one tower call (as the engine and transformers run them); per_image: one call each;
+    // host: forward() without last_hidden, what the engine's conditioner calls (src/engine/conditioning.cpp).
+    enum class Mode { kBatchedDevice, kPerImageDevice, kBatchedHost, kBatchedDeviceF32Rows };
+    for (Mode mode : {Mode::kBatchedDevice, Mode::kPerImageDevice, Mode::kBatchedHost, Mode::kBatchedDeviceF32Rows}) {
       auto run = [&]() -> Status {
         if (mode == Mode::kPerImageDevice) {
           for (const VisionInput& in : frames) {
             auto o = tower->forward_device(in);
             if (!o.ok()) return o.status();
           }
+        } else if (mode == Mode::kBatchedHost) {
+          auto o = tower->forward(frames, /*with_last_hidden=*/false);
+          if (!o.ok()) return o.status();
         } else {
-          auto o = mode == Mode::kBatchedDevice ? tower->forward_device(frames) : tower->forward(frames);
+          auto o = tower->forward_device(mode == Mode::kBatchedDevice ? frames : frames_f32);
           if (!o.ok()) return o.status();
         }
         return be.synchronize();
@@ -140,12 +154,14 @@ int main(int argc, char** argv) {
         if (r == 0) refresh_clocks(env);
       }
       const Percentiles p = percentiles(ms);
-      const char* impl = mode == Mode::kBatchedDevice    ? "vortex-cuda forward_device, both keyframes in one call "
+      const char* impl = mode == Mode::kBatchedDevice    ? "vortex-cuda forward_device, both u8 keyframes in one call "
+                                                           "(rows built on the GPU, bf16 outputs on the GPU)"
+                         : mode == Mode::kPerImageDevice ? "vortex-cuda forward_device, one call per u8 keyframe "
                                                            "(bf16 outputs on the GPU)"
-                         : mode == Mode::kPerImageDevice ? "vortex-cuda forward_device, one call per keyframe "
-                                                           "(bf16 outputs on the GPU)"
-                                                         : "vortex-cuda forward, both keyframes in one call "
-                                                           "(fp32 host outputs)";
+                         : mode == Mode::kBatchedHost    ? "vortex-cuda forward, both u8 keyframes in one call "
+                                                           "(fp32 host merged + deepstack, the conditioner's call)"
+                                                         : "vortex-cuda forward_device, both keyframes as host fp32 "
+                                                           "processor rows (bf16 outputs on the GPU)";
       std::printf("vision tower, 2 keyframes, %s: p10 %.2f p50 %.2f p90 %.2f ms\n", impl, p.p10, p.p50, p.p90);
       nlohmann::json extra = {{"ms", ms}, {"peak_device_bytes", be.memory_peak()}};
       if (mode == Mode::kBatchedDevice) {
@@ -194,36 +210,54 @@ int main(int argc, char** argv) {
       skip(q.status(), "views");
       continue;
     }
-    ExecOptions opts;
-    opts.attention = AttentionKind::kSdpa;
-    auto run = [&]() -> Status {
-      VORTEX_RETURN_IF_ERROR(be.attention_batched(*q, *k, *v, 2, static_cast<int>(heads), head_dim, *out, opts));
-      return be.synchronize();
-    };
-    if (Status st = run(); !st.ok()) {
-      skip(st, "warm-up");
-      continue;
+    // cuDNN SDPA, and the owned sm_90a kernel at the head sizes it has (128, and 72: the tower's).
+    // variant 0: cuDNN SDPA; 1: the owned kernel through the backend (P V over the head's columns); 2 (head_dim 72):
+    // the owned kernel with P V over the whole 128-column tile (Bf16PvWidth::kFullTile).
+    for (int variant = 0; variant < 3; ++variant) {
+      if ((variant >= 1 && head_dim == 64) || (variant == 2 && head_dim != 72)) continue;
+      const bool owned = variant >= 1;
+      ExecOptions opts;
+      opts.attention = owned ? AttentionKind::kBf16Owned : AttentionKind::kSdpa;
+      auto run = [&]() -> Status {
+        if (variant == 2) {
+          VORTEX_RETURN_IF_ERROR(bf16_attention_batched(*q, *k, *v, 2, static_cast<int>(heads), head_dim, *out,
+                                                        be.device_stream(), Bf16PvWidth::kFullTile));
+        } else {
+          VORTEX_RETURN_IF_ERROR(be.attention_batched(*q, *k, *v, 2, static_cast<int>(heads), head_dim, *out, opts));
+        }
+        return be.synchronize();
+      };
+      if (Status st = run(); !st.ok()) {
+        skip(st, "warm-up");
+        continue;
+      }
+      (void)run();
+      std::vector<double> ms;
+      Status timed = Status::Ok();
+      for (int r = 0; r < reps && timed.ok(); ++r) {
+        const auto t = Clock::now();
+        timed = run();
+        ms.push_back(ms_since(t));
+      }
+      if (!timed.ok()) {
+        skip(timed, "timed run");
+        continue;
+      }
+      const Percentiles p = percentiles(ms);
+      const double tflops = 2.0 * 4.0 * static_cast<double>(s) * s * heads * head_dim / (p.p50 * 1e-3) / 1e12;
+      const char* name = variant == 2   ? "the owned sm_90a kernel, P V over the 128-column tile"
+                         : variant == 1 ? "the owned sm_90a kernel (bf16-owned)"
+                                        : "cuDNN SDPA";
+      std::printf("attention, 2 x %lld rows, 16 heads, head_dim %d, one batched call, %s: p50 %.3f ms, %.0f TFLOP/s\n",
+                  static_cast<long long>(s), head_dim, name, p.p50, tflops);
+      rows.push_back(evidence_row(env,
+                                  "vision_attention_2x4032_h16_d" + std::to_string(head_dim) +
+                                      (variant == 2 ? "_owned_fulltile"
+                                       : owned      ? "_owned"
+                                                    : ""),
+                                  std::string("vortex-cuda attention_batched (") + name + ")", "B=2 S=4032 heads=16", p,
+                                  {}, {{"ms", ms}, {"tflops_p50", tflops}}));
     }
-    (void)run();
-    std::vector<double> ms;
-    Status timed = Status::Ok();
-    for (int r = 0; r < reps && timed.ok(); ++r) {
-      const auto t = Clock::now();
-      timed = run();
-      ms.push_back(ms_since(t));
-    }
-    if (!timed.ok()) {
-      skip(timed, "timed run");
-      continue;
-    }
-    const Percentiles p = percentiles(ms);
-    const double tflops = 2.0 * 4.0 * static_cast<double>(s) * s * heads * head_dim / (p.p50 * 1e-3) / 1e12;
-    std::printf(
-        "attention, 2 x %lld rows, 16 heads, head_dim %d, one batched cuDNN SDPA call: p50 %.3f ms, %.0f TFLOP/s\n",
-        static_cast<long long>(s), head_dim, p.p50, tflops);
-    rows.push_back(evidence_row(env, "vision_attention_2x4032_h16_d" + std::to_string(head_dim),
-                                "vortex-cuda attention_batched (cuDNN SDPA)", "B=2 S=4032 heads=16", p, {},
-                                {{"ms", ms}, {"tflops_p50", tflops}}));
   }
 
   // ---- video VAE encoder: two 1344x768 keyframes through encode_condition ----

@@ -4,6 +4,7 @@
 // CUDA in src/cuda/ops/encoder_ops.cu and src/cuda/ops/conv3d_cudnn.cpp.
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "backend/identity.h"
@@ -55,6 +56,17 @@ class EncoderOps : public virtual BackendIdentity {
                         bool allow_tf32, Tensor& out) {
     (void)x, (void)weight, (void)bias, (void)stride_t, (void)stride_s, (void)allow_tf32, (void)out;
     return encoder_op_unsupported("conv3d");
+  }
+  // The image processor's pixel rows built on the device from a u8 image (src/vision/vision_tower.h,
+  // preprocess_image): rgb [H, W, 3] u8 contiguous, H and W multiples of patch * merge; out [(H / patch) *
+  // (W / patch), 3 * temporal_patch * patch * patch] bf16 contiguous, rows in merge-block order (block row, block
+  // column, row in block, column in block), columns (channel, t, py, px) with the frame repeated over t:
+  // out = R_bf16((fp32(x) - mean255[c]) / std255[c]), one FP32 subtraction and one FP32 division.
+  virtual Status vision_pixel_rows(const Tensor& rgb, const std::array<float, 3>& mean255,
+                                   const std::array<float, 3>& std255, int patch, int temporal_patch, int merge,
+                                   Tensor& out) {
+    (void)rgb, (void)mean255, (void)std255, (void)patch, (void)temporal_patch, (void)merge, (void)out;
+    return encoder_op_unsupported("vision_pixel_rows");
   }
 
  protected:

@@ -43,7 +43,7 @@ class VaeOps : public virtual BackendIdentity {
     (void)x, (void)weight, (void)eps, (void)out;
     return vae_op_unsupported("rms_norm_fp32");
   }
-  // out[S, D] (f32 or bf16) = fp32(fp32(fp32(x - mean) * r) * w) + b, FP64 mean/variance; x, w, b f32.
+  // out[S, D] (f32 or bf16) = fp32(fp32(fp32(x - mean) * r) * w) + b, FP64 mean/variance; x f32 or bf16, w, b f32.
   virtual Status layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
     (void)x, (void)weight, (void)bias, (void)eps, (void)out;
     return vae_op_unsupported("layer_norm");

@@ -653,7 +653,11 @@ Status CudaBackend::attention_batched(const Tensor& q, const Tensor& k, const Te
     return after_op("attention_batched(sdpa)", opts.debug_sync);
   }
 #endif
-  (void)kernel;
+  if (kernel == AttentionKernel::kBf16Wgmma && batch > 1) {
+    // All sequences in one launch of the owned kernel (src/cuda/attention/bf16_attention.h).
+    VORTEX_RETURN_IF_ERROR(bf16_attention_batched(q, k, v, batch, num_heads, head_dim, out, stream_));
+    return after_op("attention_batched(bf16-owned)", opts.debug_sync);
+  }
   return attention_per_sequence(q, k, v, batch, num_heads, head_dim, out, opts);
 }
 
@@ -778,6 +782,13 @@ Status CudaBackend::rope_fp32(Tensor& x, const Tensor& cos, const Tensor& sin, i
 Status CudaBackend::pos_embed_add(Tensor& x, const Tensor& table, const Tensor& index, const Tensor& weight) {
   VORTEX_RETURN_IF_ERROR(cuda_ops::pos_embed_add(x, table, index, weight, stream_));
   return after_op("pos_embed_add");
+}
+
+Status CudaBackend::vision_pixel_rows(const Tensor& rgb, const std::array<float, 3>& mean255,
+                                      const std::array<float, 3>& std255, int patch, int temporal_patch, int merge,
+                                      Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::vision_pixel_rows(rgb, mean255, std255, patch, temporal_patch, merge, out, stream_));
+  return after_op("vision_pixel_rows");
 }
 
 Status CudaBackend::pad_causal_reflect(const Tensor& x, int front, int top, int bottom, int left, int right,

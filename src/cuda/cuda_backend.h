@@ -22,6 +22,7 @@
 #include "cuda/device.h"
 #include "cuda/nvfp4_activation_slots.h"
 #include "cuda/ops/encoder_ops.h"
+#include "cuda/ops/vision_prep.h"
 #include "cuda/policy.h"
 
 namespace vortex {
@@ -130,6 +131,9 @@ class CudaBackend : public Backend {
   Status gelu(Tensor& x, bool tanh_approx) override;
   Status rope_fp32(Tensor& x, const Tensor& cos, const Tensor& sin, int num_heads, int head_dim) override;
   Status pos_embed_add(Tensor& x, const Tensor& table, const Tensor& index, const Tensor& weight) override;
+  Status vision_pixel_rows(const Tensor& rgb, const std::array<float, 3>& mean255, const std::array<float, 3>& std255,
+                           int patch, int temporal_patch, int merge,
+                           Tensor& out) override;  // src/cuda/ops/vision_prep.h
   Status pad_causal_reflect(const Tensor& x, int front, int top, int bottom, int left, int right, Tensor& out) override;
   Status group_norm_frames(const Tensor& x, const Tensor& weight, const Tensor& bias, int groups, float eps, bool silu,
                            Tensor& out) override;

@@ -186,13 +186,15 @@ Result<VisionEmbeddings> keyframe_vision(const VisionTower& tower, const VisionP
                             std::to_string(text.grids.size()) + " vision blocks");
   std::vector<VisionInput> inputs;
   for (size_t k = 0; k < placed.keyframes.size(); ++k) {
-    VORTEX_ASSIGN_OR_RETURN(VisionInput in, preprocess_image(placed.keyframes[k], processor));
+    // The u8 keyframe itself: the tower builds the processor's rows where it runs (on the GPU for cuda).
+    VORTEX_ASSIGN_OR_RETURN(VisionInput in, image_input(placed.keyframes[k], processor));
     if (in.grid_h != text.grids[k].first || in.grid_w != text.grids[k].second)
       return internal_error("keyframe_vision: the processor's grid differs from the presentation's");
     inputs.push_back(std::move(in));
   }
-  // All keyframes in one tower call; its outputs are stacked in keyframe order.
-  VORTEX_ASSIGN_OR_RETURN(VisionTower::Output out, tower.forward(inputs));
+  // All keyframes in one tower call; its outputs are stacked in keyframe order (the blocks' last hidden rows are
+  // not read here and stay on the device).
+  VORTEX_ASSIGN_OR_RETURN(VisionTower::Output out, tower.forward(inputs, /*with_last_hidden=*/false));
   VisionEmbeddings v;
   v.rows = text.image_pad_rows;
   v.tokens = std::move(out.merged);  // [sum N / merge^2, out_hidden]

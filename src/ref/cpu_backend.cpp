@@ -12,6 +12,7 @@
 #include "ref/ref_ops.h"
 #include "ref/vae_ops.h"
 #include "ref/video_stitch.h"
+#include "ref/vision_prep.h"
 
 namespace vortex {
 
@@ -149,6 +150,12 @@ Status CpuBackend::rope_fp32(Tensor& x, const Tensor& cos, const Tensor& sin, in
 }
 Status CpuBackend::pos_embed_add(Tensor& x, const Tensor& table, const Tensor& index, const Tensor& weight) {
   return ref::pos_embed_add(x, table, index, weight, run_);
+}
+
+Status CpuBackend::vision_pixel_rows(const Tensor& rgb, const std::array<float, 3>& mean255,
+                                     const std::array<float, 3>& std255, int patch, int temporal_patch, int merge,
+                                     Tensor& out) {
+  return ref::vision_pixel_rows(rgb, mean255, std255, patch, temporal_patch, merge, out, run_);
 }
 Status CpuBackend::pad_causal_reflect(const Tensor& x, int front, int top, int bottom, int left, int right,
                                       Tensor& out) {

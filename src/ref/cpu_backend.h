@@ -69,6 +69,8 @@ class CpuBackend : public Backend {
   Status gelu(Tensor& x, bool tanh_approx) override;
   Status rope_fp32(Tensor& x, const Tensor& cos, const Tensor& sin, int num_heads, int head_dim) override;
   Status pos_embed_add(Tensor& x, const Tensor& table, const Tensor& index, const Tensor& weight) override;
+  Status vision_pixel_rows(const Tensor& rgb, const std::array<float, 3>& mean255, const std::array<float, 3>& std255,
+                           int patch, int temporal_patch, int merge, Tensor& out) override;  // src/ref/vision_prep.h
   Status pad_causal_reflect(const Tensor& x, int front, int top, int bottom, int left, int right, Tensor& out) override;
   Status group_norm_frames(const Tensor& x, const Tensor& weight, const Tensor& bias, int groups, float eps, bool silu,
                            Tensor& out) override;

@@ -104,7 +104,10 @@ Result<std::pair<int, int>> smart_resize(int height, int width, const VisionProc
   return std::pair<int, int>{static_cast<int>(h), static_cast<int>(w)};
 }
 
-Result<VisionInput> preprocess_image(const RgbImage& image, const VisionProcessorConfig& cfg) {
+namespace {
+
+// The checks preprocess_image and image_input share; returns the grid in a VisionInput without rows.
+Result<VisionInput> image_grid(const RgbImage& image, const VisionProcessorConfig& cfg) {
   if (image.width <= 0 || image.height <= 0 || image.rgb.size() != static_cast<size_t>(image.width) * image.height * 3)
     return invalid_argument("preprocess_image: not a valid RGB image");
   VORTEX_ASSIGN_OR_RETURN(auto size, smart_resize(image.height, image.width, cfg));
@@ -115,35 +118,50 @@ Result<VisionInput> preprocess_image(const RgbImage& image, const VisionProcesso
                        "; only images it passes through unresized are supported (fl2va keyframes on a canvas "
                        "of multiples of " +
                        std::to_string(cfg.patch * cfg.merge) + ")");
-  const int p = cfg.patch, m = cfg.merge, tp = cfg.temporal_patch;
   VisionInput in;
-  in.grid_h = image.height / p;
-  in.grid_w = image.width / p;
-  const int64_t n = static_cast<int64_t>(in.grid_h) * in.grid_w, cols = 3LL * tp * p * p;
-  in.pixel_values = Tensor::empty({n, cols}, DType::kF32);
-  float* out = in.pixel_values.data<float>();
+  in.grid_h = image.height / cfg.patch;
+  in.grid_w = image.width / cfg.patch;
   // The processor's fused rescale + normalize: (x - 255 mean) / (255 std) in FP32.
-  float mean255[3], std255[3];
   for (int c = 0; c < 3; ++c) {
-    mean255[c] = cfg.mean[c] * 255.0f;
-    std255[c] = cfg.std[c] * 255.0f;
+    in.mean255[static_cast<size_t>(c)] = cfg.mean[c] * 255.0f;
+    in.std255[static_cast<size_t>(c)] = cfg.std[c] * 255.0f;
   }
-  // Rows (block_row, block_col, in_row, in_col); columns (channel, t, py, px), the frame repeated over t.
-  int64_t row = 0;
-  for (int br = 0; br < in.grid_h / m; ++br)
-    for (int bc = 0; bc < in.grid_w / m; ++bc)
+  return in;
+}
+
+// The processor's FP32 rows of a u8 [H, W, 3] image: rows (block_row, block_col, in_row, in_col); columns
+// (channel, t, py, px), the frame repeated over t. out: [grid_h * grid_w, 3 tp p p].
+void pixel_rows_f32(const uint8_t* rgb, int width, int grid_h, int grid_w, int p, int m, int tp,
+                    const std::array<float, 3>& mean255, const std::array<float, 3>& std255, float* out) {
+  for (int br = 0; br < grid_h / m; ++br)
+    for (int bc = 0; bc < grid_w / m; ++bc)
       for (int ir = 0; ir < m; ++ir)
-        for (int ic = 0; ic < m; ++ic, ++row) {
+        for (int ic = 0; ic < m; ++ic) {
           const int y0 = (br * m + ir) * p, x0 = (bc * m + ic) * p;
-          float* o = out + row * cols;
           for (int c = 0; c < 3; ++c)
             for (int t = 0; t < tp; ++t)
               for (int py = 0; py < p; ++py)
                 for (int px = 0; px < p; ++px) {
-                  const uint8_t v = image.rgb[(static_cast<size_t>(y0 + py) * image.width + x0 + px) * 3 + c];
-                  *o++ = (static_cast<float>(v) - mean255[c]) / std255[c];
+                  const uint8_t v = rgb[(static_cast<size_t>(y0 + py) * width + x0 + px) * 3 + c];
+                  *out++ = (static_cast<float>(v) - mean255[static_cast<size_t>(c)]) / std255[static_cast<size_t>(c)];
                 }
         }
+}
+
+}  // namespace
+
+Result<VisionInput> preprocess_image(const RgbImage& image, const VisionProcessorConfig& cfg) {
+  VORTEX_ASSIGN_OR_RETURN(VisionInput in, image_grid(image, cfg));
+  in.pixel_values = Tensor::empty({in.rows(), 3LL * cfg.temporal_patch * cfg.patch * cfg.patch}, DType::kF32);
+  pixel_rows_f32(image.rgb.data(), image.width, in.grid_h, in.grid_w, cfg.patch, cfg.merge, cfg.temporal_patch,
+                 in.mean255, in.std255, in.pixel_values.data<float>());
+  return in;
+}
+
+Result<VisionInput> image_input(const RgbImage& image, const VisionProcessorConfig& cfg) {
+  VORTEX_ASSIGN_OR_RETURN(VisionInput in, image_grid(image, cfg));
+  in.rgb = Tensor::empty({image.height, image.width, 3}, DType::kU8);  // [H, W, 3] u8
+  std::memcpy(in.rgb.raw_data(), image.rgb.data(), image.rgb.size());
   return in;
 }
 
@@ -295,23 +313,39 @@ Result<VisionTower> VisionTower::from_source(const VisionConfig& cfg, const VaeT
 Status VisionTower::check_input(const VisionInput& in) const {
   const VisionConfig& c = cfg_;
   const int64_t cols = 3LL * c.temporal_patch * c.patch * c.patch;
-  if (!in.pixel_values.defined() || in.pixel_values.ndim() != 2 || in.pixel_values.dim(1) != cols ||
-      in.pixel_values.dtype() != DType::kF32 || !in.pixel_values.is_contiguous() || in.grid_t != 1 ||
-      in.grid_h % c.merge || in.grid_w % c.merge ||
-      in.pixel_values.dim(0) != static_cast<int64_t>(in.grid_h) * in.grid_w)
+  if (in.grid_t != 1 || in.grid_h <= 0 || in.grid_w <= 0 || in.grid_h % c.merge || in.grid_w % c.merge)
+    return invalid_argument("vision tower: one image with positive grid sides divisible by " + std::to_string(c.merge) +
+                            " (grid " + std::to_string(in.grid_h) + " x " + std::to_string(in.grid_w) + ")");
+  if (!in.pixel_values.defined()) {
+    if (!in.rgb.defined() || in.rgb.dtype() != DType::kU8 || in.rgb.device() != Device::kCpu ||
+        !in.rgb.is_contiguous() || in.rgb.ndim() != 3 || in.rgb.dim(0) != static_cast<int64_t>(in.grid_h) * c.patch ||
+        in.rgb.dim(1) != static_cast<int64_t>(in.grid_w) * c.patch || in.rgb.dim(2) != 3)
+      return invalid_argument("vision tower: without pixel_values, rgb must be a host [" +
+                              std::to_string(in.grid_h * c.patch) + ", " + std::to_string(in.grid_w * c.patch) +
+                              ", 3] u8 image");
+    for (float s : in.std255)
+      if (!(s > 0.0f)) return invalid_argument("vision tower: std255 must be positive");
+    return Status::Ok();
+  }
+  if (in.pixel_values.ndim() != 2 || in.pixel_values.dim(1) != cols || in.pixel_values.dtype() != DType::kF32 ||
+      !in.pixel_values.is_contiguous() || in.pixel_values.dim(0) != in.rows())
     return invalid_argument("vision tower: pixel_values must be [grid_h * grid_w, " + std::to_string(cols) +
-                            "] f32 for one image with grid sides divisible by " + std::to_string(c.merge));
+                            "] f32 for one image");
   return Status::Ok();
 }
 
 Result<VisionTower::Output> VisionTower::forward(const VisionInput& in) const {
   VORTEX_RETURN_IF_ERROR(check_input(in));
-  if (backend_ != nullptr) return forward_backend(std::vector<VisionInput>{in});
+  if (backend_ != nullptr) return forward_backend(std::vector<VisionInput>{in}, true);
   const VisionConfig& c = cfg_;
   const int64_t cols = 3LL * c.temporal_patch * c.patch * c.patch;
-  const int64_t n = in.pixel_values.dim(0), d = c.hidden, m = c.merge;
+  const int64_t n = in.rows(), d = c.hidden, m = c.merge;
   const int gh = in.grid_h, gw = in.grid_w;
-  std::vector<float> px(in.pixel_values.data<float>(), in.pixel_values.data<float>() + n * cols);
+  std::vector<float> px(static_cast<size_t>(n * cols));  // [N, 3 T P P] f32
+  if (in.pixel_values.defined()) std::memcpy(px.data(), in.pixel_values.data<float>(), px.size() * sizeof(float));
+  else
+    pixel_rows_f32(in.rgb.data<uint8_t>(), static_cast<int>(in.rgb.dim(1)), gh, gw, c.patch, c.merge, c.temporal_patch,
+                   in.mean255, in.std255, px.data());
   std::vector<float> x = linear(px, n, patch_embed_.w, patch_embed_.b);  // [N, D]
 
   const VisionGridTables grid = vision_grid_tables(c, gh, gw);
@@ -484,12 +518,16 @@ Result<const VisionTower::DeviceGrid*> VisionTower::device_grid(const std::vecto
   }
   Backend& be = *backend_;
   const int64_t n = static_cast<int64_t>(all.tap_index.size() / 4), hd = cfg_.head_dim();
-  auto up = [&](const void* data, size_t bytes, const Shape& shape, DType dtype) -> Result<Tensor> {
-    Tensor h = Tensor::empty(shape, dtype);
-    std::memcpy(h.raw_data(), data, bytes);
-    return be.upload(h);
-  };
   DeviceGrid dg;
+  // Page-locked copies queued on the backend's stream (upload_async), no wait on the host.
+  auto up = [&](const void* data, size_t bytes, const Shape& shape, DType dtype) -> Result<Tensor> {
+    VORTEX_ASSIGN_OR_RETURN(Tensor h, be.alloc_host(shape, dtype));
+    std::memcpy(h.raw_data(), data, bytes);
+    VORTEX_ASSIGN_OR_RETURN(Tensor d, be.alloc(shape, dtype));
+    VORTEX_RETURN_IF_ERROR(be.upload_async(h, d));
+    dg.host.push_back(std::move(h));
+    return d;
+  };
   VORTEX_ASSIGN_OR_RETURN(dg.tap_index, up(all.tap_index.data(), all.tap_index.size() * 4, {n, 4}, DType::kI32));
   VORTEX_ASSIGN_OR_RETURN(dg.tap_weight, up(all.tap_weight.data(), all.tap_weight.size() * 4, {n, 4}, DType::kF32));
   VORTEX_ASSIGN_OR_RETURN(dg.cos, up(all.cos.data(), all.cos.size() * 4, {n, hd}, DType::kF32));
@@ -502,26 +540,50 @@ Result<Tensor> VisionTower::upload_pixels(const std::vector<VisionInput>& inputs
   DeviceState& st = *device_;
   const int64_t cols = 3LL * cfg_.temporal_patch * cfg_.patch * cfg_.patch;
   VORTEX_ASSIGN_OR_RETURN(Tensor px, be.alloc({rows, cols}, DType::kBF16));  // [sum N, 3 T P P]
+  int64_t f32_rows = 0, u8_bytes = 0;
+  for (const VisionInput& in : inputs) {
+    if (in.pixel_values.defined()) f32_rows += in.rows();
+    else u8_bytes += in.rgb.numel();
+  }
   std::lock_guard<std::mutex> lock(st.staging_mutex);
   // The last upload from the staging rows must have been read before they are rewritten.
   VORTEX_RETURN_IF_ERROR(be.wait_host(st.staging_fence.get()));
   st.staging_fence.reset();
-  if (!st.staging.defined() || st.staging.dim(0) < rows) {
-    VORTEX_ASSIGN_OR_RETURN(st.staging, be.alloc_host({rows, cols}, DType::kBF16));
+  if (f32_rows > 0 && (!st.staging.defined() || st.staging.dim(0) < f32_rows)) {
+    VORTEX_ASSIGN_OR_RETURN(st.staging, be.alloc_host({f32_rows, cols}, DType::kBF16));
   }
-  VORTEX_ASSIGN_OR_RETURN(Tensor host, st.staging.narrow(0, 0, rows));  // [sum N, 3 T P P] bf16, contiguous
-  // The processor's FP32 values rounded to BF16 (RNE), as transformers casts pixel_values to the model's dtype; the
-  // conversion of each image is spread over the host threads (the result does not depend on their number).
-  uint16_t* dst = host.data<uint16_t>();
+  if (u8_bytes > 0 && (!st.staging_u8.defined() || st.staging_u8.dim(0) < u8_bytes)) {
+    VORTEX_ASSIGN_OR_RETURN(st.staging_u8, be.alloc_host({u8_bytes}, DType::kU8));
+  }
+  int64_t at = 0, staged_rows = 0, staged_bytes = 0;
   for (const VisionInput& in : inputs) {
-    const float* src = in.pixel_values.data<float>();
-    const size_t count = static_cast<size_t>(in.pixel_values.numel());
-    parallel_for_ranges(count, 0, 1, [&](size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i) dst[i] = bf16_bits_from_f32(src[i]);
-    });
-    dst += count;
+    const int64_t n = in.rows();
+    VORTEX_ASSIGN_OR_RETURN(Tensor dst, px.narrow(0, at, n));  // [N, 3 T P P] bf16 rows of this image
+    if (in.pixel_values.defined()) {
+      // The processor's FP32 values rounded to BF16 (RNE), as transformers casts pixel_values to the model's dtype;
+      // spread over the host threads (the result does not depend on their number).
+      VORTEX_ASSIGN_OR_RETURN(Tensor host, st.staging.narrow(0, staged_rows, n));  // [N, 3 T P P] bf16
+      const float* src = in.pixel_values.data<float>();
+      uint16_t* out = host.data<uint16_t>();
+      parallel_for_ranges(static_cast<size_t>(n * cols), 0, 1, [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) out[i] = bf16_bits_from_f32(src[i]);
+      });
+      VORTEX_RETURN_IF_ERROR(be.upload_async(host, dst));
+      staged_rows += n;
+    } else {
+      // The u8 image (3 bytes a pixel) up, the rows built on the device (Backend::vision_pixel_rows).
+      const int64_t bytes = in.rgb.numel();
+      VORTEX_ASSIGN_OR_RETURN(Tensor flat, st.staging_u8.narrow(0, staged_bytes, bytes));
+      VORTEX_ASSIGN_OR_RETURN(Tensor host, flat.reshape(in.rgb.shape()));  // [H, W, 3] u8
+      std::memcpy(host.raw_data(), in.rgb.raw_data(), static_cast<size_t>(bytes));
+      VORTEX_ASSIGN_OR_RETURN(Tensor img, be.alloc(in.rgb.shape(), DType::kU8));
+      VORTEX_RETURN_IF_ERROR(be.upload_async(host, img));
+      VORTEX_RETURN_IF_ERROR(
+          be.vision_pixel_rows(img, in.mean255, in.std255, cfg_.patch, cfg_.temporal_patch, cfg_.merge, dst));
+      staged_bytes += bytes;
+    }
+    at += n;
   }
-  VORTEX_RETURN_IF_ERROR(be.upload_async(host, px));
   VORTEX_ASSIGN_OR_RETURN(st.staging_fence, be.fence_compute());
   return px;
 }
@@ -537,8 +599,8 @@ Result<VisionTower::Output> VisionTower::forward_device(const std::vector<Vision
   int64_t n = 0;  // rows of all images
   bool same_size = true;
   for (const VisionInput& in : inputs) {
-    n += in.pixel_values.dim(0);
-    same_size = same_size && in.pixel_values.dim(0) == inputs.front().pixel_values.dim(0);
+    n += in.rows();
+    same_size = same_size && in.rows() == inputs.front().rows();
   }
   const int64_t nm = n / m2;
   const DeviceGrid* grid = nullptr;
@@ -553,7 +615,6 @@ Result<VisionTower::Output> VisionTower::forward_device(const std::vector<Vision
     VORTEX_RETURN_IF_ERROR(be.pos_embed_add(x, st.pos_table, grid->tap_index, grid->tap_weight));
   }
 
-  VORTEX_ASSIGN_OR_RETURN(Tensor xf, be.alloc({n, d}, DType::kF32));        // FP32 copy of x for LayerNorm
   VORTEX_ASSIGN_OR_RETURN(Tensor h, be.alloc({n, d}, DType::kBF16));        // normed rows
   VORTEX_ASSIGN_OR_RETURN(Tensor qkv, be.alloc({n, 3 * d}, DType::kBF16));  // [N, 3D]
   VORTEX_ASSIGN_OR_RETURN(Tensor att, be.alloc({n, d}, DType::kBF16));
@@ -564,8 +625,11 @@ Result<VisionTower::Output> VisionTower::forward_device(const std::vector<Vision
   VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.narrow(1, d, d));
   VORTEX_ASSIGN_OR_RETURN(Tensor v, qkv.narrow(1, 2 * d, d));
   const SegmentTable no_segments;
+  // The BF16 program: through Vortex's own kernel where the backend's policy runs it (sm_90: head_dim 72 included,
+  // src/cuda/attention/bf16_attention.h), else the backend's SDPA (cuDNN; the cpu backend's reference).
   ExecOptions opts;
-  opts.attention = AttentionKind::kSdpa;  // the BF16 program
+  opts.attention =
+      be.default_options().attention == AttentionKind::kBf16Owned ? AttentionKind::kBf16Owned : AttentionKind::kSdpa;
 
   // Attention within each image: one batched call over equal-sized images, else one call per image's rows.
   auto attention = [&]() -> Status {
@@ -574,7 +638,7 @@ Result<VisionTower::Output> VisionTower::forward_device(const std::vector<Vision
                                   opts);
     int64_t at = 0;
     for (const VisionInput& in : inputs) {
-      const int64_t rows = in.pixel_values.dim(0);
+      const int64_t rows = in.rows();
       VORTEX_ASSIGN_OR_RETURN(Tensor qi, q.narrow(0, at, rows));
       VORTEX_ASSIGN_OR_RETURN(Tensor ki, k.narrow(0, at, rows));
       VORTEX_ASSIGN_OR_RETURN(Tensor vi, v.narrow(0, at, rows));
@@ -584,9 +648,9 @@ Result<VisionTower::Output> VisionTower::forward_device(const std::vector<Vision
     }
     return Status::Ok();
   };
-  auto layer_norm = [&](const Tensor& rows, const DeviceNorm& nm_w, Tensor& out, Tensor& scratch) -> Status {
-    VORTEX_RETURN_IF_ERROR(be.cast(rows, scratch));
-    return be.layer_norm(scratch, nm_w.w, nm_w.b, 1e-6f, out);
+  // LayerNorm reads the BF16 rows exactly into FP32 (Backend::layer_norm on bf16 x: no FP32 copy of the rows).
+  auto layer_norm = [&](const Tensor& rows, const DeviceNorm& nm_w, Tensor& out) -> Status {
+    return be.layer_norm(rows, nm_w.w, nm_w.b, 1e-6f, out);
   };
   // A merger on x: LayerNorm over D (then rows regrouped by 2x2 blocks) or over the regrouped 4D rows, fc1, exact
   // GELU, fc2 -> [sum N / 4, out_hidden] bf16. Merge blocks never straddle two images (each has N % 4 == 0).
@@ -596,10 +660,9 @@ Result<VisionTower::Output> VisionTower::forward_device(const std::vector<Vision
     VORTEX_ASSIGN_OR_RETURN(Tensor hn, be.alloc({n, d}, DType::kBF16));
     VORTEX_ASSIGN_OR_RETURN(Tensor hg, hn.reshape({nm, m2 * d}));
     if (mg.postshuffle) {
-      VORTEX_ASSIGN_OR_RETURN(Tensor xfg, xf.reshape({nm, m2 * d}));
-      VORTEX_RETURN_IF_ERROR(layer_norm(xg, mg.norm, hg, xfg));
+      VORTEX_RETURN_IF_ERROR(layer_norm(xg, mg.norm, hg));
     } else {
-      VORTEX_RETURN_IF_ERROR(layer_norm(x, mg.norm, hn, xf));
+      VORTEX_RETURN_IF_ERROR(layer_norm(x, mg.norm, hn));
     }
     VORTEX_ASSIGN_OR_RETURN(Tensor a, be.alloc({nm, m2 * d}, DType::kBF16));
     VORTEX_RETURN_IF_ERROR(be.linear(hg, mg.fc1.w, &mg.fc1.b, a));
@@ -614,7 +677,7 @@ Result<VisionTower::Output> VisionTower::forward_device(const std::vector<Vision
     const DeviceBlock& blk = st.blocks[li];
     {
       BackendRegion region(be, "vision.norm1_qkv_rope");
-      VORTEX_RETURN_IF_ERROR(layer_norm(x, blk.norm1, h, xf));
+      VORTEX_RETURN_IF_ERROR(layer_norm(x, blk.norm1, h));
       VORTEX_RETURN_IF_ERROR(be.linear(h, blk.qkv.w, &blk.qkv.b, qkv));
       // q and k rotated in one pass: the [N, 2D] view as 2 * heads heads sharing each row's cos/sin.
       VORTEX_RETURN_IF_ERROR(be.rope_fp32(qk, grid->cos, grid->sin, 2 * c.heads, static_cast<int>(hd)));
@@ -630,7 +693,7 @@ Result<VisionTower::Output> VisionTower::forward_device(const std::vector<Vision
     }
     {
       BackendRegion region(be, "vision.mlp");
-      VORTEX_RETURN_IF_ERROR(layer_norm(x, blk.norm2, h, xf));
+      VORTEX_RETURN_IF_ERROR(layer_norm(x, blk.norm2, h));
       VORTEX_RETURN_IF_ERROR(be.linear(h, blk.fc1.w, &blk.fc1.b, mid));
       VORTEX_RETURN_IF_ERROR(be.gelu(mid, true));
       VORTEX_RETURN_IF_ERROR(be.linear(mid, blk.fc2.w, &blk.fc2.b, y));
@@ -647,10 +710,10 @@ Result<VisionTower::Output> VisionTower::forward_device(const std::vector<Vision
   return out;
 }
 
-Result<VisionTower::Output> VisionTower::forward(const std::vector<VisionInput>& inputs) const {
+Result<VisionTower::Output> VisionTower::forward(const std::vector<VisionInput>& inputs, bool with_last_hidden) const {
   if (inputs.empty()) return invalid_argument("vision tower: no image");
   for (const VisionInput& in : inputs) VORTEX_RETURN_IF_ERROR(check_input(in));
-  if (backend_ != nullptr) return forward_backend(inputs);
+  if (backend_ != nullptr) return forward_backend(inputs, with_last_hidden);
   // The FP32 reference, one image after another, outputs stacked in input order.
   std::vector<Output> parts;
   for (const VisionInput& in : inputs) {
@@ -669,28 +732,51 @@ Result<VisionTower::Output> VisionTower::forward(const std::vector<VisionInput>&
     return t;
   };
   Output out;
-  out.last_hidden = stack([](const Output& o) -> const Tensor& { return o.last_hidden; });
+  if (with_last_hidden) out.last_hidden = stack([](const Output& o) -> const Tensor& { return o.last_hidden; });
   out.merged = stack([](const Output& o) -> const Tensor& { return o.merged; });
   for (size_t i = 0; i < parts.front().deepstack.size(); ++i)
     out.deepstack.push_back(stack([i](const Output& o) -> const Tensor& { return o.deepstack[i]; }));
   return out;
 }
 
-Result<VisionTower::Output> VisionTower::forward_backend(const std::vector<VisionInput>& inputs) const {
+Result<VisionTower::Output> VisionTower::forward_backend(const std::vector<VisionInput>& inputs,
+                                                         bool with_last_hidden) const {
   VORTEX_ASSIGN_OR_RETURN(Output dev, forward_device(inputs));
   Backend& be = *backend_;
-  // BF16 device rows -> FP32 host (exact).
-  auto to_host = [&](Tensor& t) -> Status {
-    VORTEX_ASSIGN_OR_RETURN(Tensor f, be.alloc(t.shape(), DType::kF32));
-    VORTEX_RETURN_IF_ERROR(be.cast(t, f));
-    Tensor h = Tensor::empty(t.shape(), DType::kF32);
-    VORTEX_RETURN_IF_ERROR(be.download(f, h));
-    t = std::move(h);
-    return Status::Ok();
-  };
-  VORTEX_RETURN_IF_ERROR(to_host(dev.merged));
-  VORTEX_RETURN_IF_ERROR(to_host(dev.last_hidden));
-  for (Tensor& f : dev.deepstack) VORTEX_RETURN_IF_ERROR(to_host(f));
+  DeviceState& st = *device_;
+  std::vector<Tensor*> outs = {&dev.merged};
+  for (Tensor& f : dev.deepstack) outs.push_back(&f);
+  if (with_last_hidden) outs.push_back(&dev.last_hidden);
+  else dev.last_hidden = Tensor();
+  int64_t total = 0;
+  for (const Tensor* t : outs) total += t->numel();
+  std::lock_guard<std::mutex> lock(st.out_mutex);
+  if (!st.out_staging.defined() || st.out_staging.numel() < total) {
+    VORTEX_ASSIGN_OR_RETURN(st.out_staging, be.alloc_host({total}, DType::kBF16));
+  }
+  // Every output queued as one BF16 copy into the page-locked staging, then one wait for them all.
+  std::vector<Tensor> staged;
+  std::vector<uint64_t> tickets;
+  int64_t at = 0;
+  for (const Tensor* t : outs) {
+    VORTEX_ASSIGN_OR_RETURN(Tensor flat, st.out_staging.narrow(0, at, t->numel()));
+    VORTEX_ASSIGN_OR_RETURN(Tensor host, flat.reshape(t->shape()));
+    VORTEX_ASSIGN_OR_RETURN(uint64_t ticket, be.download_async(*t, host));
+    staged.push_back(std::move(host));
+    tickets.push_back(ticket);
+    at += t->numel();
+  }
+  for (uint64_t ticket : tickets) VORTEX_RETURN_IF_ERROR(be.wait_download(ticket));
+  // BF16 -> FP32 host (exact), spread over the host threads.
+  for (size_t i = 0; i < outs.size(); ++i) {
+    Tensor f = Tensor::empty(outs[i]->shape(), DType::kF32);
+    const uint16_t* src = staged[i].data<uint16_t>();
+    float* dst = f.data<float>();
+    parallel_for_ranges(static_cast<size_t>(f.numel()), 0, 1, [&](size_t begin, size_t end) {
+      for (size_t j = begin; j < end; ++j) dst[j] = f32_from_bf16_bits(src[j]);
+    });
+    *outs[i] = std::move(f);
+  }
   return dev;
 }
 

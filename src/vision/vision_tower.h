@@ -6,6 +6,7 @@
 // Tested in tests/vision/vision_tower_test.cpp against transformers 5.x (tests/vision/make_vision_fixtures.py).
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,9 +32,15 @@ struct VisionProcessorConfig {
   static Result<VisionProcessorConfig> from_json(const ConfigJson& cfg);
 };
 
+// One image for the tower: either the processor's FP32 rows (preprocess_image) or the u8 image itself with the
+// processor's normalization (image_input), whose rows the tower builds where it runs (on a backend:
+// Backend::vision_pixel_rows from 3 bytes a pixel instead of 24).
 struct VisionInput {
-  Tensor pixel_values;  // [grid_h * grid_w, 3 * temporal_patch * patch * patch] f32, merge-block order
+  Tensor pixel_values;  // [grid_h * grid_w, 3 * temporal_patch * patch * patch] f32, merge-block order; or undefined
+  Tensor rgb;           // [grid_h * patch, grid_w * patch, 3] u8 host, when pixel_values is undefined
+  std::array<float, 3> mean255{}, std255{};  // with rgb: rows = (x - mean255[c]) / std255[c] in FP32
   int grid_t = 1, grid_h = 0, grid_w = 0;
+  int64_t rows() const { return static_cast<int64_t>(grid_h) * grid_w; }
 };
 
 // smart_resize: (height, width) the processor resizes to (multiples of patch * merge within the pixel range).
@@ -42,6 +49,9 @@ Result<std::pair<int, int>> smart_resize(int height, int width, const VisionProc
 // One still image through the processor. An image smart_resize would resize is refused (kUnsupported): fl2va
 // keyframes sit on a canvas of multiples of 32 inside the pixel range, which passes through unresized.
 Result<VisionInput> preprocess_image(const RgbImage& image, const VisionProcessorConfig& cfg);
+// The same image as a u8 VisionInput (rgb, mean255 = 255 mean, std255 = 255 std, the grid); the tower's rows from
+// it equal preprocess_image's pixel_values (tests/vision/vision_tower_test.cpp). Same refusals as preprocess_image.
+Result<VisionInput> image_input(const RgbImage& image, const VisionProcessorConfig& cfg);
 
 struct VisionConfig {
   int depth = 27, hidden = 1152, heads = 16, intermediate = 4304, in_channels = 3;
@@ -73,10 +83,11 @@ class VisionTower {
   // backend != nullptr: transformers' BF16 program on that backend (it must outlive the tower). Weights are rounded
   // to BF16 once at load; activations are BF16 rows; LayerNorm statistics FP64 with FP32 affine (Backend::layer_norm,
   // one rounding); GEMMs accumulate in FP32 with the bias in the epilogue (one rounding); q/k rotary in FP32 with one
-  // rounding (apply_rotary_pos_emb_vision); attention is the backend's BF16 SDPA per image; GELU in FP32, one
-  // rounding; residual adds R(x + y). Parity target: transformers' BF16 Qwen3VLVisionModel, within 2x the floor
-  // (transformers BF16 vs FP32 of the same weights), tests/vision/vision_tower_test.cpp and
-  // tests/vision/vision_tower_cuda_test.cpp. backend == nullptr: the FP32 CPU reference above.
+  // rounding (apply_rotary_pos_emb_vision); attention is the BF16 program per image (the owned sm_90a kernel where the
+  // backend's policy runs it, else SDPA); GELU in FP32, one rounding; residual adds R(x + y). Parity target:
+  // transformers' BF16 Qwen3VLVisionModel, within 2x the floor (transformers BF16 vs FP32 of the same weights),
+  // tests/vision/vision_tower_test.cpp and tests/vision/vision_tower_cuda_test.cpp. backend == nullptr: the FP32 CPU
+  // reference above.
   static Result<VisionTower> from_source(const VisionConfig& cfg, const VaeTensorSource& source, Backend* backend,
                                          const std::string& prefix = "model.visual.");
   const VisionConfig& config() const { return cfg_; }
@@ -96,7 +107,10 @@ class VisionTower {
   // itself (transformers' cu_seqlens), so the result is the per-image forwards concatenated. On a backend the rows of
   // all images go through every GEMM and elementwise op together and attention is one batched call when the images
   // share a size; without one, the images run one after another.
-  Result<Output> forward(const std::vector<VisionInput>& inputs) const;
+  // With a backend, forward's host outputs are downloaded as BF16 into page-locked staging (one wait for all) and
+  // widened to FP32 on the host threads; with_last_hidden false leaves last_hidden undefined (the conditioner reads
+  // only the merged tokens and the DeepStack features).
+  Result<Output> forward(const std::vector<VisionInput>& inputs, bool with_last_hidden = true) const;
   Result<Output> forward_device(const std::vector<VisionInput>& inputs) const;
 
  private:
@@ -134,6 +148,7 @@ class VisionTower {
   };
   struct DeviceGrid {  // vision_grid_tables on the backend
     Tensor tap_index, tap_weight, cos, sin;
+    std::vector<Tensor> host;  // their page-locked sources (alloc_host), kept while the grid is cached
   };
   struct DeviceState {
     DeviceLinear patch_embed;
@@ -143,15 +158,20 @@ class VisionTower {
     std::vector<DeviceMerger> deepstack;
     std::mutex grid_mutex;
     std::map<std::vector<std::pair<int, int>>, DeviceGrid> grids;  // by the batch's (grid_h, grid_w) in order
-    // Page-locked host rows the BF16 pixels are written to and uploaded from (alloc_host, grown as needed); the
-    // fence marks the last upload from them, which the next write waits for.
+    // Page-locked host rows the BF16 pixels (or the u8 images) are written to and uploaded from (alloc_host, grown
+    // as needed); the fence marks the last upload from them, which the next write waits for.
     std::mutex staging_mutex;
-    Tensor staging;  // [rows, 3 T P P] bf16
+    Tensor staging;     // [rows, 3 T P P] bf16
+    Tensor staging_u8;  // [bytes] u8
     std::shared_ptr<Backend::Fence> staging_fence;
+    // Page-locked BF16 outputs forward() downloads into before widening them on the host.
+    std::mutex out_mutex;
+    Tensor out_staging;  // [elements] bf16
   };
   Result<const DeviceGrid*> device_grid(const std::vector<VisionInput>& inputs) const;
   Result<Tensor> upload_pixels(const std::vector<VisionInput>& inputs, int64_t rows) const;  // [rows, 3 T P P] bf16
-  Result<Output> forward_backend(const std::vector<VisionInput>& inputs) const;              // outputs to FP32 host
+  Result<Output> forward_backend(const std::vector<VisionInput>& inputs,
+                                 bool with_last_hidden) const;  // outputs to FP32 host
   Status check_input(const VisionInput& input) const;
 
   VisionConfig cfg_;

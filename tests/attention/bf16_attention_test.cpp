@@ -1,11 +1,11 @@
-// Owned BF16 attention (sm_90a, bf16_attention.h) on the GPU: Q/K/V read as strided views of one [S, 3I] buffer,
-// token-major out. Two-reference rule (docs/numerics.md): FP64 attention (attention_fp64_reference, ref::attention's
-// program before its rounding) as the reference, ref::attention_flash_fp32 (the same FP32 / BF16-P program) as the
-// CPU same-program reference; ragged S (not multiples of the 128-row tile), 1-4 heads, fresh random inputs, outputs
-// poisoned with NaN (0xFF) and a sentinel tail after them; and cuDNN SDPA on the same inputs (its own two-reference
-// numbers, the bound the kernel must meet, and the kernel's max-abs / rel-L2 deviation from it). Skips visibly without
-// a GPU; a GPU that is not sm_90 or a build without sm_90a kernels fails (tests/gpu_test.h: only a missing device is a
-// skip).
+// Owned BF16 attention (sm_90a, bf16_attention.h) on the GPU, head_dim 128 and 72 (the vision tower's), single and
+// batched launches: Q/K/V read as strided views of one [S, 3I] buffer, token-major out. Two-reference rule
+// (docs/numerics.md): FP64 attention (attention_fp64_reference, ref::attention's program before its rounding) as the
+// reference, ref::attention_flash_fp32 (the same FP32 / BF16-P program) as the CPU same-program reference; ragged S
+// (not multiples of the 128-row tile), 1-4 heads, fresh random inputs, outputs poisoned with NaN (0xFF) and a sentinel
+// tail after them; and cuDNN SDPA on the same inputs (its own two-reference numbers, the bound the kernel must meet,
+// and the kernel's max-abs / rel-L2 deviation from it). Skips visibly without a GPU; a GPU that is not sm_90 or a build
+// without sm_90a kernels fails (tests/gpu_test.h: only a missing device is a skip).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,7 +20,6 @@
 #include "cuda/attention/sdpa.h"
 #include "gpu_test.h"
 #include "ref/ref_ops.h"
-#include "ref/sage2_attention.h"  // attention_fp64_reference: FP64 attention of listed rows, unrounded
 #include "vortex/dtype.h"
 
 namespace vortex {
@@ -70,12 +69,41 @@ DeviationStats deviation(const std::vector<uint16_t>& a, const std::vector<uint1
   return d;
 }
 
-// One case: S tokens, `heads` heads, out rows padded by out_pad columns (gap columns must stay untouched), every
-// `row_step`-th query row checked against the CPU references (all rows vs cuDNN), the kernel and cuDNN on the same
-// inputs.
-void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int64_t row_step, std::mt19937_64& rng) {
-  const int64_t d = 128, width = heads * d, ld = 3 * width, ldo = width + out_pad;
-  SCOPED_TRACE("S=" + std::to_string(s) + " heads=" + std::to_string(heads) + " out_pad=" + std::to_string(out_pad));
+// FP64 softmax(q k^T / sqrt(d)) v of head h for the listed query rows on the bf16 inputs (q at column 0, k at
+// `width`, v at 2 `width` of rows of ld elements), unrounded: [rows, d].
+std::vector<double> fp64_attention(const std::vector<uint16_t>& qkv, int64_t ld, int64_t width, int64_t d, int64_t s,
+                                   int h, const std::vector<int64_t>& rows) {
+  std::vector<double> out(rows.size() * static_cast<size_t>(d), 0.0), p(static_cast<size_t>(s));
+  auto at = [&](int64_t t, int64_t c) {
+    return static_cast<double>(f32_from_bf16_bits(qkv[static_cast<size_t>(t * ld + c)]));
+  };
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    double mx = -INFINITY;
+    for (int64_t t = 0; t < s; ++t) {
+      double dot = 0;
+      for (int64_t c = 0; c < d; ++c) dot += at(rows[i], h * d + c) * at(t, width + h * d + c);
+      p[static_cast<size_t>(t)] = dot * scale;
+      mx = std::max(mx, dot * scale);
+    }
+    double l = 0;
+    for (int64_t t = 0; t < s; ++t) l += (p[static_cast<size_t>(t)] = std::exp(p[static_cast<size_t>(t)] - mx));
+    for (int64_t t = 0; t < s; ++t)
+      for (int64_t c = 0; c < d; ++c)
+        out[i * static_cast<size_t>(d) + static_cast<size_t>(c)] +=
+            p[static_cast<size_t>(t)] / l * at(t, 2 * width + h * d + c);
+  }
+  return out;
+}
+
+// One case: S tokens, `heads` heads of d (128, or 72: the vision tower's), out rows padded by out_pad columns (gap
+// columns must stay untouched), every `row_step`-th query row checked against the CPU references (all rows vs cuDNN),
+// the kernel and cuDNN on the same inputs.
+void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int64_t row_step, std::mt19937_64& rng,
+                int64_t d = 128, Bf16PvWidth pv = Bf16PvWidth::kHead) {
+  const int64_t width = heads * d, ld = 3 * width, ldo = width + out_pad;
+  SCOPED_TRACE("S=" + std::to_string(s) + " heads=" + std::to_string(heads) + " d=" + std::to_string(d) +
+               " out_pad=" + std::to_string(out_pad));
   std::normal_distribution<float> g(0.f, 1.f);
   std::vector<uint16_t> qkv(static_cast<size_t>(s * ld));
   for (int64_t t = 0; t < s; ++t)
@@ -114,8 +142,7 @@ void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int6
   for (int64_t i = 0; i < s; i += row_step) rows.push_back(i);
   std::vector<double> r64(static_cast<size_t>(n * width));
   for (int h = 0; h < heads; ++h) {
-    const std::vector<double> rh =
-        attention_fp64_reference({qkv.data(), ld}, {qkv.data() + width, ld}, {qkv.data() + 2 * width, ld}, s, h, rows);
+    const std::vector<double> rh = fp64_attention(qkv, ld, width, d, s, h, rows);
     ASSERT_EQ(rh.size(), static_cast<size_t>(n * d));
     for (int64_t i = 0; i < n; ++i)
       for (int64_t c = 0; c < d; ++c)
@@ -135,7 +162,7 @@ void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int6
   for (int64_t t = 0; t < s; ++t)
     for (int64_t c = 0; c < width; ++c) pattern[static_cast<size_t>(t * ldo + c)] = 0xFFFF;
   out.upload(pattern.data(), pattern.size() * 2);
-  st = bf16_attention(q, k, v, heads, static_cast<int>(d), o, nullptr);
+  st = bf16_attention_batched(q, k, v, 1, heads, static_cast<int>(d), o, nullptr, pv);
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint16_t> oh(static_cast<size_t>(s * ldo));
@@ -208,6 +235,75 @@ TEST(Bf16Attention, LongSequenceStridedOutput) {
   check_case(**sdpa, 7777, 3, 64, 97, rng);
 }
 
+// head_dim 72 (the Qwen3-VL vision tower's 16 heads): ragged S, the tower's 4032 rows, every head (the last one's
+// tile columns past the tensor read as zeros, the others' as the next head's values).
+TEST(Bf16Attention, HeadDim72TwoReferenceAndCudnn) {
+  VORTEX_REQUIRE_GPU();
+  ASSERT_TRUE(sm90_kernel_available()) << "the owned BF16 attention needs an sm_90 GPU and 90a in VORTEX_CUDA_ARCHS";
+  auto sdpa = SdpaAttention::create();
+  ASSERT_TRUE(sdpa.ok()) << sdpa.status().to_string();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const Bf16PvWidth pv : {Bf16PvWidth::kHead, Bf16PvWidth::kFullTile}) {
+    SCOPED_TRACE(pv == Bf16PvWidth::kHead ? "P V over 72 columns" : "P V over the 128-column tile");
+    check_case(**sdpa, 1, 1, 0, 1, rng, 72, pv);
+    check_case(**sdpa, 129, 2, 0, 1, rng, 72, pv);
+    check_case(**sdpa, 300, 3, 8, 1, rng, 72, pv);
+    check_case(**sdpa, 4032, 16, 0, 61, rng, 72, pv);
+  }
+}
+
+// Sequences stacked in the rows in one launch equal one launch per sequence bit for bit (d 72 and 128, S not a
+// multiple of the 128-row tile, so the last tiles and key blocks of a sequence overlap the next one's rows).
+TEST(Bf16Attention, BatchedEqualsPerSequence) {
+  VORTEX_REQUIRE_GPU();
+  ASSERT_TRUE(sm90_kernel_available()) << "the owned BF16 attention needs an sm_90 GPU and 90a in VORTEX_CUDA_ARCHS";
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g(0.f, 1.f);
+  for (const auto& [d, pv] :
+       {std::pair{int64_t{72}, Bf16PvWidth::kHead}, std::pair{int64_t{72}, Bf16PvWidth::kFullTile},
+        std::pair{int64_t{128}, Bf16PvWidth::kHead}}) {
+    SCOPED_TRACE("d=" + std::to_string(d) + (pv == Bf16PvWidth::kFullTile ? " full-tile P V" : ""));
+    const int heads = 3;
+    const int64_t s = 333, batch = 3, rows = s * batch, width = heads * d, ld = 3 * width;
+    std::vector<uint16_t> qkv(static_cast<size_t>(rows * ld));
+    for (uint16_t& x : qkv) x = bf16_bits_from_f32(g(rng));
+    DeviceBuffer buf(qkv.size() * 2), out_b(static_cast<size_t>(rows * width) * 2),
+        out_s(static_cast<size_t>(rows * width) * 2);
+    buf.upload(qkv.data(), qkv.size() * 2);
+    out_b.poison(0xFF);
+    out_s.poison(0xFF);
+    Tensor q = device_view(buf, 0, {rows, width}, {ld, 1});
+    Tensor k = device_view(buf, width * 2, {rows, width}, {ld, 1});
+    Tensor v = device_view(buf, 2 * width * 2, {rows, width}, {ld, 1});
+    Tensor ob = device_view(out_b, 0, {rows, width}, {width, 1});
+    Status st = bf16_attention_batched(q, k, v, batch, heads, static_cast<int>(d), ob, nullptr, pv);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    for (int64_t b = 0; b < batch; ++b) {
+      Tensor qs = device_view(buf, b * s * ld * 2, {s, width}, {ld, 1});
+      Tensor ks = device_view(buf, (b * s * ld + width) * 2, {s, width}, {ld, 1});
+      Tensor vs = device_view(buf, (b * s * ld + 2 * width) * 2, {s, width}, {ld, 1});
+      Tensor os = device_view(out_s, b * s * width * 2, {s, width}, {width, 1});
+      st = bf16_attention_batched(qs, ks, vs, 1, heads, static_cast<int>(d), os, nullptr, pv);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> hb(static_cast<size_t>(rows * width)), hs(hb.size());
+    out_b.download(hb.data(), hb.size() * 2);
+    out_s.download(hs.data(), hs.size() * 2);
+    int64_t differ = 0, nonfinite = 0;
+    for (size_t i = 0; i < hb.size(); ++i) {
+      differ += hb[i] != hs[i];
+      nonfinite += !std::isfinite(f32_from_bf16_bits(hb[i]));
+    }
+    EXPECT_EQ(differ, 0) << "d=" << d;
+    EXPECT_EQ(nonfinite, 0) << "d=" << d;
+  }
+}
+
 TEST(Bf16Attention, BadArgumentsAreClearErrors) {
   // Validation happens before any device work, so this runs without a GPU too.
   auto st = std::make_shared<Storage>();
@@ -225,6 +321,8 @@ TEST(Bf16Attention, BadArgumentsAreClearErrors) {
   Tensor short_rows = Tensor::from_storage(st, 0, {s - 1, width}, DType::kBF16, {ld, 1});
   Status r = bf16_attention(q, k, v, 2, 64, o, nullptr);
   EXPECT_EQ(r.code(), ErrorCode::kUnsupported) << r.to_string();
+  r = bf16_attention_batched(q, k, v, 3, 2, 128, o, nullptr);  // 64 rows are not 3 equal sequences
+  EXPECT_EQ(r.code(), ErrorCode::kInvalidArgument) << r.to_string();
   r = bf16_attention(misaligned, k, v, 2, 128, o, nullptr);
   EXPECT_EQ(r.code(), ErrorCode::kInvalidArgument) << r.to_string();
   r = bf16_attention(q, odd_stride, v, 2, 128, o, nullptr);

@@ -30,6 +30,11 @@ if(TARGET vortex_cuda)
     SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/text_encoder_ops_test.cpp
     LIBS vortex_cuda vortex_ref vortex_core
     GPU)
+  # The vision tower's device preparation (src/cuda/ops/vision_prep.h, LayerNorm of BF16 rows) vs the CPU programs.
+  vortex_test(NAME cuda_vision_prep_test
+    SOURCES ${CMAKE_SOURCE_DIR}/tests/cuda/vision_prep_test.cpp
+    LIBS vortex_cuda vortex_ref vortex_core
+    GPU)
 endif()
 
 # ---- NVFP4 producers, instruction probe and benchmark (owned by the NVFP4 engineer) ----------------

@@ -38,3 +38,12 @@ if(TARGET vortex_cuda)
   target_compile_definitions(ref2va_vision_cuda_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
                                                              VORTEX_TE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text_encoder/fixtures")
 endif()
+# bench/fl2va_e2e.sh --tiny: the canonical fl2va script's CPU mode end to end (the tiny snapshot, both keyframes through
+# the image processor, the vision tower and the keyframe VAE encoder); passes when it prints keyframe condition rows.
+if(TARGET vortex_cli)
+  add_test(NAME fl2va_e2e_script_tiny
+           COMMAND ${CMAKE_COMMAND} -E env OUT=${CMAKE_BINARY_DIR}/tests/fl2va_e2e_tiny
+                   bash ${CMAKE_SOURCE_DIR}/bench/fl2va_e2e.sh --tiny --vortex $<TARGET_FILE:vortex_cli>)
+  set_tests_properties(fl2va_e2e_script_tiny PROPERTIES TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "packed rows \\([1-9][0-9]* keyframe condition rows\\)")
+endif()

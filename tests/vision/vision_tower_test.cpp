@@ -8,12 +8,16 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <random>
+#include <tuple>
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
 #include "ref/cpu_backend.h"
+#include "seed.h"
 #include "vae/vae_checkpoint.h"
 #include "vision/vision_tower.h"
 #include "vision_test_util.h"
@@ -290,6 +294,80 @@ TEST(VisionTower, SeveralImagesInOneCallEqualPerImageForwards) {
             "deepstack " + std::to_string(k));
     }
     EXPECT_FALSE(t.forward(std::vector<VisionInput>{}).ok());
+  }
+}
+
+// Backend::vision_pixel_rows (src/ref/vision_prep.h) is the processor's FP32 rows rounded to BF16, bit for bit, on
+// fresh random u8 canvases with the release's processor and the tiny one.
+TEST(VisionProcessor, PixelRowsOpEqualsProcessorRoundedToBf16) {
+  const uint64_t seed = testing::fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  auto release = VisionProcessorConfig::from_json(read_config(kDir + "/release/preprocessor_config.json"));
+  ASSERT_TRUE(release.ok()) << release.status().to_string();
+  CpuBackend cpu(0);
+  for (const auto& [cfg, h, w] : {std::tuple{*release, 256, 384}, std::tuple{tiny_processor(), 32, 48}}) {
+    RgbImage img{w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h * 3)};
+    for (uint8_t& v : img.rgb) v = static_cast<uint8_t>(byte(rng));
+    auto f32 = preprocess_image(img, cfg);
+    ASSERT_TRUE(f32.ok()) << f32.status().to_string();
+    auto u8 = image_input(img, cfg);
+    ASSERT_TRUE(u8.ok()) << u8.status().to_string();
+    ASSERT_FALSE(u8->pixel_values.defined());
+    ASSERT_EQ(u8->grid_h, f32->grid_h);
+    ASSERT_EQ(u8->grid_w, f32->grid_w);
+    Tensor rows = Tensor::empty(f32->pixel_values.shape(), DType::kBF16);
+    std::memset(rows.raw_data(), 0xFF, rows.nbytes());  // poisoned
+    Status st = cpu.vision_pixel_rows(u8->rgb, u8->mean255, u8->std255, cfg.patch, cfg.temporal_patch, cfg.merge, rows);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    int64_t differ = 0;
+    for (int64_t i = 0; i < rows.numel(); ++i)
+      differ += rows.data<uint16_t>()[i] != bf16_bits_from_f32(f32->pixel_values.data<float>()[i]);
+    EXPECT_EQ(differ, 0) << "seed " << seed;
+  }
+}
+
+// A u8 VisionInput (image_input) gives the tower the same outputs as the processor's FP32 rows, on the FP32
+// reference and on the cpu backend, alone and mixed in one call; forward without last_hidden leaves it undefined.
+TEST(VisionTower, U8ImagesEqualProcessorRows) {
+  std::vector<VisionInput> f32, u8;
+  for (const auto& [name, c] : fixture().meta["cases"].items()) {
+    const RgbImage img = image_of(get(name + ".image"));
+    auto a = preprocess_image(img, tiny_processor());
+    auto b = image_input(img, tiny_processor());
+    ASSERT_TRUE(a.ok() && b.ok());
+    f32.push_back(std::move(*a));
+    u8.push_back(std::move(*b));
+  }
+  ASSERT_GE(f32.size(), 2u);
+  CpuBackend cpu(0);
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+  };
+  for (Backend* backend : {static_cast<Backend*>(nullptr), static_cast<Backend*>(&cpu)}) {
+    SCOPED_TRACE(backend ? "cpu backend" : "FP32 reference");
+    const VisionTower t = tower(backend);
+    auto want = t.forward(f32);
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    for (const std::vector<VisionInput>& batch : {u8, std::vector<VisionInput>{u8[0], f32[1]}}) {
+      auto got = t.forward(batch);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      EXPECT_TRUE(same(got->merged, want->merged));
+      EXPECT_TRUE(same(got->last_hidden, want->last_hidden));
+      ASSERT_EQ(got->deepstack.size(), want->deepstack.size());
+      for (size_t k = 0; k < got->deepstack.size(); ++k) EXPECT_TRUE(same(got->deepstack[k], want->deepstack[k]));
+    }
+    auto lean = t.forward(u8, /*with_last_hidden=*/false);
+    ASSERT_TRUE(lean.ok()) << lean.status().to_string();
+    EXPECT_FALSE(lean->last_hidden.defined());
+    EXPECT_TRUE(same(lean->merged, want->merged));
+    // A u8 input whose image does not match its grid is refused before any work.
+    VisionInput bad = u8[0];
+    bad.grid_w += 2;
+    EXPECT_EQ(t.forward(bad).status().code(), ErrorCode::kInvalidArgument);
+    bad = u8[0];
+    bad.std255[1] = 0.0f;
+    EXPECT_FALSE(t.forward(bad).ok());
   }
 }
 

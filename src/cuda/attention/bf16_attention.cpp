@@ -40,9 +40,19 @@ Status check_input(const Tensor& x, const char* name, int64_t seq, int64_t width
 
 Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, Tensor& out,
                       cudaStream_t stream) {
-  if (head_dim != 128) return unsupported("bf16_attention: head_dim must be 128, got " + std::to_string(head_dim));
+  return bf16_attention_batched(q, k, v, 1, heads, head_dim, out, stream);
+}
+
+Status bf16_attention_batched(const Tensor& q, const Tensor& k, const Tensor& v, int64_t batch, int heads, int head_dim,
+                              Tensor& out, cudaStream_t stream, Bf16PvWidth pv) {
+  if (head_dim != 128 && head_dim != 72)
+    return unsupported("bf16_attention: head_dim must be 128 or 72, got " + std::to_string(head_dim));
   if (heads <= 0 || heads > 65535) return invalid_argument("bf16_attention: heads must be in 1..65535");
-  if (!q.defined() || q.ndim() != 2) return invalid_argument("bf16_attention: q must be a 2-D tensor [S, heads*128]");
+  if (!q.defined() || q.ndim() != 2)
+    return invalid_argument("bf16_attention: q must be a 2-D tensor [S, heads*head_dim]");
+  if (batch < 1 || batch > 65535 || q.dim(0) % batch != 0)
+    return invalid_argument("bf16_attention: " + std::to_string(batch) + " sequences do not split q's " +
+                            std::to_string(q.dim(0)) + " rows into equal blocks");
   const int64_t seq = q.dim(0), width = static_cast<int64_t>(heads) * head_dim;
   if (seq <= 0 || seq > (int64_t{1} << 31) - 128)
     return invalid_argument("bf16_attention: S must be in 1..2^31-129, got " + std::to_string(seq));
@@ -62,12 +72,14 @@ Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int hea
         "bf16_attention: the owned BF16 attention is sm_90a code; this build has no sm_90a kernels "
         "(VORTEX_CUDA_ARCHS) or the device is not sm_90");
 #if defined(VORTEX_HAVE_SM90_KERNELS)
-  const bf16_attention_detail::Bf16AttentionArgs args{q.raw_data(), k.raw_data(), v.raw_data(),   q.stride(0),
-                                                      k.stride(0),  v.stride(0),  out.raw_data(), out.stride(0),
-                                                      seq,          heads};
+  bf16_attention_detail::Bf16AttentionArgs args{q.raw_data(), k.raw_data(),   v.raw_data(),  q.stride(0), k.stride(0),
+                                                v.stride(0),  out.raw_data(), out.stride(0), seq / batch, heads};
+  args.head_dim = head_dim;
+  args.batch = batch;
+  args.pv_full_tile = pv == Bf16PvWidth::kFullTile;
   return bf16_attention_detail::launch_bf16_attention_sm90(args, stream);
 #else
-  (void)stream;
+  (void)stream, (void)pv;
   return unsupported("bf16_attention: no sm_90a kernels in this build");
 #endif
 }

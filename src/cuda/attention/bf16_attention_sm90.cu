@@ -22,6 +22,8 @@
 //     half kk / 4 plus (kk % 4) * 32 bytes inside the swizzle row.
 //   V as B of P V (N-major, 128B swizzle): LBO = 16384 (the next 64 output columns, the other half), SBO = 1024
 //     (the next 8 keys); k-step kk of 16 keys is kk * 2048 bytes.
+// head_dim 72 (the Qwen3-VL vision tower's) is the same kernel with 3-D maps (column, head, row) whose columns past 72
+// read as zeros: 5 k-steps of S (columns 72-79 zero), O with 72 columns (m64n72k16, 9 accumulator groups).
 // ptxas (CUDA 13.0, sm_90a, -Xptxas=-v) and the H200 timings: docs/performance.md "Owned BF16 attention".
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -51,7 +53,6 @@ namespace {
 
 using namespace hopper;
 
-constexpr int kD = 128;
 constexpr int kBlockM = 128;                   // query rows per CTA
 [[maybe_unused]] constexpr int kBlockN = 128;  // keys per block (unused in the trap-only device passes)
 constexpr int kStages = 2;
@@ -67,8 +68,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 struct Params {  // Q, K and V are read through the tensor maps
   __nv_bfloat16* out;
   int64_t ld_out;
-  int64_t seq;
-  float c;  // log2(e) / sqrt(head_dim)
+  int64_t seq;  // rows of one sequence; sequence b (blockIdx.z) is rows [b seq, (b + 1) seq) of every operand
+  float c;      // log2(e) / sqrt(head_dim)
 };
 
 #if VORTEX_BF16_ATTN_BODY
@@ -103,9 +104,25 @@ __device__ __forceinline__ void wgmma_rs(float (&acc)[16][4], const uint32_t (&a
       : VX_ACC64(acc)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
 }
+#define VX_ACC36(a)                                                                                        \
+  VX_ACC4(a, 0), VX_ACC4(a, 1), VX_ACC4(a, 2), VX_ACC4(a, 3), VX_ACC4(a, 4), VX_ACC4(a, 5), VX_ACC4(a, 6), \
+      VX_ACC4(a, 7), VX_ACC4(a, 8)
+#define VX_D36                                                                                                      \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}"
+// The same with 72 output columns (head_dim 72): B = 16 keys x 72 columns, 64 in the first half and 8 in the second.
+__device__ __forceinline__ void wgmma_rs(float (&acc)[9][4], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16 " VX_D36 ", {%36, %37, %38, %39}, %40, p, 1, 1, 1;\n}\n"
+      : VX_ACC36(acc)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
+}
 #undef VX_ACC4
 #undef VX_ACC64
+#undef VX_ACC36
 #undef VX_D64
+#undef VX_D36
 
 // One TMA box (64 columns x 128 rows) at element column c0, row c1 into dst; completion counted on bar.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
@@ -113,6 +130,15 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
           dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+// The same from a 3-D map (columns of a head, head, row): head_dim 72's boxes, columns past the head read as zeros.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2,
+                                            uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::
+          "r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
 }
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
@@ -190,12 +216,22 @@ __device__ __forceinline__ void pack_p(const float (&p)[16][4], uint32_t (&pa)[8
   }
 }
 
+// kD = 128, or 72: the tiles keep 128 columns, loaded from a 3-D map (column, head, row) whose columns past 72 read as
+// zeros (TMA's out-of-bounds fill), so S = Q K^T takes 5 k-steps over columns 0-79 of which 72-79 are zero in Q and
+// K; O += P V has 72 columns (m64n72k16).
+template <int kD, int kPvN>
 __global__ void __launch_bounds__(kThreads, 1)
     bf16_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const Params prm) {
+  static_assert(kD == 128 || kD == 72, "head_dim 128 or 72");
+  static_assert(kPvN == kD || (kD == 72 && kPvN == 128), "P V over the head's columns or the whole tile");
+  constexpr int kNT = kPvN / 8;            // 8-column groups of O (kPvN 128 at kD 72: columns 72-127 are zero)
+  constexpr int kNTStore = kD / 8;         // the groups written out
+  constexpr int kKSteps = (kD + 15) / 16;  // 16-column k-steps of Q K^T
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const int tile = blockIdx.x, h = blockIdx.y;
+  const int row_base = static_cast<int>(blockIdx.z * prm.seq);  // this sequence's first row in the operands
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int blocks = static_cast<int>((prm.seq + kBlockN - 1) / kBlockN);
   const uint32_t q_smem = base;
@@ -223,21 +259,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp >= kConsumers * 4) {  // producer warpgroup
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     if (warp == kConsumers * 4 && lane == 0) {
-      const int col = h * kD;
+      const int col = h * kD;  // kD 128: the head's first column in the 2-D maps
+      (void)col;
       mbar_arrive_expect_tx(q_full, kTileBytes);
-      tma_load_2d(q_smem, &tm_q, col, tile * kBlockM, q_full);
-      tma_load_2d(q_smem + kHalfBytes, &tm_q, col + 64, tile * kBlockM, q_full);
+      // Two 64-column boxes per tile: 2-D at the head's columns (kD 128), 3-D at (0 | 64, head, row) (kD 72).
+      auto load = [&](uint32_t dst, const CUtensorMap* map, int row, uint32_t bar) {
+        if constexpr (kD == 72) {
+          tma_load_3d(dst, map, 0, h, row, bar);
+          tma_load_3d(dst + kHalfBytes, map, 64, h, row, bar);
+        } else {
+          tma_load_2d(dst, map, col, row, bar);
+          tma_load_2d(dst + kHalfBytes, map, col + 64, row, bar);
+        }
+      };
+      load(q_smem, &tm_q, row_base + tile * kBlockM, q_full);
       for (int j = 0; j < blocks; ++j) {
         const int s = j % kStages;
         const uint32_t parity = ((j / kStages) + 1) & 1;  // the release of block j - kStages
         if (j >= kStages) mbar_wait(empty_k(s), parity);
         mbar_arrive_expect_tx(full_k(s), kTileBytes);
-        tma_load_2d(k_smem(s), &tm_k, col, j * kBlockN, full_k(s));
-        tma_load_2d(k_smem(s) + kHalfBytes, &tm_k, col + 64, j * kBlockN, full_k(s));
+        load(k_smem(s), &tm_k, row_base + j * kBlockN, full_k(s));
         if (j >= kStages) mbar_wait(empty_v(s), parity);
         mbar_arrive_expect_tx(full_v(s), kTileBytes);
-        tma_load_2d(v_smem(s), &tm_v, col, j * kBlockN, full_v(s));
-        tma_load_2d(v_smem(s) + kHalfBytes, &tm_v, col + 64, j * kBlockN, full_v(s));
+        load(v_smem(s), &tm_v, row_base + j * kBlockN, full_v(s));
       }
     }
     return;
@@ -247,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Warp-uniform warpgroup index through a shuffle (keeps the descriptors in uniform registers).
   const int wg = __shfl_sync(0xffffffffu, warp / 4, 0);
   const int r = lane / 4, t = lane % 4;
-  const int64_t row0 = static_cast<int64_t>(tile) * kBlockM + wg * 64 + (warp % 4) * 16 + r;
+  const int64_t row0 = static_cast<int64_t>(tile) * kBlockM + wg * 64 + (warp % 4) * 16 + r;  // in the sequence
   const float c = prm.c;
 
   // Descriptor arithmetic in 16-byte units (the address field is bytes >> 4; < 256 KB never carries out of it).
@@ -257,13 +301,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr uint64_t kStageStep = (2 * kTileBytes) >> 4;
   auto issue_qk = [&](float(&acc)[16][4], int s) {
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
+    for (int kk = 0; kk < kKSteps; ++kk) {
       const uint64_t off = (kk / 4) * (kHalfBytes >> 4) + (kk % 4) * 2;  // half + 32 bytes per k-step
       wgmma_ss(acc, q_desc0 + off, k_desc0 + s * kStageStep + off, kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };
-  auto issue_pv = [&](float(&o)[16][4], const uint32_t(&pa)[8][4], int s) {
+  auto issue_pv = [&](float(&o)[kNT][4], const uint32_t(&pa)[8][4], int s) {
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) wgmma_rs(o, pa[kk], v_desc0 + s * kStageStep + kk * (2048 >> 4));
     wgmma_commit();
@@ -280,9 +324,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   if (wg == 1) named_arrive(1);
 
-  float o[16][4];
+  float o[kNT][4];
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+  for (int nt = 0; nt < kNT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
   float m_r = -INFINITY, m_r8 = -INFINITY, l_r = 0.0f, l_r8 = 0.0f;
   float acc[16][4];
   uint32_t pa[8][4];
@@ -329,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_operands(pa);
     release(empty_v(s_prev));
 #pragma unroll
-    for (int nt = 0; nt < 16; ++nt) {
+    for (int nt = 0; nt < kNT; ++nt) {
       o[nt][0] = __fmul_rn(o[nt][0], alpha_r);
       o[nt][1] = __fmul_rn(o[nt][1], alpha_r);
       o[nt][2] = __fmul_rn(o[nt][2], alpha_r8);
@@ -360,11 +404,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   l_r8 = __fadd_rn(l_r8, __shfl_xor_sync(0xffffffffu, l_r8, 1));
   l_r8 = __fadd_rn(l_r8, __shfl_xor_sync(0xffffffffu, l_r8, 2));
   const float inv_r = __frcp_rn(l_r), inv_r8 = __frcp_rn(l_r8);
-  __nv_bfloat16* out_r = prm.out + row0 * prm.ld_out + static_cast<int64_t>(h) * kD + 2 * t;
+  __nv_bfloat16* out_r = prm.out + (row_base + row0) * prm.ld_out + static_cast<int64_t>(h) * kD + 2 * t;
   __nv_bfloat16* out_r8 = out_r + 8 * prm.ld_out;
   const bool ok_r = row0 < prm.seq, ok_r8 = row0 + 8 < prm.seq;
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
+  for (int nt = 0; nt < kNTStore; ++nt) {
     if (ok_r)
       *reinterpret_cast<__nv_bfloat162*>(out_r + nt * 8) =
           __floats2bfloat162_rn(__fmul_rn(o[nt][0], inv_r), __fmul_rn(o[nt][1], inv_r));
@@ -374,6 +418,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 #else
+template <int kD, int kPvN>
 __global__ void bf16_attention_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                       const __grid_constant__ CUtensorMap, const Params) {
   __trap();
@@ -415,9 +460,29 @@ Result<CUtensorMap> make_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const voi
   return map;
 }
 
+// head_dim 72: a 3-D map (72 columns, heads, rows; strides 144 bytes and ld elements) with boxes of 64 columns x 1 head
+// x 128 rows, laid out in shared memory as the 2-D box; columns 72-127 of the second box and rows past seq read as
+// zeros.
+Result<CUtensorMap> make_map_72(PFN_cuTensorMapEncodeTiled_v12000 encode, const void* ptr, int heads, int64_t seq,
+                                int64_t ld, const char* name) {
+  CUtensorMap map;
+  const cuuint64_t dims[3] = {72, static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(seq)};
+  const cuuint64_t strides[2] = {72 * 2, static_cast<cuuint64_t>(ld) * 2};
+  const cuuint32_t box[3] = {64, 1, 128};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult res = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(ptr), dims, strides, box,
+                              elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (res != CUDA_SUCCESS)
+    return Status(ErrorCode::kCuda, std::string("bf16_attention: cuTensorMapEncodeTiled(") + name +
+                                        ", head_dim 72) failed with CUresult " + std::to_string(static_cast<int>(res)));
+  return map;
+}
+
+template <int kD, int kPvN>
 Status launch(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v, const Params& prm, dim3 grid,
               cudaStream_t stream) {
-  // The shared-memory limit is a per-device attribute: set once per device (off the timed path).
+  // The shared-memory limit is a per-device attribute: set once per device and head size (off the timed path).
   static std::mutex mu;
   static std::vector<int> configured;
   int device = 0;
@@ -425,12 +490,12 @@ Status launch(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v, 
   {
     std::lock_guard<std::mutex> lock(mu);
     if (std::find(configured.begin(), configured.end(), device) == configured.end()) {
-      VORTEX_CUDA_CHECK(
-          cudaFuncSetAttribute(bf16_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+      VORTEX_CUDA_CHECK(cudaFuncSetAttribute(bf16_attention_kernel<kD, kPvN>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
       configured.push_back(device);
     }
   }
-  bf16_attention_kernel<<<grid, kThreads, kSmemBytes, stream>>>(q, k, v, prm);
+  bf16_attention_kernel<kD, kPvN><<<grid, kThreads, kSmemBytes, stream>>>(q, k, v, prm);
   VORTEX_CUDA_LAUNCH_CHECK("bf16_attention_kernel");
   return Status::Ok();
 }
@@ -438,19 +503,30 @@ Status launch(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v, 
 }  // namespace
 
 Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, cudaStream_t stream) {
+  if (args.head_dim != 128 && args.head_dim != 72)
+    return unsupported("bf16_attention: head_dim must be 128 or 72, got " + std::to_string(args.head_dim));
+  const int kd = args.head_dim;
   const Params prm{static_cast<__nv_bfloat16*>(args.out), args.ld_out, args.seq,
-                   kLog2e / std::sqrt(static_cast<float>(kD))};
-  const dim3 grid(static_cast<unsigned>((args.seq + kBlockM - 1) / kBlockM), static_cast<unsigned>(args.heads));
+                   kLog2e / std::sqrt(static_cast<float>(kd))};
+  const dim3 grid(static_cast<unsigned>((args.seq + kBlockM - 1) / kBlockM), static_cast<unsigned>(args.heads),
+                  static_cast<unsigned>(args.batch));
   auto encode = tensor_map_encoder();
   if (!encode.ok()) return encode.status();
-  const int64_t width = static_cast<int64_t>(args.heads) * kD;
-  auto q = make_map(*encode, args.q, width, args.seq, args.ld_q, "q");
+  // One map over all sequences' rows; rows past the last read as zeros.
+  const int64_t width = static_cast<int64_t>(args.heads) * kd, rows = args.seq * args.batch;
+  auto map = [&](const void* p, int64_t ld, const char* name) {
+    return kd == 72 ? make_map_72(*encode, p, args.heads, rows, ld, name) : make_map(*encode, p, width, rows, ld, name);
+  };
+  auto q = map(args.q, args.ld_q, "q");
   if (!q.ok()) return q.status();
-  auto k = make_map(*encode, args.k, width, args.seq, args.ld_k, "k");
+  auto k = map(args.k, args.ld_k, "k");
   if (!k.ok()) return k.status();
-  auto v = make_map(*encode, args.v, width, args.seq, args.ld_v, "v");
+  auto v = map(args.v, args.ld_v, "v");
   if (!v.ok()) return v.status();
-  return launch(*q, *k, *v, prm, grid, stream);
+  if (kd == 72)
+    return args.pv_full_tile ? launch<72, 128>(*q, *k, *v, prm, grid, stream)
+                             : launch<72, 72>(*q, *k, *v, prm, grid, stream);
+  return launch<128, 128>(*q, *k, *v, prm, grid, stream);
 }
 
 }  // namespace vortex::bf16_attention_detail
