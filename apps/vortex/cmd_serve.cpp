@@ -126,7 +126,10 @@ int run_serve(const ServeArgs& a, CLI::App& sub, int device) {
   if (!model.empty() && is_model_folder(model)) {
     Result<ModelFolder> folder = open_model_folder(model);
     if (!folder.ok()) return fail(exit_code_for(folder.status()), folder.status().message());
-    if (Status s = apply_model_folder(*folder, -1, o.pipeline); !s.ok()) return fail(exit_code_for(s), s.message());
+    // A Ref2VA partition serves reference jobs (ref2va); the root and the FL2VA partition serve t2va and fl2va.
+    const std::string task = folder->partition == "ref2va" ? "ref2va" : "t2va";
+    if (Status s = apply_model_folder(*folder, -1, o.pipeline, task); !s.ok())
+      return fail(exit_code_for(s), s.message());
   }
   o.host = a.host;
   o.port = a.port;

@@ -6,7 +6,16 @@
 // * `--checkpoint` on FL2VA/transformer (original layout) and on transformer/ (diffusers) gives the latents of
 //   `--synthetic` with the same weights seed; `--model ROOT` and `--model ROOT/FL2VA` give one another's latents;
 // * `--checkpoint` on transformer_ref/ or Ref2VA/transformer and `--model ROOT/Ref2VA` exit 2 naming the FL2VA
-//   transformer; `--checkpoint` on the VAE or text encoder folder exits 2 saying what the folder holds.
+//   transformer; `--checkpoint` on the VAE or text encoder folder exits 2 saying what the folder holds;
+// * `vortex serve --model ROOT/Ref2VA` starts on the Ref2VA transformer.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
 #include "cli/cli_test_util.h"
 
 #ifndef VORTEX_RELEASE_FIXTURES
@@ -17,6 +26,38 @@ namespace {
 using namespace vortex_cli_test;
 
 const fs::path kRelease = VORTEX_RELEASE_FIXTURES;
+// Starts `vortex serve ARGS`, reads its stdout until the "listening on" line (true) or its exit (false; its
+// output goes to the test log), then kills it.
+bool serve_starts(std::vector<std::string> args) {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    args.insert(args.begin(), {vortex_cli_path(), "serve"});
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  FILE* out = fdopen(fds[0], "r");
+  bool listening = false;
+  char line[1024];
+  while (!listening && std::fgets(line, sizeof line, out) != nullptr) {
+    listening = std::string(line).find("listening on http://127.0.0.1:") != std::string::npos;
+    if (!listening) std::fputs(line, stderr);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  fclose(out);
+  return listening;
+}
+
 const std::string kTokenizer = std::string(VORTEX_TEXT_FIXTURES) + "/tiny_tokenizer.json";
 constexpr const char* kRun = " --width 64 --height 64 --frames 5 --steps 2 --latents-only --quiet --out ";
 
@@ -134,6 +175,9 @@ TEST(CliReleaseLayout, Ref2vaAndOtherComponentsAreRefusedNamingWhatToUse) {
   }
   RunResult g = run_vortex("generate --model " + ref.string() + " --prompt \"a cat\"" + kRun + dir.str("out"));
   EXPECT_NE(g.output.find((snap / "FL2VA").lexically_normal().string()), std::string::npos) << g.output;
+
+  // `vortex serve --model ROOT/Ref2VA` loads the partition's transformer for reference jobs and starts listening.
+  EXPECT_TRUE(serve_starts({"--model", ref.string(), "--data", dir.str("serve"), "--port", "0", "--quiet"}));
 }
 
 }  // namespace
