@@ -7,7 +7,7 @@
 # $OUT (the run folder, its run.json and a summary.json).
 #   --tiny: the same request shape on the tiny synthetic snapshot (`vortex synth --snapshot tiny`) on the CPU, at
 #           64x64 x 22 frames and 2 steps: a check of the script, not a measurement.
-# Environment: VORTEX (default build/bin/vortex), OUT (default /tmp/ref2va_e2e), WORK (scratch for the VAE folders and
+# Environment: STEPS (default 12), VORTEX (default build/bin/vortex), OUT (default /tmp/ref2va_e2e), WORK (scratch for the VAE folders and
 # the snapshot; default /tmp/ref2va_e2e_work), PYTHON (python3 with torch and diffusers 0.42.1, for the VAE folders).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,8 +34,8 @@ else
     rm -rf "$vaes"
     "$PYTHON" bench/make_reference_vaes.py --release tests/fixtures/release --out "$vaes"
   fi
-  "$VORTEX" generate --config h3 --synthetic --backend cuda --prompt "a product shot of the character" \
-    --width 1344 --height 768 --frames 124 --steps 12 --seed 1 --vae "$vaes/vae" --audio-vae "$vaes/audio_vae" \
+  "$VORTEX" generate --config h3 --synthetic --backend cuda \
+    --width 1344 --height 768 --frames 124 --steps "${STEPS:-12}" --seed 1 --vae "$vaes/vae" --audio-vae "$vaes/audio_vae" \
     "${refs[@]}" --out "$run" 2>&1 | tee "$OUT/generate.log"
 fi
 "${PYTHON_PLAIN:-python3}" - "$run/run.json" "$OUT/summary.json" <<'PY'

@@ -233,6 +233,33 @@ void note_frames(const RunRequest& req, const RequestGeometry& geo, ProgressSink
   }
 }
 
+// The references' plan (engine/references.h): every reference checked and its geometry read from its media, with
+// the vision processors' configs when the prompt runs through the text encoder. Errors belong to the references field.
+Result<ReferencePlan> plan_request_references(const RunRequest& req, const PipelineOptions& options, int frames,
+                                              FieldStyle style) {
+  const std::string field = field_name(Field::kReferences, style);
+  VORTEX_ASSIGN_OR_RETURN(const std::vector<ReferenceProbe> probes,
+                          check_references(req.references, req.keyframes.any(), options.checkpoint_path,
+                                           {options.encoder_vae_dir(), options.reference_audio_encoder_dir()}, field));
+  VORTEX_ASSIGN_OR_RETURN(const ReferenceSettings settings, reference_settings(options.model_dir));
+  ReferenceProcessors processors;
+  const bool vision = !req.prompt.empty() && !options.text_encoder_dir.empty() && req.text_embeddings_path.empty();
+  if (vision) {
+    Result<VisionProcessorConfig> image = keyframe_processor_config(options.text_encoder_dir);
+    if (!image.ok()) return image.status().with_context(field);
+    processors.image = *image;
+    bool videos = false;
+    for (const ReferenceProbe& p : probes) videos = videos || p.kind == ReferenceKind::kVideo;
+    if (videos) {
+      Result<VisionProcessorConfig> video = video_processor_config(options.text_encoder_dir);
+      if (!video.ok()) return video.status().with_context(field);
+      processors.video = *video;
+    }
+  }
+  return plan_references(probes, frames, settings, options.reference_audio_encoder_dir(),
+                         vision ? &processors : nullptr, field);
+}
+
 }  // namespace
 
 Result<RunPlan> Planner::plan(const RunRequest& request, ProgressSink& progress, FieldStyle style,
@@ -265,30 +292,7 @@ Result<RunPlan> Planner::plan(const RunRequest& request, ProgressSink& progress,
     frames = *f;
   }
   if (!req.references.empty()) {  // ref2va: each reference's geometry (its media decoded, not yet encoded)
-    const std::string field = field_name(Field::kReferences, style);
-    Result<std::vector<ReferenceProbe>> probes =
-        check_references(req.references, req.keyframes.any(), options.checkpoint_path,
-                         {options.encoder_vae_dir(), options.reference_audio_encoder_dir()}, field);
-    if (!probes.ok()) return at(Field::kReferences, probes.status());
-    Result<ReferenceSettings> settings = reference_settings(options.model_dir);
-    if (!settings.ok()) return at(Field::kReferences, settings.status());
-    ReferenceProcessors processors;
-    const bool vision = !req.prompt.empty() && !options.text_encoder_dir.empty() && req.text_embeddings_path.empty();
-    if (vision) {
-      Result<VisionProcessorConfig> image = keyframe_processor_config(options.text_encoder_dir);
-      if (!image.ok()) return at(Field::kReferences, image.status().with_context(field));
-      processors.image = *image;
-      bool videos = false;
-      for (const ReferenceProbe& p : *probes) videos = videos || p.kind == ReferenceKind::kVideo;
-      if (videos) {
-        Result<VisionProcessorConfig> video = video_processor_config(options.text_encoder_dir);
-        if (!video.ok()) return at(Field::kReferences, video.status().with_context(field));
-        processors.video = *video;
-      }
-    }
-    Result<ReferencePlan> refs =
-        plan_references(*probes, snap_frames_up(frames), *settings, options.reference_audio_encoder_dir(),
-                        vision ? &processors : nullptr, field);
+    Result<ReferencePlan> refs = plan_request_references(req, options, snap_frames_up(frames), style);
     if (!refs.ok()) return at(Field::kReferences, refs.status());
     plan.references = std::move(*refs);
   }

@@ -22,10 +22,11 @@ TEST(CliRequest, FramesSnapUpWithANote) {
   EXPECT_EQ(j["geometry"]["frames"], 39);  // nearest would be 22
   EXPECT_EQ(j["geometry"]["latent_frames"], 12);
   EXPECT_EQ(j["request"]["frames_requested"], 23);
-  // A legal count runs without a note.
+  // A legal count runs without a frames note.
   RunResult ok = run_vortex(kSmall + " --frames 22 --out " + dir.str("b"));
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
-  EXPECT_EQ(ok.output.find("note:"), std::string::npos) << ok.output;
+  EXPECT_EQ(ok.output.find("note: frames"), std::string::npos) << ok.output;
+  EXPECT_EQ(ok.output.find("snapped"), std::string::npos) << ok.output;
 }
 
 TEST(CliRequest, SecondsAt24FpsRoundedUp) {

@@ -50,14 +50,16 @@ json ref(const std::string& type, const std::string& uri) {
   return {{"type", type}, {"uri", uri}, {"role", "reference"}};
 }
 
-std::string body(const json& conditions) {
+// `frames`: 5 for the bodies refused before planning; a queued ref2va job needs at least 22 (a video reference's
+// 17n + 5 frames, engine/references.h).
+std::string body(const json& conditions, int frames = 5) {
   return json{{"model", "MiniMaxAI/MiniMax-H3"},
               {"prompt", "<Picture 1> sings with <Audio 1>"},
               {"task", "ref2va"},
               {"conditions", conditions},
               {"width", 64},
               {"height", 64},
-              {"frames", 5},
+              {"frames", frames},
               {"num_inference_steps", 3},
               {"seed", 5}}
       .dump();
@@ -131,7 +133,7 @@ TEST(ServeRef2va, BadBodiesAreRefusedNamingTheirConditionAndAGoodOneReachesThePl
   // A good body: every admission check passes and the job is queued; it is cancelled here and must not fail.
   const json good =
       json::array({image, ref("video_audio", file("clip_sound.mkv")), ref("audio", file("voice_mono.wav"))});
-  auto r = c->Post("/v1/videos", body(good), "application/json");
+  auto r = c->Post("/v1/videos", body(good, 22), "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 201) << r->body;
   const std::string id = json::parse(r->body)["id"];
