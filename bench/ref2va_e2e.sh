@@ -7,13 +7,13 @@
 # $OUT (the run folder, its run.json and a summary.json).
 #   --tiny: the same request shape on the tiny synthetic snapshot (`vortex synth --snapshot tiny`) on the CPU, at
 #           64x64 x 22 frames and 2 steps: a check of the script, not a measurement.
-# Environment: STEPS (default 12), VORTEX (default build/bin/vortex), OUT (default /tmp/ref2va_e2e), WORK (scratch for the VAE folders and
-# the snapshot; default /tmp/ref2va_e2e_work), PYTHON (python3 with torch and diffusers 0.42.1, for the VAE folders).
+# Environment: STEPS (default 12), VORTEX (default build/bin/vortex), OUT (default out/ref2va_e2e), WORK (scratch for the VAE folders and
+# the snapshot; default $TMPDIR/ref2va_e2e_work, else /tmp), PYTHON (python3 with torch and diffusers 0.42.1, for the VAE folders).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VORTEX=${VORTEX:-build/bin/vortex}
-OUT=${OUT:-/tmp/ref2va_e2e}
-WORK=${WORK:-/tmp/ref2va_e2e_work}
+OUT=${OUT:-out/ref2va_e2e}
+WORK=${WORK:-${TMPDIR:-/tmp}/ref2va_e2e_work}
 PYTHON=${PYTHON:-python3}
 MEDIA=bench/media/ref2va
 tiny=0
