@@ -24,8 +24,8 @@ Two commands:
   Each timing is wall clock between device synchronizations after one warm-up run over --reps runs; the rows are
   evidence rows (bench/evidence.py: commit, GPU, driver, clocks, p10/p50/p90/p95) appended to --out, which
   bench/ref2va_encoders_bench.cpp then reads (--peer) as the same-run baselines of its rows.
-Run: python3 bench/ref2va_encoders_peer.py make-inputs /tmp/refs
-     python3 bench/ref2va_encoders_peer.py run /tmp/refs --text-encoder-config C --vae-config C
+Run: python3 bench/ref2va_encoders_peer.py make-inputs out/ref2va_refs
+     python3 bench/ref2va_encoders_peer.py run out/ref2va_refs --text-encoder-config C --vae-config C
                                                    --audio-vae-config C --out peer.jsonl [--reps N] [--device cpu]
 """
 import argparse

@@ -19,6 +19,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/h3_model.h"
+#include "parity/model_parity_checks.h"
 #include "parity/parity_fixtures.h"
 #include "vortex/dtype.h"
 
@@ -221,35 +222,8 @@ TEST_P(Ref2vaModelParity, ReferenceInputRowsAndVelocities) {
 TEST_P(Ref2vaModelParity, SixStepTrajectory) {
   auto c = load_case(GetParam());
   SKIP_WITHOUT_BACKEND(c);
-  SamplerSpec spec;  // diffusers' MiniMaxH3 loop: Euler on each stream's own MiniMaxH3Scheduler table
-  spec.kind = SamplerKind::kEuler;
-  spec.mode = AvScheduleMode::kDiffusers;
-  spec.steps = meta()["steps"].get<int>();
-  std::vector<AvLatents> seen;
-  H3Model& model = *c->model;
-  auto out = sample_av(spec, c->noise, [&](const AvLatents& x, double sv, double sa, int) {
-    seen.push_back(x);
-    return model.forward(x, sv, sa);
-  });
-  ASSERT_TRUE(out.ok()) << out.status().to_string();
-  seen.push_back(*out);
-  ASSERT_EQ(seen.size(), static_cast<size_t>(spec.steps) + 1);
-  double worst = 0.0;
-  for (int i = 0; i < spec.steps; ++i) {
-    for (const char* stream : {"video", "audio"}) {
-      const AvLatents& g = seen[static_cast<size_t>(i) + 1];
-      const std::vector<float>& got = std::string(stream) == "video" ? g.video : g.audio;
-      const std::string key = "step" + std::to_string(i) + ".latents_" + stream;
-      const std::vector<float> want = c->get("bf16." + key), want32 = c->get("fp32." + key);
-      ASSERT_EQ(got.size(), want.size());
-      const double err = rel_l2(got, want), floor = rel_l2(want, want32);
-      std::printf("[%s %s] after step %d %s latents: rel-L2 %.3e (floor %.3e)\n", VORTEX_PARITY_BACKEND, GetParam(),
-                  i + 1, stream, err, floor);
-      worst = std::max(worst, err / floor);
-      EXPECT_LT(err, 2.0 * floor) << stream << " latents after step " << i + 1;
-    }
-  }
-  std::printf("[%s %s] worst step error / floor: %.2f\n", VORTEX_PARITY_BACKEND, GetParam(), worst);
+  parity::expect_trajectory_within_floor(*c, meta()["steps"].get<int>(),
+                                         std::string(VORTEX_PARITY_BACKEND) + " " + GetParam());
 }
 
 // The check can fail: the same request with other reference rows (noise in place of the image's latents, or the
