@@ -20,28 +20,6 @@ using namespace vortex_serve_test;
 
 const fs::path kImages = VORTEX_IMAGE_FIXTURES;
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string base64(const std::string& in) {
-  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (size_t i = 0; i < in.size(); i += 3) {
-    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
-    if (i + 1 < in.size()) n |= static_cast<uint8_t>(in[i + 1]) << 8;
-    if (i + 2 < in.size()) n |= static_cast<uint8_t>(in[i + 2]);
-    out += k[(n >> 18) & 63];
-    out += k[(n >> 12) & 63];
-    out += i + 1 < in.size() ? k[(n >> 6) & 63] : '=';
-    out += i + 2 < in.size() ? k[n & 63] : '=';
-  }
-  return out;
-}
-
 std::string sha256_hex(const std::string& bytes) {
   unsigned char d[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), d);

@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -105,6 +108,30 @@ json wait_for(httplib::Client& c, const std::string& id, Pred pred, double timeo
 inline bool is_terminal(const json& j) {
   const std::string s = j.value("status", "");
   return s == "succeeded" || s == "failed" || s == "cancelled";
+}
+
+// A file's bytes, for data URLs in request bodies.
+inline std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Standard base64 with padding (RFC 4648), as a data URL carries it.
+inline std::string base64(const std::string& in) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 3) {
+    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
+    if (i + 1 < in.size()) n |= static_cast<uint8_t>(in[i + 1]) << 8;
+    if (i + 2 < in.size()) n |= static_cast<uint8_t>(in[i + 2]);
+    out += k[(n >> 18) & 63];
+    out += k[(n >> 12) & 63];
+    out += i + 1 < in.size() ? k[(n >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? k[n & 63] : '=';
+  }
+  return out;
 }
 
 }  // namespace vortex_serve_test
