@@ -1,19 +1,24 @@
 // fl2va_encoders_bench: the fl2va keyframe encoders on the CUDA backend with deterministic synthetic weights of the
 // released shapes: the Qwen3-VL vision tower (VisionTower, the release's text_encoder/config.json vision_config) on two
 // 1344x768 keyframes (the processor passes the canvas through: a 48 x 84 patch grid, 4032 patches, 1008 vision tokens
-// each; u8 keyframes whose rows the GPU builds, both in one tower call, one call per keyframe, the conditioner's host
-// outputs, and the host-built FP32 rows; one extra run prints per-region device times),
-// and the video VAE encoder (VideoVaeEncoder, the release's vae/config.json, tiling as released) on two 1344x768
-// keyframes through encode_condition (u8 pixels in, normalized FP32 host latents out). Timed after a warm-up over
-// --reps runs; the vision tower both as forward_device (outputs left on the GPU, as transformers leaves them) and
-// forward (FP32 host outputs); and the tower's attention alone (one batched call: cuDNN SDPA at head_dim 72, 64 and
-// 128, the owned sm_90a kernel at 72 and 128). Appends evidence rows to OUT_DIR/<date>-<gpu>-fl2va-encoders.jsonl; the
-// peers of the same run are bench/fl2va_encoders_peer.py.
-//   fl2va_encoders_bench OUT_DIR --text-encoder-config PATH --vae-config PATH [--reps N] [--seed S]
+// each; u8 keyframes whose rows the GPU builds, both in one tower call with the fused GEMM epilogues and without them,
+// one call per keyframe, the conditioner's host outputs, and the host-built FP32 rows; one extra run of each program
+// prints per-region device times); the hand-off to the text encoder (synthetic released-shape weights, --te-layers
+// decoder layers): the tower plus TextEncoder::encode through hidden_states[--te-layers] with the vision rows as FP32
+// host tensors and as BF16 tensors left on the GPU, byte-compared; and the video VAE encoder (VideoVaeEncoder, the
+// release's vae/config.json, tiling as released) on two 1344x768 keyframes through encode_condition (u8 pixels in,
+// normalized FP32 host latents out). Timed after a warm-up over --reps runs; the vision tower both as forward_device
+// (outputs left on the GPU, as transformers leaves them) and forward (FP32 host outputs); and the tower's attention
+// alone (one batched call: cuDNN SDPA at head_dim 72, 64 and 128, the owned sm_90a kernel at 72 and 128). Appends
+// evidence rows to OUT_DIR/<date>-<gpu>-fl2va-encoders.jsonl; the peers of the same run are
+// bench/fl2va_encoders_peer.py.
+//   fl2va_encoders_bench OUT_DIR --text-encoder-config PATH --vae-config PATH [--reps N] [--seed S] [--te-layers N]
+//                        [--skip-attention] [--skip-vae]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,8 +28,10 @@
 #include "cuda/attention/bf16_attention.h"
 #include "cuda/cuda_backend.h"
 #include "profiling/evidence.h"
+#include "text_encoder/text_encoder.h"
 #include "vae/vae_checkpoint.h"
 #include "vae/video_vae_encoder.h"
+#include "vision/keyframe_presentation.h"
 #include "vision/vision_tower.h"
 
 namespace {
@@ -57,15 +64,20 @@ int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
                  "usage: fl2va_encoders_bench OUT_DIR --text-encoder-config PATH --vae-config PATH [--reps N] "
-                 "[--seed S]\n");
+                 "[--seed S] [--te-layers N] [--skip-attention] [--skip-vae]\n");
     return 2;
   }
   const std::string out_dir = argv[1];
   std::string te_path, vae_path;
-  int reps = 10;
+  int reps = 10, te_layers = 1;
   uint64_t seed = 1;
+  bool skip_attention = false, skip_vae = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--skip-attention" || a == "--skip-vae") {
+      (a == "--skip-vae" ? skip_vae : skip_attention) = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "fl2va_encoders_bench: %s needs a value\n", a.c_str());
       return 2;
@@ -75,13 +87,16 @@ int main(int argc, char** argv) {
     else if (a == "--vae-config") vae_path = v;
     else if (a == "--reps") reps = std::atoi(v);
     else if (a == "--seed") seed = std::strtoull(v, nullptr, 10);
+    else if (a == "--te-layers") te_layers = std::atoi(v);
     else {
       std::fprintf(stderr, "fl2va_encoders_bench: unknown argument %s\n", a.c_str());
       return 2;
     }
   }
-  if (te_path.empty() || vae_path.empty() || reps < 1) {
-    std::fprintf(stderr, "fl2va_encoders_bench: --text-encoder-config and --vae-config are required, --reps >= 1\n");
+  if (te_path.empty() || vae_path.empty() || reps < 1 || te_layers < 1) {
+    std::fprintf(stderr,
+                 "fl2va_encoders_bench: --text-encoder-config and --vae-config are required, --reps and --te-layers "
+                 ">= 1\n");
     return 2;
   }
   auto backend = CudaBackend::create(0);
@@ -127,8 +142,11 @@ int main(int argc, char** argv) {
     }
     // batched: both keyframes in one tower call (as the engine and transformers run them); per_image: one call each;
     // host: forward() without last_hidden, what the engine's conditioner calls (src/engine/conditioning.cpp).
-    enum class Mode { kBatchedDevice, kPerImageDevice, kBatchedHost, kBatchedDeviceF32Rows };
-    for (Mode mode : {Mode::kBatchedDevice, Mode::kPerImageDevice, Mode::kBatchedHost, Mode::kBatchedDeviceF32Rows}) {
+    // unfused: the same batched call with the separate GELU and residual passes (VisionTower::set_fused_epilogues).
+    enum class Mode { kBatchedDevice, kBatchedDeviceUnfused, kPerImageDevice, kBatchedHost, kBatchedDeviceF32Rows };
+    for (Mode mode : {Mode::kBatchedDevice, Mode::kBatchedDeviceUnfused, Mode::kPerImageDevice, Mode::kBatchedHost,
+                      Mode::kBatchedDeviceF32Rows}) {
+      tower->set_fused_epilogues(mode != Mode::kBatchedDeviceUnfused);
       auto run = [&]() -> Status {
         if (mode == Mode::kPerImageDevice) {
           for (const VisionInput& in : frames) {
@@ -139,7 +157,7 @@ int main(int argc, char** argv) {
           auto o = tower->forward(frames, /*with_last_hidden=*/false);
           if (!o.ok()) return o.status();
         } else {
-          auto o = tower->forward_device(mode == Mode::kBatchedDevice ? frames : frames_f32);
+          auto o = tower->forward_device(mode == Mode::kBatchedDeviceF32Rows ? frames_f32 : frames);
           if (!o.ok()) return o.status();
         }
         return be.synchronize();
@@ -154,8 +172,12 @@ int main(int argc, char** argv) {
         if (r == 0) refresh_clocks(env);
       }
       const Percentiles p = percentiles(ms);
-      const char* impl = mode == Mode::kBatchedDevice    ? "vortex-cuda forward_device, both u8 keyframes in one call "
-                                                           "(rows built on the GPU, bf16 outputs on the GPU)"
+      const char* impl = mode == Mode::kBatchedDevice ? "vortex-cuda forward_device, both u8 keyframes in one call "
+                                                        "(rows built on the GPU, bf16 outputs on the GPU; GELU and "
+                                                        "residual adds in the GEMM epilogues)"
+                         : mode == Mode::kBatchedDeviceUnfused
+                             ? "vortex-cuda forward_device, both u8 keyframes in one call, separate GELU and residual "
+                               "passes (set_fused_epilogues(false))"
                          : mode == Mode::kPerImageDevice ? "vortex-cuda forward_device, one call per u8 keyframe "
                                                            "(bf16 outputs on the GPU)"
                          : mode == Mode::kBatchedHost    ? "vortex-cuda forward, both u8 keyframes in one call "
@@ -164,7 +186,7 @@ int main(int argc, char** argv) {
                                                            "processor rows (bf16 outputs on the GPU)";
       std::printf("vision tower, 2 keyframes, %s: p10 %.2f p50 %.2f p90 %.2f ms\n", impl, p.p10, p.p50, p.p90);
       nlohmann::json extra = {{"ms", ms}, {"peak_device_bytes", be.memory_peak()}};
-      if (mode == Mode::kBatchedDevice) {
+      if (mode == Mode::kBatchedDevice || mode == Mode::kBatchedDeviceUnfused) {
         // One more run with the tower's regions timed on the device (CUDA events), summed per region name.
         be.set_region_level(1);
         Status s = run();
@@ -184,12 +206,122 @@ int main(int argc, char** argv) {
       rows.push_back(evidence_row(env, "vision_tower_2_keyframes_1344x768", impl,
                                   "grid 48x84 x2, released vision_config", p, {}, extra));
     }
+    // A/B of the two programs inside one process, alternating fused and unfused (PERFORMANCE.md's gate method):
+    // per-pair ratios unfused / fused and their median.
+    {
+      std::vector<double> fused_ms, unfused_ms, ratio;
+      for (int r = 0; r < reps; ++r) {
+        double pair[2] = {0, 0};
+        for (int f = 0; f < 2; ++f) {
+          tower->set_fused_epilogues(f == 0);
+          const auto t = Clock::now();
+          auto o = tower->forward_device(frames);
+          if (!o.ok()) return fail(o.status(), "vision A/B");
+          if (Status st = be.synchronize(); !st.ok()) return fail(st, "vision A/B");
+          pair[f] = ms_since(t);
+        }
+        fused_ms.push_back(pair[0]);
+        unfused_ms.push_back(pair[1]);
+        ratio.push_back(pair[1] / pair[0]);
+      }
+      const Percentiles p = percentiles(fused_ms), pu = percentiles(unfused_ms), pr = percentiles(ratio);
+      std::printf(
+          "vision tower A/B, %d alternating pairs: fused p50 %.2f ms, unfused p50 %.2f ms, per-pair "
+          "unfused / fused median %.4f (p10 %.4f, p90 %.4f)\n",
+          reps, p.p50, pu.p50, pr.p50, pr.p10, pr.p90);
+      rows.push_back(evidence_row(env, "vision_tower_2_keyframes_1344x768_epilogue_ab",
+                                  "vortex-cuda forward_device, fused GEMM epilogues (A) against separate GELU and "
+                                  "residual passes (B), alternating in one process",
+                                  "grid 48x84 x2, released vision_config", p, {},
+                                  {{"ms", fused_ms},
+                                   {"unfused_ms", unfused_ms},
+                                   {"unfused_ms_p50", pu.p50},
+                                   {"pair_ratio_unfused_over_fused", ratio},
+                                   {"pair_ratio_p50", pr.p50}}));
+    }
+    tower->set_fused_epilogues(true);
+
+    // ---- the hand-off to the text encoder: tower + encode, vision rows as FP32 host tensors or BF16 on the GPU ----
+    // The presentation's shape for two keyframes: a label, a vision block of 1008 image-pad tokens per keyframe, then
+    // the prompt (synthetic ids); M-RoPE positions as the conditioner computes them.
+    auto te_cfg = TextEncoderConfig::from_file(te_path);
+    if (!te_cfg.ok()) return fail(te_cfg.status(), "text encoder config");
+    t0 = Clock::now();
+    auto text_enc = TextEncoder::synthesize(*te_cfg, be, seed + 40, te_layers);
+    if (!text_enc.ok()) return fail(text_enc.status(), "synthetic text encoder");
+    std::printf("text encoder (%d of %d layers, synthetic) built in %.1f s\n", te_layers, te_cfg->num_layers,
+                ms_since(t0) / 1e3);
+    int32_t image_pad = 151655;  // the release's image_token_id
+    if (auto root = ConfigJson::read_file(te_path); root.ok()) {
+      if (auto id = root->get_int({"image_token_id"}, image_pad); id.ok()) image_pad = *id;
+    }
+    std::vector<int32_t> ids;
+    VisionEmbeddings host_v, dev_v;
+    uint64_t state = seed + 50;
+    auto text = [&](int count) {
+      for (int i = 0; i < count; ++i) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        ids.push_back(static_cast<int32_t>((state >> 33) % 150000));
+      }
+    };
+    for (const VisionInput& in : frames) {
+      text(8);
+      for (int64_t r = 0; r < in.rows() / 4; ++r) {
+        host_v.rows.push_back(static_cast<int64_t>(ids.size()));
+        ids.push_back(image_pad);
+      }
+      text(2);
+    }
+    text(96);
+    dev_v.rows = host_v.rows;
+    auto positions = mrope_positions_with_images(ids, image_pad, {{gh, gw}, {gh, gw}}, cfg->merge);
+    if (!positions.ok()) return fail(positions.status(), "M-RoPE positions");
+    Tensor host_out, dev_out;
+    for (const bool device : {false, true}) {
+      auto run = [&]() -> Status {
+        VisionEmbeddings& v = device ? dev_v : host_v;
+        auto o = device ? tower->forward_device(frames) : tower->forward(frames, /*with_last_hidden=*/false);
+        VORTEX_RETURN_IF_ERROR(o.status());
+        v.tokens = o->merged;
+        v.deepstack = o->deepstack;
+        Tensor& states = device ? dev_out : host_out;  // [rows, hidden] bf16 host
+        VORTEX_ASSIGN_OR_RETURN(states, (*text_enc)->encode(ids, *positions, te_layers, &v));
+        return be.synchronize();
+      };
+      for (int w = 0; w < 2; ++w)
+        if (Status s = run(); !s.ok()) return fail(s, "hand-off warm-up");
+      std::vector<double> ms;
+      for (int r = 0; r < reps; ++r) {
+        const auto t = Clock::now();
+        if (Status s = run(); !s.ok()) return fail(s, "hand-off");
+        ms.push_back(ms_since(t));
+      }
+      const Percentiles p = percentiles(ms);
+      const std::string impl =
+          std::string("vortex-cuda forward") + (device ? "_device" : "") + " + TextEncoder::encode to hidden_states[" +
+          std::to_string(te_layers) + "], vision rows " +
+          (device ? "bf16 left on the GPU (the conditioner's hand-off)" : "as fp32 host tensors (the host path)");
+      std::printf("tower + text encoder (%zu rows, %d layers), %s: p10 %.2f p50 %.2f p90 %.2f ms\n", ids.size(),
+                  te_layers, impl.c_str(), p.p10, p.p50, p.p90);
+      nlohmann::json extra = {{"ms", ms}, {"peak_device_bytes", be.memory_peak()}, {"text_rows", ids.size()}};
+      if (device) {
+        const bool same = host_out.nbytes() == dev_out.nbytes() &&
+                          std::memcmp(host_out.raw_data(), dev_out.raw_data(), host_out.nbytes()) == 0;
+        std::printf("hand-off check: hidden_states[%d] %s between the host and device hand-offs\n", te_layers,
+                    same ? "byte-identical" : "DIFFER");
+        extra["check"] = same ? "hidden states byte-identical to the host hand-off" : "hidden states DIFFER";
+        if (!same) return fail(internal_error("the device hand-off changed the hidden states"), "hand-off check");
+      }
+      rows.push_back(evidence_row(env, "vision_handoff_2_keyframes_1344x768", impl,
+                                  "released configs, " + std::to_string(ids.size()) + " text rows", p, {}, extra));
+    }
   }
 
   // ---- the tower's attention alone: 2 images x 4032 rows, 16 heads, head_dim 72 (the tower's) against 64 and 128 ----
   // One batched SDPA call (as forward_device makes it) on random q/k/v views of one [2 * 4032, 3 * 16 * D] buffer;
   // TFLOP/s counts 4 * S^2 * heads * D per image. Says how much of the tower's attention time is the head size.
   for (int head_dim : {72, 64, 128}) {
+    if (skip_attention) break;
     const int64_t s = 4032, heads = 16, width = heads * head_dim;
     auto qkv = be.alloc({2 * s, 3 * width}, DType::kBF16);  // [2S, 3 heads D]
     auto out = be.alloc({2 * s, width}, DType::kBF16);
@@ -261,7 +393,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- video VAE encoder: two 1344x768 keyframes through encode_condition ----
-  {
+  if (!skip_vae) {
     auto vc = ConfigJson::read_file(vae_path);
     if (!vc.ok()) return fail(vc.status(), "vae config");
     auto cfg = VideoVaeEncoderConfig::from_json(*vc);

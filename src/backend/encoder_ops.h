@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/identity.h"
+#include "backend/linear_weight.h"
 #include "vortex/status.h"
 #include "vortex/tensor.h"
 
@@ -68,6 +69,21 @@ class EncoderOps : public virtual BackendIdentity {
     (void)rgb, (void)mean255, (void)std255, (void)patch, (void)temporal_patch, (void)merge, (void)out;
     return encoder_op_unsupported("vision_pixel_rows");
   }
+  // The vision tower's GEMMs with their pointwise tail in the GEMM epilogue (FP32, one rounding to BF16); a, x, out
+  // 2-D bf16 with unit column stride, w a bf16 [N, K] weight, bias [N] bf16 or null. CPU programs in
+  // src/ref/vision_epilogue.h: the FP64 dot product of linear(), + bias, rounded to FP32, then the tail in FP32.
+  // out[S, N] = R(gelu_tanh(a[S, K] W^T + b)) (the MLP's fc1 and its GELU).
+  virtual Status linear_gelu_tanh(const Tensor& a, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+    (void)a, (void)w, (void)bias, (void)out;
+    return encoder_op_unsupported("linear_gelu_tanh");
+  }
+  // x[S, N] in place = R(fp32(x) + (a[S, K] W^T + b)) (a block's projection and its residual add).
+  virtual Status linear_residual(const Tensor& a, const LinearWeight& w, const Tensor* bias, Tensor& x) {
+    (void)a, (void)w, (void)bias, (void)x;
+    return encoder_op_unsupported("linear_residual");
+  }
+  // Whether linear_gelu_tanh and linear_residual run here (the tower falls back to linear + gelu / gate_add).
+  virtual bool has_vision_epilogues() const { return false; }
 
  protected:
   Status encoder_op_unsupported(const char* op) const {

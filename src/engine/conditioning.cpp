@@ -193,8 +193,11 @@ Result<VisionEmbeddings> keyframe_vision(const VisionTower& tower, const VisionP
     inputs.push_back(std::move(in));
   }
   // All keyframes in one tower call; its outputs are stacked in keyframe order (the blocks' last hidden rows are
-  // not read here and stay on the device).
-  VORTEX_ASSIGN_OR_RETURN(VisionTower::Output out, tower.forward(inputs, /*with_last_hidden=*/false));
+  // not read here). On a device backend they stay there as BF16 for the text encoder on the same backend; else
+  // FP32 host rows (the same bytes once the text encoder rounds them to BF16).
+  const bool on_device = tower.backend() != nullptr && tower.backend()->device() != Device::kCpu;
+  VORTEX_ASSIGN_OR_RETURN(VisionTower::Output out,
+                          on_device ? tower.forward_device(inputs) : tower.forward(inputs, /*with_last_hidden=*/false));
   VisionEmbeddings v;
   v.rows = text.image_pad_rows;
   v.tokens = std::move(out.merged);  // [sum N / merge^2, out_hidden]

@@ -84,7 +84,9 @@ Result<VisionProcessorConfig> keyframe_processor_config(const std::string& text_
 Result<VisionTower> load_vision_tower(const std::string& text_encoder_dir, Backend* backend = nullptr);
 
 // The vision embeddings of the placed keyframes for `text`'s image-pad rows: each keyframe through the processor and
-// the tower, the merged tokens and DeepStack features concatenated in keyframe order.
+// the tower, the merged tokens and DeepStack features concatenated in keyframe order. A tower on a device backend
+// hands them over as BF16 tensors left on that backend (for the text encoder on the same backend: no host round trip);
+// on the cpu backend or the FP32 reference, as FP32 host rows.
 Result<VisionEmbeddings> keyframe_vision(const VisionTower& tower, const VisionProcessorConfig& processor,
                                          const PlacedKeyframes& placed, const KeyframeText& text);
 

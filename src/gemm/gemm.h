@@ -77,6 +77,9 @@ struct GemmCall {
   // an H3 block when w_scale carries s_w * gate; kBf16F32Out: d += x @ w^T in FP32, unrounded).
   // Host-pointer-mode plans only (not the NVFP4 ones).
   bool accumulate = false;
+  // kBf16 only: d = R(gelu(x @ w^T (+ bias))) with cuBLASLt's GELU epilogue (CUBLASLT_EPILOGUE_GELU[_BIAS], the
+  // tanh approximation in FP32, one rounding); not with accumulate.
+  bool gelu = false;
 };
 
 // A cuBLASLt algorithm configuration as gemm-tune enumerates and pins it (cublasLtMatmulAlgoConfig).

@@ -44,7 +44,8 @@ struct PlanKey {
   int precision;
   int64_t m, n, k, ldx, ldw, ldd;
   bool bias;
-  auto tie() const { return std::tie(precision, m, n, k, ldx, ldw, ldd, bias); }
+  bool gelu;
+  auto tie() const { return std::tie(precision, m, n, k, ldx, ldw, ldd, bias, gelu); }
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
 };
 
@@ -132,6 +133,8 @@ Status validate_call(const GemmCall& c) {
     return invalid_argument(where.str() +
                             ": accumulate (d += ...) is for the bf16-input host-alpha GEMMs only (bf16, fp8, "
                             "bf16_f32out)");
+  if (c.gelu && (c.precision != GemmPrecision::kBf16 || c.accumulate))
+    return invalid_argument(where.str() + ": the GELU epilogue is for the bf16 GEMM without accumulate only");
   if (nvfp4 && !c.alpha)
     return invalid_argument(where.str() + ": NVFP4 GEMMs need alpha (g_x * g_w) as one f32 in device memory");
   if (!nvfp4 && c.alpha) return invalid_argument(where.str() + ": a device alpha is only legal for the NVFP4 GEMMs");
@@ -386,8 +389,15 @@ class CublasLtGemmEngine final : public GemmEngine {
 
   Result<Plan*> get_plan(const GemmCall& call) {
     std::lock_guard<std::mutex> lock(mu_);
-    PlanKey key{
-        static_cast<int>(call.precision), call.m, call.n, call.k, call.ldx, call.ldw, call.ldd, call.bias != nullptr};
+    PlanKey key{static_cast<int>(call.precision),
+                call.m,
+                call.n,
+                call.k,
+                call.ldx,
+                call.ldw,
+                call.ldd,
+                call.bias != nullptr,
+                call.gelu};
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second.get();
     auto plan = std::make_unique<Plan>();
@@ -396,8 +406,12 @@ class CublasLtGemmEngine final : public GemmEngine {
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (call.gelu && !call.bias) {
+      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_GELU;
+      VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    }
     if (call.bias) {
-      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+      cublasLtEpilogue_t epi = call.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
       VORTEX_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
       cudaDataType_t bias_type = t.d;  // bf16 bias for bf16 outputs, f32 for f32
       VORTEX_CUBLAS(
@@ -452,10 +466,11 @@ class CublasLtGemmEngine final : public GemmEngine {
                                              static_cast<uint64_t>(call.m), call.ldx));
     VORTEX_CUBLAS(cublasLtMatrixLayoutCreate(&plan->d, t.d, static_cast<uint64_t>(call.n),
                                              static_cast<uint64_t>(call.m), call.ldd));
+    // Pinned entries were proven without the GELU epilogue.
     const GemmTableEntry* pinned =
-        table_ ? table_->find(call.precision, call.m, call.n, call.k, call.ldx, call.ldw, call.ldd,
-                              call.bias != nullptr, device_name_, cublasLtGetVersion())
-               : nullptr;
+        table_ && !call.gelu ? table_->find(call.precision, call.m, call.n, call.k, call.ldx, call.ldw, call.ldd,
+                                            call.bias != nullptr, device_name_, cublasLtGetVersion())
+                             : nullptr;
     Status pin_status = Status::Ok();
     if (pinned) pin_status = build_algo(*plan, call, pinned->algo, &plan->algo);
     if (pinned && pin_status.ok()) {

@@ -145,6 +145,12 @@ Status CpuBackend::scale_add(Tensor& x, const Tensor& a, const Tensor& scale) {
 Status CpuBackend::add(Tensor& x, const Tensor& y, float scale) { return ref::add(x, y, scale, run_); }
 
 Status CpuBackend::gelu(Tensor& x, bool tanh_approx) { return ref::gelu(x, tanh_approx, run_); }
+Status CpuBackend::linear_gelu_tanh(const Tensor& a, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  return ref::linear_gelu_tanh(a, w, bias, out, run_);
+}
+Status CpuBackend::linear_residual(const Tensor& a, const LinearWeight& w, const Tensor* bias, Tensor& x) {
+  return ref::linear_residual(a, w, bias, x, run_);
+}
 Status CpuBackend::rope_fp32(Tensor& x, const Tensor& cos, const Tensor& sin, int num_heads, int head_dim) {
   return ref::rope_fp32(x, cos, sin, num_heads, head_dim, run_);
 }

@@ -71,6 +71,9 @@ class CpuBackend : public Backend {
   Status pos_embed_add(Tensor& x, const Tensor& table, const Tensor& index, const Tensor& weight) override;
   Status vision_pixel_rows(const Tensor& rgb, const std::array<float, 3>& mean255, const std::array<float, 3>& std255,
                            int patch, int temporal_patch, int merge, Tensor& out) override;  // src/ref/vision_prep.h
+  Status linear_gelu_tanh(const Tensor& a, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
+  Status linear_residual(const Tensor& a, const LinearWeight& w, const Tensor* bias, Tensor& x) override;
+  bool has_vision_epilogues() const override { return true; }
   Status pad_causal_reflect(const Tensor& x, int front, int top, int bottom, int left, int right, Tensor& out) override;
   Status group_norm_frames(const Tensor& x, const Tensor& weight, const Tensor& bias, int groups, float eps, bool silu,
                            Tensor& out) override;

@@ -257,4 +257,67 @@ Status conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
   return Status::Ok();
 }
 
+namespace {
+
+// y[S, N] f32 = FP32(FP64 ascending-k sum of a w^T + b): linear() on the exact FP32 widening of a, w and the bias.
+Result<Tensor> linear_f32_of_bf16(const Tensor& a, const LinearWeight& w, const Tensor* bias, int64_t out_cols,
+                                  const char* op, const RowRunner& run) {
+  VORTEX_RETURN_IF_ERROR(check_rows(a, "a", DType::kBF16, -1, -1).with_context(op));
+  if (w.format != QuantFormat::kNone || !w.weight.defined() || w.weight.dtype() != DType::kBF16 ||
+      w.weight.ndim() != 2 || w.weight.dim(0) != out_cols || w.weight.dim(1) != a.dim(1))
+    return invalid_argument(std::string(op) + ": w must be a bf16 [" + std::to_string(out_cols) + ", " +
+                            std::to_string(a.dim(1)) + "] weight, got " +
+                            (w.weight.defined() ? w.weight.describe() : "nothing"));
+  if (bias && (!bias->defined() || bias->dtype() != DType::kBF16 || bias->numel() != out_cols))
+    return invalid_argument(std::string(op) + ": bias must be [" + std::to_string(out_cols) + "] bf16");
+  auto widen = [](const Tensor& t) -> Result<Tensor> {
+    Tensor f = Tensor::empty(t.shape(), DType::kF32);
+    VORTEX_RETURN_IF_ERROR(cast(t, f));
+    return f;
+  };
+  VORTEX_ASSIGN_OR_RETURN(Tensor af, widen(a));  // [S, K] f32, exact
+  LinearWeight wf;
+  VORTEX_ASSIGN_OR_RETURN(wf.weight, widen(w.weight));  // [N, K] f32, exact
+  Tensor bf;
+  if (bias) {
+    VORTEX_ASSIGN_OR_RETURN(bf, widen(*bias));
+  }
+  Tensor y = Tensor::empty({a.dim(0), out_cols}, DType::kF32);  // [S, N] f32
+  VORTEX_RETURN_IF_ERROR(linear(af, wf, bias ? &bf : nullptr, y, run).with_context(op));
+  return y;
+}
+
+}  // namespace
+
+Status linear_gelu_tanh(const Tensor& a, const LinearWeight& w, const Tensor* bias, Tensor& out, const RowRunner& run) {
+  VORTEX_RETURN_IF_ERROR(check_rows(out, "linear_gelu_tanh out", DType::kBF16, a.defined() ? a.dim(0) : -1, -1));
+  VORTEX_ASSIGN_OR_RETURN(Tensor y, linear_f32_of_bf16(a, w, bias, out.dim(1), "linear_gelu_tanh", run));
+  const int64_t n = out.dim(1);
+  run(out.dim(0), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* yr = y.data<float>() + r * n;
+      uint16_t* o = row_ptr<uint16_t>(out, r);
+      for (int64_t j = 0; j < n; ++j) o[j] = bf16_bits_from_f32(gelu_tanh_f32(yr[j]));
+    }
+  });
+  return Status::Ok();
+}
+
+Status linear_residual(const Tensor& a, const LinearWeight& w, const Tensor* bias, Tensor& x, const RowRunner& run) {
+  VORTEX_RETURN_IF_ERROR(check_rows(x, "linear_residual x", DType::kBF16, a.defined() ? a.dim(0) : -1, -1));
+  VORTEX_ASSIGN_OR_RETURN(Tensor y, linear_f32_of_bf16(a, w, bias, x.dim(1), "linear_residual", run));
+  const int64_t n = x.dim(1);
+  run(x.dim(0), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* yr = y.data<float>() + r * n;
+      uint16_t* xr = row_ptr<uint16_t>(x, r);
+      for (int64_t j = 0; j < n; ++j) {
+        volatile float sum = f32_from_bf16_bits(xr[j]) + yr[j];
+        xr[j] = bf16_bits_from_f32(sum);
+      }
+    }
+  });
+  return Status::Ok();
+}
+
 }  // namespace vortex::ref

@@ -23,6 +23,13 @@ Status group_norm_frames(const Tensor& x, const Tensor& weight, const Tensor& bi
 // encoder reference (src/vae/video_vae_encoder.cpp).
 Status conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride_t, int stride_s, Tensor& out,
               const RowRunner& run = run_serial);
+// The vision tower's GEMMs with their pointwise tail (EncoderOps::linear_gelu_tanh / linear_residual): y = linear()'s
+// FP64 ascending-k dot product + bias, rounded once to FP32; then out = R(gelu_tanh(y)) (the gelu() formula in FP32)
+// or x = R(fp32(x) + y). a, x, out bf16 rows, w a bf16 [N, K] weight, bias bf16 or null.
+Status linear_gelu_tanh(const Tensor& a, const LinearWeight& w, const Tensor* bias, Tensor& out,
+                        const RowRunner& run = run_serial);
+Status linear_residual(const Tensor& a, const LinearWeight& w, const Tensor* bias, Tensor& x,
+                       const RowRunner& run = run_serial);
 
 // Shared argument checks (also the CUDA entry points'): a contiguous 5-D [B, T, H, W, C] f32 tensor; the pad,
 // GroupNorm and convolution operands with the output shape each op writes.

@@ -96,15 +96,21 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
     for (size_t i = 0; i < vision->rows.size(); ++i)
       if (vision->rows[i] < 0 || vision->rows[i] >= len || (i > 0 && vision->rows[i] <= vision->rows[i - 1]))
         return invalid_argument("text encoder: vision rows must be ascending row indices below " + std::to_string(len));
+    // FP32 host rows, or BF16 rows on this backend's device; tokens and features in the same form.
+    const bool on_device = vision->tokens.defined() && vision->tokens.dtype() == DType::kBF16;
     auto fits = [&](const Tensor& t) {
-      return t.defined() && t.device() == Device::kCpu && t.dtype() == DType::kF32 && t.is_contiguous() &&
-             t.ndim() == 2 && t.dim(0) == n && t.dim(1) == d;
+      return t.defined() && t.is_contiguous() && t.ndim() == 2 && t.dim(0) == n && t.dim(1) == d &&
+             (on_device ? t.device() == backend_.device() && t.dtype() == DType::kBF16
+                        : t.device() == Device::kCpu && t.dtype() == DType::kF32);
     };
+    const std::string want =
+        on_device ? "bf16 on the text encoder's device (" + std::string(backend_.name()) + ")" : "f32 on the host";
     if (!fits(vision->tokens))
-      return invalid_argument("text encoder: vision tokens must be host [" + std::to_string(n) + ", " +
-                              std::to_string(d) + "] f32, got " + vision->tokens.describe());
+      return invalid_argument("text encoder: vision tokens must be [" + std::to_string(n) + ", " + std::to_string(d) +
+                              "] " + want + ", got " + vision->tokens.describe());
     for (const Tensor& t : vision->deepstack)
-      if (!fits(t)) return invalid_argument("text encoder: a DeepStack feature is " + t.describe());
+      if (!fits(t))
+        return invalid_argument("text encoder: a DeepStack feature must be " + want + ", got " + t.describe());
   }
   VORTEX_ASSIGN_OR_RETURN(RopeTables rope, make_mrope_tables(c, positions));
   Backend& be = backend_;
@@ -119,25 +125,55 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
   for (int64_t i = 0; i < len; ++i)
     std::memcpy(x_host.data<uint16_t>() + i * d, table + static_cast<int64_t>(ids[static_cast<size_t>(i)]) * d,
                 static_cast<size_t>(d) * 2);
-  // The vision tokens in place of the image-pad embeddings, rounded to BF16 (masked_scatter into the BF16 rows).
+  if (layer_index == 0 && vision == nullptr) return x_host;
+  VORTEX_ASSIGN_OR_RETURN(Tensor x, be.upload(x_host));  // [L, D] bf16 residual stream
+
+  // The vision rows as runs of consecutive image-pad rows (one per image): (index into the vision rows, length).
+  std::vector<std::pair<int64_t, int64_t>> runs;
   const size_t num_deep = vision ? vision->deepstack.size() : 0;
-  std::vector<Tensor> deep_delta(num_deep);  // each [L, D] bf16: the feature at the vision rows, 0 elsewhere
+  Tensor tokens;                       // [n, D] bf16 on the backend
+  std::vector<Tensor> deep(num_deep);  // each [n, D] bf16 on the backend
   if (vision) {
-    for (size_t r = 0; r < vision->rows.size(); ++r)
-      for (int64_t j = 0; j < d; ++j)
-        x_host.data<uint16_t>()[vision->rows[r] * d + j] =
-            bf16_bits_from_f32(vision->tokens.data<float>()[static_cast<int64_t>(r) * d + j]);
+    const std::vector<int64_t>& rows = vision->rows;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      if (r > 0 && rows[r] == rows[r - 1] + 1) ++runs.back().second;
+      else runs.emplace_back(static_cast<int64_t>(r), 1);
+    }
+    // FP32 host rows are rounded to BF16 on the host and uploaded; BF16 rows on this backend are read where they are.
+    auto on_backend = [&](const Tensor& t) -> Result<Tensor> {
+      if (t.dtype() == DType::kBF16) return t;
+      Tensor h = Tensor::empty(t.shape(), DType::kBF16);  // [n, D] bf16
+      const float* src = t.data<float>();
+      uint16_t* dst = h.data<uint16_t>();
+      for (int64_t i = 0; i < t.numel(); ++i) dst[i] = bf16_bits_from_f32(src[i]);
+      return be.upload(h);
+    };
+    VORTEX_ASSIGN_OR_RETURN(tokens, on_backend(vision->tokens));
     for (size_t i = 0; i < num_deep && static_cast<int>(i) < layer_index; ++i) {
-      Tensor delta = Tensor::zeros({len, d}, DType::kBF16);  // [L, D] bf16
-      for (size_t r = 0; r < vision->rows.size(); ++r)
-        for (int64_t j = 0; j < d; ++j)
-          delta.data<uint16_t>()[vision->rows[r] * d + j] =
-              bf16_bits_from_f32(vision->deepstack[i].data<float>()[static_cast<int64_t>(r) * d + j]);
-      VORTEX_ASSIGN_OR_RETURN(deep_delta[i], backend_.upload(delta));
+      VORTEX_ASSIGN_OR_RETURN(deep[i], on_backend(vision->deepstack[i]));
+    }
+    // The vision tokens in place of the image-pad embeddings (masked_scatter into the BF16 rows): one copy a run.
+    for (const auto& [r0, count] : runs) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor src, tokens.narrow(0, r0, count));
+      VORTEX_ASSIGN_OR_RETURN(Tensor dst, x.narrow(0, rows[static_cast<size_t>(r0)], count));
+      VORTEX_RETURN_IF_ERROR(be.copy(src, dst));
     }
   }
-  if (layer_index == 0) return x_host;
-  VORTEX_ASSIGN_OR_RETURN(Tensor x, be.upload(x_host));  // [L, D] bf16 residual stream
+  if (layer_index == 0) {
+    Tensor out = Tensor::empty({len, d}, DType::kBF16);  // [L, D] bf16 host
+    VORTEX_RETURN_IF_ERROR(be.download(x, out));
+    return out;
+  }
+  // DeepStack feature i added at the vision rows only (Qwen3VLTextModel._deepstack_process): x = R(x + f), a run
+  // at a time; the other rows are not touched.
+  auto add_deepstack = [&](size_t i) -> Status {
+    for (const auto& [r0, count] : runs) {
+      VORTEX_ASSIGN_OR_RETURN(Tensor f, deep[i].narrow(0, r0, count));
+      VORTEX_ASSIGN_OR_RETURN(Tensor xv, x.narrow(0, vision->rows[static_cast<size_t>(r0)], count));
+      VORTEX_RETURN_IF_ERROR(be.gate_add(xv, f, nullptr, 0, SegmentTable{}));
+    }
+    return Status::Ok();
+  };
 
   const int64_t qw = c.q_width(), kvw = c.kv_width(), width = qw + 2 * kvw;
   VORTEX_ASSIGN_OR_RETURN(Tensor norm_out, be.alloc({len, d}, DType::kBF16));           // [L, D]
@@ -188,11 +224,10 @@ Result<Tensor> TextEncoder::encode(const std::vector<int32_t>& ids, const Tensor
     VORTEX_RETURN_IF_ERROR(be.swiglu(up, act).with_context(at + " silu(gate) * up"));
     VORTEX_RETURN_IF_ERROR(be.linear(act, l.mlp_down_proj, nullptr, proj).with_context(at + " down_proj"));
     VORTEX_RETURN_IF_ERROR(be.gate_add(x, proj, nullptr, 0, no_segments).with_context(at + " mlp residual"));
-    // DeepStack: x = R(x + feature) at the vision rows (x + 0 elsewhere is exact). hidden_states[i + 1] is
-    // recorded before it, so the last layer run for an intermediate state skips it.
+    // DeepStack: x = R(x + feature) at the vision rows. hidden_states[i + 1] is recorded before it, so the last
+    // layer run for an intermediate state skips it.
     if (static_cast<size_t>(i) < num_deep && (i + 1 < layers_run || layer_index == c.num_layers))
-      VORTEX_RETURN_IF_ERROR(
-          be.gate_add(x, deep_delta[static_cast<size_t>(i)], nullptr, 0, no_segments).with_context(at + " DeepStack"));
+      VORTEX_RETURN_IF_ERROR(add_deepstack(static_cast<size_t>(i)).with_context(at + " DeepStack"));
     if (control.on_layer) control.on_layer(i + 1, layers_run);
   }
   if (layer_index == c.num_layers) {

@@ -26,10 +26,13 @@ namespace vortex {
 // fl2va keyframes in the conditioner (transformers' Qwen3VLModel.forward): the vision tokens replace the
 // embedding rows of the image-pad tokens (masked_scatter), and DeepStack feature i is added to the residual
 // stream at those rows after decoder layer i (Qwen3VLTextModel._deepstack_process), in BF16.
+// The tensors come either as FP32 host rows (the vision tower's forward) or as BF16 rows on the text encoder's
+// backend (forward_device on the same backend: no host round trip); both give the same bytes, since the tower's
+// BF16 outputs widen to FP32 exactly and round back unchanged.
 struct VisionEmbeddings {
   std::vector<int64_t> rows;      // the image-pad rows, ascending (src/vision/keyframe_presentation.h)
-  Tensor tokens;                  // [rows, hidden] f32 host: the vision tower's merged output
-  std::vector<Tensor> deepstack;  // each [rows, hidden] f32 host, in tap order
+  Tensor tokens;                  // [rows, hidden] f32 host or bf16 on the backend: the vision tower's merged output
+  std::vector<Tensor> deepstack;  // each [rows, hidden], the same form as tokens, in tap order
 };
 
 // How a caller stops or follows an encode. `cancel` is read before each decoder layer and once before the

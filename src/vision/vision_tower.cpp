@@ -618,7 +618,12 @@ Result<VisionTower::Output> VisionTower::forward_device(const std::vector<Vision
   VORTEX_ASSIGN_OR_RETURN(Tensor h, be.alloc({n, d}, DType::kBF16));        // normed rows
   VORTEX_ASSIGN_OR_RETURN(Tensor qkv, be.alloc({n, 3 * d}, DType::kBF16));  // [N, 3D]
   VORTEX_ASSIGN_OR_RETURN(Tensor att, be.alloc({n, d}, DType::kBF16));
-  VORTEX_ASSIGN_OR_RETURN(Tensor y, be.alloc({n, d}, DType::kBF16));
+  // The fused program (fc1 + GELU, projection + residual in the GEMM epilogues) where the backend has it.
+  const bool fused = fused_epilogues_ && be.has_vision_epilogues();
+  Tensor y;  // [N, D] bf16: the unfused program's GEMM outputs before their residual add
+  if (!fused) {
+    VORTEX_ASSIGN_OR_RETURN(y, be.alloc({n, d}, DType::kBF16));
+  }
   VORTEX_ASSIGN_OR_RETURN(Tensor mid, be.alloc({n, c.intermediate}, DType::kBF16));  // [N, I]
   VORTEX_ASSIGN_OR_RETURN(Tensor qk, qkv.narrow(1, 0, 2 * d));                       // [N, 2D] view: q and k
   VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.narrow(1, 0, d));                            // [N, D] views
@@ -688,16 +693,25 @@ Result<VisionTower::Output> VisionTower::forward_device(const std::vector<Vision
     }
     {
       BackendRegion region(be, "vision.proj_residual");
-      VORTEX_RETURN_IF_ERROR(be.linear(att, blk.proj.w, &blk.proj.b, y));
-      VORTEX_RETURN_IF_ERROR(be.gate_add(x, y, nullptr, 0, no_segments));
+      if (fused) {
+        VORTEX_RETURN_IF_ERROR(be.linear_residual(att, blk.proj.w, &blk.proj.b, x));
+      } else {
+        VORTEX_RETURN_IF_ERROR(be.linear(att, blk.proj.w, &blk.proj.b, y));
+        VORTEX_RETURN_IF_ERROR(be.gate_add(x, y, nullptr, 0, no_segments));
+      }
     }
     {
       BackendRegion region(be, "vision.mlp");
       VORTEX_RETURN_IF_ERROR(layer_norm(x, blk.norm2, h));
-      VORTEX_RETURN_IF_ERROR(be.linear(h, blk.fc1.w, &blk.fc1.b, mid));
-      VORTEX_RETURN_IF_ERROR(be.gelu(mid, true));
-      VORTEX_RETURN_IF_ERROR(be.linear(mid, blk.fc2.w, &blk.fc2.b, y));
-      VORTEX_RETURN_IF_ERROR(be.gate_add(x, y, nullptr, 0, no_segments));
+      if (fused) {
+        VORTEX_RETURN_IF_ERROR(be.linear_gelu_tanh(h, blk.fc1.w, &blk.fc1.b, mid));
+        VORTEX_RETURN_IF_ERROR(be.linear_residual(mid, blk.fc2.w, &blk.fc2.b, x));
+      } else {
+        VORTEX_RETURN_IF_ERROR(be.linear(h, blk.fc1.w, &blk.fc1.b, mid));
+        VORTEX_RETURN_IF_ERROR(be.gelu(mid, true));
+        VORTEX_RETURN_IF_ERROR(be.linear(mid, blk.fc2.w, &blk.fc2.b, y));
+        VORTEX_RETURN_IF_ERROR(be.gate_add(x, y, nullptr, 0, no_segments));
+      }
     }
     for (size_t t = 0; t < c.deepstack.size(); ++t)
       if (c.deepstack[t] == static_cast<int>(li)) {

@@ -84,7 +84,10 @@ class VisionTower {
   // to BF16 once at load; activations are BF16 rows; LayerNorm statistics FP64 with FP32 affine (Backend::layer_norm,
   // one rounding); GEMMs accumulate in FP32 with the bias in the epilogue (one rounding); q/k rotary in FP32 with one
   // rounding (apply_rotary_pos_emb_vision); attention is the BF16 program per image (the owned sm_90a kernel where the
-  // backend's policy runs it, else SDPA); GELU in FP32, one rounding; residual adds R(x + y). Parity target:
+  // backend's policy runs it, else SDPA). Where the backend has the fused epilogues (has_vision_epilogues: cpu, cuda)
+  // the MLP's GELU and the two residual adds run in the FP32 epilogue of their GEMM, one rounding each
+  // (Backend::linear_gelu_tanh, linear_residual), where transformers rounds the GEMM output to BF16 first; otherwise
+  // GELU in FP32 on the rounded output and residual adds R(x + y), transformers' roundings. Parity target:
   // transformers' BF16 Qwen3VLVisionModel, within 2x the floor (transformers BF16 vs FP32 of the same weights),
   // tests/vision/vision_tower_test.cpp and tests/vision/vision_tower_cuda_test.cpp. backend == nullptr: the FP32 CPU
   // reference above.
@@ -112,6 +115,10 @@ class VisionTower {
   // only the merged tokens and the DeepStack features).
   Result<Output> forward(const std::vector<VisionInput>& inputs, bool with_last_hidden = true) const;
   Result<Output> forward_device(const std::vector<VisionInput>& inputs) const;
+  // Off: the blocks run the separate GELU and residual passes even where the backend has the fused epilogues (the
+  // program of backends without them; bench/fl2va_encoders_bench.cpp times both). On by default.
+  void set_fused_epilogues(bool on) { fused_epilogues_ = on; }
+  bool fused_epilogues() const { return fused_epilogues_ && backend_ != nullptr && backend_->has_vision_epilogues(); }
 
  private:
   struct Linear {
@@ -176,6 +183,7 @@ class VisionTower {
 
   VisionConfig cfg_;
   Backend* backend_ = nullptr;
+  bool fused_epilogues_ = true;
   std::shared_ptr<DeviceState> device_;
   Linear patch_embed_;  // [hidden, 3 * T * P * P]
   Tensor pos_embed_;    // [num_positions, hidden]

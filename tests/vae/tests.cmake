@@ -55,7 +55,7 @@ endif()
 # weights (bench/fl2va_encoders_bench.cpp; peers in bench/fl2va_encoders_peer.py).
 if(TARGET vortex_cuda)
   add_executable(fl2va_encoders_bench ${CMAKE_SOURCE_DIR}/bench/fl2va_encoders_bench.cpp)
-  target_link_libraries(fl2va_encoders_bench PRIVATE vortex_vision vortex_vae vortex_cuda vortex_profiling)
+  target_link_libraries(fl2va_encoders_bench PRIVATE vortex_vision vortex_vae vortex_text_encoder vortex_cuda vortex_profiling)
   target_compile_options(fl2va_encoders_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()
 # The audio VAE encoder (Ref2VA soundtracks) against diffusers (tests/vae/make_audio_encoder_fixtures.py).

@@ -47,6 +47,12 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
   return out;
 }
 
+Tensor to_bf16(const Tensor& f32) {
+  Tensor out = Tensor::empty(f32.shape(), DType::kBF16);
+  for (int64_t i = 0; i < f32.numel(); ++i) out.data<uint16_t>()[i] = bf16_bits_from_f32(f32.data<float>()[i]);
+  return out;
+}
+
 TEST(ConditionerVision, EveryHiddenStateWithinTwiceTheBf16Floor) {
   auto backend = make_backend("cpu", 0);
   ASSERT_TRUE(backend.ok()) << backend.status().to_string();
@@ -106,9 +112,19 @@ TEST(ConditionerVision, EveryHiddenStateWithinTwiceTheBf16Floor) {
       if (ids[r] == kImagePad) vision.rows.push_back(static_cast<int64_t>(r));
     vision.tokens = concat_rows(tokens);
     vision.deepstack = {concat_rows(deep0)};
+    // The same embeddings as BF16 rows on the text encoder's backend (the device hand-off's form; the cpu backend's
+    // device is the host): the encoder rounds FP32 rows to these bytes itself, so every state is byte-identical.
+    VisionEmbeddings vision_bf16;
+    vision_bf16.rows = vision.rows;
+    vision_bf16.tokens = to_bf16(vision.tokens);
+    vision_bf16.deepstack = {to_bf16(vision.deepstack[0])};
     for (int k = 0; k <= 4; ++k) {
       auto h = (*enc)->encode(ids, *positions, k, &vision);
       ASSERT_TRUE(h.ok()) << h.status().to_string();
+      auto h_bf16 = (*enc)->encode(ids, *positions, k, &vision_bf16);
+      ASSERT_TRUE(h_bf16.ok()) << h_bf16.status().to_string();
+      EXPECT_EQ(std::memcmp(h->raw_data(), h_bf16->raw_data(), h->nbytes()), 0)
+          << "hidden_states[" << k << "]: BF16 and FP32 vision rows differ";
       const Tensor want = *fx->tensor(name + ".bf16." + std::to_string(k));
       ASSERT_EQ(h->shape(), want.shape());
       const double err = rel_l2(*h, want);
@@ -137,6 +153,13 @@ TEST(ConditionerVision, Errors) {
   bad.tokens = Tensor::zeros({1, 128}, DType::kF32);
   bad.rows = {7};  // past the end
   EXPECT_FALSE((*enc)->encode(ids, *positions, 1, &bad).ok());
+  bad.rows = {2};
+  bad.tokens = Tensor::zeros({1, 128}, DType::kBF16);
+  bad.deepstack = {Tensor::zeros({1, 128}, DType::kF32)};  // BF16 tokens with an FP32 feature: mixed forms
+  auto mixed = (*enc)->encode(ids, *positions, 1, &bad);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().to_string().find("bf16 on the text encoder's device"), std::string::npos)
+      << mixed.status().to_string();
   EXPECT_FALSE(mrope_positions_with_images(ids, kImagePad, {{2, 4}}, 2).ok());  // 2 tokens for a 1-token run
   EXPECT_FALSE(mrope_positions_with_images(ids, kImagePad, {}, 2).ok());
 }

@@ -17,8 +17,10 @@ target_compile_definitions(conditioner_vision_test PRIVATE VORTEX_VISION_FIXTURE
 # The vision tower's BF16 program on the CUDA backend (label gpu; skips without a device).
 if(TARGET vortex_cuda)
   vortex_test(NAME vision_tower_cuda_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/vision_tower_cuda_test.cpp
-              LIBS vortex_vision vortex_vae vortex_io vortex_cuda vortex_ref nlohmann_json::nlohmann_json GPU)
-  target_compile_definitions(vision_tower_cuda_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures")
+              LIBS vortex_vision vortex_vae vortex_io vortex_cuda vortex_ref vortex_text_encoder nlohmann_json::nlohmann_json
+                   GPU)
+  target_compile_definitions(vision_tower_cuda_test PRIVATE VORTEX_VISION_FIXTURES="${CMAKE_SOURCE_DIR}/tests/vision/fixtures"
+                                                            VORTEX_TE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/text_encoder/fixtures")
 endif()
 # The ref2va presentation (tests/vision/make_ref2va_presentation_fixtures.py) with the repository's Qwen tokenizer.
 vortex_test(NAME ref2va_presentation_test SOURCES ${CMAKE_SOURCE_DIR}/tests/vision/ref2va_presentation_test.cpp

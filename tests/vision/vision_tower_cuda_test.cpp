@@ -1,7 +1,9 @@
 // The vision tower's BF16 program on the CUDA backend (VisionTower::from_source with a backend) against
 // transformers' BF16 Qwen3VLVisionModel on the tiny fixtures (tests/vision/make_vision_bf16_fixtures.py): vision
 // tokens, DeepStack features and the blocks' output within 2x the floor (transformers BF16 vs FP32), and close to
-// the same program on the cpu backend. Label gpu; skips without a device.
+// the same program on the cpu backend; the fused GEMM epilogues (linear_gelu_tanh, linear_residual) against their CPU
+// programs; the BF16 device hand-off to the text encoder byte for byte against the FP32 host one. Label gpu; skips
+// without a device.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +19,9 @@
 #include "gpu_test.h"
 #include "io/safetensors.h"
 #include "ref/cpu_backend.h"
+#include "text_encoder/text_encoder.h"
 #include "vae/vae_checkpoint.h"
+#include "vision/keyframe_presentation.h"
 #include "vision/vision_tower.h"
 #include "vision_test_util.h"
 
@@ -28,6 +32,11 @@ namespace {
 const std::string kDir = [] {
   const char* env = std::getenv("VORTEX_VISION_FIXTURES");
   return std::string(env && *env ? env : VORTEX_VISION_FIXTURES);
+}();
+// The text encoder tests' tiny Qwen3-VL (vision tower included): $VORTEX_TE_FIXTURES when set, else the build's.
+const std::string kTeModel = [] {
+  const char* env = std::getenv("VORTEX_TE_FIXTURES");
+  return std::string(env && *env ? env : VORTEX_TE_FIXTURES) + "/model";
 }();
 
 TEST(VisionTowerCuda, Bf16ProgramWithinTwiceTheFloor) {
@@ -202,6 +211,171 @@ TEST(VisionTowerCuda, HeadDim72U8ImagesMatchCpuBackend) {
     EXPECT_EQ(std::memcmp(ours->raw_data(), rows_out->raw_data(), ours->nbytes()), 0)
         << key << ": u8 images and FP32 rows differ on the GPU";
   }
+}
+
+// Random BF16 values u * scale, u uniform in [-1, 1).
+Tensor random_bf16(const Shape& shape, std::mt19937_64& rng, float scale) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Tensor t = Tensor::empty(shape, DType::kBF16);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = bf16_bits_from_f32(u(rng) * scale);
+  return t;
+}
+
+// Element by element within 2 BF16 ulps of the CPU program's value (the GPU accumulates in FP32 in its own order,
+// the CPU in FP64), and rel-L2 within 2e-3; returns the rel-L2.
+double expect_close_bf16(const Tensor& got, const Tensor& want, const std::string& what) {
+  double num = 0, den = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double g = f32_from_bf16_bits(got.data<uint16_t>()[i]), w = f32_from_bf16_bits(want.data<uint16_t>()[i]);
+    num += (g - w) * (g - w);
+    den += w * w;
+    bad += !(std::fabs(g - w) <= std::ldexp(std::fabs(w), -7) + 1e-6);
+  }
+  const double err = std::sqrt(num / den);
+  std::printf("%s: CUDA vs CPU program rel-L2 %.3g, %lld of %lld beyond 2 ulps\n", what.c_str(), err,
+              static_cast<long long>(bad), static_cast<long long>(want.numel()));
+  EXPECT_EQ(bad, 0) << what;
+  EXPECT_LE(err, 2e-3) << what;
+  return err;
+}
+
+TEST(VisionTowerCuda, VisionEpiloguesMatchTheirCpuPrograms) {
+  auto gpu = CudaBackend::create(0);
+  VORTEX_SKIP_NO_GPU_OR_FAIL(gpu.status());
+  Backend& g = **gpu;
+  CpuBackend cpu(0);
+  ASSERT_TRUE(g.has_vision_epilogues() && cpu.has_vision_epilogues());
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  // (rows, K, N, a's row stride): the tower's fc1 / fc2 / proj widths at a few rows, odd counts, a strided a.
+  for (const auto& [m, k, n, lda] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{37, 144, 256, 144},
+                                     {200, 1152, 576, 1152},
+                                     {129, 576, 1152, 608},
+                                     {64, 4304, 1152, 4304}}) {
+    const std::string shape = std::to_string(m) + "x" + std::to_string(k) + "->" + std::to_string(n);
+    SCOPED_TRACE(shape);
+    const Tensor a_wide = random_bf16({m, lda}, rng, 2.0f);  // [M, lda] bf16; a = its first K columns
+    const Tensor w = random_bf16({n, k}, rng, static_cast<float>(std::sqrt(3.0 / static_cast<double>(k))));
+    const Tensor b = random_bf16({n}, rng, 0.5f);
+    const Tensor x0 = random_bf16({m, n}, rng, 4.0f);  // the residual stream
+    auto a_cpu = a_wide.narrow(1, 0, k);
+    ASSERT_TRUE(a_cpu.ok());
+    auto up = [&](const Tensor& t) {
+      auto d = g.upload(t);
+      EXPECT_TRUE(d.ok()) << d.status().to_string();
+      return *d;
+    };
+    const Tensor a_dev_wide = up(a_wide), b_dev = up(b);
+    auto a_dev = a_dev_wide.narrow(1, 0, k);
+    ASSERT_TRUE(a_dev.ok());
+    LinearWeight w_cpu, w_dev;
+    w_cpu.weight = w;
+    w_dev.weight = up(w);
+    for (const bool with_bias : {true, false}) {
+      SCOPED_TRACE(with_bias ? "bias" : "no bias");
+      // fc1 + GELU: outputs poisoned with NaN first.
+      Tensor want = Tensor::empty({m, n}, DType::kBF16);
+      for (int64_t i = 0; i < want.numel(); ++i) want.data<uint16_t>()[i] = 0x7FC0;
+      Tensor got_dev = up(want);
+      ASSERT_TRUE(cpu.linear_gelu_tanh(*a_cpu, w_cpu, with_bias ? &b : nullptr, want).ok());
+      Status st = g.linear_gelu_tanh(*a_dev, w_dev, with_bias ? &b_dev : nullptr, got_dev);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      Tensor got = Tensor::empty({m, n}, DType::kBF16);
+      ASSERT_TRUE(g.download(got_dev, got).ok());
+      expect_close_bf16(got, want, "linear_gelu_tanh " + shape);
+      // projection + residual, in place on x.
+      Tensor x_cpu = Tensor::empty({m, n}, DType::kBF16);
+      std::memcpy(x_cpu.raw_data(), x0.raw_data(), x0.nbytes());
+      Tensor x_dev = up(x0);
+      ASSERT_TRUE(cpu.linear_residual(*a_cpu, w_cpu, with_bias ? &b : nullptr, x_cpu).ok());
+      st = g.linear_residual(*a_dev, w_dev, with_bias ? &b_dev : nullptr, x_dev);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_TRUE(g.download(x_dev, got).ok());
+      expect_close_bf16(got, x_cpu, "linear_residual " + shape);
+      EXPECT_NE(std::memcmp(got.raw_data(), x0.raw_data(), x0.nbytes()), 0) << "x was not updated";
+    }
+  }
+  // Shapes that do not fit are refused before any launch.
+  Tensor a = *g.alloc({8, 64}, DType::kBF16), out = *g.alloc({8, 32}, DType::kBF16);
+  LinearWeight w;
+  w.weight = *g.alloc({16, 64}, DType::kBF16);
+  EXPECT_EQ(g.linear_gelu_tanh(a, w, nullptr, out).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(g.linear_residual(a, w, nullptr, out).code(), ErrorCode::kInvalidArgument);
+}
+
+// The keyframes' vision embeddings handed to the text encoder as BF16 tensors left on the GPU give the same bytes as
+// the FP32 host hand-off, at every hidden state (the conditioner fixture's two keyframes on the tiny Qwen3-VL).
+TEST(VisionTowerCuda, DeviceHandOffEqualsTheHostHandOffBytes) {
+  auto gpu = CudaBackend::create(0);
+  VORTEX_SKIP_NO_GPU_OR_FAIL(gpu.status());
+  auto enc = TextEncoder::load(kTeModel, **gpu, 4);
+  ASSERT_TRUE(enc.ok()) << enc.status().to_string();
+  auto weights = SafetensorsSet::open(kTeModel + "/model.safetensors.index.json");
+  auto root = ConfigJson::read_file(kTeModel + "/config.json");
+  ASSERT_TRUE(weights.ok() && root.ok());
+  auto vcfg = VisionConfig::from_json(*root);
+  ASSERT_TRUE(vcfg.ok()) << vcfg.status().to_string();
+  const SafetensorsSet* w = &*weights;
+  auto tower = VisionTower::from_source(
+      *vcfg,
+      [w](const std::string& name, const Shape& shape) -> Result<Tensor> {
+        VORTEX_ASSIGN_OR_RETURN(Tensor t, w->tensor(name));
+        if (t.shape() != shape) return format_error(name + " is " + t.describe());
+        return to_f32_host(t, name);
+      },
+      gpu->get());
+  ASSERT_TRUE(tower.ok()) << tower.status().to_string();
+  auto fx = SafetensorsFile::open(kDir + "/conditioner.safetensors");
+  ASSERT_TRUE(fx.ok()) << fx.status().to_string();
+  VisionProcessorConfig proc;
+  proc.patch = 8;
+  proc.min_pixels = 64;
+  const Tensor ids_t = *fx->tensor("two.ids");
+  const std::vector<int32_t> ids(ids_t.data<int32_t>(), ids_t.data<int32_t>() + ids_t.numel());
+  std::vector<VisionInput> inputs;
+  std::vector<std::pair<int, int>> grids;
+  for (int i = 0; fx->contains("two.image." + std::to_string(i)); ++i) {
+    const Tensor img = *fx->tensor("two.image." + std::to_string(i));
+    RgbImage rgb{static_cast<int>(img.dim(1)), static_cast<int>(img.dim(0)), {}};
+    rgb.rgb.assign(img.data<uint8_t>(), img.data<uint8_t>() + img.numel());
+    auto in = image_input(rgb, proc);
+    ASSERT_TRUE(in.ok()) << in.status().to_string();
+    grids.push_back({in->grid_h, in->grid_w});
+    inputs.push_back(std::move(*in));
+  }
+  ASSERT_EQ(inputs.size(), 2u);
+  auto positions = mrope_positions_with_images(ids, 500, grids, 2);
+  ASSERT_TRUE(positions.ok()) << positions.status().to_string();
+  auto host = tower->forward(inputs, /*with_last_hidden=*/false);
+  auto dev = tower->forward_device(inputs);
+  ASSERT_TRUE(host.ok() && dev.ok());
+  VisionEmbeddings vh, vd;
+  for (size_t r = 0; r < ids.size(); ++r)
+    if (ids[r] == 500) vh.rows.push_back(static_cast<int64_t>(r));
+  vd.rows = vh.rows;
+  vh.tokens = host->merged;
+  vh.deepstack = host->deepstack;
+  vd.tokens = dev->merged;
+  vd.deepstack = dev->deepstack;
+  ASSERT_EQ(vd.tokens.dtype(), DType::kBF16);
+  ASSERT_EQ(vd.tokens.device(), Device::kCuda);
+  for (int k = 0; k <= 4; ++k) {
+    auto a = (*enc)->encode(ids, *positions, k, &vh);
+    auto b = (*enc)->encode(ids, *positions, k, &vd);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    ASSERT_EQ(a->shape(), b->shape());
+    EXPECT_EQ(std::memcmp(a->raw_data(), b->raw_data(), a->nbytes()), 0) << "hidden_states[" << k << "]";
+  }
+  // Mixed forms are refused with the form named.
+  VisionEmbeddings mixed = vd;
+  mixed.deepstack = host->deepstack;
+  auto refused = (*enc)->encode(ids, *positions, 4, &mixed);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().to_string().find("bf16 on the text encoder's device"), std::string::npos)
+      << refused.status().to_string();
 }
 
 }  // namespace

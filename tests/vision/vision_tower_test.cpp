@@ -202,37 +202,101 @@ TEST(VisionTower, VisionTokensAndDeepStackWithinTwiceTheFloor) {
 
 // The BF16 program (VisionTower::from_source with a backend) on the cpu backend against transformers' BF16 vision
 // model (tests/vision/make_vision_bf16_fixtures.py): within 2x the floor, transformers BF16 vs FP32.
+// Both programs: the fused GEMM epilogues (the default where the backend has them) and the separate GELU and
+// residual passes.
 TEST(VisionTower, Bf16ProgramOnCpuBackendWithinTwiceTheFloor) {
   CpuBackend cpu(0);
-  const VisionTower t = tower(&cpu);
+  VisionTower t = tower(&cpu);
   ASSERT_EQ(t.backend(), &cpu);
+  ASSERT_TRUE(t.fused_epilogues());
   auto bf16 = SafetensorsFile::open(kDir + "/cases_bf16.safetensors");
   ASSERT_TRUE(bf16.ok()) << bf16.status().to_string();
-  for (const auto& [name, c] : fixture().meta["cases"].items()) {
-    SCOPED_TRACE(name);
-    VisionInput in;
-    in.pixel_values = get(name + ".pixel_values");
-    in.grid_h = c["grid_thw"][1].get<int>();
-    in.grid_w = c["grid_thw"][2].get<int>();
-    auto out = t.forward(in);
-    ASSERT_TRUE(out.ok()) << out.status().to_string();
-    std::vector<std::pair<std::string, const Tensor*>> outputs = {{"merged", &out->merged},
-                                                                  {"last_hidden", &out->last_hidden}};
-    ASSERT_EQ(out->deepstack.size(), 2u);
-    for (int k = 0; k < 2; ++k)
-      outputs.emplace_back("deepstack." + std::to_string(k), &out->deepstack[static_cast<size_t>(k)]);
-    for (const auto& [key, ours] : outputs) {
-      auto theirs = bf16->tensor(name + "." + key);
-      ASSERT_TRUE(theirs.ok()) << theirs.status().to_string();
-      const Tensor fp32 = get(name + "." + key);
-      ASSERT_EQ(ours->shape(), theirs->shape()) << key;
-      const double floor = test::rel_l2_f32(*theirs, fp32), err = test::rel_l2_f32(*ours, *theirs);
-      std::printf("%s %s: Vortex BF16 vs transformers BF16 rel-L2 %.3g; floor (transformers BF16 vs FP32) %.3g\n",
-                  name.c_str(), key.c_str(), err, floor);
-      EXPECT_GT(floor, 0.0) << key;
-      EXPECT_LE(err, 2 * floor) << key;
+  for (const bool fused : {true, false})
+    for (const auto& [name, c] : fixture().meta["cases"].items()) {
+      SCOPED_TRACE(name + (fused ? " fused" : " unfused"));
+      t.set_fused_epilogues(fused);
+      VisionInput in;
+      in.pixel_values = get(name + ".pixel_values");
+      in.grid_h = c["grid_thw"][1].get<int>();
+      in.grid_w = c["grid_thw"][2].get<int>();
+      auto out = t.forward(in);
+      ASSERT_TRUE(out.ok()) << out.status().to_string();
+      std::vector<std::pair<std::string, const Tensor*>> outputs = {{"merged", &out->merged},
+                                                                    {"last_hidden", &out->last_hidden}};
+      ASSERT_EQ(out->deepstack.size(), 2u);
+      for (int k = 0; k < 2; ++k)
+        outputs.emplace_back("deepstack." + std::to_string(k), &out->deepstack[static_cast<size_t>(k)]);
+      for (const auto& [key, ours] : outputs) {
+        auto theirs = bf16->tensor(name + "." + key);
+        ASSERT_TRUE(theirs.ok()) << theirs.status().to_string();
+        const Tensor fp32 = get(name + "." + key);
+        ASSERT_EQ(ours->shape(), theirs->shape()) << key;
+        const double floor = test::rel_l2_f32(*theirs, fp32), err = test::rel_l2_f32(*ours, *theirs);
+        std::printf("%s %s %s: Vortex BF16 vs transformers BF16 rel-L2 %.3g; floor (transformers BF16 vs FP32) %.3g\n",
+                    fused ? "fused" : "unfused", name.c_str(), key.c_str(), err, floor);
+        EXPECT_GT(floor, 0.0) << key;
+        EXPECT_LE(err, 2 * floor) << key;
+      }
     }
+}
+
+// The CPU programs of the fused epilogues (src/ref/encoder_ops.h) against the program they state, written out here:
+// the FP64 ascending-k dot product plus bias rounded to FP32, then GELU-tanh in FP32 or the residual add, one BF16
+// rounding; byte for byte, on fresh random operands, a strided a, with and without a bias.
+TEST(VisionTower, EpilogueCpuProgramsAreTheStatedProgram) {
+  CpuBackend cpu(0);
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto random_bf16 = [&](const Shape& shape, float scale) {
+    Tensor t = Tensor::empty(shape, DType::kBF16);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = bf16_bits_from_f32(u(rng) * scale);
+    return t;
+  };
+  auto f = [](uint16_t bits) { return f32_from_bf16_bits(bits); };
+  const int64_t m = 19, k = 40, n = 24, lda = 48;
+  const Tensor a_wide = random_bf16({m, lda}, 2.0f), w = random_bf16({n, k}, 0.3f), b = random_bf16({n}, 0.5f);
+  const Tensor x0 = random_bf16({m, n}, 3.0f);
+  auto a = a_wide.narrow(1, 0, k);  // [M, K] rows of stride lda
+  ASSERT_TRUE(a.ok());
+  LinearWeight lw;
+  lw.weight = w;
+  for (const bool with_bias : {true, false}) {
+    SCOPED_TRACE(with_bias ? "bias" : "no bias");
+    Tensor out = Tensor::empty({m, n}, DType::kBF16);
+    for (int64_t i = 0; i < out.numel(); ++i) out.data<uint16_t>()[i] = 0x7FC0;  // NaN poison
+    Tensor x = Tensor::empty({m, n}, DType::kBF16);
+    std::memcpy(x.raw_data(), x0.raw_data(), x0.nbytes());
+    ASSERT_TRUE(cpu.linear_gelu_tanh(*a, lw, with_bias ? &b : nullptr, out).ok());
+    ASSERT_TRUE(cpu.linear_residual(*a, lw, with_bias ? &b : nullptr, x).ok());
+    int64_t changed = 0;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0;
+        for (int64_t i = 0; i < k; ++i)
+          acc += static_cast<double>(f(a_wide.data<uint16_t>()[r * lda + i])) * f(w.data<uint16_t>()[j * k + i]);
+        if (with_bias) acc += f(b.data<uint16_t>()[j]);
+        const float y = static_cast<float>(acc);
+        volatile float cube = y * y * y;
+        volatile float inner = y + 0.044715f * cube;
+        volatile float t = std::tanh(0.7978845608028654f * inner);
+        volatile float half = 0.5f * y;
+        volatile float g = half * (1.0f + t);
+        volatile float sum = f(x0.data<uint16_t>()[r * n + j]) + y;
+        ASSERT_EQ(out.data<uint16_t>()[r * n + j], bf16_bits_from_f32(g)) << r << "," << j;
+        ASSERT_EQ(x.data<uint16_t>()[r * n + j], bf16_bits_from_f32(sum)) << r << "," << j;
+        changed += x.data<uint16_t>()[r * n + j] != x0.data<uint16_t>()[r * n + j];
+      }
+    EXPECT_GT(changed, m * n / 2);
   }
+  // Refusals: a weight that does not map a onto the output, an f32 weight.
+  Tensor small = Tensor::empty({m, n - 1}, DType::kBF16);
+  EXPECT_EQ(cpu.linear_gelu_tanh(*a, lw, nullptr, small).code(), ErrorCode::kInvalidArgument);
+  LinearWeight lw32;
+  lw32.weight = Tensor::zeros({n, k}, DType::kF32);
+  Tensor out = Tensor::empty({m, n}, DType::kBF16);
+  EXPECT_EQ(cpu.linear_residual(*a, lw32, nullptr, out).code(), ErrorCode::kInvalidArgument);
 }
 
 // Several images in one call equal the per-image forwards stacked in input order, byte for byte, on the FP32
