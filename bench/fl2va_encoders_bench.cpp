@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
       rows.push_back(evidence_row(env, "vision_tower_2_keyframes_1344x768", impl,
                                   "grid 48x84 x2, released vision_config", p, {}, extra));
     }
-    // A/B of the two programs inside one process, alternating fused and unfused (PERFORMANCE.md's gate method):
+    // A/B of the two programs inside one process, alternating fused and unfused (the project's gate method):
     // per-pair ratios unfused / fused and their median.
     {
       std::vector<double> fused_ms, unfused_ms, ratio;

@@ -71,7 +71,7 @@ class EncoderOps : public virtual BackendIdentity {
   }
   // The vision tower's GEMMs with their pointwise tail in the GEMM epilogue (FP32, one rounding to BF16); a, x, out
   // 2-D bf16 with unit column stride, w a bf16 [N, K] weight, bias [N] bf16 or null. CPU programs in
-  // src/ref/vision_epilogue.h: the FP64 dot product of linear(), + bias, rounded to FP32, then the tail in FP32.
+  // src/ref/encoder_ops.h: the FP64 dot product of linear(), + bias, rounded to FP32, then the tail in FP32.
   // out[S, N] = R(gelu_tanh(a[S, K] W^T + b)) (the MLP's fc1 and its GELU).
   virtual Status linear_gelu_tanh(const Tensor& a, const LinearWeight& w, const Tensor* bias, Tensor& out) {
     (void)a, (void)w, (void)bias, (void)out;
