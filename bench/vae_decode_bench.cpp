@@ -1,9 +1,11 @@
 // vae_decode_bench: the canonical request's decode on the CUDA backend with deterministic synthetic VAE weights of
 // the released shapes (VideoVae/AudioVae::synthetic): video latents [24, 37, 48, 84] (1344x768, released tiling on)
 // and audio latents [2, 32, 207], timed end to end (host latents in, host FP32 pixels / samples out) over --reps
-// runs after one warm-up. Video programs: the default (a clip's tiles batched into one forward, batched cuDNN
-// attention, fused LayerScale residual + RMSNorm), the unfused norms, batches of half a clip, and with
-// --all-variants one attention call per tile and one tile per forward (the unbatched program). --breakdown adds one
+// runs after one warm-up. Video programs: the default (a clip's tiles batched into one forward, batched attention
+// through the policy's kernel: the owned sm_90a BF16 kernel at head_dim 64 on the H200, fused LayerScale residual +
+// RMSNorm), cuDNN SDPA attention (--cudnn-attention, or with the variants; its frames' PSNR against the default's),
+// the unfused norms, batches of half a clip, and with --all-variants one attention call per tile and one tile per
+// forward (the unbatched program). --breakdown adds one
 // decode with the forward's CUDA-event regions: device time per op family against the wall time; --fp8 the opt-in
 // FP8 linears (VideoVaeLinears::kFp8Blockwise) with their PSNR against the default program's frames.
 // Then the last-step-to-file path, decode_to_mp4 (src/engine/stream_mux.h: audio decode, video decode with the
@@ -13,7 +15,7 @@
 // diffusers baseline of the same shape is bench/vae_decode_diffusers.py, which reads the default program's rows (impl
 // vortex-cuda) for the ratio.
 //   vae_decode_bench OUT_DIR [--reps N] [--audio-reps N] [--mux-reps N] [--frames T] [--no-mux] [--no-mux-auto]
-//                    [--no-variants] [--all-variants] [--breakdown] [--fp8] [--seed S]
+//                    [--no-variants] [--all-variants] [--cudnn-attention] [--breakdown] [--fp8] [--seed S]
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
@@ -64,7 +66,8 @@ int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
                  "usage: vae_decode_bench OUT_DIR [--reps N] [--audio-reps N] [--mux-reps N] [--frames T] [--no-mux] "
-                 "[--no-mux-auto] [--no-variants] [--all-variants] [--breakdown] [--fp8] [--seed S]\n");
+                 "[--no-mux-auto] [--no-variants] [--all-variants] [--cudnn-attention] [--breakdown] [--fp8] "
+                 "[--seed S]\n");
     return 2;
   }
   std::setvbuf(stdout, nullptr, _IOLBF,
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
   int64_t latent_t = 37;
   uint64_t seed = 1;
   bool mux = true, mux_auto = true, variants = true, all_variants = false, breakdown = false, fp8 = false;
+  bool cudnn_attention = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -93,6 +97,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-variants") variants = false;
     else if (a == "--all-variants") all_variants = true;
     else if (a == "--breakdown") breakdown = true;
+    else if (a == "--cudnn-attention") cudnn_attention = true;
     else if (a == "--fp8") fp8 = true;
     else {
       std::fprintf(stderr, "vae_decode_bench: unknown argument %s\n", a.c_str());
@@ -145,7 +150,13 @@ int main(int argc, char** argv) {
     const char* what;
     VideoVae::Batching batching;
   };
-  std::vector<Program> programs = {{"vortex-cuda", "batched tiles, batched cuDNN attention", VideoVae::Batching{}}};
+  std::vector<Program> programs = {
+      {"vortex-cuda", "batched tiles, batched attention (the policy's kernel)", VideoVae::Batching{}}};
+  if (variants || cudnn_attention) {
+    VideoVae::Batching cudnn;
+    cudnn.policy_attention = false;
+    programs.push_back({"vortex-cuda-cudnn-attention", "batched tiles, batched cuDNN SDPA attention", cudnn});
+  }
   if (variants) {
     VideoVae::Batching unfused, half_clip, looped, per_tile;
     unfused.fused_residual_norm = false;
@@ -173,6 +184,7 @@ int main(int argc, char** argv) {
     std::printf("[%s] warm-up decode %.3f s (workspace %.2f GiB)\n", prog.impl, seconds_since(t0),
                 static_cast<double>((*vvae)->workspace_bytes()) / (1 << 30));
     std::vector<double> ms;
+    Tensor frames_out;  // this program's frames (the last rep)
     for (int r = 0; r < reps; ++r) {
       t0 = Clock::now();
       auto vr = (*vvae)->decode(vlat);
@@ -180,10 +192,17 @@ int main(int argc, char** argv) {
       ms.push_back(seconds_since(t0) * 1e3);
       std::printf("[%s] video decode %d/%d: %.1f ms\n", prog.impl, r + 1, reps, ms.back());
       if (r == 0) refresh_clocks(env);
-      if (&prog == &programs.front()) video = *vr;
+      frames_out = std::move(*vr);
     }
+    if (&prog == &programs.front()) video = frames_out;
     const size_t peak = be.memory_peak();
     if (&prog == &programs.front()) peak_video = peak;
+    nlohmann::json psnr_vs_default = nullptr;  // null for the default program itself
+    if (&prog != &programs.front()) {
+      const double psnr = shown_psnr(frames_out, video);
+      psnr_vs_default = psnr;
+      std::printf("[%s] PSNR %.2f dB against the default program's frames\n", prog.impl, psnr);
+    }
     const Percentiles p = percentiles(ms);
     if (&prog == &programs.front()) video_p50 = p.p50;
     record(evidence_row(env, "vae_decode_video", prog.impl, shape_to_string(vlat.shape()), p, {},
@@ -199,6 +218,7 @@ int main(int argc, char** argv) {
                           "backend peak since start (weights included; later programs include "
                           "earlier workspaces)"},
                          {"workspace_bytes", (*vvae)->workspace_bytes()},
+                         {"psnr_db_vs_default_program", psnr_vs_default},
                          {"target_ms", 3000.0},
                          {"reps", reps}}));
     table.push_back({std::string("video decode: ") + prog.what, p});

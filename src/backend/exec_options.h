@@ -13,8 +13,9 @@
 namespace vortex {
 
 // Which attention program: kSdpa = the BF16 program (cuDNN SDPA on CUDA), kSage2 = INT8 QK / FP8 PV (E2),
-// kBf16Owned = the BF16 program through Vortex's own sm_90a kernel where it runs (sm_90, head_dim 128 or 72; cuDNN SDPA
-// elsewhere), E1 like cuDNN and the sm90 policy default (src/cuda/attention/bf16_attention.h, src/cuda/policy.cpp).
+// kBf16Owned = the BF16 program through Vortex's own sm_90a kernel where it runs (sm_90, head_dim 128, 72 or 64; cuDNN
+// SDPA elsewhere), E1 like cuDNN and the sm90 policy default (src/cuda/attention/bf16_attention.h,
+// src/cuda/policy.cpp).
 enum class AttentionKind : uint8_t { kSdpa, kSage2, kBf16Owned };
 // GEMM operand precision: bf16 (the BF16 program), fp8 (per-tensor W8A8, E2), nvfp4 (W4A4, E2),
 // nvfp4-weight-only (NVFP4 weights expanded to BF16, as ComfyUI on Hopper).

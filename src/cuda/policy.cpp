@@ -115,10 +115,10 @@ Result<AttentionKernel> select_attention(const DevicePolicy& device, const ExecO
         " head_dim=" + std::to_string(shape.head_dim) + " seq=" + std::to_string(shape.seq));
   if (options.attention == AttentionKind::kSdpa) return AttentionKernel::kCudnnSdpa;
   if (options.attention == AttentionKind::kBf16Owned) {
-    // The owned BF16 kernel is sm_90a code (wgmma, TMA) for head_dim 128 and 72: an sm_90 device and a build with
-    // 90a. Elsewhere the same BF16 program runs through cuDNN SDPA (both E1 realizations of ref::attention).
-    if ((shape.head_dim != 128 && shape.head_dim != 72) || device.device_arch != GpuArch::kSm90 ||
-        !build_has_sm90_kernels())
+    // The owned BF16 kernel is sm_90a code (wgmma, TMA) for head_dim 128, 72 and 64: an sm_90 device and a build
+    // with 90a. Elsewhere the same BF16 program runs through cuDNN SDPA (both E1 realizations of ref::attention).
+    if ((shape.head_dim != 128 && shape.head_dim != 72 && shape.head_dim != 64) ||
+        device.device_arch != GpuArch::kSm90 || !build_has_sm90_kernels())
       return AttentionKernel::kCudnnSdpa;
     return AttentionKernel::kBf16Wgmma;
   }

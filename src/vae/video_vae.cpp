@@ -463,6 +463,11 @@ struct VideoVae::Workspace {
   // page-locked on CUDA) so clip k's copy-out runs while clip k - 1's frames are handed over.
   int64_t clip_elems = 0, fade_elems = 0;
   Tensor clip_out, fade[2], clip_host[2];
+  Tensor fade_host;  // the last clip's cross-fade frames (page-locked), copied out behind its output frames
+  // Every tile's input rows of one decode: a page-locked host copy (Backend::alloc_host) and the device copy; a
+  // batch's rows are gathered into the host copy and uploaded (Backend::upload_async) just before its forward.
+  int64_t token_rows = 0;
+  Tensor tokens_host, tokens_dev;  // [token_rows, C] f32
   int64_t bytes = 0;
 };
 
@@ -477,6 +482,21 @@ Status VideoVae::set_batching(const Batching& b) {
 }
 
 int64_t VideoVae::workspace_bytes() const { return ws_ ? ws_->bytes : 0; }
+
+Status VideoVae::reserve_tokens(int64_t rows) {
+  if (!ws_) return internal_error("video VAE: reserve_tokens before reserve");
+  Workspace& w = *ws_;
+  if (w.token_rows >= rows) return Status::Ok();
+  const int64_t c = cfg_.latent_channels;
+  w.bytes -= w.token_rows * c * 4;
+  w.tokens_host = Tensor(), w.tokens_dev = Tensor(), w.token_rows = 0;
+  VORTEX_ASSIGN_OR_RETURN(w.tokens_host, backend_.alloc_host({rows, c}, DType::kF32));  // [rows, C] f32
+  std::memset(w.tokens_host.raw_data(), 0, static_cast<size_t>(rows * c) * sizeof(float));
+  VORTEX_ASSIGN_OR_RETURN(w.tokens_dev, backend_.alloc({rows, c}, DType::kF32));  // [rows, C] f32
+  w.token_rows = rows;
+  w.bytes += rows * c * 4;
+  return Status::Ok();
+}
 
 Status VideoVae::reserve(int64_t s, int64_t y_rows) {
   if (ws_ && ws_->rows >= s && ws_->y_rows >= y_rows) return Status::Ok();
@@ -586,7 +606,10 @@ Status VideoVae::forward_batch(const Tensor& tokens, int64_t batch, int64_t t, i
   VORTEX_ASSIGN_OR_RETURN(Tensor q, qkv.as_strided({rows, d}, {3 * d, 1}, 0));
   VORTEX_ASSIGN_OR_RETURN(Tensor k, qkv.as_strided({rows, d}, {3 * d, 1}, d));
   VORTEX_ASSIGN_OR_RETURN(Tensor v, qkv.as_strided({rows, d}, {3 * d, 1}, 2 * d));
-  const ExecOptions opts;
+  ExecOptions opts;  // attention: the policy's BF16 kernel (kBf16Owned on sm_90) or SDPA
+  opts.attention = batching_.policy_attention && be.default_options().attention == AttentionKind::kBf16Owned
+                       ? AttentionKind::kBf16Owned
+                       : AttentionKind::kSdpa;
   const bool fused = batching_.fused_residual_norm;
   // Level-1 regions (vae_decode_bench --breakdown) time each op family on the device timeline.
   if (!w_.blocks.empty() && fused) {
@@ -723,13 +746,17 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
   const int64_t num_tokens = t + drop, pad = ((-num_tokens) % tcs + tcs) % tcs;
   const int64_t chunks = (num_tokens + pad) / tcs - (drop > 0 ? 1 : 0);
   // De-normalize (latent * std + mean, FP32) and repeat the last frame `pad` times.
+  const int threads = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
   Tensor z = Tensor::empty({c, t + pad, h, w}, DType::kF32);
-  for (int64_t ci = 0; ci < c; ++ci)
-    for (int64_t ti = 0; ti < t + pad; ++ti)
+  parallel_for_ranges(static_cast<size_t>(c * (t + pad)), threads, 1, [&](size_t p0, size_t p1) {
+    for (size_t p = p0; p < p1; ++p) {
+      const int64_t ci = static_cast<int64_t>(p) / (t + pad), ti = static_cast<int64_t>(p) % (t + pad);
       for (int64_t i = 0; i < h * w; ++i) {
         volatile float sv = latents.data<float>()[(ci * t + std::min(ti, t - 1)) * h * w + i] * cfg_.latents_std[ci];
         z.data<float>()[(ci * (t + pad) + ti) * h * w + i] = sv + cfg_.latents_mean[ci];
       }
+    }
+  });
   // Spatial tiles in pixels (one tile when tiling is off) and each row/column's kept extent and offset.
   const int ps = cfg_.patch;
   const int hp = static_cast<int>(h) * ps, wp = static_cast<int>(w) * ps;
@@ -839,19 +866,19 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
                             " tiles per frame; at most " + std::to_string(VideoStitchClip::kMaxTiles) +
                             " per axis (raise the tile size)");
   VORTEX_RETURN_IF_ERROR(reserve(max_rows, clip_rows));
-  // Every tile's input rows [S, C] (voxels in (t, h, w) order, channels last; register / zero-token rows 0),
-  // uploaded once so that no later upload waits for the queued forwards.
-  const int threads = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
-  Tensor tokens_h = Tensor::zeros({total_rows, c}, DType::kF32);  // [sum of B * S, C] f32
-  parallel_for_ranges(jobs.size(), threads, 1, [&](size_t k0, size_t k1) {
-    for (size_t bi = 0; bi < batches.size(); ++bi) {
-      const Batch& bt = batches[bi];
-      for (size_t q = 0; q < bt.count; ++q) {
-        if (bt.first + q < k0 || bt.first + q >= k1) continue;  // this thread's tiles
+  VORTEX_RETURN_IF_ERROR(reserve_tokens(total_rows));
+  // A batch's input rows [S, C] per tile (voxels in (t, h, w) order, channels last; the register / zero-token rows
+  // stay 0 from reserve_tokens), gathered into the page-locked rows [row0, row0 + count * S) just before the batch is
+  // queued (the backend runs the previous batches meanwhile) and uploaded in stream order. Each row of the host copy
+  // is written once per decode, and a decode returns only after its last copy-out, so no upload reads a row that a
+  // later gather rewrites.
+  auto upload_batch = [&](const Batch& bt) -> Result<Tensor> {
+    parallel_for_ranges(bt.count, threads, 1, [&](size_t q0, size_t q1) {
+      for (size_t q = q0; q < q1; ++q) {
         const Job& jb = jobs[bt.first + q];
         const Clip& cl = clips[jb.clip];
         const int64_t y0 = ys.starts[jb.i] / ps, x0 = xs.starts[jb.j] / ps, zt = t + pad;
-        float* dst = tokens_h.data<float>() + (bt.row0 + static_cast<int64_t>(q) * bt.s) * c;
+        float* dst = ws_->tokens_host.data<float>() + (bt.row0 + static_cast<int64_t>(q) * bt.s) * c;
         for (int64_t ti = 0; ti < bt.t; ++ti)
           for (int64_t y = 0; y < bt.h; ++y)
             for (int64_t x = 0; x < bt.w; ++x) {
@@ -860,16 +887,20 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
                 dst[row * c + ch] = z.data<float>()[((ch * zt + cl.start + ti) * h + y0 + y) * w + x0 + x];
             }
       }
-    }
-  });
-  VORTEX_ASSIGN_OR_RETURN(Tensor tokens_d, backend_.upload(tokens_h));
+    });
+    const int64_t rows = static_cast<int64_t>(bt.count) * bt.s;
+    VORTEX_ASSIGN_OR_RETURN(Tensor host, ws_->tokens_host.narrow(0, bt.row0, rows));  // [B * S, C] f32
+    VORTEX_ASSIGN_OR_RETURN(Tensor dev, ws_->tokens_dev.narrow(0, bt.row0, rows));    // [B * S, C] f32
+    VORTEX_RETURN_IF_ERROR(backend_.upload_async(host, dev));
+    return dev;
+  };
   // Stitch buffers for this output geometry: a clip's output frames (chunk 0) and cross-fade frames (chunk 1).
   const int64_t plane = static_cast<int64_t>(hp) * wp;
   int64_t n0_max = 0, n1_max = 0;
   for (const Clip& cl : clips) n0_max = std::max(n0_max, cl.fe0 - cl.f00), n1_max = std::max(n1_max, cl.fe1 - cl.f01);
   Workspace& ws = *ws_;
   if (ws.clip_elems < oc * n0_max * plane || ws.fade_elems < oc * n1_max * plane) {
-    ws.clip_out = Tensor(), ws.fade[0] = Tensor(), ws.fade[1] = Tensor();
+    ws.clip_out = Tensor(), ws.fade[0] = Tensor(), ws.fade[1] = Tensor(), ws.fade_host = Tensor();
     ws.clip_host[0] = Tensor(), ws.clip_host[1] = Tensor();
     ws.bytes -= (ws.clip_elems + 2 * ws.fade_elems) * 4;
     ws.clip_elems = std::max<int64_t>(1, oc * n0_max * plane),
@@ -881,6 +912,7 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
     for (Tensor& hc : ws.clip_host) {
       VORTEX_ASSIGN_OR_RETURN(hc, backend_.alloc_host({ws.clip_elems}, DType::kF32));
     }
+    VORTEX_ASSIGN_OR_RETURN(ws.fade_host, backend_.alloc_host({ws.fade_elems}, DType::kF32));
     ws.bytes += (ws.clip_elems + 2 * ws.fade_elems) * 4;
   }
   // [C, n, H, W] f32 view of the first elements of a flat stitch buffer.
@@ -905,7 +937,22 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
     emitted = final_frames;
     return Status::Ok();
   };
-  uint64_t ticket[2] = {0, 0};
+  uint64_t ticket[2] = {0, 0}, fade_ticket = 0;
+  // The frames of `out` that clip ci writes ([out_offset, + kept); the last clip also the closing cross-fade frames)
+  // are touched once while the backend runs clip ci, so that moving them in later (the last clip's move is on the
+  // critical path) does not take the page faults of fresh memory.
+  auto prefault = [&](size_t ci) {
+    const Clip& cl = clips[ci];
+    const int64_t f0 = std::min(cl.out_offset, out_frames);
+    const int64_t f1 = ci + 1 == clips.size() ? out_frames : std::min(out_frames, cl.out_offset + cl.fe0 - cl.f00);
+    if (f1 <= f0) return;
+    parallel_for_ranges(static_cast<size_t>(oc * (f1 - f0)), threads, 1, [&](size_t b0, size_t b1) {
+      for (size_t cf = b0; cf < b1; ++cf) {
+        const int64_t ch = static_cast<int64_t>(cf) / (f1 - f0), q = static_cast<int64_t>(cf) % (f1 - f0);
+        std::memset(&out_at(static_cast<int>(ch), f0 + q, 0, 0), 0, static_cast<size_t>(plane) * sizeof(float));
+      }
+    });
+  };
   // Clip ci's output frames are in clip_host[ci % 2] once its ticket passes: move the kept ones into `out`.
   auto finish = [&](size_t ci) -> Status {
     const Clip& cl = clips[ci];
@@ -935,7 +982,7 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
       const Batch& bt = batches[bi];
       const int64_t rows = static_cast<int64_t>(bt.count) * bt.s;
       const int64_t first = static_cast<int64_t>(bt.first) - static_cast<int64_t>(ci) * tiles_per_clip;
-      VORTEX_ASSIGN_OR_RETURN(Tensor in, tokens_d.narrow(0, bt.row0, rows));
+      VORTEX_ASSIGN_OR_RETURN(Tensor in, upload_batch(bt));
       VORTEX_ASSIGN_OR_RETURN(Tensor yb, ws.y.narrow(0, first * s_tile, rows));  // [B * S, pv] bf16
       VORTEX_RETURN_IF_ERROR(forward_batch(in, static_cast<int64_t>(bt.count), bt.t, bt.h, bt.w, yb));
     }
@@ -959,20 +1006,24 @@ Result<Tensor> VideoVae::decode(const Tensor& latents, const VaeProgressFn& prog
     {
       BackendRegion reg(backend_, "vae.copy_out");
       VORTEX_ASSIGN_OR_RETURN(ticket[ci % 2], backend_.download_async(clip_out, host));
+      if (ci + 1 == clips.size() && drop > 0 && n1 > 0) {  // the closing cross-fade frames, behind the last clip's
+        VORTEX_ASSIGN_OR_RETURN(Tensor fade_h, frames_view(ws.fade_host, n1));
+        VORTEX_ASSIGN_OR_RETURN(fade_ticket, backend_.download_async(next, fade_h));
+      }
     }
     if (ci > 0) VORTEX_RETURN_IF_ERROR(finish(ci - 1));
+    prefault(ci);  // the backend runs clip ci meanwhile
   }
   VORTEX_RETURN_IF_ERROR(finish(clips.size() - 1));
   const int64_t last_n1 = clips.back().fe1 - clips.back().f01;
   if (drop > 0 && last_n1 > 0) {  // the last clip's cross-fade frames close the video
     const int64_t base = clips.back().out_offset + (clips.back().fe0 - clips.back().f00);
     const int64_t keep = std::max<int64_t>(0, std::min(last_n1, out_frames - base));
+    VORTEX_RETURN_IF_ERROR(backend_.wait_download(fade_ticket));
     if (keep > 0) {
-      VORTEX_ASSIGN_OR_RETURN(Tensor fade, frames_view(ws.fade[(clips.size() - 1) % 2], last_n1));
-      Tensor fade_h = Tensor::empty(fade.shape(), DType::kF32);  // [C, n1, H, W] f32
-      VORTEX_RETURN_IF_ERROR(backend_.download(fade, fade_h));
+      const float* fade_h = ws.fade_host.data<float>();  // [C, n1, H, W] f32
       for (int ch = 0; ch < oc; ++ch)
-        std::memcpy(&out_at(ch, base, 0, 0), fade_h.data<float>() + ch * last_n1 * plane,
+        std::memcpy(&out_at(ch, base, 0, 0), fade_h + ch * last_n1 * plane,
                     static_cast<size_t>(keep * plane) * sizeof(float));
     }
   }

@@ -165,12 +165,15 @@ class VideoVae {
   // M = tiles * S rows; batched_attention: attention through Backend::attention_batched (one batched call on
   // CUDA) instead of one attention() per tile; fused_residual_norm: each LayerScale residual and the RMSNorm after
   // it in one op (Backend::scale_add_rms_norm_fp32) instead of two. Every setting gives the same bytes on the CPU
-  // backend, and the fused and unfused ops give the same bytes on CUDA.
+  // backend, and the fused and unfused ops give the same bytes on CUDA. policy_attention: the attention program the
+  // backend's policy names (the owned sm_90a BF16 kernel on the H200, src/cuda/attention/bf16_attention.h) instead of
+  // SDPA (cuDNN); both are E1 realizations of one BF16 program.
   struct Batching {
     int max_batch_tiles = 0;
     int64_t max_batch_rows = 65536;
     bool batched_attention = true;
     bool fused_residual_norm = true;
+    bool policy_attention = true;
   };
   const Batching& batching() const { return batching_; }
   Status set_batching(const Batching& b);
@@ -183,6 +186,9 @@ class VideoVae {
   // Device activations for batches of up to `rows` token rows and an output buffer y of `y_rows` rows (one clip's
   // tiles), kept and reused; grown only for a larger batch or clip.
   Status reserve(int64_t rows, int64_t y_rows);
+  // The page-locked host and device token rows of a decode (at least `rows` of them), kept and reused; the host rows
+  // start as zeros (the register / zero-token rows are never written).
+  Status reserve_tokens(int64_t rows);
   // The BF16 cos/sin tables of `batch` stacked t x h x w tiles ([batch * S, rope_dims / 2]), built once per shape.
   Result<const RopeTables*> rope_for(int64_t t, int64_t h, int64_t w, int64_t batch);
   // Queues one ViT forward of `batch` tiles of t x h x w tokens whose input rows are `tokens` [batch * S, C] f32

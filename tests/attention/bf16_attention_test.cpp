@@ -1,4 +1,5 @@
-// Owned BF16 attention (sm_90a, bf16_attention.h) on the GPU, head_dim 128 and 72 (the vision tower's), single and
+// Owned BF16 attention (sm_90a, bf16_attention.h) on the GPU, head_dim 128, 72 (the vision tower's) and 64 (the video
+// VAE decoder's), single and
 // batched launches: Q/K/V read as strided views of one [S, 3I] buffer, token-major out. Two-reference rule
 // (docs/numerics.md): FP64 attention (attention_fp64_reference, ref::attention's program before its rounding) as the
 // reference, ref::attention_flash_fp32 (the same FP32 / BF16-P program) as the CPU same-program reference; ragged S
@@ -96,9 +97,9 @@ std::vector<double> fp64_attention(const std::vector<uint16_t>& qkv, int64_t ld,
   return out;
 }
 
-// One case: S tokens, `heads` heads of d (128, or 72: the vision tower's), out rows padded by out_pad columns (gap
-// columns must stay untouched), every `row_step`-th query row checked against the CPU references (all rows vs cuDNN),
-// the kernel and cuDNN on the same inputs.
+// One case: S tokens, `heads` heads of d (128, 72: the vision tower's, or 64: the video VAE's), out rows padded by
+// out_pad columns (gap columns must stay untouched), every `row_step`-th query row checked against the CPU references
+// (all rows vs cuDNN), the kernel and cuDNN on the same inputs.
 void check_case(SdpaAttention& sdpa, int64_t s, int heads, int64_t out_pad, int64_t row_step, std::mt19937_64& rng,
                 int64_t d = 128, Bf16PvWidth pv = Bf16PvWidth::kHead) {
   const int64_t width = heads * d, ld = 3 * width, ldo = width + out_pad;
@@ -254,7 +255,24 @@ TEST(Bf16Attention, HeadDim72TwoReferenceAndCudnn) {
   }
 }
 
-// Sequences stacked in the rows in one launch equal one launch per sequence bit for bit (d 72 and 128, S not a
+// head_dim 64 (the video VAE decoder's 32 heads of 64, tiles of 1,797 tokens): ragged S, one key block and many, a
+// padded out view, and the decoder's tile length with every head's columns in the row.
+TEST(Bf16Attention, HeadDim64TwoReferenceAndCudnn) {
+  VORTEX_REQUIRE_GPU();
+  ASSERT_TRUE(sm90_kernel_available()) << "the owned BF16 attention needs an sm_90 GPU and 90a in VORTEX_CUDA_ARCHS";
+  auto sdpa = SdpaAttention::create();
+  ASSERT_TRUE(sdpa.ok()) << sdpa.status().to_string();
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  check_case(**sdpa, 1, 1, 0, 1, rng, 64);
+  check_case(**sdpa, 127, 2, 0, 1, rng, 64);
+  check_case(**sdpa, 129, 3, 8, 1, rng, 64);
+  check_case(**sdpa, 300, 4, 0, 1, rng, 64);
+  check_case(**sdpa, 1797, 32, 0, 41, rng, 64);
+}
+
+// Sequences stacked in the rows in one launch equal one launch per sequence bit for bit (d 64, 72 and 128, S not a
 // multiple of the 128-row tile, so the last tiles and key blocks of a sequence overlap the next one's rows).
 TEST(Bf16Attention, BatchedEqualsPerSequence) {
   VORTEX_REQUIRE_GPU();
@@ -265,7 +283,7 @@ TEST(Bf16Attention, BatchedEqualsPerSequence) {
   std::normal_distribution<float> g(0.f, 1.f);
   for (const auto& [d, pv] :
        {std::pair{int64_t{72}, Bf16PvWidth::kHead}, std::pair{int64_t{72}, Bf16PvWidth::kFullTile},
-        std::pair{int64_t{128}, Bf16PvWidth::kHead}}) {
+        std::pair{int64_t{128}, Bf16PvWidth::kHead}, std::pair{int64_t{64}, Bf16PvWidth::kHead}}) {
     SCOPED_TRACE("d=" + std::to_string(d) + (pv == Bf16PvWidth::kFullTile ? " full-tile P V" : ""));
     const int heads = 3;
     const int64_t s = 333, batch = 3, rows = s * batch, width = heads * d, ld = 3 * width;
@@ -319,7 +337,7 @@ TEST(Bf16Attention, BadArgumentsAreClearErrors) {
   Tensor misaligned = Tensor::from_storage(st, 2, {s, width}, DType::kBF16, {ld, 1});
   Tensor odd_stride = Tensor::from_storage(st, 0, {s, width}, DType::kBF16, {ld + 1, 1});
   Tensor short_rows = Tensor::from_storage(st, 0, {s - 1, width}, DType::kBF16, {ld, 1});
-  Status r = bf16_attention(q, k, v, 2, 64, o, nullptr);
+  Status r = bf16_attention(q, k, v, 2, 96, o, nullptr);  // head_dim 96: not a kernel of this file
   EXPECT_EQ(r.code(), ErrorCode::kUnsupported) << r.to_string();
   r = bf16_attention_batched(q, k, v, 3, 2, 128, o, nullptr);  // 64 rows are not 3 equal sequences
   EXPECT_EQ(r.code(), ErrorCode::kInvalidArgument) << r.to_string();

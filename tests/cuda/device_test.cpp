@@ -100,15 +100,18 @@ TEST(CudaPolicy, SelectorsAnswerKernelAndSupport) {
   EXPECT_EQ(hd64.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(hd64.status().message().find("head_dim 64"), std::string::npos) << hd64.status().message();
   EXPECT_EQ(select_attention(h200, sdpa, AttentionShape{16, 0, 128}).status().code(), ErrorCode::kInvalidArgument);
-  // The BF16 program through the owned kernel: sm_90 devices of builds with 90a, head_dim 128; the same program
-  // through cuDNN SDPA everywhere else. It is the sm90 row's default, no other row's.
+  // The BF16 program through the owned kernel: sm_90 devices of builds with 90a, head_dim 128, 72 and 64; the same
+  // program through cuDNN SDPA everywhere else. It is the sm90 row's default, no other row's.
   ExecOptions owned;
   owned.attention = AttentionKind::kBf16Owned;
   Result<AttentionKernel> o = select_attention(h200, owned, canonical);
   ASSERT_TRUE(o.ok()) << o.status().to_string();
   EXPECT_EQ(*o, build_has_sm90_kernels() ? AttentionKernel::kBf16Wgmma : AttentionKernel::kCudnnSdpa);
   EXPECT_STREQ(attention_kernel_name(AttentionKernel::kBf16Wgmma), "bf16_wgmma");
-  EXPECT_EQ(*select_attention(h200, owned, AttentionShape{1024, 8, 64}), AttentionKernel::kCudnnSdpa);
+  for (int d : {72, 64})  // the vision tower's and the video VAE decoder's head sizes
+    EXPECT_EQ(*select_attention(h200, owned, AttentionShape{1797, 32, d}),
+              build_has_sm90_kernels() ? AttentionKernel::kBf16Wgmma : AttentionKernel::kCudnnSdpa);
+  EXPECT_EQ(*select_attention(h200, owned, AttentionShape{1024, 8, 80}), AttentionKernel::kCudnnSdpa);
   EXPECT_EQ(*select_attention(make_device_policy("NVIDIA B200", 10, 0), owned, canonical), AttentionKernel::kCudnnSdpa);
   EXPECT_EQ(policy_exec_options(GpuArch::kSm90).attention, AttentionKind::kBf16Owned);
   for (GpuArch arch : {GpuArch::kSm100, GpuArch::kSm120, GpuArch::kSm121})

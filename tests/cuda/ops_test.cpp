@@ -250,6 +250,8 @@ TEST_F(CudaOps, QkNormRopeInPlaceOnStridedQkvMatchesReference) {
       {9, 4, 64, 48, Fill::kOddMantissa},    {5, 3, 32, 0, Fill::kNormal},
       {11, 2, 256, 128, Fill::kNormal},      {3, 5, 128, 0, Fill::kDynamicRange},
       {13, 3, 128, 128, Fill::kOddMantissa}, {2000, 56, 128, 96, Fill::kDynamicRange},
+      {3594, 32, 64, 48, Fill::kNormal},     {5, 3, 64, 0, Fill::kDynamicRange},  // the video VAE's heads
+      {7, 2, 64, 64, Fill::kSpecial},        {33, 5, 64, 16, Fill::kOddMantissa},
   };
   for (const QkCase& c : cases) {
     SCOPED_TRACE("S " + std::to_string(c.rows) + " heads " + std::to_string(c.heads) + " hd " +

@@ -45,8 +45,8 @@ Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int hea
 
 Status bf16_attention_batched(const Tensor& q, const Tensor& k, const Tensor& v, int64_t batch, int heads, int head_dim,
                               Tensor& out, cudaStream_t stream, Bf16PvWidth pv) {
-  if (head_dim != 128 && head_dim != 72)
-    return unsupported("bf16_attention: head_dim must be 128 or 72, got " + std::to_string(head_dim));
+  if (head_dim != 128 && head_dim != 72 && head_dim != 64)
+    return unsupported("bf16_attention: head_dim must be 128, 72 or 64, got " + std::to_string(head_dim));
   if (heads <= 0 || heads > 65535) return invalid_argument("bf16_attention: heads must be in 1..65535");
   if (!q.defined() || q.ndim() != 2)
     return invalid_argument("bf16_attention: q must be a 2-D tensor [S, heads*head_dim]");

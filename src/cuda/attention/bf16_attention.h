@@ -28,7 +28,7 @@ bool bf16_attention_supported(int device);
 
 // out = softmax(q k^T / sqrt(head_dim)) v per head. q, k, v: [S, >= heads*head_dim] bf16 CUDA views, unit column
 // stride, row stride a multiple of 8 elements, 16-byte aligned base (head h at column h*head_dim); out: [S, >=
-// heads*head_dim] bf16, unit column stride, even row stride, 4-byte aligned. head_dim must be 128 or 72. kUnsupported
+// heads*head_dim] bf16, unit column stride, even row stride, 4-byte aligned. head_dim 128, 72 or 64. kUnsupported
 // on builds without sm_90a kernels or on other GPUs (checked before any launch).
 Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads, int head_dim, Tensor& out,
                       cudaStream_t stream);
@@ -39,6 +39,8 @@ Status bf16_attention(const Tensor& q, const Tensor& k, const Tensor& v, int hea
 // At head_dim 72 P V runs over the head's 72 columns (m64n72k16), or with `Bf16PvWidth::kFullTile` over the tile's 128
 // (m64n128k16, the head-128 kernel's P V; columns 72-127 are zero and not stored); both are tested
 // (tests/attention/bf16_attention_test.cpp) and timed (bench/fl2va_encoders_bench.cpp).
+// head_dim 64 (the video VAE decoder's 32 heads) runs tiles of 64 columns: one TMA box per tile, 4 k-steps of Q K^T,
+// O += P V with m64n64k16; the softmax and its rounding are the head-128 kernel's.
 enum class Bf16PvWidth : uint8_t { kHead, kFullTile };
 Status bf16_attention_batched(const Tensor& q, const Tensor& k, const Tensor& v, int64_t batch, int heads, int head_dim,
                               Tensor& out, cudaStream_t stream, Bf16PvWidth pv = Bf16PvWidth::kHead);
@@ -53,7 +55,7 @@ struct Bf16AttentionArgs {
   int64_t ld_out;
   int64_t seq;  // rows of one sequence
   int heads;
-  int head_dim = 128;         // 128 or 72
+  int head_dim = 128;         // 128, 72 or 64
   int64_t batch = 1;          // sequences stacked in the rows of q, k, v and out
   bool pv_full_tile = false;  // head_dim 72: P V over all 128 tile columns (m64n128k16) instead of 72
 };

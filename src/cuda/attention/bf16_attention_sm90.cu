@@ -24,6 +24,8 @@
 //     (the next 8 keys); k-step kk of 16 keys is kk * 2048 bytes.
 // head_dim 72 (the Qwen3-VL vision tower's) is the same kernel with 3-D maps (column, head, row) whose columns past 72
 // read as zeros: 5 k-steps of S (columns 72-79 zero), O with 72 columns (m64n72k16, 9 accumulator groups).
+// head_dim 64 (the video VAE decoder's) keeps one 64-column half per tile (16 KB Q, K and V tiles, 80 KB of ring):
+// one TMA box per tile, 4 k-steps of S, O with 64 columns (m64n64k16, 8 accumulator groups).
 // ptxas (CUDA 13.0, sm_90a, -Xptxas=-v) and the H200 timings: docs/performance.md "Owned BF16 attention".
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -58,10 +60,11 @@ constexpr int kBlockM = 128;                   // query rows per CTA
 constexpr int kStages = 2;
 constexpr int kConsumers = 2;  // consumer warpgroups
 constexpr int kThreads = (kConsumers + 1) * 128;
-constexpr uint32_t kHalfBytes = 128 * 128;                           // 128 rows x 64 bf16
-constexpr uint32_t kTileBytes = 2 * kHalfBytes;                      // 128 rows x 128 bf16
-constexpr uint32_t kBarrierOffset = kTileBytes * (1 + 2 * kStages);  // after Q and the ring
-constexpr uint32_t kSmemBytes = kBarrierOffset + 256 + 1024;         // + barriers + alignment slack
+constexpr uint32_t kHalfBytes = 128 * 128;  // 128 rows x 64 bf16
+// One Q, K or V tile: 128 rows x 128 bf16 (two halves) at head_dim 128 and 72, 128 rows x 64 bf16 (one half) at 64.
+constexpr uint32_t tile_bytes(int d) { return d == 64 ? kHalfBytes : 2 * kHalfBytes; }
+constexpr uint32_t barrier_offset(int d) { return tile_bytes(d) * (1 + 2 * kStages); }  // after Q and the ring
+constexpr uint32_t smem_bytes(int d) { return barrier_offset(d) + 256 + 1024; }         // + barriers + alignment slack
 static_assert(8 * (1 + 4 * kStages) <= 256, "barriers fit their slot");
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -118,11 +121,26 @@ __device__ __forceinline__ void wgmma_rs(float (&acc)[9][4], const uint32_t (&a)
       : VX_ACC36(acc)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
 }
+#define VX_ACC32(a) \
+  VX_ACC4(a, 0), VX_ACC4(a, 1), VX_ACC4(a, 2), VX_ACC4(a, 3), VX_ACC4(a, 4), VX_ACC4(a, 5), VX_ACC4(a, 6), VX_ACC4(a, 7)
+#define VX_D32                                                                                                      \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31}"
+// The same with 64 output columns (head_dim 64): B = 16 keys x 64 columns, the tile's one half.
+__device__ __forceinline__ void wgmma_rs(float (&acc)[8][4], const uint32_t (&a)[4], uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " VX_D32 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : VX_ACC32(acc)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "n"(1));
+}
 #undef VX_ACC4
 #undef VX_ACC64
 #undef VX_ACC36
+#undef VX_ACC32
 #undef VX_D64
 #undef VX_D36
+#undef VX_D32
 
 // One TMA box (64 columns x 128 rows) at element column c0, row c1 into dst; completion counted on bar.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
@@ -218,16 +236,19 @@ __device__ __forceinline__ void pack_p(const float (&p)[16][4], uint32_t (&pa)[8
 
 // kD = 128, or 72: the tiles keep 128 columns, loaded from a 3-D map (column, head, row) whose columns past 72 read as
 // zeros (TMA's out-of-bounds fill), so S = Q K^T takes 5 k-steps over columns 0-79 of which 72-79 are zero in Q and
-// K; O += P V has 72 columns (m64n72k16).
+// K; O += P V has 72 columns (m64n72k16). kD = 64: tiles of one 64-column half (one TMA box from the 2-D map), 4
+// k-steps of S, O += P V with 64 columns (m64n64k16); the ring's stages are half as large.
 template <int kD, int kPvN>
 __global__ void __launch_bounds__(kThreads, 1)
     bf16_attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const Params prm) {
-  static_assert(kD == 128 || kD == 72, "head_dim 128 or 72");
+  static_assert(kD == 128 || kD == 72 || kD == 64, "head_dim 128, 72 or 64");
   static_assert(kPvN == kD || (kD == 72 && kPvN == 128), "P V over the head's columns or the whole tile");
   constexpr int kNT = kPvN / 8;            // 8-column groups of O (kPvN 128 at kD 72: columns 72-127 are zero)
   constexpr int kNTStore = kD / 8;         // the groups written out
   constexpr int kKSteps = (kD + 15) / 16;  // 16-column k-steps of Q K^T
+  constexpr uint32_t kTileBytes = tile_bytes(kD);
+  constexpr uint32_t kBarrierOffset = barrier_offset(kD);
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const int tile = blockIdx.x, h = blockIdx.y;
@@ -259,12 +280,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp >= kConsumers * 4) {  // producer warpgroup
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     if (warp == kConsumers * 4 && lane == 0) {
-      const int col = h * kD;  // kD 128: the head's first column in the 2-D maps
+      const int col = h * kD;  // kD 128 and 64: the head's first column in the 2-D maps
       (void)col;
       mbar_arrive_expect_tx(q_full, kTileBytes);
-      // Two 64-column boxes per tile: 2-D at the head's columns (kD 128), 3-D at (0 | 64, head, row) (kD 72).
+      // Two 64-column boxes per tile: 2-D at the head's columns (kD 128), 3-D at (0 | 64, head, row) (kD 72); one
+      // 2-D box at the head's columns (kD 64).
       auto load = [&](uint32_t dst, const CUtensorMap* map, int row, uint32_t bar) {
-        if constexpr (kD == 72) {
+        if constexpr (kD == 64) {
+          tma_load_2d(dst, map, col, row, bar);
+        } else if constexpr (kD == 72) {
           tma_load_3d(dst, map, 0, h, row, bar);
           tma_load_3d(dst + kHalfBytes, map, 64, h, row, bar);
         } else {
@@ -491,11 +515,11 @@ Status launch(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v, 
     std::lock_guard<std::mutex> lock(mu);
     if (std::find(configured.begin(), configured.end(), device) == configured.end()) {
       VORTEX_CUDA_CHECK(cudaFuncSetAttribute(bf16_attention_kernel<kD, kPvN>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(kD)));
       configured.push_back(device);
     }
   }
-  bf16_attention_kernel<kD, kPvN><<<grid, kThreads, kSmemBytes, stream>>>(q, k, v, prm);
+  bf16_attention_kernel<kD, kPvN><<<grid, kThreads, smem_bytes(kD), stream>>>(q, k, v, prm);
   VORTEX_CUDA_LAUNCH_CHECK("bf16_attention_kernel");
   return Status::Ok();
 }
@@ -503,8 +527,8 @@ Status launch(const CUtensorMap& q, const CUtensorMap& k, const CUtensorMap& v, 
 }  // namespace
 
 Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, cudaStream_t stream) {
-  if (args.head_dim != 128 && args.head_dim != 72)
-    return unsupported("bf16_attention: head_dim must be 128 or 72, got " + std::to_string(args.head_dim));
+  if (args.head_dim != 128 && args.head_dim != 72 && args.head_dim != 64)
+    return unsupported("bf16_attention: head_dim must be 128, 72 or 64, got " + std::to_string(args.head_dim));
   const int kd = args.head_dim;
   const Params prm{static_cast<__nv_bfloat16*>(args.out), args.ld_out, args.seq,
                    kLog2e / std::sqrt(static_cast<float>(kd))};
@@ -526,6 +550,7 @@ Status launch_bf16_attention_sm90(const Bf16AttentionArgs& args, cudaStream_t st
   if (kd == 72)
     return args.pv_full_tile ? launch<72, 128>(*q, *k, *v, prm, grid, stream)
                              : launch<72, 72>(*q, *k, *v, prm, grid, stream);
+  if (kd == 64) return launch<64, 64>(*q, *k, *v, prm, grid, stream);
   return launch<128, 128>(*q, *k, *v, prm, grid, stream);
 }
 

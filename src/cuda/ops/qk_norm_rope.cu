@@ -2,10 +2,11 @@
 // rotate-half RoPE y = R(R(x * cos) + R(rot(x) * sin)) on dims < rope_dims (docs/numerics.md), IN PLACE
 // on strided Q/K views of the [S, 3 * I] QKV buffer (row stride 3 * I, head h at column h * head_dim), so
 // the attention backend reads the result without layout copies. head_dim 128 (H3; 16-byte aligned views, rope_dims
-// % 16 == 0 or no RoPE): 4 lanes per head, 4 16-byte chunks each; head_dim 64 / 256: hd/8 lanes per head; other
-// shapes: one warp per (row, head) through shared memory. H200 at [37810, 56 x 128] Q+K, rope 96: 0.725 ms = 71.8%
-// of copy BW; measured slower: hd/8 lanes 1.057, 2 heads per 4 lanes 0.807, bulk-copy ring 0.770 ms
-// (benchmarks/2026-11-29-h200-s7-bw/ops_bench.log). E0 vs the CPU reference in tests/cuda/ops_test.cpp (all 3 paths).
+// % 16 == 0 or no RoPE): 4 lanes per head, 4 16-byte chunks each; head_dim 64 (the video VAE's): 2 lanes per head,
+// 4 chunks each; head_dim 256: hd/8 lanes per head; other shapes: one warp per (row, head) through shared memory. H200
+// at [37810, 56 x 128] Q+K, rope 96: 0.725 ms = 71.8% of copy BW; measured slower: hd/8 lanes 1.057, 2 heads per 4
+// lanes 0.807, bulk-copy ring 0.770 ms (benchmarks/2026-11-29-h200-s7-bw/ops_bench.log). E0 vs the CPU reference in
+// tests/cuda/ops_test.cpp (all 3 paths).
 #include "cuda/ops/ops_internal.h"
 #include "cuda/ops/qk_norm_rope.cuh"
 #include "cuda/ops/row_kernels.cuh"
@@ -195,6 +196,115 @@ Status launch_qk_quad(const QkOperand& qo, const QkOperand& ko, const RowView& c
   return Status::Ok();
 }
 
+// ---- head_dim 64 path: 2 lanes per head (the video VAE decoder's 32 heads of 64) -----------------------------
+// Lane l of a head's pair holds chunks c = l + 2 m (m < 4, elements 8 c + i): the canonical steps w = 32 and 16
+// pair chunks m, m + 2 and m, m + 1 inside the lane, only w = 8 crosses lanes (one shuffle level on 8 doubles); RoPE
+// partners (chunk c +- rope_dims / 16) come through a per-warp shared-memory copy of the normalized head, as in
+// quad_head (qk_norm_rope.cuh).
+constexpr int kPairLanes = 2;   // lanes per head
+constexpr int kPairChunks = 4;  // 16-byte chunks per lane (hd = 64)
+constexpr int kPairWarps = 8;
+constexpr int kPairPitch = 10;  // uint4 per group row in shared memory: 8 chunks + 32 B pad (bank spread)
+constexpr int kPairHeadsPerWarp = 32 / kPairLanes;
+
+__global__ void __launch_bounds__(kPairWarps * 32)
+    qk_norm_rope_pair_kernel(QkOperand q, QkOperand k, const uint16_t* __restrict__ cos, int64_t ldc,
+                             const uint16_t* __restrict__ sin, int64_t lds, int64_t rows, int heads, int rope_dims,
+                             float eps) {
+  __shared__ uint4 normed[kPairWarps][kPairHeadsPerWarp][kPairPitch];  // per warp: the pairs' normalized heads
+  const QkOperand p = blockIdx.y == 0 ? q : k;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int l = lane % kPairLanes;
+  const int64_t item = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kPairLanes;
+  const bool valid = item < rows * heads;  // invalid items keep their lanes in the shuffles
+  const int64_t row = valid ? item / heads : 0;
+  const int h = valid ? static_cast<int>(item % heads) : 0;
+  uint4* xh = reinterpret_cast<uint4*>(p.ptr + row * p.ld + static_cast<int64_t>(h) * 64);  // [8] uint4, the head
+  uint4 x[kPairChunks], wv[kPairChunks], o[kPairChunks];
+#pragma unroll
+  for (int m = 0; m < kPairChunks; ++m) x[m] = valid ? xh[l + 2 * m] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int m = 0; m < kPairChunks; ++m) wv[m] = __ldg(reinterpret_cast<const uint4*>(p.weight) + l + 2 * m);
+  // Canonical sum of squares: lane t = 8 c + i holds one square; w = 64 adds +0.0 (skipped).
+  double a[2][8];
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+#pragma unroll
+    for (int k2 = 0; k2 < 4; ++k2) {
+      const uint32_t w0 = word(x[m], k2), w2 = word(x[m + 2], k2);
+      const double l0 = bf16_lo(w0), h0 = bf16_hi(w0), l2 = bf16_lo(w2), h2 = bf16_hi(w2);
+      a[m][2 * k2] = __dadd_rn(__dmul_rn(l0, l0), __dmul_rn(l2, l2));  // w = 32: t += t + 32
+      a[m][2 * k2 + 1] = __dadd_rn(__dmul_rn(h0, h0), __dmul_rn(h2, h2));
+    }
+  }
+  double b[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) b[i] = __dadd_rn(a[0][i], a[1][i]);  // w = 16: chunk m = 0 += m = 1
+#pragma unroll
+  for (int i = 0; i < 8; ++i) b[i] = __dadd_rn(b[i], __shfl_down_sync(0xFFFFFFFFu, b[i], 1, kPairLanes));  // w = 8
+#pragma unroll
+  for (int i = 0; i < 4; ++i) b[i] = __dadd_rn(b[i], b[i + 4]);  // w = 4
+#pragma unroll
+  for (int i = 0; i < 2; ++i) b[i] = __dadd_rn(b[i], b[i + 2]);                      // w = 2
+  const double ss = __shfl_sync(0xFFFFFFFFu, __dadd_rn(b[0], b[1]), 0, kPairLanes);  // w = 1, from lane 0
+  const float rinv = inverse_rms(ss, 64, eps);
+#pragma unroll
+  for (int m = 0; m < kPairChunks; ++m) {  // n = R(fp32(fp32(x * r) * w))
+#pragma unroll
+    for (int k2 = 0; k2 < 4; ++k2) {
+      const uint32_t xw = word(x[m], k2), ww = word(wv[m], k2);
+      set_word(o[m], k2,
+               f32x2_to_bf16x2(__fmul_rn(__fmul_rn(bf16_lo(xw), rinv), bf16_lo(ww)),
+                               __fmul_rn(__fmul_rn(bf16_hi(xw), rinv), bf16_hi(ww))));
+    }
+  }
+  const int rope_chunks = rope_dims / 8, half_chunks = rope_dims / 16;
+  if (rope_chunks > 0) {
+    uint4* mine = normed[warp][lane / kPairLanes];
+    const uint16_t* cos_row = cos + row * ldc;
+    const uint16_t* sin_row = sin + row * lds;
+#pragma unroll
+    for (int m = 0; m < kPairChunks; ++m) mine[l + 2 * m] = o[m];
+    __syncwarp();
+#pragma unroll
+    for (int m = 0; m < kPairChunks; ++m) {
+      const int c = l + 2 * m;
+      if (c < rope_chunks) {
+        const bool first = c < half_chunks;
+        const int col = first ? c : c - half_chunks;  // angle chunk shared by chunks col and col + half
+        const uint4 cw4 = __ldg(reinterpret_cast<const uint4*>(cos_row) + col);
+        const uint4 sw4 = __ldg(reinterpret_cast<const uint4*>(sin_row) + col);
+        const uint4 other = mine[first ? c + half_chunks : c - half_chunks];  // rot = [-x2, x1]
+        uint4 r;
+#pragma unroll
+        for (int k2 = 0; k2 < 4; ++k2) {
+          const uint32_t ow = word(other, k2), nw = word(o[m], k2), cw = word(cw4, k2), sw = word(sw4, k2);
+          const float rlo = first ? -bf16_lo(ow) : bf16_lo(ow), rhi = first ? -bf16_hi(ow) : bf16_hi(ow);
+          const uint32_t a2 = f32x2_to_bf16x2(__fmul_rn(bf16_lo(nw), bf16_lo(cw)), __fmul_rn(bf16_hi(nw), bf16_hi(cw)));
+          const uint32_t b2 = f32x2_to_bf16x2(__fmul_rn(rlo, bf16_lo(sw)), __fmul_rn(rhi, bf16_hi(sw)));
+          set_word(r, k2, f32x2_to_bf16x2(__fadd_rn(bf16_lo(a2), bf16_lo(b2)), __fadd_rn(bf16_hi(a2), bf16_hi(b2))));
+        }
+        o[m] = r;
+      }
+    }
+  }
+  if (!valid) return;
+#pragma unroll
+  for (int m = 0; m < kPairChunks; ++m) xh[l + 2 * m] = o[m];
+}
+
+Status launch_qk_pair(const QkOperand& qo, const QkOperand& ko, const RowView& cv, const RowView& sv, int64_t rows,
+                      int heads, int rope_dims, float eps, cudaStream_t stream) {
+  constexpr int kGroupsPerBlock = kPairWarps * 32 / kPairLanes;
+  const int64_t blocks = (rows * heads + kGroupsPerBlock - 1) / kGroupsPerBlock;
+  if (blocks > kMaxGridX) return invalid_argument("qk_norm_rope: tensor too large");
+  qk_norm_rope_pair_kernel<<<dim3(static_cast<unsigned>(blocks), 2), kPairWarps * 32, 0, stream>>>(
+      qo, ko, static_cast<const uint16_t*>(cv.ptr), cv.ld, static_cast<const uint16_t*>(sv.ptr), sv.ld, rows, heads,
+      rope_dims, eps);
+  VORTEX_CUDA_LAUNCH_CHECK("qk_norm_rope_pair_kernel");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& k_weight, float eps, const Tensor* cos,
@@ -237,9 +347,9 @@ Status qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_weight, const Tensor& 
     for (const RowView* v : {&cv, &sv})
       if (reinterpret_cast<uintptr_t>(v->ptr) % 16 != 0 || v->ld % 8 != 0) vec = false;
   }
-  if (vec) {  // (used_rope / 2) % 8 == 0, so at head_dim 128 used_rope is a multiple of 16: the H3 path covers it
+  if (vec) {  // (used_rope / 2) % 8 == 0, so used_rope is a multiple of 16: the 128 and 64 paths cover it
     if (head_dim == 128) return launch_qk_quad(qo, ko, cv, sv, qv.rows, num_heads, used_rope, eps, stream);
-    if (head_dim == 64) return launch_qk_vec<8>(qo, ko, cv, sv, qv.rows, num_heads, used_rope, eps, stream);
+    if (head_dim == 64) return launch_qk_pair(qo, ko, cv, sv, qv.rows, num_heads, used_rope, eps, stream);
     return launch_qk_vec<32>(qo, ko, cv, sv, qv.rows, num_heads, used_rope, eps, stream);
   }
   const int64_t blocks = (qv.rows * num_heads + kWarpsPerBlock - 1) / kWarpsPerBlock;
