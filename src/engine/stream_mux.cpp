@@ -1,5 +1,6 @@
-// decode_to_mp4 (see stream_mux.h): one worker thread takes the finished frame ranges in order, converts them to
-// RGB8 into the full frame tensor and hands them to the Mp4Stream; the decode thread only queues ranges.
+// decode_to_mp4 (see stream_mux.h): one worker thread takes the finished frame ranges in order, converts them on
+// all host threads to RGB8 (into the full frame tensor) and I420 in one pass (src/engine/decode_frames.h) and hands
+// the I420 frames to the Mp4Stream; the decode thread only queues ranges.
 #include "engine/stream_mux.h"
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <utility>
 
 #include "core/clock.h"
+#include "engine/decode_frames.h"
+#include "media/yuv420.h"
 
 namespace vortex {
 namespace {
@@ -50,7 +53,7 @@ class FrameEncoder {
     int64_t begin, end;
   };
   void run() {
-    const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
+    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     while (true) {
       Range r;
       {
@@ -71,10 +74,11 @@ class FrameEncoder {
     }
   }
   Status encode(const Range& r, int threads) {
-    VORTEX_ASSIGN_OR_RETURN(Tensor u8, video_to_rgb8(r.video, r.begin, r.end, threads));  // [n, H, W, 3]
-    VORTEX_ASSIGN_OR_RETURN(Tensor dst, rgb_.narrow(0, r.begin, r.end - r.begin));
-    std::memcpy(dst.raw_data(), u8.raw_data(), u8.nbytes());
-    return stream_.write(u8);
+    const int64_t n = r.end - r.begin, h = rgb_.dim(1), w = rgb_.dim(2);
+    VORTEX_ASSIGN_OR_RETURN(Tensor rgb, rgb_.narrow(0, r.begin, n));  // [n, H, W, 3] u8
+    Tensor i420 = Tensor::empty({n, i420_frame_bytes(w, h)}, DType::kU8);
+    VORTEX_RETURN_IF_ERROR(video_frames_to_rgb8_i420(r.video, r.begin, r.end, rgb, i420, threads));
+    return stream_.write_i420(i420);
   }
 
   Mp4Stream& stream_;
@@ -142,6 +146,7 @@ nlohmann::json describe_mp4(const Mp4Options& opts, const Mp4EncoderInfo& encode
                       {"pixel_format", "yuv420p"},
                       {"crf", opts.crf},
                       {"preset", encoder.encoder == "h264_nvenc" ? opts.nvenc_preset : opts.preset},
+                      {"color", "bt709 limited range, 2x2 box chroma (src/media/yuv420.h)"},
                       {"fps", opts.fps},
                       {"frames", frames.dim(0)},
                       {"height", frames.dim(1)},
@@ -149,6 +154,11 @@ nlohmann::json describe_mp4(const Mp4Options& opts, const Mp4EncoderInfo& encode
                       {"audio_codec", "aac"},
                       {"audio_bitrate", opts.audio_bitrate}};
   if (!encoder.fallback.empty()) m["encoder_fallback"] = encoder.fallback;
+  if (encoder.encoder == "libx264") {
+    m["x264_threads"] = resolved_x264_threads(opts);
+    m["x264_rc_lookahead"] =
+        opts.x264_rc_lookahead >= 0 ? nlohmann::json(opts.x264_rc_lookahead) : nlohmann::json("preset");
+  }
   return m;
 }
 

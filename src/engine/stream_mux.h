@@ -1,7 +1,8 @@
 // Decode with video.mp4 written while the video decodes: the audio first (tens of milliseconds), the MP4 opened
-// with it (h264_nvenc when the driver offers it, else libx264; src/media/mp4_writer.h), then the video decode,
-// whose finished frames (each clip's, VideoVae::decode's on_frames) are converted to RGB8 and encoded on a worker
-// thread while later clips decode. The file is complete soon after the last clip, not a whole encode later.
+// with it (h264_nvenc when the driver offers it, else libx264 on all host threads with a bounded rc-lookahead;
+// src/media/mp4_writer.h), then the video decode, whose finished frames (each clip's, VideoVae::decode's on_frames)
+// are converted to RGB8 and I420 (src/engine/decode_frames.h) and encoded on a worker thread while later clips
+// decode. The file is complete soon after the last clip, not a whole encode later.
 // Tested in tests/media/stream_mux_test.cpp (CPU: fallback encoder, same frames as the one-shot path, cancel).
 #pragma once
 
