@@ -268,10 +268,11 @@ Result<DecodeResult> decode(const DecodeRequest& req, const VaeProgressFn& progr
   manifest["timings_s"] = {{"audio_decode", res.audio_decode_s},
                            {"video_decode", res.video_decode_s},
                            {"mux_tail", res.mux_tail_s},
+                           {"mp4_open", streamed.mp4_open_s},
                            {"decode_to_mp4", res.decode_to_mp4_s}};
   manifest["timings_note"] =
-      "video_decode runs while video.mp4 is encoded; mux_tail is the time from the end of the video decode to "
-      "video.mp4 complete; decode_to_mp4 = audio decode + video decode + mux tail";
+      "video_decode runs while video.mp4 is opened (mp4_open) and encoded; mux_tail is the time from the end of the "
+      "video decode to video.mp4 complete; decode_to_mp4 = audio decode + video decode + mux tail";
   const auto t_write = Clock::now();
   VORTEX_RETURN_IF_ERROR(finish_decoded_media(media, stage_dir, req.frames_dir, req.overwrite, mp4, manifest,
                                               &streamed.encoder, &res.files));

@@ -133,8 +133,7 @@ Status check_video_encoder(const std::string& name) {
   return invalid_argument("video encoder must be auto, libx264 or h264_nvenc, got '" + name + "'");
 }
 
-Result<std::unique_ptr<Mp4Stream>> Mp4Stream::open(const std::string& path, int width, int height, const Tensor& audio,
-                                                   int sample_rate, const Mp4Options& opts) {
+Status Mp4Stream::check(int width, int height, const Tensor& audio, int sample_rate, const Mp4Options& opts) {
   if (height % 2 || width % 2 || height < 2 || width < 2)
     return invalid_argument("write_mp4: yuv420p needs an even frame size, got " + std::to_string(width) + "x" +
                             std::to_string(height));
@@ -149,7 +148,13 @@ Result<std::unique_ptr<Mp4Stream>> Mp4Stream::open(const std::string& path, int 
     return invalid_argument("write_mp4: x264 rc-lookahead must be -1 (the preset's) or 0..250, got " +
                             std::to_string(opts.x264_rc_lookahead));
   if (opts.x264_threads < 0) return invalid_argument("write_mp4: x264 threads must be 0 (the host's cores) or more");
-  VORTEX_RETURN_IF_ERROR(mp4_support());
+  return mp4_support();
+}
+
+Result<std::unique_ptr<Mp4Stream>> Mp4Stream::open(const std::string& path, int width, int height, const Tensor& audio,
+                                                   int sample_rate, const Mp4Options& opts) {
+  VORTEX_RETURN_IF_ERROR(check(width, height, audio, sample_rate, opts));
+  const bool with_audio = audio.defined();
   std::unique_ptr<Mp4Stream> s(new Mp4Stream());
   s->path_ = path;
   s->temp_ = atomic_temp_path(path);

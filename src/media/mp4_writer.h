@@ -45,6 +45,9 @@ class Mp4Stream {
   // width/height even (yuv420p), audio [2, N] f32 in [-1, 1] or undefined (no sound).
   static Result<std::unique_ptr<Mp4Stream>> open(const std::string& path, int width, int height, const Tensor& audio,
                                                  int sample_rate, const Mp4Options& opts = {});
+  // open()'s checks of the arguments and of FFmpeg's presence, without opening anything: Ok means that open() can
+  // fail only on the encoders themselves (h264_nvenc refused, a full disk).
+  static Status check(int width, int height, const Tensor& audio, int sample_rate, const Mp4Options& opts = {});
   ~Mp4Stream();
   // frames [n, H, W, 3] u8 RGB, contiguous, of the opened size (converted with rgb8_to_i420, src/media/yuv420.h).
   Status write(const Tensor& frames);
