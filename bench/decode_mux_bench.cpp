@@ -196,13 +196,15 @@ int main(int argc, char** argv) {
   const std::filesystem::path tmp =
       std::filesystem::temp_directory_path() / ("decode_mux_bench_" + std::to_string(::getpid()));
   std::filesystem::create_directories(tmp);
+  bool check_failed = false;
   for (const std::string& enc_arg : encoders) {
     const auto [enc, enc_preset] = parse_encoder(enc_arg);
     Mp4Options o;
     o.video_encoder = enc;
     o.preset = enc_preset;
     std::vector<double> ms, tail_ms, video_in_mux_ms;
-    std::string used, settings, fallback, error;
+    std::string used, settings, fallback, error, check;
+    std::vector<double> open_ms;
     int64_t bytes = 0;
     for (int r = 0; r < reps && error.empty(); ++r) {
       const std::string mp4 = (tmp / (enc + "_" + enc_preset + ".mp4")).string();
@@ -220,6 +222,16 @@ int main(int argc, char** argv) {
       fallback = res->encoder.fallback;
       std::error_code ec;
       bytes = static_cast<int64_t>(std::filesystem::file_size(mp4, ec));
+      // The file re-opened with libavformat: every frame, the audio stream.
+      auto probed = probe_media(mp4);
+      const bool good = probed.ok() && probed->video_frames == frames && probed->audio_codec == "aac" &&
+                        probed->width == width && probed->height == height;
+      check = probed.ok() ? "probe: " + std::to_string(probed->video_frames) + " of " + std::to_string(frames) +
+                                " video frames, " + probed->audio_codec + " audio, " + std::to_string(probed->width) +
+                                "x" + std::to_string(probed->height) + (good ? ": ok" : ": FAILED")
+                          : "probe failed: " + probed.status().to_string();
+      if (!good) check_failed = true;
+      open_ms.push_back(res->mp4_open_s * 1e3);
       std::filesystem::remove(mp4, ec);
       std::printf(
           "[decode_to_mp4 --video-encoder %s -> %s, %s] %.1f ms (video decode with the encode alongside %.1f ms, "
@@ -241,6 +253,8 @@ int main(int argc, char** argv) {
                             {"status", "ok"},
                             {"video_decode_in_mux_ms_p50", pvm.p50},
                             {"mux_tail_ms_p50", pt.p50},
+                            {"mp4_open_ms_p50", percentiles(open_ms).p50},
+                            {"check", check},
                             {"target_over_video_decode", 1.2},
                             {"mp4_bytes", bytes},
                             {"note", "synthetic-weight output (noise): a worst case for the encoders"}};
@@ -257,10 +271,12 @@ int main(int argc, char** argv) {
   std::error_code ec;
   std::filesystem::remove_all(tmp, ec);
   if (Status s = record_status; !s.ok()) return fail(s, "evidence");
+  if (check_failed)
+    std::printf("CHECK FAILED: an MP4 did not probe as %lld frames + AAC\n", static_cast<long long>(frames));
   std::printf(
       "\n| what | p10 ms | p50 ms | p90 ms | / video decode alone | mux tail p50 ms |\n|---|---|---|---|---|---|\n");
   for (const auto& [what, cells] : table) std::printf("| %s | %s |\n", what.c_str(), cells.c_str());
   std::printf("target: decode + mux <= 1.2x the video decode alone; peak device memory %.2f GiB; evidence %s\n",
               static_cast<double>(be.memory_peak()) / (1 << 30), path.c_str());
-  return 0;
+  return check_failed ? 1 : 0;
 }
