@@ -41,8 +41,8 @@ Status video_frames_to_rgb8_i420(const Tensor& decoded, int64_t begin, int64_t e
                             (decoded.defined() ? decoded.describe() : std::string("nothing")));
   const int64_t f = decoded.dim(1), h = decoded.dim(2), w = decoded.dim(3), n = end - begin;
   if (begin < 0 || end > f || begin > end)
-    return invalid_argument("video_frames_to_rgb8_i420: frames [" + std::to_string(begin) + ", " +
-                            std::to_string(end) + ") are outside the " + std::to_string(f) + " decoded frames");
+    return invalid_argument("video_frames_to_rgb8_i420: frames [" + std::to_string(begin) + ", " + std::to_string(end) +
+                            ") are outside the " + std::to_string(f) + " decoded frames");
   if (!rgb.defined() || rgb.dtype() != DType::kU8 || !rgb.is_contiguous() || rgb.ndim() != 4 || rgb.dim(0) != n ||
       rgb.dim(1) != h || rgb.dim(2) != w || rgb.dim(3) != 3)
     return invalid_argument("video_frames_to_rgb8_i420: rgb must be a contiguous [" + std::to_string(n) + ", " +

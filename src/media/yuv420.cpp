@@ -14,8 +14,7 @@ namespace {
 
 constexpr double kKr = 0.2126, kKb = 0.0722, kKg = 1.0 - kKr - kKb;
 constexpr int32_t fix16(double x) { return static_cast<int32_t>(x * 65536.0 + (x < 0 ? -0.5 : 0.5)); }
-constexpr int32_t kYr = fix16(kKr * 219.0 / 255.0), kYg = fix16(kKg * 219.0 / 255.0),
-                  kYb = fix16(kKb * 219.0 / 255.0);
+constexpr int32_t kYr = fix16(kKr * 219.0 / 255.0), kYg = fix16(kKg * 219.0 / 255.0), kYb = fix16(kKb * 219.0 / 255.0);
 constexpr int32_t kUr = fix16(-kKr / (2.0 * (1.0 - kKb)) * 224.0 / 255.0), kUb = fix16(0.5 * 224.0 / 255.0),
                   kUg = -kUr - kUb;
 constexpr int32_t kVr = fix16(0.5 * 224.0 / 255.0), kVb = fix16(-kKb / (2.0 * (1.0 - kKr)) * 224.0 / 255.0),

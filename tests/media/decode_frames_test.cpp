@@ -32,11 +32,20 @@ Tensor random_decoded(int64_t f, int64_t h, int64_t w, uint32_t seed) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     const int c = static_cast<int>(i / (f * h * w));
     switch (rng() % 16) {
-      case 0: p[i] = std::nanf(""); break;
-      case 1: p[i] = (rng() & 1) ? INFINITY : -INFINITY; break;
-      case 2: p[i] = (rng() & 1) ? 50.0f : -50.0f; break;
-      case 3: p[i] = ((static_cast<float>(rng() % 255) + 0.5f) / 255.0f - mean[c]) / stdv[c]; break;  // near ties
-      default: p[i] = u(rng);
+      case 0:
+        p[i] = std::nanf("");
+        break;
+      case 1:
+        p[i] = (rng() & 1) ? INFINITY : -INFINITY;
+        break;
+      case 2:
+        p[i] = (rng() & 1) ? 50.0f : -50.0f;
+        break;
+      case 3:
+        p[i] = ((static_cast<float>(rng() % 255) + 0.5f) / 255.0f - mean[c]) / stdv[c];
+        break;  // near ties
+      default:
+        p[i] = u(rng);
     }
   }
   return t;
@@ -49,8 +58,8 @@ TEST(DecodeFrames, RgbIsVideoToRgb8AndI420IsItsConversion) {
   ASSERT_TRUE(want.ok());
   for (int threads : {1, 3}) {
     for (auto [b, e] : std::vector<std::pair<int64_t, int64_t>>{{0, f}, {1, 4}, {4, 5}}) {
-      Tensor rgb = Tensor::empty({e - b, h, w, 3}, DType::kU8), i420 = Tensor::empty({e - b, i420_frame_bytes(w, h)},
-                                                                                    DType::kU8);
+      Tensor rgb = Tensor::empty({e - b, h, w, 3}, DType::kU8),
+             i420 = Tensor::empty({e - b, i420_frame_bytes(w, h)}, DType::kU8);
       std::memset(rgb.raw_data(), 0xA5, rgb.nbytes());  // poison
       std::memset(i420.raw_data(), 0xA5, i420.nbytes());
       ASSERT_TRUE(video_frames_to_rgb8_i420(dec, b, e, rgb, i420, threads).ok());
@@ -67,8 +76,7 @@ TEST(DecodeFrames, RgbIsVideoToRgb8AndI420IsItsConversion) {
   auto part = all.narrow(0, 2, 3);
   ASSERT_TRUE(part.ok());
   ASSERT_TRUE(video_frames_to_rgb8_i420(dec, 2, 5, *part, none, 2).ok());
-  EXPECT_EQ(std::memcmp(all.data<uint8_t>() + 2 * h * w * 3, want->data<uint8_t>() + 2 * h * w * 3, 3 * h * w * 3),
-            0);
+  EXPECT_EQ(std::memcmp(all.data<uint8_t>() + 2 * h * w * 3, want->data<uint8_t>() + 2 * h * w * 3, 3 * h * w * 3), 0);
   EXPECT_EQ(all.data<uint8_t>()[0], 0xA5);  // frames outside the range untouched
 }
 
