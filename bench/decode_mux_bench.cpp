@@ -4,26 +4,31 @@
 // video frames, audio [2, 32, 207]). Timed after one warm-up of both decoders: the video decode alone
 // (VideoVae::decode), the whole decode alone (audio + video + RGB8 conversion, no encoder), and decode_to_mp4
 // (src/engine/stream_mux.h: the audio, then the video with video.mp4 encoded while later clips decode) once per
-// --encoders entry; an encoder that cannot open (h264_nvenc without NVENC) gives a row with its error, not an exit.
+// --encoders entry (ENCODER or ENCODER@X264_PRESET, e.g. libx264@medium; --preset is the rest's x264 preset, default
+// Mp4Options'); an encoder that cannot open (h264_nvenc without NVENC) gives a row with its error, not an exit.
 // Appends evidence rows (commit, device, clocks, p10/p50/p90, the video decode alone as the same-run baseline and
 // the ratio, peak device memory) to OUT/<date>-<device>-decode-mux.jsonl and prints a table; bench/decode_mux_bench.sh
 // wraps it for the H200 run.
 //   decode_mux_bench OUT_DIR [--backend cuda|cpu] [--vae full|tiny] [--frames LATENT_T] [--width W] [--height H]
-//                    [--reps N] [--encoders auto,libx264,h264_nvenc] [--preset medium] [--seed S]
+//                    [--reps N] [--encoders auto,libx264,h264_nvenc,libx264@medium] [--preset P] [--seed S]
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
 #include "core/synthetic.h"
+#include "engine/decode_frames.h"
 #include "engine/stream_mux.h"
 #include "media/mp4_writer.h"
+#include "media/yuv420.h"
 #include "profiling/evidence.h"
 #include "vae/audio_vae.h"
 #include "vae/video_vae.h"
@@ -58,7 +63,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out_dir = argv[1];
-  std::string backend_name = "cuda", vae = "full", encoders_arg = "libx264,h264_nvenc,auto", preset = "medium";
+  std::string backend_name = "cuda", vae = "full", encoders_arg = "libx264,h264_nvenc,auto",
+              preset = Mp4Options{}.preset;
   int64_t latent_t = 37, width = 1344, height = 768;
   int reps = 3;
   uint64_t seed = 7;
@@ -90,8 +96,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "decode_mux_bench: need --reps >= 1, --frames >= 1, --vae full|tiny and an encoder\n");
     return 2;
   }
-  for (const std::string& e : encoders)
-    if (Status s = check_video_encoder(e); !s.ok()) return fail(s, "--encoders");
+  // ENCODER[@X264_PRESET] -> (encoder, preset)
+  auto parse_encoder = [&](const std::string& e) {
+    const size_t at = e.find('@');
+    return at == std::string::npos ? std::make_pair(e, preset) : std::make_pair(e.substr(0, at), e.substr(at + 1));
+  };
+  for (const std::string& e : encoders) {
+    if (Status s = check_video_encoder(parse_encoder(e).first); !s.ok()) return fail(s, "--encoders");
+    if (Status s = check_x264_preset(parse_encoder(e).second); !s.ok()) return fail(s, "--encoders / --preset");
+  }
   // MP4 output needs FFmpeg's libraries: know before building the decoders.
   if (Status s = mp4_support(); !s.ok()) return fail(s, "MP4 output");
   auto backend = make_backend(backend_name, 0);
@@ -143,11 +156,16 @@ int main(int argc, char** argv) {
     auto v = (*vvae)->decode(vlat);
     if (!v.ok()) return fail(v.status(), "video decode");
     video_ms.push_back(ms_since(t1));
-    auto rgb = video_to_rgb8(*v);
-    if (!rgb.ok()) return fail(rgb.status(), "RGB8 conversion");
+    // The mux path's conversion (RGB8 + I420 on all host threads), without an encoder.
+    Tensor rgb = Tensor::empty({v->dim(1), v->dim(2), v->dim(3), 3}, DType::kU8);
+    Tensor i420 = Tensor::empty({v->dim(1), i420_frame_bytes(v->dim(3), v->dim(2))}, DType::kU8);
+    if (Status s = video_frames_to_rgb8_i420(*v, 0, v->dim(1), rgb, i420,
+                                             static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+        !s.ok())
+      return fail(s, "RGB8 + I420 conversion");
     alone_ms.push_back(ms_since(t0));
     if (r == 0) refresh_clocks(env);
-    std::printf("[decode alone %d/%d] video %.1f ms, audio + video + RGB8 %.1f ms\n", r + 1, reps, video_ms.back(),
+    std::printf("[decode alone %d/%d] video %.1f ms, audio + video + RGB8/I420 %.1f ms\n", r + 1, reps, video_ms.back(),
                 alone_ms.back());
   }
   const Percentiles pv = percentiles(video_ms), pall = percentiles(alone_ms);
@@ -167,26 +185,29 @@ int main(int argc, char** argv) {
   };
   record(evidence_row(env, "video_decode_alone", "vortex-" + backend_name, config, pv, {}, with({})));
   record(evidence_row(env, "decode_alone", "vortex-" + backend_name, config, pall, {"video decode alone", pv.p50, 0.0},
-                      with({{"what", "audio decode + video decode + RGB8 conversion, no encoder"}})));
+                      with({{"what", "audio decode + video decode + RGB8 and I420 conversion, no encoder"}})));
   std::vector<std::pair<std::string, std::string>> table;  // what, cells
   char cell[256];
   std::snprintf(cell, sizeof(cell), "%.1f | %.1f | %.1f | 1.00 | -", pv.p10, pv.p50, pv.p90);
   table.push_back({"video decode alone", cell});
   std::snprintf(cell, sizeof(cell), "%.1f | %.1f | %.1f | %.2f | -", pall.p10, pall.p50, pall.p90, pall.p50 / pv.p50);
-  table.push_back({"audio + video decode + RGB8, no encoder", cell});
+  table.push_back({"audio + video decode + RGB8/I420, no encoder", cell});
 
   const std::filesystem::path tmp =
       std::filesystem::temp_directory_path() / ("decode_mux_bench_" + std::to_string(::getpid()));
   std::filesystem::create_directories(tmp);
-  for (const std::string& enc : encoders) {
+  bool check_failed = false;
+  for (const std::string& enc_arg : encoders) {
+    const auto [enc, enc_preset] = parse_encoder(enc_arg);
     Mp4Options o;
     o.video_encoder = enc;
-    o.preset = preset;
+    o.preset = enc_preset;
     std::vector<double> ms, tail_ms, video_in_mux_ms;
-    std::string used, settings, fallback, error;
+    std::string used, settings, fallback, error, check;
+    std::vector<double> open_ms;
     int64_t bytes = 0;
     for (int r = 0; r < reps && error.empty(); ++r) {
-      const std::string mp4 = (tmp / (enc + ".mp4")).string();
+      const std::string mp4 = (tmp / (enc + "_" + enc_preset + ".mp4")).string();
       auto t0 = Clock::now();
       auto res = decode_to_mp4(vlat, alat, **vvae, **avae, mp4, o);
       if (!res.ok()) {  // h264_nvenc without NVENC: FFmpeg's reason becomes the row
@@ -201,11 +222,21 @@ int main(int argc, char** argv) {
       fallback = res->encoder.fallback;
       std::error_code ec;
       bytes = static_cast<int64_t>(std::filesystem::file_size(mp4, ec));
+      // The file re-opened with libavformat: every frame, the audio stream.
+      auto probed = probe_media(mp4);
+      const bool good = probed.ok() && probed->video_frames == frames && probed->audio_codec == "aac" &&
+                        probed->width == width && probed->height == height;
+      check = probed.ok() ? "probe: " + std::to_string(probed->video_frames) + " of " + std::to_string(frames) +
+                                " video frames, " + probed->audio_codec + " audio, " + std::to_string(probed->width) +
+                                "x" + std::to_string(probed->height) + (good ? ": ok" : ": FAILED")
+                          : "probe failed: " + probed.status().to_string();
+      if (!good) check_failed = true;
+      open_ms.push_back(res->mp4_open_s * 1e3);
       std::filesystem::remove(mp4, ec);
       std::printf(
-          "[decode_to_mp4 --video-encoder %s -> %s] %.1f ms (video decode with the encode alongside %.1f ms, "
+          "[decode_to_mp4 --video-encoder %s -> %s, %s] %.1f ms (video decode with the encode alongside %.1f ms, "
           "mux tail %.1f ms)\n",
-          enc.c_str(), used.c_str(), ms.back(), video_in_mux_ms.back(), tail_ms.back());
+          enc.c_str(), used.c_str(), settings.c_str(), ms.back(), video_in_mux_ms.back(), tail_ms.back());
     }
     if (!error.empty()) {
       std::printf("[decode_to_mp4 --video-encoder %s] failed: %s\n", enc.c_str(), error.c_str());
@@ -218,9 +249,12 @@ int main(int argc, char** argv) {
     nlohmann::json extra = {{"encoder_requested", enc},
                             {"encoder", used},
                             {"encoder_settings", settings},
+                            {"x264_preset", enc_preset},
                             {"status", "ok"},
                             {"video_decode_in_mux_ms_p50", pvm.p50},
                             {"mux_tail_ms_p50", pt.p50},
+                            {"mp4_open_ms_p50", percentiles(open_ms).p50},
+                            {"check", check},
                             {"target_over_video_decode", 1.2},
                             {"mp4_bytes", bytes},
                             {"note", "synthetic-weight output (noise): a worst case for the encoders"}};
@@ -230,16 +264,19 @@ int main(int argc, char** argv) {
     std::snprintf(cell, sizeof(cell), "%.1f | %.1f | %.1f | %.2f | %.1f", pm.p10, pm.p50, pm.p90, pm.p50 / pv.p50,
                   pt.p50);
     table.push_back({"decode + mux to video.mp4, --video-encoder " + enc + " -> " + used +
+                         (used == "libx264" ? " --x264-preset " + enc_preset : std::string()) +
                          (fallback.empty() ? "" : " (fallback: " + fallback + ")"),
                      cell});
   }
   std::error_code ec;
   std::filesystem::remove_all(tmp, ec);
   if (Status s = record_status; !s.ok()) return fail(s, "evidence");
+  if (check_failed)
+    std::printf("CHECK FAILED: an MP4 did not probe as %lld frames + AAC\n", static_cast<long long>(frames));
   std::printf(
       "\n| what | p10 ms | p50 ms | p90 ms | / video decode alone | mux tail p50 ms |\n|---|---|---|---|---|---|\n");
   for (const auto& [what, cells] : table) std::printf("| %s | %s |\n", what.c_str(), cells.c_str());
   std::printf("target: decode + mux <= 1.2x the video decode alone; peak device memory %.2f GiB; evidence %s\n",
               static_cast<double>(be.memory_peak()) / (1 << 30), path.c_str());
-  return 0;
+  return check_failed ? 1 : 0;
 }

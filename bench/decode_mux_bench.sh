@@ -2,7 +2,8 @@
 # From the last denoising step to a finished video.mp4, per H.264 encoder, against the video decode alone
 # (bench/decode_mux_bench.cpp): the canonical request's latents (1344x768, 124 frames, audio [2, 32, 207]) through
 # synthetic decoders of the released shapes on the GPU, decode_to_mp4 with --video-encoder libx264, h264_nvenc (a
-# row with FFmpeg's error where NVENC is absent) and auto (h264_nvenc, else libx264 with the fallback reason).
+# row with FFmpeg's error where NVENC is absent), auto (h264_nvenc, else libx264 with the fallback reason) and
+# libx264@medium (the slower preset, for its cost).
 # Evidence rows: OUT_DIR/<date>-<gpu>-decode-mux.jsonl. --cpu-tiny runs the same measurement on the CPU backend with
 # the narrow CLI decoders and short latents (a check of the bench itself on a machine without a GPU).
 #   bench/decode_mux_bench.sh OUT_DIR [--bin DIR] [--ffmpeg-lib DIR] [--cpu-tiny] [-- extra decode_mux_bench args]
@@ -35,8 +36,8 @@ exe=$bin/decode_mux_bench
 mkdir -p "$out"
 if [[ $mode == gpu ]]; then
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
-  args=(--backend cuda --vae full --frames 37 --reps 3 --encoders libx264,h264_nvenc,auto)
+  args=(--backend cuda --vae full --frames 37 --reps 3 --encoders libx264,h264_nvenc,auto,libx264@medium)
 else
-  args=(--backend cpu --vae tiny --frames 7 --width 256 --height 128 --reps 2 --encoders libx264,h264_nvenc,auto)
+  args=(--backend cpu --vae tiny --frames 7 --width 256 --height 128 --reps 2 --encoders libx264,h264_nvenc,auto,libx264@medium)
 fi
 "$exe" "$out" "${args[@]}" "${extra[@]}" 2>&1 | tee "$out/decode_mux_bench.log"

@@ -1,12 +1,13 @@
-// `vortex decode LATENTS_DIR --vae DIR --audio-vae DIR --out DIR [--frames-dir DIR] [--video-encoder E]`: a `vortex
-// generate` output folder -> video.mp4 (H.264 CRF 18 + AAC, encoded while the video decodes), audio.wav (32-bit
-// float) and decode.json; optionally every frame as PNG. `--synthetic-vae tiny|full` uses deterministic synthetic
-// decoders (noise, for demos and benchmarks). Progress (tiles done, ETA) on stderr. Exit 2: bad input; 1: runtime
-// failure. Tested in tests/cli/cli_decode_test.cpp.
+// `vortex decode LATENTS_DIR --vae DIR --audio-vae DIR --out DIR [--frames-dir DIR] [--video-encoder E]
+// [--x264-preset P]`: a `vortex generate` output folder -> video.mp4 (H.264 CRF 18 + AAC, encoded while the video
+// decodes), audio.wav (32-bit float) and decode.json; optionally every frame as PNG. `--synthetic-vae tiny|full` uses
+// deterministic synthetic decoders (noise, for demos and benchmarks). Progress (tiles done, ETA) on stderr. Exit 2: bad
+// input; 1: runtime failure. Tested in tests/cli/cli_decode_test.cpp.
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "engine/decode.h"
@@ -21,6 +22,7 @@ namespace {
 struct DecodeArgs {
   std::string latents_dir;
   std::string video_encoder = "auto";
+  std::string x264_preset = Mp4Options{}.preset;
   FlagValues flags;
 };
 
@@ -45,6 +47,7 @@ int run_decode(const DecodeArgs& a, const CLI::App& sub) {
   r.threads = o.threads;
   r.mp4.crf = o.mp4_crf;
   r.mp4.video_encoder = a.video_encoder;
+  r.mp4.preset = a.x264_preset;
   const auto start = std::chrono::steady_clock::now();
   StderrProgress bar("decode", spec.quiet);
   auto progress = [&](const VaeProgress& p) {
@@ -98,6 +101,12 @@ void register_decode(CLI::App& app, CommandContext& ctx) {
                   "h264_nvenc (an error where NVENC is absent)")
       ->check(CLI::IsMember({"auto", "libx264", "h264_nvenc"}))
       ->default_str("auto");
+  std::vector<std::string> presets(std::begin(kX264Presets), std::end(kX264Presets));
+  sub->add_option("--x264-preset", args->x264_preset,
+                  "libx264 preset of video.mp4 (speed against file size at the same --crf; docs/decode.md has the "
+                  "measured cost). Recorded in decode.json")
+      ->check(CLI::IsMember(presets))
+      ->default_str(Mp4Options{}.preset);
   sub->footer(
       "Examples:\n"
       "  vortex decode out/cat --vae ~/models/MiniMax-H3/vae --audio-vae ~/models/MiniMax-H3/audio_vae -o "

@@ -1,7 +1,8 @@
-// Decode with video.mp4 written while the video decodes: the audio first (tens of milliseconds), the MP4 opened
-// with it (h264_nvenc when the driver offers it, else libx264; src/media/mp4_writer.h), then the video decode,
-// whose finished frames (each clip's, VideoVae::decode's on_frames) are converted to RGB8 and encoded on a worker
-// thread while later clips decode. The file is complete soon after the last clip, not a whole encode later.
+// Decode with video.mp4 written while the video decodes: the audio first (tens of milliseconds), then the video
+// decode, while a worker thread opens the MP4 with the audio (h264_nvenc when the driver offers it, else libx264 on
+// all host threads with a bounded rc-lookahead; src/media/mp4_writer.h) and encodes each clip's finished frames
+// (VideoVae::decode's on_frames), converted to RGB8 and I420 (src/engine/decode_frames.h), while later clips
+// decode. The file is complete soon after the last clip, not a whole encode later.
 // Tested in tests/media/stream_mux_test.cpp (CPU: fallback encoder, same frames as the one-shot path, cancel).
 #pragma once
 
@@ -22,6 +23,7 @@ struct StreamedDecode {
   Mp4EncoderInfo encoder;
   double audio_decode_s = 0.0, video_decode_s = 0.0;
   double mux_tail_s = 0.0;  // from the end of the video decode to video.mp4 renamed into place
+  double mp4_open_s = 0.0;  // opening the encoders (FFmpeg, h264_nvenc's probe), alongside the video decode
 };
 
 // Writes `mp4_path` (atomically); both latents are checked before any work. `cancel` (may be null) is read after

@@ -1,5 +1,6 @@
 // libvortex_ffmpeg.so: H.264 (h264_nvenc when the driver offers it, else libx264) + AAC in MP4, written as a
-// stream of frames, a probe, and still-image decoding (PNG, JPEG, WebP), behind the C interface of ffmpeg_plugin.h.
+// stream of I420 frames, a probe, and still-image decoding (PNG, JPEG, WebP), behind the C interface of
+// ffmpeg_plugin.h.
 // Every FFmpeg call is checked; errors name the call and carry av_strerror's text. Codes are vortex::ErrorCode values
 // (kIo = 3, kUnsupported = 5, kOutOfMemory = 6, kInternal = 11), pinned by a static_assert in mp4_writer.cpp.
 #include "media/ffmpeg_plugin.h"
@@ -92,13 +93,12 @@ void set_text(char* dst, size_t n, const std::string& src) { std::snprintf(dst, 
 
 }  // namespace
 
-// One MP4 being written: the muxer, both encoders, the colour converter and the audio still to interleave.
+// One MP4 being written: the muxer, both encoders and the audio still to interleave.
 struct VortexMp4Stream {
   Muxer mux;
   Encoder venc, aenc;
   std::unique_ptr<AVFrame, void (*)(AVFrame*)> vframe{nullptr, [](AVFrame* f) { av_frame_free(&f); }};
   std::unique_ptr<AVFrame, void (*)(AVFrame*)> aframe{nullptr, [](AVFrame* f) { av_frame_free(&f); }};
-  std::unique_ptr<SwsContext, void (*)(SwsContext*)> sws{nullptr, sws_freeContext};
   std::vector<float> audio;  // [2, samples] planar
   int64_t samples = 0, next_sample = 0;
   int sample_rate = 0, fps = 24, width = 0, height = 0, frame_size = 1024;
@@ -140,7 +140,17 @@ Error open_video_encoder(VortexMp4Stream& s, const VortexMp4StreamRequest& r, co
   } else {
     av_opt_set(c->priv_data, "crf", crf.c_str(), 0);
     av_opt_set(c->priv_data, "preset", r.preset, 0);
-    settings = std::string("preset ") + r.preset + ", crf " + crf + ", yuv420p bt709";
+    settings = std::string("preset ") + r.preset + ", crf " + crf;
+    if (r.x264_threads > 0) {
+      c->thread_count = r.x264_threads;
+      settings += ", threads " + std::to_string(r.x264_threads);
+    }
+    if (r.x264_rc_lookahead >= 0) {
+      const std::string la = std::to_string(r.x264_rc_lookahead);
+      av_opt_set(c->priv_data, "rc-lookahead", la.c_str(), 0);
+      settings += ", rc-lookahead " + la;
+    }
+    settings += ", yuv420p bt709";
   }
   // A refused NVENC session (no driver library, a GPU without an encoder engine) is an expected outcome of
   // "auto": FFmpeg's own error lines are silenced and the reason is returned for run.json instead.
@@ -225,12 +235,6 @@ Error stream_open(const VortexMp4StreamRequest& r, VortexMp4Stream& s, VortexMp4
   s.vframe->width = r.width;
   s.vframe->height = r.height;
   RETURN_IF_FAILED(av_check(av_frame_get_buffer(s.vframe.get(), 0), "av_frame_get_buffer(video)"));
-  // Full-range RGB in, BT.709 limited-range YUV out (what players assume for HD H.264).
-  s.sws.reset(sws_getContext(r.width, r.height, AV_PIX_FMT_RGB24, r.width, r.height, AV_PIX_FMT_YUV420P, SWS_BICUBIC,
-                             nullptr, nullptr, nullptr));
-  if (!s.sws) return {kInternal, "sws_getContext(rgb24 -> yuv420p) failed"};
-  const int* coefs = sws_getCoefficients(SWS_CS_ITU709);
-  sws_setColorspaceDetails(s.sws.get(), coefs, 1, coefs, 0, 0, 1 << 16, 1 << 16);
   return {};
 }
 
@@ -256,14 +260,23 @@ Error write_audio_until(VortexMp4Stream& s, double until_s) {
   return {};
 }
 
-Error stream_write(VortexMp4Stream& s, const uint8_t* rgb, int frames) {
-  if (s.finished) return {kInternal, "vortex_ffmpeg_stream_write after finish"};
+// Frames arrive as I420 (BT.709 limited range, converted by the caller: src/media/yuv420.h) and are copied plane
+// by plane into the encoder's frame.
+Error stream_write_i420(VortexMp4Stream& s, const uint8_t* i420, int frames) {
+  if (s.finished) return {kInternal, "vortex_ffmpeg_stream_write_i420 after finish"};
+  const int cw = s.width / 2, ch = s.height / 2;
+  const size_t frame_bytes = static_cast<size_t>(s.width) * s.height + 2 * static_cast<size_t>(cw) * ch;
   for (int i = 0; i < frames; ++i) {
     RETURN_IF_FAILED(write_audio_until(s, static_cast<double>(s.next_video) / s.fps));
     RETURN_IF_FAILED(av_check(av_frame_make_writable(s.vframe.get()), "av_frame_make_writable"));
-    const uint8_t* src[1] = {rgb + static_cast<size_t>(i) * s.height * s.width * 3};
-    const int stride[1] = {s.width * 3};
-    sws_scale(s.sws.get(), src, stride, 0, s.height, s.vframe->data, s.vframe->linesize);
+    const uint8_t* plane = i420 + static_cast<size_t>(i) * frame_bytes;
+    const int widths[3] = {s.width, cw, cw}, heights[3] = {s.height, ch, ch};
+    for (int p = 0; p < 3; ++p) {
+      for (int y = 0; y < heights[p]; ++y)
+        std::memcpy(s.vframe->data[p] + static_cast<ptrdiff_t>(y) * s.vframe->linesize[p],
+                    plane + static_cast<size_t>(y) * widths[p], static_cast<size_t>(widths[p]));
+      plane += static_cast<size_t>(widths[p]) * heights[p];
+    }
     s.vframe->pts = s.next_video++;
     RETURN_IF_FAILED(encode_and_write(s.mux, s.venc, s.vframe.get()));
   }
@@ -836,12 +849,12 @@ extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_stream_open(
   return code;
 }
 
-extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_stream_write(VortexMp4Stream* stream,
-                                                                                 const uint8_t* rgb, int frames,
-                                                                                 char* error, size_t error_size) {
-  if (!stream || (!rgb && frames > 0) || frames < 0)
-    return report({kInternal, "vortex_ffmpeg_stream_write: bad argument"}, error, error_size);
-  return report(stream_write(*stream, rgb, frames), error, error_size);
+extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_stream_write_i420(VortexMp4Stream* stream,
+                                                                                      const uint8_t* i420, int frames,
+                                                                                      char* error, size_t error_size) {
+  if (!stream || (!i420 && frames > 0) || frames < 0)
+    return report({kInternal, "vortex_ffmpeg_stream_write_i420: bad argument"}, error, error_size);
+  return report(stream_write_i420(*stream, i420, frames), error, error_size);
 }
 
 extern "C" __attribute__((visibility("default"))) int vortex_ffmpeg_stream_finish(VortexMp4Stream* stream, char* error,

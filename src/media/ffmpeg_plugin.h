@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define VORTEX_FFMPEG_ABI_VERSION 5
+#define VORTEX_FFMPEG_ABI_VERSION 6
 
 typedef struct VortexMp4StreamRequest {
   const char* path;  // written in place; the caller owns temp-file naming and the atomic rename
@@ -25,6 +25,8 @@ typedef struct VortexMp4StreamRequest {
   const char* video_encoder;  // "auto" (h264_nvenc when it opens here, else libx264) | "libx264" | "h264_nvenc"
   int crf;                    // libx264 constant rate factor; h264_nvenc takes it as its constant quality (cq)
   const char* preset;         // libx264 preset
+  int x264_threads;           // libx264 threads (0: FFmpeg's default, 1.5x the cores)
+  int x264_rc_lookahead;      // libx264 rc-lookahead in frames (-1: the preset's)
   const char* nvenc_preset;   // h264_nvenc preset (p1 fastest .. p7 slowest)
   int audio_bitrate;          // AAC bits/s
 } VortexMp4StreamRequest;
@@ -100,8 +102,10 @@ int vortex_ffmpeg_abi_version(void);
 // Opens the file, both encoders and the header; *out owns everything (release with vortex_ffmpeg_stream_free).
 int vortex_ffmpeg_stream_open(const VortexMp4StreamRequest* request, VortexMp4Stream** out, VortexMp4EncoderInfo* info,
                               char* error, size_t error_size);
-// Encodes `frames` RGB frames [frames, height, width, 3] (contiguous), interleaving the audio up to their time.
-int vortex_ffmpeg_stream_write(VortexMp4Stream* stream, const uint8_t* rgb, int frames, char* error, size_t error_size);
+// Encodes `frames` I420 frames (contiguous, each its Y plane [height, width] then U and V [height / 2, width / 2];
+// src/media/yuv420.h makes them), interleaving the audio up to their time.
+int vortex_ffmpeg_stream_write_i420(VortexMp4Stream* stream, const uint8_t* i420, int frames, char* error,
+                                    size_t error_size);
 // Flushes both encoders, writes the remaining audio and the trailer, closes the file.
 int vortex_ffmpeg_stream_finish(VortexMp4Stream* stream, char* error, size_t error_size);
 void vortex_ffmpeg_stream_free(VortexMp4Stream* stream);

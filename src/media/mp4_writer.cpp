@@ -6,15 +6,18 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "media/atomic_file.h"
 #include "media/ffmpeg_module.h"
 #include "media/ffmpeg_plugin.h"
+#include "media/yuv420.h"
 
 namespace vortex {
 namespace {
@@ -28,7 +31,7 @@ constexpr const char* kPluginName = "libvortex_ffmpeg.so";
 struct Plugin {
   Status status;
   decltype(&vortex_ffmpeg_stream_open) open = nullptr;
-  decltype(&vortex_ffmpeg_stream_write) write = nullptr;
+  decltype(&vortex_ffmpeg_stream_write_i420) write_i420 = nullptr;
   decltype(&vortex_ffmpeg_stream_finish) finish = nullptr;
   decltype(&vortex_ffmpeg_stream_free) free = nullptr;
   decltype(&vortex_ffmpeg_probe) probe = nullptr;
@@ -67,7 +70,8 @@ Plugin load_plugin() {
     }
     auto abi = reinterpret_cast<decltype(&vortex_ffmpeg_abi_version)>(dlsym(handle, "vortex_ffmpeg_abi_version"));
     p.open = reinterpret_cast<decltype(&vortex_ffmpeg_stream_open)>(dlsym(handle, "vortex_ffmpeg_stream_open"));
-    p.write = reinterpret_cast<decltype(&vortex_ffmpeg_stream_write)>(dlsym(handle, "vortex_ffmpeg_stream_write"));
+    p.write_i420 =
+        reinterpret_cast<decltype(&vortex_ffmpeg_stream_write_i420)>(dlsym(handle, "vortex_ffmpeg_stream_write_i420"));
     p.finish = reinterpret_cast<decltype(&vortex_ffmpeg_stream_finish)>(dlsym(handle, "vortex_ffmpeg_stream_finish"));
     p.free = reinterpret_cast<decltype(&vortex_ffmpeg_stream_free)>(dlsym(handle, "vortex_ffmpeg_stream_free"));
     p.probe = reinterpret_cast<decltype(&vortex_ffmpeg_probe)>(dlsym(handle, "vortex_ffmpeg_probe"));
@@ -77,7 +81,7 @@ Plugin load_plugin() {
         reinterpret_cast<decltype(&vortex_ffmpeg_decode_audio)>(dlsym(handle, "vortex_ffmpeg_decode_audio"));
     p.decode_video =
         reinterpret_cast<decltype(&vortex_ffmpeg_decode_video)>(dlsym(handle, "vortex_ffmpeg_decode_video"));
-    if (!abi || !p.open || !p.write || !p.finish || !p.free || !p.probe || !p.decode_image || !p.decode_audio ||
+    if (!abi || !p.open || !p.write_i420 || !p.finish || !p.free || !p.probe || !p.decode_image || !p.decode_audio ||
         !p.decode_video || abi() != VORTEX_FFMPEG_ABI_VERSION) {
       tried += "\n  " + path + ": not a matching Vortex FFmpeg module (ABI " +
                std::to_string(VORTEX_FFMPEG_ABI_VERSION) + ")";
@@ -111,13 +115,25 @@ Status from_plugin(int code, const char* message) {
 
 Status mp4_support() { return plugin().status; }
 
+int resolved_x264_threads(const Mp4Options& opts) {
+  if (opts.x264_threads > 0) return opts.x264_threads;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+Status check_x264_preset(const std::string& name) {
+  for (const char* p : kX264Presets)
+    if (name == p) return Status::Ok();
+  std::string all;
+  for (const char* p : kX264Presets) all += std::string(all.empty() ? "" : ", ") + p;
+  return invalid_argument("x264 preset must be one of " + all + ", got '" + name + "'");
+}
+
 Status check_video_encoder(const std::string& name) {
   if (name == "auto" || name == "libx264" || name == "h264_nvenc") return Status::Ok();
   return invalid_argument("video encoder must be auto, libx264 or h264_nvenc, got '" + name + "'");
 }
 
-Result<std::unique_ptr<Mp4Stream>> Mp4Stream::open(const std::string& path, int width, int height, const Tensor& audio,
-                                                   int sample_rate, const Mp4Options& opts) {
+Status Mp4Stream::check(int width, int height, const Tensor& audio, int sample_rate, const Mp4Options& opts) {
   if (height % 2 || width % 2 || height < 2 || width < 2)
     return invalid_argument("write_mp4: yuv420p needs an even frame size, got " + std::to_string(width) + "x" +
                             std::to_string(height));
@@ -127,7 +143,18 @@ Result<std::unique_ptr<Mp4Stream>> Mp4Stream::open(const std::string& path, int 
   if (with_audio && sample_rate <= 0) return invalid_argument("write_mp4: sample rate must be positive");
   if (opts.fps <= 0) return invalid_argument("write_mp4: fps must be positive");
   VORTEX_RETURN_IF_ERROR(check_video_encoder(opts.video_encoder).with_context("write_mp4"));
-  VORTEX_RETURN_IF_ERROR(mp4_support());
+  VORTEX_RETURN_IF_ERROR(check_x264_preset(opts.preset).with_context("write_mp4"));
+  if (opts.x264_rc_lookahead < -1 || opts.x264_rc_lookahead > 250)
+    return invalid_argument("write_mp4: x264 rc-lookahead must be -1 (the preset's) or 0..250, got " +
+                            std::to_string(opts.x264_rc_lookahead));
+  if (opts.x264_threads < 0) return invalid_argument("write_mp4: x264 threads must be 0 (the host's cores) or more");
+  return mp4_support();
+}
+
+Result<std::unique_ptr<Mp4Stream>> Mp4Stream::open(const std::string& path, int width, int height, const Tensor& audio,
+                                                   int sample_rate, const Mp4Options& opts) {
+  VORTEX_RETURN_IF_ERROR(check(width, height, audio, sample_rate, opts));
+  const bool with_audio = audio.defined();
   std::unique_ptr<Mp4Stream> s(new Mp4Stream());
   s->path_ = path;
   s->temp_ = atomic_temp_path(path);
@@ -144,6 +171,8 @@ Result<std::unique_ptr<Mp4Stream>> Mp4Stream::open(const std::string& path, int 
   req.video_encoder = opts.video_encoder.c_str();
   req.crf = opts.crf;
   req.preset = opts.preset.c_str();
+  req.x264_threads = resolved_x264_threads(opts);
+  req.x264_rc_lookahead = opts.x264_rc_lookahead;
   req.nvenc_preset = opts.nvenc_preset.c_str();
   req.audio_bitrate = opts.audio_bitrate;
   VortexMp4EncoderInfo info{};
@@ -168,9 +197,21 @@ Status Mp4Stream::write(const Tensor& frames) {
     return invalid_argument("write_mp4: frames must be a contiguous [F, " + std::to_string(height_) + ", " +
                             std::to_string(width_) + ", 3] u8 tensor, got " +
                             (frames.defined() ? frames.describe() : std::string("nothing")));
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  VORTEX_ASSIGN_OR_RETURN(Tensor i420, rgb8_to_i420(frames, threads));  // [F, H * W * 3 / 2]
+  return write_i420(i420);
+}
+
+Status Mp4Stream::write_i420(const Tensor& frames) {
+  if (done_ || !stream_) return internal_error("write_mp4: the stream is finished");
+  if (!frames.defined() || frames.ndim() != 2 || frames.dtype() != DType::kU8 || !frames.is_contiguous() ||
+      frames.dim(1) != i420_frame_bytes(width_, height_))
+    return invalid_argument("write_mp4: I420 frames must be a contiguous [F, " +
+                            std::to_string(i420_frame_bytes(width_, height_)) + "] u8 tensor, got " +
+                            (frames.defined() ? frames.describe() : std::string("nothing")));
   char error[1024] = {0};
-  VORTEX_RETURN_IF_ERROR(from_plugin(plugin().write(static_cast<VortexMp4Stream*>(stream_), frames.data<uint8_t>(),
-                                                    static_cast<int>(frames.dim(0)), error, sizeof(error)),
+  VORTEX_RETURN_IF_ERROR(from_plugin(plugin().write_i420(static_cast<VortexMp4Stream*>(stream_), frames.data<uint8_t>(),
+                                                         static_cast<int>(frames.dim(0)), error, sizeof(error)),
                                      error));
   frames_ += frames.dim(0);
   return Status::Ok();

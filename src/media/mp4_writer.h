@@ -1,5 +1,6 @@
-// MP4 output through FFmpeg's libraries: H.264 (yuv420p, BT.709 limited range; h264_nvenc when the driver offers
-// it, constant quality cq 18 preset p5, else libx264 CRF 18 preset medium) at 24 fps plus AAC-LC (FFmpeg's native
+// MP4 output through FFmpeg's libraries: H.264 (yuv420p, BT.709 limited range converted by src/media/yuv420.h;
+// h264_nvenc when the driver offers it, constant quality cq 18 preset p5, else libx264 CRF 18 with the preset,
+// threads and rc-lookahead of Mp4Options) at 24 fps plus AAC-LC (FFmpeg's native
 // encoder, 192 kb/s) at the decoder's sample rate in stereo, interleaved by time, written atomically (temp file +
 // rename). Mp4Stream takes the frames as they are decoded; write_mp4 is the one-call form. probe_media re-opens a file
 // with libavformat for checks (tests, `vortex decode` self-check). FFmpeg is reached only through libvortex_ffmpeg.so
@@ -15,10 +16,16 @@
 
 namespace vortex {
 
+// libx264's presets, fastest first (--x264-preset).
+inline constexpr const char* kX264Presets[] = {"ultrafast", "superfast", "veryfast", "faster",   "fast",
+                                               "medium",    "slow",      "slower",   "veryslow", "placebo"};
+
 struct Mp4Options {
   int fps = 24;
   int crf = 18;  // x264 constant rate factor (NVENC: constant quality cq): 18 is visually lossless for most content
-  std::string preset = "medium";       // libx264
+  std::string preset = "veryfast";     // libx264 (one of kX264Presets); docs/decode.md has the cost of each
+  int x264_threads = 0;                // libx264 threads; 0: one per hardware thread of this host
+  int x264_rc_lookahead = 10;          // libx264 rc-lookahead (frames held back before encoding); -1: the preset's
   std::string nvenc_preset = "p5";     // h264_nvenc
   std::string video_encoder = "auto";  // "auto" (h264_nvenc if it opens, else libx264) | "libx264" | "h264_nvenc"
   int audio_bitrate = 192000;          // bits/s
@@ -38,9 +45,14 @@ class Mp4Stream {
   // width/height even (yuv420p), audio [2, N] f32 in [-1, 1] or undefined (no sound).
   static Result<std::unique_ptr<Mp4Stream>> open(const std::string& path, int width, int height, const Tensor& audio,
                                                  int sample_rate, const Mp4Options& opts = {});
+  // open()'s checks of the arguments and of FFmpeg's presence, without opening anything: Ok means that open() can
+  // fail only on the encoders themselves (h264_nvenc refused, a full disk).
+  static Status check(int width, int height, const Tensor& audio, int sample_rate, const Mp4Options& opts = {});
   ~Mp4Stream();
-  // frames [n, H, W, 3] u8 RGB, contiguous, of the opened size.
+  // frames [n, H, W, 3] u8 RGB, contiguous, of the opened size (converted with rgb8_to_i420, src/media/yuv420.h).
   Status write(const Tensor& frames);
+  // frames [n, H * W * 3 / 2] u8 I420 (each frame's Y, U, V planes), contiguous, of the opened size.
+  Status write_i420(const Tensor& frames);
   Status finish();
   const Mp4EncoderInfo& encoder() const { return info_; }
   int64_t frames_written() const { return frames_; }
@@ -60,6 +72,10 @@ class Mp4Stream {
 Status mp4_support();
 // Ok for the Mp4Options::video_encoder names (auto, libx264, h264_nvenc); kInvalidArgument naming them otherwise.
 Status check_video_encoder(const std::string& name);
+// Ok for libx264's preset names (kX264Presets); kInvalidArgument naming them otherwise.
+Status check_x264_preset(const std::string& name);
+// The libx264 thread count an Mp4Stream opens with (Mp4Options::x264_threads, 0 resolved to this host's threads).
+int resolved_x264_threads(const Mp4Options& opts);
 
 // frames [F, H, W, 3] u8 RGB (H, W even: yuv420p), audio [2, N] f32 in [-1, 1] or undefined (no sound).
 // `info` (optional) receives the encoder that ran.

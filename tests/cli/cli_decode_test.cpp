@@ -239,6 +239,23 @@ TEST(CliDecode, VideoEncoderChoiceAndStreamedTimings) {
   auto info = vortex::probe_media(tmp.str("x264/video.mp4"));
   ASSERT_TRUE(info.ok()) << info.status().to_string();
   EXPECT_EQ(info->video_frames, 22);  // 7 latent frames decode to 22 (the VAE's clip layout)
+  // The default x264 preset and the encoder's settings are recorded; --x264-preset picks another, and a name
+  // libx264 does not know is refused (exit 2) before any output.
+  EXPECT_EQ(m["video"]["preset"], "veryfast");
+  EXPECT_EQ(m["video"]["x264_rc_lookahead"], 10);
+  EXPECT_GE(m["video"]["x264_threads"].get<int>(), 1);
+  EXPECT_NE(m["video"]["encoder_settings"].get<std::string>().find("preset veryfast"), std::string::npos);
+  RunResult medium = run_vortex("decode " + tmp.str("lat") +
+                                " --synthetic-vae tiny --quiet --video-encoder libx264 --x264-preset medium --out " +
+                                tmp.str("medium"));
+  ASSERT_EQ(medium.exit_code, 0) << medium.output;
+  auto mm = nlohmann::json::parse(read_file(tmp.str("medium/decode.json")));
+  EXPECT_EQ(mm["video"]["preset"], "medium");
+  EXPECT_NE(mm["video"]["encoder_settings"].get<std::string>().find("preset medium"), std::string::npos);
+  RunResult bad = run_vortex("decode " + tmp.str("lat") + " --synthetic-vae tiny --quiet --x264-preset turbo --out " +
+                             tmp.str("bad"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_FALSE(fs::exists(tmp.str("bad")));
 
   RunResult nvenc = decode_with("h264_nvenc", "nvenc");
   if (nvenc.exit_code == 0) {  // a machine whose driver offers NVENC

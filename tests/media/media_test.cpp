@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -148,6 +149,38 @@ TEST(Mp4, EncoderChoiceAndFallback) {
   bad.video_encoder = "h265";
   EXPECT_EQ(write_mp4(dir + "/bad.mp4", frames(4, 32, 32), Tensor(), 0, bad).code(), ErrorCode::kInvalidArgument);
   EXPECT_FALSE(fs::exists(dir + "/bad.mp4"));
+}
+
+// libx264's preset, threads and rc-lookahead reach the encoder and its recorded settings; names and ranges outside
+// libx264's are refused before any file is written.
+TEST(Mp4, X264PresetThreadsAndLookahead) {
+  const std::string dir = temp_dir("x264opts");
+  Mp4Options o;
+  o.video_encoder = "libx264";
+  EXPECT_EQ(o.preset, "veryfast");
+  EXPECT_EQ(o.x264_rc_lookahead, 10);
+  Mp4EncoderInfo info;
+  ASSERT_TRUE(write_mp4(dir + "/default.mp4", frames(3, 32, 32), Tensor(), 0, o, &info).ok());
+  EXPECT_EQ(info.settings, "preset veryfast, crf 18, threads " + std::to_string(resolved_x264_threads(o)) +
+                               ", rc-lookahead 10, yuv420p bt709");
+  o.preset = "medium";
+  o.x264_threads = 3;
+  o.x264_rc_lookahead = -1;
+  ASSERT_TRUE(write_mp4(dir + "/medium.mp4", frames(3, 32, 32), Tensor(), 0, o, &info).ok());
+  EXPECT_EQ(info.settings, "preset medium, crf 18, threads 3, yuv420p bt709");
+  auto probed = probe_media(dir + "/medium.mp4");
+  ASSERT_TRUE(probed.ok());
+  EXPECT_EQ(probed->video_frames, 3);
+  for (auto [preset, lookahead, threads] : std::vector<std::tuple<const char*, int, int>>{
+           {"turbo", 10, 0}, {"medium", 251, 0}, {"medium", -2, 0}, {"medium", 10, -1}}) {
+    Mp4Options b = o;
+    b.preset = preset, b.x264_rc_lookahead = lookahead, b.x264_threads = threads;
+    EXPECT_EQ(write_mp4(dir + "/bad.mp4", frames(3, 32, 32), Tensor(), 0, b).code(), ErrorCode::kInvalidArgument)
+        << preset << " " << lookahead << " " << threads;
+  }
+  EXPECT_FALSE(fs::exists(dir + "/bad.mp4"));
+  EXPECT_TRUE(check_x264_preset("ultrafast").ok());
+  EXPECT_EQ(check_x264_preset("").code(), ErrorCode::kInvalidArgument);
 }
 
 // Frames written in pieces as they are produced give the file the one-call writer gives (same streams, frame

@@ -166,5 +166,40 @@ TEST(StreamMux, ACancelStopsTheDecodeBetweenClipsAndLeavesNoFile) {
   EXPECT_TRUE(fs::exists(dir + "/video.mp4"));
 }
 
+// The MP4 opens on the encoder's thread while the video decodes: an encoder that cannot open (h264_nvenc where
+// NVENC is absent) stops the decode with FFmpeg's reason and leaves no file; options libx264 does not take are
+// refused before any tile is decoded.
+TEST(StreamMux, EncoderOpenFailureStopsTheDecodeAndBadOptionsFailFirst) {
+  Fixture f;
+  load(f);
+  int64_t video_done = 0;
+  VaeProgressFn progress = [&](const VaeProgress& p) {
+    if (p.stage == "video") video_done = std::max(video_done, p.done);
+  };
+  Mp4Options nvenc;
+  nvenc.video_encoder = "h264_nvenc";
+  const std::string dir = temp_dir("nvenc");
+  auto r = decode_to_mp4(f.video_latents, f.audio_latents, *f.video, *f.audio, dir + "/video.mp4", nvenc, progress);
+  if (r.ok()) {  // a machine whose driver offers NVENC
+    EXPECT_EQ(r->encoder.encoder, "h264_nvenc");
+    EXPECT_GT(r->mp4_open_s, 0.0);
+  } else {
+    EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported) << r.status().to_string();
+    EXPECT_NE(r.status().to_string().find("h264_nvenc"), std::string::npos) << r.status().to_string();
+    EXPECT_TRUE(fs::is_empty(dir));
+  }
+  for (auto bad : {std::string("preset"), std::string("lookahead")}) {
+    Mp4Options o;
+    if (bad == "preset") o.preset = "turbo";
+    else o.x264_rc_lookahead = 300;
+    video_done = 0;
+    const std::string d = temp_dir(bad.c_str());
+    auto b = decode_to_mp4(f.video_latents, f.audio_latents, *f.video, *f.audio, d + "/video.mp4", o, progress);
+    EXPECT_EQ(b.status().code(), ErrorCode::kInvalidArgument) << bad << ": " << b.status().to_string();
+    EXPECT_EQ(video_done, 0) << bad << ": refused after a video tile was decoded";
+    EXPECT_TRUE(fs::is_empty(d));
+  }
+}
+
 }  // namespace
 }  // namespace vortex

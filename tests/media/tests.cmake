@@ -15,3 +15,7 @@ vortex_test(NAME reference_media_test SOURCES ${CMAKE_SOURCE_DIR}/tests/media/re
             LIBS vortex_media vortex_engine vortex_io nlohmann_json::nlohmann_json)
 target_compile_definitions(reference_media_test
                            PRIVATE VORTEX_REFERENCE_FIXTURES="${CMAKE_SOURCE_DIR}/tests/media/fixtures/reference")
+# The decode's frame conversion (f32 -> RGB8 -> I420) against video_to_rgb8 and a per-pixel BT.709 program; an MP4
+# of converted frames decoded back with FFmpeg.
+vortex_test(NAME decode_frames_test SOURCES ${CMAKE_SOURCE_DIR}/tests/media/decode_frames_test.cpp
+            LIBS vortex_engine vortex_vae vortex_media)
