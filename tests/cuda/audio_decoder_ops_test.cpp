@@ -169,6 +169,34 @@ TEST_F(CudaAudioDecoderOps, ConvTranspose1dEveryTileMatchesReference) {
   }
 }
 
+// The AMP block's residual convolution on the GPU: the CPU reference's bytes out of place and in place
+// (residual == out), at a decoder stage shape and a ragged one; a residual overlapping x is refused.
+TEST_F(CudaAudioDecoderOps, Conv1dFp32ResidualMatchesReferenceInAndOutOfPlace) {
+  for (const ConvCase& c :
+       std::vector<ConvCase>{{2, 256, 1035, 256, 11, 5, 25, true}, {2, 20, 333, 20, 3, 3, 3, true}}) {
+    const int64_t lout = ref::conv1d_out_length(c.l, c.k, c.dilation, c.padding);
+    Tensor x = random_f32({c.batch, c.cin, c.l});
+    Tensor w = random_f32({c.cout, c.cin, c.k}, 1.0f / std::sqrt(static_cast<float>(c.cin * c.k)));
+    Tensor b = random_f32({c.cout}, 0.1f), res = random_f32({c.batch, c.cout, lout});
+    Tensor expect = Tensor::empty({c.batch, c.cout, lout}, DType::kF32);
+    ASSERT_OK(cpu_->conv1d_fp32_residual(x, w, &b, c.dilation, c.padding, res, expect));
+    Tensor xd = upload(x), wd = upload(w), bd = upload(b), rd = upload(res);
+    Tensor od = poisoned_3d({c.batch, c.cout, lout});
+    ASSERT_OK(gpu_->conv1d_fp32_residual(xd, wd, &bd, c.dilation, c.padding, rd, od));
+    ASSERT_OK(gpu_->synchronize());
+    std::string diff = cuda_test::compare_bytes(expect, download(od));
+    EXPECT_TRUE(diff.empty()) << "out of place cin " << c.cin << ": " << diff << seed_note();
+    ASSERT_OK(gpu_->conv1d_fp32_residual(xd, wd, &bd, c.dilation, c.padding, rd, rd));  // in place
+    ASSERT_OK(gpu_->synchronize());
+    diff = cuda_test::compare_bytes(expect, download(rd));
+    EXPECT_TRUE(diff.empty()) << "in place cin " << c.cin << ": " << diff << seed_note();
+    if (c.cin == c.cout && lout == c.l) {
+      EXPECT_EQ(gpu_->conv1d_fp32_residual(xd, wd, &bd, c.dilation, c.padding, xd, od).code(),
+                ErrorCode::kInvalidArgument);
+    }
+  }
+}
+
 // 2-D row views whose rows are padded (ld > L): the kernel reads and writes only the views, the padding and the
 // sentinel tail stay poison.
 TEST_F(CudaAudioDecoderOps, Conv1dFp32RowViewsWithPaddedStrides) {

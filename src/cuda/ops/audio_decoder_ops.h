@@ -26,6 +26,12 @@ Conv1dTile conv1d_auto_tile(int64_t planes, int64_t cout, int64_t lout);
 // accumulation; or x [B, Cin, L] -> out [B, Cout, Lout] (contiguous stacks, one launch).
 Status conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
                    cudaStream_t stream, Conv1dTile tile = Conv1dTile::kAuto);
+// out = fp32(conv1d_fp32(x, weight, bias) + residual) per element in the kernel's epilogue; residual shaped as out,
+// either out itself (in place: each element is read and then written by one thread) or disjoint from it, and never
+// overlapping x.
+Status conv1d_fp32_residual(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                            const Tensor& residual, Tensor& out, cudaStream_t stream,
+                            Conv1dTile tile = Conv1dTile::kAuto);
 // The FP32 transposed convolution out[Cout, (L - 1) s - 2 p + K] = conv_transpose1d(x[Cin, L], w[Cin, Cout, K]) +
 // bias (or [B, Cin, L] stacks) on conv1d_fp32's kernel as `stride` phase convolutions of ceil(K / s) taps (grid z =
 // batch x phase). Arguments are checked by conv_transpose1d (src/cuda/ops/conv_transpose1d.cu), its entry point.

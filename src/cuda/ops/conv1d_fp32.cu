@@ -23,8 +23,9 @@ constexpr int64_t kSmemFloats = 48 * 1024 / 4;
 // of w [Cin, Cout, wk] (zero when >= wk), i.e. the inputs of the output in ascending order.
 struct ConvArgs {
   const float *x, *w, *bias;
+  const float* res;  // residual added in the epilogue (null: none); may be out itself
   float* out;
-  int64_t ldx, ldo, x_batch_stride, out_batch_stride;
+  int64_t ldx, ldo, x_batch_stride, out_batch_stride, ldr, res_batch_stride;
   int cin, l, cout, lout, k, dilation, padding;
   int phases, wk, ooff, out_cols;
   int cc_chunk, xs_floats;  // set by launch()
@@ -44,6 +45,7 @@ __global__ void __launch_bounds__(kThreads, 2) conv1d_fp32_kernel(const ConvArgs
   const int bz = static_cast<int>(blockIdx.z) / a.phases, ph = static_cast<int>(blockIdx.z) - bz * a.phases;
   const float* x = a.x + bz * a.x_batch_stride;  // signal bz of a [B, C, L] stack
   float* out = a.out + bz * a.out_batch_stride;
+  const float* res = a.res ? a.res + bz * a.res_batch_stride : nullptr;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   const int k = a.k, dilation = a.dilation;
@@ -123,7 +125,10 @@ __global__ void __launch_bounds__(kThreads, 2) conv1d_fp32_kernel(const ConvArgs
       const int t = t_blk + tx + kTx * j;
       if (t >= a.lout) continue;
       const int col = t * a.phases + ph - a.ooff;
-      if (col >= 0 && col < a.out_cols) out[static_cast<int64_t>(o) * a.ldo + col] = __fadd_rn(acc[i][j], b);
+      if (col < 0 || col >= a.out_cols) continue;
+      float v = __fadd_rn(acc[i][j], b);
+      if (res) v = __fadd_rn(v, res[static_cast<int64_t>(o) * a.ldr + col]);  // read before the write below
+      out[static_cast<int64_t>(o) * a.ldo + col] = v;
     }
   }
 }
@@ -235,8 +240,10 @@ const char* conv1d_tile_name(Conv1dTile tile) {
   return "?";
 }
 
-Status conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
-                   cudaStream_t stream, Conv1dTile tile) {
+namespace {
+
+Status conv1d_fp32_impl(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                        const Tensor* residual, Tensor& out, cudaStream_t stream, Conv1dTile tile) {
   if (dilation < 1 || padding < 0) return invalid_argument("conv1d_fp32: dilation must be >= 1 and padding >= 0");
   VORTEX_ASSIGN_OR_RETURN(BatchedRows xb, vae_batched_rows(x, "conv1d_fp32 x", DType::kF32, -1, -1));
   const RowView& xv = xb.first;
@@ -265,8 +272,22 @@ Status conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, in
     bp = static_cast<const float*>(b);
   }
   VORTEX_RETURN_IF_ERROR(expect_disjoint(xb.all, ob.all, "conv1d_fp32"));
+  BatchedRows rb;
+  if (residual) {
+    VORTEX_ASSIGN_OR_RETURN(rb, vae_batched_rows(*residual, "conv1d_fp32 residual", DType::kF32, cout, lout));
+    if (rb.batch != ob.batch)
+      return invalid_argument("conv1d_fp32: residual " + residual->describe() + " and out " + out.describe() +
+                              " hold different batches");
+    VORTEX_RETURN_IF_ERROR(expect_disjoint(xb.all, rb.all, "conv1d_fp32 (residual)"));
+    const bool same = rb.first.ptr == ob.first.ptr && rb.first.ld == ob.first.ld && rb.batch_stride == ob.batch_stride;
+    if (!same) VORTEX_RETURN_IF_ERROR(expect_disjoint(rb.all, ob.all, "conv1d_fp32 (residual, not in place)"));
+  }
   if (cout == 0) return Status::Ok();
   ConvArgs a{};
+  if (residual) {
+    a.res = static_cast<const float*>(rb.first.ptr);
+    a.ldr = rb.first.ld, a.res_batch_stride = rb.batch_stride;
+  }
   a.x = static_cast<const float*>(xv.ptr);
   a.w = static_cast<const float*>(weight.raw_data());
   a.bias = bp;
@@ -276,6 +297,19 @@ Status conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, in
   a.lout = static_cast<int>(lout), a.k = static_cast<int>(k), a.dilation = dilation, a.padding = padding;
   a.phases = 1, a.wk = a.k, a.ooff = 0, a.out_cols = a.lout;
   return dispatch<false>(a, xb.batch, tile, stream);
+}
+
+}  // namespace
+
+Status conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
+                   cudaStream_t stream, Conv1dTile tile) {
+  return conv1d_fp32_impl(x, weight, bias, dilation, padding, nullptr, out, stream, tile);
+}
+
+Status conv1d_fp32_residual(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                            const Tensor& residual, Tensor& out, cudaStream_t stream, Conv1dTile tile) {
+  return conv1d_fp32_impl(x, weight, bias, dilation, padding, &residual, out, stream, tile)
+      .with_context("conv1d_fp32_residual");
 }
 
 Status conv_transpose1d_fp32_launch(const ConvTransposeLaunch& t, cudaStream_t stream, Conv1dTile tile) {
