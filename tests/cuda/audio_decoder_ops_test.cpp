@@ -1,7 +1,7 @@
 // GPU tests of the audio decoder's FP32 kernels (src/cuda/ops/audio_decoder_ops.h) against the CPU reference
 // (src/ref/vae_ops.h): conv1d_fp32 byte for byte (E0: the same FP32 FMA chain per output) at the decoder's layer
-// shapes and ragged ones that take every tile shape (128 x 128, 64 x 64, 32 / 16 / 8-channel and 1-channel tiles),
-// 2-D row views with padded strides and [2, C, L] stereo stacks; activation1d byte for byte the three single-op
+// shapes and ragged ones through the tile conv1d_fp32 picks (32 x 256, 16 x 256, 8 x 512, 1 x 1024) and with every tile
+// forced, 2-D row views with padded strides and [2, C, L] stereo stacks; activation1d byte for byte the three single-op
 // kernels (upsample1d, snake_beta, downsample1d) and within snake_beta's stated tolerance (FP32 sinf of two
 // libraries) carried through the low-pass filter of the CPU reference; every conv1d_fp32 register tile forced, and
 // the FP32 transposed convolution (phase convolutions on the same kernel) byte for byte. Fresh random inputs per run
@@ -76,8 +76,9 @@ struct ConvCase {
   bool bias;
 };
 // The decoder's layers at reduced length (dec_in_proj K 1, conv_pre K 7, AMP convs K 3/7/11 with dilations 1/3/5,
-// conv_post Cout 1 without bias) and widths that pick each tile shape: Cout >= 128 with >= 264 tiles (128 x 128),
-// Cout >= 64 (64 x 64), 32..63, 16..31, 2..15 and 1; ragged channel counts off the tiles and the staging chunk.
+// conv_post Cout 1 without bias) and widths that pick each automatic tile: Cout >= 32 with a grid of two waves
+// (32 x 256), Cout >= 16 otherwise (16 x 256), 2..15 (8 x 512) and 1 (1 x 1024); ragged channel counts off the tiles
+// and the staging chunk.
 const std::vector<ConvCase> kCases = {
     {2, 32, 207, 2048, 1, 1, 0, true}, {2, 512, 207, 1024, 7, 1, 3, true}, {2, 64, 20000, 128, 3, 1, 1, true},
     {2, 130, 300, 200, 7, 3, 9, true}, {2, 48, 1000, 64, 11, 5, 25, true}, {2, 32, 2000, 40, 7, 3, 9, true},

@@ -203,14 +203,12 @@ int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1)
 
 }  // namespace
 
-// Tile rows follow Cout (the late stages are 32 / 16 / 8 channels wide, conv_post 1). Wide layers take 128 x 128
-// tiles when the grid still fills two waves of the GPU's SMs, 64 x 128 (8 x 4 outputs per thread) when it fills
-// one, else 64 x 64 (4 x 4 per thread, twice the blocks).
+// Measured on the H200 for every tile and every decoder layer (benchmarks/2026-12-02-h200-audio5): thin tiles with
+// many blocks win, since a layer has too few outputs to fill the GPU with 64- or 128-channel tiles. 32 x 256 (4 x 8
+// outputs per thread) when the grid fills two waves of the GPU's SMs (stages 1 to 4), else 16 x 256 (4 x 4 per
+// thread: conv_pre, dec_in_proj, stage 0, the 16-channel stage); 8 x 512 for 2 to 15 channels, 1 x 1024 for one.
 Conv1dTile conv1d_auto_tile(int64_t planes, int64_t cout, int64_t lout) {
-  const int sms = sm_count();
-  if (cout >= 128 && tiles(planes, cout, lout, 128, 128) >= 2 * sms) return Conv1dTile::k128x128;
-  if (cout >= 64) return tiles(planes, cout, lout, 64, 128) >= sms ? Conv1dTile::k64x128 : Conv1dTile::k64x64;
-  if (cout >= 32) return Conv1dTile::k32x256;
+  if (cout >= 32 && tiles(planes, cout, lout, 32, 256) >= 2 * sm_count()) return Conv1dTile::k32x256;
   if (cout >= 16) return Conv1dTile::k16x256;
   if (cout >= 2) return Conv1dTile::k8x512;
   return Conv1dTile::k1x1024;
