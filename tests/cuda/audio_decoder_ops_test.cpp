@@ -25,6 +25,12 @@ namespace {
 
 using cuda_test::Guarded;
 
+struct ConvCase {
+  int64_t batch, cin, l, cout, k;
+  int dilation, padding;
+  bool bias;
+};
+
 class CudaAudioDecoderOps : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -64,17 +70,30 @@ class CudaAudioDecoderOps : public ::testing::Test {
     return upload(h);
   }
 
+  // Fresh host operands of a conv1d_fp32 case ([B, Cin, L] signal, [Cout, Cin, K] weights, [Cout] bias) and the CPU
+  // reference's output [B, Cout, Lout].
+  struct ConvOperands {
+    Tensor x, w, b, expect;
+    int64_t lout = 0;
+  };
+  ConvOperands conv_operands(const ConvCase& c) {
+    ConvOperands o;
+    o.lout = ref::conv1d_out_length(c.l, c.k, c.dilation, c.padding);
+    o.x = random_f32({c.batch, c.cin, c.l});
+    o.w = random_f32({c.cout, c.cin, c.k}, 1.0f / std::sqrt(static_cast<float>(c.cin * c.k)));
+    o.b = random_f32({c.cout}, 0.1f);
+    o.expect = Tensor::empty({c.batch, c.cout, o.lout}, DType::kF32);
+    const Status s = cpu_->conv1d_fp32(o.x, o.w, c.bias ? &o.b : nullptr, c.dilation, c.padding, o.expect);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return o;
+  }
+
   std::unique_ptr<CudaBackend> gpu_;
   std::unique_ptr<CpuBackend> cpu_;
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
 };
 
-struct ConvCase {
-  int64_t batch, cin, l, cout, k;
-  int dilation, padding;
-  bool bias;
-};
 // The decoder's layers at reduced length (dec_in_proj K 1, conv_pre K 7, AMP convs K 3/7/11 with dilations 1/3/5,
 // conv_post Cout 1 without bias) and widths that pick each automatic tile: Cout >= 32 with a grid of two waves
 // (32 x 256), Cout >= 16 otherwise (16 x 256), 2..15 (8 x 512) and 1 (1 x 1024); ragged channel counts off the tiles
@@ -91,12 +110,9 @@ TEST_F(CudaAudioDecoderOps, Conv1dFp32MatchesReference) {
     const std::string what = "conv1d_fp32 B " + std::to_string(c.batch) + " cin " + std::to_string(c.cin) + " L " +
                              std::to_string(c.l) + " cout " + std::to_string(c.cout) + " K " + std::to_string(c.k) +
                              " d " + std::to_string(c.dilation);
-    const int64_t lout = ref::conv1d_out_length(c.l, c.k, c.dilation, c.padding);
-    Tensor x = random_f32({c.batch, c.cin, c.l});
-    Tensor w = random_f32({c.cout, c.cin, c.k}, 1.0f / std::sqrt(static_cast<float>(c.cin * c.k)));
-    Tensor b = random_f32({c.cout}, 0.1f);
-    Tensor expect = Tensor::empty({c.batch, c.cout, lout}, DType::kF32);
-    ASSERT_OK(cpu_->conv1d_fp32(x, w, c.bias ? &b : nullptr, c.dilation, c.padding, expect));
+    const ConvOperands op = conv_operands(c);
+    const Tensor &x = op.x, &w = op.w, &b = op.b, &expect = op.expect;
+    const int64_t lout = op.lout;
     Tensor xd = upload(x), wd = upload(w), bd = upload(b), od = poisoned_3d({c.batch, c.cout, lout});
     ASSERT_OK(gpu_->conv1d_fp32(xd, wd, c.bias ? &bd : nullptr, c.dilation, c.padding, od));
     ASSERT_OK(gpu_->synchronize());
@@ -115,12 +131,9 @@ const std::vector<cuda_ops::Conv1dTile> kTiles = {cuda_ops::Conv1dTile::k128x128
 TEST_F(CudaAudioDecoderOps, Conv1dFp32EveryTileMatchesReference) {
   for (const ConvCase& c : std::vector<ConvCase>{
            {2, 37, 301, 133, 11, 5, 25, true}, {2, 64, 1035, 70, 3, 3, 3, false}, {1, 19, 129, 9, 7, 1, 3, true}}) {
-    const int64_t lout = ref::conv1d_out_length(c.l, c.k, c.dilation, c.padding);
-    Tensor x = random_f32({c.batch, c.cin, c.l});
-    Tensor w = random_f32({c.cout, c.cin, c.k}, 1.0f / std::sqrt(static_cast<float>(c.cin * c.k)));
-    Tensor b = random_f32({c.cout}, 0.1f);
-    Tensor expect = Tensor::empty({c.batch, c.cout, lout}, DType::kF32);
-    ASSERT_OK(cpu_->conv1d_fp32(x, w, c.bias ? &b : nullptr, c.dilation, c.padding, expect));
+    const ConvOperands op = conv_operands(c);
+    const Tensor &x = op.x, &w = op.w, &b = op.b, &expect = op.expect;
+    const int64_t lout = op.lout;
     Tensor xd = upload(x), wd = upload(w), bd = upload(b);
     for (cuda_ops::Conv1dTile tile : kTiles) {
       Tensor od = poisoned_3d({c.batch, c.cout, lout});
