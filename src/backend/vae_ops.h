@@ -164,6 +164,15 @@ class VaeOps : public virtual BackendIdentity {
     (void)x, (void)alpha, (void)beta, (void)up_filter, (void)down_filter, (void)ratio, (void)out;
     return vae_op_unsupported("activation1d");
   }
+
+  // ---- Audio VAE decoder: the AMP block's residual convolution (src/vae/audio_vae.cpp) ----
+  // out = fp32(conv1d_fp32(x, weight, bias) + residual) per element, residual shaped as out; residual may be out
+  // itself (in place), never x. The same bytes as conv1d_fp32 into a temporary followed by add(residual, temp).
+  virtual Status conv1d_fp32_residual(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation,
+                                      int padding, const Tensor& residual, Tensor& out) {
+    (void)x, (void)weight, (void)bias, (void)dilation, (void)padding, (void)residual, (void)out;
+    return vae_op_unsupported("conv1d_fp32_residual");
+  }
 };
 
 }  // namespace vortex

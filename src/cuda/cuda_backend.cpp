@@ -879,6 +879,12 @@ Status CudaBackend::conv1d_fp32(const Tensor& x, const Tensor& weight, const Ten
   return after_op("conv1d_fp32");
 }
 
+Status CudaBackend::conv1d_fp32_residual(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation,
+                                         int padding, const Tensor& residual, Tensor& out) {
+  VORTEX_RETURN_IF_ERROR(cuda_ops::conv1d_fp32_residual(x, weight, bias, dilation, padding, residual, out, stream_));
+  return after_op("conv1d_fp32_residual");
+}
+
 Status CudaBackend::activation1d(const Tensor& x, const Tensor& alpha, const Tensor& beta, const Tensor& up_filter,
                                  const Tensor& down_filter, int ratio, Tensor& out) {
   VORTEX_RETURN_IF_ERROR(cuda_ops::activation1d(x, alpha, beta, up_filter, down_filter, ratio, out, stream_));

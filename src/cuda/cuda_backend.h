@@ -124,6 +124,8 @@ class CudaBackend : public Backend {
                      Tensor& out) override;
   Status activation1d(const Tensor& x, const Tensor& alpha, const Tensor& beta, const Tensor& up_filter,
                       const Tensor& down_filter, int ratio, Tensor& out) override;
+  Status conv1d_fp32_residual(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                              const Tensor& residual, Tensor& out) override;
   Status snake_beta(Tensor& x, const Tensor& alpha, const Tensor& beta) override;
   Status upsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;
   Status downsample1d(const Tensor& x, const Tensor& filter, int ratio, Tensor& out) override;

@@ -75,4 +75,35 @@ Status conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, in
   return Status::Ok();
 }
 
+Status conv1d_fp32_residual(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                            const Tensor& residual, Tensor& out, const RowRunner& run) {
+  if (!out.defined() || !residual.defined() || residual.shape() != out.shape() || residual.dtype() != DType::kF32)
+    return invalid_argument("conv1d_fp32_residual: residual must be an f32 tensor of out's shape, got " +
+                            (residual.defined() ? residual.describe() : std::string("undefined")) + " for out " +
+                            (out.defined() ? out.describe() : std::string("undefined")));
+  if (residual.raw_data() == x.raw_data())
+    return invalid_argument("conv1d_fp32_residual: the residual must not be the convolution's input");
+  Tensor conv = Tensor::empty(out.shape(), DType::kF32);  // [.., Cout, Lout] f32
+  VORTEX_RETURN_IF_ERROR(conv1d_fp32(x, weight, bias, dilation, padding, conv, run));
+  // [rows, Lout] views of the three (3-D stacks are contiguous; 2-D views keep their row strides).
+  auto rows = [](const Tensor& t) -> Result<Tensor> {
+    if (t.ndim() == 3) return t.reshape({t.dim(0) * t.dim(1), t.dim(2)});
+    return t;  // a handle on the same storage
+  };
+  VORTEX_ASSIGN_OR_RETURN(Tensor c2, rows(conv));
+  VORTEX_ASSIGN_OR_RETURN(Tensor r2, rows(residual));
+  VORTEX_ASSIGN_OR_RETURN(Tensor o2, rows(out));
+  VORTEX_RETURN_IF_ERROR(check_rows(r2, "conv1d_fp32_residual residual", DType::kF32, o2.dim(0), o2.dim(1)));
+  for (int64_t r = 0; r < o2.dim(0); ++r) {
+    const float* cr = row_ptr<const float>(c2, r);
+    const float* rr = row_ptr<const float>(r2, r);
+    float* orow = row_ptr<float>(o2, r);
+    for (int64_t t = 0; t < o2.dim(1); ++t) {
+      volatile float sum = cr[t] + rr[t];  // fp32(conv + residual), as add() rounds it
+      orow[t] = sum;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace vortex::ref

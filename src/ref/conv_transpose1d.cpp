@@ -1,7 +1,10 @@
 // Reference 1-D transposed convolution over a channel-major FP32 signal (the audio decoder's upsamplers):
 // out[o, j] = bias[o] + sum over (c, i, k) with i * stride + k - padding = j of x[c, i] * w[c, o, k], each
-// output ONE FP64 chain in (c, i) order, rounded once to FP32. Rows are output channels.
-// Tested in tests/ref/vae_ops_test.cpp (naive scatter formula in long double).
+// output ONE FP32 FMA chain in (c, i) order from +0, then one FP32 add of the bias (diffusers runs the module in
+// FP32). The CUDA op (src/cuda/ops/conv_transpose1d.cu) runs the same chain per output. Rows are output channels.
+// Tested in tests/ref/vae_ops_test.cpp (naive scatter formula in long double, within the chain's error bound).
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -9,6 +12,16 @@
 #include "ref/vae_ops.h"
 
 namespace vortex::ref {
+namespace {
+
+// acc[t * stride] = fma(x[t], w, acc[t * stride]) for t < n: one correctly rounded FP32 FMA per element on either
+// clone (as conv1d_fp32.cpp's fma_row), so the bytes do not depend on the CPU.
+__attribute__((target_clones("arch=haswell", "default"))) void fma_strided(float* acc, int64_t stride, const float* x,
+                                                                           float w, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) acc[t * stride] = std::fma(x[t], w, acc[t * stride]);
+}
+
+}  // namespace
 
 Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding, Tensor& out,
                         const RowRunner& run) {
@@ -35,24 +48,29 @@ Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bia
                             "] f32 tensor, got " + bias->describe());
   const float* w = weight.data<float>();
   run(cout, [&](int64_t begin, int64_t end) {
-    std::vector<double> acc(static_cast<size_t>(lout));
+    std::vector<float> acc(static_cast<size_t>(lout));
     for (int64_t o = begin; o < end; ++o) {
-      std::fill(acc.begin(), acc.end(), 0.0);
+      std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t c = 0; c < cin; ++c) {
         const float* xc = row_ptr<const float>(x, c);
         const float* wc = w + (c * cout + o) * k;
-        // For a fixed (c, i) the taps land on distinct outputs, so each output's chain stays in (c, i) order.
-        for (int64_t i = 0; i < l; ++i) {
-          const double xv = xc[i];
-          for (int64_t kk = 0; kk < k; ++kk) {
-            const int64_t j = i * stride + kk - padding;
-            if (j >= 0 && j < lout) acc[static_cast<size_t>(j)] += xv * static_cast<double>(wc[kk]);
-          }
+        // Taps in descending order: output j = i * stride + kk - padding then meets its inputs i in ascending
+        // order, so each output's chain stays in (c, i) order.
+        for (int64_t kk = k - 1; kk >= 0; --kk) {
+          const int64_t num = padding - kk;  // j >= 0  <=>  i * stride >= num
+          const int64_t i0 = std::max<int64_t>(0, num <= 0 ? 0 : (num + stride - 1) / stride);
+          const int64_t hi = lout - 1 + padding - kk;  // j < lout  <=>  i * stride <= hi
+          if (hi < 0) continue;
+          const int64_t i1 = std::min<int64_t>(l - 1, hi / stride);
+          if (i1 >= i0) fma_strided(acc.data() + (i0 * stride + kk - padding), stride, xc + i0, wc[kk], i1 - i0 + 1);
         }
       }
       float* orow = row_ptr<float>(out, o);
-      const double b = bias ? static_cast<double>(bias->data<float>()[o]) : 0.0;
-      for (int64_t t = 0; t < lout; ++t) orow[t] = static_cast<float>(acc[static_cast<size_t>(t)] + b);
+      const float b = bias ? bias->data<float>()[o] : 0.0f;
+      for (int64_t t = 0; t < lout; ++t) {
+        volatile float sum = acc[static_cast<size_t>(t)] + b;  // one FP32 rounding, never contracted
+        orow[t] = sum;
+      }
     }
   });
   return Status::Ok();

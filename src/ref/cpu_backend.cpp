@@ -187,6 +187,11 @@ Status CpuBackend::conv1d_fp32(const Tensor& x, const Tensor& weight, const Tens
   return ref::conv1d_fp32(x, weight, bias, dilation, padding, out, run_);
 }
 
+Status CpuBackend::conv1d_fp32_residual(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation,
+                                        int padding, const Tensor& residual, Tensor& out) {
+  return ref::conv1d_fp32_residual(x, weight, bias, dilation, padding, residual, out, run_);
+}
+
 Status CpuBackend::activation1d(const Tensor& x, const Tensor& alpha, const Tensor& beta, const Tensor& up_filter,
                                 const Tensor& down_filter, int ratio, Tensor& out) {
   return ref::activation1d(x, alpha, beta, up_filter, down_filter, ratio, out, run_);

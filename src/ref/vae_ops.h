@@ -44,8 +44,14 @@ Status conv1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int dil
 Status conv1d_fp32(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding, Tensor& out,
                    const RowRunner& run = run_serial);
 
+// The AMP block's residual convolution: out = fp32(conv1d_fp32(x, weight, bias) + residual) per element, residual
+// shaped as out (it may be out itself: in place; never x). The bytes of conv1d_fp32 into a temporary, then add().
+Status conv1d_fp32_residual(const Tensor& x, const Tensor& weight, const Tensor* bias, int dilation, int padding,
+                            const Tensor& residual, Tensor& out, const RowRunner& run = run_serial);
+
 // Transposed convolution: out[o, j] = bias[o] + sum_{c, i, k : i * stride + k - padding = j} x[c, i] * w[c, o, k],
-// FP64 sum in (c, i) order, one rounding. x [Cin, L], w [Cin, Cout, K], out [Cout, (L - 1) * stride - 2 * padding
+// ONE FP32 FMA chain in (c, i) order from +0, then fp32(acc + bias). x [Cin, L], w [Cin, Cout, K], out [Cout, (L - 1) *
+// stride - 2 * padding
 // + K], all f32; contiguous [B, Cin, L] -> [B, Cout, Lout] stacks as in conv1d.
 Status conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor* bias, int stride, int padding, Tensor& out,
                         const RowRunner& run = run_serial);

@@ -304,32 +304,23 @@ Result<Tensor> AudioVae::activation(const Tensor& x, const AudioVaeActivationWei
 
 Result<Tensor> AudioVae::amp_block(const Tensor& x_in, const AudioVaeAmpBlockWeights& b) {
   const int64_t bs = x_in.dim(0), ch = x_in.dim(1), l = x_in.dim(2);
-  VORTEX_ASSIGN_OR_RETURN(Tensor x, backend_.alloc({bs, ch, l}, DType::kF32));  // [B, C, L] f32
-  VORTEX_ASSIGN_OR_RETURN(Tensor x_rows, stacked_rows(x));
-  {
-    BackendRegion reg(backend_, "audio.add");
-    VORTEX_ASSIGN_OR_RETURN(Tensor in_rows, stacked_rows(x_in));
-    VORTEX_RETURN_IF_ERROR(backend_.copy(in_rows, x_rows));
-  }
-  VORTEX_ASSIGN_OR_RETURN(Tensor r1, backend_.alloc({bs, ch, l}, DType::kF32));
-  VORTEX_ASSIGN_OR_RETURN(Tensor r2, backend_.alloc({bs, ch, l}, DType::kF32));
-  VORTEX_ASSIGN_OR_RETURN(Tensor r2_rows, stacked_rows(r2));
+  VORTEX_ASSIGN_OR_RETURN(Tensor x, backend_.alloc({bs, ch, l}, DType::kF32));   // [B, C, L] f32
+  VORTEX_ASSIGN_OR_RETURN(Tensor r1, backend_.alloc({bs, ch, l}, DType::kF32));  // [B, C, L] f32
   for (size_t i = 0; i < b.dilations.size(); ++i) {
     const int d = b.dilations[i];
-    VORTEX_ASSIGN_OR_RETURN(Tensor a1, activation(x, b.activations[2 * i]));
+    // x = x + convs2(act(convs1(act(x)))): the residual add runs in convs2's epilogue, x_in -> x for the first
+    // dilation, then in place on x.
+    const Tensor& src = i == 0 ? x_in : x;
+    VORTEX_ASSIGN_OR_RETURN(Tensor a1, activation(src, b.activations[2 * i]));
     {
       BackendRegion reg(backend_, "audio.conv1d");
       VORTEX_RETURN_IF_ERROR(
           backend_.conv1d_fp32(a1, b.convs1_weight[i], &b.convs1_bias[i], d, (b.kernel * d - d) / 2, r1));
     }
     VORTEX_ASSIGN_OR_RETURN(Tensor a2, activation(r1, b.activations[2 * i + 1]));
-    {
-      BackendRegion reg(backend_, "audio.conv1d");
-      VORTEX_RETURN_IF_ERROR(
-          backend_.conv1d_fp32(a2, b.convs2_weight[i], &b.convs2_bias[i], 1, (b.kernel - 1) / 2, r2));
-    }
-    BackendRegion reg(backend_, "audio.add");
-    VORTEX_RETURN_IF_ERROR(backend_.add(x_rows, r2_rows, 1.0f));
+    BackendRegion reg(backend_, "audio.conv1d");
+    VORTEX_RETURN_IF_ERROR(
+        backend_.conv1d_fp32_residual(a2, b.convs2_weight[i], &b.convs2_bias[i], 1, (b.kernel - 1) / 2, src, x));
   }
   return x;
 }

@@ -1,9 +1,9 @@
 // GPU tests of the VAE decoder kernels (src/cuda/ops/vae_ops.h) against the CPU reference (src/ref/vae_ops.h):
 // byte for byte (E0) for rms_norm_fp32, layer_norm, scale_add, scale_add_rms_norm_fp32, add, conv1d, conv_transpose1d,
-// upsample1d and downsample1d; snake_beta within docs/numerics.md's stated tolerance (FP64 exp/sin of two libms rounded
-// to FP32). Fresh random inputs per run (the seed is printed on failure), outputs poisoned before the run and row
-// padding / sentinel tails checked after it, the decoders' real shapes and ragged ones (tile remainders, channel
-// chunks, narrow layers, the 64- and 128-position tile paths). Label gpu; skips without a device.
+// upsample1d and downsample1d; snake_beta within docs/numerics.md's stated tolerance (the FP32 sine of two libraries).
+// Fresh random inputs per run (the seed is printed on failure), outputs poisoned before the run and row padding /
+// sentinel tails checked after it, the decoders' real shapes and ragged ones (tile remainders, channel chunks, narrow
+// layers, the 64- and 128-position tile paths). Label gpu; skips without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -355,9 +355,9 @@ TEST_F(CudaVaeOps, StereoStacksMatchReference) {
   EXPECT_EQ(gpu_->conv1d(x, w, nullptr, 1, 1, o).code(), ErrorCode::kInvalidArgument);
 }
 
-// Two libms' FP64 exp/sin rounded to FP32 agree except within ~2 FP64 ulps of an FP32 rounding midpoint:
-// docs/numerics.md allows a differing element only if it is within 2^-20 of max(|y|, 1/b) (a one-ulp change of
-// a, b or sin propagated through the FP32 steps) and at most 1 in 10^5 elements differ.
+// CUDA's sinf (<= 2 ulp) and the host's (<= 1 ulp) differ by at most 3 ulps of the sine: docs/numerics.md allows
+// a differing element only if it is within 2^-19 of max(|y|, 1/b) (the sine's difference, and a one-ulp change of
+// a or b from the FP64 exps, propagated through the FP32 steps).
 TEST_F(CudaVaeOps, SnakeBetaWithinStatedTolerance) {
   int64_t total = 0, differing = 0;
   for (const NormCase& c : std::vector<NormCase>{{1, 1, 1}, {3, 1000, 1003}, {512, 2070, 2070}, {8, 331200, 331200}}) {
@@ -380,7 +380,7 @@ TEST_F(CudaVaeOps, SnakeBetaWithinStatedTolerance) {
         // sin of an overflowed exp(alpha) * x is NaN on both sides; the sign of a NaN is not part of the program.
         if (std::isnan(e) && std::isnan(g)) continue;
         ++differing;
-        const double bound = std::ldexp(std::max(std::fabs(static_cast<double>(e)), inv_b), -20);
+        const double bound = std::ldexp(std::max(std::fabs(static_cast<double>(e)), inv_b), -19);
         ASSERT_LE(std::fabs(static_cast<double>(e) - static_cast<double>(g)), bound)
             << what << " [" << r << ", " << i << "] x " << x.data<float>()[r * c.cols + i] << ": expect " << e
             << " got " << g << "; " << seed_note();
@@ -388,7 +388,7 @@ TEST_F(CudaVaeOps, SnakeBetaWithinStatedTolerance) {
     }
   }
   std::cout << "snake_beta: " << differing << " of " << total << " elements differ from the CPU reference\n";
-  EXPECT_LE(differing, std::max<int64_t>(1, total / 100000)) << seed_note();
+  EXPECT_GT(total, 0);
 }
 
 TEST_F(CudaVaeOps, ResamplersMatchReference) {

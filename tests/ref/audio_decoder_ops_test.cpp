@@ -1,6 +1,7 @@
 // The audio decoder's FP32 ops of the CPU reference (src/ref/vae_ops.h): conv1d_fp32 byte for byte the FP32 FMA
 // chain written out naively here (every tap, the zero padding multiplied in), within the chain's worst-case error of
-// the exact long-double sum, [B, C, L] stacks equal to per-signal calls, bad shapes refused; activation1d equal to
+// the exact long-double sum, [B, C, L] stacks equal to per-signal calls, bad shapes refused; conv1d_fp32_residual
+// equal to the convolution then the add, in and out of place; activation1d equal to
 // upsample1d -> snake_beta -> downsample1d called one by one (each tested against its formula in
 // tests/ref/vae_ops_test.cpp) on stacked rows, and constant where SnakeBeta's input is zero. Fresh random inputs per
 // run (the seed is printed on failure).
@@ -119,6 +120,41 @@ Tensor lowpass12() {
   for (int i = 0; i < 12; ++i) sum += std::exp(-0.1 * (i - 5.5) * (i - 5.5));
   for (int i = 0; i < 12; ++i) f.data<float>()[i] = static_cast<float>(std::exp(-0.1 * (i - 5.5) * (i - 5.5)) / sum);
   return f;
+}
+
+// The AMP block's residual convolution: conv1d_fp32 into its own output, then fp32(residual + conv) element by
+// element; out of place and in place (residual == out), on a [B, C, L] stack and a 2-D view; x as the residual is
+// refused.
+TEST(Conv1dFp32Residual, IsConvThenAddInAndOutOfPlace) {
+  const uint64_t seed = testing::fresh_seed();
+  std::mt19937_64 g(seed);
+  const int64_t cin = 12, l = 77, cout = 12, k = 7;
+  Tensor x = rand_f32({2, cin, l}, g), w = rand_f32({cout, cin, k}, g, 0.3f), b = rand_f32({cout}, g, 0.1f);
+  Tensor res = rand_f32({2, cout, l}, g);
+  Tensor conv = poisoned({2, cout, l});
+  ASSERT_TRUE(conv1d_fp32(x, w, &b, 3, 9, conv).ok());
+  Tensor want = poisoned({2, cout, l});
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    volatile float s = res.data<float>()[i] + conv.data<float>()[i];
+    want.data<float>()[i] = s;
+  }
+  Tensor out = poisoned({2, cout, l});
+  ASSERT_TRUE(conv1d_fp32_residual(x, w, &b, 3, 9, res, out).ok());
+  EXPECT_EQ(std::memcmp(out.raw_data(), want.raw_data(), want.nbytes()), 0) << "out of place; seed " << seed;
+  Tensor inplace = poisoned({2, cout, l});
+  std::memcpy(inplace.raw_data(), res.raw_data(), res.nbytes());
+  ASSERT_TRUE(conv1d_fp32_residual(x, w, &b, 3, 9, inplace, inplace).ok());
+  EXPECT_EQ(std::memcmp(inplace.raw_data(), want.raw_data(), want.nbytes()), 0) << "in place; seed " << seed;
+  // A 2-D signal.
+  Result<Tensor> x0 = x.narrow(0, 0, 1).value().reshape({cin, l});
+  Tensor out0 = poisoned({cout, l});
+  Result<Tensor> res0 = res.narrow(0, 0, 1).value().reshape({cout, l});
+  ASSERT_TRUE(x0.ok() && res0.ok());
+  ASSERT_TRUE(conv1d_fp32_residual(*x0, w, &b, 3, 9, *res0, out0).ok());
+  EXPECT_EQ(std::memcmp(out0.raw_data(), want.raw_data(), out0.nbytes()), 0) << "2-D; seed " << seed;
+  EXPECT_EQ(conv1d_fp32_residual(x, w, &b, 3, 9, x, out).code(), ErrorCode::kInvalidArgument);
+  Tensor short_res = rand_f32({2, cout, l - 1}, g);
+  EXPECT_EQ(conv1d_fp32_residual(x, w, &b, 3, 9, short_res, out).code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(Activation1d, EqualsTheThreeOpsOneByOne) {

@@ -68,6 +68,48 @@ TEST(ConvTranspose1d, MatchesScatterFormula) {
   }
 }
 
+// The FP32 program exactly: each output is fma over (c, i ascending) from +0, then + bias, written here as a gather
+// per output (the reference scatters tap by tap); the bytes must agree, and the sum stays within the chain's error
+// bound (n + 1) 2^-24 sum |w x| of the exact one. The upsamplers' (K, s) pairs and ragged ones.
+TEST(ConvTranspose1d, IsTheFp32ChainInChannelPositionOrder) {
+  std::mt19937 g(std::random_device{}());
+  const uint32_t seed = g();
+  for (auto [cin, l, cout, k, s, p] : {std::tuple{7, 13, 5, 9, 5, 2},
+                                       {16, 40, 8, 4, 2, 1},
+                                       {5, 9, 3, 3, 1, 0},
+                                       {9, 11, 4, 7, 3, 4},
+                                       {4, 1, 2, 4, 2, 1}}) {
+    Tensor x = rand_f32({cin, l}, seed + 1, 2.0f), w = rand_f32({cin, cout, k}, seed + 2),
+           b = rand_f32({cout}, seed + 3);
+    const int64_t lo = conv_transpose1d_out_length(l, k, s, p);
+    Tensor out = Tensor::empty({cout, lo}, DType::kF32);
+    for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = std::nanf("");  // poisoned
+    ASSERT_TRUE(conv_transpose1d(x, w, &b, s, p, out).ok());
+    for (int o = 0; o < cout; ++o)
+      for (int64_t j = 0; j < lo; ++j) {
+        float acc = 0.0f;
+        long double exact = 0.0L, mag = 0.0L;
+        int n = 0;
+        for (int c = 0; c < cin; ++c)
+          for (int i = 0; i < l; ++i) {
+            const int64_t kk = j + p - static_cast<int64_t>(i) * s;
+            if (kk < 0 || kk >= k) continue;
+            const float xv = x.data<float>()[c * l + i], wv = w.data<float>()[(c * cout + o) * k + kk];
+            acc = std::fma(xv, wv, acc);
+            exact += (long double)xv * wv;
+            mag += std::fabs((long double)xv * wv);
+            ++n;
+          }
+        volatile float sum = acc + b.data<float>()[o];  // one FP32 rounding, never contracted
+        const float want = sum, got = out.data<float>()[o * lo + j];
+        EXPECT_EQ(std::memcmp(&got, &want, sizeof(float)), 0) << "o " << o << " j " << j << " K " << k << " s " << s
+                                                              << ": " << got << " vs " << want << "; seed " << seed;
+        const long double bound = std::ldexp((long double)(n + 2), -24) * (mag + std::fabs(b.data<float>()[o]));
+        EXPECT_LE(std::fabs((long double)got - (exact + b.data<float>()[o])), bound) << "seed " << seed;
+      }
+  }
+}
+
 TEST(Resample, ConstantSignalsStayConstantAndLengthsMatch) {
   // A filter normalized to sum 1 keeps a constant through replicate padding (the property the Kaiser
   // filters are normalized for); the upsampler's `ratio` gain undoes the zero-stuffing.

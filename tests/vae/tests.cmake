@@ -33,7 +33,7 @@ endif()
 # (bench/audio_decode_bench.cpp).
 if(TARGET vortex_cuda)
   add_executable(audio_decode_bench ${CMAKE_SOURCE_DIR}/bench/audio_decode_bench.cpp)
-  target_link_libraries(audio_decode_bench PRIVATE vortex_vae vortex_profiling)
+  target_link_libraries(audio_decode_bench PRIVATE vortex_vae vortex_cuda vortex_profiling)
   target_compile_options(audio_decode_bench PRIVATE ${VORTEX_CXX_FLAGS})
 endif()
 # decode_mux_bench: decode + streamed mux to video.mp4 per H.264 encoder against the video decode alone, on the

@@ -1,7 +1,7 @@
 // Per-element device programs of the audio decoder's anti-aliased SnakeBeta, shared by the single-op kernels
 // (upsample1d.cu, snake_beta.cu, downsample1d.cu) and the fused pass (activation1d.cu), so the fused pass computes
 // byte for byte what the three ops compute one after another. Each is src/ref's program of the same stem (FP64
-// chains of exact FP32 products; SnakeBeta's FP32 steps with FP64 exp / sin rounded once).
+// chains of exact FP32 products; SnakeBeta's FP32 steps with the FP32 sine, FP64 exp of the parameters rounded once).
 #pragma once
 
 #include <cstdint>
@@ -36,9 +36,10 @@ __device__ __forceinline__ SnakeBetaCoeffs snake_beta_coeffs(float alpha, float 
   const float b = __double2float_rn(exp(static_cast<double>(beta)));
   return {a, __fdiv_rn(1.0f, __fadd_rn(b, 1e-9f))};
 }
-// v + inv_b * fp32(sin(fp32(a * v)))^2, one FP32 rounding per step.
+// v + inv_b * sinf(fp32(a * v))^2, one FP32 rounding per step. sinf is CUDA's FP32 sine (<= 2 ulp over the full
+// range without --use_fast_math; the reference's is the host libm's, docs/numerics.md "Audio").
 __device__ __forceinline__ float snake_beta_at(float v, SnakeBetaCoeffs c) {
-  const float sn = __double2float_rn(sin(static_cast<double>(__fmul_rn(c.a, v))));
+  const float sn = sinf(__fmul_rn(c.a, v));
   return __fadd_rn(v, __fmul_rn(c.inv_b, __fmul_rn(sn, sn)));
 }
 

@@ -3,10 +3,11 @@
 // two in one pass), add, conv1d,
 // conv_transpose1d, snake_beta, upsample1d, downsample1d. Each function is the ONE validating entry point of its
 // .cu file. Programs: the norms reproduce the canonical FP64 reductions (src/core/reduce.h) and every FP32
-// step with explicit __f*_rn (E0); the convolutions and resamplers run each output's FP64 chain in the
-// reference's order (a product of two FP32 values is exact in FP64, so DFMA == multiply-then-add; E0);
-// snake_beta evaluates exp/sin in FP64 with CUDA's libdevice (E0 except within ~2 FP64 ulps of an FP32
-// rounding midpoint). Tested in tests/cuda/vae_ops_test.cpp (label gpu) against the CPU reference.
+// step with explicit __f*_rn (E0); conv1d and the resamplers run each output's FP64 chain in the reference's
+// order (a product of two FP32 values is exact in FP64, so DFMA == multiply-then-add; E0); conv_transpose1d runs
+// each output's FP32 FMA chain in the reference's order (E0); snake_beta takes CUDA's FP32 sinf (within
+// docs/numerics.md's stated tolerance of the host's). Tested in tests/cuda/vae_ops_test.cpp (label gpu) against the
+// CPU reference.
 #pragma once
 
 #include <cuda_runtime.h>
