@@ -434,17 +434,20 @@ Status Pipeline::begin_load(const RunPlan& plan, ProgressSink& progress, bool ra
   } else if (encodes) {
     load_order_.text_note = "the text encoder runs before the load";
   }
-  progress.note("residency: load order: " +
-                (load_order_.overlapped
-                     ? std::string("overlapped: the transformer loads beside the run, step 1 uses "
-                                   "each block once it has arrived") +
-                           (load_order_.adaln_host
-                                ? "; the AdaLN projections are read into host memory beside it, and each block's "
-                                  "tables are computed from its projection (uploaded into one reused device buffer) "
-                                  "when the block arrives"
-                                : "")
-                     : "sequential: the transformer loads before sampling (" + load_order_.refusal + ")") +
-                (load_order_.text_note.empty() ? std::string() : "; " + load_order_.text_note));
+  progress.note(
+      "residency: load order: " +
+      (load_order_.overlapped
+           ? std::string("overlapped: the transformer loads beside the run, step 1 uses "
+                         "each block once it has arrived") +
+                 (!load_order_.adaln_host ? std::string()
+                  : options_.backend == BackendKind::kCpu
+                      ? std::string("; the AdaLN projections are read into host memory beside it, and each "
+                                    "block's tables are computed from its projection when the block arrives")
+                      : std::string("; the AdaLN projections are read into page-locked host memory beside it, "
+                                    "and each block's tables are computed from its projection (uploaded into "
+                                    "one reused device buffer) when the block arrives"))
+           : "sequential: the transformer loads before sampling (" + load_order_.refusal + ")") +
+      (load_order_.text_note.empty() ? std::string() : "; " + load_order_.text_note));
   planned_residency_ = std::move(residency);
   if (load_order_.overlapped && (load_order_.text_beside || !encodes)) return start_background_load(progress);
   return Status::Ok();

@@ -507,6 +507,11 @@ TEST_F(LoadOverlap, TheGpuDefaultOverlapsUnlessTheProjectionsCannotBeReadAsStore
   EXPECT_NE(why.find("cannot be read as stored"), std::string::npos) << why;
   diffusers.adaln_weights = AdalnPlacement::kDevice;
   EXPECT_EQ(load_overlap_refusal(diffusers, *dcfg, plan, true, false), "");
+  // The device buffer a host-resident projection is uploaded into counts in each request's reserve.
+  PipelineOptions device = o;
+  device.adaln_weights = AdalnPlacement::kDevice;
+  EXPECT_EQ(adaln_request_bytes(cfg_, o, 12) - adaln_request_bytes(cfg_, device, 12),
+            uint64_t{18} * static_cast<uint64_t>(cfg_.hidden) * static_cast<uint64_t>(cfg_.time_embed_dim) * 2);
   // The cpu backend's default loads them with the blocks; an explicit host placement takes the GPU's path.
   PipelineOptions cpu = o;
   cpu.backend = BackendKind::kCpu;
