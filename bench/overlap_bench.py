@@ -86,7 +86,7 @@ def schema_row(common, row, baseline):
     tail = sorted(s[1:]) if len(s) > 1 else s
     q = (lambda f: round(1000 * tail[min(len(tail) - 1, int(f * len(tail)))], 1)) if tail else (lambda f: None)
     out = dict(common)
-    out.update({"time_utc": datetime.datetime.utcnow().isoformat(timespec="seconds") + "Z",
+    out.update({"time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "impl": row["run"], "n": 1, "step_ms_p10": q(0.1), "step_ms_p50": q(0.5), "step_ms_p90": q(0.9),
                 "step_ms_p95": q(0.95), "baseline": baseline["run"] if baseline else None,
                 "baseline_wall_seconds": baseline.get("wall_seconds") if baseline else None,
