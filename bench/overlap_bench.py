@@ -13,7 +13,7 @@ order, one-shot `vortex generate` from a checkpoint on disk (docs/memory.md "Ove
      `te_sequential` and `te_overlapped`: `--model WORK/model --prompt ... --text-layer K` with --te-steps steps.
 Per run: wall, load, sampling, wall - max(load, sampling), the load's timeline from run.json (timing.load_overlap),
 the text encoder's load and encode seconds, peak device memory (nvidia-smi), host RSS, latents sha256 against the
-pair's sequential run. Rows carry PERFORMANCE.md's evidence fields. Writes OUT/overlap.jsonl and OUT/<run>.log.
+pair's sequential run. Rows carry the design's evidence fields (commit, dirty, gpu, clocks, quantiles, baseline, ratio, check). Writes OUT/overlap.jsonl and OUT/<run>.log.
 Usage: overlap_bench.py VORTEX OUT WORK --index-json FL2VA_MODEL_INDEX --te-config FL2VA_TE_CONFIG
        [--layers 12] [--steps 12] [--te-layers 8] [--te-steps 4] [--budget 180] [--timeout 70]
 """
@@ -81,7 +81,7 @@ def write_text_encoder(folder, config_path, layers, seed=7):
 
 
 def schema_row(common, row, baseline):
-    """PERFORMANCE.md's evidence fields for a one-shot run (n = 1; step quantiles over steps 2..N)."""
+    """The design's evidence fields for a one-shot run (n = 1; step quantiles over steps 2..N)."""
     s = row.get("step_seconds") or []
     tail = sorted(s[1:]) if len(s) > 1 else s
     q = (lambda f: round(1000 * tail[min(len(tail) - 1, int(f * len(tail)))], 1)) if tail else (lambda f: None)
