@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memory2_bench import drop_page_cache, raw_direct_read, run_generate  # noqa: E402
-from memory4_bench import timeline  # noqa: E402
+from memory4_bench import synth_checkpoint, timeline  # noqa: E402
 from residency_bench import smi  # noqa: E402
 
 GB = 1e9
@@ -153,13 +153,8 @@ def main():
     os.makedirs(ckdir, exist_ok=True)
     shutil.copy(a.index_json, os.path.join(model, "model_index.json"))
     index = os.path.join(ckdir, "model.safetensors.index.json")
-    t0 = time.time()
-    r = subprocess.run([a.vortex, "synth", "--config", "h3", "--layers", str(a.layers), "--layout", "comfy",
-                        "--shard-size-gb", "4", "--quiet", "-o", index], capture_output=True, text=True)
-    emit({"run": "synth", "exit_status": r.returncode, "seconds": round(time.time() - t0, 2), "stderr": r.stderr[-400:]})
-    shards = sorted(os.path.join(ckdir, f) for f in os.listdir(ckdir) if f.endswith(".safetensors"))
-    ck_bytes = sum(os.path.getsize(p) for p in shards)
-    fs = subprocess.run(["findmnt", "-no", "FSTYPE,SOURCE", "-T", ckdir], capture_output=True, text=True).stdout.strip()
+    synth, shards, ck_bytes, fs = synth_checkpoint(a.vortex, ckdir, a.layers)
+    emit(synth)
     how = drop_page_cache(shards)
     raw = emit(dict({"run": "disk_raw_direct_read", "filesystem": fs, "evict": how, "files": 1},
                     **raw_direct_read(shards[:1])))
