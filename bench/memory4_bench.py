@@ -39,6 +39,20 @@ def timeline(out_dir_log):
     return None
 
 
+def synth_checkpoint(vortex, ckdir, layers):
+    """`vortex synth --config h3 --layers L --layout comfy --shard-size-gb 4` into CKDIR: (the synth row's fields, the
+    shards, their bytes, the filesystem)."""
+    index = os.path.join(ckdir, "model.safetensors.index.json")
+    os.makedirs(ckdir, exist_ok=True)
+    t0 = time.time()
+    r = subprocess.run([vortex, "synth", "--config", "h3", "--layers", str(layers), "--layout", "comfy",
+                        "--shard-size-gb", "4", "--quiet", "-o", index], capture_output=True, text=True)
+    row = {"run": "synth", "exit_status": r.returncode, "seconds": round(time.time() - t0, 2), "stderr": r.stderr[-400:]}
+    shards = sorted(os.path.join(ckdir, f) for f in os.listdir(ckdir) if f.endswith(".safetensors"))
+    fs = subprocess.run(["findmnt", "-no", "FSTYPE,SOURCE", "-T", ckdir], capture_output=True, text=True).stdout.strip()
+    return row, shards, sum(os.path.getsize(p) for p in shards), fs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("vortex")
@@ -63,14 +77,8 @@ def main():
 
     ckdir = os.path.join(a.work, "ckpt")
     index = os.path.join(ckdir, "model.safetensors.index.json")
-    os.makedirs(ckdir, exist_ok=True)
-    t0 = time.time()
-    r = subprocess.run([a.vortex, "synth", "--config", "h3", "--layers", str(a.layers), "--layout", "comfy",
-                        "--shard-size-gb", "4", "--quiet", "-o", index], capture_output=True, text=True)
-    emit({"run": "synth", "exit_status": r.returncode, "seconds": round(time.time() - t0, 2), "stderr": r.stderr[-400:]})
-    shards = sorted(os.path.join(ckdir, f) for f in os.listdir(ckdir) if f.endswith(".safetensors"))
-    ck_bytes = sum(os.path.getsize(p) for p in shards)
-    fs = subprocess.run(["findmnt", "-no", "FSTYPE,SOURCE", "-T", ckdir], capture_output=True, text=True).stdout.strip()
+    synth, shards, ck_bytes, fs = synth_checkpoint(a.vortex, ckdir, a.layers)
+    emit(synth)
     how = drop_page_cache(shards)
     raw = dict({"run": "disk_raw_direct_read", "filesystem": fs, "evict": how, "files": 1},
                **raw_direct_read(shards[:1]))

@@ -1,10 +1,14 @@
-// BackgroundLoad (see load_overlap.h): a loader thread that publishes the transformer's weights group by group, and
-// the waits of the model's thread on them.
+// BackgroundLoad (see load_overlap.h): a loader thread that publishes the transformer's weights group by group, the
+// host weights another thread places beside it, and the waits of the model's thread on both; the decision whether a
+// one-shot generate overlaps its load at all.
 #include "engine/load_overlap.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <string_view>
 #include <utility>
 
+#include "io/checkpoint.h"
 #include "model/h3_spec.h"
 
 namespace vortex {
@@ -52,6 +56,42 @@ int weight_group_of(const std::string& name, int num_layers) {
   return name.rfind("final_layer.", 0) == 0 ? num_layers : -1;
 }
 
+namespace {
+bool is_block_adaln_projection(const std::string& name) {
+  static constexpr std::string_view kSuffix = ".adaln_proj.linear.weight";
+  return name.rfind("blocks.", 0) == 0 && name.size() > kSuffix.size() &&
+         name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
+}  // namespace
+
+bool adaln_projections_beside_load(const PipelineOptions& o, const ResidencyPlan& residency) {
+  const bool host =
+      o.adaln_weights_on_host() || (o.backend == BackendKind::kCpu && o.adaln_weights == AdalnPlacement::kHost);
+  return host && o.loras.empty() && !residency.adaln_from_disk;
+}
+
+std::string load_overlap_refusal(const PipelineOptions& o, const ModelConfig& cfg, const ResidencyPlan& residency,
+                                 bool switch_on, bool ranks) {
+  if (!switch_on) return "--switches load_overlap=0";
+  if (ranks) return "with ranks every rank loads before the world samples";
+  if (o.synthetic_weights || o.checkpoint_path.empty()) return "synthetic weights are made in one pass";
+  if (!o.loras.empty()) return "load-time --lora adapters merge into the loaded weights";
+  if (o.precision != Precision::kBf16)
+    return std::string("--precision ") + precision_name(o.precision) + " converts the weights after they load";
+  if (residency.resident_blocks < residency.num_blocks) return "blocks stream (their weights move after the load)";
+  if (residency.adaln_from_disk || residency.blocks_from_disk) return "weights stream from disk";
+  if (o.backend != BackendKind::kCpu && o.device != 0) return "the loader thread runs on device 0 only";
+  if (adaln_projections_beside_load(o, residency)) {
+    // Read into host memory beside the load: each must be stored as the model reads it.
+    Result<std::map<std::string, FileExtent>> extents =
+        checkpoint_extents(o.checkpoint_path, cfg, is_block_adaln_projection);
+    if (!extents.ok())
+      return "the AdaLN projections bound for host memory cannot be read as stored (" + extents.status().message() +
+             "); they load with the rest and move after (--adaln-weights device overlaps)";
+  }
+  return "";
+}
+
 Result<bool> take_load_overlap_switch(std::string& switches) {
   bool on = true;
   std::string rest;
@@ -79,6 +119,8 @@ BackgroundLoad::BackgroundLoad(Options options) : options_(std::move(options)), 
 std::shared_ptr<BackgroundLoad> BackgroundLoad::start(Options options, Body body) {
   std::shared_ptr<BackgroundLoad> load(new BackgroundLoad(std::move(options)));
   load->published_.blocks.resize(static_cast<size_t>(load->options_.num_layers));
+  for (const std::string& name : load->options_.host_weights)
+    ++load->host_expected_[weight_group_of(name, load->options_.num_layers)];
   load->thread_ = std::thread([raw = load.get(), body = std::move(body)]() mutable { raw->run(std::move(body)); });
   return load;
 }
@@ -92,7 +134,7 @@ void BackgroundLoad::run(Body body) {
   Result<H3Weights> out = body(*this);
   if (out.ok()) publish(options_.num_layers, *out);  // whatever was not published on the way
   std::lock_guard<std::mutex> lock(mu_);
-  if (!out.ok()) status_ = out.status();
+  if (!out.ok() && status_.ok()) status_ = out.status();  // the first error stays (a fill may have failed first)
   done_ = true;
   seconds_ = std::chrono::duration<double>(Clock::now() - t_start_).count();
   cv_.notify_all();
@@ -107,6 +149,12 @@ void BackgroundLoad::publish(int group, const H3Weights& placed) {
     if (options_.before_publish) options_.before_publish(g);
     std::lock_guard<std::mutex> lock(mu_);
     copy_weight_group(g, placed, published_);
+    if (host_expected_.count(g) != 0) {  // their slots hold the loader's placeholders: left empty until they arrive
+      for (auto& [name, t] : h3_tensor_slots(published_))
+        if (weight_group_of(name, options_.num_layers) == g &&
+            std::find(options_.host_weights.begin(), options_.host_weights.end(), name) != options_.host_weights.end())
+          *t = Tensor();
+    }
     published_up_to_ = g;
     progress_.groups = g + 2;
     if (g == options_.num_layers) seconds_ = std::chrono::duration<double>(Clock::now() - t_start_).count();
@@ -126,6 +174,30 @@ void BackgroundLoad::note(std::string line) {
   notes_.push_back(std::move(line));
 }
 
+void BackgroundLoad::place_host(const std::string& name, Tensor host) {
+  if (options_.before_place_host) options_.before_place_host(name);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (host_in_.count(name) != 0) return;
+  auto it = host_expected_.find(weight_group_of(name, options_.num_layers));
+  if (it == host_expected_.end() ||
+      std::find(options_.host_weights.begin(), options_.host_weights.end(), name) == options_.host_weights.end())
+    return;  // not a host weight of this load
+  host_in_.emplace(name, std::move(host));
+  --it->second;
+  cv_.notify_all();
+}
+
+void BackgroundLoad::fail(const Status& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (status_.ok()) status_ = error;
+  cv_.notify_all();
+}
+
+bool BackgroundLoad::host_ready(int group) const {
+  auto it = host_expected_.find(group);
+  return it == host_expected_.end() || it->second <= 0;
+}
+
 void BackgroundLoad::set_reporter(std::function<void(const Progress&)> reporter) {
   std::lock_guard<std::mutex> lock(mu_);
   reporter_ = std::move(reporter);
@@ -136,7 +208,7 @@ Status BackgroundLoad::await(int group, H3Weights& weights) {
   // The final group waits for the loader to have returned too: once the model holds every weight it may capture a
   // CUDA graph, and the loader must be done with the device (its staging buffers freed) by then.
   const bool last = group >= options_.num_layers;
-  while (!done_ && (last || published_up_to_ < group)) {
+  while (!done_ && status_.ok() && (last || published_up_to_ < group || !host_ready(group))) {
     if (cv_.wait_for(lock, kReportEvery) == std::cv_status::timeout && reporter_) {
       const Progress p = progress_;
       const std::function<void(const Progress&)> reporter = reporter_;
@@ -145,7 +217,8 @@ Status BackgroundLoad::await(int group, H3Weights& weights) {
       lock.lock();
     }
   }
-  if (published_up_to_ < group || (last && !status_.ok())) {  // the loader returned without this group, or failed
+  // The loader returned without this group (or its host weights), or a thread failed first.
+  if (published_up_to_ < group || !host_ready(group) || (last && !status_.ok())) {
     const std::string what = group < 0                     ? "the weights before the blocks"
                              : group < options_.num_layers ? "block " + std::to_string(group)
                                                            : "the final layer";
@@ -153,6 +226,11 @@ Status BackgroundLoad::await(int group, H3Weights& weights) {
     return internal_error("the background load ended without " + what);
   }
   copy_weight_group(group, published_, weights);
+  if (host_expected_.count(group) != 0) {
+    for (auto& [name, t] : h3_tensor_slots(weights))
+      if (auto h = host_in_.find(name); h != host_in_.end() && weight_group_of(name, options_.num_layers) == group)
+        *t = h->second;
+  }
   return Status::Ok();
 }
 

@@ -124,7 +124,7 @@ Status read_transformer(const PipelineOptions& o, const ModelConfig& cfg, Backen
   // AdaLN projections bound for host memory: read from the files into page-locked memory on a thread of their own
   // while the rest loads (engine/host_weight_fill.h); a file that stores them otherwise loads and moves them after.
   std::unique_ptr<HostWeightFill> adaln_fill;
-  if (o.adaln_weights_on_host() && o.loras.empty() && !residency.adaln_from_disk) {
+  if (adaln_projections_beside_load(o, residency)) {
     Result<std::unique_ptr<HostWeightFill>> f =
         HostWeightFill::start(backend, o.checkpoint_path, cfg, is_block_adaln_weight, /*threaded=*/o.device == 0);
     if (f.ok()) adaln_fill = std::move(f).value();
@@ -167,7 +167,8 @@ Status read_transformer(const PipelineOptions& o, const ModelConfig& cfg, Backen
       deferred.extents.erase(name);
     }
     out.adaln_filled = true;
-    progress.note("AdaLN projections read into page-locked host memory beside the load (" +
+    progress.note(std::string("AdaLN projections read into ") +
+                  (o.backend == BackendKind::kCpu ? "host memory" : "page-locked host memory") + " beside the load (" +
                   format_gb(model_bytes_of(host)) + " in " + std::to_string(adaln_fill->seconds()).substr(0, 5) +
                   " s)");
   }
@@ -181,12 +182,36 @@ Status read_transformer(const PipelineOptions& o, const ModelConfig& cfg, Backen
 
 // The overlapped load's body (on the loader's thread; engine/load_overlap.h): the checkpoint with direct reads, each
 // group of weights checked finite (what the direct reads did not check on the way) and published once its last tensor
-// is in place. Reports into `load` only: the ProgressSink belongs to the run's thread.
+// is in place. With `adaln_beside` the blocks' AdaLN projections stay out of the device load: a HostWeightFill reads
+// them into page-locked host memory on a thread of its own, in block order, checks each finite and places it
+// (BackgroundLoad::place_host), so a block is in place once its device weights and its projection both are. Reports
+// into `load` only: the ProgressSink belongs to the run's thread.
 Result<H3Weights> load_in_background(BackgroundLoad& load, const PipelineOptions& o, const ModelConfig& cfg,
-                                     Backend& backend) {
+                                     Backend& backend, bool adaln_beside) {
   std::vector<std::string> load_notes;
   CheckpointLoadHooks hooks;
   hooks.scan_finite = true;
+  DeferredWeights deferred;  // the projections read beside the load: left in the files by load_checkpoint
+  std::unique_ptr<HostWeightFill> fill;
+  if (adaln_beside) {
+    deferred.wanted = is_block_adaln_weight;
+    HostWeightFill::Hooks fh;
+    fh.filled = [&load, &o, &cfg, &backend](const std::string& name, const Tensor& host) -> Status {
+      if (load.stopping()) return cancelled("the transformer's load was stopped (the run ended first)");
+      H3Weights one = make_empty_h3_weights(cfg);
+      for (auto& [n, t] : h3_tensor_slots(one))
+        if (n == name) *t = host;
+      VORTEX_RETURN_IF_ERROR(
+          check_weights_finite(one, backend, o.checkpoint_path, "the checkpoint is damaged (download it again)"));
+      load.place_host(name, host);
+      return Status::Ok();
+    };
+    fh.failed = [&load](const Status& error) {
+      load.fail(error.with_context("reading the AdaLN projections into host memory beside the load"));
+    };
+    VORTEX_ASSIGN_OR_RETURN(fill, HostWeightFill::start(backend, o.checkpoint_path, cfg, is_block_adaln_weight,
+                                                        /*threaded=*/true, std::move(fh)));
+  }
   const std::vector<TensorSpec> specs = h3_tensor_specs(cfg);
   std::set<std::string> last_of_group;  // a group is in place once its last spec tensor is (load_checkpoint's order)
   for (size_t i = 0; i < specs.size(); ++i)
@@ -199,7 +224,9 @@ Result<H3Weights> load_in_background(BackgroundLoad& load, const PipelineOptions
       H3Weights unscanned = make_empty_h3_weights(cfg);  // the group's weights the direct reads did not check
       copy_weight_group(g, placed, unscanned);
       for (auto& [name, t] : h3_tensor_slots(unscanned))
-        if (hooks.scanned.count(name) != 0 || weight_group_of(name, cfg.num_layers) != g) *t = Tensor();
+        if (hooks.scanned.count(name) != 0 || deferred.extents.count(name) != 0 ||
+            weight_group_of(name, cfg.num_layers) != g)
+          *t = Tensor();
       VORTEX_RETURN_IF_ERROR(
           check_weights_finite(unscanned, backend, o.checkpoint_path, "the checkpoint is damaged (download it again)"));
     }
@@ -214,12 +241,22 @@ Result<H3Weights> load_in_background(BackgroundLoad& load, const PipelineOptions
     return check_and_publish(*hooks.placed, weight_group_of(name, cfg.num_layers));
   };
   const auto t_load = Clock::now();
-  Result<H3Weights> loaded =
-      load_checkpoint(o.checkpoint_path, cfg, backend, CheckpointLayout::kAuto, &load_notes, nullptr, &hooks);
+  Result<H3Weights> loaded = load_checkpoint(o.checkpoint_path, cfg, backend, CheckpointLayout::kAuto, &load_notes,
+                                             adaln_beside ? &deferred : nullptr, &hooks);
   for (std::string& n : load_notes) load.note(std::move(n));
   if (!loaded.ok()) return with_checkpoint_advice(loaded.status(), o.checkpoint_path);
   load.note(describe_checkpoint_load(hooks, seconds_since(t_load)));
+  if (!deferred.refused.empty())
+    return unsupported("cannot read the AdaLN projections into host memory as stored: " + deferred.refused.front());
   VORTEX_RETURN_IF_ERROR(check_and_publish(*loaded, cfg.num_layers));  // groups no hook published
+  if (fill) {
+    Result<std::map<std::string, Tensor>> filled = fill->finish();
+    VORTEX_RETURN_IF_ERROR(filled.status().with_context("reading the AdaLN projections into host memory"));
+    load.note(std::string("AdaLN projections read into ") +
+              (o.backend == BackendKind::kCpu ? "host memory" : "page-locked host memory") +
+              " beside the load, each block's handed to the run as it landed (" + format_gb(model_bytes_of(*filled)) +
+              " in " + std::to_string(fill->seconds()).substr(0, 5) + " s)");
+  }
   return loaded;
 }
 
@@ -357,19 +394,7 @@ Pipeline::~Pipeline() {
 }
 
 std::string Pipeline::load_overlap_refusal(const ResidencyPlan& residency, bool ranks) const {
-  const PipelineOptions& o = options_;
-  if (!load_overlap_on_) return "--switches load_overlap=0";
-  if (ranks) return "with ranks every rank loads before the world samples";
-  if (o.synthetic_weights || o.checkpoint_path.empty()) return "synthetic weights are made in one pass";
-  if (!o.loras.empty()) return "load-time --lora adapters merge into the loaded weights";
-  if (o.precision != Precision::kBf16)
-    return std::string("--precision ") + precision_name(o.precision) + " converts the weights after they load";
-  if (residency.resident_blocks < residency.num_blocks) return "blocks stream (their weights move after the load)";
-  if (residency.adaln_from_disk || residency.blocks_from_disk) return "weights stream from disk";
-  if (o.adaln_weights_on_host())
-    return "the AdaLN projections fill host memory for the tables (--adaln-weights device overlaps)";
-  if (o.backend != BackendKind::kCpu && o.device != 0) return "the loader thread runs on device 0 only";
-  return "";
+  return vortex::load_overlap_refusal(options_, cfg_, residency, load_overlap_on_, ranks);
 }
 
 Status Pipeline::begin_load(const RunPlan& plan, ProgressSink& progress, bool ranks) {
@@ -382,6 +407,7 @@ Status Pipeline::begin_load(const RunPlan& plan, ProgressSink& progress, bool ra
   load_order_.decided = true;
   load_order_.refusal = load_overlap_refusal(residency, ranks);
   load_order_.overlapped = load_order_.refusal.empty();
+  load_order_.adaln_host = load_order_.overlapped && adaln_projections_beside_load(options_, residency);
   const bool encodes = !plan.text.defined() && plan.text_source == TextSource::kPrompt && has_text_encoder();
   if (encodes && load_order_.overlapped) {
     // Both at once: the plan's resident weights and reserve, and the text encoder's weights and activations.
@@ -408,12 +434,20 @@ Status Pipeline::begin_load(const RunPlan& plan, ProgressSink& progress, bool ra
   } else if (encodes) {
     load_order_.text_note = "the text encoder runs before the load";
   }
-  progress.note("residency: load order: " +
-                (load_order_.overlapped
-                     ? std::string("overlapped: the transformer loads beside the run, step 1 uses "
-                                   "each block once it has arrived")
-                     : "sequential: the transformer loads before sampling (" + load_order_.refusal + ")") +
-                (load_order_.text_note.empty() ? std::string() : "; " + load_order_.text_note));
+  progress.note(
+      "residency: load order: " +
+      (load_order_.overlapped
+           ? std::string("overlapped: the transformer loads beside the run, step 1 uses "
+                         "each block once it has arrived") +
+                 (!load_order_.adaln_host ? std::string()
+                  : options_.backend == BackendKind::kCpu
+                      ? std::string("; the AdaLN projections are read into host memory beside it, and each "
+                                    "block's tables are computed from its projection when the block arrives")
+                      : std::string("; the AdaLN projections are read into page-locked host memory beside it, "
+                                    "and each block's tables are computed from its projection (uploaded into "
+                                    "one reused device buffer) when the block arrives"))
+           : "sequential: the transformer loads before sampling (" + load_order_.refusal + ")") +
+      (load_order_.text_note.empty() ? std::string() : "; " + load_order_.text_note));
   planned_residency_ = std::move(residency);
   if (load_order_.overlapped && (load_order_.text_beside || !encodes)) return start_background_load(progress);
   return Status::Ok();
@@ -426,8 +460,13 @@ Status Pipeline::start_background_load(ProgressSink& progress) {
   BackgroundLoad::Options lo;
   lo.num_layers = cfg_.num_layers;
   lo.before_publish = load_hook_;
-  background_ = BackgroundLoad::start(
-      std::move(lo), [this](BackgroundLoad& load) { return load_in_background(load, options_, cfg_, *backend_); });
+  const bool adaln_beside = load_order_.adaln_host;
+  if (adaln_beside)
+    for (int i = 0; i < cfg_.num_layers; ++i)
+      lo.host_weights.push_back("blocks." + std::to_string(i) + ".adaln_proj.linear.weight");
+  background_ = BackgroundLoad::start(std::move(lo), [this, adaln_beside](BackgroundLoad& load) {
+    return load_in_background(load, options_, cfg_, *backend_, adaln_beside);
+  });
   model_ = std::make_unique<H3Model>(cfg_, *backend_, make_empty_h3_weights(cfg_), exec_);
   VORTEX_RETURN_IF_ERROR(model_->set_arrivals(background_));
   planner_.set_weights_resident(true);

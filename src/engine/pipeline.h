@@ -194,7 +194,8 @@ class Pipeline {
   struct LoadOrder {
     bool decided = false;  // begin_load ran
     bool overlapped = false;
-    std::string refusal;  // why the load runs before sampling ("" when overlapped)
+    bool adaln_host = false;  // overlapped, the AdaLN projections read into host memory beside the load
+    std::string refusal;      // why the load runs before sampling ("" when overlapped)
     bool text_beside = false;
     std::string text_note;  // where the text encoder runs relative to the load, and why
     double load_start = -1.0, load_end = -1.0, first_step = -1.0;

@@ -321,6 +321,9 @@ Result<RunOutputs> Pipeline::run(const RunPlan& plan, ProgressSink& progress, co
                : load_order_.overlapped ? "overlapped"
                                         : "sequential"},
       {"reason", load_order_.decided && !load_order_.overlapped ? J(load_order_.refusal) : J(nullptr)},
+      // Overlapped: where the AdaLN projections went as the blocks arrived ("host": read into host memory beside the
+      // load, each block's tables computed from it on arrival; "device": loaded with the blocks).
+      {"adaln_projections", !load_order_.overlapped ? J(nullptr) : J(load_order_.adaln_host ? "host" : "device")},
       {"text_encoder", load_order_.text_note.empty() ? J(nullptr) : J(load_order_.text_note)},
       {"load_start_seconds", at(load_order_.load_start)},
       {"load_end_seconds", at(load_order_.load_end)},

@@ -663,17 +663,23 @@ Status H3Model::compute_adaln_entries(const std::vector<std::vector<float>>& set
 
 Status H3Model::finish_adaln_pending() {
   if (adaln_pending_.empty()) return Status::Ok();
-  Tensor staged;  // [18D, E] bf16: a host-resident weight's device copy, reused block after block
   Status s = Status::Ok();
   while (s.ok() && adaln_next_block_ < cfg_.num_layers) {
     s = await_weights(adaln_next_block_);
-    if (s.ok()) s = compute_adaln_block(adaln_next_block_, staged);
+    if (s.ok()) s = compute_adaln_block(adaln_next_block_, adaln_upload_);
   }
   if (s.ok()) s = await_weights(cfg_.num_layers);
   if (s.ok()) s = compute_adaln_final();
-  // The staging buffer is released when this returns: wait for the GEMMs that read it.
-  if (s.ok() && staged.defined()) s = backend_.synchronize();
+  if (s.ok()) s = release_adaln_upload();
   if (!s.ok()) drop_adaln_pending();
+  return s;
+}
+
+Status H3Model::release_adaln_upload() {
+  if (!adaln_upload_.defined()) return Status::Ok();
+  // Freed: wait for the GEMMs that read it (another thread's allocation may reuse the memory at once).
+  Status s = backend_.synchronize();
+  adaln_upload_ = Tensor();
   return s;
 }
 
@@ -681,6 +687,7 @@ void H3Model::drop_adaln_pending() {
   if (!adaln_pending_.empty()) adaln_entries_.resize(adaln_pending_.front());  // the pending entries are the last ones
   adaln_pending_.clear();
   adaln_pending_silu_.clear();
+  (void)release_adaln_upload();  // after an error: the error that got here is the one reported
 }
 
 Status H3Model::compute_adaln_block(int i, Tensor& staged) {
@@ -737,17 +744,18 @@ Status H3Model::compute_adaln_final() {
 Status H3Model::fill_pending_tables(int i) {
   const bool final_layer = i == cfg_.num_layers;
   if (final_layer ? !ws_.tables_final_pending : i < ws_.tables_pending_from) return Status::Ok();
-  Tensor staged;  // a host-resident projection's device copy (the projections stay on the device when overlapping)
+  // A host-resident projection goes through adaln_upload_, one device buffer reused block after block (each upload is
+  // ordered after the previous block's GEMMs on the same stream) and freed once the last pending block is done.
   Status s = Status::Ok();
   while (s.ok() && !adaln_pending_.empty() && adaln_next_block_ <= std::min(i, cfg_.num_layers - 1)) {
     s = await_weights(adaln_next_block_);
-    if (s.ok()) s = compute_adaln_block(adaln_next_block_, staged);
+    if (s.ok()) s = compute_adaln_block(adaln_next_block_, adaln_upload_);
   }
+  if (s.ok() && adaln_next_block_ >= cfg_.num_layers) s = release_adaln_upload();
   if (s.ok() && final_layer && !adaln_pending_.empty()) {
     s = await_weights(cfg_.num_layers);
     if (s.ok()) s = compute_adaln_final();
   }
-  if (s.ok() && staged.defined()) s = backend_.synchronize();
   if (!s.ok()) {
     drop_adaln_pending();
     return s;

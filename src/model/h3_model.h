@@ -244,7 +244,9 @@ class H3Model {
   // first use: prepare() callers await group -1 (await_weights), precompute_adaln defers each block's tables until
   // the block has arrived (its tables are computed then, before its first use, with the same GEMMs), and a step
   // awaits block i before running it and the final layer before the head. Steps run eagerly (no CUDA graph) until
-  // every group has arrived. Single-GPU steps only, the AdaLN projections on the device, no streamed blocks.
+  // every group has arrived. The AdaLN projections may arrive on the device or in host memory (a block's tables are
+  // then computed from its projection uploaded into one reused device buffer, the same GEMMs). Single-GPU steps
+  // only, no streamed blocks.
   Status set_arrivals(std::shared_ptr<WeightArrivals> arrivals);
   // Waits for every group up to `group` (in order) and places their tensors; no-op once they are in place.
   Status await_weights(int group);
@@ -333,7 +335,13 @@ class H3Model {
   std::vector<size_t> adaln_pending_;
   std::vector<Tensor> adaln_pending_silu_;
   int adaln_next_block_ = 0;
-  // compute_adaln_entries' pieces: block `i`'s tables of every pending entry, then the final layer's.
+  // [18D, E] bf16: the device buffer a host-resident projection is uploaded into (Backend::upload_async, on the
+  // compute stream, ordered after the previous block's GEMMs), reused block after block while entries are pending
+  // and freed once every block's tables are computed (release_adaln_upload: after a synchronize).
+  Tensor adaln_upload_;
+  Status release_adaln_upload();
+  // compute_adaln_entries' pieces: block `i`'s tables of every pending entry (a host-resident projection uploaded into
+  // `staged` first), then the final layer's.
   Status compute_adaln_block(int i, Tensor& staged);
   Status finish_adaln_pending();  // every pending block (awaiting each) and the final tables
   void drop_adaln_pending();      // after an error: the incomplete entries go

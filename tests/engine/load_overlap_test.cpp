@@ -4,7 +4,10 @@
 // load that fails surfaces as the loader's error, not a hang; destroying the load stops and joins its thread; the
 // one-shot generate gives the sequential order's latents on a ComfyUI checkpoint, on the tiny snapshot (prompt, text
 // encoder beside the load) and with a request's run-time adapter (the run waits for the whole load), falls back to the
-// sequential order with load-time adapters, and run.json records the order, why, and its timeline.
+// sequential order with load-time adapters, and run.json records the order, why, and its timeline. The AdaLN
+// projections bound for host memory arrive apart (a HostWeightFill beside the load): a block waits for both, a late
+// projection delays only its block, a failed fill wakes the run with its error, the one-shot generate with
+// --adaln-weights host overlaps and gives the sequential latents, and the decision overlaps with the GPU default.
 #include "engine/load_overlap.h"
 
 #include <gtest/gtest.h>
@@ -22,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/generate.h"
+#include "engine/host_weight_fill.h"
 #include "engine/model_folder.h"
 #include "engine/synthetic_snapshot.h"
 #include "io/checkpoint.h"
@@ -249,16 +253,163 @@ TEST(BackgroundLoad, SwitchParsing) {
   EXPECT_EQ(take_load_overlap_switch(bad).status().code(), ErrorCode::kInvalidArgument);
 }
 
+bool is_projection(const std::string& name) {
+  return name.rfind("blocks.", 0) == 0 && name.find(".adaln_proj.linear.weight") != std::string::npos;
+}
+
+std::vector<std::string> projection_names(int layers) {
+  std::vector<std::string> v;
+  for (int i = 0; i < layers; ++i) v.push_back("blocks." + std::to_string(i) + ".adaln_proj.linear.weight");
+  return v;
+}
+
+TEST_F(LoadOverlap, HostProjectionsArriveApartAndALateOneDelaysOnlyItsBlock) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  const Request r = make_request(cfg_, seed_ ^ 0x4057, 3);
+  CpuBackend be(2);
+  ExecOptions opts;
+  Result<H3Weights> w = load_checkpoint(path_, cfg_, be);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  H3Model loaded(cfg_, be, std::move(*w), opts);
+  ASSERT_TRUE(loaded.prepare(r.layout, r.text).ok());
+  ASSERT_TRUE(loaded.precompute_adaln(sigma_pairs(r)).ok());
+  Result<AvLatents> want = sample(loaded, r);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+
+  constexpr int kLate = 3;  // this block's projection arrives late
+  const std::string late = "blocks." + std::to_string(kLate) + ".adaln_proj.linear.weight";
+  std::mutex mu;
+  std::vector<std::string> placed;  // host weights in the order placed
+  Clock::time_point late_placed;
+  BackgroundLoad::Options lo;
+  lo.num_layers = cfg_.num_layers;
+  lo.host_weights = projection_names(cfg_.num_layers);
+  lo.before_place_host = [&](const std::string& name) {
+    if (name == late) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    std::lock_guard<std::mutex> lock(mu);
+    placed.push_back(name);
+    if (name == late) late_placed = Clock::now();
+  };
+  // The loader leaves the projections in the file; a HostWeightFill reads them on its own thread and places each.
+  std::map<std::string, const void*> fill_data;  // where the fill put each projection
+  std::shared_ptr<BackgroundLoad> load = BackgroundLoad::start(lo, [&](BackgroundLoad& l) -> Result<H3Weights> {
+    HostWeightFill::Hooks fh;
+    fh.filled = [&](const std::string& name, const Tensor& host) -> Status {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        fill_data[name] = host.raw_data();
+      }
+      l.place_host(name, host);
+      return Status::Ok();
+    };
+    fh.failed = [&l](const Status& e) { l.fail(e); };
+    VORTEX_ASSIGN_OR_RETURN(std::unique_ptr<HostWeightFill> fill,
+                            HostWeightFill::start(be, path_, cfg_, is_projection, true, std::move(fh)));
+    DeferredWeights deferred;
+    deferred.wanted = is_projection;
+    CheckpointLoadHooks hooks;
+    const std::vector<TensorSpec> specs = h3_tensor_specs(cfg_);
+    hooks.loaded = [&](const std::string& name, uint64_t, uint64_t) -> Status {
+      for (size_t i = 0; i + 1 < specs.size(); ++i)
+        if (specs[i].name == name &&
+            weight_group_of(name, cfg_.num_layers) != weight_group_of(specs[i + 1].name, cfg_.num_layers))
+          l.publish(weight_group_of(name, cfg_.num_layers), *hooks.placed);
+      return Status::Ok();
+    };
+    VORTEX_ASSIGN_OR_RETURN(H3Weights out,
+                            load_checkpoint(path_, cfg_, be, CheckpointLayout::kAuto, nullptr, &deferred, &hooks));
+    VORTEX_RETURN_IF_ERROR(fill->finish().status());
+    return out;
+  });
+  H3Model model(cfg_, be, make_empty_h3_weights(cfg_), opts);
+  ASSERT_TRUE(model.set_arrivals(load).ok());
+  ASSERT_TRUE(model.await_weights(-1).ok());
+  ASSERT_TRUE(model.prepare(r.layout, r.text).ok());
+  ASSERT_TRUE(model.precompute_adaln(sigma_pairs(r)).ok());  // deferred: each block's tables once it has arrived
+  Clock::time_point first_eval;
+  Result<AvLatents> got = sample(model, r, &first_eval);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_TRUE(same_bytes(*got, *want)) << "projections arriving apart changed the latents";
+  ASSERT_TRUE(load->finish().ok());
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(placed, projection_names(cfg_.num_layers)) << "the fill did not go in block order";
+  EXPECT_LT(first_eval, late_placed) << "step 1 did not start while block " << kLate << "'s projection was arriving";
+  // The model computes from the fill's host memory, not from the loader's placeholders (the file's mapping).
+  for (int i = 0; i < cfg_.num_layers; ++i) {
+    const std::string name = "blocks." + std::to_string(i) + ".adaln_proj.linear.weight";
+    EXPECT_EQ(model.weights().blocks[static_cast<size_t>(i)].adaln_proj_linear_weight.raw_data(), fill_data[name])
+        << name;
+  }
+}
+
+TEST(BackgroundLoad, AGroupWaitsForItsHostWeightAndAFailedFillWakesTheWaiter) {
+  ModelConfig cfg = ModelConfig::h3_tiny();
+  cfg.num_layers = 2;
+  CpuBackend be(1);
+  Result<H3Weights> made = synthesize_weights(cfg, be, 7);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  const H3Weights full = *made;
+  BackgroundLoad::Options lo;
+  lo.num_layers = cfg.num_layers;
+  lo.host_weights = projection_names(cfg.num_layers);
+  std::atomic<bool> release{false};
+  std::shared_ptr<BackgroundLoad> load = BackgroundLoad::start(lo, [&](BackgroundLoad& l) -> Result<H3Weights> {
+    l.publish(cfg.num_layers - 1, full);  // every block's device weights
+    while (!release.load() && !l.stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return full;
+  });
+  H3Weights got = make_empty_h3_weights(cfg);
+  // Block 0 is published but its projection has not arrived: the wait lasts until it does.
+  Tensor proj0 = Tensor::empty(full.blocks[0].adaln_proj_linear_weight.shape(), DType::kBF16);
+  std::memcpy(proj0.raw_data(), full.blocks[0].adaln_proj_linear_weight.raw_data(), proj0.nbytes());
+  std::thread placer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    load->place_host("blocks.0.adaln_proj.linear.weight", proj0);
+  });
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(load->await(-1, got).ok());
+  ASSERT_TRUE(load->await(0, got).ok());
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - t0).count(), 0.15) << "block 0 came without its projection";
+  placer.join();
+  EXPECT_EQ(got.blocks[0].adaln_proj_linear_weight.raw_data(), proj0.raw_data());
+  EXPECT_TRUE(got.blocks[0].attn_qkv_proj.weight.defined());
+  // Block 1's projection never comes: the fill fails on another thread and the waiter wakes with its error.
+  std::thread failer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    load->fail(Status(ErrorCode::kIo, "the fill's disk went away"));
+  });
+  const auto t1 = Clock::now();
+  Status s = load->await(1, got);
+  failer.join();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t1).count(), 10.0);
+  EXPECT_EQ(s.code(), ErrorCode::kIo) << s.to_string();
+  EXPECT_NE(s.message().find("block 1"), std::string::npos) << s.to_string();
+  release.store(true);
+  EXPECT_EQ(load->finish().code(), ErrorCode::kIo) << "the loader's OK did not hide the fill's error";
+}
+
 // One-shot generate: the latents file's bytes and run.json.
 struct Generated {
   std::string latents;
   nlohmann::json run;
 };
 
-Result<Generated> run_generate(GenerateRequest r, const std::string& out) {
+// Notes of a run (the loader's and the plan's).
+class NoteSink : public ProgressSink {
+ public:
+  void note(std::string_view what) override { notes.emplace_back(what); }
+  bool has(std::string_view part) const {
+    for (const std::string& n : notes)
+      if (n.find(part) != std::string::npos) return true;
+    return false;
+  }
+  std::vector<std::string> notes;
+};
+
+Result<Generated> run_generate(GenerateRequest r, const std::string& out, ProgressSink* sink = nullptr) {
   r.out_dir = out;
   ProgressSink quiet;
-  VORTEX_RETURN_IF_ERROR(generate(r, quiet).status());
+  VORTEX_RETURN_IF_ERROR(generate(r, sink != nullptr ? *sink : quiet).status());
   Generated g;
   for (const char* f : {"/video_latents.safetensors", "/audio_latents.safetensors"}) {
     std::ifstream in(out + f, std::ios::binary);
@@ -298,6 +449,75 @@ TEST_F(LoadOverlap, GenerateFromACheckpointGivesTheSequentialLatents) {
   ASSERT_TRUE(b.ok()) << b.status().to_string();
   expect_same_and_recorded(*a, *b);
   EXPECT_TRUE(b->run["timing"]["load_overlap"]["text_encoder"].is_null());  // synthetic text: no encoder
+}
+
+TEST_F(LoadOverlap, GenerateWithHostProjectionsOverlapsAndGivesTheSequentialLatents) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  GenerateRequest r;
+  r.pipeline.checkpoint_path = path_;
+  r.pipeline.threads = 2;
+  r.pipeline.adaln_weights = AdalnPlacement::kHost;  // on the cpu backend: the GPU default's load path
+  r.run.width = 64, r.run.height = 64, r.run.frames = 5, r.run.steps = 3, r.run.synthetic_text_rows = 4;
+  r.run.seed = seed_ & 0xffff;
+  GenerateRequest seq = r;
+  seq.pipeline.switches = "load_overlap=0";
+  NoteSink seq_notes, ovl_notes;
+  Result<Generated> a = run_generate(seq, dir_ + "/seq", &seq_notes);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  Result<Generated> b = run_generate(r, dir_ + "/ovl", &ovl_notes);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  expect_same_and_recorded(*a, *b);
+  const nlohmann::json& lo = b->run["timing"]["load_overlap"];
+  EXPECT_EQ(lo["adaln_projections"], "host") << lo.dump();
+  EXPECT_TRUE(a->run["timing"]["load_overlap"]["adaln_projections"].is_null());
+  // Both orders read the projections on a thread of their own; the overlapped one hands each block's over as it lands.
+  EXPECT_TRUE(seq_notes.has("AdaLN projections read into host memory beside the load (")) << "sequential: no fill";
+  EXPECT_TRUE(ovl_notes.has("each block's handed to the run as it landed")) << "overlapped: no fill";
+  EXPECT_TRUE(ovl_notes.has("the AdaLN projections are read into host memory beside it")) << "the plan's note";
+  // And the same latents as the projections loaded with the blocks.
+  GenerateRequest dev = r;
+  dev.pipeline.adaln_weights = AdalnPlacement::kDevice;
+  Result<Generated> c = run_generate(dev, dir_ + "/dev");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->latents == b->latents);
+  EXPECT_EQ(c->run["timing"]["load_overlap"]["adaln_projections"], "device");
+}
+
+TEST_F(LoadOverlap, TheGpuDefaultOverlapsUnlessTheProjectionsCannotBeReadAsStored) {
+  PipelineOptions o;
+  o.backend = BackendKind::kCuda;  // the decision only: nothing opens a device
+  o.checkpoint_path = path_;
+  ASSERT_TRUE(o.adaln_weights_on_host()) << "the GPU default keeps the projections in host memory";
+  ResidencyPlan plan;
+  plan.num_blocks = plan.resident_blocks = cfg_.num_layers;
+  EXPECT_TRUE(adaln_projections_beside_load(o, plan));
+  EXPECT_EQ(load_overlap_refusal(o, cfg_, plan, true, false), "");
+  EXPECT_EQ(load_overlap_refusal(o, cfg_, plan, false, false), "--switches load_overlap=0");
+  // Projections read from disk per request, or merged with a load-time adapter: not beside the load.
+  ResidencyPlan from_disk = plan;
+  from_disk.adaln_from_disk = true;
+  EXPECT_FALSE(adaln_projections_beside_load(o, from_disk));
+  EXPECT_EQ(load_overlap_refusal(o, cfg_, from_disk, true, false), "weights stream from disk");
+  // A diffusers file stores them renamed and split: the sequential order, saying why.
+  PipelineOptions diffusers = o;
+  diffusers.checkpoint_path = std::string(VORTEX_PARITY_FIXTURES) + "/model_diffusers";
+  Result<ModelConfig> dcfg = config_for_checkpoint(diffusers.checkpoint_path);
+  ASSERT_TRUE(dcfg.ok()) << dcfg.status().to_string();
+  const std::string why = load_overlap_refusal(diffusers, *dcfg, plan, true, false);
+  EXPECT_NE(why.find("cannot be read as stored"), std::string::npos) << why;
+  diffusers.adaln_weights = AdalnPlacement::kDevice;
+  EXPECT_EQ(load_overlap_refusal(diffusers, *dcfg, plan, true, false), "");
+  // The device buffer a host-resident projection is uploaded into counts in each request's reserve.
+  PipelineOptions device = o;
+  device.adaln_weights = AdalnPlacement::kDevice;
+  EXPECT_EQ(adaln_request_bytes(cfg_, o, 12) - adaln_request_bytes(cfg_, device, 12),
+            uint64_t{18} * static_cast<uint64_t>(cfg_.hidden) * static_cast<uint64_t>(cfg_.time_embed_dim) * 2);
+  // The cpu backend's default loads them with the blocks; an explicit host placement takes the GPU's path.
+  PipelineOptions cpu = o;
+  cpu.backend = BackendKind::kCpu;
+  EXPECT_FALSE(adaln_projections_beside_load(cpu, plan));
+  cpu.adaln_weights = AdalnPlacement::kHost;
+  EXPECT_TRUE(adaln_projections_beside_load(cpu, plan));
 }
 
 // Threads of this process (/proc/self/task).
