@@ -292,6 +292,8 @@ void register_serve(CLI::App& app, CommandContext& ctx) {
        {"--vae-seed"},
        {"--no-tiling"},
        {"--crf"},
+       {"--video-encoder"},
+       {"--x264-preset"},
        {"--gpus",
         "N GPUs as one pipeline: one rank process per GPU, Ulysses sequence parallelism over NCCL; rank 0 serves HTTP "
         "and writes outputs, latents identical to one GPU (--backend cuda; docs/multi_gpu.md)"},

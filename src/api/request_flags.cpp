@@ -297,6 +297,16 @@ void add_decoders_rows(std::vector<RequestFlag>& t) {
          return Status::Ok();
        }},
       {"--crf", "crf", F::kCrf, L, K::kValue, "INT", "x264 constant rate factor of video.mp4 (default 18)", parse_crf},
+      {"--video-encoder", "video_encoder", F::kVideoEncoder, L, K::kValue, "NAME",
+       "auto | libx264 | h264_nvenc: video.mp4's H.264 encoder (auto: NVENC when the driver offers it, else libx264)",
+       [](std::string_view t, S& s, St st) {
+         return assign(parse_video_encoder(t), s.load.mp4_video_encoder, F::kVideoEncoder, st);
+       }},
+      {"--x264-preset", "x264_preset", F::kX264Preset, L, K::kValue, "NAME",
+       "libx264 preset of video.mp4, ultrafast .. placebo (default veryfast; docs/decode.md has each one's cost)",
+       [](std::string_view t, S& s, St st) {
+         return assign(parse_x264_preset(t), s.load.mp4_x264_preset, F::kX264Preset, st);
+       }},
   };
   for (const RequestFlag& r : rows) t.push_back(r);
 }

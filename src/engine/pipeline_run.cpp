@@ -205,6 +205,8 @@ Result<nlohmann::ordered_json> Pipeline::decode_media(const Tensor& video, const
   // video.mp4 is encoded while the video decodes (the audio first; src/engine/stream_mux.h).
   Mp4Options mp4;
   mp4.crf = options_.mp4_crf;
+  mp4.video_encoder = options_.mp4_video_encoder;
+  if (!options_.mp4_x264_preset.empty()) mp4.preset = options_.mp4_x264_preset;
   // A cancel stops the decode between clips and before the mux's flush (decode_to_mp4); on backends that poll
   // it, inside long ops too, whose cut-short outputs the cancel then discards.
   struct CancelScope {

@@ -13,6 +13,7 @@
 #include "engine/decode.h"
 #include "engine/precision.h"
 #include "engine/references.h"
+#include "media/mp4_writer.h"
 
 namespace vortex {
 namespace fs = std::filesystem;
@@ -51,6 +52,8 @@ constexpr FieldNames kFields[] = {
     {Field::kSyntheticVae, "--synthetic-vae", nullptr},
     {Field::kVaeSeed, "--vae-seed", nullptr},
     {Field::kCrf, "--crf", nullptr},
+    {Field::kVideoEncoder, "--video-encoder", nullptr},
+    {Field::kX264Preset, "--x264-preset", nullptr},
     {Field::kGpus, "--gpus", nullptr},
     {Field::kCommTimeout, "--comm-timeout", nullptr},
     {Field::kPrompt, "--prompt", "prompt"},
@@ -185,6 +188,18 @@ Result<LoraMode> parse_lora_mode(std::string_view name) {
   return choice_error(Field::kLoraMode, FieldStyle::kFlag, "merge or runtime", name);
 }
 
+Result<std::string> parse_video_encoder(std::string_view name) {
+  if (check_video_encoder(std::string(name)).ok()) return std::string(name);
+  return choice_error(Field::kVideoEncoder, FieldStyle::kFlag, "auto, libx264 or h264_nvenc", name);
+}
+
+Result<std::string> parse_x264_preset(std::string_view name) {
+  if (check_x264_preset(std::string(name)).ok()) return std::string(name);
+  std::string all;
+  for (const char* p : kX264Presets) all += std::string(all.empty() ? "" : ", ") + p;
+  return choice_error(Field::kX264Preset, FieldStyle::kFlag, ("one of " + all).c_str(), name);
+}
+
 Result<AvScheduleMode> parse_schedule_field(std::string_view name) {
   return av_schedule_mode_from_name(std::string(name));
 }
@@ -242,6 +257,8 @@ Status validate_pipeline_options(const PipelineOptions& o) {
     return invalid_argument("--max-host-ram must be a positive number of GB (10^9 bytes)");
   if (o.mp4_crf < 0 || o.mp4_crf > 51)
     return invalid_argument("--crf must be in [0, 51], got " + std::to_string(o.mp4_crf));
+  VORTEX_RETURN_IF_ERROR(parse_video_encoder(o.mp4_video_encoder).status());
+  if (!o.mp4_x264_preset.empty()) VORTEX_RETURN_IF_ERROR(parse_x264_preset(o.mp4_x264_preset).status());
   return validate_lora_dir_options(o);
 }
 

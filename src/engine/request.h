@@ -63,6 +63,8 @@ enum class Field : uint8_t {
   kSyntheticVae,
   kVaeSeed,
   kCrf,
+  kVideoEncoder,
+  kX264Preset,
   kGpus,
   kCommTimeout,
   // One run (RunRequest).
@@ -120,6 +122,8 @@ Result<AttentionKind> parse_attention_field(std::string_view name, FieldStyle st
 Result<AdalnPlacement> parse_adaln_placement(std::string_view name);
 Result<SyntheticVae> parse_synthetic_vae(std::string_view name);  // "tiny" | "full"
 Result<LoraMode> parse_lora_mode(std::string_view name);
+Result<std::string> parse_video_encoder(std::string_view name);  // "auto" | "libx264" | "h264_nvenc"
+Result<std::string> parse_x264_preset(std::string_view name);    // one of kX264Presets (src/media/mp4_writer.h)
 Result<AvScheduleMode> parse_schedule_field(std::string_view name);
 Result<SamplerKind> parse_sampler_field(std::string_view name);
 
@@ -187,6 +191,10 @@ struct PipelineOptions {
     return backend != BackendKind::kCpu && adaln_weights != AdalnPlacement::kDevice;
   }
   int mp4_crf = 18;  // x264 constant rate factor of video.mp4
+  // video.mp4's H.264 encoder ("auto" | "libx264" | "h264_nvenc") and libx264 preset; an empty preset keeps
+  // Mp4Options's default (src/media/mp4_writer.h).
+  std::string mp4_video_encoder = "auto";
+  std::string mp4_x264_preset;
   bool wants_decoders() const {
     return !vae_dir.empty() || !audio_vae_dir.empty() || synthetic_vae != SyntheticVae::kNone;
   }

@@ -79,6 +79,10 @@ const Bad kBad[] = {
     {"--synthetic-vae", "huge", " must be 'tiny' or 'full', got 'huge'"},
     {"--vae-seed", "-5", " expects a non-negative integer, got '-5'"},
     {"--crf", "high", " expects an integer, got 'high'"},
+    {"--video-encoder", "vp9", " must be auto, libx264 or h264_nvenc, got 'vp9'"},
+    {"--x264-preset", "turbo",
+     " must be one of ultrafast, superfast, veryfast, faster, fast, medium, slow, slower, "
+     "veryslow, placebo, got 'turbo'"},
     {"--backend", "tpu", " must be cpu or cuda, got 'tpu'"},
     {"--threads", "all", " expects an integer, got 'all'"},
     {"--precision", "fp4", " must be one of"},

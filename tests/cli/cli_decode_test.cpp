@@ -290,6 +290,28 @@ std::vector<std::string> names_in(const std::string& dir) {
   return out;
 }
 
+// generate takes `vortex decode`'s encoder choice: --video-encoder and --x264-preset reach video.mp4 and run.json
+// records them; a preset or encoder libx264/FFmpeg does not know is refused (exit 2), writing nothing.
+TEST(CliGenerateDecode, EncoderChoiceReachesTheMp4) {
+  ScratchDir tmp;
+  const std::string args =
+      "generate --config h3-tiny --synthetic --synthetic-text 8 --width 448 --height 256 "
+      "--frames 22 --steps 1 --seed 3 --backend cpu --synthetic-vae tiny --quiet ";
+  RunResult g = run_vortex(args + "--video-encoder libx264 --x264-preset ultrafast --out " + tmp.str("gen"));
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  auto run = nlohmann::json::parse(read_file(tmp.str("gen/run.json")));
+  const auto& mp4 = run["outputs"]["video.mp4"];
+  EXPECT_EQ(mp4["encoder"], "libx264");
+  EXPECT_EQ(mp4["preset"], "ultrafast");
+  EXPECT_NE(mp4["encoder_settings"].get<std::string>().find("preset ultrafast"), std::string::npos) << mp4.dump();
+  for (const std::string bad : {"--x264-preset turbo", "--video-encoder vp9"}) {
+    RunResult b = run_vortex(args + bad + " --out " + tmp.str("bad"));
+    EXPECT_EQ(b.exit_code, 2) << bad << ": " << b.output;
+    EXPECT_NE(b.output.find(bad.substr(0, bad.find(' '))), std::string::npos) << b.output;
+    EXPECT_FALSE(fs::exists(tmp.str("bad")));
+  }
+}
+
 TEST(CliGenerateDecode, MediaBesideTheLatentsAsVortexDecodeWritesThem) {
   ScratchDir tmp;
   const std::string args =

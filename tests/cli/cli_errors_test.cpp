@@ -47,6 +47,8 @@ const Case kCases[] = {
     {GEN "--seconds -1", 2, "--seconds expects a positive number of seconds"},
     {GEN "--seconds 1 --frames 22", 2, "--seconds and --frames exclude each other"},
     {GEN "--crf abc", 2, "--crf"},
+    {GEN "--x264-preset turbo", 2, "--x264-preset must be one of ultrafast"},
+    {GEN "--video-encoder vp9", 2, "--video-encoder must be auto, libx264 or h264_nvenc, got 'vp9'"},
     {GEN "--text-layer -1", 2, "--text-layer"},
     {GEN "--gpus 0", 2, "--gpus must be an integer between 1 and 64, got '0'"},
     {GEN "--comm-timeout abc", 2, "--comm-timeout"},
