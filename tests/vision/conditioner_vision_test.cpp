@@ -16,6 +16,7 @@
 #include "vae/vae_checkpoint.h"
 #include "vision/keyframe_presentation.h"
 #include "vision/vision_tower.h"
+#include "vision_test_util.h"
 #include "vortex/dtype.h"
 
 namespace vortex {
@@ -58,19 +59,7 @@ TEST(ConditionerVision, EveryHiddenStateWithinTwiceTheBf16Floor) {
   ASSERT_TRUE(backend.ok()) << backend.status().to_string();
   auto enc = TextEncoder::load(kModel, **backend, 4);
   ASSERT_TRUE(enc.ok()) << enc.status().to_string();
-  auto weights = SafetensorsSet::open(kModel + "/model.safetensors.index.json");
-  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-  auto root = ConfigJson::read_file(kModel + "/config.json");
-  ASSERT_TRUE(root.ok()) << root.status().to_string();
-  auto vcfg = VisionConfig::from_json(*root);
-  ASSERT_TRUE(vcfg.ok()) << vcfg.status().to_string();
-  const SafetensorsSet* w = &*weights;
-  auto tower = VisionTower::from_source(*vcfg, [w](const std::string& name, const Shape& shape) -> Result<Tensor> {
-    if (!w->find(name)) return not_found("no tensor " + name);
-    VORTEX_ASSIGN_OR_RETURN(Tensor t, w->tensor(name));
-    if (t.shape() != shape) return format_error(name + " is " + t.describe());
-    return to_f32_host(t, name);  // the BF16 checkpoint read as FP32
-  });
+  auto tower = test::tower_from_model_folder(kModel);  // the BF16 checkpoint read as FP32
   ASSERT_TRUE(tower.ok()) << tower.status().to_string();
   auto fx = SafetensorsFile::open(std::string(VORTEX_VISION_FIXTURES) + "/conditioner.safetensors");
   ASSERT_TRUE(fx.ok()) << fx.status().to_string();

@@ -29,20 +29,8 @@ TEST(Ref2vaVisionCuda, VideoFeaturesWithinTwiceTheBf16Floor) {
   const std::string model = env_or("VORTEX_TE_FIXTURES", VORTEX_TE_FIXTURES) + "/model";
   auto fx =
       SafetensorsFile::open(env_or("VORTEX_VISION_FIXTURES", VORTEX_VISION_FIXTURES) + "/ref2va_vision.safetensors");
-  auto weights = SafetensorsSet::open(model + "/model.safetensors.index.json");
-  auto root = ConfigJson::read_file(model + "/config.json");
-  ASSERT_TRUE(fx.ok() && weights.ok() && root.ok());
-  auto cfg = VisionConfig::from_json(*root);
-  ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
-  const SafetensorsSet* w = &*weights;
-  auto tower = VisionTower::from_source(
-      *cfg,
-      [w](const std::string& name, const Shape& shape) -> Result<Tensor> {
-        VORTEX_ASSIGN_OR_RETURN(Tensor t, w->tensor(name));
-        if (t.shape() != shape) return format_error(name + " is " + t.describe());
-        return to_f32_host(t, name);
-      },
-      gpu->get());
+  ASSERT_TRUE(fx.ok()) << fx.status().to_string();
+  auto tower = test::tower_from_model_folder(model, gpu->get());
   ASSERT_TRUE(tower.ok()) << tower.status().to_string();
   const Tensor frames = *fx->tensor("video.frames");  // u8 [S, H, W, 3]
   std::vector<RgbImage> sampled;

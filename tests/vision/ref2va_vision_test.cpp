@@ -81,24 +81,7 @@ std::vector<RgbImage> sampled_frames() {
 }
 
 VisionTower tower(Backend* backend) {
-  static const SafetensorsSet weights = [] {
-    auto r = SafetensorsSet::open(kModel + "/model.safetensors.index.json");
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    return std::move(*r);
-  }();
-  auto root = ConfigJson::read_file(kModel + "/config.json");
-  EXPECT_TRUE(root.ok()) << root.status().to_string();
-  const VisionConfig cfg = *VisionConfig::from_json(*root);
-  const SafetensorsSet* w = &weights;
-  auto t = VisionTower::from_source(
-      cfg,
-      [w](const std::string& name, const Shape& shape) -> Result<Tensor> {
-        if (!w->find(name)) return not_found("no tensor " + name);
-        VORTEX_ASSIGN_OR_RETURN(Tensor x, w->tensor(name));
-        if (x.shape() != shape) return format_error(name + " is " + x.describe());
-        return to_f32_host(x, name);  // the BF16 checkpoint read as FP32
-      },
-      backend);
+  auto t = test::tower_from_model_folder(kModel, backend);  // the BF16 checkpoint read as FP32
   EXPECT_TRUE(t.ok()) << t.status().to_string();
   return std::move(*t);
 }

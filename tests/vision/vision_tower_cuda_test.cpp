@@ -312,20 +312,7 @@ TEST(VisionTowerCuda, DeviceHandOffEqualsTheHostHandOffBytes) {
   VORTEX_SKIP_NO_GPU_OR_FAIL(gpu.status());
   auto enc = TextEncoder::load(kTeModel, **gpu, 4);
   ASSERT_TRUE(enc.ok()) << enc.status().to_string();
-  auto weights = SafetensorsSet::open(kTeModel + "/model.safetensors.index.json");
-  auto root = ConfigJson::read_file(kTeModel + "/config.json");
-  ASSERT_TRUE(weights.ok() && root.ok());
-  auto vcfg = VisionConfig::from_json(*root);
-  ASSERT_TRUE(vcfg.ok()) << vcfg.status().to_string();
-  const SafetensorsSet* w = &*weights;
-  auto tower = VisionTower::from_source(
-      *vcfg,
-      [w](const std::string& name, const Shape& shape) -> Result<Tensor> {
-        VORTEX_ASSIGN_OR_RETURN(Tensor t, w->tensor(name));
-        if (t.shape() != shape) return format_error(name + " is " + t.describe());
-        return to_f32_host(t, name);
-      },
-      gpu->get());
+  auto tower = test::tower_from_model_folder(kTeModel, gpu->get());
   ASSERT_TRUE(tower.ok()) << tower.status().to_string();
   auto fx = SafetensorsFile::open(kDir + "/conditioner.safetensors");
   ASSERT_TRUE(fx.ok()) << fx.status().to_string();
